@@ -1,0 +1,319 @@
+//! Building a runtime: the [`RuntimeBuilder`], its validation, and [`BuildError`].
+
+use crate::policy::{NoAffinity, Policy};
+use crate::stack::{StackKind, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+use crate::Runtime;
+use elite_affinity::{Topology, TopologyError};
+use std::fmt;
+use std::sync::Arc;
+
+/// Most processors a runtime may have.
+pub const MAX_PROCESSORS: usize = 4096;
+
+/// Configures and builds a [`Runtime`].
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder()
+///     .processors(2)
+///     .stack_size(64 * 1024)
+///     .build()
+///     .expect("a valid configuration");
+/// assert_eq!(rt.processors(), 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct RuntimeBuilder {
+    processors: Option<usize>,
+    topology: Option<String>,
+    stack_size: usize,
+    start_queue_limit: usize,
+    node_start_queue_limit: usize,
+    tcb_pool_limit: usize,
+    stack_pool_limit: usize,
+    node_stack_pool_limit: usize,
+    spin_rounds: usize,
+    stack_kind: StackKind,
+    policy: Arc<dyn Policy>,
+    pin: bool,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        RuntimeBuilder {
+            processors: None,
+            topology: None,
+            stack_size: DEFAULT_STACK_SIZE,
+            start_queue_limit: 256,
+            node_start_queue_limit: 4096,
+            tcb_pool_limit: 256,
+            stack_pool_limit: 64,
+            node_stack_pool_limit: 1024,
+            spin_rounds: 64,
+            stack_kind: StackKind::Guarded,
+            policy: Arc::new(NoAffinity),
+            pin: true,
+        }
+    }
+}
+
+/// A validated configuration, as the runtime uses it.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) topology: Topology,
+    pub(crate) stack_size: usize,
+    pub(crate) start_queue_limit: usize,
+    pub(crate) node_start_queue_limit: usize,
+    pub(crate) tcb_pool_limit: usize,
+    pub(crate) stack_pool_limit: usize,
+    pub(crate) node_stack_pool_limit: usize,
+    pub(crate) spin_rounds: usize,
+    pub(crate) stack_kind: StackKind,
+    pub(crate) policy: Arc<dyn Policy>,
+    pub(crate) pin: bool,
+}
+
+impl RuntimeBuilder {
+    /// A builder with the defaults: one processor per CPU of the detected topology, 64 KiB guarded
+    /// stacks, the No Affinity policy.
+    pub fn new() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// Number of processors (OS worker threads), `1..=4096`. Default: one per CPU of the detected
+    /// topology. More processors than CPUs share CPUs round-robin.
+    pub fn processors(mut self, n: usize) -> Self {
+        self.processors = Some(n);
+        self
+    }
+
+    /// A synthetic topology such as `"2x2"` or `"2 nodes x 2 processors"`, mapped onto the real
+    /// CPUs, so the node level of the hierarchy is exercised on any machine. When
+    /// [`processors`](Self::processors) is also set it must match.
+    pub fn topology(mut self, spec: &str) -> Self {
+        self.topology = Some(spec.to_string());
+        self
+    }
+
+    /// Default stack size of ULTs in bytes, `16 KiB..=1 GiB`, rounded up to whole pages.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Entries a processor's start-queue holds before spawns overflow to its node (default 256, at least 1).
+    pub fn start_queue_limit(mut self, n: usize) -> Self {
+        self.start_queue_limit = n;
+        self
+    }
+
+    /// Entries a node's start-queue holds before spawns overflow to the global queue (default 4096, at least 1).
+    pub fn node_start_queue_limit(mut self, n: usize) -> Self {
+        self.node_start_queue_limit = n;
+        self
+    }
+
+    /// TCBs a processor keeps in its pool before a batch moves to the node (default 256, at least 2).
+    pub fn tcb_pool_limit(mut self, n: usize) -> Self {
+        self.tcb_pool_limit = n;
+        self
+    }
+
+    /// Stacks a processor keeps in its pool before a batch moves to the node (default 64, at least 2).
+    pub fn stack_pool_limit(mut self, n: usize) -> Self {
+        self.stack_pool_limit = n;
+        self
+    }
+
+    /// Stacks a node keeps before returning memory to the system (default 1024, at least 1).
+    pub fn node_stack_pool_limit(mut self, n: usize) -> Self {
+        self.node_stack_pool_limit = n;
+        self
+    }
+
+    /// Rounds an idle processor looks for work before it parks its OS thread (default 64, `0..=1_000_000`).
+    pub fn spin_rounds(mut self, n: usize) -> Self {
+        self.spin_rounds = n;
+        self
+    }
+
+    /// Whether processors pin their OS threads to their CPUs (default true). A refused pin is
+    /// counted, never fatal.
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// The scheduling policy (default [`NoAffinity`]).
+    pub fn policy(mut self, policy: impl Policy) -> Self {
+        self.policy = Arc::new(policy);
+        self
+    }
+
+    /// Use heap stacks without guard pages, with a canary checked at every switch, so a program can
+    /// keep more ULTs alive than `vm.max_map_count` allows guarded stacks (about 32 000 by default).
+    ///
+    /// # Safety
+    ///
+    /// Without a guard page, a ULT that overflows its stack writes into whatever memory lies below
+    /// it before the canary check notices (at its next switch) and aborts. The caller promises that
+    /// its ULTs fit in their stacks.
+    pub unsafe fn unguarded_stacks(mut self) -> Self {
+        self.stack_kind = StackKind::Unguarded;
+        self
+    }
+
+    /// Validates the configuration and starts the processors.
+    ///
+    /// ```
+    /// let err = elite_rt::Runtime::builder().processors(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("processors"));
+    /// ```
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        let config = self.validate()?;
+        Runtime::start(config)
+    }
+
+    pub(crate) fn validate(self) -> Result<Config, BuildError> {
+        fn range(
+            field: &'static str,
+            value: usize,
+            lo: usize,
+            hi: usize,
+        ) -> Result<(), BuildError> {
+            if (lo..=hi).contains(&value) {
+                Ok(())
+            } else {
+                Err(BuildError::OutOfRange {
+                    field,
+                    value,
+                    min: lo,
+                    max: hi,
+                })
+            }
+        }
+        if let Some(n) = self.processors {
+            range("processors", n, 1, MAX_PROCESSORS)?;
+        }
+        range(
+            "stack_size",
+            self.stack_size,
+            MIN_STACK_SIZE,
+            MAX_STACK_SIZE,
+        )?;
+        range("start_queue_limit", self.start_queue_limit, 1, usize::MAX)?;
+        range(
+            "node_start_queue_limit",
+            self.node_start_queue_limit,
+            1,
+            usize::MAX,
+        )?;
+        range("tcb_pool_limit", self.tcb_pool_limit, 2, usize::MAX)?;
+        range("stack_pool_limit", self.stack_pool_limit, 2, usize::MAX)?;
+        range(
+            "node_stack_pool_limit",
+            self.node_stack_pool_limit,
+            1,
+            usize::MAX,
+        )?;
+        range("spin_rounds", self.spin_rounds, 0, 1_000_000)?;
+        let topology = match (&self.topology, self.processors) {
+            (Some(spec), n) => {
+                let t = Topology::synthetic(spec).map_err(BuildError::Topology)?;
+                if let Some(n) = n {
+                    if n != t.num_processors() {
+                        return Err(BuildError::Conflict {
+                            field: "processors",
+                            reason: format!(
+                                "{n} processors asked for, but topology \"{spec}\" has {}",
+                                t.num_processors()
+                            ),
+                        });
+                    }
+                }
+                t
+            }
+            (None, Some(n)) => Topology::detect()
+                .with_processors(n)
+                .map_err(BuildError::Topology)?,
+            (None, None) => Topology::detect(),
+        };
+        Ok(Config {
+            topology,
+            stack_size: crate::stack::round_to_pages(self.stack_size),
+            start_queue_limit: self.start_queue_limit,
+            node_start_queue_limit: self.node_start_queue_limit,
+            tcb_pool_limit: self.tcb_pool_limit,
+            stack_pool_limit: self.stack_pool_limit,
+            node_stack_pool_limit: self.node_stack_pool_limit,
+            spin_rounds: self.spin_rounds,
+            stack_kind: self.stack_kind,
+            policy: self.policy,
+            pin: self.pin,
+        })
+    }
+}
+
+/// Why a runtime could not be built.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A setting outside its allowed range.
+    OutOfRange {
+        /// The builder method (field) at fault.
+        field: &'static str,
+        /// The value given.
+        value: usize,
+        /// Smallest allowed value.
+        min: usize,
+        /// Largest allowed value.
+        max: usize,
+    },
+    /// Two settings that contradict each other.
+    Conflict {
+        /// The builder method (field) at fault.
+        field: &'static str,
+        /// What contradicts what.
+        reason: String,
+    },
+    /// The synthetic topology did not parse.
+    Topology(TopologyError),
+    /// The operating system refused to start a processor's thread.
+    Thread(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::OutOfRange {
+                field,
+                value,
+                min,
+                max,
+            } => {
+                if *max == usize::MAX {
+                    write!(
+                        f,
+                        "invalid `{field}`: {value} is out of range, expected at least {min}"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "invalid `{field}`: {value} is out of range, expected {min}..={max}"
+                    )
+                }
+            }
+            BuildError::Conflict { field, reason } => write!(f, "invalid `{field}`: {reason}"),
+            BuildError::Topology(e) => write!(f, "invalid `topology`: {e}"),
+            BuildError::Thread(e) => write!(f, "could not start a processor thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Topology(e) => Some(e),
+            BuildError::Thread(e) => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! # elite-rt: user-level lightweight threads on per-processor structures
+//!
+//! A runtime of cheap stackful threads (ULTs) in the architecture of the Erlangen Lightweight Thread
+//! Environment (ELiTE): one pinned OS thread per processor, per-processor pools of thread control
+//! blocks and stacks in a hierarchy that follows the memory hierarchy, bounded start-queues per
+//! processor and per node, local runqueues ordered by a scheduling policy, a deathrow and clean-up
+//! stack per processor, and lock-free wake-up stacks.
+//!
+//! ```
+//! let rt = elite_rt::Runtime::builder()
+//!     .processors(2)              // default: one per CPU of the detected topology
+//!     .stack_size(64 * 1024)      // per-ULT stack; validated
+//!     .build()?;                  // Result<Runtime, BuildError>
+//! let sum = rt.block_on(|| {      // runs the closure as the root ULT, returns its value
+//!     let hs: Vec<_> = (0..1000).map(|i| elite_rt::spawn(move || i)).collect();
+//!     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+//! });
+//! assert_eq!(sum, 499_500);
+//! # Ok::<(), elite_rt::BuildError>(())
+//! ```
+//!
+//! The names mirror `std::thread`: [`spawn`], [`Builder`], [`JoinHandle::join`] (a panic arrives as
+//! `Err(payload)` and the runtime runs on), [`yield_now`], [`sleep`], [`current`]. Dropping a
+//! [`JoinHandle`] detaches the ULT. A `JoinHandle` may be joined from a ULT (which blocks, letting its
+//! processor run others) or from any OS thread (which parks).
+//!
+//! ## Life of a ULT
+//!
+//! `spawn` takes a TCB from the spawning processor's pool and puts it on that processor's bounded
+//! start-queue (overflowing to the node's, then to the global one). The ULT has no stack yet: the
+//! processor that first runs it takes a stack from *its own* pool, so stack memory is touched by the
+//! processor that uses it. A ULT runs until it yields, blocks, sleeps or returns; each is a switch back
+//! to the processor's loop, which finishes the transition on its own stack. On exit the stack goes back
+//! to the local pool at once and the TCB waits on the deathrow until the joiner lets go of it; a joiner
+//! on another processor pushes a note on the exiting processor's clean-up stack rather than touching
+//! its pools.
+//!
+//! Idle processors take work from start-queues (own, node, global), then steal from the processors of
+//! their node, then from all others, and finally park; [`Runtime::stats`] counts every one of these
+//! paths.
+//!
+//! ## Stacks
+//!
+//! Stacks are guarded (a `PROT_NONE` page below each) and pooled. Each guarded stack costs two kernel
+//! mappings, so `vm.max_map_count` (65530 by default) limits a program to roughly 32 000 ULTs that
+//! hold a stack at once (ULTs waiting on a start-queue hold none). Past that, the ULT that could not
+//! get a stack reports a [`SpawnError`] through its join, spawns fail with it until a stack is freed,
+//! and the runtime runs on. Programs that need more live ULTs opt into
+//! [`RuntimeBuilder::unguarded_stacks`]: heap stacks with a canary checked at every switch.
+//!
+//! ## Shutdown
+//!
+//! Dropping the [`Runtime`] stops its processors and cancels every ULT that has not finished,
+//! whatever state it is in: its stack is freed, its closure dropped, and its `join` returns `Err` with
+//! a [`Cancelled`] payload. Values that live on the stack of a cancelled ULT are leaked, not dropped
+//! (as with `std::process::exit`). A ULT that runs without ever yielding, blocking or returning holds
+//! its processor, and the drop waits for it: user-level threads are not preemptible.
+//!
+//! ## What not to do inside a ULT
+//!
+//! A ULT may continue on another OS thread after any switch (yield, join, sleep, blocking
+//! synchronization). Do not hold `std::sync` guards, references to `thread_local!` values, or other
+//! OS-thread-bound handles across such a call, and do not call blocking OS primitives
+//! (`std::thread::sleep`, `std::sync::Mutex` held by another ULT) that stop the whole processor.
+
+#![doc(html_root_url = "https://docs.rs/elite-rt/0.1.0")]
+
+mod atomics;
+mod config;
+mod park;
+pub mod policy;
+mod pool;
+mod processor;
+mod queue;
+mod runtime;
+mod stack;
+mod stats;
+mod tcb;
+mod thread;
+mod timer;
+
+pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
+pub use runtime::Runtime;
+pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+pub use stats::{ProcessorStats, RuntimeStats};
+pub use tcb::Cancelled;
+pub use thread::{
+    current, sleep, spawn, try_current, yield_now, Builder, JoinHandle, SpawnError, Thread,
+    ThreadId,
+};
+
+/// Aborts the process with a message: for runtime bugs, never for user errors.
+#[cold]
+#[inline(never)]
+pub(crate) fn fatal(msg: &str) -> ! {
+    eprintln!("elite-rt: fatal runtime error: {msg}");
+    std::process::abort()
+}
+
+/// Aborts if dropped during a panic: put it around runtime code that must never unwind.
+pub(crate) struct AbortOnPanic(pub(crate) &'static str);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        fatal(&format!("panic inside {}", self.0));
+    }
+}

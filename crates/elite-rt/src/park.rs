@@ -1,0 +1,176 @@
+//! Idle processors: spin briefly, then park the OS thread; wake-ups are never lost.
+//!
+//! # States of a processor ([`ParkSlot::state`])
+//!
+//! ```text
+//! RUNNING --(idle, nothing found)--> PARKED --(notify: CAS PARKED->NOTIFIED, unpark)--> NOTIFIED
+//!    ^                                  |                                                    |
+//!    +------(timeout / re-check found work / shutdown: store RUNNING)-----------------------+
+//! ```
+//!
+//! # Why no wake-up is lost
+//!
+//! A wake-up is "publish work, then look for a parked processor"; parking is "announce PARKED, then
+//! look for work". Both sides use sequentially consistent operations for the announce and the look
+//! (the pusher's publication is followed by `fence(SeqCst)`, the parker's announcement is a SeqCst
+//! store followed by `fence(SeqCst)`), so in the single total order of SeqCst operations one of them
+//! comes first and the other sees it: either the pusher sees PARKED (and unparks the thread), or the
+//! parker's re-check sees the work (and does not sleep). `std::thread::park` keeps an unpark token,
+//! so an unpark that lands between the re-check and the `park` call is not lost either.
+//!
+//! `num_parked` lets a spawner skip the scan in the common case where nobody sleeps; it is raised
+//! before the parker's re-check and lowered after it wakes, so it is never low while a processor
+//! could be asleep with work pending.
+//!
+//! A wake-up directed at one processor (its wake-up stack) unparks exactly that processor; work any
+//! processor may take (a start-queue, a runqueue with more than one entry) unparks one parked
+//! processor, if any.
+
+use crate::atomics::{fence, AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::thread::Thread;
+
+const RUNNING: u8 = 0;
+const PARKED: u8 = 1;
+const NOTIFIED: u8 = 2;
+
+/// The part of a processor that wakers touch to unpark it.
+pub(crate) struct ParkSlot {
+    state: AtomicU8,
+    thread: OnceLock<Thread>,
+}
+
+impl ParkSlot {
+    pub(crate) fn new() -> ParkSlot {
+        ParkSlot {
+            state: AtomicU8::new(RUNNING),
+            thread: OnceLock::new(),
+        }
+    }
+
+    /// Records the OS thread that runs this processor (once, at start-up).
+    pub(crate) fn register(&self, t: Thread) {
+        let _ = self.thread.set(t);
+    }
+
+    /// Wakes this processor if it is parked. Call after publishing work it should see.
+    /// Returns true if it was parked and this call unparked it.
+    #[inline]
+    pub(crate) fn notify(&self) -> bool {
+        fence(Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) != PARKED {
+            return false;
+        }
+        self.notify_slow()
+    }
+
+    #[cold]
+    fn notify_slow(&self) -> bool {
+        if self
+            .state
+            .compare_exchange(PARKED, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Unparks unconditionally (shutdown).
+    pub(crate) fn force_unpark(&self) {
+        self.state.store(NOTIFIED, Ordering::SeqCst);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    fn announce(&self, idle: &Idle) {
+        idle.num_parked.fetch_add(1, Ordering::SeqCst);
+        self.state.store(PARKED, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    fn retract(&self, idle: &Idle) {
+        self.state.store(RUNNING, Ordering::SeqCst);
+        idle.num_parked.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn still_parked(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == PARKED
+    }
+}
+
+/// Runtime-wide idle bookkeeping.
+pub(crate) struct Idle {
+    num_parked: AtomicUsize,
+}
+
+impl Idle {
+    pub(crate) fn new() -> Idle {
+        Idle {
+            num_parked: AtomicUsize::new(0),
+        }
+    }
+
+    /// Wakes one parked processor among `slots`, if any. Call after publishing work any processor
+    /// may take.
+    #[inline]
+    pub(crate) fn notify_one<'a>(&self, slots: impl Iterator<Item = &'a ParkSlot>) -> bool {
+        fence(Ordering::SeqCst);
+        if self.num_parked.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        Self::notify_one_slow(slots)
+    }
+
+    #[cold]
+    fn notify_one_slow<'a>(mut slots: impl Iterator<Item = &'a ParkSlot>) -> bool {
+        slots.any(|s| s.still_parked() && s.notify_slow())
+    }
+
+    /// Parks the calling processor's thread until notified, `deadline` passes, or `has_work`
+    /// (re-checked after announcing PARKED) says there is something to do.
+    pub(crate) fn park(
+        &self,
+        slot: &ParkSlot,
+        deadline: Option<std::time::Instant>,
+        has_work: impl Fn() -> bool,
+    ) -> Parked {
+        // 1. Announce, 2. re-check, 3. sleep until notified or timed out.
+        slot.announce(self);
+        if has_work() {
+            slot.retract(self);
+            return Parked::Cancelled;
+        }
+        loop {
+            match deadline {
+                Some(d) => {
+                    let now = std::time::Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    std::thread::park_timeout(d - now);
+                }
+                None => std::thread::park(),
+            }
+            if !slot.still_parked() {
+                break;
+            }
+        }
+        slot.retract(self);
+        Parked::Slept
+    }
+}
+
+/// How a call to [`Idle::park`] ended.
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Parked {
+    /// The re-check found work; the thread never slept.
+    Cancelled,
+    /// The thread slept and woke up.
+    Slept,
+}

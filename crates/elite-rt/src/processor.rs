@@ -1,0 +1,674 @@
+//! A processor: one pinned OS thread running ULTs, and the state split by who may touch it.
+//!
+//! * [`Core`]: written only by the processor's own OS thread (pools, own start-queue end, deathrow,
+//!   timers, the current ULT). ULT code running on this processor reaches it too, through
+//!   [`Processor::core`], because it runs on the same OS thread while the loop is suspended in
+//!   `resume`; the loop never holds a borrow of it across a switch.
+//! * [`Remote`]: what other threads reach: the wake-up and clean-up stacks, the start-queue stealer,
+//!   the runqueue (under its own lock), the park slot, the counters.
+//!
+//! # The loop (DESIGN §4)
+//!
+//! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
+//! 2. Run the runqueue's best ULT.
+//! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
+//!    also looked at every 61st round so they cannot starve behind a busy local queue).
+//! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
+//!    start-queue (those ULTs have no stack and no cache footprint yet), then the low-affinity part
+//!    of its runqueue.
+//! 5. Otherwise spin a little, then park (see `crate::park`).
+//!
+//! Every transition of a ULT (yield, park, sleep, exit) is finished here, after the switch, on the
+//! processor's own stack: a TCB is never visible to another processor while code runs on its stack.
+
+use crate::atomics::Ordering;
+use crate::park::ParkSlot;
+use crate::pool::{Got, LocalPool};
+use crate::queue::deathrow::Deathrow;
+use crate::queue::run::RunQueue;
+use crate::queue::start::{steal_one, take_global};
+use crate::queue::tcb_stack::TcbStack;
+use crate::runtime::Shared;
+use crate::stack::UltStack;
+use crate::stats::Counters;
+use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
+use crate::timer::Timers;
+use crate::{policy::UltInfo, SpawnError};
+use corosensei::CoroutineResult;
+use crossbeam_deque::{Stealer, Worker};
+use std::cell::{Cell, UnsafeCell};
+use std::ptr;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Why a ULT switched back to its processor.
+pub(crate) enum Switch {
+    /// Let others run; stay ready.
+    Yield,
+    /// Block: after the switch the loop calls `action(data, me)`, which must arrange for someone to
+    /// wake `me` later (or wake it at once). `data` points into the blocked ULT's frozen stack.
+    Park {
+        data: *mut (),
+        action: unsafe fn(*mut (), TcbRef),
+    },
+    /// Sleep until the deadline.
+    Sleep(Instant),
+}
+
+/// The shared part of a processor.
+pub(crate) struct Remote {
+    pub(crate) node: usize,
+    pub(crate) wakeup: TcbStack,
+    pub(crate) cleanup: TcbStack,
+    pub(crate) start: Stealer<TcbRef>,
+    pub(crate) runq: RunQueue,
+    pub(crate) park: ParkSlot,
+    pub(crate) stats: Counters,
+}
+
+impl Remote {
+    pub(crate) fn new(node: usize, start: Stealer<TcbRef>) -> Remote {
+        Remote {
+            node,
+            wakeup: TcbStack::new(),
+            cleanup: TcbStack::new(),
+            start,
+            runq: RunQueue::new(),
+            park: ParkSlot::new(),
+            stats: Counters::default(),
+        }
+    }
+}
+
+/// The owned part of a processor.
+pub(crate) struct Core {
+    start: Worker<TcbRef>,
+    tcb_pool: LocalPool<TcbRef>,
+    stack_pool: LocalPool<UltStack>,
+    deathrow: Deathrow,
+    timers: Timers,
+    run_seq: u64,
+    id_seq: u64,
+    tick: u32,
+    rng: u64,
+    steal_buf: Vec<TcbRef>,
+}
+
+/// A processor as its OS thread sees it.
+pub(crate) struct Processor {
+    pub(crate) index: usize,
+    pub(crate) shared: Arc<Shared>,
+    core: UnsafeCell<Core>,
+    current: Cell<Option<TcbRef>>,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const Processor> = const { Cell::new(ptr::null()) };
+}
+
+/// The processor running on this OS thread, if any.
+///
+/// Never inlined: a ULT may resume on another OS thread after any switch, and an inlined
+/// thread-local access could let the compiler reuse the address it computed before the switch
+/// (DESIGN §8). Call it again after every switch; never keep the reference across one.
+#[inline(never)]
+pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: the pointer is set by `Processor::run_thread` for the lifetime of the processor's
+    // loop on this thread and cleared before the processor is dropped; ULTs only run inside it.
+    unsafe { p.as_ref() }
+}
+
+impl Processor {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>, start: Worker<TcbRef>) -> Processor {
+        let c = &shared.config;
+        let core = Core {
+            start,
+            tcb_pool: LocalPool::new(c.tcb_pool_limit),
+            stack_pool: LocalPool::new(c.stack_pool_limit),
+            deathrow: Deathrow::new(),
+            timers: Timers::new(),
+            run_seq: 0,
+            id_seq: 0,
+            tick: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+            steal_buf: Vec::new(),
+        };
+        Processor {
+            index,
+            shared,
+            core: UnsafeCell::new(core),
+            current: Cell::new(None),
+        }
+    }
+
+    /// The owned state. Callers keep the borrow short and never across a switch.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    fn core(&self) -> &mut Core {
+        // SAFETY: only this processor's OS thread calls this (the processor is reachable only
+        // through its thread's CURRENT pointer), and no caller holds the borrow across a switch or
+        // across another call to `core`, so borrows never overlap.
+        unsafe { &mut *self.core.get() }
+    }
+
+    #[inline]
+    pub(crate) fn remote(&self) -> &Remote {
+        &self.shared.processors[self.index]
+    }
+
+    /// The ULT running on this processor.
+    #[inline]
+    pub(crate) fn current_ult(&self) -> Option<TcbRef> {
+        self.current.get()
+    }
+
+    /// Entry point of the processor's OS thread.
+    pub(crate) fn run_thread(self) {
+        let cpu = self.shared.config.topology.processor(self.index).cpu;
+        if self.shared.config.pin && elite_affinity::pin_current_thread(cpu).is_err() {
+            self.shared.pin_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        self.remote().park.register(std::thread::current());
+        CURRENT.with(|c| c.set(&self));
+        // A panic in the loop is a runtime bug: abort rather than limp on.
+        let guard = crate::AbortOnPanic("the processor loop");
+        self.run_loop();
+        std::mem::forget(guard);
+        CURRENT.with(|c| c.set(ptr::null()));
+    }
+
+    fn run_loop(&self) {
+        let shared = &*self.shared;
+        loop {
+            if shared.is_shutting_down() {
+                return;
+            }
+            self.maintain();
+            if let Some(t) = self.remote().runq.pop_best() {
+                self.run_ult(t);
+                continue;
+            }
+            if let Some(t) = self.take_start() {
+                self.start_ult(t);
+                continue;
+            }
+            if let Some(t) = self.steal() {
+                if t.tcb().life.get() == Life::Queued {
+                    self.start_ult(t);
+                } else {
+                    self.run_ult(t);
+                }
+                continue;
+            }
+            self.idle();
+        }
+    }
+
+    /// Step 1: wake-ups into the runqueue, clean-up notes, due timers.
+    #[inline]
+    fn maintain(&self) {
+        let remote = self.remote();
+        if !remote.wakeup.is_empty() {
+            let mut n = 0;
+            for t in remote.wakeup.drain() {
+                self.make_ready(t);
+                n += 1;
+            }
+            remote.stats.wakeup_drained.add(n);
+            if n > 1 {
+                self.shared.notify_any();
+            }
+        }
+        if !remote.cleanup.is_empty() {
+            for t in remote.cleanup.drain() {
+                remote.stats.cleanup_notes.bump();
+                self.core().deathrow.remove(t);
+                self.recycle(t);
+            }
+        }
+        if !self.core().timers.is_empty() {
+            let now = Instant::now();
+            while let Some(t) = self.core().timers.pop_due(now) {
+                self.make_ready(t);
+            }
+        }
+    }
+
+    /// Puts a ready ULT in this processor's runqueue with the policy's key.
+    #[inline]
+    fn make_ready(&self, t: TcbRef) {
+        let core = self.core();
+        core.run_seq += 1;
+        let info = ult_info(t);
+        let key = self
+            .shared
+            .config
+            .policy
+            .priority(&info, self.index, core.run_seq);
+        self.remote().runq.push(key, t);
+    }
+
+    /// Step 3: own start-queue, then node, then global.
+    #[inline]
+    fn take_start(&self) -> Option<TcbRef> {
+        let core = self.core();
+        core.tick = core.tick.wrapping_add(1);
+        let remote = self.remote();
+        if core.tick % 61 != 0 {
+            if let Some(t) = core.start.pop() {
+                remote.stats.start_local.bump();
+                return Some(t);
+            }
+        }
+        let node = &self.shared.nodes[remote.node];
+        if let Some(t) = node.start.take() {
+            remote.stats.start_node.bump();
+            return Some(t);
+        }
+        if let Some(t) = take_global(&self.shared.global_start) {
+            remote.stats.start_global.bump();
+            return Some(t);
+        }
+        let t = self.core().start.pop()?;
+        remote.stats.start_local.bump();
+        Some(t)
+    }
+
+    /// Step 4: steal, nearest group first, random victim inside a group.
+    fn steal(&self) -> Option<TcbRef> {
+        let topo = &self.shared.config.topology;
+        for (distance, group) in topo.distance_groups(self.index).iter().enumerate() {
+            let start = self.next_random() as usize % group.len().max(1);
+            for i in 0..group.len() {
+                let victim = &self.shared.processors[group[(start + i) % group.len()]];
+                let got = steal_one(&victim.start).or_else(|| self.steal_ready(victim));
+                if let Some(t) = got {
+                    let stats = &self.remote().stats;
+                    if distance == 0
+                        && group
+                            .iter()
+                            .all(|&p| topo.node_of(p) == topo.node_of(self.index))
+                    {
+                        stats.steals_node.bump();
+                    } else {
+                        stats.steals_remote.bump();
+                    }
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// Takes the low-key part of `victim`'s runqueue: runs the first, keeps the rest here.
+    fn steal_ready(&self, victim: &Remote) -> Option<TcbRef> {
+        if victim.runq.len() == 0 {
+            return None;
+        }
+        let mut buf = std::mem::take(&mut self.core().steal_buf);
+        let policy = &self.shared.config.policy;
+        victim.runq.steal(|n| policy.steal_count(n), &mut buf);
+        let mut it = buf.drain(..);
+        let first = it.next();
+        for t in it {
+            self.make_ready(t);
+        }
+        self.core().steal_buf = buf;
+        first
+    }
+
+    fn next_random(&self) -> u64 {
+        let core = self.core();
+        // xorshift64*
+        let mut x = core.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        core.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Step 5: look for work a few rounds, then park.
+    #[cold]
+    fn idle(&self) {
+        for _ in 0..self.shared.config.spin_rounds {
+            for _ in 0..32 {
+                std::hint::spin_loop();
+            }
+            if self.has_work() || self.shared.is_shutting_down() {
+                return;
+            }
+        }
+        let remote = self.remote();
+        remote.stats.parks.bump();
+        let deadline = self.core().timers.next_deadline();
+        let parked = self.shared.idle.park(&remote.park, deadline, || {
+            self.has_work() || self.shared.is_shutting_down()
+        });
+        if parked == crate::park::Parked::Slept {
+            remote.stats.wakeups.bump();
+        }
+    }
+
+    /// Whether anything this processor could run is visible now.
+    fn has_work(&self) -> bool {
+        let shared = &*self.shared;
+        let remote = self.remote();
+        if !remote.wakeup.is_empty() || remote.runq.len() > 0 || !self.core().start.is_empty() {
+            return true;
+        }
+        if let Some(d) = self.core().timers.next_deadline() {
+            if d <= Instant::now() {
+                return true;
+            }
+        }
+        if !shared.nodes[remote.node].start.is_empty() || !shared.global_start.is_empty() {
+            return true;
+        }
+        shared
+            .processors
+            .iter()
+            .any(|p| !p.start.is_empty() || p.runq.len() > 0)
+    }
+
+    /// Gives a never-run ULT a stack from this processor's pool and runs it.
+    fn start_ult(&self, t: TcbRef) {
+        let tcb = t.tcb();
+        let stack = match self.get_stack(tcb.stack_size.get()) {
+            Ok(s) => s,
+            Err(e) => return self.fail_start(t, e),
+        };
+        tcb.canary_at.set(stack.canary_addr());
+        let co = Ult::with_stack(stack, move |y: &UltYielder, ()| {
+            let tcb = t.tcb();
+            tcb.yielder.set(y);
+            // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only the
+            // processor running this ULT calls `run`.
+            unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
+        });
+        // SAFETY: this processor owns the TCB (it took it from a start-queue).
+        unsafe { *tcb.coroutine.get() = Some(co) };
+        tcb.life.set(Life::Started);
+        self.run_ult(t);
+    }
+
+    #[cold]
+    fn fail_start(&self, t: TcbRef, e: std::io::Error) {
+        self.remote().stats.stack_failures.bump();
+        self.shared.stacks_exhausted.store(true, Ordering::Relaxed);
+        let err = SpawnError::Stack {
+            size: t.tcb().stack_size.get(),
+            error: e.to_string(),
+        };
+        let tcb = t.tcb();
+        // SAFETY: this processor owns the never-started task.
+        unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(err)) };
+        self.finish(t);
+    }
+
+    fn get_stack(&self, size: usize) -> std::io::Result<UltStack> {
+        let shared = &*self.shared;
+        let stats = &self.remote().stats;
+        if size == shared.config.stack_size {
+            match self
+                .core()
+                .stack_pool
+                .get(&shared.nodes[self.remote().node].stacks)
+            {
+                Got::Hit(s) => {
+                    stats.stack_pool_hits.bump();
+                    return Ok(s);
+                }
+                Got::Underflow(s) => {
+                    stats.stack_pool_misses.bump();
+                    stats.stack_pool_underflows.bump();
+                    return Ok(s);
+                }
+                Got::Empty => stats.stack_pool_misses.bump(),
+            }
+        }
+        stats.stack_fresh.bump();
+        UltStack::allocate(size, shared.config.stack_kind)
+    }
+
+    fn put_stack(&self, s: UltStack) {
+        let shared = &*self.shared;
+        if s.usable() != shared.config.stack_size {
+            return; // odd sizes are not pooled
+        }
+        if shared.stacks_exhausted.load(Ordering::Relaxed) {
+            shared.stacks_exhausted.store(false, Ordering::Relaxed);
+        }
+        if self
+            .core()
+            .stack_pool
+            .put(s, &shared.nodes[self.remote().node].stacks)
+        {
+            self.remote().stats.stack_pool_overflows.bump();
+        }
+    }
+
+    /// Switches into `t` and finishes whatever transition it switched out with.
+    fn run_ult(&self, t: TcbRef) {
+        let tcb = t.tcb();
+        tcb.processor.store(self.index, Ordering::Relaxed);
+        let stats = &self.remote().stats;
+        loop {
+            self.current.set(Some(t));
+            stats.switches.bump();
+            // SAFETY: this processor owns the started ULT; the coroutine is Some from start_ult
+            // until `exit` takes it.
+            let co = unsafe { (*tcb.coroutine.get()).as_mut() }
+                .unwrap_or_else(|| crate::fatal("ULT without a context"));
+            let result = co.resume(());
+            self.current.set(None);
+            if self.shared.config.stack_kind == crate::stack::StackKind::Unguarded {
+                self.check_canary(t);
+            }
+            self.shared
+                .config
+                .policy
+                .record_run(&ult_info(t), self.index);
+            match result {
+                CoroutineResult::Yield(Switch::Yield) => {
+                    stats.yields.bump();
+                    // Nothing else to run here: resume at once without touching any queue.
+                    if self.remote().runq.len() == 0 && self.nothing_else_local() {
+                        continue;
+                    }
+                    self.make_ready(t);
+                }
+                // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
+                // resumed, which cannot happen before `action` publishes it.
+                CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t) },
+                CoroutineResult::Yield(Switch::Sleep(deadline)) => {
+                    self.core().timers.insert(deadline, t)
+                }
+                CoroutineResult::Return(()) => self.exit(t),
+            }
+            return;
+        }
+    }
+
+    /// True when no wake-up, start-queue entry or due timer waits here (the yield fast path).
+    #[inline]
+    fn nothing_else_local(&self) -> bool {
+        let core = self.core();
+        core.tick = core.tick.wrapping_add(1);
+        if core.tick % 61 == 0 {
+            return false; // let the loop look at the shared levels now and then
+        }
+        self.remote().wakeup.is_empty() && core.start.is_empty() && core.timers.is_empty()
+    }
+
+    #[cold]
+    fn check_canary(&self, t: TcbRef) {
+        let tcb = t.tcb();
+        // SAFETY: `canary_at` is the low end of the ULT's unguarded stack, recorded when it got the
+        // stack; the ULT is suspended or finished (stack not yet returned), so the memory is live.
+        if unsafe { crate::stack::canary_intact_at(tcb.canary_at.get()) } {
+            return;
+        }
+        crate::fatal(&format!(
+            "stack overflow in ULT {} ({}): the canary of its {}-byte unguarded stack was overwritten",
+            tcb.id.get(),
+            self.ult_name(t),
+            tcb.stack_size.get()
+        ));
+    }
+
+    fn ult_name(&self, t: TcbRef) -> String {
+        // SAFETY: the name is written at spawn and immutable afterwards.
+        unsafe {
+            (*t.tcb().name.get())
+                .as_deref()
+                .unwrap_or("unnamed")
+                .to_string()
+        }
+    }
+
+    /// The ULT returned: free its stack at once, then hand the TCB to the join protocol.
+    fn exit(&self, t: TcbRef) {
+        let tcb = t.tcb();
+        // SAFETY: the coroutine has returned; this processor owns it.
+        let co = unsafe { (*tcb.coroutine.get()).take() };
+        if let Some(co) = co {
+            self.put_stack(co.into_stack());
+        }
+        self.finish(t);
+    }
+
+    /// Publishes COMPLETE and puts the TCB on the deathrow, or recycles a detached one.
+    fn finish(&self, t: TcbRef) {
+        let tcb = t.tcb();
+        tcb.life.set(Life::Exited);
+        tcb.exit_processor.set(self.index);
+        let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
+        if prev & JoinState::DETACHED != 0 {
+            // SAFETY: detached and complete: nobody else will read the task.
+            unsafe { tcb.drop_task() };
+            self.remote().stats.reclaimed_local.bump();
+            self.recycle(t);
+            return;
+        }
+        self.core().deathrow.insert(t);
+        self.remote().stats.deathrow_in.bump();
+        if prev & JoinState::WAITER != 0 {
+            // SAFETY: the waiter was written before WAITER was set, and our AcqRel RMW saw WAITER.
+            let waiter = unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) };
+            self.shared.wake_waiter(waiter, Some(self.index));
+        }
+    }
+
+    /// A joiner on this same processor let go of `t`: take it off the deathrow and recycle it.
+    pub(crate) fn reclaim_joined(&self, t: TcbRef) {
+        self.core().deathrow.remove(t);
+        self.remote().stats.reclaimed_local.bump();
+        self.recycle(t);
+    }
+
+    /// Returns a TCB to this processor's pool.
+    fn recycle(&self, t: TcbRef) {
+        let tcb = t.tcb();
+        tcb.life.set(Life::Free);
+        tcb.join.store(0, Ordering::Relaxed);
+        // SAFETY: the TCB is free: nobody else references it.
+        unsafe {
+            *tcb.name.get() = None;
+            *tcb.waiter.get() = Waiter::None;
+        }
+        let shared = &*self.shared;
+        if self
+            .core()
+            .tcb_pool
+            .put(t, &shared.nodes[self.remote().node].tcbs)
+        {
+            self.remote().stats.tcb_pool_overflows.bump();
+        }
+    }
+
+    /// Takes a TCB from the pool hierarchy, allocating a fresh chunk only when both levels are empty.
+    #[inline]
+    pub(crate) fn alloc_tcb(&self) -> TcbRef {
+        let shared = &*self.shared;
+        let stats = &self.remote().stats;
+        match self
+            .core()
+            .tcb_pool
+            .get(&shared.nodes[self.remote().node].tcbs)
+        {
+            Got::Hit(t) => {
+                stats.tcb_pool_hits.bump();
+                t
+            }
+            Got::Underflow(t) => {
+                stats.tcb_pool_misses.bump();
+                stats.tcb_pool_underflows.bump();
+                t
+            }
+            Got::Empty => {
+                stats.tcb_pool_misses.bump();
+                stats.tcb_fresh.bump();
+                self.alloc_chunk()
+            }
+        }
+    }
+
+    #[cold]
+    fn alloc_chunk(&self) -> TcbRef {
+        let mut tcbs = self.shared.new_chunk();
+        let first = tcbs
+            .pop()
+            .unwrap_or_else(|| crate::fatal("empty TCB chunk"));
+        let node = &self.shared.nodes[self.remote().node].tcbs;
+        for t in tcbs {
+            let _ = self.core().tcb_pool.put(t, node);
+        }
+        first
+    }
+
+    /// Next ULT id of this processor: unique runtime-wide without a shared counter.
+    #[inline]
+    pub(crate) fn next_id(&self) -> u64 {
+        let core = self.core();
+        core.id_seq += 1;
+        core.id_seq * self.shared.processors.len() as u64 + self.index as u64
+    }
+
+    /// Puts a new ULT on this processor's start-queue, overflowing to the node and global levels.
+    #[inline]
+    pub(crate) fn push_start(&self, t: TcbRef) {
+        let shared = &*self.shared;
+        let core = self.core();
+        if core.start.len() < shared.config.start_queue_limit {
+            core.start.push(t);
+        } else {
+            self.push_start_overflow(t);
+        }
+        shared.notify_any();
+    }
+
+    #[cold]
+    fn push_start_overflow(&self, t: TcbRef) {
+        let shared = &*self.shared;
+        let remote = self.remote();
+        match shared.nodes[remote.node].start.try_push(t) {
+            Ok(()) => remote.stats.start_overflow_node.bump(),
+            Err(t) => {
+                remote.stats.start_overflow_global.bump();
+                shared.global_start.push(t);
+            }
+        }
+    }
+}
+
+/// What the policy sees of a ULT.
+#[inline]
+pub(crate) fn ult_info(t: TcbRef) -> UltInfo {
+    let tcb = t.tcb();
+    UltInfo {
+        id: tcb.id.get(),
+        last_processor: tcb.processor.load(Ordering::Relaxed),
+    }
+}

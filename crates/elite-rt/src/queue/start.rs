@@ -1,0 +1,93 @@
+//! Start-queues: ULTs that have never run and therefore own no stack yet.
+//!
+//! Three levels mirror the memory hierarchy (ELiTE figure 2.2):
+//!
+//! * each processor's own queue: a bounded LIFO deque (`crossbeam_deque::Worker`), pushed and
+//!   popped by its owner, stolen from the oldest end by idle processors;
+//! * each node's queue: bounded, shared by the processors of the node;
+//! * the global queue: unbounded.
+//!
+//! A spawn that finds a level full goes to the next one. The bounds are counted in `len` with a
+//! reserve-then-push step so concurrent spawners never overshoot a node's limit.
+
+use crate::atomics::{AtomicUsize, Ordering};
+use crate::tcb::TcbRef;
+use crossbeam_deque::{Injector, Steal};
+
+/// A node's bounded start-queue.
+pub(crate) struct NodeStartQueue {
+    queue: Injector<TcbRef>,
+    len: AtomicUsize,
+    limit: usize,
+}
+
+impl NodeStartQueue {
+    pub(crate) fn new(limit: usize) -> NodeStartQueue {
+        NodeStartQueue {
+            queue: Injector::new(),
+            len: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// Pushes `t` unless the queue is full; gives it back if it is.
+    #[inline]
+    pub(crate) fn try_push(&self, t: TcbRef) -> Result<(), TcbRef> {
+        // Reserve a slot first so the bound holds under concurrent pushers.
+        if self.len.fetch_add(1, Ordering::Relaxed) >= self.limit {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+            return Err(t);
+        }
+        self.queue.push(t);
+        Ok(())
+    }
+
+    /// Takes the oldest entry.
+    #[inline]
+    pub(crate) fn take(&self) -> Option<TcbRef> {
+        if self.queue.is_empty() {
+            return None;
+        }
+        loop {
+            match self.queue.steal() {
+                Steal::Success(t) => {
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    return Some(t);
+                }
+                Steal::Empty => return None,
+                Steal::Retry => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// Takes the oldest entry of an unbounded injector.
+#[inline]
+pub(crate) fn take_global(q: &Injector<TcbRef>) -> Option<TcbRef> {
+    if q.is_empty() {
+        return None;
+    }
+    loop {
+        match q.steal() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => std::hint::spin_loop(),
+        }
+    }
+}
+
+/// Steals the oldest entry of a processor's start-queue.
+#[inline]
+pub(crate) fn steal_one(s: &crossbeam_deque::Stealer<TcbRef>) -> Option<TcbRef> {
+    loop {
+        match s.steal() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => std::hint::spin_loop(),
+        }
+    }
+}

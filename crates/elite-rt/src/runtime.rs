@@ -1,0 +1,362 @@
+//! The runtime: its shared state, the processors' threads, `block_on`, and shutdown.
+//!
+//! # Shutdown
+//!
+//! Dropping a [`Runtime`]:
+//!
+//! 1. raises the shutdown flag and unparks every processor;
+//! 2. joins the processors' OS threads: each finishes the switch it is in and leaves its loop (a
+//!    ULT that never yields, blocks or returns keeps its processor and therefore the drop waiting:
+//!    user-level threads cannot be preempted);
+//! 3. walks every TCB the runtime ever allocated and cancels each ULT that had not finished,
+//!    whatever it was doing (queued, ready, blocked, sleeping): its stack is reset and unmapped, its
+//!    closure dropped, and its [`JoinHandle`](crate::JoinHandle) returns `Err` with a
+//!    [`Cancelled`](crate::Cancelled) payload. Values living on a cancelled ULT's stack are leaked,
+//!    not dropped, as with `std::process::exit`;
+//! 4. frees pooled stacks. TCB memory is freed when the last join handle is gone.
+
+use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
+use crate::config::Config;
+use crate::park::Idle;
+use crate::pool::NodePool;
+use crate::processor::{current_processor, ult_info, Processor, Remote};
+use crate::queue::start::NodeStartQueue;
+use crate::stack::UltStack;
+use crate::stats::{Counter, ProcessorStats, RuntimeStats};
+use crate::tcb::{Cancelled, Chunk, JoinState, Life, TcbRef, Waiter};
+use crate::thread::{JoinHandle, UltSpec};
+use crate::{BuildError, RuntimeBuilder};
+use crossbeam_deque::{Injector, Worker};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+/// One node of the hierarchy: a bounded start-queue and the second level of the pools.
+pub(crate) struct Node {
+    pub(crate) start: NodeStartQueue,
+    pub(crate) tcbs: NodePool<TcbRef>,
+    pub(crate) stacks: NodePool<UltStack>,
+}
+
+/// What every processor, every join handle and the runtime handle share.
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) processors: Box<[Remote]>,
+    pub(crate) nodes: Box<[Node]>,
+    pub(crate) global_start: Injector<TcbRef>,
+    pub(crate) idle: Idle,
+    shutdown: AtomicBool,
+    /// Set when a stack allocation failed, cleared when a stack comes back; spawns fail fast while set.
+    pub(crate) stacks_exhausted: AtomicBool,
+    pub(crate) pin_failures: AtomicUsize,
+    chunks: Mutex<Vec<Box<Chunk>>>,
+    outside_spawns: Counter,
+    outside_ids: AtomicUsize,
+}
+
+impl Shared {
+    #[inline]
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Relaxed)
+    }
+
+    /// Wakes one parked processor, if any, after work any of them may take was published.
+    #[inline]
+    pub(crate) fn notify_any(&self) {
+        self.idle
+            .notify_one(self.processors.iter().map(|p| &p.park));
+    }
+
+    /// Makes a blocked ULT ready: onto the wake-up stack of the processor the policy picks.
+    #[inline]
+    pub(crate) fn wake(&self, t: TcbRef, waker: Option<usize>) {
+        let target = self
+            .config
+            .policy
+            .wake_target(&ult_info(t), waker)
+            .min(self.processors.len() - 1);
+        let remote = &self.processors[target];
+        remote.wakeup.push(t);
+        if !remote.park.notify() {
+            // The target is busy; if it already has other ready work, let an idle one help.
+            if remote.runq.len() > 0 {
+                self.notify_any();
+            }
+        }
+    }
+
+    /// Wakes whoever waits in a join.
+    pub(crate) fn wake_waiter(&self, w: Waiter, waker: Option<usize>) {
+        match w {
+            Waiter::None => {}
+            Waiter::Ult(t) => self.wake(t, waker),
+            Waiter::Thread(th) => th.unpark(),
+        }
+    }
+
+    /// Allocates a chunk of TCBs and registers it for the shutdown walk.
+    pub(crate) fn new_chunk(self: &Arc<Self>) -> Vec<TcbRef> {
+        let chunk = Chunk::allocate(self);
+        let tcbs = chunk.tcbs().collect();
+        self.chunks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(chunk);
+        tcbs
+    }
+
+    /// A TCB for a spawn from outside the runtime (no local pool there).
+    fn outside_tcb(self: &Arc<Self>) -> TcbRef {
+        if let Some(t) = self.nodes[0].tcbs.take_one() {
+            return t;
+        }
+        let mut tcbs = self.new_chunk();
+        let first = tcbs
+            .pop()
+            .unwrap_or_else(|| crate::fatal("empty TCB chunk"));
+        for t in tcbs {
+            self.nodes[0].tcbs.put_one(t);
+        }
+        first
+    }
+
+    /// Spawns from a thread that is not one of this runtime's processors.
+    pub(crate) fn spawn_outside<F, T>(self: &Arc<Self>, spec: UltSpec, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        let t = self.outside_tcb();
+        let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
+        crate::thread::init_tcb(t, spec, id, 0, f);
+        self.outside_spawns.bump_shared();
+        self.global_start.push(t);
+        self.notify_any();
+        JoinHandle::new(t)
+    }
+
+    /// Cancels every ULT that has not finished (shutdown step 3). Processors must be stopped.
+    fn cancel_unfinished(&self) {
+        let chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        for chunk in chunks.iter() {
+            for t in chunk.tcbs() {
+                let tcb = t.tcb();
+                if !matches!(tcb.life.get(), Life::Queued | Life::Started) {
+                    continue;
+                }
+                // SAFETY: every processor thread has been joined, so this thread owns every
+                // unfinished ULT; resetting drops nothing on its stack (values there are leaked,
+                // as documented), and a reset coroutine is done, so `into_stack` is allowed.
+                if let Some(mut co) = unsafe { (*tcb.coroutine.get()).take() } {
+                    unsafe { co.force_reset() };
+                    drop(co.into_stack());
+                }
+                // SAFETY: the task never completed and nobody else can run it now.
+                unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(Cancelled)) };
+                tcb.life.set(Life::Exited);
+                tcb.exit_processor.set(0);
+                let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
+                if prev & JoinState::DETACHED != 0 {
+                    // SAFETY: detached and complete: this thread is the last owner of the task.
+                    unsafe { tcb.drop_task() };
+                } else if prev & JoinState::WAITER != 0 {
+                    // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
+                    if let Waiter::Thread(th) =
+                        unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) }
+                    {
+                        th.unpark();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A running set of processors that execute ULTs.
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
+/// let sum = rt.block_on(|| {
+///     let hs: Vec<_> = (0..1000u64).map(|i| elite_rt::spawn(move || i)).collect();
+///     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+/// });
+/// assert_eq!(sum, 499_500);
+/// ```
+///
+/// Dropping the runtime shuts it down; see the module `runtime` docs in the crate documentation
+/// ([Shutdown](crate#shutdown)).
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// A builder to configure a runtime.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::new()
+    }
+
+    /// A runtime with the default configuration (one processor per CPU).
+    pub fn new() -> Result<Runtime, BuildError> {
+        RuntimeBuilder::new().build()
+    }
+
+    pub(crate) fn start(config: Config) -> Result<Runtime, BuildError> {
+        let topo = &config.topology;
+        let workers: Vec<Worker<TcbRef>> = (0..topo.num_processors())
+            .map(|_| Worker::new_lifo())
+            .collect();
+        let processors = workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| Remote::new(topo.node_of(i), w.stealer()))
+            .collect();
+        let nodes = (0..topo.num_nodes())
+            .map(|_| Node {
+                start: NodeStartQueue::new(config.node_start_queue_limit),
+                tcbs: NodePool::new(usize::MAX),
+                stacks: NodePool::new(config.node_stack_pool_limit),
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            config,
+            processors,
+            nodes,
+            global_start: Injector::new(),
+            idle: Idle::new(),
+            shutdown: AtomicBool::new(false),
+            stacks_exhausted: AtomicBool::new(false),
+            pin_failures: AtomicUsize::new(0),
+            chunks: Mutex::new(Vec::new()),
+            outside_spawns: Counter::default(),
+            outside_ids: AtomicUsize::new(0),
+        });
+        let mut rt = Runtime {
+            shared: shared.clone(),
+            threads: Vec::new(),
+        };
+        for (i, w) in workers.into_iter().enumerate() {
+            let shared = shared.clone();
+            let t = thread::Builder::new()
+                .name(format!("elite-p{i}"))
+                .spawn(move || Processor::new(i, shared, w).run_thread())
+                .map_err(BuildError::Thread)?; // `rt` is dropped here and stops what started
+            rt.threads.push(t);
+        }
+        Ok(rt)
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Number of processors.
+    pub fn processors(&self) -> usize {
+        self.shared.processors.len()
+    }
+
+    /// The topology the processors are laid out on.
+    pub fn topology(&self) -> &elite_affinity::Topology {
+        &self.shared.config.topology
+    }
+
+    /// Name of the scheduling policy.
+    pub fn policy_name(&self) -> &'static str {
+        self.shared.config.policy.name()
+    }
+
+    /// Processors whose OS thread could not be pinned to its CPU (the runtime runs on regardless).
+    pub fn pin_failures(&self) -> usize {
+        self.shared.pin_failures.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` as the root ULT and blocks the calling thread until it returns its value.
+    ///
+    /// A panic in `f` is resumed on the caller. Called from a ULT, it blocks that ULT only.
+    pub fn block_on<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce() -> R + Send,
+        R: Send,
+    {
+        let h = self.spawn_with(UltSpec::named("root"), f);
+        match h.join() {
+            Ok(r) => r,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+
+    /// Spawns a ULT on this runtime from any thread; see [`spawn`](crate::spawn) for the inside version.
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.spawn_with(UltSpec::default(), f)
+    }
+
+    /// Spawns without the `'static` bound; callers guarantee the borrow outlives the ULT (block_on
+    /// joins before returning).
+    pub(crate) fn spawn_with<F, T>(&self, spec: UltSpec, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        let spec = spec.with_default_stack(self.shared.config.stack_size);
+        match current_processor() {
+            Some(p) if Arc::ptr_eq(&p.shared, &self.shared) => crate::thread::spawn_on(p, spec, f),
+            _ => self.shared.spawn_outside(spec, f),
+        }
+    }
+
+    /// A snapshot of every processor's counters.
+    pub fn stats(&self) -> RuntimeStats {
+        let topo = &self.shared.config.topology;
+        RuntimeStats {
+            processors: self
+                .shared
+                .processors
+                .iter()
+                .enumerate()
+                .map(|(i, r)| ProcessorStats {
+                    processor: i,
+                    node: topo.node_of(i),
+                    ..r.stats.snapshot()
+                })
+                .collect(),
+            outside_spawns: self.shared.outside_spawns_count(),
+        }
+    }
+}
+
+impl Shared {
+    fn outside_spawns_count(&self) -> u64 {
+        self.outside_spawns.get()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // 1. raise the flag, unpark everyone; 2. join the threads.
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        for p in self.shared.processors.iter() {
+            p.park.force_unpark();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // 3. cancel what did not finish; 4. free pooled stacks now rather than with the last handle.
+        self.shared.cancel_unfinished();
+        for n in self.shared.nodes.iter() {
+            n.stacks.clear();
+        }
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("processors", &self.processors())
+            .field("topology", &self.shared.config.topology.to_string())
+            .field("policy", &self.policy_name())
+            .finish()
+    }
+}

@@ -1,0 +1,175 @@
+//! Per-processor counters and the snapshot [`Runtime::stats`](crate::Runtime::stats) returns.
+//!
+//! Counters are written by their owning processor only (a relaxed load and store, no read-modify-write
+//! on the hot path) and read by anyone. A reader may see a counter a few events old; it never sees a
+//! torn value.
+
+use crate::atomics::{AtomicU64, Ordering};
+use std::fmt;
+
+/// One owner-written counter.
+#[derive(Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one. Only the owning processor calls this.
+    #[inline]
+    pub(crate) fn bump(&self) {
+        self.add(1);
+    }
+
+    /// Adds `n`. Only the owning processor calls this.
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        // Owner-only writes: a plain load and store cannot lose an update.
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Adds one from any thread (for the rare events that are not the owner's).
+    #[inline]
+    pub(crate) fn bump_shared(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+macro_rules! counters {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// Live counters of one processor.
+        #[derive(Default)]
+        pub(crate) struct Counters { $( pub(crate) $name: Counter, )* }
+
+        impl Counters {
+            pub(crate) fn snapshot(&self) -> ProcessorStats {
+                ProcessorStats { processor: 0, node: 0, $( $name: self.$name.get(), )* }
+            }
+        }
+
+        /// What happened on one processor since the runtime started.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct ProcessorStats {
+            /// Index of the processor.
+            pub processor: usize,
+            /// Node the processor belongs to.
+            pub node: usize,
+            $( $(#[$doc])* pub $name: u64, )*
+        }
+
+        impl std::ops::AddAssign<&ProcessorStats> for ProcessorStats {
+            fn add_assign(&mut self, other: &ProcessorStats) {
+                $( self.$name += other.$name; )*
+            }
+        }
+
+        impl ProcessorStats {
+            fn fields(&self) -> Vec<(&'static str, u64)> {
+                vec![$( (stringify!($name), self.$name), )*]
+            }
+        }
+    };
+}
+
+counters! {
+    /// Switches into a ULT (every resume of a ULT's context).
+    switches,
+    /// ULTs spawned by code running on this processor.
+    spawns,
+    /// `yield_now` calls that reached the processor loop.
+    yields,
+    /// ULTs taken from this processor's own start-queue.
+    start_local,
+    /// ULTs taken from this processor's node start-queue.
+    start_node,
+    /// ULTs taken from the global start-queue.
+    start_global,
+    /// Spawns that found the own start-queue full and went to the node start-queue.
+    start_overflow_node,
+    /// Spawns that found the node start-queue full too and went to the global start-queue.
+    start_overflow_global,
+    /// ULTs stolen from processors of the same node (start-queues and runqueues).
+    steals_node,
+    /// ULTs stolen from processors of other nodes.
+    steals_remote,
+    /// TCBs served by the local TCB pool.
+    tcb_pool_hits,
+    /// TCBs the local pool could not serve (an underflow or a fresh allocation followed).
+    tcb_pool_misses,
+    /// Batches of TCBs moved from the local pool up to the node pool.
+    tcb_pool_overflows,
+    /// Batches of TCBs taken from the node pool into the local pool.
+    tcb_pool_underflows,
+    /// TCBs freshly allocated (neither pool could serve).
+    tcb_fresh,
+    /// Stacks served by the local stack pool.
+    stack_pool_hits,
+    /// Stacks the local pool could not serve.
+    stack_pool_misses,
+    /// Batches of stacks moved from the local pool to the node pool.
+    stack_pool_overflows,
+    /// Batches of stacks taken from the node pool.
+    stack_pool_underflows,
+    /// Stacks freshly mapped.
+    stack_fresh,
+    /// Stack allocations that failed (the ULT's join reports a `SpawnError`).
+    stack_failures,
+    /// Times this processor parked its OS thread.
+    parks,
+    /// Times another thread unparked this processor.
+    wakeups,
+    /// ULTs made ready through this processor's wake-up stack.
+    wakeup_drained,
+    /// Exited ULTs put on this processor's deathrow.
+    deathrow_in,
+    /// Clean-up notes (joins by other processors) drained from this processor's clean-up stack.
+    cleanup_notes,
+    /// Exited ULTs recycled here without a note (detached, or joined on this same processor).
+    reclaimed_local,
+}
+
+/// A snapshot of the counters of every processor.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuntimeStats {
+    /// One entry per processor, in processor order.
+    pub processors: Vec<ProcessorStats>,
+    /// ULTs spawned from outside the runtime (`Runtime::spawn`, `block_on`).
+    pub outside_spawns: u64,
+}
+
+impl RuntimeStats {
+    /// The counters of all processors added up (`processor` and `node` are 0).
+    pub fn total(&self) -> ProcessorStats {
+        let mut sum = ProcessorStats::default();
+        for p in &self.processors {
+            sum += p;
+        }
+        sum
+    }
+}
+
+impl fmt::Display for RuntimeStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = self.total();
+        write!(f, "{:<24}", "counter")?;
+        for p in &self.processors {
+            write!(f, " {:>12}", format!("p{} (n{})", p.processor, p.node))?;
+        }
+        writeln!(f, " {:>12}", "total")?;
+        let rows: Vec<Vec<(&str, u64)>> = self.processors.iter().map(|p| p.fields()).collect();
+        for (i, (name, sum)) in total.fields().into_iter().enumerate() {
+            write!(f, "{name:<24}")?;
+            for row in &rows {
+                write!(f, " {:>12}", row[i].1)?;
+            }
+            writeln!(f, " {sum:>12}")?;
+        }
+        write!(f, "outside_spawns          {:>12}", self.outside_spawns)
+    }
+}

@@ -1,0 +1,358 @@
+//! The thread control block (TCB): one per ULT, pooled and reused, allocated in chunks.
+//!
+//! # Who writes what
+//!
+//! * The spawner fills identity and task fields before the TCB is published on a start-queue (the
+//!   queue's release/acquire carries them to the processor that starts it).
+//! * The processor holding the ULT (running it, or having it in its runqueue or timers) owns the
+//!   coroutine, the yielder and `life`; ownership moves with the TCB through queues and stacks.
+//! * `join` and `waiter` follow the join protocol below; `next` is the link of whichever lock-free
+//!   stack (wake-up or clean-up) the TCB is on, never both at once.
+//! * The deathrow links belong to the processor whose deathrow holds the TCB.
+//!
+//! # The join protocol (one state word, [`JoinState`])
+//!
+//! ```text
+//! exit (processor, after the ULT's last switch):   result stored; prev = fetch_or(COMPLETE)
+//!     prev has DETACHED -> nobody will read: drop the task, recycle the TCB at once
+//!     otherwise         -> TCB goes on this processor's deathrow; prev has WAITER -> wake the waiter
+//! join (handle):   COMPLETE set? take the result : register waiter, prev = fetch_or(WAITER),
+//!                  block unless prev has COMPLETE (then the exiter did not see WAITER: go on)
+//! release (handle dropped, or after join took the result):   prev = fetch_or(DETACHED)
+//!     prev has COMPLETE -> drop what is left of the task, push a clean-up note on the exiting
+//!                          processor (or recycle directly when running on that processor)
+//!     otherwise         -> the exiter sees DETACHED and recycles
+//! ```
+//! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
+//! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
+
+use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
+use crate::processor::Switch;
+use crate::stack::UltStack;
+use corosensei::{Coroutine, Yielder};
+use std::any::Any;
+use std::cell::{Cell, UnsafeCell};
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::thread;
+
+/// The coroutine type of a ULT: resumed with `()`, suspends with a [`Switch`] reason.
+pub(crate) type Ult = Coroutine<(), Switch, (), UltStack>;
+pub(crate) type UltYielder = Yielder<(), Switch>;
+
+/// Bits of the join state word.
+pub(crate) struct JoinState;
+impl JoinState {
+    pub(crate) const COMPLETE: usize = 1;
+    pub(crate) const WAITER: usize = 2;
+    pub(crate) const DETACHED: usize = 4;
+}
+
+/// Where a TCB is in its life; written by the processor holding it, read by the shutdown walk after
+/// every processor thread has been joined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Life {
+    /// In a pool.
+    Free,
+    /// Spawned, waiting on a start-queue; no stack yet.
+    Queued,
+    /// Has a stack: running, ready, blocked or sleeping.
+    Started,
+    /// Returned; result waiting for the joiner (or already recycled when detached).
+    Exited,
+}
+
+/// Who waits in `join`.
+pub(crate) enum Waiter {
+    None,
+    Ult(TcbRef),
+    Thread(thread::Thread),
+}
+
+/// Type-erased operations on a spawned closure and its result.
+pub(crate) struct TaskVTable {
+    /// Runs the closure under `catch_unwind` and stores the outcome in place.
+    pub(crate) run: unsafe fn(*mut ()),
+    /// Moves the outcome into `*mut Option<thread::Result<T>>`.
+    pub(crate) take_output: unsafe fn(*mut (), *mut ()),
+    /// Stores `payload` as a failed outcome (the ULT never finished: cancelled, or no stack).
+    pub(crate) fail: unsafe fn(*mut (), Box<dyn Any + Send>),
+    /// Frees the task, whatever it still holds.
+    pub(crate) drop: unsafe fn(*mut ()),
+}
+
+enum Stage<F, T> {
+    Pending(F),
+    Running,
+    Done(thread::Result<T>),
+    Consumed,
+}
+
+/// The panic payload a join returns for a ULT that the runtime's shutdown cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the runtime shut down before this ULT finished")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// Boxes a closure as a task and returns its pointer and vtable.
+pub(crate) fn new_task<F, T>(f: F) -> (*mut (), &'static TaskVTable)
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    unsafe fn run<F: FnOnce() -> T, T>(p: *mut ()) {
+        // SAFETY: `p` came from `new_task::<F, T>` and only the processor running the ULT calls `run`.
+        let stage = unsafe { &mut *(p as *mut Stage<F, T>) };
+        let Stage::Pending(f) = std::mem::replace(stage, Stage::Running) else {
+            crate::fatal("a ULT's task ran twice");
+        };
+        let out = panic::catch_unwind(AssertUnwindSafe(f));
+        // SAFETY: re-borrow after the closure ran; nothing else touches the stage while it runs.
+        unsafe { *(p as *mut Stage<F, T>) = Stage::Done(out) };
+    }
+    unsafe fn take_output<F, T>(p: *mut (), out: *mut ()) {
+        // SAFETY: the join protocol gives the caller exclusive access after COMPLETE, and `out`
+        // points to an `Option<thread::Result<T>>` of the same `T`.
+        let (stage, out) = unsafe {
+            (
+                &mut *(p as *mut Stage<F, T>),
+                &mut *(out as *mut Option<thread::Result<T>>),
+            )
+        };
+        if let Stage::Done(r) = std::mem::replace(stage, Stage::Consumed) {
+            *out = Some(r);
+        }
+    }
+    unsafe fn fail<F, T>(p: *mut (), payload: Box<dyn Any + Send>) {
+        // SAFETY: called with exclusive access to a task that never ran to completion.
+        let stage = unsafe { &mut *(p as *mut Stage<F, T>) };
+        *stage = Stage::Done(Err(payload));
+    }
+    unsafe fn drop_task<F, T>(p: *mut ()) {
+        // SAFETY: `p` is the Box made in `new_task`, dropped exactly once by whoever recycles.
+        drop(unsafe { Box::from_raw(p as *mut Stage<F, T>) });
+    }
+    struct VTables<F, T>(std::marker::PhantomData<(F, T)>);
+    impl<F: FnOnce() -> T, T> VTables<F, T> {
+        const VTABLE: TaskVTable = TaskVTable {
+            run: run::<F, T>,
+            take_output: take_output::<F, T>,
+            fail: fail::<F, T>,
+            drop: drop_task::<F, T>,
+        };
+    }
+    let p = Box::into_raw(Box::new(Stage::<F, T>::Pending(f))) as *mut ();
+    (p, &VTables::<F, T>::VTABLE)
+}
+
+static EMPTY_VTABLE: TaskVTable = {
+    unsafe fn nop(_: *mut ()) {}
+    unsafe fn nop2(_: *mut (), _: *mut ()) {}
+    unsafe fn nop3(_: *mut (), _: Box<dyn Any + Send>) {}
+    TaskVTable {
+        run: nop,
+        take_output: nop2,
+        fail: nop3,
+        drop: nop,
+    }
+};
+
+/// A thread control block.
+pub(crate) struct Tcb {
+    // Identity: written by the spawner before publication.
+    pub(crate) id: Cell<u64>,
+    pub(crate) name: UnsafeCell<Option<Arc<str>>>,
+    pub(crate) stack_size: Cell<usize>,
+    // Task: written by the spawner, consumed per the join protocol.
+    pub(crate) task: Cell<*mut ()>,
+    pub(crate) vtable: Cell<&'static TaskVTable>,
+    // Execution: owned by the processor holding the ULT.
+    pub(crate) coroutine: UnsafeCell<Option<Ult>>,
+    pub(crate) yielder: Cell<*const UltYielder>,
+    pub(crate) life: Cell<Life>,
+    /// Low end of an unguarded stack's canary (0: guarded stack).
+    pub(crate) canary_at: Cell<usize>,
+    /// Processor the ULT last ran on (read by wakers on any thread).
+    pub(crate) processor: AtomicUsize,
+    /// Processor whose deathrow holds the exited ULT; written before COMPLETE is published.
+    pub(crate) exit_processor: Cell<usize>,
+    // Join protocol.
+    pub(crate) join: AtomicUsize,
+    pub(crate) waiter: UnsafeCell<Waiter>,
+    // Links.
+    pub(crate) next: AtomicPtr<Tcb>,
+    pub(crate) deathrow_prev: Cell<*mut Tcb>,
+    pub(crate) deathrow_next: Cell<*mut Tcb>,
+    /// The chunk this TCB lives in.
+    pub(crate) chunk: *const Chunk,
+}
+
+impl Drop for Tcb {
+    fn drop(&mut self) {
+        // Only reached when the runtime's shared state is freed: nobody else can reach the task.
+        // SAFETY: exclusive access (`&mut self`).
+        unsafe { self.drop_task() };
+    }
+}
+
+// SAFETY: every field is either atomic or accessed under the ownership rules in the module docs
+// (spawner before publication, holding processor afterwards, join protocol for the task). This is
+// the one audited place that lets a suspended ULT (its coroutine, which corosensei marks !Send
+// because of thread-locals) move between OS threads: the runtime never holds a thread-local
+// reference across a switch (DESIGN §8) and users are told not to (docs/caveats.md).
+unsafe impl Send for Tcb {}
+// SAFETY: as above; shared access goes through atomics or the protocols named in the module docs.
+unsafe impl Sync for Tcb {}
+
+impl Tcb {
+    fn empty(chunk: *const Chunk) -> Tcb {
+        Tcb {
+            id: Cell::new(0),
+            name: UnsafeCell::new(None),
+            stack_size: Cell::new(0),
+            task: Cell::new(ptr::null_mut()),
+            vtable: Cell::new(&EMPTY_VTABLE),
+            coroutine: UnsafeCell::new(None),
+            yielder: Cell::new(ptr::null()),
+            life: Cell::new(Life::Free),
+            canary_at: Cell::new(0),
+            processor: AtomicUsize::new(0),
+            exit_processor: Cell::new(0),
+            join: AtomicUsize::new(0),
+            waiter: UnsafeCell::new(Waiter::None),
+            next: AtomicPtr::new(ptr::null_mut()),
+            deathrow_prev: Cell::new(ptr::null_mut()),
+            deathrow_next: Cell::new(ptr::null_mut()),
+            chunk,
+        }
+    }
+
+    /// Drops the task (closure or result) if one is still attached.
+    ///
+    /// # Safety
+    /// The caller owns the task under the join protocol.
+    pub(crate) unsafe fn drop_task(&self) {
+        let task = self.task.replace(ptr::null_mut());
+        if !task.is_null() {
+            // SAFETY: non-null `task` is the live box made by `new_task` for this vtable.
+            unsafe { (self.vtable.get().drop)(task) };
+        }
+    }
+}
+
+/// A pointer to a TCB, passed between threads by the protocols of the runtime.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct TcbRef(NonNull<Tcb>);
+
+// SAFETY: a TcbRef is an address; what may be done through it is governed by the TCB protocols.
+unsafe impl Send for TcbRef {}
+// SAFETY: as above.
+unsafe impl Sync for TcbRef {}
+
+impl TcbRef {
+    #[inline]
+    pub(crate) fn as_ptr(self) -> *mut Tcb {
+        self.0.as_ptr()
+    }
+
+    #[inline]
+    pub(crate) fn from_ptr(p: *mut Tcb) -> Option<TcbRef> {
+        NonNull::new(p).map(TcbRef)
+    }
+
+    /// The chunk the TCB lives in.
+    #[inline]
+    pub(crate) fn chunk<'a>(self) -> &'a Chunk {
+        // SAFETY: a chunk outlives its TCBs' users, as for `tcb`.
+        unsafe { &*self.tcb().chunk }
+    }
+
+    /// The TCB behind the pointer.
+    #[inline]
+    pub(crate) fn tcb<'a>(self) -> &'a Tcb {
+        // SAFETY: TCBs live in chunks that are freed only with the runtime's shared state, after
+        // every holder of a TcbRef is gone (processors joined, handles counted by the chunk).
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// Number of TCBs allocated together.
+pub(crate) const CHUNK_TCBS: usize = 64;
+
+/// A block of TCBs allocated at once, freed with the runtime's shared state.
+pub(crate) struct Chunk {
+    tcbs: Box<[Tcb]>,
+    /// Live join handles on TCBs of this chunk (see [`Chunk::retain`]).
+    handles: AtomicUsize,
+    /// The runtime's shared state, kept alive while handles exist.
+    keep_alive: *const (),
+    release_shared: unsafe fn(*const ()),
+    retain_shared: unsafe fn(*const ()),
+}
+
+// SAFETY: the chunk's TCBs are Sync, its counters atomic and the pointer a plain Arc address.
+unsafe impl Send for Chunk {}
+// SAFETY: as above.
+unsafe impl Sync for Chunk {}
+
+impl Chunk {
+    /// Allocates a chunk whose handles keep `shared` alive.
+    pub(crate) fn allocate<S: Send + Sync>(shared: &Arc<S>) -> Box<Chunk> {
+        unsafe fn release<S>(p: *const ()) {
+            // SAFETY: paired with a `retain` on the same Arc (see `Chunk::retain`).
+            unsafe { Arc::decrement_strong_count(p as *const S) };
+        }
+        unsafe fn retain<S>(p: *const ()) {
+            // SAFETY: the Arc is alive: retain happens only in a spawn, inside a live runtime.
+            unsafe { Arc::increment_strong_count(p as *const S) };
+        }
+        let mut chunk = Box::new(Chunk {
+            tcbs: Box::new([]),
+            handles: AtomicUsize::new(0),
+            keep_alive: Arc::as_ptr(shared) as *const (),
+            release_shared: release::<S>,
+            retain_shared: retain::<S>,
+        });
+        let at: *const Chunk = &*chunk;
+        chunk.tcbs = (0..CHUNK_TCBS).map(|_| Tcb::empty(at)).collect();
+        chunk
+    }
+
+    /// The runtime state this chunk keeps alive (an `Arc::as_ptr`).
+    pub(crate) fn keep_alive(&self) -> *const () {
+        self.keep_alive
+    }
+
+    /// The TCBs of this chunk.
+    pub(crate) fn tcbs(&self) -> impl Iterator<Item = TcbRef> + '_ {
+        self.tcbs.iter().map(|t| TcbRef(NonNull::from(t)))
+    }
+
+    /// Counts a new join handle. The first handle of a chunk takes a reference on the runtime's
+    /// shared state so the chunk (and every processor's clean-up stack) outlives the runtime as
+    /// long as a handle exists. Increments happen only inside a live runtime, so the 0 -> 1 step
+    /// can never revive a freed Arc.
+    #[inline]
+    pub(crate) fn retain(&self) {
+        if self.handles.fetch_add(1, Ordering::Relaxed) == 0 {
+            // SAFETY: see above; the matching release is in `Chunk::release`.
+            unsafe { (self.retain_shared)(self.keep_alive) };
+        }
+    }
+
+    /// Counts a handle gone; the last one of the chunk drops the reference `retain` took.
+    #[inline]
+    pub(crate) fn release(&self) {
+        if self.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // SAFETY: paired with the 0 -> 1 step of `retain`.
+            unsafe { (self.release_shared)(self.keep_alive) };
+        }
+    }
+}

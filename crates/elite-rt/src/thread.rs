@@ -1,0 +1,492 @@
+//! The user's view of ULTs, mirroring `std::thread`: `spawn`, `Builder`, `JoinHandle`, `current`,
+//! `yield_now`, `sleep`.
+
+use crate::atomics::Ordering;
+use crate::processor::{current_processor, Processor, Switch};
+use crate::stack::{round_to_pages, MAX_STACK_SIZE, MIN_STACK_SIZE};
+use crate::tcb::{new_task, JoinState, Life, TcbRef, Waiter};
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a spawn asks for besides the closure.
+#[derive(Default, Clone)]
+pub(crate) struct UltSpec {
+    name: Option<Arc<str>>,
+    stack_size: Option<usize>,
+}
+
+impl UltSpec {
+    pub(crate) fn named(name: &str) -> UltSpec {
+        UltSpec {
+            name: Some(Arc::from(name)),
+            stack_size: None,
+        }
+    }
+
+    pub(crate) fn with_default_stack(mut self, size: usize) -> UltSpec {
+        self.stack_size.get_or_insert(size);
+        self
+    }
+}
+
+/// Fills a free TCB for a new ULT. The caller then publishes it on a start-queue.
+pub(crate) fn init_tcb<F, T>(t: TcbRef, spec: UltSpec, id: u64, processor: usize, f: F)
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    let tcb = t.tcb();
+    let (task, vtable) = new_task(f);
+    tcb.id.set(id);
+    // SAFETY: the TCB is free and not yet published: the spawner owns every field.
+    unsafe { *tcb.name.get() = spec.name };
+    tcb.stack_size
+        .set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE));
+    tcb.task.set(task);
+    tcb.vtable.set(vtable);
+    tcb.join.store(0, Ordering::Relaxed);
+    tcb.life.set(Life::Queued);
+    tcb.processor.store(processor, Ordering::Relaxed);
+    t.chunk().retain();
+}
+
+/// Spawns on the processor running the caller.
+#[inline]
+pub(crate) fn spawn_on<F, T>(p: &Processor, spec: UltSpec, f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    let t = p.alloc_tcb();
+    init_tcb(t, spec, p.next_id(), p.index, f);
+    p.remote().stats.spawns.bump();
+    p.push_start(t);
+    JoinHandle::new(t)
+}
+
+/// Spawns a new ULT on the runtime running the caller and returns a handle to join it.
+///
+/// # Panics
+///
+/// Panics when called outside a ULT (use [`Runtime::spawn`](crate::Runtime::spawn) or
+/// [`Runtime::block_on`](crate::Runtime::block_on) there), or when the runtime cannot get stacks
+/// any more ([`Builder::spawn`] returns that as an error instead).
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(1).build().unwrap();
+/// let v = rt.block_on(|| elite_rt::spawn(|| 6 * 7).join().unwrap());
+/// assert_eq!(v, 42);
+/// ```
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    match Builder::new().spawn(f) {
+        Ok(h) => h,
+        Err(e) => panic!("elite_rt::spawn failed: {e}"),
+    }
+}
+
+/// Configures a ULT before spawning it, like `std::thread::Builder`.
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(1).build().unwrap();
+/// let name = rt.block_on(|| {
+///     elite_rt::Builder::new()
+///         .name("worker".into())
+///         .stack_size(32 * 1024)
+///         .spawn(|| elite_rt::current().name().map(str::to_owned))
+///         .unwrap()
+///         .join()
+///         .unwrap()
+/// });
+/// assert_eq!(name.as_deref(), Some("worker"));
+/// ```
+#[derive(Default, Debug)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+}
+
+impl Builder {
+    /// A builder with the runtime's defaults.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the ULT (shown by [`Thread::name`] and in diagnostics).
+    pub fn name(mut self, name: String) -> Builder {
+        self.name = Some(name);
+        self
+    }
+
+    /// Stack size in bytes, `16 KiB..=1 GiB`; sizes other than the runtime's default are not pooled.
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Spawns the ULT on the runtime running the caller.
+    pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let Some(p) = current_processor() else {
+            return Err(SpawnError::NoRuntime);
+        };
+        let spec = self.spec(p.shared.config.stack_size)?;
+        if p.shared.is_shutting_down() {
+            return Err(SpawnError::ShuttingDown);
+        }
+        if p.shared.stacks_exhausted.load(Ordering::Relaxed) {
+            return Err(SpawnError::Stack {
+                size: spec.stack_size.unwrap_or(0),
+                error: "an earlier stack allocation failed and no stack has been freed since"
+                    .into(),
+            });
+        }
+        Ok(spawn_on(p, spec, f))
+    }
+
+    /// Spawns on `rt` from any thread.
+    pub fn spawn_on<F, T>(self, rt: &crate::Runtime, f: F) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let spec = self.spec(rt.default_stack_size())?;
+        Ok(rt.spawn_spec(spec, f))
+    }
+
+    fn spec(self, default_stack: usize) -> Result<UltSpec, SpawnError> {
+        let size = match self.stack_size {
+            Some(s) if !(MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&s) => {
+                return Err(SpawnError::InvalidStackSize {
+                    requested: s,
+                    min: MIN_STACK_SIZE,
+                    max: MAX_STACK_SIZE,
+                })
+            }
+            Some(s) => round_to_pages(s),
+            None => default_stack,
+        };
+        Ok(UltSpec {
+            name: self.name.map(Arc::from),
+            stack_size: Some(size),
+        })
+    }
+}
+
+/// Why a ULT could not be spawned (or, for [`SpawnError::Stack`], started).
+///
+/// When a processor cannot get a stack for a ULT that is about to run for the first time, the ULT
+/// does not run and its [`JoinHandle::join`] returns `Err` with this error as payload (downcast it
+/// with `payload.downcast_ref::<SpawnError>()`); spawns fail fast with the same error until a stack
+/// is freed again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// Called outside a ULT: there is no runtime to spawn on.
+    NoRuntime,
+    /// The runtime is shutting down.
+    ShuttingDown,
+    /// The requested stack size is out of range.
+    InvalidStackSize {
+        /// Bytes asked for.
+        requested: usize,
+        /// Smallest allowed.
+        min: usize,
+        /// Largest allowed.
+        max: usize,
+    },
+    /// No stack could be allocated.
+    Stack {
+        /// Bytes of the stack that was needed.
+        size: usize,
+        /// What the system said.
+        error: String,
+    },
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::NoRuntime => f.write_str(
+                "not inside an elite runtime: call this from a ULT (inside Runtime::block_on), or use Runtime::spawn",
+            ),
+            SpawnError::ShuttingDown => f.write_str("the runtime is shutting down"),
+            SpawnError::InvalidStackSize { requested, min, max } => {
+                write!(f, "invalid `stack_size`: {requested} bytes is out of range, expected {min}..={max}")
+            }
+            SpawnError::Stack { size, error } => write!(
+                f,
+                "could not allocate a {size}-byte ULT stack ({error}); each guarded stack costs two kernel \
+                 mappings (see vm.max_map_count): keep fewer ULTs alive, use smaller stacks, or opt into \
+                 RuntimeBuilder::unguarded_stacks"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+/// An owned permission to join a ULT: `join` waits for it and returns its result. Dropping the
+/// handle detaches the ULT.
+pub struct JoinHandle<T> {
+    tcb: TcbRef,
+    _result: PhantomData<fn() -> T>,
+}
+
+// SAFETY: the handle only reaches the TCB through the join protocol, which is thread-safe, and the
+// result type is Send (required at spawn).
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+// SAFETY: `&JoinHandle` allows only `thread()` and `is_finished()`, which read immutable or atomic fields.
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
+
+impl<T> JoinHandle<T> {
+    pub(crate) fn new(tcb: TcbRef) -> JoinHandle<T> {
+        JoinHandle {
+            tcb,
+            _result: PhantomData,
+        }
+    }
+
+    /// Waits for the ULT to finish and returns its value, or `Err(payload)` if it panicked (or, with
+    /// a [`Cancelled`](crate::Cancelled) or [`SpawnError`] payload, never ran to the end).
+    ///
+    /// Blocks the calling ULT (its processor runs others meanwhile), or parks the calling OS thread
+    /// when called from outside the runtime.
+    pub fn join(self) -> std::thread::Result<T> {
+        let t = self.tcb;
+        let tcb = t.tcb();
+        if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+            wait_for_exit(t);
+        }
+        let mut out: Option<std::thread::Result<T>> = None;
+        // SAFETY: COMPLETE was observed with Acquire and the handle is the only reader of the output.
+        unsafe { (tcb.vtable.get().take_output)(tcb.task.get(), &mut out as *mut _ as *mut ()) };
+        drop(self); // release: fetch_or(DETACHED), then the clean-up note
+        out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)))
+    }
+
+    /// Whether the ULT has finished (a later `join` will not block).
+    pub fn is_finished(&self) -> bool {
+        self.tcb.tcb().join.load(Ordering::Acquire) & JoinState::COMPLETE != 0
+    }
+
+    /// The ULT's id and name.
+    pub fn thread(&self) -> Thread {
+        thread_of(self.tcb)
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        release(self.tcb);
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("thread", &self.thread())
+            .finish()
+    }
+}
+
+/// Blocks until the ULT behind `t` has published COMPLETE.
+fn wait_for_exit(t: TcbRef) {
+    let tcb = t.tcb();
+    if current_processor().is_some() {
+        // A ULT: block; the loop registers us after the switch (the join protocol in `tcb`).
+        park_current(move |me| {
+            // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
+            unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
+            let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
+            if prev & JoinState::COMPLETE != 0 {
+                // The ULT exited before it could see WAITER: nobody else will wake us.
+                if let Some(p) = current_processor() {
+                    p.shared.wake(me, Some(p.index));
+                }
+            }
+        });
+    } else {
+        // SAFETY: as above.
+        unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
+        let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
+        if prev & JoinState::COMPLETE != 0 {
+            return;
+        }
+    }
+    while tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+        if current_processor().is_some() {
+            crate::fatal("a joining ULT was woken before the ULT it joins finished");
+        }
+        std::thread::park();
+    }
+}
+
+/// The handle's side of the join protocol: let go of the TCB.
+fn release(t: TcbRef) {
+    let tcb = t.tcb();
+    let chunk = t.chunk();
+    let prev = tcb.join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
+    if prev & JoinState::COMPLETE != 0 {
+        // SAFETY: complete and now detached by us: the exiting processor no longer touches the task.
+        unsafe { tcb.drop_task() };
+        let exit = tcb.exit_processor.get();
+        match current_processor() {
+            Some(p)
+                if p.index == exit
+                    && std::ptr::eq(chunk.keep_alive(), Arc::as_ptr(&p.shared) as *const ()) =>
+            {
+                p.reclaim_joined(t)
+            }
+            _ => {
+                // SAFETY: the chunk keeps the runtime's shared state alive while this handle exists.
+                let shared = unsafe { &*(chunk.keep_alive() as *const crate::runtime::Shared) };
+                shared.processors[exit].cleanup.push(t);
+            }
+        }
+    }
+    // Last touch of anything the runtime owns: may free it all.
+    chunk.release();
+}
+
+/// Suspends the running ULT; after the switch, the processor loop calls `after(me)` on its own stack.
+pub(crate) fn park_current<F: FnOnce(TcbRef)>(after: F) {
+    unsafe fn call<F: FnOnce(TcbRef)>(data: *mut (), me: TcbRef) {
+        // SAFETY: `data` is the `Option<F>` below, alive on the suspended ULT's stack; taken once.
+        if let Some(f) = unsafe { (*(data as *mut Option<F>)).take() } {
+            f(me)
+        }
+    }
+    let mut slot = Some(after);
+    suspend(Switch::Park {
+        data: &mut slot as *mut Option<F> as *mut (),
+        action: call::<F>,
+    });
+}
+
+/// Switches the running ULT back to its processor with `why`.
+#[inline]
+fn suspend(why: Switch) {
+    let Some(p) = current_processor() else {
+        crate::fatal("suspend outside a ULT");
+    };
+    let Some(me) = p.current_ult() else {
+        crate::fatal("no current ULT on a processor");
+    };
+    let y = me.tcb().yielder.get();
+    // SAFETY: the yielder lives on this ULT's stack for as long as the ULT runs (set when it started).
+    unsafe { (*y).suspend(why) };
+}
+
+/// Lets other ready ULTs of this processor run; a no-op for the ULT when nothing else is ready.
+/// Outside a ULT it yields the OS thread.
+#[inline]
+pub fn yield_now() {
+    if current_processor().is_some() {
+        suspend(Switch::Yield);
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Puts the running ULT to sleep for at least `dur` without blocking its processor. Outside a ULT
+/// it sleeps the OS thread.
+pub fn sleep(dur: Duration) {
+    if current_processor().is_some() {
+        let deadline = Instant::now() + dur;
+        while Instant::now() < deadline {
+            suspend(Switch::Sleep(deadline));
+        }
+    } else {
+        std::thread::sleep(dur);
+    }
+}
+
+/// A ULT's unique identifier within its runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadId(u64);
+
+impl ThreadId {
+    /// The id as a number.
+    pub fn as_u64(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A description of a ULT: id, name, and the processor it was on when the description was taken.
+#[derive(Clone, Debug)]
+pub struct Thread {
+    id: ThreadId,
+    name: Option<Arc<str>>,
+    processor: usize,
+}
+
+impl Thread {
+    /// The ULT's id.
+    pub fn id(&self) -> ThreadId {
+        self.id
+    }
+
+    /// The ULT's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The processor the ULT ran on when this description was taken (for [`current`]: the one
+    /// running it now; it may move after any switch).
+    pub fn processor(&self) -> usize {
+        self.processor
+    }
+}
+
+fn thread_of(t: TcbRef) -> Thread {
+    let tcb = t.tcb();
+    Thread {
+        id: ThreadId(tcb.id.get()),
+        // SAFETY: the name is written at spawn, before the handle or the ULT exists, then immutable.
+        name: unsafe { (*tcb.name.get()).clone() },
+        processor: tcb.processor.load(Ordering::Relaxed),
+    }
+}
+
+/// The running ULT, or `None` outside one.
+pub fn try_current() -> Option<Thread> {
+    let p = current_processor()?;
+    let me = p.current_ult()?;
+    let mut th = thread_of(me);
+    th.processor = p.index;
+    Some(th)
+}
+
+/// The running ULT.
+///
+/// # Panics
+///
+/// Panics outside a ULT; use [`try_current`] where that can happen.
+pub fn current() -> Thread {
+    try_current().unwrap_or_else(|| {
+        panic!("elite_rt::current() called outside a ULT: run the code inside Runtime::block_on or a spawned ULT")
+    })
+}
+
+impl crate::Runtime {
+    pub(crate) fn default_stack_size(&self) -> usize {
+        self.shared().config.stack_size
+    }
+
+    pub(crate) fn spawn_spec<F, T>(&self, spec: UltSpec, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.spawn_with(spec, f)
+    }
+}

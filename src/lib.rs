@@ -1,0 +1,3 @@
+//! Facade crate.
+pub use elite_affinity;
+pub use elite_rt;
