@@ -173,47 +173,22 @@ impl RuntimeBuilder {
     }
 
     pub(crate) fn validate(self) -> Result<Config, BuildError> {
-        fn range(
-            field: &'static str,
-            value: usize,
-            lo: usize,
-            hi: usize,
-        ) -> Result<(), BuildError> {
+        fn range(field: &'static str, value: usize, lo: usize, hi: usize) -> Result<(), BuildError> {
             if (lo..=hi).contains(&value) {
                 Ok(())
             } else {
-                Err(BuildError::OutOfRange {
-                    field,
-                    value,
-                    min: lo,
-                    max: hi,
-                })
+                Err(BuildError::OutOfRange { field, value, min: lo, max: hi })
             }
         }
         if let Some(n) = self.processors {
             range("processors", n, 1, MAX_PROCESSORS)?;
         }
-        range(
-            "stack_size",
-            self.stack_size,
-            MIN_STACK_SIZE,
-            MAX_STACK_SIZE,
-        )?;
+        range("stack_size", self.stack_size, MIN_STACK_SIZE, MAX_STACK_SIZE)?;
         range("start_queue_limit", self.start_queue_limit, 1, usize::MAX)?;
-        range(
-            "node_start_queue_limit",
-            self.node_start_queue_limit,
-            1,
-            usize::MAX,
-        )?;
+        range("node_start_queue_limit", self.node_start_queue_limit, 1, usize::MAX)?;
         range("tcb_pool_limit", self.tcb_pool_limit, 2, usize::MAX)?;
         range("stack_pool_limit", self.stack_pool_limit, 2, usize::MAX)?;
-        range(
-            "node_stack_pool_limit",
-            self.node_stack_pool_limit,
-            1,
-            usize::MAX,
-        )?;
+        range("node_stack_pool_limit", self.node_stack_pool_limit, 1, usize::MAX)?;
         range("spin_rounds", self.spin_rounds, 0, 1_000_000)?;
         let topology = match (&self.topology, self.processors) {
             (Some(spec), n) => {
@@ -231,9 +206,7 @@ impl RuntimeBuilder {
                 }
                 t
             }
-            (None, Some(n)) => Topology::detect()
-                .with_processors(n)
-                .map_err(BuildError::Topology)?,
+            (None, Some(n)) => Topology::detect().with_processors(n).map_err(BuildError::Topology)?,
             (None, None) => Topology::detect(),
         };
         Ok(Config {
@@ -283,22 +256,11 @@ pub enum BuildError {
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BuildError::OutOfRange {
-                field,
-                value,
-                min,
-                max,
-            } => {
+            BuildError::OutOfRange { field, value, min, max } => {
                 if *max == usize::MAX {
-                    write!(
-                        f,
-                        "invalid `{field}`: {value} is out of range, expected at least {min}"
-                    )
+                    write!(f, "invalid `{field}`: {value} is out of range, expected at least {min}")
                 } else {
-                    write!(
-                        f,
-                        "invalid `{field}`: {value} is out of range, expected {min}..={max}"
-                    )
+                    write!(f, "invalid `{field}`: {value} is out of range, expected {min}..={max}")
                 }
             }
             BuildError::Conflict { field, reason } => write!(f, "invalid `{field}`: {reason}"),

@@ -85,8 +85,7 @@ pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use stats::{ProcessorStats, RuntimeStats};
 pub use tcb::Cancelled;
 pub use thread::{
-    current, sleep, spawn, try_current, yield_now, Builder, JoinHandle, SpawnError, Thread,
-    ThreadId,
+    current, sleep, spawn, try_current, yield_now, Builder, JoinHandle, SpawnError, Thread, ThreadId,
 };
 
 /// Aborts the process with a message: for runtime bugs, never for user errors.

@@ -42,10 +42,7 @@ pub(crate) struct ParkSlot {
 
 impl ParkSlot {
     pub(crate) fn new() -> ParkSlot {
-        ParkSlot {
-            state: AtomicU8::new(RUNNING),
-            thread: OnceLock::new(),
-        }
+        ParkSlot { state: AtomicU8::new(RUNNING), thread: OnceLock::new() }
     }
 
     /// Records the OS thread that runs this processor (once, at start-up).
@@ -66,11 +63,7 @@ impl ParkSlot {
 
     #[cold]
     fn notify_slow(&self) -> bool {
-        if self
-            .state
-            .compare_exchange(PARKED, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed)
-            .is_ok()
-        {
+        if self.state.compare_exchange(PARKED, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
             if let Some(t) = self.thread.get() {
                 t.unpark();
             }
@@ -110,9 +103,7 @@ pub(crate) struct Idle {
 
 impl Idle {
     pub(crate) fn new() -> Idle {
-        Idle {
-            num_parked: AtomicUsize::new(0),
-        }
+        Idle { num_parked: AtomicUsize::new(0) }
     }
 
     /// Wakes one parked processor among `slots`, if any. Call after publishing work any processor

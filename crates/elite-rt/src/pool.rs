@@ -27,10 +27,7 @@ pub(crate) struct LocalPool<T> {
 
 impl<T> LocalPool<T> {
     pub(crate) fn new(capacity: usize) -> LocalPool<T> {
-        LocalPool {
-            items: Vec::with_capacity(capacity),
-            capacity,
-        }
+        LocalPool { items: Vec::with_capacity(capacity), capacity }
     }
 
     /// Takes an object, refilling from `node` when empty.
@@ -83,10 +80,7 @@ pub(crate) struct NodePool<T> {
 
 impl<T> NodePool<T> {
     pub(crate) fn new(limit: usize) -> NodePool<T> {
-        NodePool {
-            items: Mutex::new(Vec::new()),
-            limit,
-        }
+        NodePool { items: Mutex::new(Vec::new()), limit }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<T>> {

@@ -30,7 +30,7 @@ use crate::queue::start::{steal_one, take_global};
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
-use crate::stats::Counters;
+use crate::stats::{Counter, Counters};
 use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::Timers;
 use crate::{policy::UltInfo, SpawnError};
@@ -47,10 +47,7 @@ pub(crate) enum Switch {
     Yield,
     /// Block: after the switch the loop calls `action(data, me)`, which must arrange for someone to
     /// wake `me` later (or wake it at once). `data` points into the blocked ULT's frozen stack.
-    Park {
-        data: *mut (),
-        action: unsafe fn(*mut (), TcbRef),
-    },
+    Park { data: *mut (), action: unsafe fn(*mut (), TcbRef) },
     /// Sleep until the deadline.
     Sleep(Instant),
 }
@@ -64,6 +61,9 @@ pub(crate) struct Remote {
     pub(crate) runq: RunQueue,
     pub(crate) park: ParkSlot,
     pub(crate) stats: Counters,
+    /// Join handles created minus handles released on this processor (see `runtime`, "Handle
+    /// accounting"); owner-written, may wrap below zero.
+    pub(crate) handles: Counter,
 }
 
 impl Remote {
@@ -76,6 +76,7 @@ impl Remote {
             runq: RunQueue::new(),
             park: ParkSlot::new(),
             stats: Counters::default(),
+            handles: Counter::default(),
         }
     }
 }
@@ -87,6 +88,13 @@ pub(crate) struct Core {
     stack_pool: LocalPool<UltStack>,
     deathrow: Deathrow,
     timers: Timers,
+    /// The ULT to run next, outside the runqueue: set when a ULT becomes ready while nothing else is
+    /// (a joiner woken by the exit of the ULT it joined, the other end of a hand-off). Private to
+    /// the owner, so the common hand-off costs no atomic operation; not stealable, like Go's runnext.
+    next: Option<TcbRef>,
+    /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
+    /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
+    admit_one: bool,
     run_seq: u64,
     id_seq: u64,
     tick: u32,
@@ -128,18 +136,15 @@ impl Processor {
             stack_pool: LocalPool::new(c.stack_pool_limit),
             deathrow: Deathrow::new(),
             timers: Timers::new(),
+            next: None,
+            admit_one: false,
             run_seq: 0,
             id_seq: 0,
             tick: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             steal_buf: Vec::new(),
         };
-        Processor {
-            index,
-            shared,
-            core: UnsafeCell::new(core),
-            current: Cell::new(None),
-        }
+        Processor { index, shared, core: UnsafeCell::new(core), current: Cell::new(None) }
     }
 
     /// The owned state. Callers keep the borrow short and never across a switch.
@@ -185,8 +190,8 @@ impl Processor {
                 return;
             }
             self.maintain();
-            if let Some(t) = self.remote().runq.pop_best() {
-                self.run_ult(t);
+            if let Some(t) = self.take_ready() {
+                self.dispatch(t);
                 continue;
             }
             if let Some(t) = self.take_start() {
@@ -194,14 +199,20 @@ impl Processor {
                 continue;
             }
             if let Some(t) = self.steal() {
-                if t.tcb().life.get() == Life::Queued {
-                    self.start_ult(t);
-                } else {
-                    self.run_ult(t);
-                }
+                self.dispatch(t);
                 continue;
             }
             self.idle();
+        }
+    }
+
+    /// Runs `t`, giving it a stack first if it never ran.
+    #[inline]
+    fn dispatch(&self, t: TcbRef) {
+        if t.tcb().life.get() == Life::Queued {
+            self.start_ult(t);
+        } else {
+            self.run_ult(t);
         }
     }
 
@@ -235,18 +246,36 @@ impl Processor {
         }
     }
 
-    /// Puts a ready ULT in this processor's runqueue with the policy's key.
+    /// Puts a ready ULT in this processor's runqueue with the policy's key, or in the `next` slot
+    /// when nothing else here is ready (then it is the best by any policy).
     #[inline]
-    fn make_ready(&self, t: TcbRef) {
+    pub(crate) fn make_ready(&self, t: TcbRef) {
         let core = self.core();
+        if core.next.is_none() && self.remote().runq.len() == 0 {
+            core.next = Some(t);
+            return;
+        }
         core.run_seq += 1;
-        let info = ult_info(t);
-        let key = self
-            .shared
-            .config
-            .policy
-            .priority(&info, self.index, core.run_seq);
+        let key = self.shared.config.policy.priority(&ult_info(t), self.index, core.run_seq);
         self.remote().runq.push(key, t);
+    }
+
+    /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
+    /// asked for it).
+    #[inline]
+    fn take_ready(&self) -> Option<TcbRef> {
+        let core = self.core();
+        if let Some(t) = core.next.take() {
+            return Some(t);
+        }
+        if core.admit_one {
+            core.admit_one = false;
+            if let Some(t) = core.start.pop() {
+                self.remote().stats.start_local.bump();
+                return Some(t);
+            }
+        }
+        self.remote().runq.pop_best()
     }
 
     /// Step 3: own start-queue, then node, then global.
@@ -285,11 +314,7 @@ impl Processor {
                 let got = steal_one(&victim.start).or_else(|| self.steal_ready(victim));
                 if let Some(t) = got {
                     let stats = &self.remote().stats;
-                    if distance == 0
-                        && group
-                            .iter()
-                            .all(|&p| topo.node_of(p) == topo.node_of(self.index))
-                    {
+                    if distance == 0 && group.iter().all(|&p| topo.node_of(p) == topo.node_of(self.index)) {
                         stats.steals_node.bump();
                     } else {
                         stats.steals_remote.bump();
@@ -343,9 +368,10 @@ impl Processor {
         let remote = self.remote();
         remote.stats.parks.bump();
         let deadline = self.core().timers.next_deadline();
-        let parked = self.shared.idle.park(&remote.park, deadline, || {
-            self.has_work() || self.shared.is_shutting_down()
-        });
+        let parked = self
+            .shared
+            .idle
+            .park(&remote.park, deadline, || self.has_work() || self.shared.is_shutting_down());
         if parked == crate::park::Parked::Slept {
             remote.stats.wakeups.bump();
         }
@@ -355,7 +381,9 @@ impl Processor {
     fn has_work(&self) -> bool {
         let shared = &*self.shared;
         let remote = self.remote();
-        if !remote.wakeup.is_empty() || remote.runq.len() > 0 || !self.core().start.is_empty() {
+        let core = self.core();
+        if core.next.is_some() || !remote.wakeup.is_empty() || remote.runq.len() > 0 || !core.start.is_empty()
+        {
             return true;
         }
         if let Some(d) = self.core().timers.next_deadline() {
@@ -366,10 +394,7 @@ impl Processor {
         if !shared.nodes[remote.node].start.is_empty() || !shared.global_start.is_empty() {
             return true;
         }
-        shared
-            .processors
-            .iter()
-            .any(|p| !p.start.is_empty() || p.runq.len() > 0)
+        shared.processors.iter().any(|p| !p.start.is_empty() || p.runq.len() > 0)
     }
 
     /// Gives a never-run ULT a stack from this processor's pool and runs it.
@@ -397,10 +422,7 @@ impl Processor {
     fn fail_start(&self, t: TcbRef, e: std::io::Error) {
         self.remote().stats.stack_failures.bump();
         self.shared.stacks_exhausted.store(true, Ordering::Relaxed);
-        let err = SpawnError::Stack {
-            size: t.tcb().stack_size.get(),
-            error: e.to_string(),
-        };
+        let err = SpawnError::Stack { size: t.tcb().stack_size.get(), error: e.to_string() };
         let tcb = t.tcb();
         // SAFETY: this processor owns the never-started task.
         unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(err)) };
@@ -411,11 +433,7 @@ impl Processor {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
         if size == shared.config.stack_size {
-            match self
-                .core()
-                .stack_pool
-                .get(&shared.nodes[self.remote().node].stacks)
-            {
+            match self.core().stack_pool.get(&shared.nodes[self.remote().node].stacks) {
                 Got::Hit(s) => {
                     stats.stack_pool_hits.bump();
                     return Ok(s);
@@ -440,11 +458,7 @@ impl Processor {
         if shared.stacks_exhausted.load(Ordering::Relaxed) {
             shared.stacks_exhausted.store(false, Ordering::Relaxed);
         }
-        if self
-            .core()
-            .stack_pool
-            .put(s, &shared.nodes[self.remote().node].stacks)
-        {
+        if self.core().stack_pool.put(s, &shared.nodes[self.remote().node].stacks) {
             self.remote().stats.stack_pool_overflows.bump();
         }
     }
@@ -466,32 +480,27 @@ impl Processor {
             if self.shared.config.stack_kind == crate::stack::StackKind::Unguarded {
                 self.check_canary(t);
             }
-            self.shared
-                .config
-                .policy
-                .record_run(&ult_info(t), self.index);
+            self.shared.config.policy.record_run(&ult_info(t), self.index);
             match result {
                 CoroutineResult::Yield(Switch::Yield) => {
                     stats.yields.bump();
                     // Nothing else to run here: resume at once without touching any queue.
-                    if self.remote().runq.len() == 0 && self.nothing_else_local() {
+                    if self.nothing_else_local() {
                         continue;
                     }
-                    self.make_ready(t);
+                    self.requeue_yielded(t);
                 }
                 // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
                 // resumed, which cannot happen before `action` publishes it.
                 CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t) },
-                CoroutineResult::Yield(Switch::Sleep(deadline)) => {
-                    self.core().timers.insert(deadline, t)
-                }
+                CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
                 CoroutineResult::Return(()) => self.exit(t),
             }
             return;
         }
     }
 
-    /// True when no wake-up, start-queue entry or due timer waits here (the yield fast path).
+    /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).
     #[inline]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
@@ -499,7 +508,24 @@ impl Processor {
         if core.tick % 61 == 0 {
             return false; // let the loop look at the shared levels now and then
         }
-        self.remote().wakeup.is_empty() && core.start.is_empty() && core.timers.is_empty()
+        core.next.is_none()
+            && self.remote().runq.len() == 0
+            && self.remote().wakeup.is_empty()
+            && core.start.is_empty()
+            && core.timers.is_empty()
+    }
+
+    /// A ULT yielded while other work waits: it goes behind the other ready ULTs (the policy's
+    /// yield key) and one never-started ULT is admitted first.
+    fn requeue_yielded(&self, t: TcbRef) {
+        let core = self.core();
+        if let Some(n) = core.next.take() {
+            self.make_ready(n);
+        }
+        core.run_seq += 1;
+        let key = self.shared.config.policy.yield_priority(&ult_info(t), self.index, core.run_seq);
+        self.remote().runq.push(key, t);
+        core.admit_one = true;
     }
 
     #[cold]
@@ -520,12 +546,7 @@ impl Processor {
 
     fn ult_name(&self, t: TcbRef) -> String {
         // SAFETY: the name is written at spawn and immutable afterwards.
-        unsafe {
-            (*t.tcb().name.get())
-                .as_deref()
-                .unwrap_or("unnamed")
-                .to_string()
-        }
+        unsafe { (*t.tcb().name.get()).as_deref().unwrap_or("unnamed").to_string() }
     }
 
     /// The ULT returned: free its stack at once, then hand the TCB to the join protocol.
@@ -556,8 +577,26 @@ impl Processor {
         self.remote().stats.deathrow_in.bump();
         if prev & JoinState::WAITER != 0 {
             // SAFETY: the waiter was written before WAITER was set, and our AcqRel RMW saw WAITER.
-            let waiter = unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) };
-            self.shared.wake_waiter(waiter, Some(self.index));
+            match unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) } {
+                Waiter::Ult(w) => self.wake(w),
+                other => self.shared.wake_waiter(other, Some(self.index)),
+            }
+        }
+    }
+
+    /// Makes a blocked ULT ready, waking it from this processor: straight into this processor's
+    /// ready set when the policy sends it here (no atomic operation), else through the target's
+    /// wake-up stack. Only code running on this processor's OS thread calls this.
+    #[inline]
+    pub(crate) fn wake(&self, t: TcbRef) {
+        let target = self.shared.config.policy.wake_target(&ult_info(t), Some(self.index));
+        if target == self.index {
+            self.make_ready(t);
+            if self.remote().runq.len() > 0 {
+                self.shared.notify_any();
+            }
+        } else {
+            self.shared.wake_remote(t, target);
         }
     }
 
@@ -579,11 +618,7 @@ impl Processor {
             *tcb.waiter.get() = Waiter::None;
         }
         let shared = &*self.shared;
-        if self
-            .core()
-            .tcb_pool
-            .put(t, &shared.nodes[self.remote().node].tcbs)
-        {
+        if self.core().tcb_pool.put(t, &shared.nodes[self.remote().node].tcbs) {
             self.remote().stats.tcb_pool_overflows.bump();
         }
     }
@@ -593,11 +628,7 @@ impl Processor {
     pub(crate) fn alloc_tcb(&self) -> TcbRef {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
-        match self
-            .core()
-            .tcb_pool
-            .get(&shared.nodes[self.remote().node].tcbs)
-        {
+        match self.core().tcb_pool.get(&shared.nodes[self.remote().node].tcbs) {
             Got::Hit(t) => {
                 stats.tcb_pool_hits.bump();
                 t
@@ -618,9 +649,7 @@ impl Processor {
     #[cold]
     fn alloc_chunk(&self) -> TcbRef {
         let mut tcbs = self.shared.new_chunk();
-        let first = tcbs
-            .pop()
-            .unwrap_or_else(|| crate::fatal("empty TCB chunk"));
+        let first = tcbs.pop().unwrap_or_else(|| crate::fatal("empty TCB chunk"));
         let node = &self.shared.nodes[self.remote().node].tcbs;
         for t in tcbs {
             let _ = self.core().tcb_pool.put(t, node);
@@ -641,12 +670,17 @@ impl Processor {
     pub(crate) fn push_start(&self, t: TcbRef) {
         let shared = &*self.shared;
         let core = self.core();
+        let was_empty = core.start.is_empty();
         if core.start.len() < shared.config.start_queue_limit {
             core.start.push(t);
         } else {
             self.push_start_overflow(t);
         }
-        shared.notify_any();
+        // Only an empty -> non-empty step needs a wake-up: a parker's re-check (after its own
+        // announcement) sees any entry that was already there (see `crate::park`).
+        if was_empty {
+            shared.notify_any();
+        }
     }
 
     #[cold]
@@ -660,6 +694,7 @@ impl Processor {
                 shared.global_start.push(t);
             }
         }
+        shared.notify_any();
     }
 }
 
@@ -667,8 +702,5 @@ impl Processor {
 #[inline]
 pub(crate) fn ult_info(t: TcbRef) -> UltInfo {
     let tcb = t.tcb();
-    UltInfo {
-        id: tcb.id.get(),
-        last_processor: tcb.processor.load(Ordering::Relaxed),
-    }
+    UltInfo { id: tcb.id.get(), last_processor: tcb.processor.load(Ordering::Relaxed) }
 }

@@ -14,8 +14,27 @@
 //!    [`Cancelled`](crate::Cancelled) payload. Values living on a cancelled ULT's stack are leaked,
 //!    not dropped, as with `std::process::exit`;
 //! 4. frees pooled stacks. TCB memory is freed when the last join handle is gone.
+//!
+//! # Handle accounting
+//!
+//! A [`JoinHandle`] reaches its TCB (in a chunk owned by [`Shared`]) and the clean-up stacks (in
+//! `Shared`), so `Shared` must outlive every handle, including handles that outlive the runtime.
+//! Counting handles with one shared atomic would cost two contended read-modify-writes per spawn,
+//! so the count is split:
+//!
+//! * each processor keeps an owner-written counter: +1 for a handle created by a spawn on it, -1
+//!   for a handle released by code running on it (plain load and store, no RMW);
+//! * `outside_handles` (atomic) takes +1 / -1 for handles created or released on other threads, and
+//!   starts at a large `BIAS` that the runtime holds while it lives, so it never reaches zero then.
+//!
+//! When the runtime is dropped (processors joined, so their counters are final), it takes one extra
+//! reference on `Shared` for the handles, then folds the processors' counters and removes the bias
+//! in one `fetch_add`: the result is the number of live handles. If it is zero, the extra
+//! reference is dropped at once; otherwise the outside release that brings the counter to zero
+//! drops it. The extra reference is taken before the fold so that a release racing with the fold
+//! always finds it.
 
-use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
+use crate::atomics::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use crate::config::Config;
 use crate::park::Idle;
 use crate::pool::NodePool;
@@ -51,6 +70,25 @@ pub(crate) struct Shared {
     chunks: Mutex<Vec<Box<Chunk>>>,
     outside_spawns: Counter,
     outside_ids: AtomicUsize,
+    /// Handles created minus released outside the processors, plus `HANDLE_BIAS` while the runtime lives.
+    outside_handles: AtomicI64,
+}
+
+/// The runtime's own share of `outside_handles` while it lives.
+const HANDLE_BIAS: i64 = 1 << 48;
+
+/// Releases one handle's claim on `shared` from a thread that is not one of its processors.
+///
+/// # Safety
+/// `shared` is the `Arc::as_ptr` of a live `Shared` on which the caller holds a handle claim.
+pub(crate) unsafe fn release_outside_handle(shared: *const Shared) {
+    // SAFETY: the caller's claim keeps `shared` alive until this decrement.
+    let s = unsafe { &*shared };
+    if s.outside_handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // The runtime is gone and this was the last handle: drop the reference it left for us.
+        // SAFETY: taken in `Runtime::drop` before the fold (see "Handle accounting").
+        unsafe { Arc::decrement_strong_count(shared) };
+    }
 }
 
 impl Shared {
@@ -59,22 +97,40 @@ impl Shared {
         self.shutdown.load(Ordering::Relaxed)
     }
 
-    /// Wakes one parked processor, if any, after work any of them may take was published.
+    /// Wakes one parked processor, if any, after a processor published work any of them may take.
+    /// With a single processor there is nobody else to wake: the publisher is that processor.
     #[inline]
     pub(crate) fn notify_any(&self) {
-        self.idle
-            .notify_one(self.processors.iter().map(|p| &p.park));
+        if self.processors.len() > 1 {
+            self.notify_any_from_outside();
+        }
+    }
+
+    /// Wakes one parked processor, if any, after a thread outside the runtime published work.
+    #[inline]
+    pub(crate) fn notify_any_from_outside(&self) {
+        self.idle.notify_one(self.processors.iter().map(|p| &p.park));
     }
 
     /// Makes a blocked ULT ready: onto the wake-up stack of the processor the policy picks.
+    ///
+    /// On a processor of this runtime this defers to [`Processor::wake`], which skips the stack
+    /// when the target is the waker itself.
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef, waker: Option<usize>) {
-        let target = self
-            .config
-            .policy
-            .wake_target(&ult_info(t), waker)
-            .min(self.processors.len() - 1);
-        let remote = &self.processors[target];
+        if let Some(p) = current_processor() {
+            if std::ptr::eq(&*p.shared, self) {
+                return p.wake(t);
+            }
+        }
+        let target = self.config.policy.wake_target(&ult_info(t), waker);
+        self.wake_remote(t, target);
+    }
+
+    /// Pushes `t` on `target`'s wake-up stack and unparks `target` if it sleeps.
+    #[inline]
+    pub(crate) fn wake_remote(&self, t: TcbRef, target: usize) {
+        let remote = &self.processors[target.min(self.processors.len() - 1)];
         remote.wakeup.push(t);
         if !remote.park.notify() {
             // The target is busy; if it already has other ready work, let an idle one help.
@@ -97,10 +153,7 @@ impl Shared {
     pub(crate) fn new_chunk(self: &Arc<Self>) -> Vec<TcbRef> {
         let chunk = Chunk::allocate(self);
         let tcbs = chunk.tcbs().collect();
-        self.chunks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(chunk);
+        self.chunks.lock().unwrap_or_else(|e| e.into_inner()).push(chunk);
         tcbs
     }
 
@@ -110,9 +163,7 @@ impl Shared {
             return t;
         }
         let mut tcbs = self.new_chunk();
-        let first = tcbs
-            .pop()
-            .unwrap_or_else(|| crate::fatal("empty TCB chunk"));
+        let first = tcbs.pop().unwrap_or_else(|| crate::fatal("empty TCB chunk"));
         for t in tcbs {
             self.nodes[0].tcbs.put_one(t);
         }
@@ -129,8 +180,9 @@ impl Shared {
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
         crate::thread::init_tcb(t, spec, id, 0, f);
         self.outside_spawns.bump_shared();
+        self.outside_handles.fetch_add(1, Ordering::Relaxed);
         self.global_start.push(t);
-        self.notify_any();
+        self.notify_any_from_outside();
         JoinHandle::new(t)
     }
 
@@ -202,14 +254,9 @@ impl Runtime {
 
     pub(crate) fn start(config: Config) -> Result<Runtime, BuildError> {
         let topo = &config.topology;
-        let workers: Vec<Worker<TcbRef>> = (0..topo.num_processors())
-            .map(|_| Worker::new_lifo())
-            .collect();
-        let processors = workers
-            .iter()
-            .enumerate()
-            .map(|(i, w)| Remote::new(topo.node_of(i), w.stealer()))
-            .collect();
+        let workers: Vec<Worker<TcbRef>> = (0..topo.num_processors()).map(|_| Worker::new_lifo()).collect();
+        let processors =
+            workers.iter().enumerate().map(|(i, w)| Remote::new(topo.node_of(i), w.stealer())).collect();
         let nodes = (0..topo.num_nodes())
             .map(|_| Node {
                 start: NodeStartQueue::new(config.node_start_queue_limit),
@@ -229,11 +276,9 @@ impl Runtime {
             chunks: Mutex::new(Vec::new()),
             outside_spawns: Counter::default(),
             outside_ids: AtomicUsize::new(0),
+            outside_handles: AtomicI64::new(HANDLE_BIAS),
         });
-        let mut rt = Runtime {
-            shared: shared.clone(),
-            threads: Vec::new(),
-        };
+        let mut rt = Runtime { shared: shared.clone(), threads: Vec::new() };
         for (i, w) in workers.into_iter().enumerate() {
             let shared = shared.clone();
             let t = thread::Builder::new()
@@ -316,11 +361,7 @@ impl Runtime {
                 .processors
                 .iter()
                 .enumerate()
-                .map(|(i, r)| ProcessorStats {
-                    processor: i,
-                    node: topo.node_of(i),
-                    ..r.stats.snapshot()
-                })
+                .map(|(i, r)| ProcessorStats { processor: i, node: topo.node_of(i), ..r.stats.snapshot() })
                 .collect(),
             outside_spawns: self.shared.outside_spawns_count(),
         }
@@ -347,6 +388,16 @@ impl Drop for Runtime {
         self.shared.cancel_unfinished();
         for n in self.shared.nodes.iter() {
             n.stacks.clear();
+        }
+        // 5. hand `Shared` over to the handles still alive (see "Handle accounting").
+        let for_handles = Arc::into_raw(self.shared.clone());
+        let on_processors =
+            self.shared.processors.iter().fold(0u64, |sum, p| sum.wrapping_add(p.handles.get())) as i64;
+        let delta = on_processors - HANDLE_BIAS;
+        let live = self.shared.outside_handles.fetch_add(delta, Ordering::AcqRel) + delta;
+        if live == 0 {
+            // SAFETY: `for_handles` came from `Arc::into_raw` just above and no handle is left to use it.
+            unsafe { drop(Arc::from_raw(for_handles)) };
         }
     }
 }

@@ -88,12 +88,7 @@ impl UltStack {
         if low == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let stack = UltStack {
-            low: low as usize,
-            len,
-            usable,
-            kind: StackKind::Guarded,
-        };
+        let stack = UltStack { low: low as usize, len, usable, kind: StackKind::Guarded };
         // SAFETY: the range [low + page, low + len) lies inside the mapping made above.
         let rc = unsafe {
             libc::mprotect(
@@ -110,19 +105,14 @@ impl UltStack {
     }
 
     fn alloc_unguarded(usable: usize) -> io::Result<UltStack> {
-        let layout = Layout::from_size_align(usable, 64)
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let layout =
+            Layout::from_size_align(usable, 64).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         // SAFETY: the layout has a non-zero size (usable >= MIN_STACK_SIZE).
         let low = unsafe { alloc::alloc(layout) };
         if low.is_null() {
             return Err(io::Error::from(io::ErrorKind::OutOfMemory));
         }
-        let stack = UltStack {
-            low: low as usize,
-            len: usable,
-            usable,
-            kind: StackKind::Unguarded,
-        };
+        let stack = UltStack { low: low as usize, len: usable, usable, kind: StackKind::Unguarded };
         stack.write_canary();
         Ok(stack)
     }
@@ -181,10 +171,7 @@ impl Drop for UltStack {
             StackKind::Unguarded => {
                 // SAFETY: allocated in `alloc_unguarded` with this very layout, freed once.
                 unsafe {
-                    alloc::dealloc(
-                        self.low as *mut u8,
-                        Layout::from_size_align_unchecked(self.len, 64),
-                    )
+                    alloc::dealloc(self.low as *mut u8, Layout::from_size_align_unchecked(self.len, 64))
                 };
             }
         }
@@ -222,10 +209,7 @@ mod tests {
     fn guarded_stack_is_writable_and_sized() {
         let s = UltStack::allocate(round_to_pages(MIN_STACK_SIZE), StackKind::Guarded).unwrap();
         assert_eq!(s.usable(), MIN_STACK_SIZE);
-        assert_eq!(
-            s.base().get() - s.limit().get(),
-            MIN_STACK_SIZE + page_size()
-        );
+        assert_eq!(s.base().get() - s.limit().get(), MIN_STACK_SIZE + page_size());
         // The byte just below the base is writable.
         // SAFETY: the top page of the usable range was made read-write.
         unsafe { ((s.base().get() - 1) as *mut u8).write_volatile(7) };

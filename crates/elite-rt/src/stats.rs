@@ -22,10 +22,14 @@ impl Counter {
     #[inline]
     pub(crate) fn add(&self, n: u64) {
         // Owner-only writes: a plain load and store cannot lose an update.
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Subtracts one (wrapping: a counter may go "negative" and is summed with others). Only the
+    /// owning processor calls this.
+    #[inline]
+    pub(crate) fn drop_one(&self) {
+        self.add(u64::MAX);
     }
 
     /// Adds one from any thread (for the rare events that are not the owner's).

@@ -101,8 +101,16 @@ impl std::fmt::Display for Cancelled {
 
 impl std::error::Error for Cancelled {}
 
-/// Boxes a closure as a task and returns its pointer and vtable.
-pub(crate) fn new_task<F, T>(f: F) -> (*mut (), &'static TaskVTable)
+/// Bytes of task state a TCB stores inline (closure, later its result) without a heap allocation.
+pub(crate) const INLINE_TASK_BYTES: usize = 64;
+
+/// Inline storage for a small task.
+#[repr(C, align(16))]
+pub(crate) struct InlineTask(std::mem::MaybeUninit<[u8; INLINE_TASK_BYTES]>);
+
+/// Stores a closure as a task, inline in `slot` when it fits, boxed otherwise; returns the task
+/// pointer and its vtable.
+pub(crate) fn new_task<F, T>(f: F, slot: *mut InlineTask) -> (*mut (), &'static TaskVTable)
 where
     F: FnOnce() -> T + Send,
     T: Send,
@@ -120,12 +128,8 @@ where
     unsafe fn take_output<F, T>(p: *mut (), out: *mut ()) {
         // SAFETY: the join protocol gives the caller exclusive access after COMPLETE, and `out`
         // points to an `Option<thread::Result<T>>` of the same `T`.
-        let (stage, out) = unsafe {
-            (
-                &mut *(p as *mut Stage<F, T>),
-                &mut *(out as *mut Option<thread::Result<T>>),
-            )
-        };
+        let (stage, out) =
+            unsafe { (&mut *(p as *mut Stage<F, T>), &mut *(out as *mut Option<thread::Result<T>>)) };
         if let Stage::Done(r) = std::mem::replace(stage, Stage::Consumed) {
             *out = Some(r);
         }
@@ -135,33 +139,48 @@ where
         let stage = unsafe { &mut *(p as *mut Stage<F, T>) };
         *stage = Stage::Done(Err(payload));
     }
-    unsafe fn drop_task<F, T>(p: *mut ()) {
+    unsafe fn drop_boxed<F, T>(p: *mut ()) {
         // SAFETY: `p` is the Box made in `new_task`, dropped exactly once by whoever recycles.
         drop(unsafe { Box::from_raw(p as *mut Stage<F, T>) });
     }
+    unsafe fn drop_inline<F, T>(p: *mut ()) {
+        // SAFETY: `p` is the TCB's inline slot written in `new_task`, dropped exactly once.
+        unsafe { ptr::drop_in_place(p as *mut Stage<F, T>) };
+    }
     struct VTables<F, T>(std::marker::PhantomData<(F, T)>);
     impl<F: FnOnce() -> T, T> VTables<F, T> {
-        const VTABLE: TaskVTable = TaskVTable {
+        const FITS: bool = std::mem::size_of::<Stage<F, T>>() <= INLINE_TASK_BYTES
+            && std::mem::align_of::<Stage<F, T>>() <= std::mem::align_of::<InlineTask>();
+        const BOXED: TaskVTable = TaskVTable {
             run: run::<F, T>,
             take_output: take_output::<F, T>,
             fail: fail::<F, T>,
-            drop: drop_task::<F, T>,
+            drop: drop_boxed::<F, T>,
+        };
+        const INLINE: TaskVTable = TaskVTable {
+            run: run::<F, T>,
+            take_output: take_output::<F, T>,
+            fail: fail::<F, T>,
+            drop: drop_inline::<F, T>,
         };
     }
-    let p = Box::into_raw(Box::new(Stage::<F, T>::Pending(f))) as *mut ();
-    (p, &VTables::<F, T>::VTABLE)
+    if VTables::<F, T>::FITS {
+        let p = slot as *mut Stage<F, T>;
+        // SAFETY: the slot is the free TCB's inline storage, owned by the spawner, large and aligned
+        // enough for the stage (checked by FITS), and holds no live task (the last one was dropped).
+        unsafe { p.write(Stage::Pending(f)) };
+        (p as *mut (), &VTables::<F, T>::INLINE)
+    } else {
+        let p = Box::into_raw(Box::new(Stage::<F, T>::Pending(f))) as *mut ();
+        (p, &VTables::<F, T>::BOXED)
+    }
 }
 
 static EMPTY_VTABLE: TaskVTable = {
     unsafe fn nop(_: *mut ()) {}
     unsafe fn nop2(_: *mut (), _: *mut ()) {}
     unsafe fn nop3(_: *mut (), _: Box<dyn Any + Send>) {}
-    TaskVTable {
-        run: nop,
-        take_output: nop2,
-        fail: nop3,
-        drop: nop,
-    }
+    TaskVTable { run: nop, take_output: nop2, fail: nop3, drop: nop }
 };
 
 /// A thread control block.
@@ -173,6 +192,7 @@ pub(crate) struct Tcb {
     // Task: written by the spawner, consumed per the join protocol.
     pub(crate) task: Cell<*mut ()>,
     pub(crate) vtable: Cell<&'static TaskVTable>,
+    pub(crate) inline: UnsafeCell<InlineTask>,
     // Execution: owned by the processor holding the ULT.
     pub(crate) coroutine: UnsafeCell<Option<Ult>>,
     pub(crate) yielder: Cell<*const UltYielder>,
@@ -219,6 +239,7 @@ impl Tcb {
             stack_size: Cell::new(0),
             task: Cell::new(ptr::null_mut()),
             vtable: Cell::new(&EMPTY_VTABLE),
+            inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             coroutine: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
             life: Cell::new(Life::Free),
@@ -289,70 +310,31 @@ pub(crate) const CHUNK_TCBS: usize = 64;
 /// A block of TCBs allocated at once, freed with the runtime's shared state.
 pub(crate) struct Chunk {
     tcbs: Box<[Tcb]>,
-    /// Live join handles on TCBs of this chunk (see [`Chunk::retain`]).
-    handles: AtomicUsize,
-    /// The runtime's shared state, kept alive while handles exist.
-    keep_alive: *const (),
-    release_shared: unsafe fn(*const ()),
-    retain_shared: unsafe fn(*const ()),
+    /// The runtime's shared state (an `Arc::as_ptr`), reached by join handles.
+    shared: *const (),
 }
 
-// SAFETY: the chunk's TCBs are Sync, its counters atomic and the pointer a plain Arc address.
+// SAFETY: the chunk's TCBs are Sync and the pointer is a plain Arc address.
 unsafe impl Send for Chunk {}
 // SAFETY: as above.
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
-    /// Allocates a chunk whose handles keep `shared` alive.
+    /// Allocates a chunk of TCBs belonging to the runtime whose shared state is `shared`.
     pub(crate) fn allocate<S: Send + Sync>(shared: &Arc<S>) -> Box<Chunk> {
-        unsafe fn release<S>(p: *const ()) {
-            // SAFETY: paired with a `retain` on the same Arc (see `Chunk::retain`).
-            unsafe { Arc::decrement_strong_count(p as *const S) };
-        }
-        unsafe fn retain<S>(p: *const ()) {
-            // SAFETY: the Arc is alive: retain happens only in a spawn, inside a live runtime.
-            unsafe { Arc::increment_strong_count(p as *const S) };
-        }
-        let mut chunk = Box::new(Chunk {
-            tcbs: Box::new([]),
-            handles: AtomicUsize::new(0),
-            keep_alive: Arc::as_ptr(shared) as *const (),
-            release_shared: release::<S>,
-            retain_shared: retain::<S>,
-        });
+        let mut chunk = Box::new(Chunk { tcbs: Box::new([]), shared: Arc::as_ptr(shared) as *const () });
         let at: *const Chunk = &*chunk;
         chunk.tcbs = (0..CHUNK_TCBS).map(|_| Tcb::empty(at)).collect();
         chunk
     }
 
-    /// The runtime state this chunk keeps alive (an `Arc::as_ptr`).
-    pub(crate) fn keep_alive(&self) -> *const () {
-        self.keep_alive
+    /// The runtime's shared state this chunk belongs to (an `Arc::as_ptr`).
+    pub(crate) fn shared(&self) -> *const () {
+        self.shared
     }
 
     /// The TCBs of this chunk.
     pub(crate) fn tcbs(&self) -> impl Iterator<Item = TcbRef> + '_ {
         self.tcbs.iter().map(|t| TcbRef(NonNull::from(t)))
-    }
-
-    /// Counts a new join handle. The first handle of a chunk takes a reference on the runtime's
-    /// shared state so the chunk (and every processor's clean-up stack) outlives the runtime as
-    /// long as a handle exists. Increments happen only inside a live runtime, so the 0 -> 1 step
-    /// can never revive a freed Arc.
-    #[inline]
-    pub(crate) fn retain(&self) {
-        if self.handles.fetch_add(1, Ordering::Relaxed) == 0 {
-            // SAFETY: see above; the matching release is in `Chunk::release`.
-            unsafe { (self.retain_shared)(self.keep_alive) };
-        }
-    }
-
-    /// Counts a handle gone; the last one of the chunk drops the reference `retain` took.
-    #[inline]
-    pub(crate) fn release(&self) {
-        if self.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // SAFETY: paired with the 0 -> 1 step of `retain`.
-            unsafe { (self.release_shared)(self.keep_alive) };
-        }
     }
 }

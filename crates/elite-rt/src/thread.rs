@@ -19,10 +19,7 @@ pub(crate) struct UltSpec {
 
 impl UltSpec {
     pub(crate) fn named(name: &str) -> UltSpec {
-        UltSpec {
-            name: Some(Arc::from(name)),
-            stack_size: None,
-        }
+        UltSpec { name: Some(Arc::from(name)), stack_size: None }
     }
 
     pub(crate) fn with_default_stack(mut self, size: usize) -> UltSpec {
@@ -38,18 +35,16 @@ where
     T: Send,
 {
     let tcb = t.tcb();
-    let (task, vtable) = new_task(f);
+    let (task, vtable) = new_task(f, tcb.inline.get());
     tcb.id.set(id);
     // SAFETY: the TCB is free and not yet published: the spawner owns every field.
     unsafe { *tcb.name.get() = spec.name };
-    tcb.stack_size
-        .set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE));
+    tcb.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE));
     tcb.task.set(task);
     tcb.vtable.set(vtable);
     tcb.join.store(0, Ordering::Relaxed);
     tcb.life.set(Life::Queued);
     tcb.processor.store(processor, Ordering::Relaxed);
-    t.chunk().retain();
 }
 
 /// Spawns on the processor running the caller.
@@ -62,6 +57,7 @@ where
     let t = p.alloc_tcb();
     init_tcb(t, spec, p.next_id(), p.index, f);
     p.remote().stats.spawns.bump();
+    p.remote().handles.bump();
     p.push_start(t);
     JoinHandle::new(t)
 }
@@ -145,8 +141,7 @@ impl Builder {
         if p.shared.stacks_exhausted.load(Ordering::Relaxed) {
             return Err(SpawnError::Stack {
                 size: spec.stack_size.unwrap_or(0),
-                error: "an earlier stack allocation failed and no stack has been freed since"
-                    .into(),
+                error: "an earlier stack allocation failed and no stack has been freed since".into(),
             });
         }
         Ok(spawn_on(p, spec, f))
@@ -174,10 +169,7 @@ impl Builder {
             Some(s) => round_to_pages(s),
             None => default_stack,
         };
-        Ok(UltSpec {
-            name: self.name.map(Arc::from),
-            stack_size: Some(size),
-        })
+        Ok(UltSpec { name: self.name.map(Arc::from), stack_size: Some(size) })
     }
 }
 
@@ -249,10 +241,7 @@ unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
     pub(crate) fn new(tcb: TcbRef) -> JoinHandle<T> {
-        JoinHandle {
-            tcb,
-            _result: PhantomData,
-        }
+        JoinHandle { tcb, _result: PhantomData }
     }
 
     /// Waits for the ULT to finish and returns its value, or `Err(payload)` if it panicked (or, with
@@ -292,9 +281,7 @@ impl<T> Drop for JoinHandle<T> {
 
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle")
-            .field("thread", &self.thread())
-            .finish()
+        f.debug_struct("JoinHandle").field("thread", &self.thread()).finish()
     }
 }
 
@@ -310,7 +297,7 @@ fn wait_for_exit(t: TcbRef) {
             if prev & JoinState::COMPLETE != 0 {
                 // The ULT exited before it could see WAITER: nobody else will wake us.
                 if let Some(p) = current_processor() {
-                    p.shared.wake(me, Some(p.index));
+                    p.wake(me);
                 }
             }
         });
@@ -333,28 +320,35 @@ fn wait_for_exit(t: TcbRef) {
 /// The handle's side of the join protocol: let go of the TCB.
 fn release(t: TcbRef) {
     let tcb = t.tcb();
-    let chunk = t.chunk();
+    let shared = t.chunk().shared() as *const crate::runtime::Shared;
     let prev = tcb.join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
-    if prev & JoinState::COMPLETE != 0 {
+    let complete = prev & JoinState::COMPLETE != 0;
+    if complete {
         // SAFETY: complete and now detached by us: the exiting processor no longer touches the task.
         unsafe { tcb.drop_task() };
-        let exit = tcb.exit_processor.get();
-        match current_processor() {
-            Some(p)
-                if p.index == exit
-                    && std::ptr::eq(chunk.keep_alive(), Arc::as_ptr(&p.shared) as *const ()) =>
-            {
-                p.reclaim_joined(t)
+    }
+    match current_processor() {
+        Some(p) if std::ptr::eq(Arc::as_ptr(&p.shared), shared) => {
+            if complete {
+                let exit = tcb.exit_processor.get();
+                if exit == p.index {
+                    p.reclaim_joined(t);
+                } else {
+                    p.shared.processors[exit].cleanup.push(t);
+                }
             }
-            _ => {
-                // SAFETY: the chunk keeps the runtime's shared state alive while this handle exists.
-                let shared = unsafe { &*(chunk.keep_alive() as *const crate::runtime::Shared) };
-                shared.processors[exit].cleanup.push(t);
+            p.remote().handles.drop_one();
+        }
+        _ => {
+            // SAFETY: this handle's claim keeps the shared state alive until the release below.
+            let s = unsafe { &*shared };
+            if complete {
+                s.processors[tcb.exit_processor.get()].cleanup.push(t);
             }
+            // SAFETY: `shared` is live and this handle holds a claim on it, given up here (last touch).
+            unsafe { crate::runtime::release_outside_handle(shared) };
         }
     }
-    // Last touch of anything the runtime owns: may free it all.
-    chunk.release();
 }
 
 /// Suspends the running ULT; after the switch, the processor loop calls `after(me)` on its own stack.
@@ -366,10 +360,7 @@ pub(crate) fn park_current<F: FnOnce(TcbRef)>(after: F) {
         }
     }
     let mut slot = Some(after);
-    suspend(Switch::Park {
-        data: &mut slot as *mut Option<F> as *mut (),
-        action: call::<F>,
-    });
+    suspend(Switch::Park { data: &mut slot as *mut Option<F> as *mut (), action: call::<F> });
 }
 
 /// Switches the running ULT back to its processor with `why`.

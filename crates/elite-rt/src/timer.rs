@@ -35,19 +35,12 @@ pub(crate) struct Timers {
 
 impl Timers {
     pub(crate) fn new() -> Timers {
-        Timers {
-            heap: BinaryHeap::new(),
-            seq: 0,
-        }
+        Timers { heap: BinaryHeap::new(), seq: 0 }
     }
 
     pub(crate) fn insert(&mut self, deadline: Instant, tcb: TcbRef) {
         self.seq += 1;
-        self.heap.push(Reverse(Entry {
-            deadline,
-            seq: self.seq,
-            tcb,
-        }));
+        self.heap.push(Reverse(Entry { deadline, seq: self.seq, tcb }));
     }
 
     #[inline]

@@ -35,6 +35,13 @@ pub trait Policy: Send + Sync + Debug + 'static {
     /// the entries this processor's runqueue has taken so far (strictly increasing).
     fn priority(&self, ult: &UltInfo, processor: usize, seq: u64) -> u64;
 
+    /// The runqueue key of `ult` after it called `yield_now` with other work ready. Default 0: behind
+    /// every other ready ULT (equal keys leave in arrival order, so yielders take turns).
+    fn yield_priority(&self, ult: &UltInfo, processor: usize, seq: u64) -> u64 {
+        let _ = (ult, processor, seq);
+        0
+    }
+
     /// The processor whose wake-up stack receives `ult` when `waker` (a processor, or `None` for a
     /// thread outside the runtime) makes it ready. Default: where it last ran.
     fn wake_target(&self, ult: &UltInfo, waker: Option<usize>) -> usize {

@@ -25,10 +25,7 @@ mod tests {
 
     #[test]
     fn newest_entry_has_the_highest_key() {
-        let u = UltInfo {
-            id: 1,
-            last_processor: 0,
-        };
+        let u = UltInfo { id: 1, last_processor: 0 };
         let p = NoAffinity;
         assert!(p.priority(&u, 0, 8) > p.priority(&u, 0, 7));
         assert_eq!(p.wake_target(&u, Some(1)), 0);

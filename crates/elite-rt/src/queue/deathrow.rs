@@ -15,10 +15,7 @@ pub(crate) struct Deathrow {
 
 impl Deathrow {
     pub(crate) fn new() -> Deathrow {
-        Deathrow {
-            head: ptr::null_mut(),
-            len: 0,
-        }
+        Deathrow { head: ptr::null_mut(), len: 0 }
     }
 
     /// Puts an exited ULT on the deathrow.

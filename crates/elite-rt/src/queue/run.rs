@@ -2,9 +2,9 @@
 //!
 //! Entries are kept sorted by the key the policy gave them (ascending; the best is at the back), so
 //! `pop_best` is O(1) and a thief takes from the front, where the lowest-affinity ULTs sit: what the
-//! victim loses least by giving away (DESIGN §4 step 4). A push whose key is at least the back key
+//! victim loses least by giving away (DESIGN §4 step 4). A push whose key is above the back key
 //! (always the case for No Affinity, whose key is a sequence number) is O(1); other keys are placed
-//! by binary search.
+//! by binary search, before entries of equal key, so equal keys leave in arrival order.
 //!
 //! # Protocol
 //!
@@ -38,11 +38,7 @@ impl RunQueue {
 
     #[inline]
     fn with<R>(&self, f: impl FnOnce(&mut VecDeque<(u64, TcbRef)>) -> R) -> R {
-        if self
-            .lock
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        if self.lock.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             self.lock_contended();
         }
         // SAFETY: the lock is held, so no other thread touches `entries`.
@@ -60,11 +56,7 @@ impl RunQueue {
             while self.lock.load(Ordering::Relaxed) {
                 backoff.snooze();
             }
-            if self
-                .lock
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
+            if self.lock.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 return;
             }
         }
@@ -80,8 +72,8 @@ impl RunQueue {
     #[inline]
     pub(crate) fn push(&self, key: u64, t: TcbRef) {
         self.with(|q| match q.back() {
-            Some(&(back, _)) if key < back => {
-                let at = q.partition_point(|&(k, _)| k <= key);
+            Some(&(back, _)) if key <= back => {
+                let at = q.partition_point(|&(k, _)| k < key);
                 q.insert(at, (key, t));
             }
             _ => q.push_back((key, t)),
@@ -127,13 +119,14 @@ mod tests {
         let t: Vec<TcbRef> = chunk.tcbs().take(5).collect();
         let q = RunQueue::new();
         for (key, &tcb) in [3u64, 1, 4, 1, 5].iter().zip(&t) {
+            // t[1] and t[3] share key 1: t[1] arrived first and leaves first.
             q.push(*key, tcb);
         }
         assert_eq!(q.len(), 5);
         assert_eq!(q.pop_best(), Some(t[4]));
         let mut stolen = Vec::new();
         q.steal(|n| n / 2, &mut stolen);
-        assert_eq!(stolen, vec![t[1], t[3]]);
+        assert_eq!(stolen, vec![t[3], t[1]]);
         assert_eq!(q.pop_best(), Some(t[2]));
         assert_eq!(q.pop_best(), Some(t[0]));
         assert_eq!(q.pop_best(), None);

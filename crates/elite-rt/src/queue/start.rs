@@ -23,11 +23,7 @@ pub(crate) struct NodeStartQueue {
 
 impl NodeStartQueue {
     pub(crate) fn new(limit: usize) -> NodeStartQueue {
-        NodeStartQueue {
-            queue: Injector::new(),
-            len: AtomicUsize::new(0),
-            limit,
-        }
+        NodeStartQueue { queue: Injector::new(), len: AtomicUsize::new(0), limit }
     }
 
     /// Pushes `t` unless the queue is full; gives it back if it is.

@@ -27,9 +27,7 @@ pub(crate) struct TcbStack {
 
 impl TcbStack {
     pub(crate) const fn new() -> TcbStack {
-        TcbStack {
-            head: AtomicPtr::new(ptr::null_mut()),
-        }
+        TcbStack { head: AtomicPtr::new(ptr::null_mut()) }
     }
 
     /// Pushes `t`. Any thread may push.
@@ -38,12 +36,7 @@ impl TcbStack {
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             t.tcb().next.store(head, Ordering::Relaxed);
-            match self.head.compare_exchange_weak(
-                head,
-                t.as_ptr(),
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
+            match self.head.compare_exchange_weak(head, t.as_ptr(), Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
@@ -60,13 +53,9 @@ impl TcbStack {
     #[inline]
     pub(crate) fn drain(&self) -> Drain {
         if self.is_empty() {
-            return Drain {
-                next: ptr::null_mut(),
-            };
+            return Drain { next: ptr::null_mut() };
         }
-        Drain {
-            next: self.head.swap(ptr::null_mut(), Ordering::Acquire),
-        }
+        Drain { next: self.head.swap(ptr::null_mut(), Ordering::Acquire) }
     }
 }
 

@@ -1,0 +1,67 @@
+//! Helpers shared by the integration tests: hang guards and polling with a bound.
+#![allow(dead_code)]
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Runs `f` on a fresh OS thread and returns its result, failing the test if it has not finished
+/// after `secs` seconds (a hang guard, never a timing assertion). A panic in `f` is resumed here.
+pub fn hang_guard<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name(format!("guard: {what}"))
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(r);
+        })
+        .expect("spawn the guarded thread");
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(Ok(v)) => {
+            let _ = worker.join();
+            v
+        }
+        Ok(Err(payload)) => {
+            let _ = worker.join();
+            std::panic::resume_unwind(payload)
+        }
+        Err(_) => panic!("hang guard: `{what}` did not finish within {secs} s"),
+    }
+}
+
+/// Polls `cond` (sleeping the calling OS thread 1 ms between polls) until it holds; panics with
+/// `what` after `secs` seconds.
+pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "hang guard: waited {secs} s for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Busy-waits (without any ULT switch: the calling ULT keeps its processor) until `cond` holds;
+/// panics after `secs` seconds. Yields the OS thread between polls so that the other processors'
+/// threads get CPU time on a small machine.
+pub fn spin_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "hang guard: spun {secs} s waiting for {what}");
+        std::thread::yield_now(); // the OS thread's yield, not the ULT's
+    }
+}
+
+/// Sleeps the calling ULT (elite_rt::sleep, which frees its processor) until `cond` holds, backing
+/// off from 1 ms to 32 ms; panics after `secs` seconds.
+pub fn ult_sleep_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut pause = Duration::from_millis(1);
+    while !cond() {
+        assert!(Instant::now() < deadline, "hang guard: slept {secs} s waiting for {what}");
+        elite_rt::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(32));
+    }
+}
+
+/// The message of a panic payload, if it is a `&str` or a `String`.
+pub fn payload_str(p: &(dyn std::any::Any + Send)) -> Option<&str> {
+    p.downcast_ref::<&str>().copied().or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
+}
