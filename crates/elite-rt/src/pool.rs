@@ -66,7 +66,8 @@ impl<T> LocalPool<T> {
         self.items.push(t);
     }
 
-    pub(crate) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.items.len()
     }
 }
@@ -122,7 +123,8 @@ impl<T> NodePool<T> {
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().len()
     }
 

@@ -26,7 +26,7 @@
 //! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
 //! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
 
-use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
+use crate::atomics::{AtomicPtr, AtomicUsize};
 use crate::processor::Switch;
 use crate::stack::UltStack;
 use corosensei::{Coroutine, Yielder};

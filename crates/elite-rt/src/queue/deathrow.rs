@@ -48,8 +48,4 @@ impl Deathrow {
         self.len -= 1;
     }
 
-    /// Number of ULTs waiting here.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
 }

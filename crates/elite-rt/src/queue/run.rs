@@ -100,10 +100,6 @@ impl RunQueue {
         });
     }
 
-    /// Takes everything (shutdown).
-    pub(crate) fn take_all(&self) -> Vec<TcbRef> {
-        self.with(|q| q.drain(..).map(|(_, t)| t).collect())
-    }
 }
 
 #[cfg(test)]
