@@ -284,7 +284,7 @@ impl Processor {
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
         let remote = self.remote();
-        if core.tick % 61 != 0 {
+        if !core.tick.is_multiple_of(61) {
             if let Some(t) = core.start.pop() {
                 remote.stats.start_local.bump();
                 return Some(t);
@@ -505,7 +505,7 @@ impl Processor {
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
-        if core.tick % 61 == 0 {
+        if core.tick.is_multiple_of(61) {
             return false; // let the loop look at the shared levels now and then
         }
         core.next.is_none()

@@ -67,6 +67,8 @@ pub(crate) struct Shared {
     /// Set when a stack allocation failed, cleared when a stack comes back; spawns fail fast while set.
     pub(crate) stacks_exhausted: AtomicBool,
     pub(crate) pin_failures: AtomicUsize,
+    /// Boxed so each chunk keeps its address: its TCBs point back to it.
+    #[allow(clippy::vec_box)]
     chunks: Mutex<Vec<Box<Chunk>>>,
     outside_spawns: Counter,
     outside_ids: AtomicUsize,
@@ -196,9 +198,11 @@ impl Shared {
                     continue;
                 }
                 // SAFETY: every processor thread has been joined, so this thread owns every
-                // unfinished ULT; resetting drops nothing on its stack (values there are leaked,
-                // as documented), and a reset coroutine is done, so `into_stack` is allowed.
+                // unfinished ULT and its coroutine.
                 if let Some(mut co) = unsafe { (*tcb.coroutine.get()).take() } {
+                    // SAFETY: resetting drops nothing on the ULT's stack (values there are leaked,
+                    // as documented); the runtime keeps no pointer into it (waiters are TCBs), and
+                    // a reset coroutine counts as done, so `into_stack` below is allowed.
                     unsafe { co.force_reset() };
                     drop(co.into_stack());
                 }
@@ -211,8 +215,8 @@ impl Shared {
                     // SAFETY: detached and complete: this thread is the last owner of the task.
                     unsafe { tcb.drop_task() };
                 } else if prev & JoinState::WAITER != 0 {
-                    // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
                     if let Waiter::Thread(th) =
+                        // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
                         unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) }
                     {
                         th.unpark();
