@@ -106,6 +106,8 @@ pub(crate) struct Core {
 pub(crate) struct Processor {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
+    /// `&shared.processors[index]`, resolved once (it is on every hot path).
+    remote: *const Remote,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
 }
@@ -144,7 +146,8 @@ impl Processor {
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             steal_buf: Vec::new(),
         };
-        Processor { index, shared, core: UnsafeCell::new(core), current: Cell::new(None) }
+        let remote: *const Remote = &shared.processors[index];
+        Processor { index, shared, remote, core: UnsafeCell::new(core), current: Cell::new(None) }
     }
 
     /// The owned state. Callers keep the borrow short and never across a switch.
@@ -159,7 +162,9 @@ impl Processor {
 
     #[inline]
     pub(crate) fn remote(&self) -> &Remote {
-        &self.shared.processors[self.index]
+        // SAFETY: `remote` points into `shared.processors`, a boxed slice that lives as long as
+        // `shared`, which this processor holds.
+        unsafe { &*self.remote }
     }
 
     /// The ULT running on this processor.

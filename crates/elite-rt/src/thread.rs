@@ -80,6 +80,12 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    if let Some(p) = current_processor() {
+        if !p.shared.stacks_exhausted.load(Ordering::Relaxed) && !p.shared.is_shutting_down() {
+            let spec = UltSpec { name: None, stack_size: Some(p.shared.config.stack_size) };
+            return spawn_on(p, spec, f);
+        }
+    }
     match Builder::new().spawn(f) {
         Ok(h) => h,
         Err(e) => panic!("elite_rt::spawn failed: {e}"),

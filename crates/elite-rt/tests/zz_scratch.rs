@@ -1,43 +1,17 @@
 use elite_rt::*;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::Arc;
-use std::time::Duration;
-
-fn run(n: usize, procs: usize) {
-    let rt = Arc::new(Runtime::builder().processors(procs).build().unwrap());
-    let arrived = Arc::new(AtomicUsize::new(0));
-    let (a2, rt2) = (arrived.clone(), rt.clone());
-    std::thread::spawn(move || {
-        rt2.block_on(move || {
-            let hs: Vec<_> = (0..n)
-                .map(|_| {
-                    let a = a2.clone();
-                    spawn(move || {
-                        a.fetch_add(1, SeqCst);
-                        while a.load(SeqCst) < n {
-                            yield_now();
-                        }
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.join().unwrap();
-            }
-        });
+fn go(kib: usize, silent: bool) {
+    if silent {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
+    let rt = Runtime::builder().processors(1).build().unwrap();
+    let r = rt.block_on(move || {
+        Builder::new().stack_size(kib * 1024).spawn(|| -> u32 { panic!("small") }).unwrap().join().is_err()
     });
-    std::thread::sleep(Duration::from_secs(3));
-    println!("n={n} procs={procs}: arrived {} \n{}", arrived.load(SeqCst), rt.stats());
-}
-
-#[test]
-fn a200() {
-    run(200, 1);
+    println!("kib={kib} silent={silent} ok={r}");
 }
 #[test]
-fn a300() {
-    run(300, 1);
-}
-#[test]
-fn b2000() {
-    run(2000, 2);
+fn k() {
+    let kib: usize = std::env::var("KIB").unwrap().parse().unwrap();
+    let silent = std::env::var("SILENT").is_ok();
+    go(kib, silent);
 }

@@ -47,5 +47,4 @@ impl Deathrow {
         tcb.deathrow_next.set(ptr::null_mut());
         self.len -= 1;
     }
-
 }

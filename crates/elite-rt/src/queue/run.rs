@@ -99,7 +99,6 @@ impl RunQueue {
             into.extend(q.drain(..n).map(|(_, t)| t));
         });
     }
-
 }
 
 #[cfg(test)]
