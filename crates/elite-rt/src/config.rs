@@ -93,7 +93,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Default stack size of ULTs in bytes, `16 KiB..=1 GiB`, rounded up to whole pages.
+    /// Default stack size of ULTs in bytes, `8 KiB..=1 GiB` (see [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE)
+    /// for what fits in small stacks), rounded up to whole pages.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self

@@ -41,7 +41,8 @@
 //!
 //! ## Stacks
 //!
-//! Stacks are guarded (a `PROT_NONE` page below each) and pooled. Each guarded stack costs two kernel
+//! Stacks are guarded (a `PROT_NONE` page below each) and pooled; the default is 64 KiB, and a ULT
+//! that spawns or panics needs about 32 KiB in debug builds (see [`MIN_STACK_SIZE`]). Each guarded stack costs two kernel
 //! mappings, so `vm.max_map_count` (65530 by default) limits a program to roughly 32 000 ULTs that
 //! hold a stack at once (ULTs waiting on a start-queue hold none). Past that, the ULT that could not
 //! get a stack reports a [`SpawnError`] through its join, spawns fail with it until a stack is freed,
@@ -51,10 +52,11 @@
 //! ## Shutdown
 //!
 //! Dropping the [`Runtime`] stops its processors and cancels every ULT that has not finished,
-//! whatever state it is in: its stack is freed, its closure dropped, and its `join` returns `Err` with
-//! a [`Cancelled`] payload. Values that live on the stack of a cancelled ULT are leaked, not dropped
-//! (as with `std::process::exit`). A ULT that runs without ever yielding, blocking or returning holds
-//! its processor, and the drop waits for it: user-level threads are not preemptible.
+//! whatever state it is in: its `join` returns `Err` with a [`Cancelled`] payload, its closure is
+//! dropped, and a started ULT's stack is unwound (the destructors of its values run on the thread
+//! that drops the runtime, where a `join` returns at once and `yield_now` or `sleep` act on that OS
+//! thread) and freed. A ULT that runs without ever yielding, blocking or returning holds its
+//! processor, and the drop waits for it: user-level threads are not preemptible.
 //!
 //! ## What not to do inside a ULT
 //!

@@ -244,11 +244,33 @@ impl Processor {
             }
         }
         if !self.core().timers.is_empty() {
-            let now = Instant::now();
-            while let Some(t) = self.core().timers.pop_due(now) {
-                self.make_ready(t);
-            }
+            self.fire_timers();
         }
+    }
+
+    /// Makes every sleeper whose deadline passed ready, so that they run in deadline order.
+    #[cold]
+    fn fire_timers(&self) {
+        let now = Instant::now();
+        let mut due = std::mem::take(&mut self.core().steal_buf);
+        while let Some(t) = self.core().timers.pop_due(now) {
+            due.push(t);
+        }
+        // Enter the runqueue latest deadline first: with equal priorities the runqueue hands out
+        // the newest entry first, so the earliest deadline runs first.
+        for t in due.drain(..).rev() {
+            self.enqueue(t);
+        }
+        self.core().steal_buf = due;
+    }
+
+    /// Puts a ready ULT in the runqueue with the policy's key (never in the `next` slot).
+    #[inline]
+    fn enqueue(&self, t: TcbRef) {
+        let core = self.core();
+        core.run_seq += 1;
+        let key = self.shared.config.policy.priority(&ult_info(t), self.index, core.run_seq);
+        self.remote().runq.push(key, t);
     }
 
     /// Puts a ready ULT in this processor's runqueue with the policy's key, or in the `next` slot
@@ -260,9 +282,7 @@ impl Processor {
             core.next = Some(t);
             return;
         }
-        core.run_seq += 1;
-        let key = self.shared.config.policy.priority(&ult_info(t), self.index, core.run_seq);
-        self.remote().runq.push(key, t);
+        self.enqueue(t);
     }
 
     /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
@@ -275,8 +295,7 @@ impl Processor {
         }
         if core.admit_one {
             core.admit_one = false;
-            if let Some(t) = core.start.pop() {
-                self.remote().stats.start_local.bump();
+            if let Some(t) = self.take_start() {
                 return Some(t);
             }
         }
@@ -298,10 +317,16 @@ impl Processor {
         let node = &self.shared.nodes[remote.node];
         if let Some(t) = node.start.take() {
             remote.stats.start_node.bump();
+            if !node.start.is_empty() {
+                self.shared.notify_any(); // pass the wake-up on (see `crate::park`)
+            }
             return Some(t);
         }
         if let Some(t) = take_global(&self.shared.global_start) {
             remote.stats.start_global.bump();
+            if !self.shared.global_start.is_empty() {
+                self.shared.notify_any();
+            }
             return Some(t);
         }
         let t = self.core().start.pop()?;
@@ -318,6 +343,9 @@ impl Processor {
                 let victim = &self.shared.processors[group[(start + i) % group.len()]];
                 let got = steal_one(&victim.start).or_else(|| self.steal_ready(victim));
                 if let Some(t) = got {
+                    if !victim.start.is_empty() || victim.runq.len() > 0 {
+                        self.shared.notify_any(); // more to take there: pass the wake-up on
+                    }
                     let stats = &self.remote().stats;
                     if distance == 0 && group.iter().all(|&p| topo.node_of(p) == topo.node_of(self.index)) {
                         stats.steals_node.bump();
@@ -583,7 +611,14 @@ impl Processor {
         if prev & JoinState::WAITER != 0 {
             // SAFETY: the waiter was written before WAITER was set, and our AcqRel RMW saw WAITER.
             match unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) } {
-                Waiter::Ult(w) => self.wake(w),
+                Waiter::Ult(w)
+                    if std::ptr::eq(w.chunk().shared(), Arc::as_ptr(&self.shared) as *const ()) =>
+                {
+                    self.wake(w)
+                }
+                // A ULT of another runtime joined one of ours: wake it on its own runtime.
+                // SAFETY: a blocked ULT's runtime is alive (its processors wait for it to finish).
+                Waiter::Ult(w) => unsafe { &*(w.chunk().shared() as *const Shared) }.wake(w, None),
                 other => self.shared.wake_waiter(other, Some(self.index)),
             }
         }

@@ -9,10 +9,10 @@
 //!    ULT that never yields, blocks or returns keeps its processor and therefore the drop waiting:
 //!    user-level threads cannot be preempted);
 //! 3. walks every TCB the runtime ever allocated and cancels each ULT that had not finished,
-//!    whatever it was doing (queued, ready, blocked, sleeping): its stack is reset and unmapped, its
-//!    closure dropped, and its [`JoinHandle`](crate::JoinHandle) returns `Err` with a
-//!    [`Cancelled`](crate::Cancelled) payload. Values living on a cancelled ULT's stack are leaked,
-//!    not dropped, as with `std::process::exit`;
+//!    whatever it was doing (queued, ready, blocked, sleeping): its
+//!    [`JoinHandle`](crate::JoinHandle) returns `Err` with a [`Cancelled`](crate::Cancelled) payload,
+//!    its closure is dropped, and a started ULT's stack is unwound (its values dropped, on the
+//!    thread dropping the runtime) and unmapped;
 //! 4. frees pooled stacks. TCB memory is freed when the last join handle is gone.
 //!
 //! # Handle accounting
@@ -189,41 +189,47 @@ impl Shared {
     }
 
     /// Cancels every ULT that has not finished (shutdown step 3). Processors must be stopped.
+    ///
+    /// Phase one completes every unfinished ULT with a [`Cancelled`] outcome, so that no join can
+    /// block any more. Phase two unwinds the stacks of the ULTs that had started: their destructors
+    /// run on this thread (outside any processor, so a join there returns at once, a yield or sleep
+    /// acts on this OS thread), and the stacks are freed.
     fn cancel_unfinished(&self) {
         let chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
-        for chunk in chunks.iter() {
-            for t in chunk.tcbs() {
-                let tcb = t.tcb();
-                if !matches!(tcb.life.get(), Life::Queued | Life::Started) {
-                    continue;
-                }
-                // SAFETY: every processor thread has been joined, so this thread owns every
-                // unfinished ULT and its coroutine.
-                if let Some(mut co) = unsafe { (*tcb.coroutine.get()).take() } {
-                    // SAFETY: resetting drops nothing on the ULT's stack (values there are leaked,
-                    // as documented); the runtime keeps no pointer into it (waiters are TCBs), and
-                    // a reset coroutine counts as done, so `into_stack` below is allowed.
-                    unsafe { co.force_reset() };
-                    drop(co.into_stack());
-                }
-                // SAFETY: the task never completed and nobody else can run it now.
-                unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(Cancelled)) };
-                tcb.life.set(Life::Exited);
-                tcb.exit_processor.set(0);
-                let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
-                if prev & JoinState::DETACHED != 0 {
-                    // SAFETY: detached and complete: this thread is the last owner of the task.
-                    unsafe { tcb.drop_task() };
-                } else if prev & JoinState::WAITER != 0 {
-                    if let Waiter::Thread(th) =
-                        // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
-                        unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) }
-                    {
-                        th.unpark();
-                    }
+        let unfinished: Vec<TcbRef> = chunks
+            .iter()
+            .flat_map(|c| c.tcbs())
+            .filter(|t| matches!(t.tcb().life.get(), Life::Queued | Life::Started))
+            .collect();
+        drop(chunks);
+        for &t in &unfinished {
+            let tcb = t.tcb();
+            // SAFETY: every processor thread has been joined, so this thread owns every unfinished
+            // ULT; its task never completed and nobody else can run it now.
+            unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(Cancelled)) };
+            tcb.life.set(Life::Exited);
+            tcb.exit_processor.set(0);
+            let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
+            if prev & JoinState::DETACHED != 0 {
+                // SAFETY: detached and complete: this thread is the last owner of the task.
+                unsafe { tcb.drop_task() };
+            } else if prev & JoinState::WAITER != 0 {
+                // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
+                if let Waiter::Thread(th) = unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) }
+                {
+                    th.unpark();
                 }
             }
         }
+        crate::tcb::FORCED_UNWIND.with(|f| f.set(true));
+        for &t in &unfinished {
+            // SAFETY: as above, this thread owns the suspended coroutine.
+            if let Some(mut co) = unsafe { (*t.tcb().coroutine.get()).take() } {
+                co.force_unwind();
+                drop(co.into_stack());
+            }
+        }
+        crate::tcb::FORCED_UNWIND.with(|f| f.set(false));
     }
 }
 

@@ -14,8 +14,13 @@ use corosensei::stack::{Stack, StackPointer};
 use std::alloc::{self, Layout};
 use std::io;
 
-/// Smallest stack a ULT may ask for, in bytes (unwinding a panic needs a few KiB).
-pub const MIN_STACK_SIZE: usize = 16 * 1024;
+/// Smallest stack a ULT may ask for, in bytes.
+///
+/// Enough for small leaf ULTs (the ELiTE synchronization experiments run on 8 KiB stacks). A ULT
+/// that spawns, panics (the default panic hook formats a message, and a backtrace under
+/// `RUST_BACKTRACE=1`) or formats text needs about 32 KiB in debug builds; overflowing a guarded
+/// stack faults in its guard page rather than corrupting memory.
+pub const MIN_STACK_SIZE: usize = 8 * 1024;
 /// Largest stack a ULT may ask for, in bytes.
 pub const MAX_STACK_SIZE: usize = 1 << 30;
 /// Stack size used when neither the runtime nor the spawn names one.

@@ -101,6 +101,11 @@ impl std::fmt::Display for Cancelled {
 
 impl std::error::Error for Cancelled {}
 
+thread_local! {
+    /// Set on the thread that unwinds cancelled ULTs at shutdown, while it does so.
+    pub(crate) static FORCED_UNWIND: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Bytes of task state a TCB stores inline (closure, later its result) without a heap allocation.
 pub(crate) const INLINE_TASK_BYTES: usize = 64;
 
@@ -122,6 +127,13 @@ where
             crate::fatal("a ULT's task ran twice");
         };
         let out = panic::catch_unwind(AssertUnwindSafe(f));
+        if out.is_err() && FORCED_UNWIND.with(|c| c.get()) {
+            // Shutdown is unwinding this ULT (see `runtime`): let the unwind reach corosensei's
+            // root instead of recording it as the ULT's panic.
+            if let Err(payload) = out {
+                panic::resume_unwind(payload);
+            }
+        }
         // SAFETY: re-borrow after the closure ran; nothing else touches the stage while it runs.
         unsafe { *(p as *mut Stage<F, T>) = Stage::Done(out) };
     }

@@ -125,7 +125,7 @@ impl Builder {
         self
     }
 
-    /// Stack size in bytes, `16 KiB..=1 GiB`; sizes other than the runtime's default are not pooled.
+    /// Stack size in bytes, `8 KiB..=1 GiB`; sizes other than the runtime's default are not pooled.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.stack_size = Some(bytes);
         self

@@ -1,3 +1,5 @@
+//! Smoke test: the crate-level example, with the stats table printed.
+
 use elite_rt::Runtime;
 
 #[test]
