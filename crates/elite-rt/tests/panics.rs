@@ -4,7 +4,7 @@
 mod common;
 
 use common::{hang_guard, payload_str, wait_until};
-use elite_rt::{current, spawn, try_current, Builder, Runtime, SpawnError, MIN_STACK_SIZE};
+use elite_rt::{current, spawn, try_current, Builder, Runtime, SpawnError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
