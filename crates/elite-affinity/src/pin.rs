@@ -29,20 +29,14 @@ const PINNABLE_CPUS: usize = 64;
 /// [`ProcessorInfo::cpu`]: crate::ProcessorInfo::cpu
 pub fn pin_current_thread(cpu: usize) -> Result<(), PinError> {
     if cpu >= PINNABLE_CPUS {
-        return Err(PinError {
-            cpu,
-            cause: PinCause::OutOfRange,
-        });
+        return Err(PinError { cpu, cause: PinCause::OutOfRange });
     }
     if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
         Ok(())
     } else {
         // `set_for_current` only compares the return value after the system call, so errno is
         // still the one the call left.
-        Err(PinError {
-            cpu,
-            cause: PinCause::Refused(io::Error::last_os_error().raw_os_error()),
-        })
+        Err(PinError { cpu, cause: PinCause::Refused(io::Error::last_os_error().raw_os_error()) })
     }
 }
 
@@ -62,10 +56,7 @@ pub fn online_cpus() -> usize {
 /// The OS ids of the CPUs in the calling thread's affinity mask, ascending, or `None` where the
 /// platform does not say.
 pub(crate) fn allowed_cpus() -> Option<Vec<usize>> {
-    let mut cpus: Vec<usize> = core_affinity::get_core_ids()?
-        .into_iter()
-        .map(|core| core.id)
-        .collect();
+    let mut cpus: Vec<usize> = core_affinity::get_core_ids()?.into_iter().map(|core| core.id).collect();
     cpus.sort_unstable();
     Some(cpus)
 }
@@ -105,10 +96,7 @@ impl fmt::Display for PinError {
                 if let Some(errno) = errno.filter(|&e| e != 0) {
                     write!(f, " ({})", io::Error::from_raw_os_error(errno))?;
                 }
-                write!(
-                    f,
-                    "; the CPU may be offline or outside this process's affinity mask"
-                )
+                write!(f, "; the CPU may be offline or outside this process's affinity mask")
             }
         }
     }
@@ -134,20 +122,14 @@ mod tests {
             .expect("pinning thread does not panic");
             let mask = pinned.unwrap_or_else(|e| panic!("{e}"));
             if let Some(mask) = mask {
-                assert_eq!(
-                    mask,
-                    vec![cpu],
-                    "thread runs only on the CPU it was pinned to"
-                );
+                assert_eq!(mask, vec![cpu], "thread runs only on the CPU it was pinned to");
             }
         }
     }
 
     #[test]
     fn pin_to_absurd_cpu_fails() {
-        let result = std::thread::spawn(|| pin_current_thread(100_000))
-            .join()
-            .expect("pinning never panics");
+        let result = std::thread::spawn(|| pin_current_thread(100_000)).join().expect("pinning never panics");
         let err = result.expect_err("CPU 100000 does not exist");
         assert_eq!(err.cpu(), 100_000);
         let message = err.to_string();
@@ -161,9 +143,8 @@ mod tests {
         if allowed_cpus().is_some_and(|cpus| cpus.contains(&cpu)) {
             return;
         }
-        let result = std::thread::spawn(move || pin_current_thread(cpu))
-            .join()
-            .expect("pinning never panics");
+        let result =
+            std::thread::spawn(move || pin_current_thread(cpu)).join().expect("pinning never panics");
         let message = result.expect_err("no such CPU").to_string();
         assert!(message.contains("the OS refused"), "{message}");
     }

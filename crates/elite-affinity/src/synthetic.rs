@@ -38,8 +38,9 @@ pub(crate) fn parse_shape(spec: &str) -> Result<Shape, TopologyError> {
     let parts: Vec<&str> = spec.split(['x', 'X', '×']).collect();
     let parsed = match parts.as_slice() {
         [processors] => parse_count(processors, PROCESSOR_WORDS).map(|p| (Some(1), p)),
-        [nodes, processors] => parse_count(nodes, NODE_WORDS)
-            .and_then(|n| Some((n, parse_count(processors, PROCESSOR_WORDS)?))),
+        [nodes, processors] => {
+            parse_count(nodes, NODE_WORDS).and_then(|n| Some((n, parse_count(processors, PROCESSOR_WORDS)?)))
+        }
         _ => None,
     };
     let Some((nodes, per_node)) = parsed else {
@@ -62,13 +63,10 @@ pub(crate) fn parse_shape(spec: &str) -> Result<Shape, TopologyError> {
 /// has another form; `Some(None)` when the digits overflow `usize`.
 fn parse_count(text: &str, words: &[&str]) -> Option<Count> {
     let text = text.trim();
-    let digits_end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
+    let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (digits, word) = text.split_at(digits_end);
     let word = word.trim_start();
-    if digits.is_empty() || !(word.is_empty() || words.iter().any(|w| w.eq_ignore_ascii_case(word)))
-    {
+    if digits.is_empty() || !(word.is_empty() || words.iter().any(|w| w.eq_ignore_ascii_case(word))) {
         return None;
     }
     // Only digits remain, so the parse fails only on overflow.
@@ -151,22 +149,13 @@ mod tests {
 
     #[test]
     fn zero_nodes_or_processors() {
-        assert_eq!(
-            error("0x2"),
-            "topology needs at least 1 node, got 0 (from \"0x2\")"
-        );
+        assert_eq!(error("0x2"), "topology needs at least 1 node, got 0 (from \"0x2\")");
         assert_eq!(
             error("0 nodes x 0 processors"),
             "topology needs at least 1 node, got 0 (from \"0 nodes x 0 processors\")"
         );
-        assert_eq!(
-            error("2x0"),
-            "topology needs 1..=4096 processors, got 0 (from \"2x0\")"
-        );
-        assert_eq!(
-            error("0"),
-            "topology needs 1..=4096 processors, got 0 (from \"0\")"
-        );
+        assert_eq!(error("2x0"), "topology needs 1..=4096 processors, got 0 (from \"2x0\")");
+        assert_eq!(error("0"), "topology needs 1..=4096 processors, got 0 (from \"0\")");
         assert_eq!(
             error("99999999999999999999999x0"),
             "topology needs 1..=4096 processors, got 0 (from \"99999999999999999999999x0\")"
@@ -175,14 +164,8 @@ mod tests {
 
     #[test]
     fn too_many_processors() {
-        assert_eq!(
-            error("4097"),
-            "topology needs 1..=4096 processors, got 4097 (from \"4097\")"
-        );
-        assert_eq!(
-            error("64x65"),
-            "topology needs 1..=4096 processors, got 4160 (from \"64x65\")"
-        );
+        assert_eq!(error("4097"), "topology needs 1..=4096 processors, got 4097 (from \"4097\")");
+        assert_eq!(error("64x65"), "topology needs 1..=4096 processors, got 4160 (from \"64x65\")");
         let huge = format!("{}x2", usize::MAX);
         assert_eq!(
             error(&huge),

@@ -75,10 +75,7 @@ fn parse_cpu_id(text: &str) -> Option<usize> {
 pub(crate) fn read_cpus(root: &Path, allowed: Option<&[usize]>) -> Option<Vec<SysfsCpu>> {
     let online = parse_cpu_list(&fs::read_to_string(root.join("cpu/online")).ok()?)?;
     let usable: Vec<usize> = match allowed {
-        Some(allowed) => online
-            .into_iter()
-            .filter(|cpu| allowed.contains(cpu))
-            .collect(),
+        Some(allowed) => online.into_iter().filter(|cpu| allowed.contains(cpu)).collect(),
         None => online,
     };
     if usable.is_empty() {
@@ -89,10 +86,7 @@ pub(crate) fn read_cpus(root: &Path, allowed: Option<&[usize]>) -> Option<Vec<Sy
         .into_iter()
         .map(|cpu| SysfsCpu {
             cpu,
-            node: node_lists
-                .iter()
-                .find(|(_, cpus)| cpus.binary_search(&cpu).is_ok())
-                .map(|&(node, _)| node),
+            node: node_lists.iter().find(|(_, cpus)| cpus.binary_search(&cpu).is_ok()).map(|&(node, _)| node),
             core: read_core(root, cpu),
         })
         .collect();
@@ -126,9 +120,7 @@ fn read_node_lists(root: &Path) -> Vec<(usize, Vec<usize>)> {
 /// hold a non-negative number.
 fn read_core(root: &Path, cpu: usize) -> Option<(usize, usize)> {
     let dir = root.join(format!("cpu/cpu{cpu}/topology"));
-    let read = |file: &str| -> Option<usize> {
-        fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
-    };
+    let read = |file: &str| -> Option<usize> { fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok() };
     Some((read("physical_package_id")?, read("core_id")?))
 }
 
@@ -140,10 +132,7 @@ pub(crate) mod tests {
 
     #[test]
     fn cpu_list_forms() {
-        assert_eq!(
-            parse_cpu_list("0-3,8,10-11"),
-            Some(vec![0, 1, 2, 3, 8, 10, 11])
-        );
+        assert_eq!(parse_cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
         assert_eq!(parse_cpu_list("0\n"), Some(vec![0]));
         assert_eq!(parse_cpu_list("0-1"), Some(vec![0, 1]));
         assert_eq!(parse_cpu_list("5-5"), Some(vec![5]));
@@ -200,14 +189,8 @@ pub(crate) mod tests {
         }
 
         pub(crate) fn core(&self, cpu: usize, package: usize, core: usize) -> &FakeSysfs {
-            self.write(
-                &format!("cpu/cpu{cpu}/topology/physical_package_id"),
-                &format!("{package}\n"),
-            )
-            .write(
-                &format!("cpu/cpu{cpu}/topology/core_id"),
-                &format!("{core}\n"),
-            )
+            self.write(&format!("cpu/cpu{cpu}/topology/physical_package_id"), &format!("{package}\n"))
+                .write(&format!("cpu/cpu{cpu}/topology/core_id"), &format!("{core}\n"))
         }
     }
 
@@ -231,26 +214,10 @@ pub(crate) mod tests {
         assert_eq!(
             cpus,
             vec![
-                SysfsCpu {
-                    cpu: 0,
-                    node: Some(0),
-                    core: Some((0, 0))
-                },
-                SysfsCpu {
-                    cpu: 1,
-                    node: Some(0),
-                    core: Some((0, 0))
-                },
-                SysfsCpu {
-                    cpu: 2,
-                    node: Some(1),
-                    core: Some((1, 0))
-                },
-                SysfsCpu {
-                    cpu: 3,
-                    node: Some(1),
-                    core: None
-                },
+                SysfsCpu { cpu: 0, node: Some(0), core: Some((0, 0)) },
+                SysfsCpu { cpu: 1, node: Some(0), core: Some((0, 0)) },
+                SysfsCpu { cpu: 2, node: Some(1), core: Some((1, 0)) },
+                SysfsCpu { cpu: 3, node: Some(1), core: None },
             ]
         );
         let cpus = read_cpus(&fake.root, Some(&[3, 1, 7])).expect("two CPUs allowed");

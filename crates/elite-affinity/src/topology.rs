@@ -155,10 +155,7 @@ impl Topology {
         if !(1..=MAX_PROCESSORS).contains(&processors) {
             return Err(TopologyError::processor_count(processors, MAX_PROCESSORS));
         }
-        let shape = Shape {
-            nodes: 1,
-            per_node: processors,
-        };
+        let shape = Shape { nodes: 1, per_node: processors };
         Ok(Topology::shaped_on(&Topology::detect(), shape))
     }
 
@@ -188,11 +185,7 @@ impl Topology {
             .iter()
             .cycle()
             .take(n)
-            .map(|p| Place {
-                cpu: p.cpu,
-                core: p.core,
-                node: p.node,
-            })
+            .map(|p| Place { cpu: p.cpu, core: p.core, node: p.node })
             .collect();
         Ok(Topology::assemble(places, self.source.clone()))
     }
@@ -280,11 +273,7 @@ impl Topology {
         let places = (0..total)
             .map(|i| {
                 let host = &base.processors[i % base.num_processors()];
-                Place {
-                    cpu: host.cpu,
-                    core: host.core,
-                    node: i / shape.per_node,
-                }
+                Place { cpu: host.cpu, core: host.core, node: i / shape.per_node }
             })
             .collect();
         Topology::assemble(places, TopologySource::Synthetic(shape.canonical()))
@@ -309,39 +298,20 @@ impl Topology {
                     }
                 };
                 nodes[node].push(index);
-                ProcessorInfo {
-                    index,
-                    cpu: place.cpu,
-                    core: place.core,
-                    node,
-                }
+                ProcessorInfo { index, cpu: place.cpu, core: place.core, node }
             })
             .collect();
         let distance_groups = processors
             .iter()
             .map(|me| {
-                let same_node: Vec<usize> = nodes[me.node]
-                    .iter()
-                    .copied()
-                    .filter(|&q| q != me.index)
-                    .collect();
-                let other_nodes: Vec<usize> = processors
-                    .iter()
-                    .filter(|q| q.node != me.node)
-                    .map(|q| q.index)
-                    .collect();
-                [same_node, other_nodes]
-                    .into_iter()
-                    .filter(|group| !group.is_empty())
-                    .collect()
+                let same_node: Vec<usize> =
+                    nodes[me.node].iter().copied().filter(|&q| q != me.index).collect();
+                let other_nodes: Vec<usize> =
+                    processors.iter().filter(|q| q.node != me.node).map(|q| q.index).collect();
+                [same_node, other_nodes].into_iter().filter(|group| !group.is_empty()).collect()
             })
             .collect();
-        Topology {
-            processors,
-            nodes,
-            distance_groups,
-            source,
-        }
+        Topology { processors, nodes, distance_groups, source }
     }
 }
 
@@ -367,11 +337,7 @@ fn from_sysfs(mut cpus: Vec<SysfsCpu>) -> Topology {
                 core_keys.push(key);
                 core_keys.len() - 1
             });
-            Place {
-                cpu: c.cpu,
-                core,
-                node: c.node.unwrap_or(usize::MAX),
-            }
+            Place { cpu: c.cpu, core, node: c.node.unwrap_or(usize::MAX) }
         })
         .collect();
     Topology::assemble(places, TopologySource::Sysfs)
@@ -384,11 +350,7 @@ fn fallback(allowed: Option<&[usize]>) -> Topology {
         Some(allowed) if !allowed.is_empty() => allowed.to_vec(),
         _ => (0..std::thread::available_parallelism().map_or(1, usize::from)).collect(),
     };
-    let places = cpus
-        .into_iter()
-        .enumerate()
-        .map(|(core, cpu)| Place { cpu, core, node: 0 })
-        .collect();
+    let places = cpus.into_iter().enumerate().map(|(core, cpu)| Place { cpu, core, node: 0 }).collect();
     Topology::assemble(places, TopologySource::Fallback)
 }
 
@@ -409,12 +371,7 @@ impl fmt::Display for Topology {
         let nodes = self.num_nodes();
         let per_node = self.nodes[0].len();
         if self.nodes.iter().all(|node| node.len() == per_node) {
-            write!(
-                f,
-                "{nodes} node{} x {per_node} processor{}",
-                plural(nodes),
-                plural(per_node)
-            )?;
+            write!(f, "{nodes} node{} x {per_node} processor{}", plural(nodes), plural(per_node))?;
         } else {
             write!(f, "{nodes} nodes, {} processors (", self.num_processors())?;
             for (i, node) in self.nodes.iter().enumerate() {
@@ -436,11 +393,7 @@ fn write_cpu_list(f: &mut fmt::Formatter<'_>, cpus: &[usize]) -> fmt::Result {
     let mut rest = cpus;
     let mut first = true;
     while let Some(&start) = rest.first() {
-        let run = rest
-            .iter()
-            .enumerate()
-            .take_while(|&(i, &cpu)| cpu == start + i)
-            .count();
+        let run = rest.iter().enumerate().take_while(|&(i, &cpu)| cpu == start + i).count();
         let sep = if first { "" } else { "," };
         first = false;
         match run {
@@ -467,50 +420,28 @@ enum ErrorKind {
     /// The spec asks for zero nodes.
     NoNodes { spec: String },
     /// The total processor count is not `1..=max`; `got` is `None` when it overflows `usize`.
-    ProcessorCount {
-        got: Option<usize>,
-        max: usize,
-        spec: Option<String>,
-    },
+    ProcessorCount { got: Option<usize>, max: usize, spec: Option<String> },
 }
 
 impl TopologyError {
     pub(crate) fn unparsable(spec: &str) -> TopologyError {
-        TopologyError {
-            kind: ErrorKind::Unparsable {
-                spec: spec.to_string(),
-            },
-        }
+        TopologyError { kind: ErrorKind::Unparsable { spec: spec.to_string() } }
     }
 
     pub(crate) fn no_nodes(spec: &str) -> TopologyError {
-        TopologyError {
-            kind: ErrorKind::NoNodes {
-                spec: spec.to_string(),
-            },
-        }
+        TopologyError { kind: ErrorKind::NoNodes { spec: spec.to_string() } }
     }
 
     /// A processor total out of `1..=MAX_PROCESSORS` that `spec` asked for.
     pub(crate) fn processor_count_in(got: Option<usize>, spec: &str) -> TopologyError {
         TopologyError {
-            kind: ErrorKind::ProcessorCount {
-                got,
-                max: MAX_PROCESSORS,
-                spec: Some(spec.to_string()),
-            },
+            kind: ErrorKind::ProcessorCount { got, max: MAX_PROCESSORS, spec: Some(spec.to_string()) },
         }
     }
 
     /// A processor count out of `1..=max` passed as a number.
     pub(crate) fn processor_count(got: usize, max: usize) -> TopologyError {
-        TopologyError {
-            kind: ErrorKind::ProcessorCount {
-                got: Some(got),
-                max,
-                spec: None,
-            },
-        }
+        TopologyError { kind: ErrorKind::ProcessorCount { got: Some(got), max, spec: None } }
     }
 }
 
@@ -563,21 +494,12 @@ mod tests {
     #[test]
     fn round_robin_onto_base_cpus() {
         let base = base_on(&[4, 6]);
-        let topology = Topology::shaped_on(
-            &base,
-            Shape {
-                nodes: 2,
-                per_node: 3,
-            },
-        );
+        let topology = Topology::shaped_on(&base, Shape { nodes: 2, per_node: 3 });
         assert_eq!(cpus_of(&topology), vec![4, 6, 4, 6, 4, 6]);
         assert_eq!(nodes_of(&topology), vec![0, 0, 0, 1, 1, 1]);
         assert_eq!(topology.processors_in_node(0), &[0, 1, 2]);
         assert_eq!(topology.processors_in_node(1), &[3, 4, 5]);
-        assert_eq!(
-            topology.to_string(),
-            "2 nodes x 3 processors (synthetic on CPUs 4,6)"
-        );
+        assert_eq!(topology.to_string(), "2 nodes x 3 processors (synthetic on CPUs 4,6)");
     }
 
     #[test]
@@ -628,9 +550,7 @@ mod tests {
             "topology needs 1..=4096 processors, got 0"
         );
         assert_eq!(
-            Topology::single_node(4097)
-                .expect_err("too many")
-                .to_string(),
+            Topology::single_node(4097).expect_err("too many").to_string(),
             "topology needs 1..=4096 processors, got 4097"
         );
         let topology = Topology::single_node(2).expect("valid");
@@ -645,13 +565,7 @@ mod tests {
 
     #[test]
     fn with_processors_shrinks() {
-        let base = Topology::shaped_on(
-            &base_on(&[0, 1]),
-            Shape {
-                nodes: 2,
-                per_node: 2,
-            },
-        );
+        let base = Topology::shaped_on(&base_on(&[0, 1]), Shape { nodes: 2, per_node: 2 });
         let same = base.with_processors(4).expect("valid");
         assert_eq!(same, base);
 
@@ -659,10 +573,7 @@ mod tests {
         assert_eq!(nodes_of(&three), vec![0, 0, 1]);
         assert_eq!(cpus_of(&three), vec![0, 1, 0]);
         assert_eq!(three.distance_groups(2), &[vec![0, 1]]);
-        assert_eq!(
-            three.to_string(),
-            "2 nodes, 3 processors (2+1) (synthetic on CPUs 0,1)"
-        );
+        assert_eq!(three.to_string(), "2 nodes, 3 processors (2+1) (synthetic on CPUs 0,1)");
 
         let two = base.with_processors(2).expect("valid");
         assert_eq!(two.num_nodes(), 1, "the emptied node is dropped");
@@ -677,15 +588,9 @@ mod tests {
     #[test]
     fn with_processors_shrinking_renumbers_nodes() {
         // Nodes 0,1 of the base are interleaved: dropping the tail may keep any subset.
-        let base = Topology::shaped_on(
-            &base_on(&[0, 1]),
-            Shape {
-                nodes: 2,
-                per_node: 1,
-            },
-        )
-        .with_processors(4)
-        .expect("valid");
+        let base = Topology::shaped_on(&base_on(&[0, 1]), Shape { nodes: 2, per_node: 1 })
+            .with_processors(4)
+            .expect("valid");
         assert_eq!(nodes_of(&base), vec![0, 1, 0, 1]);
         let two = base.with_processors(2).expect("valid");
         assert_eq!(nodes_of(&two), vec![0, 1]);
@@ -693,23 +598,13 @@ mod tests {
 
     #[test]
     fn with_processors_grows_round_robin() {
-        let base = Topology::shaped_on(
-            &base_on(&[2, 5, 7]),
-            Shape {
-                nodes: 3,
-                per_node: 1,
-            },
-        );
+        let base = Topology::shaped_on(&base_on(&[2, 5, 7]), Shape { nodes: 3, per_node: 1 });
         let grown = base.with_processors(7).expect("valid");
         assert_eq!(cpus_of(&grown), vec![2, 5, 7, 2, 5, 7, 2]);
         assert_eq!(nodes_of(&grown), vec![0, 1, 2, 0, 1, 2, 0]);
         assert_eq!(grown.processors_in_node(0), &[0, 3, 6]);
         assert_eq!(grown.distance_groups(3), &[vec![0, 6], vec![1, 2, 4, 5]]);
-        assert!(grown
-            .processors()
-            .iter()
-            .enumerate()
-            .all(|(i, p)| p.index == i));
+        assert!(grown.processors().iter().enumerate().all(|(i, p)| p.index == i));
     }
 
     #[test]
@@ -745,8 +640,7 @@ mod tests {
             assert_eq!(machine.num_processors(), mask.len());
         }
         assert_eq!(machine.num_processors(), crate::online_cpus());
-        for (node, members) in (0..machine.num_nodes()).map(|n| (n, machine.processors_in_node(n)))
-        {
+        for (node, members) in (0..machine.num_nodes()).map(|n| (n, machine.processors_in_node(n))) {
             assert!(!members.is_empty());
             assert!(members.iter().all(|&p| machine.node_of(p) == node));
         }
@@ -754,10 +648,7 @@ mod tests {
             assert_eq!(machine.source(), &TopologySource::Sysfs);
         }
         let shown = machine.to_string();
-        assert!(shown.contains(&format!(
-            "{} processor",
-            machine.processors_in_node(0).len()
-        )));
+        assert!(shown.contains(&format!("{} processor", machine.processors_in_node(0).len())));
     }
 
     #[test]
@@ -783,37 +674,25 @@ mod tests {
             vec![0, 0, 1, 2, 1, 2],
             "cores are (package, core_id) pairs numbered densely"
         );
-        assert_eq!(
-            all.to_string(),
-            "3 nodes x 2 processors (sysfs on CPUs 0-5)"
-        );
+        assert_eq!(all.to_string(), "3 nodes x 2 processors (sysfs on CPUs 0-5)");
 
         // A mask that empties node 0 and half of node 3: renumbered to nodes 0 and 1.
         let some = detect_in(&fake.root, Some(&[2, 3, 5]));
         assert_eq!(cpus_of(&some), vec![2, 3, 5]);
         assert_eq!(nodes_of(&some), vec![0, 0, 1]);
         assert_eq!(some.distance_groups(0), &[vec![1], vec![2]]);
-        assert_eq!(
-            some.to_string(),
-            "2 nodes, 3 processors (2+1) (sysfs on CPUs 2,3,5)"
-        );
+        assert_eq!(some.to_string(), "2 nodes, 3 processors (2+1) (sysfs on CPUs 2,3,5)");
     }
 
     #[test]
     fn detect_orders_by_node() {
         let fake = FakeSysfs::new();
-        fake.write("cpu/online", "0-3")
-            .write("node/node0/cpulist", "0,2")
-            .write("node/node1/cpulist", "1,3");
+        fake.write("cpu/online", "0-3").write("node/node0/cpulist", "0,2").write("node/node1/cpulist", "1,3");
         let topology = detect_in(&fake.root, None);
         assert_eq!(cpus_of(&topology), vec![0, 2, 1, 3]);
         assert_eq!(nodes_of(&topology), vec![0, 0, 1, 1]);
         assert_eq!(
-            topology
-                .processors()
-                .iter()
-                .map(|p| p.core)
-                .collect::<Vec<_>>(),
+            topology.processors().iter().map(|p| p.core).collect::<Vec<_>>(),
             vec![0, 1, 2, 3],
             "without core files every CPU is its own core"
         );
@@ -827,10 +706,7 @@ mod tests {
         assert_eq!(masked.source(), &TopologySource::Fallback);
         assert_eq!(cpus_of(&masked), vec![3, 9]);
         assert_eq!(masked.num_nodes(), 1);
-        assert_eq!(
-            masked.to_string(),
-            "1 node x 2 processors (fallback on CPUs 3,9)"
-        );
+        assert_eq!(masked.to_string(), "1 node x 2 processors (fallback on CPUs 3,9)");
 
         let unknown = detect_in(&missing, None);
         let expected = std::thread::available_parallelism().map_or(1, usize::from);
@@ -840,25 +716,10 @@ mod tests {
 
     #[test]
     fn display_forms() {
-        let one = Topology::shaped_on(
-            &base_on(&[0]),
-            Shape {
-                nodes: 1,
-                per_node: 1,
-            },
-        );
+        let one = Topology::shaped_on(&base_on(&[0]), Shape { nodes: 1, per_node: 1 });
         assert_eq!(one.to_string(), "1 node x 1 processor (synthetic on CPU 0)");
-        let wide = Topology::shaped_on(
-            &base_on(&[0, 1, 2, 3, 8, 10, 11]),
-            Shape {
-                nodes: 1,
-                per_node: 7,
-            },
-        );
-        assert_eq!(
-            wide.to_string(),
-            "1 node x 7 processors (synthetic on CPUs 0-3,8,10,11)"
-        );
+        let wide = Topology::shaped_on(&base_on(&[0, 1, 2, 3, 8, 10, 11]), Shape { nodes: 1, per_node: 7 });
+        assert_eq!(wide.to_string(), "1 node x 7 processors (synthetic on CPUs 0-3,8,10,11)");
         assert_eq!(TopologySource::Fallback.to_string(), "fallback");
     }
 }

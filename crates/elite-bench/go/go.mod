@@ -1,0 +1,3 @@
+module elite-bench-go
+
+go 1.21

@@ -1,0 +1,115 @@
+//! The machine a run was measured on, recorded in every report and JSON document.
+
+use serde_json::{json, Value};
+
+/// What we know about the machine.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    /// CPUs this process may run on.
+    pub cpus: usize,
+    /// The CPU's model name (`/proc/cpuinfo`), or `unknown`.
+    pub cpu_model: String,
+    /// Whether hardware performance counters can be opened (a CPU-cycles counter).
+    pub pmu: bool,
+    /// The kernel release (`/proc/sys/kernel/osrelease`), or `unknown`.
+    pub kernel: String,
+}
+
+impl Machine {
+    /// Looks at the machine we run on.
+    pub fn detect() -> Machine {
+        Machine {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_model: cpu_model().unwrap_or_else(|| "unknown".into()),
+            pmu: pmu_available(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+        }
+    }
+
+    /// One line for the report's header.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} cpus, {}, kernel {}, pmu {}",
+            self.cpus,
+            self.cpu_model,
+            self.kernel,
+            if self.pmu { "yes" } else { "no" }
+        )
+    }
+
+    /// The `machine` object of the JSON document.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "cpus": self.cpus,
+            "cpu_model": self.cpu_model,
+            "pmu": self.pmu,
+            "kernel": self.kernel,
+        })
+    }
+}
+
+/// The most memory mappings a process may have (`vm.max_map_count`), if known.
+pub fn max_map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count").ok()?.trim().parse().ok()
+}
+
+/// The first `model name` of `/proc/cpuinfo`.
+fn cpu_model() -> Option<String> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    cpuinfo
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(key, _)| key.trim() == "model name")
+        .map(|(_, value)| value.trim().to_string())
+}
+
+/// Whether `perf_event_open` gives us a CPU-cycles counter for this thread.
+#[cfg(target_os = "linux")]
+fn pmu_available() -> bool {
+    // `struct perf_event_attr` of <linux/perf_event.h> as 64-bit words, in its 128-byte
+    // (PERF_ATTR_SIZE_VER7) layout; all fields we do not set are zero.
+    const ATTR_WORDS: usize = 16;
+    const PERF_TYPE_HARDWARE: u64 = 0;
+    const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
+    const DISABLED: u64 = 1 << 0;
+    const EXCLUDE_KERNEL: u64 = 1 << 5;
+    const EXCLUDE_HV: u64 = 1 << 6;
+    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+    let mut attr = [0u64; ATTR_WORDS];
+    // Word 0 holds the u32 fields `type` (bytes 0..4) and `size` (bytes 4..8); build it from
+    // their bytes so the layout is right on either endianness.
+    let size = (ATTR_WORDS * 8) as u32;
+    let mut head = [0u8; 8];
+    head[..4].copy_from_slice(&(PERF_TYPE_HARDWARE as u32).to_ne_bytes());
+    head[4..].copy_from_slice(&size.to_ne_bytes());
+    attr[0] = u64::from_ne_bytes(head);
+    attr[1] = PERF_COUNT_HW_CPU_CYCLES; // config
+    attr[5] = DISABLED | EXCLUDE_KERNEL | EXCLUDE_HV; // the flag bits after read_format
+                                                      // SAFETY: `attr` is a zero-initialised, properly aligned 128-byte perf_event_attr whose
+                                                      // `size` field says 128, and it outlives the call; pid 0 / cpu -1 / group -1 ask for a
+                                                      // counter on the calling thread; the kernel only reads `attr`.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            0 as libc::pid_t,
+            -1 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` is a file descriptor the kernel just gave us and nothing else owns.
+    unsafe { libc::close(fd as libc::c_int) };
+    true
+}
+
+/// Hardware counters are only probed on Linux.
+#[cfg(not(target_os = "linux"))]
+fn pmu_available() -> bool {
+    false
+}

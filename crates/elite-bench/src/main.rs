@@ -1,0 +1,210 @@
+//! # elite-bench: elite and its peers, measured in the same run
+//!
+//! ```text
+//! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick]
+//! ```
+//!
+//! The machines we build on are shared 2-core virtual machines whose absolute speed drifts, so
+//! every claim this command supports is a *ratio measured in one run* (see
+//! `/work/shared/BENCHMARKS.md`, which is the contract for the command line and the JSON
+//! document). For each bench of a suite the harness ([`harness`]) runs every system interleaved
+//! (A B C A B C ...): one warm-up round, then [`harness::REPS`] measured rounds. Each sample
+//! starts a fresh instance of the system (a runtime, a thread pool, a process), runs the workload
+//! once untimed and once timed, and returns the time per operation together with the workload's
+//! *answer* (a sum, a count, a fib value). A wrong answer, an error or a panic marks the row failed
+//! (`ok: false`, no time reported) and the command exits with status 1 once everything has run.
+//!
+//! The output is a table on stdout (bench, system, processors, median, min, max, unit, ok), one
+//! line per bench comparing elite with its peers against the bench's targets (a missed target
+//! prints `MISSED` but does not change the exit status), and with `--json FILE` the JSON document
+//! (`--json -` writes it to stdout and moves the human report to stderr). `--quick` shrinks the
+//! sizes so a suite ends well within a minute. A progress line is drawn on stderr when stderr is a
+//! terminal. Exit status: 0 when every answer was right, 1 when one was not (or the JSON file could
+//! not be written), 2 for a command-line mistake.
+//!
+//! ## Systems
+//!
+//! - `elite`: this workspace's runtime ([`elite_rt`]); a fresh `Runtime` per sample, the workload
+//!   runs as the root ULT of `block_on`.
+//! - `corosensei`: the raw stack switch elite is built on, without any scheduler: the physical
+//!   limit of our stack.
+//! - `go`: the Go runtime, from the program in `crates/elite-bench/go` ([`peers::go`]), built with
+//!   the `go` on the PATH once per invocation and run once per sample with `GOMAXPROCS` set. Skipped,
+//!   with a line saying so, when there is no `go` or the build fails.
+//! - `may`: the `may` 0.3 coroutine library. Its worker count is a process-wide setting fixed at
+//!   first use, so each sample runs in a child process of this command ([`peers::may`]).
+//! - `rayon`: `rayon::join` on a `rayon::ThreadPool`, the fork-join reference.
+//! - `std-thread`: the operating system's threads through `std::thread`.
+//!
+//! Every system times the same loop from inside its own root task (root ULT, coroutine, goroutine,
+//! pool thread), so start-up and shut-down are never part of an operation.
+//!
+//! ## Suite `micro`
+//!
+//! All benches report `ns_per_op`. See [`suites::micro`] for sizes and targets.
+//!
+//! - `yield`: one task yields in a loop on one processor. elite: `yield_now` in the root ULT of a
+//!   one-processor runtime. corosensei: resume a coroutine that loops on `suspend`, one round trip
+//!   per operation. go: `runtime.Gosched` with `GOMAXPROCS=1`. may: `coroutine::yield_now` with
+//!   one worker. std-thread: `std::thread::yield_now`. Answer: the number of yields.
+//! - `spawn_join`: spawn one task and join it at once, over and over, on one processor (elite is
+//!   also measured with two). corosensei: "pooled create-run": one stack reused by a new
+//!   `Coroutine::with_stack` per operation, resumed to completion and taken back with
+//!   `into_stack`. go: a goroutine that sends its value on a channel, then a receive. may:
+//!   `go!(..).join()` from inside a coroutine. std-thread: `thread::spawn(..).join()` (fewer
+//!   iterations). Answer: the sum of the returned values.
+//! - `spawn_bulk`: spawn n tasks (1 000 000; `--quick` 100 000) that each return their index, then
+//!   join them all, with every CPU working. go: goroutines storing into a slice, and a
+//!   `sync.WaitGroup`. may: join handles in a `Vec`, when `vm.max_map_count` allows (see
+//!   [`suites::micro`]). Answer: the sum.
+//! - `fib`: naive parallel fib(30) (`--quick` fib(25)), a new task for fib(n-1) above the cutoff
+//!   (10) and a sequential recursion below it, with every CPU working. rayon: `rayon::join`. One
+//!   operation is one whole fib computation. Answer: the sum of the computed values.
+//!
+//! ## Adding a suite
+//!
+//! A suite is one module under `src/suites/` with a `benches` function returning
+//! [`harness::Bench`]es (plus, if it has Go peers, one file in `go/` registering its workloads, and
+//! if it has may peers, a `may_child` dispatch), and one entry in [`suites::SUITES`].
+
+mod harness;
+mod machine;
+mod peers;
+mod suites;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+/// What the command line asked for.
+struct Options {
+    /// The suite to run, one of [`suites::SUITES`].
+    suite: &'static suites::Suite,
+    /// Where to write the JSON document: a path, `-` for stdout, or nowhere.
+    json: Option<String>,
+    /// Shrink the sizes (`--quick`).
+    quick: bool,
+}
+
+const USAGE: &str = "usage: elite-bench <suite> [--json FILE|-] [--quick]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(peers::may::CHILD_COMMAND) {
+        return peers::may::child_main(&args[1..]);
+    }
+    match parse_args(&args) {
+        Ok(Some(options)) => run(&options),
+        Ok(None) => {
+            println!("{USAGE}\n\n{}", valid_choices());
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("elite-bench: {message}\n{USAGE}\n\n{}", valid_choices());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The valid suites and flags, for usage and error messages.
+fn valid_choices() -> String {
+    let names: Vec<&str> = suites::SUITES.iter().map(|s| s.name).collect();
+    format!(
+        "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout)\n        \
+         --quick       shrunken sizes, the whole suite in well under a minute\n        \
+         --help        this text",
+        names.join(", ")
+    )
+}
+
+/// Parses the command line; `Ok(None)` means help was asked for.
+fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
+    let mut suite = None;
+    let mut json = None;
+    let mut quick = false;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--help" | "-h" => return Ok(None),
+            "--quick" => quick = true,
+            "--json" => match rest.next() {
+                // `--json --quick` is a forgotten file name, not a file called `--quick`.
+                Some(path) if path == "-" || !(path.is_empty() || path.starts_with('-')) => {
+                    json = Some(path.clone());
+                }
+                _ => return Err("--json needs a file name (or `-` for stdout)".into()),
+            },
+            _ if arg.starts_with("--json=") => {
+                let path = &arg["--json=".len()..];
+                if path.is_empty() {
+                    return Err("--json needs a file name (or `-` for stdout)".into());
+                }
+                json = Some(path.to_string());
+            }
+            _ if arg.starts_with('-') => return Err(format!("unknown flag `{arg}`")),
+            _ if suite.is_some() => return Err(format!("more than one suite given (`{arg}`)")),
+            _ => match suites::SUITES.iter().find(|s| s.name == arg) {
+                Some(found) => suite = Some(found),
+                None => return Err(format!("unknown suite `{arg}`")),
+            },
+        }
+    }
+    let suite = suite.ok_or_else(|| "no suite given".to_string())?;
+    Ok(Some(Options { suite, json, quick }))
+}
+
+/// Runs the suite, prints the report, writes the JSON document; returns the exit status.
+fn run(options: &Options) -> ExitCode {
+    // With `--json -` stdout carries the document alone, so the human report goes to stderr.
+    let json_to_stdout = options.json.as_deref() == Some("-");
+    let mut report: Box<dyn Write> =
+        if json_to_stdout { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
+    let machine = machine::Machine::detect();
+    let mut context = suites::Context::new(options.quick, machine.cpus);
+    // Report write errors (a closed pipe) are not worth failing a run for.
+    let _ = writeln!(
+        report,
+        "elite-bench {}{}: {}",
+        options.suite.name,
+        if options.quick { " --quick" } else { "" },
+        machine.describe()
+    );
+    let benches = (options.suite.benches)(&mut context);
+    for note in &context.notes {
+        let _ = writeln!(report, "{note}");
+    }
+    let _ = report.flush();
+
+    let mut progress = harness::Progress::new(std::io::stderr().is_terminal());
+    let results = harness::run_suite(benches, &mut progress);
+    let _ = writeln!(report);
+    let _ = harness::print_report(&mut report, &results);
+    let _ = report.flush();
+
+    let mut status = if results.all_ok() {
+        ExitCode::SUCCESS
+    } else {
+        let _ = writeln!(report, "\nFAILED: some answers were wrong or runs failed");
+        ExitCode::FAILURE
+    };
+    if let Some(path) = &options.json {
+        let document = harness::json_document(options.suite.name, &machine, &results);
+        if let Err(e) = write_json(path, &document) {
+            eprintln!("elite-bench: cannot write the JSON document to `{path}`: {e}");
+            status = ExitCode::FAILURE;
+        }
+    }
+    status
+}
+
+/// Writes `document` to `path`, or to stdout when `path` is `-`.
+fn write_json(path: &str, document: &serde_json::Value) -> std::io::Result<()> {
+    let mut text = serde_json::to_string_pretty(document).map_err(std::io::Error::other)?;
+    text.push('\n');
+    if path == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.flush()
+    } else {
+        std::fs::write(path, text)
+    }
+}

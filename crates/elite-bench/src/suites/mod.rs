@@ -1,0 +1,58 @@
+//! The suites: each is one module that turns a [`Context`] into [`Bench`]es.
+
+pub mod micro;
+
+use crate::harness::{Bench, Sample};
+use crate::peers::go::GoPeer;
+use crate::peers::may::ChildArgs;
+
+/// Runs one bench of a suite, by name, on may inside a may child process.
+pub type MayWorkload = fn(&str, &ChildArgs) -> Result<Sample, String>;
+
+/// A suite of benches, as named on the command line.
+pub struct Suite {
+    /// The suite's name on the command line and in the JSON document.
+    pub name: &'static str,
+    /// Builds the suite's benches (peers that cannot run are left out, with a note).
+    pub benches: fn(&mut Context) -> Vec<Bench>,
+    /// Runs one `may` workload of the suite inside a `may` child process, by bench name.
+    pub may_child: Option<MayWorkload>,
+}
+
+/// Every suite; the command line accepts exactly these names.
+pub static SUITES: &[Suite] =
+    &[Suite { name: "micro", benches: micro::benches, may_child: Some(micro::may_child) }];
+
+/// What a suite may know about the invocation while building its benches.
+pub struct Context {
+    /// `--quick`: shrunken sizes.
+    pub quick: bool,
+    /// The CPUs of the machine: the processor count of "every CPU working" benches.
+    pub cpus: usize,
+    /// Lines for the report, such as peers that were skipped and why.
+    pub notes: Vec<String>,
+    /// The Go program, once a suite asked for it: built, or why not.
+    go: Option<Result<GoPeer, String>>,
+}
+
+impl Context {
+    /// A context for a run with these settings.
+    pub fn new(quick: bool, cpus: usize) -> Context {
+        Context { quick, cpus, notes: Vec::new(), go: None }
+    }
+
+    /// The Go program, built on first use; `None` (with a note saying why) when Go cannot run.
+    pub fn go(&mut self) -> Option<GoPeer> {
+        let built = self.go.get_or_insert_with(GoPeer::build);
+        match built {
+            Ok(go) => Some(go.clone()),
+            Err(why) => {
+                let note = format!("go: skipped: {why}");
+                if !self.notes.contains(&note) {
+                    self.notes.push(note);
+                }
+                None
+            }
+        }
+    }
+}
