@@ -68,6 +68,8 @@ pub(crate) struct Config {
     pub(crate) spin_rounds: usize,
     pub(crate) stack_kind: StackKind,
     pub(crate) policy: Arc<dyn Policy>,
+    /// `policy.records_runs()`, asked once.
+    pub(crate) record_runs: bool,
     pub(crate) pin: bool,
 }
 
@@ -220,6 +222,7 @@ impl RuntimeBuilder {
             node_stack_pool_limit: self.node_stack_pool_limit,
             spin_rounds: self.spin_rounds,
             stack_kind: self.stack_kind,
+            record_runs: self.policy.records_runs(),
             policy: self.policy,
             pin: self.pin,
         })

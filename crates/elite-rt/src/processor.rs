@@ -501,35 +501,39 @@ impl Processor {
         let tcb = t.tcb();
         tcb.processor.store(self.index, Ordering::Relaxed);
         let stats = &self.remote().stats;
-        loop {
+        let config = &self.shared.config;
+        let check_canary = config.stack_kind == crate::stack::StackKind::Unguarded;
+        // SAFETY: this processor owns the started ULT; the coroutine is Some from `start_ult` until
+        // `exit` takes it, after this borrow ends. The ULT's own code never touches the field.
+        let co = unsafe { (*tcb.coroutine.get()).as_mut() }
+            .unwrap_or_else(|| crate::fatal("ULT without a context"));
+        let result = loop {
             self.current.set(Some(t));
             stats.switches.bump();
-            // SAFETY: this processor owns the started ULT; the coroutine is Some from start_ult
-            // until `exit` takes it.
-            let co = unsafe { (*tcb.coroutine.get()).as_mut() }
-                .unwrap_or_else(|| crate::fatal("ULT without a context"));
             let result = co.resume(());
             self.current.set(None);
-            if self.shared.config.stack_kind == crate::stack::StackKind::Unguarded {
+            if check_canary {
                 self.check_canary(t);
             }
-            self.shared.config.policy.record_run(&ult_info(t), self.index);
-            match result {
-                CoroutineResult::Yield(Switch::Yield) => {
-                    stats.yields.bump();
-                    // Nothing else to run here: resume at once without touching any queue.
-                    if self.nothing_else_local() {
-                        continue;
-                    }
-                    self.requeue_yielded(t);
-                }
-                // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
-                // resumed, which cannot happen before `action` publishes it.
-                CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t) },
-                CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
-                CoroutineResult::Return(()) => self.exit(t),
+            if config.record_runs {
+                config.policy.record_run(&ult_info(t), self.index);
             }
-            return;
+            if let CoroutineResult::Yield(Switch::Yield) = result {
+                stats.yields.bump();
+                // Nothing else to run here: resume at once without touching any queue.
+                if self.nothing_else_local() {
+                    continue;
+                }
+            }
+            break result;
+        };
+        match result {
+            CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
+            // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
+            // resumed, which cannot happen before `action` publishes it.
+            CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t) },
+            CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
+            CoroutineResult::Return(()) => self.exit(t),
         }
     }
 

@@ -59,6 +59,12 @@ pub trait Policy: Send + Sync + Debug + 'static {
         len.div_ceil(2)
     }
 
+    /// Whether [`Policy::record_run`] does anything; the processor loop skips the call when it
+    /// does not (asked once, when the runtime is built). Default: true.
+    fn records_runs(&self) -> bool {
+        true
+    }
+
     /// Called by `processor` when a run of `ult` ends (yield, block, sleep or exit).
     fn record_run(&self, ult: &UltInfo, processor: usize) {
         let _ = (ult, processor);

@@ -17,6 +17,10 @@ impl Policy for NoAffinity {
     fn priority(&self, _ult: &UltInfo, _processor: usize, seq: u64) -> u64 {
         seq
     }
+
+    fn records_runs(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]
