@@ -485,11 +485,11 @@ impl Processor {
 
     fn put_stack(&self, s: UltStack) {
         let shared = &*self.shared;
-        if s.usable() != shared.config.stack_size {
-            return; // odd sizes are not pooled
-        }
         if shared.stacks_exhausted.load(Ordering::Relaxed) {
-            shared.stacks_exhausted.store(false, Ordering::Relaxed);
+            shared.stacks_exhausted.store(false, Ordering::Relaxed); // memory is coming back
+        }
+        if s.usable() != shared.config.stack_size {
+            return; // odd sizes are not pooled: dropping `s` unmaps it
         }
         if self.core().stack_pool.put(s, &shared.nodes[self.remote().node].stacks) {
             self.remote().stats.stack_pool_overflows.bump();
