@@ -26,7 +26,7 @@ use crate::park::ParkSlot;
 use crate::pool::{Got, LocalPool};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::run::RunQueue;
-use crate::queue::start::{steal_one, take_global};
+use crate::queue::start::{steal_one, take_global_batch};
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
@@ -95,12 +95,33 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
+    /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
+    notes: Vec<NoteBatch>,
     run_seq: u64,
     id_seq: u64,
     tick: u32,
     rng: u64,
     steal_buf: Vec<TcbRef>,
 }
+
+/// Clean-up notes bound for one processor, privately linked through `Tcb::next`.
+struct NoteBatch {
+    first: *mut crate::tcb::Tcb,
+    last: *mut crate::tcb::Tcb,
+    len: usize,
+}
+
+impl Default for NoteBatch {
+    fn default() -> Self {
+        NoteBatch { first: ptr::null_mut(), last: ptr::null_mut(), len: 0 }
+    }
+}
+
+/// Clean-up notes a processor holds back before pushing them as one chain.
+const NOTE_BATCH: usize = 32;
+
+/// Most never-started ULTs moved from a node or the global start-queue in one take.
+const START_BATCH: usize = 16;
 
 /// A processor as its OS thread sees it.
 pub(crate) struct Processor {
@@ -140,6 +161,7 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
+            notes: (0..shared.processors.len()).map(|_| NoteBatch::default()).collect(),
             run_seq: 0,
             id_seq: 0,
             tick: 0,
@@ -308,23 +330,31 @@ impl Processor {
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
         let remote = self.remote();
-        if !core.tick.is_multiple_of(61) {
+        if core.tick.is_multiple_of(61) {
+            self.flush_notes();
+        } else {
             if let Some(t) = core.start.pop() {
                 remote.stats.start_local.bump();
                 return Some(t);
             }
         }
+        // From the shared levels take a batch into the own start-queue (room permitting): one
+        // synchronization on the shared queue serves several starts.
+        let room =
+            self.shared.config.start_queue_limit.saturating_sub(self.core().start.len()).min(START_BATCH);
         let node = &self.shared.nodes[remote.node];
-        if let Some(t) = node.start.take() {
-            remote.stats.start_node.bump();
-            if !node.start.is_empty() {
+        if let Some((t, n)) = node.start.take_batch(&self.core().start, room) {
+            remote.stats.start_node.add(n as u64);
+            remote.stats.start_moved.add(n as u64 - 1);
+            if !node.start.is_empty() || n > 1 {
                 self.shared.notify_any(); // pass the wake-up on (see `crate::park`)
             }
             return Some(t);
         }
-        if let Some(t) = take_global(&self.shared.global_start) {
-            remote.stats.start_global.bump();
-            if !self.shared.global_start.is_empty() {
+        if let Some((t, n)) = take_global_batch(&self.shared.global_start, &self.core().start, room) {
+            remote.stats.start_global.add(n as u64);
+            remote.stats.start_moved.add(n as u64 - 1);
+            if !self.shared.global_start.is_empty() || n > 1 {
                 self.shared.notify_any();
             }
             return Some(t);
@@ -390,6 +420,7 @@ impl Processor {
     /// Step 5: look for work a few rounds, then park.
     #[cold]
     fn idle(&self) {
+        self.flush_notes();
         for _ in 0..self.shared.config.spin_rounds {
             for _ in 0..32 {
                 std::hint::spin_loop();
@@ -641,6 +672,40 @@ impl Processor {
             }
         } else {
             self.shared.wake_remote(t, target);
+        }
+    }
+
+    /// A joiner running here let go of `t`, which exited on processor `exit` (another one): queue a
+    /// clean-up note for it. Notes go out in chains of `NOTE_BATCH`, and all of them whenever this
+    /// processor runs out of work or every 61st loop round, so a note waits a bounded time.
+    #[inline]
+    pub(crate) fn note_joined(&self, t: TcbRef, exit: usize) {
+        let batch = &mut self.core().notes[exit];
+        t.tcb().next.store(batch.first, Ordering::Relaxed);
+        if batch.first.is_null() {
+            batch.last = t.as_ptr();
+        }
+        batch.first = t.as_ptr();
+        batch.len += 1;
+        if batch.len >= NOTE_BATCH {
+            self.flush_notes_to(exit);
+        }
+    }
+
+    fn flush_notes_to(&self, exit: usize) {
+        let batch = std::mem::take(&mut self.core().notes[exit]);
+        if let (Some(first), Some(last)) = (TcbRef::from_ptr(batch.first), TcbRef::from_ptr(batch.last)) {
+            self.shared.processors[exit].cleanup.push_chain(first, last);
+        }
+    }
+
+    /// Pushes every held-back clean-up note.
+    #[cold]
+    fn flush_notes(&self) {
+        for exit in 0..self.shared.processors.len() {
+            if self.core().notes[exit].len > 0 {
+                self.flush_notes_to(exit);
+            }
         }
     }
 

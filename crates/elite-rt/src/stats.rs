@@ -89,10 +89,14 @@ counters! {
     yields,
     /// ULTs taken from this processor's own start-queue.
     start_local,
-    /// ULTs taken from this processor's node start-queue.
+    /// ULTs taken from this processor's node start-queue (a take starts one and moves up to 15 more
+    /// into the own start-queue, see `start_moved`).
     start_node,
-    /// ULTs taken from the global start-queue.
+    /// ULTs taken from the global start-queue (in batches, as for `start_node`).
     start_global,
+    /// ULTs a node or global take moved into the own start-queue; they count again under
+    /// `start_local` when they start, so starts = local + node + global - moved.
+    start_moved,
     /// Spawns that found the own start-queue full and went to the node start-queue.
     start_overflow_node,
     /// Spawns that found the node start-queue full too and went to the global start-queue.

@@ -340,7 +340,7 @@ fn release(t: TcbRef) {
                 if exit == p.index {
                     p.reclaim_joined(t);
                 } else {
-                    p.shared.processors[exit].cleanup.push(t);
+                    p.note_joined(t, exit);
                 }
             }
             p.remote().handles.drop_one();

@@ -12,7 +12,7 @@
 
 use crate::atomics::{AtomicUsize, Ordering};
 use crate::tcb::TcbRef;
-use crossbeam_deque::{Injector, Steal};
+use crossbeam_deque::{Injector, Steal, Worker};
 
 /// A node's bounded start-queue.
 pub(crate) struct NodeStartQueue {
@@ -38,6 +38,18 @@ impl NodeStartQueue {
         Ok(())
     }
 
+    /// Takes the oldest entry and moves up to `room - 1` more into `dest`; returns the entry and
+    /// how many were taken in all.
+    #[inline]
+    pub(crate) fn take_batch(&self, dest: &Worker<TcbRef>, room: usize) -> Option<(TcbRef, usize)> {
+        if room <= 1 {
+            return self.take().map(|t| (t, 1));
+        }
+        let (t, n) = take_global_batch(&self.queue, dest, room)?;
+        self.len.fetch_sub(n, Ordering::Relaxed);
+        Some((t, n))
+    }
+
     /// Takes the oldest entry.
     #[inline]
     pub(crate) fn take(&self) -> Option<TcbRef> {
@@ -58,6 +70,30 @@ impl NodeStartQueue {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+}
+
+/// Takes the oldest entry of an injector and moves up to `room - 1` more into `dest`; returns the
+/// entry and how many were taken in all.
+#[inline]
+pub(crate) fn take_global_batch(
+    q: &Injector<TcbRef>,
+    dest: &Worker<TcbRef>,
+    room: usize,
+) -> Option<(TcbRef, usize)> {
+    if q.is_empty() {
+        return None;
+    }
+    if room <= 1 {
+        return take_global(q).map(|t| (t, 1));
+    }
+    let before = dest.len();
+    loop {
+        match q.steal_batch_with_limit_and_pop(dest, room) {
+            Steal::Success(t) => return Some((t, 1 + dest.len() - before)),
+            Steal::Empty => return None,
+            Steal::Retry => std::hint::spin_loop(),
+        }
     }
 }
 

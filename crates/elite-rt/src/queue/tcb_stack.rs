@@ -13,8 +13,9 @@
 //! * `drain()`: `swap(head, null)` with `Acquire` takes the whole list at once; the owner then walks
 //!   it privately. Because the owner never pops single entries, there is no ABA: a TCB can reappear on
 //!   the stack only after the drain that took it.
-//! * `push` returns whether the stack was empty before, so a waker knows when the owner might be
-//!   parked with nothing to do (see `crate::park`).
+//! * `push_chain(first, last)` publishes a privately linked chain the same way, with one CAS: a
+//!   joiner batches its clean-up notes per exiting processor so bulk joins do not bounce the
+//!   owner's head line once per ULT.
 
 use crate::atomics::{AtomicPtr, Ordering};
 use crate::tcb::{Tcb, TcbRef};
@@ -37,6 +38,20 @@ impl TcbStack {
         loop {
             t.tcb().next.store(head, Ordering::Relaxed);
             match self.head.compare_exchange_weak(head, t.as_ptr(), Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Pushes a chain `first -> ... -> last` (linked through `Tcb::next`) with one CAS.
+    #[inline]
+    pub(crate) fn push_chain(&self, first: TcbRef, last: TcbRef) {
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            last.tcb().next.store(head, Ordering::Relaxed);
+            match self.head.compare_exchange_weak(head, first.as_ptr(), Ordering::Release, Ordering::Relaxed)
+            {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
