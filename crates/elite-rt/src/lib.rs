@@ -30,7 +30,10 @@
 //! start-queue (overflowing to the node's, then to the global one). The ULT has no stack yet: the
 //! processor that first runs it takes a stack from *its own* pool, so stack memory is touched by the
 //! processor that uses it. A ULT runs until it yields, blocks, sleeps or returns; each is a switch back
-//! to the processor's loop, which finishes the transition on its own stack. On exit the stack goes back
+//! to the processor's loop, which finishes the transition on its own stack. (One shortcut: a ULT
+//! that joins a child still waiting at the top of its processor's start-queue starts the child
+//! itself, on the child's own stack, and finishes the child's first switch just as the loop would;
+//! a spawn followed at once by a join then costs no blocking of the joiner.) On exit the stack goes back
 //! to the local pool at once and the TCB waits on the deathrow until the joiner lets go of it; a joiner
 //! on another processor pushes a note on the exiting processor's clean-up stack rather than touching
 //! its pools.

@@ -461,6 +461,34 @@ impl Processor {
         shared.processors.iter().any(|p| !p.start.is_empty() || p.runq.len() > 0)
     }
 
+    /// The join fast path: if `t` is the newest entry of this processor's start-queue, start it
+    /// now, from the joining ULT, instead of blocking the joiner and letting the loop start it.
+    ///
+    /// The child still gets its own stack and runs as itself (`current` names it); its coroutine is
+    /// resumed from the joiner's stack rather than the loop's. When it returns or switches out
+    /// (yield, block, sleep), control comes back here and the transition is finished exactly as
+    /// the loop would finish it, on the joiner's stack, never the child's. The joiner then reads
+    /// the join state as usual and blocks only if the child has not finished. Popping the entry is
+    /// what proves this processor owns `t`; an entry that is not `t` is pushed back on top, which
+    /// restores the queue's order.
+    ///
+    /// Only the ULT currently running on this processor calls this.
+    pub(crate) fn start_inline(&self, t: TcbRef) -> bool {
+        match self.core().start.pop() {
+            Some(top) if top == t => {}
+            Some(top) => {
+                self.core().start.push(top);
+                return false;
+            }
+            None => return false,
+        }
+        self.remote().stats.start_local.bump();
+        let joiner = self.current.get();
+        self.start_ult(t);
+        self.current.set(joiner);
+        true
+    }
+
     /// Gives a never-run ULT a stack from this processor's pool and runs it.
     fn start_ult(&self, t: TcbRef) {
         let tcb = t.tcb();

@@ -259,7 +259,14 @@ impl<T> JoinHandle<T> {
         let t = self.tcb;
         let tcb = t.tcb();
         if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
-            wait_for_exit(t);
+            if let Some(p) = current_processor() {
+                if std::ptr::eq(Arc::as_ptr(&p.shared) as *const (), t.chunk().shared()) {
+                    p.start_inline(t);
+                }
+            }
+            if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+                wait_for_exit(t);
+            }
         }
         let mut out: Option<std::thread::Result<T>> = None;
         // SAFETY: COMPLETE was observed with Acquire and the handle is the only reader of the output.

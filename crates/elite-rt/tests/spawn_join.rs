@@ -583,3 +583,57 @@ fn runtime_methods_from_inside_a_ult() {
         assert_eq!(s.total().spawns, 3, "{s}");
     });
 }
+
+/// A join starts a child that is still at the top of the joiner's start-queue right away, from
+/// the joiner (the join fast path). The child must behave exactly as if the loop had started it:
+/// it runs as itself, and its yields, sleeps, blocking joins (which start grandchildren the same
+/// way) and panics all work, on one and on two processors.
+#[test]
+fn joins_that_start_their_child_inline_handle_every_switch() {
+    for procs in [1, 2] {
+        let rt = rt(procs);
+        let out = hang_guard(60, "inline-started children", move || {
+            rt.block_on(|| {
+                let parent = elite_rt::current().id();
+                let mut total = 0u64;
+                for round in 0..200u64 {
+                    let h = Builder::new()
+                        .name(format!("child {round}"))
+                        .spawn(move || {
+                            let me = elite_rt::current();
+                            assert_ne!(me.id(), parent, "the child runs as itself");
+                            assert_eq!(me.name(), Some(format!("child {round}").as_str()));
+                            for _ in 0..3 {
+                                yield_now();
+                            }
+                            if round % 50 == 0 {
+                                elite_rt::sleep(Duration::from_millis(1));
+                            }
+                            let grandchild = spawn(move || {
+                                yield_now();
+                                round * 2
+                            });
+                            let g = grandchild.join().expect("grandchild");
+                            if round % 7 == 0 {
+                                panic!("child {round} panics on purpose");
+                            }
+                            g + 1
+                        })
+                        .expect("spawn");
+                    match h.join() {
+                        Ok(v) => total += v,
+                        Err(payload) => {
+                            assert_eq!(round % 7, 0);
+                            let msg = payload.downcast_ref::<String>().expect("a String payload");
+                            assert!(msg.contains("on purpose"), "{msg}");
+                        }
+                    }
+                    assert_eq!(elite_rt::current().id(), parent, "the joiner is itself again");
+                }
+                total
+            })
+        });
+        let expected: u64 = (0..200u64).filter(|r| r % 7 != 0).map(|r| r * 2 + 1).sum();
+        assert_eq!(out, expected, "processors = {procs}");
+    }
+}
