@@ -258,20 +258,24 @@ impl<T> JoinHandle<T> {
     pub fn join(self) -> std::thread::Result<T> {
         let t = self.tcb;
         let tcb = t.tcb();
+        let mut here = current_processor();
         if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
-            if let Some(p) = current_processor() {
+            if let Some(p) = here {
                 if std::ptr::eq(Arc::as_ptr(&p.shared) as *const (), t.chunk().shared()) {
                     p.start_inline(t);
                 }
             }
             if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
                 wait_for_exit(t);
+                // Blocking may have moved this ULT to another OS thread: look it up again.
+                here = current_processor();
             }
         }
         let mut out: Option<std::thread::Result<T>> = None;
         // SAFETY: COMPLETE was observed with Acquire and the handle is the only reader of the output.
         unsafe { (tcb.vtable.get().take_output)(tcb.task.get(), &mut out as *mut _ as *mut ()) };
-        drop(self); // release: fetch_or(DETACHED), then the clean-up note
+        std::mem::forget(self); // released here instead of in Drop:
+        release_on(t, here); // fetch_or(DETACHED), then the clean-up note
         out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)))
     }
 
@@ -332,6 +336,12 @@ fn wait_for_exit(t: TcbRef) {
 
 /// The handle's side of the join protocol: let go of the TCB.
 fn release(t: TcbRef) {
+    release_on(t, current_processor());
+}
+
+/// [`release`] for a caller that already knows the processor it runs on (if any).
+#[inline]
+fn release_on(t: TcbRef, here: Option<&Processor>) {
     let tcb = t.tcb();
     let shared = t.chunk().shared() as *const crate::runtime::Shared;
     let prev = tcb.join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
@@ -340,7 +350,7 @@ fn release(t: TcbRef) {
         // SAFETY: complete and now detached by us: the exiting processor no longer touches the task.
         unsafe { tcb.drop_task() };
     }
-    match current_processor() {
+    match here {
         Some(p) if std::ptr::eq(Arc::as_ptr(&p.shared), shared) => {
             if complete {
                 let exit = tcb.exit_processor.get();
