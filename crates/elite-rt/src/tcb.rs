@@ -195,7 +195,9 @@ static EMPTY_VTABLE: TaskVTable = {
     TaskVTable { run: nop, take_output: nop2, fail: nop3, drop: nop }
 };
 
-/// A thread control block.
+/// A thread control block, aligned to a cache line so that neighbours in a chunk, often in use on
+/// different processors, share no line.
+#[repr(align(64))]
 pub(crate) struct Tcb {
     // Identity: written by the spawner before publication.
     pub(crate) id: Cell<u64>,
