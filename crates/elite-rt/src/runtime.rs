@@ -15,6 +15,11 @@
 //!    thread dropping the runtime) and unmapped;
 //! 4. frees pooled stacks. TCB memory is freed when the last join handle is gone.
 //!
+//! A runtime dropped by one of its own ULTs raises the flag and returns; steps 2 to 4 run on a
+//! thread of their own, once that ULT's processor has left its loop at the ULT's next switch.
+//! A destructor that panics while step 3 unwinds a cancelled ULT aborts the process (a panic
+//! during unwinding).
+//!
 //! # Handle accounting
 //!
 //! A [`JoinHandle`] reaches its TCB (in a chunk owned by [`Shared`]) and the clean-up stacks (in
@@ -386,29 +391,49 @@ impl Shared {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        // 1. raise the flag, unpark everyone; 2. join the threads.
-        self.shared.shutdown.store(true, Ordering::SeqCst);
-        for p in self.shared.processors.iter() {
+        let shared = self.shared.clone();
+        let threads = std::mem::take(&mut self.threads);
+        // 1. raise the flag, unpark everyone.
+        shared.shutdown.store(true, Ordering::SeqCst);
+        for p in shared.processors.iter() {
             p.park.force_unpark();
         }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        let inside = current_processor().is_some_and(|p| Arc::ptr_eq(&p.shared, &shared));
+        if !inside {
+            finish_shutdown(shared, threads);
+            return;
         }
-        // 3. cancel what did not finish; 4. free pooled stacks now rather than with the last handle.
-        self.shared.cancel_unfinished();
-        for n in self.shared.nodes.iter() {
-            n.stacks.clear();
+        // Dropped by one of its own ULTs: joining its own processor here would wait forever. Finish
+        // on another thread; this processor leaves its loop at the ULT's next switch.
+        let spawned = thread::Builder::new()
+            .name("elite-shutdown".into())
+            .spawn(move || finish_shutdown(shared, threads));
+        if spawned.is_err() {
+            crate::fatal("could not start a thread to shut the runtime down (dropped from its own ULT)");
         }
-        // 5. hand `Shared` over to the handles still alive (see "Handle accounting").
-        let for_handles = Arc::into_raw(self.shared.clone());
-        let on_processors =
-            self.shared.processors.iter().fold(0u64, |sum, p| sum.wrapping_add(p.handles.get())) as i64;
-        let delta = on_processors - HANDLE_BIAS;
-        let live = self.shared.outside_handles.fetch_add(delta, Ordering::AcqRel) + delta;
-        if live == 0 {
-            // SAFETY: `for_handles` came from `Arc::into_raw` just above and no handle is left to use it.
-            unsafe { drop(Arc::from_raw(for_handles)) };
-        }
+    }
+}
+
+/// Shutdown steps 2 to 5 (see the module docs); the flag is raised and processors unparked.
+fn finish_shutdown(shared: Arc<Shared>, threads: Vec<thread::JoinHandle<()>>) {
+    // 2. join the threads.
+    for t in threads {
+        let _ = t.join();
+    }
+    // 3. cancel what did not finish; 4. free pooled stacks now rather than with the last handle.
+    shared.cancel_unfinished();
+    for n in shared.nodes.iter() {
+        n.stacks.clear();
+    }
+    // 5. hand `Shared` over to the handles still alive (see "Handle accounting").
+    let for_handles = Arc::into_raw(shared.clone());
+    let on_processors =
+        shared.processors.iter().fold(0u64, |sum, p| sum.wrapping_add(p.handles.get())) as i64;
+    let delta = on_processors - HANDLE_BIAS;
+    let live = shared.outside_handles.fetch_add(delta, Ordering::AcqRel) + delta;
+    if live == 0 {
+        // SAFETY: `for_handles` came from `Arc::into_raw` just above and no handle is left to use it.
+        unsafe { drop(Arc::from_raw(for_handles)) };
     }
 }
 

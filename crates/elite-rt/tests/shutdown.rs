@@ -410,3 +410,33 @@ fn runtime_memory_is_freed_after_a_drop_with_a_blocked_joiner() {
         assert!(rss1 <= rss0 + 24 * 1024, "RSS grew from {rss0} KiB to {rss1} KiB over 40 runtimes");
     });
 }
+
+/// A runtime dropped by one of its own ULTs shuts down in the background instead of waiting for
+/// itself: the dropping ULT finishes its run, its join (from outside) still gets its value, and the
+/// runtime's threads end.
+#[test]
+fn a_runtime_dropped_by_its_own_ult_shuts_down() {
+    hang_guard(30, "drop from inside", || {
+        let slot: Arc<std::sync::Mutex<Option<Runtime>>> = Arc::new(std::sync::Mutex::new(None));
+        let rt = Runtime::builder().processors(2).build().expect("runtime");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = {
+            let slot = slot.clone();
+            rt.spawn(move || {
+                // Wait until the runtime is in the slot, take it and drop it right here.
+                let rt = loop {
+                    if let Some(rt) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                        break rt;
+                    }
+                    elite_rt::yield_now();
+                };
+                drop(rt);
+                tx.send(()).expect("report the drop");
+                42
+            })
+        };
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(rt);
+        rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the ULT got past its drop");
+        assert_eq!(handle.join().expect("the dropping ULT finished"), 42);
+    });
+}
