@@ -36,6 +36,7 @@ use crate::timer::Timers;
 use crate::{policy::UltInfo, SpawnError};
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Stealer, Worker};
+use crossbeam_utils::CachePadded;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 use std::sync::Arc;
@@ -53,30 +54,35 @@ pub(crate) enum Switch {
 }
 
 /// The shared part of a processor.
+///
+/// Fields written by different parties sit on separate cache lines: the wake-up and clean-up
+/// stacks (pushed by others), the runqueue (owner and thieves), the park slot (wakers), and the
+/// owner-written counters, so that counting on the hot path never invalidates a line that idle
+/// processors poll.
 pub(crate) struct Remote {
     pub(crate) node: usize,
-    pub(crate) wakeup: TcbStack,
-    pub(crate) cleanup: TcbStack,
     pub(crate) start: Stealer<TcbRef>,
-    pub(crate) runq: RunQueue,
-    pub(crate) park: ParkSlot,
-    pub(crate) stats: Counters,
+    pub(crate) wakeup: CachePadded<TcbStack>,
+    pub(crate) cleanup: CachePadded<TcbStack>,
+    pub(crate) runq: CachePadded<RunQueue>,
+    pub(crate) park: CachePadded<ParkSlot>,
+    pub(crate) stats: CachePadded<Counters>,
     /// Join handles created minus handles released on this processor (see `runtime`, "Handle
     /// accounting"); owner-written, may wrap below zero.
-    pub(crate) handles: Counter,
+    pub(crate) handles: CachePadded<Counter>,
 }
 
 impl Remote {
     pub(crate) fn new(node: usize, start: Stealer<TcbRef>) -> Remote {
         Remote {
             node,
-            wakeup: TcbStack::new(),
-            cleanup: TcbStack::new(),
             start,
-            runq: RunQueue::new(),
-            park: ParkSlot::new(),
-            stats: Counters::default(),
-            handles: Counter::default(),
+            wakeup: CachePadded::new(TcbStack::new()),
+            cleanup: CachePadded::new(TcbStack::new()),
+            runq: CachePadded::new(RunQueue::new()),
+            park: CachePadded::new(ParkSlot::new()),
+            stats: CachePadded::new(Counters::default()),
+            handles: CachePadded::new(Counter::default()),
         }
     }
 }
@@ -95,6 +101,8 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
+    /// The child a joiner is running through the join fast path, if any (see `start_inline`).
+    inline_child: Option<TcbRef>,
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
     notes: Vec<NoteBatch>,
     run_seq: u64,
@@ -102,6 +110,21 @@ pub(crate) struct Core {
     tick: u32,
     rng: u64,
     steal_buf: Vec<TcbRef>,
+}
+
+/// How the join fast path ([`Processor::start_inline`]) went.
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Inline {
+    /// The child was not the newest entry of the start-queue (already taken, or buried).
+    NotStarted,
+    /// The child started and switched out before finishing; the join protocol goes on as usual.
+    Switched,
+    /// The child started and returned. Its joiner holds the only handle (being consumed by
+    /// value, so no other reference to it exists) and runs on this processor: the join state
+    /// was not published, the TCB is not on the deathrow, and the joiner takes the output and
+    /// recycles the TCB directly ([`Processor::reclaim_inline`]).
+    Finished,
 }
 
 /// Clean-up notes bound for one processor, privately linked through `Tcb::next`.
@@ -161,6 +184,7 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
+            inline_child: None,
             notes: (0..shared.processors.len()).map(|_| NoteBatch::default()).collect(),
             run_seq: 0,
             id_seq: 0,
@@ -473,20 +497,28 @@ impl Processor {
     /// restores the queue's order.
     ///
     /// Only the ULT currently running on this processor calls this.
-    pub(crate) fn start_inline(&self, t: TcbRef) -> bool {
+    pub(crate) fn start_inline(&self, t: TcbRef) -> Inline {
         match self.core().start.pop() {
             Some(top) if top == t => {}
             Some(top) => {
                 self.core().start.push(top);
-                return false;
+                return Inline::NotStarted;
             }
-            None => return false,
+            None => return Inline::NotStarted,
         }
         self.remote().stats.start_local.bump();
         let joiner = self.current.get();
+        let outer = self.core().inline_child.replace(t);
         self.start_ult(t);
+        // `exit` clears the mark when the child returned during this run.
+        let finished = self.core().inline_child != Some(t);
+        self.core().inline_child = outer;
         self.current.set(joiner);
-        true
+        if finished {
+            Inline::Finished
+        } else {
+            Inline::Switched
+        }
     }
 
     /// Gives a never-run ULT a stack from this processor's pool and runs it.
@@ -653,7 +685,24 @@ impl Processor {
         if let Some(co) = co {
             self.put_stack(co.into_stack());
         }
+        if self.core().inline_child == Some(t) {
+            // Its joiner started it inline and is waiting right below us on this OS thread with
+            // the only handle: nobody else can observe the join state (see `Inline::Finished`).
+            self.core().inline_child = None;
+            tcb.life.set(Life::Exited);
+            tcb.exit_processor.set(self.index);
+            self.remote().stats.joined_inline.bump();
+            return;
+        }
         self.finish(t);
+    }
+
+    /// The joiner's end of [`Inline::Finished`]: the output was taken, give the TCB back.
+    pub(crate) fn reclaim_inline(&self, t: TcbRef) {
+        // SAFETY: the joiner owns the finished task (see `Inline::Finished`).
+        unsafe { t.tcb().drop_task() };
+        self.recycle(t);
+        self.remote().handles.drop_one();
     }
 
     /// Publishes COMPLETE and puts the TCB on the deathrow, or recycles a detached one.

@@ -116,7 +116,7 @@ impl Shared {
     /// Wakes one parked processor, if any, after a thread outside the runtime published work.
     #[inline]
     pub(crate) fn notify_any_from_outside(&self) {
-        self.idle.notify_one(self.processors.iter().map(|p| &p.park));
+        self.idle.notify_one(self.processors.iter().map(|p| &*p.park));
     }
 
     /// Makes a blocked ULT ready: onto the wake-up stack of the processor the policy picks.

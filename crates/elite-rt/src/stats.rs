@@ -139,6 +139,9 @@ counters! {
     cleanup_notes,
     /// Exited ULTs recycled here without a note (detached, or joined on this same processor).
     reclaimed_local,
+    /// ULTs started by their joiner (the join fast path) that finished in that run: recycled at
+    /// once, without the deathrow.
+    joined_inline,
 }
 
 /// A snapshot of the counters of every processor.

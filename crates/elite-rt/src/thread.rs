@@ -2,7 +2,7 @@
 //! `yield_now`, `sleep`.
 
 use crate::atomics::Ordering;
-use crate::processor::{current_processor, Processor, Switch};
+use crate::processor::{current_processor, Inline, Processor, Switch};
 use crate::stack::{round_to_pages, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::tcb::{new_task, JoinState, Life, TcbRef, Waiter};
 use std::fmt;
@@ -261,8 +261,16 @@ impl<T> JoinHandle<T> {
         let mut here = current_processor();
         if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
             if let Some(p) = here {
-                if std::ptr::eq(Arc::as_ptr(&p.shared) as *const (), t.chunk().shared()) {
-                    p.start_inline(t);
+                if std::ptr::eq(Arc::as_ptr(&p.shared) as *const (), t.chunk().shared())
+                    && p.start_inline(t) == Inline::Finished
+                {
+                    let mut out: Option<std::thread::Result<T>> = None;
+                    // SAFETY: the child finished inside `start_inline`; this handle is the only
+                    // way to it and is consumed here (see `Inline::Finished`).
+                    unsafe { (tcb.vtable.get().take_output)(tcb.task.get(), &mut out as *mut _ as *mut ()) };
+                    std::mem::forget(self);
+                    p.reclaim_inline(t);
+                    return out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)));
                 }
             }
             if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
