@@ -26,11 +26,9 @@
 //! processor may take (a start-queue, a runqueue with more than one entry) unparks one parked
 //! processor, if any.
 //!
-//! A spawner notifies only when its start-queue goes from empty to non-empty (or on overflow to a
-//! shared level): a parker's re-check sees entries that were already there. Several entries can
-//! therefore arrive with a single wake-up; the processor that takes one from a queue that still
-//! holds more (a steal, or a node or global take) passes the wake-up on to another parked processor,
-//! so every queued ULT finds a processor while any is idle.
+//! A spawner notifies after every push (one fence and one load while nobody is parked). A processor
+//! that takes from a queue that still holds more (a steal, or a node or global take) passes a
+//! wake-up on to another parked processor, so a burst of entries spreads over the idle processors.
 
 use crate::atomics::{fence, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;

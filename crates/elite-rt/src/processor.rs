@@ -108,6 +108,7 @@ pub(crate) struct Core {
     run_seq: u64,
     id_seq: u64,
     tick: u32,
+    rounds: u32,
     rng: u64,
     steal_buf: Vec<TcbRef>,
 }
@@ -189,6 +190,7 @@ impl Processor {
             run_seq: 0,
             id_seq: 0,
             tick: 0,
+            rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             steal_buf: Vec::new(),
         };
@@ -270,6 +272,11 @@ impl Processor {
     /// Step 1: wake-ups into the runqueue, clean-up notes, due timers.
     #[inline]
     fn maintain(&self) {
+        let core = self.core();
+        core.rounds = core.rounds.wrapping_add(1);
+        if core.rounds.is_multiple_of(64) {
+            self.flush_notes(); // held-back clean-up notes wait at most 64 rounds
+        }
         let remote = self.remote();
         if !remote.wakeup.is_empty() {
             let mut n = 0;
@@ -509,7 +516,11 @@ impl Processor {
         self.remote().stats.start_local.bump();
         let joiner = self.current.get();
         let outer = self.core().inline_child.replace(t);
+        // Scheduler code runs here on the joiner's stack: a panic in it is a runtime bug, as in the
+        // loop, not something for the joiner to catch.
+        let guard = crate::AbortOnPanic("the join fast path");
         self.start_ult(t);
+        std::mem::forget(guard);
         // `exit` clears the mark when the child returned during this run.
         let finished = self.core().inline_child != Some(t);
         self.core().inline_child = outer;
@@ -535,6 +546,11 @@ impl Processor {
             // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only the
             // processor running this ULT calls `run`.
             unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
+            // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result runs
+            // user code, which may join, yield or sleep like any ULT code.
+            if let Some(p) = current_processor() {
+                p.publish_from_ult(t);
+            }
         });
         // SAFETY: this processor owns the TCB (it took it from a start-queue).
         unsafe { *tcb.coroutine.get() = Some(co) };
@@ -550,7 +566,10 @@ impl Processor {
         let tcb = t.tcb();
         // SAFETY: this processor owns the never-started task.
         unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(err)) };
-        self.finish(t);
+        // Never started: no ULT stack to publish from; a detached one's closure is dropped here, on
+        // the loop (where join, yield and sleep act like on a plain OS thread).
+        let prev = self.publish(t);
+        self.settle(t, prev);
     }
 
     fn get_stack(&self, size: usize) -> std::io::Result<UltStack> {
@@ -694,7 +713,7 @@ impl Processor {
             self.remote().stats.joined_inline.bump();
             return;
         }
-        self.finish(t);
+        self.settle(t, tcb.exit_prev.get());
     }
 
     /// The joiner's end of [`Inline::Finished`]: the output was taken, give the TCB back.
@@ -705,15 +724,50 @@ impl Processor {
         self.remote().handles.drop_one();
     }
 
-    /// Publishes COMPLETE and puts the TCB on the deathrow, or recycles a detached one.
-    fn finish(&self, t: TcbRef) {
+    /// Publishes COMPLETE from the exiting ULT itself (its last act, on its own stack), remembering
+    /// what the join state held for `settle` on the loop. Skipped when the joiner runs the ULT
+    /// through the join fast path (see `exit`).
+    pub(crate) fn publish_from_ult(&self, t: TcbRef) {
+        if self.core().inline_child == Some(t) {
+            return;
+        }
+        let prev = self.publish(t);
+        t.tcb().exit_prev.set(prev);
+    }
+
+    /// The exit's step one: publish COMPLETE; a detached ULT's result is dropped at once, by the
+    /// caller (the ULT itself, except for a ULT that never got a stack).
+    ///
+    /// Once COMPLETE is out, a joiner elsewhere may take the result and send a clean-up note; the
+    /// note is drained by this processor's loop only after `settle`, which follows on the same
+    /// thread, has put the TCB on the deathrow.
+    fn publish(&self, t: TcbRef) -> usize {
         let tcb = t.tcb();
-        tcb.life.set(Life::Exited);
         tcb.exit_processor.set(self.index);
         let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
             unsafe { tcb.drop_task() };
+        }
+        prev
+    }
+
+    /// The exit's step two, on the loop after the last switch: recycle a detached TCB, or put it on
+    /// the deathrow and wake its joiner.
+    fn settle(&self, t: TcbRef, prev: usize) {
+        let tcb = t.tcb();
+        tcb.life.set(Life::Exited);
+        if prev & JoinState::DETACHED != 0 {
+            if prev & JoinState::WAITER != 0 {
+                // Registered, then detached: a foreign joiner unwound by its runtime's shutdown.
+                // SAFETY: WAITER seen through the AcqRel RMW in `publish`.
+                if let Waiter::Ult(w) = unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) } {
+                    if !std::ptr::eq(w.chunk().shared(), Arc::as_ptr(&self.shared) as *const ()) {
+                        // SAFETY: the foreign waiter's claim is still held (see `wake_foreign`).
+                        unsafe { crate::runtime::wake_foreign(w) };
+                    }
+                }
+            }
             self.remote().stats.reclaimed_local.bump();
             self.recycle(t);
             return;
@@ -721,16 +775,16 @@ impl Processor {
         self.core().deathrow.insert(t);
         self.remote().stats.deathrow_in.bump();
         if prev & JoinState::WAITER != 0 {
-            // SAFETY: the waiter was written before WAITER was set, and our AcqRel RMW saw WAITER.
+            // SAFETY: the waiter was written before WAITER was set, and the AcqRel RMW saw WAITER.
             match unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) } {
                 Waiter::Ult(w)
                     if std::ptr::eq(w.chunk().shared(), Arc::as_ptr(&self.shared) as *const ()) =>
                 {
                     self.wake(w)
                 }
-                // A ULT of another runtime joined one of ours: wake it on its own runtime.
-                // SAFETY: a blocked ULT's runtime is alive (its processors wait for it to finish).
-                Waiter::Ult(w) => unsafe { &*(w.chunk().shared() as *const Shared) }.wake(w, None),
+                // SAFETY: a ULT of another runtime joined one of ours; it holds a claim on its
+                // runtime's shared state until woken (see `thread::wait_for_exit`).
+                Waiter::Ult(w) => unsafe { crate::runtime::wake_foreign(w) },
                 other => self.shared.wake_waiter(other, Some(self.index)),
             }
         }
@@ -856,17 +910,12 @@ impl Processor {
     pub(crate) fn push_start(&self, t: TcbRef) {
         let shared = &*self.shared;
         let core = self.core();
-        let was_empty = core.start.is_empty();
         if core.start.len() < shared.config.start_queue_limit {
             core.start.push(t);
         } else {
             self.push_start_overflow(t);
         }
-        // Only an empty -> non-empty step needs a wake-up: a parker's re-check (after its own
-        // announcement) sees any entry that was already there (see `crate::park`).
-        if was_empty {
-            shared.notify_any();
-        }
+        shared.notify_any();
     }
 
     #[cold]

@@ -15,8 +15,9 @@
 //!    thread dropping the runtime) and unmapped;
 //! 4. frees pooled stacks. TCB memory is freed when the last join handle is gone.
 //!
-//! A runtime dropped by one of its own ULTs raises the flag and returns; steps 2 to 4 run on a
-//! thread of their own, once that ULT's processor has left its loop at the ULT's next switch.
+//! A runtime dropped on a processor (by one of its own ULTs, or a ULT of another runtime) raises the
+//! flag and returns; steps 2 to 4 run on a thread of their own (a processor of this runtime leaves
+//! its loop at that ULT's next switch).
 //! A destructor that panics while step 3 unwinds a cancelled ULT aborts the process (a panic
 //! during unwinding).
 //!
@@ -30,7 +31,9 @@
 //! * each processor keeps an owner-written counter: +1 for a handle created by a spawn on it, -1
 //!   for a handle released by code running on it (plain load and store, no RMW);
 //! * `outside_handles` (atomic) takes +1 / -1 for handles created or released on other threads, and
-//!   starts at a large `BIAS` that the runtime holds while it lives, so it never reaches zero then.
+//!   for the claim a ULT takes while it waits in a join on another runtime's ULT (released by the
+//!   waker, `wake_foreign`); it starts at a large `BIAS` that the runtime holds while it lives, so
+//!   it never reaches zero then.
 //!
 //! When the runtime is dropped (processors joined, so their counters are final), it takes one extra
 //! reference on `Shared` for the handles, then folds the processors' counters and removes the bias
@@ -83,6 +86,25 @@ pub(crate) struct Shared {
 
 /// The runtime's own share of `outside_handles` while it lives.
 const HANDLE_BIAS: i64 = 1 << 48;
+
+/// Wakes `w`, a ULT of another runtime that joined a ULT of ours, on its own runtime, then gives
+/// up the claim it took on that runtime when it registered (see `thread::wait_for_exit`).
+///
+/// # Safety
+/// `w` registered as a foreign waiter with a claim that has not been released yet.
+pub(crate) unsafe fn wake_foreign(w: TcbRef) {
+    let shared = w.chunk().shared() as *const Shared;
+    // SAFETY: the waiter's claim keeps its runtime's shared state alive until the release below.
+    unsafe { &*shared }.wake(w, None);
+    // SAFETY: this is the claim the waiter took; nothing touches `shared` after it.
+    unsafe { release_outside_handle(shared) };
+}
+
+/// Takes a claim on `shared` for a reference that outlives the processors' bookkeeping (a foreign
+/// waiter), released by [`release_outside_handle`].
+pub(crate) fn claim_outside(shared: &Shared) {
+    shared.outside_handles.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Releases one handle's claim on `shared` from a thread that is not one of its processors.
 ///
@@ -209,9 +231,12 @@ impl Shared {
         drop(chunks);
         for &t in &unfinished {
             let tcb = t.tcb();
-            // SAFETY: every processor thread has been joined, so this thread owns every unfinished
-            // ULT; its task never completed and nobody else can run it now.
-            unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(Cancelled)) };
+            if !tcb.task.get().is_null() {
+                // SAFETY: every processor thread has been joined, so this thread owns every
+                // unfinished ULT; its task never completed and nobody else can run it now. (A null
+                // task: a detached ULT cancelled while dropping its own result.)
+                unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(Cancelled)) };
+            }
             tcb.life.set(Life::Exited);
             tcb.exit_processor.set(0);
             let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
@@ -220,9 +245,16 @@ impl Shared {
                 unsafe { tcb.drop_task() };
             } else if prev & JoinState::WAITER != 0 {
                 // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
-                if let Waiter::Thread(th) = unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) }
-                {
-                    th.unpark();
+                match unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) } {
+                    Waiter::Thread(th) => th.unpark(),
+                    // Our own ULTs are cancelled with us; one of another runtime runs on.
+                    Waiter::Ult(w)
+                        if !std::ptr::eq(w.chunk().shared(), self as *const Shared as *const ()) =>
+                    {
+                        // SAFETY: a foreign waiter holds its claim until woken.
+                        unsafe { wake_foreign(w) }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -398,13 +430,14 @@ impl Drop for Runtime {
         for p in shared.processors.iter() {
             p.park.force_unpark();
         }
-        let inside = current_processor().is_some_and(|p| Arc::ptr_eq(&p.shared, &shared));
-        if !inside {
+        if current_processor().is_none() {
             finish_shutdown(shared, threads);
             return;
         }
-        // Dropped by one of its own ULTs: joining its own processor here would wait forever. Finish
-        // on another thread; this processor leaves its loop at the ULT's next switch.
+        // Dropped on a processor (by a ULT, or by code its loop runs): joining its own processor
+        // here would wait forever, and unwinding another runtime's ULTs here would run their
+        // destructors inside this processor's context. Finish on a thread of its own; a processor
+        // of this runtime leaves its loop at the ULT's next switch.
         let spawned = thread::Builder::new()
             .name("elite-shutdown".into())
             .spawn(move || finish_shutdown(shared, threads));

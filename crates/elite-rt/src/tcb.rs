@@ -13,8 +13,10 @@
 //! # The join protocol (one state word, [`JoinState`])
 //!
 //! ```text
-//! exit (processor, after the ULT's last switch):   result stored; prev = fetch_or(COMPLETE)
-//!     prev has DETACHED -> nobody will read: drop the task, recycle the TCB at once
+//! exit, publish (the ULT itself, last thing on its stack): result stored; prev = fetch_or(COMPLETE)
+//!     prev has DETACHED -> nobody will read: drop the result right there (user code, ULT context)
+//! exit, settle (processor loop, after the last switch):
+//!     prev has DETACHED -> recycle the TCB at once
 //!     otherwise         -> TCB goes on this processor's deathrow; prev has WAITER -> wake the waiter
 //! join (handle):   COMPLETE set? take the result : register waiter, prev = fetch_or(WAITER),
 //!                  block unless prev has COMPLETE (then the exiter did not see WAITER: go on)
@@ -217,6 +219,8 @@ pub(crate) struct Tcb {
     pub(crate) processor: AtomicUsize,
     /// Processor whose deathrow holds the exited ULT; written before COMPLETE is published.
     pub(crate) exit_processor: Cell<usize>,
+    /// The join state `publish` found, for `settle` after the last switch.
+    pub(crate) exit_prev: Cell<usize>,
     // Join protocol.
     pub(crate) join: AtomicUsize,
     pub(crate) waiter: UnsafeCell<Waiter>,
@@ -260,6 +264,7 @@ impl Tcb {
             canary_at: Cell::new(0),
             processor: AtomicUsize::new(0),
             exit_processor: Cell::new(0),
+            exit_prev: Cell::new(0),
             join: AtomicUsize::new(0),
             waiter: UnsafeCell::new(Waiter::None),
             next: AtomicPtr::new(ptr::null_mut()),

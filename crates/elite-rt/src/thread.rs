@@ -313,8 +313,14 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// Blocks until the ULT behind `t` has published COMPLETE.
 fn wait_for_exit(t: TcbRef) {
     let tcb = t.tcb();
-    if current_processor().is_some() {
-        // A ULT: block; the loop registers us after the switch (the join protocol in `tcb`).
+    if let Some(p) = current_ult_processor() {
+        // A ULT: block; the loop registers us after the switch (the join protocol in `tcb`). A ULT
+        // joining one of another runtime holds a claim on its own runtime until woken, so the
+        // waker (or the joined runtime's shutdown) can reach it even while its runtime is dropped.
+        let foreign = !std::ptr::eq(Arc::as_ptr(&p.shared) as *const (), t.chunk().shared());
+        if foreign {
+            crate::runtime::claim_outside(&p.shared);
+        }
         park_current(move |me| {
             // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
             unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
@@ -323,10 +329,16 @@ fn wait_for_exit(t: TcbRef) {
                 // The ULT exited before it could see WAITER: nobody else will wake us.
                 if let Some(p) = current_processor() {
                     p.wake(me);
+                    if foreign {
+                        // SAFETY: our runtime is alive (its processor runs this); this gives up
+                        // the claim taken above.
+                        unsafe { crate::runtime::release_outside_handle(Arc::as_ptr(&p.shared)) };
+                    }
                 }
             }
         });
     } else {
+        // An OS thread (or a processor's own loop code, which has no ULT to block): park.
         // SAFETY: as above.
         unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
         let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
@@ -335,11 +347,18 @@ fn wait_for_exit(t: TcbRef) {
         }
     }
     while tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
-        if current_processor().is_some() {
+        if current_ult_processor().is_some() {
             crate::fatal("a joining ULT was woken before the ULT it joins finished");
         }
         std::thread::park();
     }
+}
+
+/// The processor running the caller, if the caller is a ULT (not a plain OS thread, and not the
+/// processor's own loop code, which has no ULT to block).
+#[inline]
+fn current_ult_processor<'a>() -> Option<&'a Processor> {
+    current_processor().filter(|p| p.current_ult().is_some())
 }
 
 /// The handle's side of the join protocol: let go of the TCB.
@@ -412,7 +431,7 @@ fn suspend(why: Switch) {
 /// Outside a ULT it yields the OS thread.
 #[inline]
 pub fn yield_now() {
-    if current_processor().is_some() {
+    if current_ult_processor().is_some() {
         suspend(Switch::Yield);
     } else {
         std::thread::yield_now();
@@ -422,7 +441,7 @@ pub fn yield_now() {
 /// Puts the running ULT to sleep for at least `dur` without blocking its processor. Outside a ULT
 /// it sleeps the OS thread.
 pub fn sleep(dur: Duration) {
-    if current_processor().is_some() {
+    if current_ult_processor().is_some() {
         let deadline = Instant::now() + dur;
         while Instant::now() < deadline {
             suspend(Switch::Sleep(deadline));
