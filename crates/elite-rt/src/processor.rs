@@ -101,6 +101,8 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
+    /// Private landing place of batch takes from the node and global start-queues (see `unstage`).
+    staging: Worker<TcbRef>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
@@ -185,6 +187,7 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
+            staging: Worker::new_fifo(),
             inline_child: None,
             notes: (0..shared.processors.len()).map(|_| NoteBatch::default()).collect(),
             run_seq: 0,
@@ -374,7 +377,8 @@ impl Processor {
         let room =
             self.shared.config.start_queue_limit.saturating_sub(self.core().start.len()).min(START_BATCH);
         let node = &self.shared.nodes[remote.node];
-        if let Some((t, n)) = node.start.take_batch(&self.core().start, room) {
+        if let Some((t, n)) = node.start.take_batch(&self.core().staging, room) {
+            self.unstage();
             remote.stats.start_node.add(n as u64);
             remote.stats.start_moved.add(n as u64 - 1);
             if !node.start.is_empty() || n > 1 {
@@ -382,7 +386,8 @@ impl Processor {
             }
             return Some(t);
         }
-        if let Some((t, n)) = take_global_batch(&self.shared.global_start, &self.core().start, room) {
+        if let Some((t, n)) = take_global_batch(&self.shared.global_start, &self.core().staging, room) {
+            self.unstage();
             remote.stats.start_global.add(n as u64);
             remote.stats.start_moved.add(n as u64 - 1);
             if !self.shared.global_start.is_empty() || n > 1 {
@@ -393,6 +398,15 @@ impl Processor {
         let t = self.core().start.pop()?;
         remote.stats.start_local.bump();
         Some(t)
+    }
+
+    /// Moves what a batch take put in `staging` into the own start-queue, where thieves see it.
+    #[inline]
+    fn unstage(&self) {
+        let core = self.core();
+        while let Some(t) = core.staging.pop() {
+            core.start.push(t);
+        }
     }
 
     /// Step 4: steal, nearest group first, random victim inside a group.

@@ -38,14 +38,14 @@ impl NodeStartQueue {
         Ok(())
     }
 
-    /// Takes the oldest entry and moves up to `room - 1` more into `dest`; returns the entry and
-    /// how many were taken in all.
+    /// Takes the oldest entry and moves up to `room - 1` more into `staging` (a deque nobody else
+    /// can reach, so its length counts them exactly); returns the entry and how many were taken.
     #[inline]
-    pub(crate) fn take_batch(&self, dest: &Worker<TcbRef>, room: usize) -> Option<(TcbRef, usize)> {
+    pub(crate) fn take_batch(&self, staging: &Worker<TcbRef>, room: usize) -> Option<(TcbRef, usize)> {
         if room <= 1 {
             return self.take().map(|t| (t, 1));
         }
-        let (t, n) = take_global_batch(&self.queue, dest, room)?;
+        let (t, n) = take_global_batch(&self.queue, staging, room)?;
         self.len.fetch_sub(n, Ordering::Relaxed);
         Some((t, n))
     }
@@ -73,12 +73,13 @@ impl NodeStartQueue {
     }
 }
 
-/// Takes the oldest entry of an injector and moves up to `room - 1` more into `dest`; returns the
-/// entry and how many were taken in all.
+/// Takes the oldest entry of an injector and moves up to `room - 1` more into `staging`, which must
+/// be empty and private to the caller (no stealer of it is handed out), so that its length counts
+/// the moved entries exactly; returns the entry and how many were taken in all.
 #[inline]
 pub(crate) fn take_global_batch(
     q: &Injector<TcbRef>,
-    dest: &Worker<TcbRef>,
+    staging: &Worker<TcbRef>,
     room: usize,
 ) -> Option<(TcbRef, usize)> {
     if q.is_empty() {
@@ -87,10 +88,10 @@ pub(crate) fn take_global_batch(
     if room <= 1 {
         return take_global(q).map(|t| (t, 1));
     }
-    let before = dest.len();
+    debug_assert!(staging.is_empty());
     loop {
-        match q.steal_batch_with_limit_and_pop(dest, room) {
-            Steal::Success(t) => return Some((t, 1 + dest.len() - before)),
+        match q.steal_batch_with_limit_and_pop(staging, room) {
+            Steal::Success(t) => return Some((t, 1 + staging.len())),
             Steal::Empty => return None,
             Steal::Retry => std::hint::spin_loop(),
         }
