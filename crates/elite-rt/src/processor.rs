@@ -10,7 +10,7 @@
 //! # The loop (DESIGN §4)
 //!
 //! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
-//! 2. Run the runqueue's best ULT.
+//! 2. Run the `next` slot's ULT, else the runqueue's best.
 //! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
@@ -18,8 +18,11 @@
 //!    of its runqueue.
 //! 5. Otherwise spin a little, then park (see `crate::park`).
 //!
-//! Every transition of a ULT (yield, park, sleep, exit) is finished here, after the switch, on the
-//! processor's own stack: a TCB is never visible to another processor while code runs on its stack.
+//! Every transition of a ULT (yield, park, sleep, exit) is finished after the switch by whoever
+//! resumed it: the loop, on the processor's own stack, or a joiner running it through the join fast
+//! path (`start_inline`), on the joiner's stack; never on the ULT's own stack, so a TCB is never
+//! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
+//! publishing its exit, `publish_from_ult`, which hands out only its result.)
 
 use crate::atomics::Ordering;
 use crate::park::ParkSlot;
@@ -112,7 +115,8 @@ pub(crate) struct Core {
     tick: u32,
     rounds: u32,
     rng: u64,
-    steal_buf: Vec<TcbRef>,
+    /// A reusable buffer (stolen batches, due timers).
+    scratch: Vec<TcbRef>,
 }
 
 /// How the join fast path ([`Processor::start_inline`]) went.
@@ -195,7 +199,7 @@ impl Processor {
             tick: 0,
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
-            steal_buf: Vec::new(),
+            scratch: Vec::new(),
         };
         let remote: *const Remote = &shared.processors[index];
         Processor { index, shared, remote, core: UnsafeCell::new(core), current: Cell::new(None) }
@@ -308,7 +312,7 @@ impl Processor {
     #[cold]
     fn fire_timers(&self) {
         let now = Instant::now();
-        let mut due = std::mem::take(&mut self.core().steal_buf);
+        let mut due = std::mem::take(&mut self.core().scratch);
         while let Some(t) = self.core().timers.pop_due(now) {
             due.push(t);
         }
@@ -317,7 +321,7 @@ impl Processor {
         for t in due.drain(..).rev() {
             self.enqueue(t);
         }
-        self.core().steal_buf = due;
+        self.core().scratch = due;
     }
 
     /// Puts a ready ULT in the runqueue with the policy's key (never in the `next` slot).
@@ -412,17 +416,18 @@ impl Processor {
     /// Step 4: steal, nearest group first, random victim inside a group.
     fn steal(&self) -> Option<TcbRef> {
         let topo = &self.shared.config.topology;
-        for (distance, group) in topo.distance_groups(self.index).iter().enumerate() {
+        for group in topo.distance_groups(self.index) {
             let start = self.next_random() as usize % group.len().max(1);
             for i in 0..group.len() {
-                let victim = &self.shared.processors[group[(start + i) % group.len()]];
+                let v = group[(start + i) % group.len()];
+                let victim = &self.shared.processors[v];
                 let got = steal_one(&victim.start).or_else(|| self.steal_ready(victim));
                 if let Some(t) = got {
                     if !victim.start.is_empty() || victim.runq.len() > 0 {
                         self.shared.notify_any(); // more to take there: pass the wake-up on
                     }
                     let stats = &self.remote().stats;
-                    if distance == 0 && group.iter().all(|&p| topo.node_of(p) == topo.node_of(self.index)) {
+                    if victim.node == self.remote().node {
                         stats.steals_node.bump();
                     } else {
                         stats.steals_remote.bump();
@@ -439,7 +444,7 @@ impl Processor {
         if victim.runq.len() == 0 {
             return None;
         }
-        let mut buf = std::mem::take(&mut self.core().steal_buf);
+        let mut buf = std::mem::take(&mut self.core().scratch);
         let policy = &self.shared.config.policy;
         victim.runq.steal(|n| policy.steal_count(n), &mut buf);
         let mut it = buf.drain(..);
@@ -447,7 +452,7 @@ impl Processor {
         for t in it {
             self.make_ready(t);
         }
-        self.core().steal_buf = buf;
+        self.core().scratch = buf;
         first
     }
 
@@ -689,14 +694,19 @@ impl Processor {
         core.admit_one = true;
     }
 
-    #[cold]
+    /// Checked after every switch out of a ULT on an unguarded stack.
+    #[inline]
     fn check_canary(&self, t: TcbRef) {
-        let tcb = t.tcb();
         // SAFETY: `canary_at` is the low end of the ULT's unguarded stack, recorded when it got the
         // stack; the ULT is suspended or finished (stack not yet returned), so the memory is live.
-        if unsafe { crate::stack::canary_intact_at(tcb.canary_at.get()) } {
-            return;
+        if !unsafe { crate::stack::canary_intact_at(t.tcb().canary_at.get()) } {
+            self.canary_overwritten(t);
         }
+    }
+
+    #[cold]
+    fn canary_overwritten(&self, t: TcbRef) -> ! {
+        let tcb = t.tcb();
         crate::fatal(&format!(
             "stack overflow in ULT {} ({}): the canary of its {}-byte unguarded stack was overwritten",
             tcb.id.get(),
@@ -723,7 +733,6 @@ impl Processor {
             // the only handle: nobody else can observe the join state (see `Inline::Finished`).
             self.core().inline_child = None;
             tcb.life.set(Life::Exited);
-            tcb.exit_processor.set(self.index);
             self.remote().stats.joined_inline.bump();
             return;
         }
@@ -771,36 +780,33 @@ impl Processor {
     fn settle(&self, t: TcbRef, prev: usize) {
         let tcb = t.tcb();
         tcb.life.set(Life::Exited);
+        let waiter = if prev & JoinState::WAITER != 0 {
+            // SAFETY: the waiter was written before WAITER was set, and the AcqRel RMW in
+            // `publish` saw WAITER.
+            unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) }
+        } else {
+            Waiter::None
+        };
         if prev & JoinState::DETACHED != 0 {
-            if prev & JoinState::WAITER != 0 {
-                // Registered, then detached: a foreign joiner unwound by its runtime's shutdown.
-                // SAFETY: WAITER seen through the AcqRel RMW in `publish`.
-                if let Waiter::Ult(w) = unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) } {
-                    if !std::ptr::eq(w.chunk().shared(), Arc::as_ptr(&self.shared) as *const ()) {
-                        // SAFETY: the foreign waiter's claim is still held (see `wake_foreign`).
-                        unsafe { crate::runtime::wake_foreign(w) };
-                    }
-                }
-            }
+            // (A waiter here registered and then detached: a foreign joiner unwound by its
+            // runtime's shutdown; waking it gives up its claim.)
             self.remote().stats.reclaimed_local.bump();
             self.recycle(t);
-            return;
+        } else {
+            self.core().deathrow.insert(t);
+            self.remote().stats.deathrow_in.bump();
         }
-        self.core().deathrow.insert(t);
-        self.remote().stats.deathrow_in.bump();
-        if prev & JoinState::WAITER != 0 {
-            // SAFETY: the waiter was written before WAITER was set, and the AcqRel RMW saw WAITER.
-            match unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) } {
-                Waiter::Ult(w)
-                    if std::ptr::eq(w.chunk().shared(), Arc::as_ptr(&self.shared) as *const ()) =>
-                {
-                    self.wake(w)
-                }
-                // SAFETY: a ULT of another runtime joined one of ours; it holds a claim on its
-                // runtime's shared state until woken (see `thread::wait_for_exit`).
-                Waiter::Ult(w) => unsafe { crate::runtime::wake_foreign(w) },
-                other => self.shared.wake_waiter(other, Some(self.index)),
-            }
+        self.wake_joiner(waiter);
+    }
+
+    /// Wakes whoever waited in a join: a ULT of this runtime from here (see `wake`), anyone else
+    /// through [`Shared::wake_joiner`].
+    #[inline]
+    fn wake_joiner(&self, w: Waiter) {
+        match w {
+            Waiter::None => {}
+            Waiter::Ult(u) if self.shared.is_own(u) => self.wake(u),
+            other => self.shared.wake_joiner(other),
         }
     }
 
@@ -822,7 +828,8 @@ impl Processor {
 
     /// A joiner running here let go of `t`, which exited on processor `exit` (another one): queue a
     /// clean-up note for it. Notes go out in chains of `NOTE_BATCH`, and all of them whenever this
-    /// processor runs out of work or every 61st loop round, so a note waits a bounded time.
+    /// processor runs out of work, every 61st start-queue take and every 64th loop round, so a
+    /// note waits a bounded time.
     #[inline]
     pub(crate) fn note_joined(&self, t: TcbRef, exit: usize) {
         let batch = &mut self.core().notes[exit];
@@ -861,7 +868,8 @@ impl Processor {
         self.recycle(t);
     }
 
-    /// Returns a TCB to this processor's pool.
+    /// Returns a TCB to this processor's pool, reset: a free TCB's join state is 0, which a spawn
+    /// relies on.
     fn recycle(&self, t: TcbRef) {
         let tcb = t.tcb();
         tcb.life.set(Life::Free);
@@ -943,7 +951,6 @@ impl Processor {
                 shared.global_start.push(t);
             }
         }
-        shared.notify_any();
     }
 }
 

@@ -97,20 +97,20 @@ pub(crate) unsafe fn wake_foreign(w: TcbRef) {
     // SAFETY: the waiter's claim keeps its runtime's shared state alive until the release below.
     unsafe { &*shared }.wake(w, None);
     // SAFETY: this is the claim the waiter took; nothing touches `shared` after it.
-    unsafe { release_outside_handle(shared) };
+    unsafe { release_outside_claim(shared) };
 }
 
-/// Takes a claim on `shared` for a reference that outlives the processors' bookkeeping (a foreign
-/// waiter), released by [`release_outside_handle`].
+/// Takes a claim on `shared` for a reference the processors' counters do not track (a handle made
+/// or released outside them, a foreign waiter), given up by [`release_outside_claim`].
 pub(crate) fn claim_outside(shared: &Shared) {
     shared.outside_handles.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Releases one handle's claim on `shared` from a thread that is not one of its processors.
+/// Gives up one claim on `shared` taken by [`claim_outside`] (or by a spawn from outside).
 ///
 /// # Safety
 /// `shared` is the `Arc::as_ptr` of a live `Shared` on which the caller holds a handle claim.
-pub(crate) unsafe fn release_outside_handle(shared: *const Shared) {
+pub(crate) unsafe fn release_outside_claim(shared: *const Shared) {
     // SAFETY: the caller's claim keeps `shared` alive until this decrement.
     let s = unsafe { &*shared };
     if s.outside_handles.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -169,12 +169,21 @@ impl Shared {
         }
     }
 
-    /// Wakes whoever waits in a join.
-    pub(crate) fn wake_waiter(&self, w: Waiter, waker: Option<usize>) {
+    /// Whether `t` is a TCB of this runtime.
+    #[inline]
+    pub(crate) fn is_own(&self, t: TcbRef) -> bool {
+        std::ptr::eq(t.chunk().shared(), self as *const Shared as *const ())
+    }
+
+    /// Wakes whoever waited in a join on one of our ULTs, except a ULT of this runtime: that one a
+    /// processor wakes itself (`Processor::wake_joiner`), and at shutdown it is cancelled with us.
+    /// An OS thread is unparked; a ULT of another runtime is woken there and gives up its claim.
+    pub(crate) fn wake_joiner(&self, w: Waiter) {
         match w {
-            Waiter::None => {}
-            Waiter::Ult(t) => self.wake(t, waker),
             Waiter::Thread(th) => th.unpark(),
+            // SAFETY: a foreign waiter holds its claim until woken (see `thread::wait_for_exit`).
+            Waiter::Ult(u) if !self.is_own(u) => unsafe { wake_foreign(u) },
+            Waiter::Ult(_) | Waiter::None => {}
         }
     }
 
@@ -209,7 +218,7 @@ impl Shared {
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
         crate::thread::init_tcb(t, spec, id, 0, f);
         self.outside_spawns.bump_shared();
-        self.outside_handles.fetch_add(1, Ordering::Relaxed);
+        claim_outside(self);
         self.global_start.push(t);
         self.notify_any_from_outside();
         JoinHandle::new(t)
@@ -245,17 +254,7 @@ impl Shared {
                 unsafe { tcb.drop_task() };
             } else if prev & JoinState::WAITER != 0 {
                 // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
-                match unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) } {
-                    Waiter::Thread(th) => th.unpark(),
-                    // Our own ULTs are cancelled with us; one of another runtime runs on.
-                    Waiter::Ult(w)
-                        if !std::ptr::eq(w.chunk().shared(), self as *const Shared as *const ()) =>
-                    {
-                        // SAFETY: a foreign waiter holds its claim until woken.
-                        unsafe { wake_foreign(w) }
-                    }
-                    _ => {}
-                }
+                self.wake_joiner(unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) });
             }
         }
         crate::tcb::FORCED_UNWIND.with(|f| f.set(true));
@@ -410,14 +409,8 @@ impl Runtime {
                 .enumerate()
                 .map(|(i, r)| ProcessorStats { processor: i, node: topo.node_of(i), ..r.stats.snapshot() })
                 .collect(),
-            outside_spawns: self.shared.outside_spawns_count(),
+            outside_spawns: self.shared.outside_spawns.get(),
         }
-    }
-}
-
-impl Shared {
-    fn outside_spawns_count(&self) -> u64 {
-        self.outside_spawns.get()
     }
 }
 

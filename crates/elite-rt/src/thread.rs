@@ -42,7 +42,7 @@ where
     tcb.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE));
     tcb.task.set(task);
     tcb.vtable.set(vtable);
-    tcb.join.store(0, Ordering::Relaxed);
+    // `join` is already 0: free TCBs are reset by `recycle` (or fresh).
     tcb.life.set(Life::Queued);
     tcb.processor.store(processor, Ordering::Relaxed);
 }
@@ -80,16 +80,33 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    if let Some(p) = current_processor() {
-        if !p.shared.stacks_exhausted.load(Ordering::Relaxed) && !p.shared.is_shutting_down() {
+    let spawned = match current_processor() {
+        Some(p) => {
             let spec = UltSpec { name: None, stack_size: Some(p.shared.config.stack_size) };
-            return spawn_on(p, spec, f);
+            spawn_checked(p, spec, f)
         }
+        None => Err(SpawnError::NoRuntime),
+    };
+    spawned.unwrap_or_else(|e| panic!("elite_rt::spawn failed: {e}"))
+}
+
+/// Spawns on `p` unless the runtime is shutting down or short of stacks.
+#[inline]
+fn spawn_checked<F, T>(p: &Processor, spec: UltSpec, f: F) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    if p.shared.is_shutting_down() {
+        return Err(SpawnError::ShuttingDown);
     }
-    match Builder::new().spawn(f) {
-        Ok(h) => h,
-        Err(e) => panic!("elite_rt::spawn failed: {e}"),
+    if p.shared.stacks_exhausted.load(Ordering::Relaxed) {
+        return Err(SpawnError::Stack {
+            size: spec.stack_size.unwrap_or(0),
+            error: "an earlier stack allocation failed and no stack has been freed since".into(),
+        });
     }
+    Ok(spawn_on(p, spec, f))
 }
 
 /// Configures a ULT before spawning it, like `std::thread::Builder`.
@@ -141,16 +158,7 @@ impl Builder {
             return Err(SpawnError::NoRuntime);
         };
         let spec = self.spec(p.shared.config.stack_size)?;
-        if p.shared.is_shutting_down() {
-            return Err(SpawnError::ShuttingDown);
-        }
-        if p.shared.stacks_exhausted.load(Ordering::Relaxed) {
-            return Err(SpawnError::Stack {
-                size: spec.stack_size.unwrap_or(0),
-                error: "an earlier stack allocation failed and no stack has been freed since".into(),
-            });
-        }
-        Ok(spawn_on(p, spec, f))
+        spawn_checked(p, spec, f)
     }
 
     /// Spawns on `rt` from any thread.
@@ -261,16 +269,13 @@ impl<T> JoinHandle<T> {
         let mut here = current_processor();
         if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
             if let Some(p) = here {
-                if std::ptr::eq(Arc::as_ptr(&p.shared) as *const (), t.chunk().shared())
-                    && p.start_inline(t) == Inline::Finished
-                {
-                    let mut out: Option<std::thread::Result<T>> = None;
+                if p.shared.is_own(t) && p.start_inline(t) == Inline::Finished {
                     // SAFETY: the child finished inside `start_inline`; this handle is the only
                     // way to it and is consumed here (see `Inline::Finished`).
-                    unsafe { (tcb.vtable.get().take_output)(tcb.task.get(), &mut out as *mut _ as *mut ()) };
+                    let out = unsafe { self.take_output() };
                     std::mem::forget(self);
                     p.reclaim_inline(t);
-                    return out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)));
+                    return out;
                 }
             }
             if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
@@ -279,11 +284,22 @@ impl<T> JoinHandle<T> {
                 here = current_processor();
             }
         }
-        let mut out: Option<std::thread::Result<T>> = None;
         // SAFETY: COMPLETE was observed with Acquire and the handle is the only reader of the output.
-        unsafe { (tcb.vtable.get().take_output)(tcb.task.get(), &mut out as *mut _ as *mut ()) };
+        let out = unsafe { self.take_output() };
         std::mem::forget(self); // released here instead of in Drop:
         release_on(t, here); // fetch_or(DETACHED), then the clean-up note
+        out
+    }
+
+    /// Moves the finished ULT's outcome out of its task.
+    ///
+    /// # Safety
+    /// The ULT is complete and visible as such to the caller, who is the only reader of the output.
+    unsafe fn take_output(&self) -> std::thread::Result<T> {
+        let tcb = self.tcb.tcb();
+        let mut out: Option<std::thread::Result<T>> = None;
+        // SAFETY: per the contract; `out` has the type the task was made with.
+        unsafe { (tcb.vtable.get().take_output)(tcb.task.get(), &mut out as *mut _ as *mut ()) };
         out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)))
     }
 
@@ -317,7 +333,7 @@ fn wait_for_exit(t: TcbRef) {
         // A ULT: block; the loop registers us after the switch (the join protocol in `tcb`). A ULT
         // joining one of another runtime holds a claim on its own runtime until woken, so the
         // waker (or the joined runtime's shutdown) can reach it even while its runtime is dropped.
-        let foreign = !std::ptr::eq(Arc::as_ptr(&p.shared) as *const (), t.chunk().shared());
+        let foreign = !p.shared.is_own(t);
         if foreign {
             crate::runtime::claim_outside(&p.shared);
         }
@@ -332,7 +348,7 @@ fn wait_for_exit(t: TcbRef) {
                     if foreign {
                         // SAFETY: our runtime is alive (its processor runs this); this gives up
                         // the claim taken above.
-                        unsafe { crate::runtime::release_outside_handle(Arc::as_ptr(&p.shared)) };
+                        unsafe { crate::runtime::release_outside_claim(Arc::as_ptr(&p.shared)) };
                     }
                 }
             }
@@ -370,7 +386,6 @@ fn release(t: TcbRef) {
 #[inline]
 fn release_on(t: TcbRef, here: Option<&Processor>) {
     let tcb = t.tcb();
-    let shared = t.chunk().shared() as *const crate::runtime::Shared;
     let prev = tcb.join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
     let complete = prev & JoinState::COMPLETE != 0;
     if complete {
@@ -378,7 +393,7 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
         unsafe { tcb.drop_task() };
     }
     match here {
-        Some(p) if std::ptr::eq(Arc::as_ptr(&p.shared), shared) => {
+        Some(p) if p.shared.is_own(t) => {
             if complete {
                 let exit = tcb.exit_processor.get();
                 if exit == p.index {
@@ -390,18 +405,20 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
             p.remote().handles.drop_one();
         }
         _ => {
+            let shared = t.chunk().shared() as *const crate::runtime::Shared;
             // SAFETY: this handle's claim keeps the shared state alive until the release below.
             let s = unsafe { &*shared };
             if complete {
                 s.processors[tcb.exit_processor.get()].cleanup.push(t);
             }
             // SAFETY: `shared` is live and this handle holds a claim on it, given up here (last touch).
-            unsafe { crate::runtime::release_outside_handle(shared) };
+            unsafe { crate::runtime::release_outside_claim(shared) };
         }
     }
 }
 
-/// Suspends the running ULT; after the switch, the processor loop calls `after(me)` on its own stack.
+/// Suspends the running ULT; after the switch, whoever resumed it (the processor loop, or a joiner
+/// running it through the join fast path) calls `after(me)` on its own stack.
 pub(crate) fn park_current<F: FnOnce(TcbRef)>(after: F) {
     unsafe fn call<F: FnOnce(TcbRef)>(data: *mut (), me: TcbRef) {
         // SAFETY: `data` is the `Option<F>` below, alive on the suspended ULT's stack; taken once.
