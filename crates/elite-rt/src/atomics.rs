@@ -4,5 +4,5 @@
 //! (loom, behind `cfg(loom)`) can be swapped in without touching the protocols themselves.
 
 pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };

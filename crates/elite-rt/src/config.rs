@@ -2,6 +2,7 @@
 
 use crate::policy::{NoAffinity, Policy};
 use crate::stack::{StackKind, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+use crate::sync::SpinPolicy;
 use crate::Runtime;
 use elite_affinity::{Topology, TopologyError};
 use std::fmt;
@@ -34,6 +35,7 @@ pub struct RuntimeBuilder {
     stack_kind: StackKind,
     policy: Arc<dyn Policy>,
     pin: bool,
+    spin_policy: SpinPolicy,
 }
 
 impl Default for RuntimeBuilder {
@@ -51,6 +53,7 @@ impl Default for RuntimeBuilder {
             stack_kind: StackKind::Guarded,
             policy: Arc::new(NoAffinity),
             pin: true,
+            spin_policy: SpinPolicy::Adaptive,
         }
     }
 }
@@ -71,6 +74,7 @@ pub(crate) struct Config {
     /// `policy.records_runs()`, asked once.
     pub(crate) record_runs: bool,
     pub(crate) pin: bool,
+    pub(crate) spin_policy: SpinPolicy,
 }
 
 impl RuntimeBuilder {
@@ -145,6 +149,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How waiters on a contended [`Mutex`](crate::sync::Mutex) or
+    /// [`RwLock`](crate::sync::RwLock) of ULTs of this runtime wait (default
+    /// [`SpinPolicy::Adaptive`], ELiTE's two-phase rule). A [`SpinPolicy::Fixed`] count above
+    /// 1 000 000 is an error.
+    pub fn spin_policy(mut self, policy: SpinPolicy) -> Self {
+        self.spin_policy = policy;
+        self
+    }
+
     /// The scheduling policy (default [`NoAffinity`]).
     pub fn policy(mut self, policy: impl Policy) -> Self {
         self.policy = Arc::new(policy);
@@ -193,6 +206,9 @@ impl RuntimeBuilder {
         range("stack_pool_limit", self.stack_pool_limit, 2, usize::MAX)?;
         range("node_stack_pool_limit", self.node_stack_pool_limit, 1, usize::MAX)?;
         range("spin_rounds", self.spin_rounds, 0, 1_000_000)?;
+        if let SpinPolicy::Fixed(n) = self.spin_policy {
+            range("spin_policy", n as usize, 0, 1_000_000)?;
+        }
         let topology = match (&self.topology, self.processors) {
             (Some(spec), n) => {
                 let t = Topology::synthetic(spec).map_err(BuildError::Topology)?;
@@ -225,6 +241,7 @@ impl RuntimeBuilder {
             record_runs: self.policy.records_runs(),
             policy: self.policy,
             pin: self.pin,
+            spin_policy: self.spin_policy,
         })
     }
 }

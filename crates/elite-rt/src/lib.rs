@@ -80,6 +80,7 @@ mod queue;
 mod runtime;
 mod stack;
 mod stats;
+pub mod sync;
 mod tcb;
 mod thread;
 mod timer;

@@ -35,7 +35,7 @@ use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
 use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
-use crate::timer::Timers;
+use crate::timer::{Due, Timers};
 use crate::{policy::UltInfo, SpawnError};
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Stealer, Worker};
@@ -313,8 +313,17 @@ impl Processor {
     fn fire_timers(&self) {
         let now = Instant::now();
         let mut due = std::mem::take(&mut self.core().scratch);
-        while let Some(t) = self.core().timers.pop_due(now) {
-            due.push(t);
+        while let Some(d) = self.core().timers.pop_due(now) {
+            match d {
+                Due::Sleep(t) => due.push(t),
+                // A timed wait's deadline: the ULT is ours to run only if the deadline won the race
+                // against a notifier (see `sync::wait`).
+                Due::Wait(t, seq) => {
+                    if crate::sync::wait::time_out(t, seq) {
+                        due.push(t);
+                    }
+                }
+            }
         }
         // Enter the runqueue latest deadline first: with equal priorities the runqueue hands out
         // the newest entry first, so the earliest deadline runs first.
@@ -824,6 +833,12 @@ impl Processor {
         } else {
             self.shared.wake_remote(t, target);
         }
+    }
+
+    /// Arms the deadline of timed wait `seq` of `t`, a ULT that just blocked on this processor.
+    #[inline]
+    pub(crate) fn add_wait_timer(&self, deadline: Instant, t: TcbRef, seq: u64) {
+        self.core().timers.insert_wait(deadline, t, seq);
     }
 
     /// A joiner running here let go of `t`, which exited on processor `exit` (another one): queue a

@@ -299,6 +299,8 @@ impl Runtime {
     }
 
     pub(crate) fn start(config: Config) -> Result<Runtime, BuildError> {
+        // The two-phase locks' threshold: measured once per process, before any ULT contends.
+        crate::sync::switch_cost();
         let topo = &config.topology;
         let workers: Vec<Worker<TcbRef>> = (0..topo.num_processors()).map(|_| Worker::new_lifo()).collect();
         let processors =

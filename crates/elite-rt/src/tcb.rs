@@ -28,7 +28,7 @@
 //! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
 //! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
 
-use crate::atomics::{AtomicPtr, AtomicUsize};
+use crate::atomics::{AtomicPtr, AtomicU64, AtomicUsize};
 use crate::processor::Switch;
 use crate::stack::UltStack;
 use corosensei::{Coroutine, Yielder};
@@ -224,6 +224,10 @@ pub(crate) struct Tcb {
     // Join protocol.
     pub(crate) join: AtomicUsize,
     pub(crate) waiter: UnsafeCell<Waiter>,
+    /// The blocking-wait word of the synchronization objects (`sync::wait`): the wait's sequence
+    /// number in the high bits, its outcome and the suspended flag in the low three. Never reset,
+    /// so a stale timer entry of an earlier wait (even of an earlier ULT in this TCB) cannot match.
+    pub(crate) wait: AtomicU64,
     // Links.
     pub(crate) next: AtomicPtr<Tcb>,
     pub(crate) deathrow_prev: Cell<*mut Tcb>,
@@ -267,6 +271,7 @@ impl Tcb {
             exit_prev: Cell::new(0),
             join: AtomicUsize::new(0),
             waiter: UnsafeCell::new(Waiter::None),
+            wait: AtomicU64::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             deathrow_prev: Cell::new(ptr::null_mut()),
             deathrow_next: Cell::new(ptr::null_mut()),

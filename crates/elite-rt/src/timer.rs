@@ -1,4 +1,11 @@
 //! Sleeping ULTs of one processor, earliest deadline first. Owned by the processor; no atomics.
+//!
+//! Two kinds of entry: a plain sleep (`elite_rt::sleep`), which always fires, and the deadline of a
+//! timed blocking wait (`sync::wait`), which fires only if the wait is still unresolved when the
+//! deadline comes (the processor checks that with the wait word of the TCB). A wait that was notified
+//! first leaves a stale entry behind; stale entries are dropped when they come due, and the heap is
+//! compacted when it has grown to twice its size after the last compaction, so a program that keeps
+//! waiting with long timeouts that never expire does not grow it without bound.
 
 use crate::tcb::TcbRef;
 use std::cmp::Reverse;
@@ -9,6 +16,8 @@ struct Entry {
     deadline: Instant,
     seq: u64,
     tcb: TcbRef,
+    /// 0 for a sleep; otherwise the sequence number of the timed wait this deadline belongs to.
+    wait: u64,
 }
 
 impl PartialEq for Entry {
@@ -28,19 +37,55 @@ impl Ord for Entry {
     }
 }
 
+/// What came due.
+pub(crate) enum Due {
+    Sleep(TcbRef),
+    /// The deadline of timed wait number `.1` of the ULT.
+    Wait(TcbRef, u64),
+}
+
 pub(crate) struct Timers {
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
+    /// Heap size at which the next compaction runs.
+    compact_at: usize,
 }
+
+/// Smallest heap that is ever compacted.
+const COMPACT_MIN: usize = 1024;
 
 impl Timers {
     pub(crate) fn new() -> Timers {
-        Timers { heap: BinaryHeap::new(), seq: 0 }
+        Timers { heap: BinaryHeap::new(), seq: 0, compact_at: COMPACT_MIN }
     }
 
     pub(crate) fn insert(&mut self, deadline: Instant, tcb: TcbRef) {
+        self.push(deadline, tcb, 0);
+    }
+
+    /// Adds the deadline of timed wait `wait` (non-zero) of `tcb`.
+    pub(crate) fn insert_wait(&mut self, deadline: Instant, tcb: TcbRef, wait: u64) {
+        debug_assert_ne!(wait, 0);
+        if self.heap.len() >= self.compact_at {
+            self.compact();
+        }
+        self.push(deadline, tcb, wait);
+    }
+
+    fn push(&mut self, deadline: Instant, tcb: TcbRef, wait: u64) {
         self.seq += 1;
-        self.heap.push(Reverse(Entry { deadline, seq: self.seq, tcb }));
+        self.heap.push(Reverse(Entry { deadline, seq: self.seq, tcb, wait }));
+    }
+
+    /// Drops the entries of waits that were resolved before their deadline.
+    #[cold]
+    fn compact(&mut self) {
+        let heap = std::mem::take(&mut self.heap);
+        self.heap = heap
+            .into_iter()
+            .filter(|e| e.0.wait == 0 || crate::sync::wait::is_pending(e.0.tcb, e.0.wait))
+            .collect();
+        self.compact_at = (self.heap.len() * 2).max(COMPACT_MIN);
     }
 
     #[inline]
@@ -53,12 +98,21 @@ impl Timers {
         self.heap.peek().map(|e| e.0.deadline)
     }
 
-    /// Removes and returns one ULT whose deadline is at or before `now`.
-    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<TcbRef> {
+    /// Removes and returns one entry whose deadline is at or before `now`.
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<Due> {
         if self.heap.peek()?.0.deadline <= now {
-            self.heap.pop().map(|e| e.0.tcb)
+            self.heap.pop().map(|e| match e.0.wait {
+                0 => Due::Sleep(e.0.tcb),
+                w => Due::Wait(e.0.tcb, w),
+            })
         } else {
             None
         }
+    }
+
+    /// Number of entries, stale ones included.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
     }
 }

@@ -1,0 +1,588 @@
+//! The channel behind [`mpsc`] and [`mpmc`]: a queue, optionally bounded, with blocked receivers
+//! and blocked senders bound to it.
+//!
+//! # Protocol (all under the channel's lock)
+//!
+//! * A sender hands its value straight to the first blocked receiver (into the receiver's slot,
+//!   then notifies it); if none waits, it queues the value if there is room, else it blocks with
+//!   the value in a slot of its own (a rendezvous channel, capacity 0, never has room).
+//! * A receiver takes the oldest queued value and, if a sender is blocked, moves that sender's
+//!   value into the freed place and notifies it; with nothing queued it takes a blocked sender's
+//!   value directly; otherwise it blocks with an empty slot.
+//! * A notify that fails (the receiver's deadline won) gives the value back to the sender's hand,
+//!   and the sender tries the next receiver.
+//! * The last sender to go notifies every blocked receiver (their slots stay empty: disconnected);
+//!   the last receiver to go notifies every blocked sender (their values stay in their slots and
+//!   come back in `SendError`) and drops what was queued.
+//!
+//! Values are dropped only outside the lock: no user code runs while it is held.
+
+use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode, Wakes};
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Inner<T> {
+    queue: VecDeque<T>,
+    /// `None`: unbounded.
+    cap: Option<usize>,
+    senders: usize,
+    receivers: usize,
+    recv_waiters: WaitList,
+    send_waiters: WaitList,
+}
+
+struct Chan<T> {
+    inner: SpinLock<Inner<T>>,
+}
+
+/// What a blocked sender or receiver finds in its slot.
+type Slot<T> = Option<T>;
+
+/// # Safety
+/// `n` is a node just popped under the channel's lock, whose `slot` points to a live `Slot<T>`
+/// (its waiter is blocked until notified).
+unsafe fn slot<'a, T>(n: &WaitNode) -> &'a mut Slot<T> {
+    // SAFETY: per the contract.
+    unsafe { &mut *(n.slot.get() as *mut Slot<T>) }
+}
+
+enum Try<T> {
+    Sent,
+    Full(T),
+    Disconnected(T),
+}
+
+impl<T> Chan<T> {
+    fn new(cap: Option<usize>, receivers: usize) -> Arc<Chan<T>> {
+        Arc::new(Chan {
+            inner: SpinLock::new(Inner {
+                queue: VecDeque::new(),
+                cap,
+                senders: 1,
+                receivers,
+                recv_waiters: WaitList::new(),
+                send_waiters: WaitList::new(),
+            }),
+        })
+    }
+
+    /// Sends without blocking, under the lock `g`.
+    fn try_send_locked(g: &mut SpinGuard<'_, Inner<T>>, mut value: T) -> (Try<T>, Option<super::wait::Wake>) {
+        if g.receivers == 0 {
+            return (Try::Disconnected(value), None);
+        }
+        while let Some(n) = g.recv_waiters.pop_front() {
+            // SAFETY: a popped receiver node's slot is its live `Slot<T>`.
+            let s = unsafe { slot::<T>(n) };
+            *s = Some(value);
+            if let Some(w) = n.notify() {
+                return (Try::Sent, Some(w));
+            }
+            value = s.take().unwrap_or_else(|| crate::fatal("a channel slot lost its value"));
+        }
+        if g.cap.is_none_or(|c| g.queue.len() < c) {
+            g.queue.push_back(value);
+            return (Try::Sent, None);
+        }
+        (Try::Full(value), None)
+    }
+
+    fn send(&self, value: T, block: bool) -> Try<T> {
+        let mut g = self.inner.lock();
+        let (r, wake) = Self::try_send_locked(&mut g, value);
+        let value = match r {
+            Try::Full(v) if block => v,
+            other => {
+                drop(g);
+                if let Some(w) = wake {
+                    w.wake();
+                }
+                return other;
+            }
+        };
+        // Block with the value in our slot until a receiver takes it or the last one leaves.
+        let mut mine: Slot<T> = Some(value);
+        let node = WaitNode::new();
+        node.slot.set(&mut mine as *mut Slot<T> as *mut ());
+        g.send_waiters.push_back(&node);
+        drop(g);
+        let unwind = OnUnwind::new(|| self.inner.lock().send_waiters.remove(&node));
+        node.wait(None);
+        unwind.disarm();
+        match mine {
+            None => Try::Sent,
+            Some(v) => Try::Disconnected(v),
+        }
+    }
+
+    /// Takes a value without blocking, under the lock `g`.
+    fn try_recv_locked(g: &mut SpinGuard<'_, Inner<T>>) -> (Option<T>, Option<super::wait::Wake>) {
+        if let Some(v) = g.queue.pop_front() {
+            // Room freed: let the first blocked sender in.
+            if let Some(n) = g.send_waiters.pop_front() {
+                // SAFETY: a popped sender node's slot is its live `Slot<T>`, holding its value.
+                if let Some(x) = unsafe { slot::<T>(n) }.take() {
+                    g.queue.push_back(x);
+                }
+                return (Some(v), n.notify());
+            }
+            return (Some(v), None);
+        }
+        if let Some(n) = g.send_waiters.pop_front() {
+            // SAFETY: as above.
+            let v = unsafe { slot::<T>(n) }.take();
+            return (v, n.notify());
+        }
+        (None, None)
+    }
+
+    fn recv(&self, deadline: Option<Option<Instant>>) -> Result<T, RecvTimeoutError> {
+        loop {
+            let mut g = self.inner.lock();
+            let (v, wake) = Self::try_recv_locked(&mut g);
+            if let Some(v) = v {
+                drop(g);
+                if let Some(w) = wake {
+                    w.wake();
+                }
+                return Ok(v);
+            }
+            if g.senders == 0 {
+                return Err(RecvTimeoutError::Disconnected);
+            }
+            let deadline = match deadline {
+                None => return Err(RecvTimeoutError::Timeout), // try_recv
+                Some(d) => d,
+            };
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(RecvTimeoutError::Timeout);
+            }
+            let mut mine: Slot<T> = None;
+            let node = WaitNode::new();
+            node.slot.set(&mut mine as *mut Slot<T> as *mut ());
+            g.recv_waiters.push_back(&node);
+            drop(g);
+            let unwind = OnUnwind::new(|| self.inner.lock().recv_waiters.remove(&node));
+            let notified = node.wait(deadline);
+            unwind.disarm();
+            if !notified {
+                // Our deadline won: a sender that popped us took its value back.
+                self.inner.lock().recv_waiters.remove(&node);
+            }
+            if let Some(v) = mine.take() {
+                return Ok(v);
+            }
+            // Notified empty (the last sender left) or timed out: look again (a value may have
+            // been queued meanwhile), and report the timeout if that still finds nothing.
+            if !notified {
+                let mut g = self.inner.lock();
+                let (v, wake) = Self::try_recv_locked(&mut g);
+                let senders = g.senders;
+                drop(g);
+                if let Some(w) = wake {
+                    w.wake();
+                }
+                return match v {
+                    Some(v) => Ok(v),
+                    None if senders == 0 => Err(RecvTimeoutError::Disconnected),
+                    None => Err(RecvTimeoutError::Timeout),
+                };
+            }
+        }
+    }
+
+    fn add_sender(&self) {
+        self.inner.lock().senders += 1;
+    }
+
+    fn add_receiver(&self) {
+        self.inner.lock().receivers += 1;
+    }
+
+    fn drop_sender(&self) {
+        let mut g = self.inner.lock();
+        g.senders -= 1;
+        if g.senders > 0 {
+            return;
+        }
+        let mut wakes = Wakes::default();
+        while let Some(n) = g.recv_waiters.pop_front() {
+            if let Some(w) = n.notify() {
+                wakes.push(w);
+            }
+        }
+        drop(g);
+        wakes.wake_all();
+    }
+
+    fn drop_receiver(&self) {
+        let mut g = self.inner.lock();
+        g.receivers -= 1;
+        if g.receivers > 0 {
+            return;
+        }
+        let mut wakes = Wakes::default();
+        while let Some(n) = g.send_waiters.pop_front() {
+            if let Some(w) = n.notify() {
+                wakes.push(w);
+            }
+        }
+        let queued = std::mem::take(&mut g.queue);
+        drop(g);
+        wakes.wake_all();
+        drop(queued); // user destructors, outside the lock
+    }
+
+    fn len(&self) -> usize {
+        self.inner.lock().queue.len()
+    }
+}
+
+fn recv_error(e: RecvTimeoutError) -> RecvError {
+    match e {
+        RecvTimeoutError::Disconnected | RecvTimeoutError::Timeout => RecvError,
+    }
+}
+
+fn try_recv_error(e: RecvTimeoutError) -> TryRecvError {
+    match e {
+        RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+        RecvTimeoutError::Timeout => TryRecvError::Empty,
+    }
+}
+
+/// `std::sync::mpsc` for ULTs.
+pub(crate) mod mpsc {
+    use super::*;
+    pub use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
+
+    /// An unbounded channel: `send` never blocks. Like `std::sync::mpsc::channel`.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(1).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let (tx, rx) = elite_rt::sync::mpsc::channel();
+    ///     elite_rt::spawn(move || tx.send("hi").unwrap());
+    ///     assert_eq!(rx.recv(), Ok("hi"));
+    ///     assert!(rx.recv().is_err()); // the sender is gone
+    /// });
+    /// ```
+    pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+        let c = Chan::new(None, 1);
+        (Sender { chan: c.clone() }, Receiver { chan: c })
+    }
+
+    /// A channel holding at most `bound` values: `send` blocks while it is full. With `bound` 0
+    /// every send waits until a receiver takes the value (a rendezvous). Like
+    /// `std::sync::mpsc::sync_channel`.
+    pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
+        let c = Chan::new(Some(bound), 1);
+        (SyncSender { chan: c.clone() }, Receiver { chan: c })
+    }
+
+    /// The sending half of [`channel`]; clone it for more senders.
+    pub struct Sender<T> {
+        pub(super) chan: Arc<Chan<T>>,
+    }
+
+    /// The sending half of [`sync_channel`]; clone it for more senders.
+    pub struct SyncSender<T> {
+        pub(super) chan: Arc<Chan<T>>,
+    }
+
+    /// The receiving half of a channel.
+    pub struct Receiver<T> {
+        pub(super) chan: Arc<Chan<T>>,
+    }
+
+    impl<T> Sender<T> {
+        /// Sends `value`; never blocks. `Err` gives the value back when the receiver is gone.
+        pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+            match self.chan.send(value, false) {
+                Try::Sent => Ok(()),
+                Try::Disconnected(v) | Try::Full(v) => Err(SendError(v)),
+            }
+        }
+    }
+
+    impl<T> SyncSender<T> {
+        /// Sends `value`, blocking while the channel is full. `Err` gives the value back when the
+        /// receiver is gone (also if it goes while this waits).
+        pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+            match self.chan.send(value, true) {
+                Try::Sent => Ok(()),
+                Try::Disconnected(v) | Try::Full(v) => Err(SendError(v)),
+            }
+        }
+
+        /// Sends `value` if that needs no waiting.
+        pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+            match self.chan.send(value, false) {
+                Try::Sent => Ok(()),
+                Try::Full(v) => Err(TrySendError::Full(v)),
+                Try::Disconnected(v) => Err(TrySendError::Disconnected(v)),
+            }
+        }
+    }
+
+    impl<T> Receiver<T> {
+        /// Waits for a value. `Err` once every sender is gone and the channel is empty.
+        pub fn recv(&self) -> Result<T, RecvError> {
+            self.chan.recv(Some(None)).map_err(recv_error)
+        }
+
+        /// Takes a value if one is ready.
+        pub fn try_recv(&self) -> Result<T, TryRecvError> {
+            self.chan.recv(None).map_err(try_recv_error)
+        }
+
+        /// Waits at most `timeout` for a value.
+        pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+            self.chan.recv(Some(super::super::deadline(timeout)))
+        }
+
+        /// Waits until `deadline` for a value.
+        pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+            self.chan.recv(Some(Some(deadline)))
+        }
+
+        /// Values as they arrive, until every sender is gone.
+        pub fn iter(&self) -> Iter<'_, T> {
+            Iter { rx: self }
+        }
+
+        /// The values ready now, without waiting.
+        pub fn try_iter(&self) -> TryIter<'_, T> {
+            TryIter { rx: self }
+        }
+    }
+
+    impl<T> Clone for Sender<T> {
+        fn clone(&self) -> Self {
+            self.chan.add_sender();
+            Sender { chan: self.chan.clone() }
+        }
+    }
+
+    impl<T> Clone for SyncSender<T> {
+        fn clone(&self) -> Self {
+            self.chan.add_sender();
+            SyncSender { chan: self.chan.clone() }
+        }
+    }
+
+    impl<T> Drop for Sender<T> {
+        fn drop(&mut self) {
+            self.chan.drop_sender();
+        }
+    }
+
+    impl<T> Drop for SyncSender<T> {
+        fn drop(&mut self) {
+            self.chan.drop_sender();
+        }
+    }
+
+    impl<T> Drop for Receiver<T> {
+        fn drop(&mut self) {
+            self.chan.drop_receiver();
+        }
+    }
+
+    impl<T> fmt::Debug for Sender<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("Sender").finish_non_exhaustive()
+        }
+    }
+
+    impl<T> fmt::Debug for SyncSender<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("SyncSender").finish_non_exhaustive()
+        }
+    }
+
+    impl<T> fmt::Debug for Receiver<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("Receiver").field("queued", &self.chan.len()).finish_non_exhaustive()
+        }
+    }
+
+    /// Iterator of [`Receiver::iter`].
+    #[derive(Debug)]
+    pub struct Iter<'a, T> {
+        rx: &'a Receiver<T>,
+    }
+
+    /// Iterator of [`Receiver::try_iter`].
+    #[derive(Debug)]
+    pub struct TryIter<'a, T> {
+        rx: &'a Receiver<T>,
+    }
+
+    /// Iterator of a [`Receiver`] taken by value.
+    #[derive(Debug)]
+    pub struct IntoIter<T> {
+        rx: Receiver<T>,
+    }
+
+    impl<T> Iterator for Iter<'_, T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.recv().ok()
+        }
+    }
+
+    impl<T> Iterator for TryIter<'_, T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.try_recv().ok()
+        }
+    }
+
+    impl<T> Iterator for IntoIter<T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.recv().ok()
+        }
+    }
+
+    impl<'a, T> IntoIterator for &'a Receiver<T> {
+        type Item = T;
+        type IntoIter = Iter<'a, T>;
+        fn into_iter(self) -> Iter<'a, T> {
+            self.iter()
+        }
+    }
+
+    impl<T> IntoIterator for Receiver<T> {
+        type Item = T;
+        type IntoIter = IntoIter<T>;
+        fn into_iter(self) -> IntoIter<T> {
+            IntoIter { rx: self }
+        }
+    }
+}
+
+/// A bounded channel with any number of senders and receivers.
+pub(crate) mod mpmc {
+    use super::*;
+
+    /// A channel holding at most `cap` values (0: a rendezvous); both ends can be cloned, and each
+    /// value goes to exactly one receiver.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
+    /// let total = rt.block_on(|| {
+    ///     let (tx, rx) = elite_rt::sync::mpmc::bounded(4);
+    ///     let workers: Vec<_> = (0..3)
+    ///         .map(|_| {
+    ///             let rx = rx.clone();
+    ///             elite_rt::spawn(move || rx.iter().sum::<u64>())
+    ///         })
+    ///         .collect();
+    ///     drop(rx);
+    ///     for i in 1..=100 {
+    ///         tx.send(i).unwrap();
+    ///     }
+    ///     drop(tx);
+    ///     workers.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    /// });
+    /// assert_eq!(total, 5050);
+    /// ```
+    pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+        let c = Chan::new(Some(cap), 1);
+        (Sender { chan: c.clone() }, Receiver { chan: c })
+    }
+
+    /// The sending half of [`bounded`].
+    pub struct Sender<T> {
+        chan: Arc<Chan<T>>,
+    }
+
+    /// The receiving half of [`bounded`].
+    pub struct Receiver<T> {
+        chan: Arc<Chan<T>>,
+    }
+
+    impl<T> Sender<T> {
+        /// Sends `value`, blocking while the channel is full; `Err` once every receiver is gone.
+        pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+            match self.chan.send(value, true) {
+                Try::Sent => Ok(()),
+                Try::Disconnected(v) | Try::Full(v) => Err(SendError(v)),
+            }
+        }
+
+        /// Sends `value` if that needs no waiting.
+        pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+            match self.chan.send(value, false) {
+                Try::Sent => Ok(()),
+                Try::Full(v) => Err(TrySendError::Full(v)),
+                Try::Disconnected(v) => Err(TrySendError::Disconnected(v)),
+            }
+        }
+    }
+
+    impl<T> Receiver<T> {
+        /// Waits for a value; `Err` once every sender is gone and the channel is empty.
+        pub fn recv(&self) -> Result<T, RecvError> {
+            self.chan.recv(Some(None)).map_err(recv_error)
+        }
+
+        /// Takes a value if one is ready.
+        pub fn try_recv(&self) -> Result<T, TryRecvError> {
+            self.chan.recv(None).map_err(try_recv_error)
+        }
+
+        /// Waits at most `timeout` for a value.
+        pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+            self.chan.recv(Some(super::super::deadline(timeout)))
+        }
+
+        /// Values as they arrive, until every sender is gone.
+        pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+            std::iter::from_fn(move || self.recv().ok())
+        }
+    }
+
+    impl<T> Clone for Sender<T> {
+        fn clone(&self) -> Self {
+            self.chan.add_sender();
+            Sender { chan: self.chan.clone() }
+        }
+    }
+
+    impl<T> Clone for Receiver<T> {
+        fn clone(&self) -> Self {
+            self.chan.add_receiver();
+            Receiver { chan: self.chan.clone() }
+        }
+    }
+
+    impl<T> Drop for Sender<T> {
+        fn drop(&mut self) {
+            self.chan.drop_sender();
+        }
+    }
+
+    impl<T> Drop for Receiver<T> {
+        fn drop(&mut self) {
+            self.chan.drop_receiver();
+        }
+    }
+
+    impl<T> fmt::Debug for Sender<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("mpmc::Sender").finish_non_exhaustive()
+        }
+    }
+
+    impl<T> fmt::Debug for Receiver<T> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("mpmc::Receiver").field("queued", &self.chan.len()).finish_non_exhaustive()
+        }
+    }
+}

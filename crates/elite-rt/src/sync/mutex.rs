@@ -1,0 +1,465 @@
+//! [`Mutex`]: a two-phase lock (ELiTE 2.3.2) that blocks ULTs, not processors.
+//!
+//! # The state word
+//!
+//! `LOCKED` (someone holds the lock) and `WAITERS` (the wait list is not empty; changed only under
+//! the list's lock). The uncontended paths are one CAS each: `0 -> LOCKED` to lock, `LOCKED -> 0`
+//! to unlock. Anything else goes to the slow paths:
+//!
+//! ```text
+//! lock, slow:   spin phase (rounds from the spin policy, exponential backoff): CAS !LOCKED -> |LOCKED
+//!               block phase, under the list lock: lock free? take it. Else set WAITERS, link the
+//!               node (at the back; at the front after a lost race), release the list, block.
+//!               woken with the lock handed over -> own it; woken plain -> start again
+//! unlock, slow: under the list lock: pop the first waiter; list empty now -> clear WAITERS;
+//!               the waiter lost MAX_LOSSES races already -> hand the lock over (LOCKED stays set)
+//!               else clear LOCKED; notify the waiter (after the list lock is released)
+//! ```
+//!
+//! Because `WAITERS` is set under the list lock before a waiter links itself, and the unlock fast
+//! path only succeeds when `WAITERS` is clear, an unlock can never miss a linked waiter.
+//!
+//! # Fairness
+//!
+//! Waiters queue in FIFO order. A woken waiter competes with ULTs that arrive meanwhile (which
+//! keeps the lock busy instead of idle while the waiter is scheduled), but it keeps its place at the
+//! head of the queue, and after losing [`MAX_LOSSES`] such races the lock is handed to it directly
+//! at the next unlock. So a waiter is served after at most the waiters queued before it plus
+//! `MAX_LOSSES` newcomers per waiter ahead of it and itself: it cannot starve.
+//!
+//! # Hold times
+//!
+//! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions:
+//! every acquisition that had to wait is measured, and one in eight of the uncontended ones (a
+//! time stamp costs as much as the lock itself on some machines). Their average drives the
+//! adaptive spin policy: above the threshold (half a measured context switch) a waiter blocks
+//! at once.
+
+use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
+use super::{backoff, spin_rounds, ticks};
+use crate::atomics::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+
+const LOCKED: u32 = 1;
+const WAITERS: u32 = 2;
+
+/// Races a woken waiter may lose to newcomers before the lock is handed to it directly.
+pub const MAX_LOSSES: usize = 2;
+
+/// `WaitNode::tag` of a waiter to whom an unlock handed the lock.
+const HANDED_OVER: usize = usize::MAX;
+
+/// Holder-only bookkeeping of hold times.
+struct Holds {
+    /// Time stamp of the current acquisition, 0 when this one is not measured.
+    since: u64,
+    samples: [u64; 8],
+    next: usize,
+    /// Uncontended acquisitions, for sampling one in eight.
+    count: u32,
+}
+
+/// A mutual exclusion lock with `std::sync::Mutex`'s interface (poisoning included) whose `lock`
+/// blocks the calling ULT instead of its processor, and parks an OS thread that calls it from
+/// outside the runtime.
+///
+/// ```
+/// use elite_rt::sync::Mutex;
+/// use std::sync::Arc;
+///
+/// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
+/// let total = rt.block_on(|| {
+///     let m = Arc::new(Mutex::new(0u64));
+///     let hs: Vec<_> = (0..100)
+///         .map(|_| {
+///             let m = m.clone();
+///             elite_rt::spawn(move || {
+///                 for _ in 0..100 {
+///                     *m.lock().unwrap() += 1;
+///                     elite_rt::yield_now();
+///                 }
+///             })
+///         })
+///         .collect();
+///     hs.into_iter().for_each(|h| h.join().unwrap());
+///     let n = *m.lock().unwrap();
+///     n
+/// });
+/// assert_eq!(total, 10_000);
+/// ```
+///
+/// Contended, it is a two-phase lock (ELiTE section 2.3.2): a waiter spins a bounded number of
+/// rounds with exponential backoff, then blocks; with the default [`SpinPolicy::Adaptive`] it
+/// blocks at once while the lock's recent hold times exceed half the cost of a context switch.
+/// Waiters are served in FIFO order and cannot starve: see [`MAX_LOSSES`].
+///
+/// [`SpinPolicy::Adaptive`]: super::SpinPolicy::Adaptive
+pub struct Mutex<T: ?Sized> {
+    state: AtomicU32,
+    poison: AtomicBool,
+    /// Average of the last 8 measured hold times, published for waiters deciding to spin.
+    avg_hold: AtomicU64,
+    holds: UnsafeCell<Holds>,
+    waiters: SpinLock<WaitList>,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the lock gives one holder at a time access to `data` and `holds`; T: Send suffices, as
+// for std's Mutex.
+unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+// SAFETY: as above.
+unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+
+impl<T> Mutex<T> {
+    /// A new unlocked mutex holding `value`.
+    pub const fn new(value: T) -> Mutex<T> {
+        Mutex {
+            state: AtomicU32::new(0),
+            poison: AtomicBool::new(false),
+            avg_hold: AtomicU64::new(0),
+            holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0, count: 0 }),
+            waiters: SpinLock::new(WaitList::new()),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// Consumes the mutex and returns its value (`Err` if it is poisoned, with the value inside).
+    pub fn into_inner(self) -> LockResult<T> {
+        let poisoned = self.poison.load(Ordering::Relaxed);
+        let v = self.data.into_inner();
+        if poisoned {
+            Err(PoisonError::new(v))
+        } else {
+            Ok(v)
+        }
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Acquires the lock, blocking the calling ULT (or parking the calling OS thread) until it is
+    /// free. `Err` if a holder panicked (the guard is inside, as with std).
+    ///
+    /// Locking a mutex the caller already holds deadlocks, as with std.
+    #[inline]
+    pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
+        if self.state.compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_contended();
+        } else {
+            self.sample_uncontended();
+        }
+        self.guard()
+    }
+
+    /// Acquires the lock if it is free right now.
+    pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            if s & LOCKED != 0 {
+                return Err(TryLockError::WouldBlock);
+            }
+            match self.state.compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        self.sample_uncontended();
+        self.guard().map_err(TryLockError::from)
+    }
+
+    /// Whether a holder panicked while holding the lock.
+    pub fn is_poisoned(&self) -> bool {
+        self.poison.load(Ordering::Relaxed)
+    }
+
+    /// Clears the poisoned state.
+    pub fn clear_poison(&self) {
+        self.poison.store(false, Ordering::Relaxed);
+    }
+
+    /// The value, through exclusive access (no locking needed).
+    pub fn get_mut(&mut self) -> LockResult<&mut T> {
+        let poisoned = self.poison.load(Ordering::Relaxed);
+        let v = self.data.get_mut();
+        if poisoned {
+            Err(PoisonError::new(v))
+        } else {
+            Ok(v)
+        }
+    }
+
+    #[inline]
+    fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
+        let g = MutexGuard { lock: self, panicking: std::thread::panicking() };
+        if self.poison.load(Ordering::Relaxed) {
+            Err(PoisonError::new(g))
+        } else {
+            Ok(g)
+        }
+    }
+
+    #[inline]
+    fn holds(&self) -> &mut Holds {
+        // SAFETY: only the holder of the lock calls this, and not across another call to it.
+        unsafe { &mut *self.holds.get() }
+    }
+
+    #[inline]
+    fn sample_uncontended(&self) {
+        let h = self.holds();
+        h.count = h.count.wrapping_add(1);
+        h.since = if h.count.is_multiple_of(8) { ticks() } else { 0 };
+    }
+
+    /// The average hold time (ticks) of the last 8 measured acquisitions.
+    pub(crate) fn average_hold(&self) -> u64 {
+        self.avg_hold.load(Ordering::Relaxed)
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut losses = 0usize;
+        loop {
+            let rounds = spin_rounds(self.average_hold());
+            for r in 0..rounds {
+                let s = self.state.load(Ordering::Relaxed);
+                if s & LOCKED == 0
+                    && self
+                        .state
+                        .compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    self.holds().since = ticks();
+                    return;
+                }
+                backoff(r);
+            }
+            // Block phase.
+            let node = WaitNode::new();
+            {
+                let mut list = self.waiters.lock();
+                let mut s = self.state.load(Ordering::Relaxed);
+                loop {
+                    if s & LOCKED == 0 {
+                        match self.state.compare_exchange_weak(
+                            s,
+                            s | LOCKED,
+                            Ordering::Acquire,
+                            Ordering::Relaxed,
+                        ) {
+                            Ok(_) => {
+                                drop(list);
+                                self.holds().since = ticks();
+                                return;
+                            }
+                            Err(now) => {
+                                s = now;
+                                continue;
+                            }
+                        }
+                    }
+                    if s & WAITERS != 0 {
+                        break;
+                    }
+                    match self.state.compare_exchange_weak(
+                        s,
+                        s | WAITERS,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => break,
+                        Err(now) => s = now,
+                    }
+                }
+                node.tag.set(losses);
+                if losses > 0 {
+                    list.push_front(&node);
+                } else {
+                    list.push_back(&node);
+                }
+            }
+            let guard = OnUnwind::new(|| self.abandon(&node));
+            node.wait(None);
+            guard.disarm();
+            if node.tag.get() == HANDED_OVER {
+                self.holds().since = ticks();
+                return;
+            }
+            losses += 1;
+        }
+    }
+
+    /// A blocked waiter is being unwound (shutdown): leave the queue, and pass on whatever an
+    /// unlock gave it (the lock itself, or the turn to retry).
+    #[cold]
+    fn abandon(&self, node: &WaitNode) {
+        let mut list = self.waiters.lock();
+        if node.is_linked() {
+            list.remove(node);
+            if list.is_empty() {
+                self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+            }
+            return;
+        }
+        drop(list);
+        if node.tag.get() == HANDED_OVER {
+            self.unlock();
+        } else {
+            // Woken to retry: the lock may be free with others queued, who would wait for an
+            // unlock that is not coming. Wake the next one instead.
+            self.wake_next_if_free();
+        }
+    }
+
+    #[cold]
+    fn wake_next_if_free(&self) {
+        let mut list = self.waiters.lock();
+        if self.state.load(Ordering::Relaxed) & LOCKED != 0 {
+            return; // its holder will unlock and wake
+        }
+        let wake = list.pop_front().and_then(|n| n.notify());
+        if list.is_empty() {
+            self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+        }
+        drop(list);
+        if let Some(w) = wake {
+            w.wake();
+        }
+    }
+
+    /// Records the hold time if this acquisition was measured.
+    #[inline]
+    fn record_hold(&self) {
+        let h = self.holds();
+        if h.since == 0 {
+            return;
+        }
+        let held = ticks().wrapping_sub(h.since);
+        h.since = 0;
+        h.samples[h.next] = held;
+        h.next = (h.next + 1) % 8;
+        self.avg_hold.store(h.samples.iter().sum::<u64>() / 8, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn unlock(&self) {
+        self.record_hold();
+        if self.state.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+            self.unlock_slow();
+        }
+    }
+
+    #[cold]
+    fn unlock_slow(&self) {
+        let mut list = self.waiters.lock();
+        let Some(n) = list.pop_front() else {
+            // WAITERS without waiters cannot stay set (it is cleared with the last unlink), but
+            // losing a wake-up would be worse than a wasted RMW.
+            self.state.fetch_and(!(LOCKED | WAITERS), Ordering::Release);
+            return;
+        };
+        let clear = if list.is_empty() { WAITERS } else { 0 };
+        if n.tag.get() >= MAX_LOSSES {
+            n.tag.set(HANDED_OVER);
+            if clear != 0 {
+                self.state.fetch_and(!clear, Ordering::Relaxed);
+            }
+            // LOCKED stays set: the waiter owns the lock now; the wake-up below publishes the
+            // critical section (AcqRel on its wait word).
+        } else {
+            self.state.fetch_and(!(LOCKED | clear), Ordering::Release);
+        }
+        let wake = n.notify();
+        drop(list);
+        match wake {
+            Some(w) => w.wake(),
+            None => crate::fatal("a mutex waiter timed out"),
+        }
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Mutex<T> {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T> From<T> for Mutex<T> {
+    fn from(v: T) -> Mutex<T> {
+        Mutex::new(v)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Mutex");
+        match self.try_lock() {
+            Ok(g) => d.field("data", &&*g),
+            Err(TryLockError::Poisoned(e)) => d.field("data", &&**e.get_ref()),
+            Err(TryLockError::WouldBlock) => d.field("data", &format_args!("<locked>")),
+        };
+        d.field("poisoned", &self.is_poisoned()).finish_non_exhaustive()
+    }
+}
+
+/// Access to a [`Mutex`]'s value; unlocks when dropped. Do not hold one across a call that may
+/// block the ULT on something the next holder must do (as with any lock).
+#[must_use = "if unused the Mutex will immediately unlock"]
+pub struct MutexGuard<'a, T: ?Sized> {
+    lock: &'a Mutex<T>,
+    panicking: bool,
+}
+
+// SAFETY: a guard gives `&T` to whoever holds `&guard`: Sync when T is Sync, as for std.
+unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+// A MutexGuard may be sent to another OS thread (unlike std's): the lock does not belong to an OS
+// thread, and a ULT moves between OS threads while holding one anyway.
+// SAFETY: unlocking from any thread is part of this lock's protocol.
+unsafe impl<T: ?Sized + Send> Send for MutexGuard<'_, T> {}
+
+impl<'a, T: ?Sized> MutexGuard<'a, T> {
+    pub(crate) fn mutex(&self) -> &'a Mutex<T> {
+        self.lock
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.panicking && std::thread::panicking() {
+            self.lock.poison.store(true, Ordering::Relaxed);
+        }
+        self.lock.unlock();
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}

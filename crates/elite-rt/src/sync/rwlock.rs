@@ -1,0 +1,382 @@
+//! [`RwLock`]: many readers or one writer, blocking ULTs.
+//!
+//! # Protocol (all under the internal lock)
+//!
+//! * `read`: granted if no writer holds the lock and none waits; otherwise the reader queues.
+//! * `write`: granted if nobody holds the lock; otherwise the writer queues.
+//! * The last reader out hands the lock to the first queued writer.
+//! * A writer's unlock hands the lock to every queued reader if there are any, else to the next
+//!   writer.
+//!
+//! Handing over (the waiter is granted the lock before it is woken; `tag` says so) keeps the order
+//! fair: readers that arrive while a writer waits queue behind it, and the readers queued during a
+//! write all go before the next writer. Neither side can starve.
+
+use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
+use super::{backoff, spin_rounds};
+use crate::atomics::{AtomicBool, Ordering};
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+
+const GRANTED: usize = 1;
+
+struct State {
+    readers: usize,
+    writer: bool,
+    read_waiters: WaitList,
+    write_waiters: WaitList,
+}
+
+/// A reader-writer lock with `std::sync::RwLock`'s interface (poisoning by a panicking writer
+/// included), blocking the calling ULT (or parking the OS thread) while it waits.
+///
+/// Contended, a caller first spins for the lock as the runtime's
+/// [`SpinPolicy`](super::SpinPolicy) says (the lock keeps no hold times, so
+/// `Adaptive` spins its short default), then queues. See the module source for the fair
+/// hand-over protocol.
+///
+/// ```
+/// use elite_rt::sync::RwLock;
+/// use std::sync::Arc;
+///
+/// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
+/// rt.block_on(|| {
+///     let lock = Arc::new(RwLock::new(vec![1, 2, 3]));
+///     let l2 = lock.clone();
+///     elite_rt::spawn(move || l2.write().unwrap().push(4)).join().unwrap();
+///     assert_eq!(lock.read().unwrap().len(), 4);
+/// });
+/// ```
+pub struct RwLock<T: ?Sized> {
+    state: SpinLock<State>,
+    poison: AtomicBool,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: as std's RwLock: writers need T: Send, concurrent readers share &T (T: Sync).
+unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
+// SAFETY: as above.
+unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
+
+impl<T> RwLock<T> {
+    /// A new unlocked lock holding `value`.
+    pub const fn new(value: T) -> RwLock<T> {
+        RwLock {
+            state: SpinLock::new(State {
+                readers: 0,
+                writer: false,
+                read_waiters: WaitList::new(),
+                write_waiters: WaitList::new(),
+            }),
+            poison: AtomicBool::new(false),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// Consumes the lock and returns its value (`Err` with the value if poisoned).
+    pub fn into_inner(self) -> LockResult<T> {
+        let poisoned = self.poison.load(Ordering::Relaxed);
+        let v = self.data.into_inner();
+        if poisoned {
+            Err(PoisonError::new(v))
+        } else {
+            Ok(v)
+        }
+    }
+}
+
+impl<T: ?Sized> RwLock<T> {
+    /// Shared access; waits while a writer holds the lock or waits for it.
+    pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
+        if !self.try_read_now() {
+            for r in 0..spin_rounds(0) {
+                backoff(r);
+                if self.try_read_now() {
+                    return self.read_guard();
+                }
+            }
+            self.block(false);
+        }
+        self.read_guard()
+    }
+
+    /// Exclusive access; waits while anyone holds the lock.
+    pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
+        if !self.try_write_now() {
+            for r in 0..spin_rounds(0) {
+                backoff(r);
+                if self.try_write_now() {
+                    return self.write_guard();
+                }
+            }
+            self.block(true);
+        }
+        self.write_guard()
+    }
+
+    /// Shared access if it can be had right now.
+    pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
+        if self.try_read_now() {
+            self.read_guard().map_err(TryLockError::from)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Exclusive access if it can be had right now.
+    pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
+        if self.try_write_now() {
+            self.write_guard().map_err(TryLockError::from)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// Whether a writer panicked while holding the lock.
+    pub fn is_poisoned(&self) -> bool {
+        self.poison.load(Ordering::Relaxed)
+    }
+
+    /// Clears the poisoned state.
+    pub fn clear_poison(&self) {
+        self.poison.store(false, Ordering::Relaxed);
+    }
+
+    /// The value, through exclusive access.
+    pub fn get_mut(&mut self) -> LockResult<&mut T> {
+        let poisoned = self.poison.load(Ordering::Relaxed);
+        let v = self.data.get_mut();
+        if poisoned {
+            Err(PoisonError::new(v))
+        } else {
+            Ok(v)
+        }
+    }
+
+    fn try_read_now(&self) -> bool {
+        let mut s = self.state.lock();
+        if !s.writer && s.write_waiters.is_empty() {
+            s.readers += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn try_write_now(&self) -> bool {
+        let mut s = self.state.lock();
+        if !s.writer && s.readers == 0 {
+            s.writer = true;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Queues as a reader or writer until an unlock grants the lock.
+    fn block(&self, write: bool) {
+        let node = WaitNode::new();
+        {
+            let mut s = self.state.lock();
+            if write && !s.writer && s.readers == 0 {
+                s.writer = true;
+                return;
+            }
+            if !write && !s.writer && s.write_waiters.is_empty() {
+                s.readers += 1;
+                return;
+            }
+            if write {
+                s.write_waiters.push_back(&node);
+            } else {
+                s.read_waiters.push_back(&node);
+            }
+        }
+        let unwind = OnUnwind::new(|| {
+            let mut s = self.state.lock();
+            if node.is_linked() {
+                if write {
+                    s.write_waiters.remove(&node);
+                    // Readers queued only because we waited may go now.
+                    if !s.writer && s.write_waiters.is_empty() {
+                        let wakes = Self::grant_readers(&mut s);
+                        drop(s);
+                        wakes.wake_all();
+                    }
+                } else {
+                    s.read_waiters.remove(&node);
+                }
+                return;
+            }
+            drop(s);
+            if node.tag.get() == GRANTED {
+                if write {
+                    self.write_unlock();
+                } else {
+                    self.read_unlock();
+                }
+            }
+        });
+        node.wait(None);
+        unwind.disarm();
+    }
+
+    fn grant_readers(s: &mut State) -> Wakes {
+        let mut wakes = Wakes::default();
+        while let Some(n) = s.read_waiters.pop_front() {
+            n.tag.set(GRANTED);
+            s.readers += 1;
+            if let Some(w) = n.notify() {
+                wakes.push(w);
+            }
+        }
+        wakes
+    }
+
+    fn read_unlock(&self) {
+        let mut s = self.state.lock();
+        s.readers -= 1;
+        if s.readers > 0 {
+            return;
+        }
+        if let Some(n) = s.write_waiters.pop_front() {
+            n.tag.set(GRANTED);
+            s.writer = true;
+            let w = n.notify();
+            drop(s);
+            if let Some(w) = w {
+                w.wake();
+            }
+        }
+    }
+
+    fn write_unlock(&self) {
+        let mut s = self.state.lock();
+        s.writer = false;
+        let wakes = if !s.read_waiters.is_empty() {
+            Self::grant_readers(&mut s)
+        } else if let Some(n) = s.write_waiters.pop_front() {
+            n.tag.set(GRANTED);
+            s.writer = true;
+            let mut wakes = Wakes::default();
+            if let Some(w) = n.notify() {
+                wakes.push(w);
+            }
+            wakes
+        } else {
+            Wakes::default()
+        };
+        drop(s);
+        wakes.wake_all();
+    }
+
+    fn read_guard(&self) -> LockResult<RwLockReadGuard<'_, T>> {
+        let g = RwLockReadGuard { lock: self };
+        if self.poison.load(Ordering::Relaxed) {
+            Err(PoisonError::new(g))
+        } else {
+            Ok(g)
+        }
+    }
+
+    fn write_guard(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
+        let g = RwLockWriteGuard { lock: self, panicking: std::thread::panicking() };
+        if self.poison.load(Ordering::Relaxed) {
+            Err(PoisonError::new(g))
+        } else {
+            Ok(g)
+        }
+    }
+}
+
+impl<T: Default> Default for RwLock<T> {
+    fn default() -> RwLock<T> {
+        RwLock::new(T::default())
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("RwLock");
+        match self.try_read() {
+            Ok(g) => d.field("data", &&*g),
+            Err(TryLockError::Poisoned(e)) => d.field("data", &&**e.get_ref()),
+            Err(TryLockError::WouldBlock) => d.field("data", &format_args!("<locked>")),
+        };
+        d.field("poisoned", &self.is_poisoned()).finish_non_exhaustive()
+    }
+}
+
+/// Shared access to an [`RwLock`]'s value.
+#[must_use = "if unused the RwLock will immediately unlock"]
+pub struct RwLockReadGuard<'a, T: ?Sized> {
+    lock: &'a RwLock<T>,
+}
+
+/// Exclusive access to an [`RwLock`]'s value.
+#[must_use = "if unused the RwLock will immediately unlock"]
+pub struct RwLockWriteGuard<'a, T: ?Sized> {
+    lock: &'a RwLock<T>,
+    panicking: bool,
+}
+
+// SAFETY: a read guard hands out &T only.
+unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
+// SAFETY: as for MutexGuard: unlocking from another OS thread is part of the protocol.
+unsafe impl<T: ?Sized + Sync> Send for RwLockReadGuard<'_, T> {}
+// SAFETY: &guard gives &T.
+unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
+// SAFETY: as above; moving the guard moves exclusive access to T.
+unsafe impl<T: ?Sized + Send + Sync> Send for RwLockWriteGuard<'_, T> {}
+
+impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: a read guard means no writer holds the lock.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the write guard holds the lock alone.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the write guard holds the lock alone.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.read_unlock();
+    }
+}
+
+impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
+    fn drop(&mut self) {
+        if !self.panicking && std::thread::panicking() {
+            self.lock.poison.store(true, Ordering::Relaxed);
+        }
+        self.lock.write_unlock();
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockReadGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}

@@ -1,0 +1,454 @@
+//! Blocking a ULT (or an OS thread) on a synchronization object, and waking it exactly once.
+//!
+//! Every primitive of [`crate::sync`] is a small state protected by a [`SpinLock`] plus one or more
+//! [`WaitList`]s of [`WaitNode`]s. A node lives on the waiter's own stack (ELiTE binds a blocked
+//! thread to the object it waits on, figure 2.4): linking it costs no allocation, and the list is
+//! intrusive and FIFO.
+//!
+//! # The wait protocol
+//!
+//! A ULT's wait is resolved through the `wait` word of its TCB: `seq << 3 | SUSPENDED | TIMED_OUT |
+//! NOTIFIED`, where `seq` numbers the ULT's waits (never reset, so nothing can confuse two waits).
+//!
+//! ```text
+//! waiter (ULT code)      lock object; decide to wait; node = WaitNode::new() (wait = seq << 3)
+//!                        link node; unlock object; node.wait(deadline):
+//!                          switch out; then, on the processor's stack:
+//!                          prev = fetch_or(SUSPENDED)
+//!                          prev resolved?  -> make ready at once (the notifier left that to us)
+//!                          else deadline?  -> arm a timer entry (seq)
+//! notifier               lock object; unlink node; node.notify():
+//!                          CAS wait: seq, unresolved -> | NOTIFIED   (fails: the deadline won)
+//!                          SUSPENDED was set -> push the ULT on a wake-up stack (Wake)
+//!                          else              -> nothing: the waiter's processor wakes it
+//! timer (processor)      CAS wait: seq, unresolved -> | TIMED_OUT; won -> make ready
+//! waiter, resumed        NOTIFIED: go on; TIMED_OUT: lock object, unlink the node if linked
+//! ```
+//! Exactly one of notifier and timer resolves a wait (the CAS), and exactly one of notifier and the
+//! waiter's own switch wakes it (whoever comes second on SUSPENDED), as in the join protocol. The
+//! RMWs are `AcqRel`, so whatever the notifier wrote into the object or the node before resolving
+//! is visible to the waiter when it runs again.
+//!
+//! An OS thread waits the same way with a state byte in its node instead of the TCB word, parking
+//! in `std::thread::park` (whose token makes an early unpark harmless).
+//!
+//! # Who may wake after the object's lock is released
+//!
+//! A notifier unlinks the node under the object's lock, but pushing a ULT on a wake-up stack may
+//! happen after the lock is released (the common case; the lock stays short). That is safe when
+//! the notifier is a ULT of the waiter's own runtime: the runtime cannot be torn down while one of
+//! its processors runs code. Any other notifier (an OS thread, a ULT of another runtime) wakes
+//! while it still holds the object's lock: the shutdown of the waiter's runtime unwinds the blocked
+//! waiter, and the waiter's unwind guard takes the same lock before its stack (and the node) go
+//! away, so the wake finishes while the TCB and the runtime are still alive.
+//!
+//! # Shutdown
+//!
+//! A ULT blocked at shutdown is force-unwound where it blocked. Each primitive arms an
+//! [`OnUnwind`] guard for the time its node is linked: on unwind it takes the object's lock,
+//! unlinks the node if it is still linked, and gives back what a notifier may have handed over
+//! (a lock, a permit).
+
+use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use crate::processor::current_processor;
+use crate::tcb::TcbRef;
+use std::cell::{Cell, UnsafeCell};
+use std::ops::{Deref, DerefMut};
+use std::ptr;
+use std::thread::Thread;
+use std::time::Instant;
+
+const NOTIFIED: u64 = 1;
+const TIMED_OUT: u64 = 2;
+const SUSPENDED: u64 = 4;
+const RESOLVED: u64 = NOTIFIED | TIMED_OUT;
+
+const T_WAITING: u8 = 0;
+const T_NOTIFIED: u8 = 1;
+const T_TIMED_OUT: u8 = 2;
+
+/// True while wait `seq` of `t` is neither notified nor timed out (used to drop stale timers).
+pub(crate) fn is_pending(t: TcbRef, seq: u64) -> bool {
+    let w = t.tcb().wait.load(Ordering::Acquire);
+    w >> 3 == seq && w & RESOLVED == 0
+}
+
+/// The processor's timer for wait `seq` of `t` came due: resolve the wait as timed out. Returns
+/// true if this won the race against any notifier (the caller then makes `t` ready).
+pub(crate) fn time_out(t: TcbRef, seq: u64) -> bool {
+    resolve(&t.tcb().wait, seq, TIMED_OUT).is_some()
+}
+
+/// CAS the wait word from "wait `seq`, unresolved" to `| how`; the previous word if this won.
+#[inline]
+fn resolve(w: &AtomicU64, seq: u64, how: u64) -> Option<u64> {
+    let mut cur = w.load(Ordering::Relaxed);
+    loop {
+        if cur >> 3 != seq || cur & RESOLVED != 0 {
+            return None;
+        }
+        match w.compare_exchange_weak(cur, cur | how, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return Some(cur),
+            Err(now) => cur = now,
+        }
+    }
+}
+
+enum Who {
+    Ult { tcb: TcbRef, seq: u64 },
+    Thread { thread: Thread, state: AtomicU8 },
+}
+
+/// One waiter, on its own stack, linked into a [`WaitList`] of the object it waits on.
+///
+/// `tag` and `slot` carry what the object and its notifier exchange (a handed-over lock, a
+/// permit count, a pointer to a value being sent); they are read and written under the object's
+/// lock, or by the waiter after it was notified.
+pub(crate) struct WaitNode {
+    prev: Cell<*const WaitNode>,
+    next: Cell<*const WaitNode>,
+    linked: Cell<bool>,
+    who: Who,
+    pub(crate) tag: Cell<usize>,
+    pub(crate) slot: Cell<*mut ()>,
+}
+
+impl WaitNode {
+    /// A node for the calling ULT (which starts a new wait in its TCB), or for the calling OS
+    /// thread when it is not a ULT.
+    pub(crate) fn new() -> WaitNode {
+        let who = match current_processor().and_then(|p| p.current_ult()) {
+            Some(tcb) => {
+                let w = &tcb.tcb().wait;
+                // Only this ULT starts its waits; earlier ones are all resolved (it runs), and a
+                // stale timer's CAS fails on the new sequence number.
+                let seq = (w.load(Ordering::Relaxed) >> 3) + 1;
+                w.store(seq << 3, Ordering::Relaxed);
+                Who::Ult { tcb, seq }
+            }
+            None => Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) },
+        };
+        WaitNode {
+            prev: Cell::new(ptr::null()),
+            next: Cell::new(ptr::null()),
+            linked: Cell::new(false),
+            who,
+            tag: Cell::new(0),
+            slot: Cell::new(ptr::null_mut()),
+        }
+    }
+
+    /// Whether the node is in a list. Read under the object's lock.
+    #[inline]
+    pub(crate) fn is_linked(&self) -> bool {
+        self.linked.get()
+    }
+
+    /// Blocks until a notifier resolves the wait (true) or `deadline` passes first (false). The node
+    /// must be linked and the object's lock released. After `false` the node may still be linked:
+    /// the caller unlinks it under the object's lock.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
+        match &self.who {
+            Who::Ult { tcb, seq } => {
+                let (t, seq) = (*tcb, *seq);
+                crate::thread::park_current(move |me| {
+                    let Some(p) = current_processor() else {
+                        crate::fatal("a blocked ULT switched out to no processor");
+                    };
+                    let prev = me.tcb().wait.fetch_or(SUSPENDED, Ordering::AcqRel);
+                    if prev & RESOLVED != 0 {
+                        // Resolved before we were off our stack: the notifier left the wake to us.
+                        p.wake(me);
+                    } else if let Some(d) = deadline {
+                        p.add_wait_timer(d, me, seq);
+                    }
+                });
+                t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
+            }
+            Who::Thread { state, .. } => loop {
+                match state.load(Ordering::Acquire) {
+                    T_NOTIFIED => return true,
+                    T_TIMED_OUT => return false,
+                    _ => {}
+                }
+                match deadline {
+                    None => std::thread::park(),
+                    Some(d) => {
+                        let now = Instant::now();
+                        if now >= d {
+                            if state
+                                .compare_exchange(T_WAITING, T_TIMED_OUT, Ordering::AcqRel, Ordering::Acquire)
+                                .is_ok()
+                            {
+                                return false;
+                            }
+                        } else {
+                            std::thread::park_timeout(d - now);
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    /// Resolves the wait as notified; called under the object's lock, with the node unlinked.
+    /// `None`: the waiter timed out first (it is gone; notify someone else). `Some(w)`: the waiter
+    /// is notified; call [`Wake::wake`] once the object's lock is released.
+    #[inline]
+    pub(crate) fn notify(&self) -> Option<Wake> {
+        match &self.who {
+            Who::Ult { tcb, seq } => {
+                let prev = resolve(&tcb.tcb().wait, *seq, NOTIFIED)?;
+                if prev & SUSPENDED == 0 {
+                    return Some(Wake::Nothing); // its processor wakes it after the switch
+                }
+                let t = *tcb;
+                match current_processor() {
+                    Some(p) if p.current_ult().is_some() && p.shared.is_own(t) => Some(Wake::Ult(t)),
+                    _ => {
+                        // Not a ULT of its runtime: wake now, under the object's lock (module docs).
+                        let shared = t.chunk().shared() as *const crate::runtime::Shared;
+                        // SAFETY: the waiter cannot be unwound (and its runtime freed) before its
+                        // guard takes the object's lock, which our caller holds.
+                        unsafe { &*shared }.wake(t, None);
+                        Some(Wake::Nothing)
+                    }
+                }
+            }
+            Who::Thread { thread, state } => {
+                let th = thread.clone(); // the node may be gone once the state says NOTIFIED
+                state.compare_exchange(T_WAITING, T_NOTIFIED, Ordering::AcqRel, Ordering::Relaxed).ok()?;
+                Some(Wake::Thread(th))
+            }
+        }
+    }
+}
+
+/// A wake-up to deliver after the object's lock is released.
+#[must_use]
+pub(crate) enum Wake {
+    Nothing,
+    Ult(TcbRef),
+    Thread(Thread),
+}
+
+impl Wake {
+    #[inline]
+    pub(crate) fn wake(self) {
+        match self {
+            Wake::Nothing => {}
+            Wake::Ult(t) => match current_processor() {
+                Some(p) => p.wake(t),
+                None => crate::fatal("a deferred wake-up outside its processor"),
+            },
+            Wake::Thread(th) => th.unpark(),
+        }
+    }
+}
+
+/// Wake-ups collected under a lock, delivered after it (`notify_all`, a barrier's release).
+#[derive(Default)]
+pub(crate) struct Wakes(Vec<Wake>);
+
+impl Wakes {
+    pub(crate) fn push(&mut self, w: Wake) {
+        if !matches!(w, Wake::Nothing) {
+            self.0.push(w);
+        }
+    }
+
+    pub(crate) fn wake_all(self) {
+        for w in self.0 {
+            w.wake();
+        }
+    }
+}
+
+/// An intrusive FIFO of [`WaitNode`]s, kept under the object's [`SpinLock`].
+pub(crate) struct WaitList {
+    head: *const WaitNode,
+    tail: *const WaitNode,
+    len: usize,
+}
+
+// SAFETY: the list only holds addresses of nodes whose waiters keep them alive while linked; it
+// is only touched under its object's lock.
+unsafe impl Send for WaitList {}
+
+impl WaitList {
+    pub(crate) const fn new() -> WaitList {
+        WaitList { head: ptr::null(), tail: ptr::null(), len: 0 }
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
+    pub(crate) fn push_back(&mut self, n: &WaitNode) {
+        debug_assert!(!n.linked.get());
+        n.linked.set(true);
+        n.next.set(ptr::null());
+        n.prev.set(self.tail);
+        if let Some(t) = self.node(self.tail) {
+            t.next.set(n);
+        } else {
+            self.head = n;
+        }
+        self.tail = n;
+        self.len += 1;
+    }
+
+    /// Puts `n` first (a waiter that lost a race for the object keeps its place).
+    pub(crate) fn push_front(&mut self, n: &WaitNode) {
+        debug_assert!(!n.linked.get());
+        n.linked.set(true);
+        n.prev.set(ptr::null());
+        n.next.set(self.head);
+        if let Some(h) = self.node(self.head) {
+            h.prev.set(n);
+        } else {
+            self.tail = n;
+        }
+        self.head = n;
+        self.len += 1;
+    }
+
+    /// Unlinks and returns the first node. The reference is not tied to the list's borrow (the
+    /// caller goes on updating the object's state), but it is valid only until the caller
+    /// notifies the node or releases the object's lock, whichever comes first: after either, the
+    /// waiter may return and its stack frame (the node) is gone.
+    #[inline]
+    pub(crate) fn pop_front<'a>(&mut self) -> Option<&'a WaitNode> {
+        let n = self.node(self.head)?;
+        self.remove(n);
+        Some(n)
+    }
+
+    /// Unlinks `n` if it is linked (in this list).
+    pub(crate) fn remove(&mut self, n: &WaitNode) {
+        if !n.linked.get() {
+            return;
+        }
+        match self.node(n.prev.get()) {
+            Some(p) => p.next.set(n.next.get()),
+            None => self.head = n.next.get(),
+        }
+        match self.node(n.next.get()) {
+            Some(x) => x.prev.set(n.prev.get()),
+            None => self.tail = n.prev.get(),
+        }
+        n.linked.set(false);
+        self.len -= 1;
+    }
+
+    #[inline]
+    fn node<'a>(&self, p: *const WaitNode) -> Option<&'a WaitNode> {
+        // SAFETY: every non-null pointer in the list is a linked node, kept alive by its blocked
+        // waiter until a holder of the object's lock unlinks it (see `push_back`).
+        unsafe { p.as_ref() }
+    }
+}
+
+/// Runs a closure if dropped while armed: the clean-up of a wait when the waiter is force-unwound
+/// at shutdown (module docs). [`OnUnwind::disarm`] on the normal path.
+pub(crate) struct OnUnwind<F: FnMut()>(Option<F>);
+
+impl<F: FnMut()> OnUnwind<F> {
+    #[inline]
+    pub(crate) fn new(f: F) -> Self {
+        OnUnwind(Some(f))
+    }
+
+    #[inline]
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl<F: FnMut()> Drop for OnUnwind<F> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.as_mut() {
+            f()
+        }
+    }
+}
+
+/// The short internal lock of a synchronization object: test-and-test-and-set, never held across
+/// a switch or a call into user code, so a holder always finishes within a few hundred
+/// instructions (unless its OS thread is preempted by the kernel; spinners then yield the CPU).
+pub(crate) struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through the guard, which the lock makes exclusive.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    pub(crate) const fn new(value: T) -> SpinLock<T> {
+        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+        if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            self.lock_slow();
+        }
+        SpinGuard { lock: self }
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        let mut spins = 0u32;
+        loop {
+            while self.locked.load(Ordering::Relaxed) {
+                spins += 1;
+                if spins < 128 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now(); // the holder's OS thread may have been preempted
+                }
+            }
+            if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return;
+            }
+        }
+    }
+}
+
+pub(crate) struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
