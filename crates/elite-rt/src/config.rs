@@ -36,6 +36,7 @@ pub struct RuntimeBuilder {
     policy: Arc<dyn Policy>,
     pin: bool,
     spin_policy: SpinPolicy,
+    central: bool,
 }
 
 impl Default for RuntimeBuilder {
@@ -54,6 +55,7 @@ impl Default for RuntimeBuilder {
             policy: Arc::new(NoAffinity),
             pin: true,
             spin_policy: SpinPolicy::Adaptive,
+            central: false,
         }
     }
 }
@@ -75,6 +77,7 @@ pub(crate) struct Config {
     pub(crate) record_runs: bool,
     pub(crate) pin: bool,
     pub(crate) spin_policy: SpinPolicy,
+    pub(crate) central: bool,
 }
 
 impl RuntimeBuilder {
@@ -158,6 +161,19 @@ impl RuntimeBuilder {
         self
     }
 
+    /// **An ablation switch for experiments, not for production**: with `true` the runtime keeps
+    /// one global set of structures instead of ELiTE's per-processor hierarchy — every spawn goes
+    /// to the one global start-queue, every ready ULT to one global runqueue (no `next` slot, no
+    /// stealing), and every TCB and stack comes from and goes back to one global pool, each behind
+    /// its lock. The topology becomes a single node. ELiTE's figures 2.3 and 2.5 compare exactly
+    /// this against the distributed structures (`elite-bench sync` reports it as `elite/central`).
+    /// Wake-ups from outside the runtime still pass through a processor's wake-up stack. Default
+    /// `false`.
+    pub fn central(mut self, central: bool) -> Self {
+        self.central = central;
+        self
+    }
+
     /// The scheduling policy (default [`NoAffinity`]).
     pub fn policy(mut self, policy: impl Policy) -> Self {
         self.policy = Arc::new(policy);
@@ -228,6 +244,12 @@ impl RuntimeBuilder {
             (None, Some(n)) => Topology::detect().with_processors(n).map_err(BuildError::Topology)?,
             (None, None) => Topology::detect(),
         };
+        // The ablation keeps one set of structures: one node holds every processor.
+        let topology = if self.central && topology.num_nodes() > 1 {
+            Topology::single_node(topology.num_processors()).map_err(BuildError::Topology)?
+        } else {
+            topology
+        };
         Ok(Config {
             topology,
             stack_size: crate::stack::round_to_pages(self.stack_size),
@@ -242,6 +264,7 @@ impl RuntimeBuilder {
             policy: self.policy,
             pin: self.pin,
             spin_policy: self.spin_policy,
+            central: self.central,
         })
     }
 }

@@ -29,7 +29,7 @@ use crate::park::ParkSlot;
 use crate::pool::{Got, LocalPool};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::run::RunQueue;
-use crate::queue::start::{steal_one, take_global_batch};
+use crate::queue::start::{steal_one, take_global, take_global_batch};
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
@@ -339,7 +339,7 @@ impl Processor {
         let core = self.core();
         core.run_seq += 1;
         let key = self.shared.config.policy.priority(&ult_info(t), self.index, core.run_seq);
-        self.remote().runq.push(key, t);
+        self.runq().push(key, t);
     }
 
     /// Puts a ready ULT in this processor's runqueue with the policy's key, or in the `next` slot
@@ -347,7 +347,7 @@ impl Processor {
     #[inline]
     pub(crate) fn make_ready(&self, t: TcbRef) {
         let core = self.core();
-        if core.next.is_none() && self.remote().runq.len() == 0 {
+        if core.next.is_none() && self.runq().len() == 0 && !self.shared.config.central {
             core.next = Some(t);
             return;
         }
@@ -368,12 +368,27 @@ impl Processor {
                 return Some(t);
             }
         }
-        self.remote().runq.pop_best()
+        self.runq().pop_best()
+    }
+
+    /// The runqueue this processor serves: its own, or the one global queue of a `central` runtime.
+    #[inline]
+    fn runq(&self) -> &RunQueue {
+        if self.shared.config.central {
+            &self.shared.central_runq
+        } else {
+            &self.remote().runq
+        }
     }
 
     /// Step 3: own start-queue, then node, then global.
     #[inline]
     fn take_start(&self) -> Option<TcbRef> {
+        if self.shared.config.central {
+            let t = take_global(&self.shared.global_start)?;
+            self.remote().stats.start_global.bump();
+            return Some(t);
+        }
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
         let remote = self.remote();
@@ -505,7 +520,7 @@ impl Processor {
         let shared = &*self.shared;
         let remote = self.remote();
         let core = self.core();
-        if core.next.is_some() || !remote.wakeup.is_empty() || remote.runq.len() > 0 || !core.start.is_empty()
+        if core.next.is_some() || !remote.wakeup.is_empty() || self.runq().len() > 0 || !core.start.is_empty()
         {
             return true;
         }
@@ -603,7 +618,11 @@ impl Processor {
     fn get_stack(&self, size: usize) -> std::io::Result<UltStack> {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
-        if size == shared.config.stack_size {
+        if size == shared.config.stack_size && shared.config.central {
+            if let Some(s) = shared.nodes[0].stacks.take_one() {
+                return Ok(s);
+            }
+        } else if size == shared.config.stack_size {
             match self.core().stack_pool.get(&shared.nodes[self.remote().node].stacks) {
                 Got::Hit(s) => {
                     stats.stack_pool_hits.bump();
@@ -629,7 +648,9 @@ impl Processor {
         if s.usable() != shared.config.stack_size {
             return; // odd sizes are not pooled: dropping `s` unmaps it
         }
-        if self.core().stack_pool.put(s, &shared.nodes[self.remote().node].stacks) {
+        if shared.config.central {
+            shared.nodes[0].stacks.put_one(s);
+        } else if self.core().stack_pool.put(s, &shared.nodes[self.remote().node].stacks) {
             self.remote().stats.stack_pool_overflows.bump();
         }
     }
@@ -684,7 +705,7 @@ impl Processor {
             return false; // let the loop look at the shared levels now and then
         }
         core.next.is_none()
-            && self.remote().runq.len() == 0
+            && self.runq().len() == 0
             && self.remote().wakeup.is_empty()
             && core.start.is_empty()
             && core.timers.is_empty()
@@ -699,7 +720,7 @@ impl Processor {
         }
         core.run_seq += 1;
         let key = self.shared.config.policy.yield_priority(&ult_info(t), self.index, core.run_seq);
-        self.remote().runq.push(key, t);
+        self.runq().push(key, t);
         core.admit_one = true;
     }
 
@@ -825,7 +846,10 @@ impl Processor {
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
         let target = self.shared.config.policy.wake_target(&ult_info(t), Some(self.index));
-        if target == self.index {
+        if self.shared.config.central {
+            self.enqueue(t);
+            self.shared.notify_any();
+        } else if target == self.index {
             self.make_ready(t);
             if self.remote().runq.len() > 0 {
                 self.shared.notify_any();
@@ -895,7 +919,9 @@ impl Processor {
             *tcb.waiter.get() = Waiter::None;
         }
         let shared = &*self.shared;
-        if self.core().tcb_pool.put(t, &shared.nodes[self.remote().node].tcbs) {
+        if shared.config.central {
+            shared.nodes[0].tcbs.put_one(t);
+        } else if self.core().tcb_pool.put(t, &shared.nodes[self.remote().node].tcbs) {
             self.remote().stats.tcb_pool_overflows.bump();
         }
     }
@@ -905,6 +931,9 @@ impl Processor {
     pub(crate) fn alloc_tcb(&self) -> TcbRef {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
+        if shared.config.central {
+            return shared.nodes[0].tcbs.take_one().unwrap_or_else(|| self.alloc_chunk());
+        }
         match self.core().tcb_pool.get(&shared.nodes[self.remote().node].tcbs) {
             Got::Hit(t) => {
                 stats.tcb_pool_hits.bump();
@@ -929,7 +958,11 @@ impl Processor {
         let first = tcbs.pop().unwrap_or_else(|| crate::fatal("empty TCB chunk"));
         let node = &self.shared.nodes[self.remote().node].tcbs;
         for t in tcbs {
-            let _ = self.core().tcb_pool.put(t, node);
+            if self.shared.config.central {
+                node.put_one(t);
+            } else {
+                let _ = self.core().tcb_pool.put(t, node);
+            }
         }
         first
     }
@@ -947,7 +980,9 @@ impl Processor {
     pub(crate) fn push_start(&self, t: TcbRef) {
         let shared = &*self.shared;
         let core = self.core();
-        if core.start.len() < shared.config.start_queue_limit {
+        if shared.config.central {
+            shared.global_start.push(t);
+        } else if core.start.len() < shared.config.start_queue_limit {
             core.start.push(t);
         } else {
             self.push_start_overflow(t);

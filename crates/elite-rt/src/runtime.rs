@@ -47,6 +47,7 @@ use crate::config::Config;
 use crate::park::Idle;
 use crate::pool::NodePool;
 use crate::processor::{current_processor, ult_info, Processor, Remote};
+use crate::queue::run::RunQueue;
 use crate::queue::start::NodeStartQueue;
 use crate::stack::UltStack;
 use crate::stats::{Counter, ProcessorStats, RuntimeStats};
@@ -70,6 +71,9 @@ pub(crate) struct Shared {
     pub(crate) processors: Box<[Remote]>,
     pub(crate) nodes: Box<[Node]>,
     pub(crate) global_start: Injector<TcbRef>,
+    /// The one runqueue of a `central` runtime (the ablation of `RuntimeBuilder::central`); unused
+    /// otherwise.
+    pub(crate) central_runq: RunQueue,
     pub(crate) idle: Idle,
     shutdown: AtomicBool,
     /// Set when a stack allocation failed, cleared when a stack comes back; spawns fail fast while set.
@@ -317,6 +321,7 @@ impl Runtime {
             processors,
             nodes,
             global_start: Injector::new(),
+            central_runq: RunQueue::new(),
             idle: Idle::new(),
             shutdown: AtomicBool::new(false),
             stacks_exhausted: AtomicBool::new(false),

@@ -116,3 +116,45 @@ impl Timers {
         self.heap.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::atomics::Ordering;
+    use crate::tcb::Chunk;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn stale_wait_deadlines_are_compacted_and_live_ones_kept() {
+        let chunk = Chunk::allocate(&Arc::new(()));
+        let mut tcbs = chunk.tcbs();
+        let (stale, live) = (tcbs.next().unwrap(), tcbs.next().unwrap());
+        // `stale` is on wait 2 (waits 1 and 2 were notified); `live` waits in wait 5.
+        stale.tcb().wait.store(2 << 3 | 1, Ordering::Relaxed);
+        live.tcb().wait.store(5 << 3 | 4, Ordering::Relaxed);
+        let mut timers = Timers::new();
+        let later = Instant::now() + Duration::from_secs(3600);
+        timers.insert_wait(later, live, 5);
+        timers.insert(later, live);
+        for _ in 0..10 * COMPACT_MIN {
+            timers.insert_wait(later, stale, 2);
+        }
+        assert!(timers.len() <= 2 * COMPACT_MIN + 2, "stale entries pile up: {}", timers.len());
+        timers.compact();
+        assert_eq!(timers.len(), 2, "the live wait and the sleep stay");
+        let now = later + Duration::from_secs(1);
+        let mut due = Vec::new();
+        while let Some(d) = timers.pop_due(now) {
+            due.push(match d {
+                Due::Sleep(_) => 0,
+                Due::Wait(t, seq) => {
+                    assert_eq!(t, live);
+                    seq
+                }
+            });
+        }
+        due.sort_unstable();
+        assert_eq!(due, [0, 5]);
+    }
+}

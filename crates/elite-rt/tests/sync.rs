@@ -18,6 +18,7 @@ fn runtimes() -> Vec<(&'static str, Runtime)> {
         ("1 processor", Runtime::builder().processors(1).build().unwrap()),
         ("2 processors", Runtime::builder().processors(2).build().unwrap()),
         ("2 nodes x 2 processors", Runtime::builder().topology("2x2").build().unwrap()),
+        ("central, 2 processors", Runtime::builder().processors(2).central(true).build().unwrap()),
     ]
 }
 
@@ -683,4 +684,20 @@ fn shutdown_unwinds_blocked_waiters_and_leaves_objects_usable() {
     let b = Barrier::new(1);
     assert!(b.wait().is_leader());
     assert_eq!(sem.available_permits(), 0);
+}
+
+#[test]
+fn the_central_ablation_uses_only_global_structures() {
+    let rt = Runtime::builder().topology("2x2").central(true).build().unwrap();
+    assert_eq!(rt.topology().num_nodes(), 1, "central: one node");
+    let sum = rt.block_on(|| {
+        let hs: Vec<_> = (0..2000u64).map(|i| elite_rt::spawn(move || i)).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    });
+    assert_eq!(sum, 1999 * 2000 / 2);
+    let st = rt.stats().total();
+    assert!(st.start_global >= 2000, "every spawn went through the global start-queue: {st:?}");
+    assert_eq!(st.start_local + st.start_node, 0, "{st:?}");
+    assert_eq!(st.tcb_pool_hits + st.stack_pool_hits, 0, "no per-processor pools: {st:?}");
+    assert_eq!(st.steals_node + st.steals_remote, 0, "nothing to steal: {st:?}");
 }

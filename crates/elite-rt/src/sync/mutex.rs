@@ -201,6 +201,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     #[inline]
+    #[allow(clippy::mut_from_ref)]
     fn holds(&self) -> &mut Holds {
         // SAFETY: only the holder of the lock calls this, and not across another call to it.
         unsafe { &mut *self.holds.get() }
