@@ -3,8 +3,9 @@
 //! Entries are kept sorted by the key the policy gave them (ascending; the best is at the back), so
 //! `pop_best` is O(1) and a thief takes from the front, where the lowest-affinity ULTs sit: what the
 //! victim loses least by giving away (DESIGN §4 step 4). A push whose key is above the back key
-//! (always the case for No Affinity, whose key is a sequence number) is O(1); other keys are placed
-//! by binary search, before entries of equal key, so equal keys leave in arrival order.
+//! (No Affinity's sequence numbers) or at or below the front key (its yield key, 0) is O(1); other
+//! keys are placed by binary search, before entries of equal key, so equal keys leave in arrival
+//! order.
 //!
 //! # Protocol
 //!
@@ -71,8 +72,12 @@ impl RunQueue {
     /// Adds a ready ULT with the policy's key (higher runs sooner).
     #[inline]
     pub(crate) fn push(&self, key: u64, t: TcbRef) {
-        self.with(|q| match q.back() {
-            Some(&(back, _)) if key <= back => {
+        self.with(|q| match (q.front(), q.back()) {
+            (_, Some(&(back, _))) if key > back => q.push_back((key, t)),
+            // At or below the lowest key: first out of the front, after the equal keys already
+            // there (a yielded ULT under No Affinity, whose yield key is 0).
+            (Some(&(front, _)), _) if key <= front => q.push_front((key, t)),
+            (Some(_), Some(_)) => {
                 let at = q.partition_point(|&(k, _)| k < key);
                 q.insert(at, (key, t));
             }
