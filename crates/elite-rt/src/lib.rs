@@ -70,31 +70,65 @@
 
 #![doc(html_root_url = "https://docs.rs/elite-rt/0.1.0")]
 
+// Built with `RUSTFLAGS="--cfg loom"` (`.ci/run`'s loom step), the crate is only its lock-free
+// protocols, on loom's atomics, and their models in `loom_models`; the runtime around them (stacks,
+// switching, statics, thread-locals) is left out, since loom can neither build nor run it. A new
+// module gets `#[cfg(not(loom))]` too, unless a model needs it (see `loom_models`).
+
+#[cfg_attr(loom, allow(dead_code))]
 mod atomics;
+#[cfg(not(loom))]
 mod config;
+#[cfg(all(test, loom))]
+mod loom_models;
+#[cfg_attr(loom, allow(dead_code))]
 mod park;
+#[cfg(not(loom))]
 pub mod policy;
+#[cfg(not(loom))]
 mod pool;
+#[cfg(not(loom))]
 mod processor;
+#[cfg(not(loom))]
 mod queue;
+#[cfg(loom)]
+#[allow(dead_code)]
+mod queue {
+    //! Under loom: only the wake-up and clean-up stacks.
+    pub(crate) mod tcb_stack;
+}
+#[cfg(not(loom))]
 mod runtime;
+#[cfg(not(loom))]
 mod stack;
+#[cfg(not(loom))]
 mod stats;
+#[cfg(not(loom))]
 pub mod sync;
+#[cfg(not(loom))]
 mod tcb;
+#[cfg(not(loom))]
 mod thread;
+#[cfg(not(loom))]
 mod timer;
 
+#[cfg(not(loom))]
 pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
+#[cfg(not(loom))]
 pub use runtime::Runtime;
+#[cfg(not(loom))]
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+#[cfg(not(loom))]
 pub use stats::{ProcessorStats, RuntimeStats};
+#[cfg(not(loom))]
 pub use tcb::Cancelled;
+#[cfg(not(loom))]
 pub use thread::{
     current, sleep, spawn, try_current, yield_now, Builder, JoinHandle, SpawnError, Thread, ThreadId,
 };
 
 /// Aborts the process with a message: for runtime bugs, never for user errors.
+#[cfg(not(loom))]
 #[cold]
 #[inline(never)]
 pub(crate) fn fatal(msg: &str) -> ! {
@@ -103,8 +137,10 @@ pub(crate) fn fatal(msg: &str) -> ! {
 }
 
 /// Aborts if dropped during a panic: put it around runtime code that must never unwind.
+#[cfg(not(loom))]
 pub(crate) struct AbortOnPanic(pub(crate) &'static str);
 
+#[cfg(not(loom))]
 impl Drop for AbortOnPanic {
     fn drop(&mut self) {
         fatal(&format!("panic inside {}", self.0));

@@ -29,10 +29,12 @@
 //! A spawner notifies after every push (one fence and one load while nobody is parked). A processor
 //! that takes from a queue that still holds more (a steal, or a node or global take) passes a
 //! wake-up on to another parked processor, so a burst of entries spreads over the idle processors.
+//!
+//! The loom model of this protocol is `loom_models::park` (no wake-up lost, with one and two wakers).
 
+use crate::atomics::thread::{self, Thread};
 use crate::atomics::{fence, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use std::thread::Thread;
 
 const RUNNING: u8 = 0;
 const PARKED: u8 = 1;
@@ -41,6 +43,9 @@ const NOTIFIED: u8 = 2;
 /// The part of a processor that wakers touch to unpark it.
 pub(crate) struct ParkSlot {
     state: AtomicU8,
+    /// Set by the processor's own thread at start-up, before it can first announce PARKED; a waker
+    /// reads it only after seeing PARKED, so it is always set by then. (It lies outside the protocol
+    /// above, which is why it stays a `std` `OnceLock` under loom.)
     thread: OnceLock<Thread>,
 }
 
@@ -147,9 +152,9 @@ impl Idle {
                     if now >= d {
                         break;
                     }
-                    std::thread::park_timeout(d - now);
+                    thread::park_timeout(d - now);
                 }
-                None => std::thread::park(),
+                None => thread::park(),
             }
             if !slot.still_parked() {
                 break;

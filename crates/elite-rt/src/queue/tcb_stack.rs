@@ -16,27 +16,73 @@
 //! * `push_chain(first, last)` publishes a privately linked chain the same way, with one CAS: a
 //!   joiner batches its clean-up notes per exiting processor so bulk joins do not bounce the
 //!   owner's head line once per ULT.
+//!
+//! The code is [`LinkStack`], generic over [`Link`] (a pointer to a node that carries the stack's
+//! `next` field), so that the loom model (`loom_models::tcb_stack`) runs this very code on light test
+//! nodes; the runtime only ever uses [`TcbStack`], its instance for [`TcbRef`], at no cost.
 
 use crate::atomics::{AtomicPtr, Ordering};
+#[cfg(not(loom))]
 use crate::tcb::{Tcb, TcbRef};
 use std::ptr;
 
-/// A Treiber stack of TCBs linked through `Tcb::next`.
-pub(crate) struct TcbStack {
-    head: AtomicPtr<Tcb>,
+/// A pointer to a node that a [`LinkStack`] can hold: a copyable address whose node has a `next` link
+/// that only the stack touches while the node is on it, and that outlives every holder of the pointer
+/// (as a TCB outlives every [`TcbRef`]).
+pub(crate) trait Link: Copy {
+    /// The node pointed to.
+    type Node;
+
+    /// The node's address.
+    fn as_ptr(self) -> *mut Self::Node;
+
+    /// The pointer back from an address taken by [`Link::as_ptr`]; `None` for null.
+    fn from_ptr(p: *mut Self::Node) -> Option<Self>;
+
+    /// The node's `next` link.
+    fn next<'a>(self) -> &'a AtomicPtr<Self::Node>;
 }
 
-impl TcbStack {
-    pub(crate) const fn new() -> TcbStack {
-        TcbStack { head: AtomicPtr::new(ptr::null_mut()) }
+#[cfg(not(loom))]
+impl Link for TcbRef {
+    type Node = Tcb;
+
+    #[inline]
+    fn as_ptr(self) -> *mut Tcb {
+        TcbRef::as_ptr(self)
+    }
+
+    #[inline]
+    fn from_ptr(p: *mut Tcb) -> Option<TcbRef> {
+        TcbRef::from_ptr(p)
+    }
+
+    #[inline]
+    fn next<'a>(self) -> &'a AtomicPtr<Tcb> {
+        &self.tcb().next
+    }
+}
+
+/// The wake-up and clean-up stacks of a processor: TCBs linked through `Tcb::next`.
+#[cfg(not(loom))]
+pub(crate) type TcbStack = LinkStack<TcbRef>;
+
+/// A Treiber stack of nodes linked through [`Link::next`].
+pub(crate) struct LinkStack<L: Link> {
+    head: AtomicPtr<L::Node>,
+}
+
+impl<L: Link> LinkStack<L> {
+    pub(crate) fn new() -> LinkStack<L> {
+        LinkStack { head: AtomicPtr::new(ptr::null_mut()) }
     }
 
     /// Pushes `t`. Any thread may push.
     #[inline]
-    pub(crate) fn push(&self, t: TcbRef) {
+    pub(crate) fn push(&self, t: L) {
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
-            t.tcb().next.store(head, Ordering::Relaxed);
+            t.next().store(head, Ordering::Relaxed);
             match self.head.compare_exchange_weak(head, t.as_ptr(), Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(now) => head = now,
@@ -44,12 +90,12 @@ impl TcbStack {
         }
     }
 
-    /// Pushes a chain `first -> ... -> last` (linked through `Tcb::next`) with one CAS.
+    /// Pushes a chain `first -> ... -> last` (linked through [`Link::next`]) with one CAS.
     #[inline]
-    pub(crate) fn push_chain(&self, first: TcbRef, last: TcbRef) {
+    pub(crate) fn push_chain(&self, first: L, last: L) {
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
-            last.tcb().next.store(head, Ordering::Relaxed);
+            last.next().store(head, Ordering::Relaxed);
             match self.head.compare_exchange_weak(head, first.as_ptr(), Ordering::Release, Ordering::Relaxed)
             {
                 Ok(_) => return,
@@ -66,7 +112,7 @@ impl TcbStack {
 
     /// Takes every entry, newest first. Only the owner calls this.
     #[inline]
-    pub(crate) fn drain(&self) -> Drain {
+    pub(crate) fn drain(&self) -> Drain<L> {
         if self.is_empty() {
             return Drain { next: ptr::null_mut() };
         }
@@ -74,19 +120,19 @@ impl TcbStack {
     }
 }
 
-/// The entries taken by one [`TcbStack::drain`].
-pub(crate) struct Drain {
-    next: *mut Tcb,
+/// The entries taken by one [`LinkStack::drain`].
+pub(crate) struct Drain<L: Link> {
+    next: *mut L::Node,
 }
 
-impl Iterator for Drain {
-    type Item = TcbRef;
+impl<L: Link> Iterator for Drain<L> {
+    type Item = L;
 
     #[inline]
-    fn next(&mut self) -> Option<TcbRef> {
-        let t = TcbRef::from_ptr(self.next)?;
-        // Read the link before the caller reuses the TCB (it may push it elsewhere at once).
-        self.next = t.tcb().next.load(Ordering::Relaxed);
+    fn next(&mut self) -> Option<L> {
+        let t = L::from_ptr(self.next)?;
+        // Read the link before the caller reuses the node (it may push it elsewhere at once).
+        self.next = t.next().load(Ordering::Relaxed);
         Some(t)
     }
 }
