@@ -26,6 +26,9 @@ type params struct {
 	procs  int // GOMAXPROCS
 	cutoff int // fib: below this argument, recurse sequentially
 	fibN   int // fib: the argument
+
+	threads   int // sync: goroutines taking part (n is the total over all of them)
+	seedEvery int // sync_peak: one token starts on every seedEvery-th channel of the ring
 }
 
 // workload runs one pass and returns the time taken by the operations and the answer.
@@ -47,6 +50,8 @@ func main() {
 	procs := flag.Int("procs", runtime.NumCPU(), "GOMAXPROCS")
 	cutoff := flag.Int("cutoff", 10, "fib: sequential below this argument")
 	fibN := flag.Int("fib", 30, "fib: the argument")
+	threads := flag.Int("threads", 1, "sync: goroutines taking part; n is their total operations")
+	seedEvery := flag.Int("seed_every", 4, "sync_peak: a token starts on every seed_every-th channel")
 	flag.Parse()
 
 	key := *suite + "/" + *bench
@@ -60,12 +65,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unknown bench %q; valid: %v\n", key, names)
 		os.Exit(2)
 	}
-	if *n <= 0 || *reps <= 0 || *warmup < 0 || *procs <= 0 {
-		fmt.Fprintln(os.Stderr, "-n, -reps and -procs must be positive, -warmup not negative")
+	if *n <= 0 || *reps <= 0 || *warmup < 0 || *procs <= 0 || *threads <= 0 || *seedEvery <= 0 {
+		fmt.Fprintln(os.Stderr, "-n, -reps, -procs, -threads and -seed_every must be positive, -warmup not negative")
+		os.Exit(2)
+	}
+	if *n%*threads != 0 {
+		fmt.Fprintln(os.Stderr, "-n must be a multiple of -threads")
 		os.Exit(2)
 	}
 	runtime.GOMAXPROCS(*procs)
-	p := params{n: *n, procs: *procs, cutoff: *cutoff, fibN: *fibN}
+	p := params{n: *n, procs: *procs, cutoff: *cutoff, fibN: *fibN, threads: *threads, seedEvery: *seedEvery}
 	for i := 0; i < *warmup; i++ {
 		w(p)
 	}

@@ -6,7 +6,9 @@
 //! [`REPS`] measured rounds, each round running every contender once in the bench's order, so
 //! that drift of the machine touches all systems alike. A contender whose answer is wrong, or
 //! whose workload errs or panics, is marked failed and not run again; its row reports the
-//! failure and no time.
+//! failure and no time. A bench's [`Metric`] turns each sample into the number its rows report
+//! (a time per operation, or a rate), and a [`Target::WithinOfBest`] adds a row derived from the
+//! others, round by round, after the rounds.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -62,7 +64,7 @@ pub struct Params {
     /// Processors (elite), worker threads (may, rayon) or `GOMAXPROCS` (go) given to the system.
     pub processors: usize,
     /// The other parameters, in the order they were added.
-    values: Vec<(&'static str, u64)>,
+    values: Vec<(&'static str, Value)>,
 }
 
 impl Params {
@@ -73,8 +75,25 @@ impl Params {
 
     /// Adds the parameter `name`.
     pub fn with(mut self, name: &'static str, value: u64) -> Params {
-        self.values.push((name, value));
+        self.values.push((name, json!(value)));
         self
+    }
+
+    /// Adds the text parameter `name` (such as `regime: "short"`); text parameters also tell
+    /// rows apart in the report's bench column.
+    pub fn with_text(mut self, name: &'static str, value: &'static str) -> Params {
+        self.values.push((name, json!(value)));
+        self
+    }
+
+    /// The text parameter `name`, if there is one.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_str())
+    }
+
+    /// The text parameters as `name=value` words, for the report.
+    fn text_words(&self) -> Vec<String> {
+        self.values.iter().filter_map(|(n, v)| v.as_str().map(|v| format!("{n}={v}"))).collect()
     }
 
     /// The JSON object of the parameters.
@@ -82,7 +101,7 @@ impl Params {
         let mut object = Map::new();
         object.insert("processors".into(), json!(self.processors));
         for (name, value) in &self.values {
-            object.insert((*name).into(), json!(value));
+            object.insert((*name).into(), value.clone());
         }
         Value::Object(object)
     }
@@ -112,11 +131,20 @@ impl Contender {
     }
 }
 
-/// What a bench reports; lower is better for every metric so far.
-#[derive(Clone, Copy, Debug)]
+/// What a bench reports. Every workload measures nanoseconds per operation ([`Sample`]); the
+/// metric says how a row turns that into the number it reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Metric {
-    /// Nanoseconds per operation.
+    /// Nanoseconds per operation (lower is better).
     NsPerOp,
+    /// Operations per second (higher is better).
+    OpsPerSec,
+    /// Operations per second divided by the row's `processors` (higher is better); named
+    /// `ops_per_sec` in the JSON document, whose `params.processors` says what it was divided by.
+    OpsPerSecPerProcessor,
+    /// A ratio of two rows of the same bench, derived after the run (see
+    /// [`Target::WithinOfBest`]); lower is better; the name is the JSON metric.
+    Ratio(&'static str),
 }
 
 impl Metric {
@@ -124,11 +152,63 @@ impl Metric {
     pub fn name(self) -> &'static str {
         match self {
             Metric::NsPerOp => "ns_per_op",
+            Metric::OpsPerSec | Metric::OpsPerSecPerProcessor => "ops_per_sec",
+            Metric::Ratio(name) => name,
+        }
+    }
+
+    /// The value a row records for `sample`, measured with `processors` processors.
+    fn value(self, sample: &Sample, processors: usize) -> f64 {
+        match self {
+            Metric::NsPerOp | Metric::Ratio(_) => sample.ns_per_op,
+            Metric::OpsPerSec => 1e9 / sample.ns_per_op,
+            Metric::OpsPerSecPerProcessor => 1e9 / sample.ns_per_op / processors.max(1) as f64,
+        }
+    }
+
+    /// `value` as a cost: lower is better whatever the metric (a time, or the inverse of a rate).
+    fn cost(self, value: f64) -> f64 {
+        match self {
+            Metric::NsPerOp | Metric::Ratio(_) => value,
+            Metric::OpsPerSec | Metric::OpsPerSecPerProcessor => 1.0 / value,
+        }
+    }
+
+    /// How to show values near `value`: the divisor and the unit (`ns`, `Mop/s`, ...).
+    fn unit(self, value: f64) -> (f64, &'static str) {
+        match self {
+            Metric::NsPerOp => time_unit(value),
+            Metric::OpsPerSec => rate_unit(value, ["op/s", "kop/s", "Mop/s", "Gop/s"]),
+            Metric::OpsPerSecPerProcessor => {
+                rate_unit(value, ["op/s/proc", "kop/s/proc", "Mop/s/proc", "Gop/s/proc"])
+            }
+            Metric::Ratio(_) => (1.0, "x"),
+        }
+    }
+
+    /// The unit column of the report for values near `value` (`ns/op`, `Mop/s`, `x`).
+    fn column_unit(self, value: f64) -> String {
+        match self {
+            Metric::NsPerOp => format!("{}/op", time_unit(value).1),
+            _ => self.unit(value).1.to_string(),
+        }
+    }
+
+    /// `value` with its unit, such as `9.10 ns`, `25.3 Mop/s/proc` or `1.04x`.
+    fn format(self, value: f64) -> String {
+        match self {
+            Metric::Ratio(_) => format_ratio(value),
+            _ => {
+                let (scale, unit) = self.unit(value);
+                format!("{} {unit}", three_digits(value / scale))
+            }
         }
     }
 }
 
-/// A claim about elite's median against a peer's, checked and printed after the table.
+/// A claim about elite's median, checked and printed after the table. A target that compares
+/// elite with a peer uses the peer's row at the same processor count when there is one, else
+/// the peer's first row.
 #[derive(Clone, Copy, Debug)]
 pub enum Target {
     /// elite (at `processors`) takes at most `times` the peer's time: `elite = 2.14x peer`.
@@ -140,14 +220,40 @@ pub enum Target {
         /// The largest acceptable elite/peer ratio.
         times: f64,
     },
-    /// The peer takes at least `times` elite's time (at `processors`): `peer/elite = 18x`.
+    /// The peer takes at least `times` elite's time (at `processors`): `peer/elite = 18x`; with a
+    /// rate metric, elite's rate is at least `times` the peer's: `elite = 1.30x the rate of peer`.
     PeerAtLeast {
         /// The peer's system name.
         peer: &'static str,
         /// The processor count of the elite row compared.
         processors: usize,
-        /// The smallest acceptable peer/elite ratio.
+        /// The smallest acceptable peer/elite ratio of times.
         times: f64,
+    },
+    /// elite's median (at `processors`) is at least `value`, in the bench's metric (a rate).
+    EliteAtLeast {
+        /// The processor count of the elite row.
+        processors: usize,
+        /// The smallest acceptable median.
+        value: f64,
+    },
+    /// `system` costs at most `times` what the best of `others` (the one with the lowest median
+    /// cost) costs, among the rows whose text parameter `tag.0` is `tag.1`. Besides its line,
+    /// this target adds a row to the bench: `system`, metric [`Metric::Ratio`]`(metric)`, the
+    /// params of `system`'s row plus `best` (the best other's name), and as samples the ratio
+    /// of `system`'s cost to the best's cost in each round (the rounds are interleaved, so each
+    /// ratio compares runs made side by side). The row fails when a row it is made of failed.
+    WithinOfBest {
+        /// The system judged.
+        system: &'static str,
+        /// The systems it is judged against.
+        others: &'static [&'static str],
+        /// The text parameter that selects the rows compared.
+        tag: (&'static str, &'static str),
+        /// The largest acceptable ratio.
+        times: f64,
+        /// The JSON metric name of the derived row.
+        metric: &'static str,
     },
 }
 
@@ -163,7 +269,7 @@ pub struct Bench {
     pub targets: Vec<Target>,
 }
 
-/// The outcome of one contender.
+/// The outcome of one contender (or a row derived from others, see [`Target::WithinOfBest`]).
 #[derive(Debug)]
 pub struct Row {
     /// The bench's name.
@@ -188,12 +294,19 @@ impl Row {
 
     /// The median sample, or `None` for a failed row.
     pub fn median(&self) -> Option<f64> {
-        let s = &self.samples;
-        match s.len() {
-            _ if !self.ok() => None,
-            n if n % 2 == 1 => Some(s[n / 2]),
-            n => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
-        }
+        self.ok().then(|| median_of_sorted(&self.samples))
+    }
+
+    /// The bench column of the report: the bench's name, the metric's for a derived row, and the
+    /// text parameters, e.g. `spin_regimes ratio_to_best_fixed regime=short best=elite/spin`.
+    fn label(&self) -> String {
+        let metric = match self.metric {
+            Metric::Ratio(name) => Some(name.to_string()),
+            _ => None,
+        };
+        let words: Vec<String> =
+            std::iter::once(self.bench.to_string()).chain(metric).chain(self.params.text_words()).collect();
+        words.join(" ")
     }
 
     /// The smallest sample, or `None` for a failed row.
@@ -207,10 +320,22 @@ impl Row {
     }
 }
 
+/// The median of a sorted, non-empty slice.
+fn median_of_sorted(s: &[f64]) -> f64 {
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
 /// The rows of one bench, with its targets.
 pub struct BenchResult {
     /// The bench's name.
     pub name: &'static str,
+    /// What the contenders' samples measure.
+    pub metric: Metric,
     /// One row per contender, in the bench's order.
     pub rows: Vec<Row>,
     /// The bench's targets.
@@ -223,9 +348,11 @@ impl BenchResult {
         self.rows.iter().find(|r| r.system == "elite" && r.params.processors == processors)
     }
 
-    /// The first row of `system`.
-    fn system(&self, system: &str) -> Option<&Row> {
-        self.rows.iter().find(|r| r.system == system)
+    /// The row of `system` at `processors`, else its first row.
+    fn system_at(&self, system: &str, processors: usize) -> Option<&Row> {
+        let mut rows = self.rows.iter().filter(|r| r.system == system && r.metric == self.metric);
+        let first = rows.clone().next();
+        rows.find(|r| r.params.processors == processors).or(first)
     }
 }
 
@@ -361,19 +488,76 @@ fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> Benc
                 "{name} {} (processors {}, round {round})",
                 contender.system, contender.params.processors
             ));
-            let outcome = run_once(contender);
+            let outcome = run_once(contender).and_then(|sample| {
+                // A pass timed at zero would be an infinite rate.
+                let value = metric.value(&sample, row.params.processors);
+                if value.is_finite() {
+                    Ok(value)
+                } else {
+                    Err(format!("{} is {value}", metric.name()))
+                }
+            });
             watchdog.leave();
             match outcome {
-                Ok(sample) if round > 0 => row.samples.push(sample.ns_per_op),
+                Ok(value) if round > 0 => row.samples.push(value),
                 Ok(_) => {}
                 Err(failure) => row.failure = Some(failure),
             }
         }
     }
+    // The derived rows pair samples by round, so they are made before the samples are sorted.
+    let derived: Vec<Row> =
+        targets.iter().filter_map(|target| derived_row(name, metric, &rows, target)).collect();
+    rows.extend(derived);
     for row in &mut rows {
         row.samples.sort_by(f64::total_cmp);
     }
-    BenchResult { name, rows, targets }
+    BenchResult { name, metric, rows, targets }
+}
+
+/// The row a [`Target::WithinOfBest`] adds to its bench, made from `rows` (whose samples are
+/// still in round order); `None` for other targets, or when the judged system has no row.
+fn derived_row(bench: &'static str, metric: Metric, rows: &[Row], target: &Target) -> Option<Row> {
+    let Target::WithinOfBest { system, others, tag, metric: name, .. } = *target else {
+        return None;
+    };
+    let tagged =
+        |system: &str| rows.iter().find(|r| r.system == system && r.params.text(tag.0) == Some(tag.1));
+    let judged = tagged(system)?;
+    let candidates: Vec<&Row> = others.iter().filter_map(|other| tagged(other)).collect();
+    let mut row = Row {
+        bench,
+        system,
+        metric: Metric::Ratio(name),
+        params: judged.params.clone(),
+        samples: Vec::new(),
+        failure: None,
+    };
+    let failed: Vec<&str> = std::iter::once(judged)
+        .chain(candidates.iter().copied())
+        .filter(|r| !r.ok())
+        .map(|r| r.system)
+        .collect();
+    if candidates.is_empty() {
+        row.failure = Some(format!("none of {} has a row", others.join(", ")));
+    } else if !failed.is_empty() {
+        row.failure = Some(format!("made from failed rows: {}", failed.join(", ")));
+    } else {
+        let median_cost = |r: &Row| {
+            let mut sorted = r.samples.clone();
+            sorted.sort_by(f64::total_cmp);
+            metric.cost(median_of_sorted(&sorted))
+        };
+        let best = candidates.iter().min_by(|a, b| median_cost(a).total_cmp(&median_cost(b)))?;
+        row.params = row.params.with_text("best", best.system);
+        row.samples = judged
+            .samples
+            .iter()
+            .zip(&best.samples)
+            .map(|(&j, &b)| metric.cost(j) / metric.cost(b))
+            .collect();
+    }
+    Some(row)
 }
 
 /// Runs the contender's workload once and checks its answer.
@@ -427,10 +611,18 @@ fn three_digits(value: f64) -> String {
     }
 }
 
-/// A time such as `9.10 ns` or `1.23 ms`.
-fn format_time(ns: f64) -> String {
-    let (scale, unit) = time_unit(ns);
-    format!("{} {unit}", three_digits(ns / scale))
+/// A rate in the largest of `units` (per second, thousands, millions, billions per second) that
+/// keeps it at or above 1, and that unit's name.
+fn rate_unit(per_sec: f64, units: [&'static str; 4]) -> (f64, &'static str) {
+    if per_sec >= 1e9 {
+        (1e9, units[3])
+    } else if per_sec >= 1e6 {
+        (1e6, units[2])
+    } else if per_sec >= 1e3 {
+        (1e3, units[1])
+    } else {
+        (1.0, units[0])
+    }
 }
 
 /// A ratio such as `2.14x` or `18x` (two decimals below 10, so that a ratio just short of a
@@ -450,12 +642,12 @@ pub fn print_report(out: &mut dyn Write, results: &SuiteResults) -> io::Result<(
     for row in results.benches.iter().flat_map(|b| &b.rows) {
         let cells = match (row.median(), row.min(), row.max()) {
             (Some(median), Some(min), Some(max)) => {
-                let (scale, unit) = time_unit(median);
+                let (scale, _) = row.metric.unit(median);
                 [
                     three_digits(median / scale),
                     three_digits(min / scale),
                     three_digits(max / scale),
-                    format!("{unit}/op"),
+                    row.metric.column_unit(median),
                     "ok".into(),
                 ]
             }
@@ -463,7 +655,7 @@ pub fn print_report(out: &mut dyn Write, results: &SuiteResults) -> io::Result<(
         };
         let [median, min, max, unit, ok] = cells;
         lines.push([
-            row.bench.into(),
+            row.label(),
             row.system.into(),
             row.params.processors.to_string(),
             median,
@@ -502,7 +694,9 @@ pub fn print_report(out: &mut dyn Write, results: &SuiteResults) -> io::Result<(
             writeln!(
                 out,
                 "FAILED {} {} (processors {}): {why}",
-                row.bench, row.system, row.params.processors
+                row.label(),
+                row.system,
+                row.params.processors
             )?;
         }
     }
@@ -519,45 +713,98 @@ pub fn print_report(out: &mut dyn Write, results: &SuiteResults) -> io::Result<(
 /// The line comparing elite with its peers, e.g.
 /// `yield: elite 9.10 ns = 2.14x corosensei (target <= 5x: met); go/elite = 18x (target >= 5x: met)`.
 fn target_line(bench: &BenchResult) -> String {
-    let verdict = |met: bool| if met { "met" } else { "MISSED" };
-    let parts: Vec<String> =
-        bench
-            .targets
-            .iter()
-            .map(|target| {
-                let (Target::EliteAtMost { peer, processors, .. }
-                | Target::PeerAtLeast { peer, processors, .. }) = *target;
-                let elite = bench.elite(processors).and_then(Row::median);
-                let other = bench.system(peer).map(Row::median);
-                let (elite, other) = match (elite, other) {
-                    (None, _) => return format!("elite (processors {processors}) failed"),
-                    (_, None) => return format!("{peer} skipped"),
-                    (_, Some(None)) => return format!("{peer} failed"),
-                    (Some(elite), Some(Some(other))) => (elite, other),
-                };
-                let at = if processors > 1 { format!(" (processors {processors})") } else { String::new() };
-                match *target {
-                    Target::EliteAtMost { times, .. } => {
-                        let ratio = elite / other;
+    let parts: Vec<String> = bench.targets.iter().map(|target| target_part(bench, target)).collect();
+    format!("{}: {}", bench.name, parts.join("; "))
+}
+
+/// The words of a target's verdict.
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+/// ` (processors n)` for more than one processor, else nothing.
+fn at_processors(processors: usize) -> String {
+    if processors > 1 {
+        format!(" (processors {processors})")
+    } else {
+        String::new()
+    }
+}
+
+/// The part of a bench's target line for one target.
+fn target_part(bench: &BenchResult, target: &Target) -> String {
+    let metric = bench.metric;
+    match *target {
+        Target::EliteAtMost { peer, processors, times } | Target::PeerAtLeast { peer, processors, times } => {
+            let elite = bench.elite(processors).and_then(Row::median);
+            let other = bench.system_at(peer, processors).map(Row::median);
+            let (elite, other) = match (elite, other) {
+                (None, _) => return format!("elite (processors {processors}) failed"),
+                (_, None) => return format!("{peer} skipped"),
+                (_, Some(None)) => return format!("{peer} failed"),
+                (Some(elite), Some(Some(other))) => (elite, other),
+            };
+            let at = at_processors(processors);
+            match *target {
+                Target::EliteAtMost { .. } => {
+                    let ratio = metric.cost(elite) / metric.cost(other);
+                    format!(
+                        "elite{at} {} = {} {peer} (target <= {times}x: {})",
+                        metric.format(elite),
+                        format_ratio(ratio),
+                        verdict(ratio <= times)
+                    )
+                }
+                _ => {
+                    let ratio = metric.cost(other) / metric.cost(elite);
+                    let met = verdict(ratio >= times);
+                    if metric == Metric::NsPerOp {
+                        format!("{peer}/elite{at} = {} (target >= {times}x: {met})", format_ratio(ratio))
+                    } else {
                         format!(
-                            "elite{at} {} = {} {peer} (target <= {times}x: {})",
-                            format_time(elite),
-                            format_ratio(ratio),
-                            verdict(ratio <= times)
-                        )
-                    }
-                    Target::PeerAtLeast { times, .. } => {
-                        let ratio = other / elite;
-                        format!(
-                            "{peer}/elite{at} = {} (target >= {times}x: {})",
-                            format_ratio(ratio),
-                            verdict(ratio >= times)
+                            "elite{at} = {} the rate of {peer} (target >= {times}x: {met})",
+                            format_ratio(ratio)
                         )
                     }
                 }
-            })
-            .collect();
-    format!("{}: {}", bench.name, parts.join("; "))
+            }
+        }
+        Target::EliteAtLeast { processors, value } => {
+            let at = at_processors(processors);
+            match bench.elite(processors).map(Row::median) {
+                None => format!("elite{at} skipped"),
+                Some(None) => format!("elite{at} failed"),
+                Some(Some(elite)) => format!(
+                    "elite{at} {} (target >= {}: {})",
+                    metric.format(elite),
+                    metric.format(value),
+                    verdict(metric.cost(elite) <= metric.cost(value))
+                ),
+            }
+        }
+        Target::WithinOfBest { system, others, tag, times, metric: name } => {
+            let scope = format!("{} {}", tag.0, tag.1);
+            let row = bench.rows.iter().find(|r| {
+                r.system == system && r.metric == Metric::Ratio(name) && r.params.text(tag.0) == Some(tag.1)
+            });
+            let Some(row) = row else {
+                return format!("{scope}: {system} skipped");
+            };
+            match (row.median(), row.params.text("best")) {
+                (Some(ratio), Some(best)) => format!(
+                    "{scope}: {system} = {} {best}, the best of {} (target <= {times}x: {})",
+                    format_ratio(ratio),
+                    others.join(", "),
+                    verdict(ratio <= times)
+                ),
+                _ => format!("{scope}: {system} failed"),
+            }
+        }
+    }
 }
 
 /// The JSON document of `BENCHMARKS.md`.
@@ -654,6 +901,7 @@ mod tests {
         go.system = "go";
         let bench = BenchResult {
             name: "yield",
+            metric: Metric::NsPerOp,
             rows: vec![elite, coro, go],
             targets: vec![
                 Target::EliteAtMost { peer: "corosensei", processors: 1, times: 2.0 },
@@ -666,5 +914,121 @@ mod tests {
             "yield: elite 10.0 ns = 2.50x corosensei (target <= 2x: MISSED); \
              go/elite = 20x (target >= 5x: met); may skipped"
         );
+    }
+
+    #[test]
+    fn peers_are_compared_at_the_same_processor_count() {
+        let mut elite2 = row(&[10.0]);
+        elite2.params = Params::new(2);
+        let mut go1 = row(&[1000.0]);
+        go1.system = "go";
+        let mut go2 = row(&[50.0]);
+        go2.system = "go";
+        go2.params = Params::new(2);
+        let bench = BenchResult {
+            name: "ping_pong",
+            metric: Metric::NsPerOp,
+            rows: vec![row(&[10.0]), elite2, go1, go2],
+            targets: vec![
+                Target::PeerAtLeast { peer: "go", processors: 1, times: 10.0 },
+                Target::PeerAtLeast { peer: "go", processors: 2, times: 10.0 },
+            ],
+        };
+        assert_eq!(
+            target_line(&bench),
+            "ping_pong: go/elite = 100x (target >= 10x: met); \
+             go/elite (processors 2) = 5.00x (target >= 10x: MISSED)"
+        );
+    }
+
+    #[test]
+    fn rates_are_reported_per_processor_and_compared_as_rates() {
+        let metric = Metric::OpsPerSecPerProcessor;
+        // 25 ns per operation with 2 processors: 40 M/s, 20 M/s per processor.
+        let value = metric.value(&Sample { ns_per_op: 25.0, answer: 0 }, 2);
+        assert!((value - 20e6).abs() < 1.0, "{value}");
+        assert_eq!(metric.name(), "ops_per_sec");
+        assert_eq!(metric.column_unit(value), "Mop/s/proc");
+        let mut elite = row(&[value]);
+        elite.params = Params::new(2);
+        elite.metric = metric;
+        let mut central = row(&[10e6]);
+        central.system = "elite/central";
+        central.params = Params::new(2);
+        central.metric = metric;
+        let bench = BenchResult {
+            name: "sync_peak",
+            metric,
+            rows: vec![elite, central],
+            targets: vec![
+                Target::EliteAtLeast { processors: 2, value: 20e6 },
+                Target::PeerAtLeast { peer: "elite/central", processors: 2, times: 1.0 },
+            ],
+        };
+        assert_eq!(
+            target_line(&bench),
+            "sync_peak: elite (processors 2) 20.0 Mop/s/proc (target >= 20.0 Mop/s/proc: met); \
+             elite (processors 2) = 2.00x the rate of elite/central (target >= 1x: met)"
+        );
+    }
+
+    #[test]
+    fn within_of_best_adds_a_ratio_row_paired_by_round() {
+        let others: &'static [&'static str] = &["spin", "block"];
+        let contender = |system: &'static str, regime: &'static str, times: Vec<f64>| {
+            let mut round = 0;
+            Contender::new(system, Params::new(2).with_text("regime", regime), 1, move || {
+                round += 1;
+                Ok(Sample { ns_per_op: times[(round - 1) % times.len()], answer: 1 })
+            })
+        };
+        // Rounds: warm-up, then 5 measured; block is the best (lower median) in regime short.
+        let bench = Bench {
+            name: "spin_regimes",
+            metric: Metric::NsPerOp,
+            contenders: vec![
+                contender("adaptive", "short", vec![0.0, 11.0, 10.0, 12.0, 10.0, 10.0]),
+                contender("spin", "short", vec![0.0, 20.0, 20.0, 20.0, 20.0, 20.0]),
+                contender("block", "short", vec![0.0, 10.0, 10.0, 10.0, 5.0, 10.0]),
+                contender("adaptive", "long", vec![1.0]),
+            ],
+            targets: vec![
+                Target::WithinOfBest {
+                    system: "adaptive",
+                    others,
+                    tag: ("regime", "short"),
+                    times: 1.1,
+                    metric: "ratio_to_best",
+                },
+                Target::WithinOfBest {
+                    system: "adaptive",
+                    others,
+                    tag: ("regime", "long"),
+                    times: 1.1,
+                    metric: "ratio_to_best",
+                },
+            ],
+        };
+        let result = run_bench(bench, &mut Progress::new(false), &Watchdog::start());
+        // The long regime has no fixed rows: its ratio row fails and says why.
+        assert_eq!(result.rows.len(), 6);
+        let ratio = &result.rows[4];
+        assert_eq!((ratio.system, ratio.metric.name()), ("adaptive", "ratio_to_best"));
+        assert_eq!(ratio.params.text("best"), Some("block"));
+        // Per round: 11/10, 10/10, 12/10, 10/5, 10/10.
+        assert_eq!(ratio.samples, vec![1.0, 1.0, 1.1, 1.2, 2.0]);
+        assert_eq!(ratio.median(), Some(1.1));
+        assert_eq!(result.rows[5].failure.as_deref(), Some("none of spin, block has a row"));
+        let line = target_line(&result);
+        assert_eq!(
+            line,
+            "spin_regimes: regime short: adaptive = 1.10x block, the best of spin, block \
+             (target <= 1.1x: met); regime long: adaptive failed"
+        );
+        let machine = Machine { cpus: 2, cpu_model: "x".into(), pmu: false, kernel: "k".into() };
+        let doc = json_document("sync", &machine, &SuiteResults { benches: vec![result] });
+        assert_eq!(doc["results"][4]["metric"], json!("ratio_to_best"));
+        assert_eq!(doc["results"][4]["params"], json!({"processors": 2, "regime": "short", "best": "block"}));
+        assert_eq!(doc["results"][4]["median"], json!(1.1));
     }
 }

@@ -11,7 +11,9 @@
 //! (A B C A B C ...): one warm-up round, then [`harness::REPS`] measured rounds. Each sample
 //! starts a fresh instance of the system (a runtime, a thread pool, a process), runs the workload
 //! once untimed and once timed, and returns the time per operation together with the workload's
-//! *answer* (a sum, a count, a fib value). A wrong answer, an error or a panic marks the row failed
+//! *answer* (a sum, a count, a fib value); a bench whose metric is a rate reports the inverse. A
+//! target that is a ratio of two rows of one round can also add a derived row to its bench (see
+//! [`harness::Target::WithinOfBest`]). A wrong answer, an error or a panic marks the row failed
 //! (`ok: false`, no time reported) and the command exits with status 1 once everything has run.
 //!
 //! The output is a table on stdout (bench, system, processors, median, min, max, unit, ok), one
@@ -25,7 +27,9 @@
 //! ## Systems
 //!
 //! - `elite`: this workspace's runtime ([`elite_rt`]); a fresh `Runtime` per sample, the workload
-//!   runs as the root ULT of `block_on`.
+//!   runs as the root ULT of `block_on`. `elite/<variant>` is the same runtime with one setting
+//!   changed: `elite/central` is built with `.central(true)`; `elite/adaptive`, `elite/spin` and
+//!   `elite/block` with the spin policies `Adaptive`, `Fixed(large)` and `Block`.
 //! - `corosensei`: the raw stack switch elite is built on, without any scheduler: the physical
 //!   limit of our stack.
 //! - `go`: the Go runtime, from the program in `crates/elite-bench/go` ([`peers::go`]), built with
@@ -60,6 +64,26 @@
 //! - `fib`: naive parallel fib(30) (`--quick` fib(25)), a new task for fib(n-1) above the cutoff
 //!   (10) and a sequential recursion below it, with every CPU working. rayon: `rayon::join`. One
 //!   operation is one whole fib computation. Answer: the sum of the computed values.
+//!
+//! ## Suite `sync`
+//!
+//! Synchronization between ULTs, and the runtime variants that serve it. See [`suites::sync`]
+//! for sizes, targets and the derived `ratio_to_best_fixed` rows.
+//!
+//! - `ping_pong` (`ns_per_op`): two tasks pass a counter back and forth through channels; one
+//!   operation is one round trip. elite (1 and 2 processors), go (unbuffered channels), may,
+//!   std-thread. Answer: the final counter.
+//! - `mutex_contended` (`ns_per_op`): 1024 tasks each do 2000 times {lock, increment, unlock,
+//!   yield}. elite and go, 1 and 2 processors. Answer: the counter.
+//! - `sync_peak` (`ops_per_sec` per processor, ELiTE figure 2.5): 4096 ULTs with 8 KiB stacks
+//!   in a ring of semaphores with 1024 circulating permits; one operation is one acquire.
+//!   elite, elite/central, go, at 1 and 2 processors. Answer: the number of acquires.
+//! - `fork_join_rate` (`ops_per_sec`, ELiTE figure 2.3): the root forks and joins batches of 64
+//!   trivial ULTs; one operation is one ULT. elite and elite/central, 1 and 2 processors.
+//!   Answer: the sum of the returned values.
+//! - `spin_regimes` (`ns_per_op`): 64 ULTs on 2 processors take a mutex around a short (~50 ns)
+//!   or long (~5 µs) critical section, under each spin policy: elite/adaptive, elite/spin,
+//!   elite/block; plus, per regime, a `ratio_to_best_fixed` row. Answer: the counter.
 //!
 //! ## Adding a suite
 //!

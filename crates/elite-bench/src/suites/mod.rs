@@ -1,6 +1,7 @@
 //! The suites: each is one module that turns a [`Context`] into [`Bench`]es.
 
 pub mod micro;
+pub mod sync;
 
 use crate::harness::{Bench, Sample};
 use crate::peers::go::GoPeer;
@@ -20,8 +21,10 @@ pub struct Suite {
 }
 
 /// Every suite; the command line accepts exactly these names.
-pub static SUITES: &[Suite] =
-    &[Suite { name: "micro", benches: micro::benches, may_child: Some(micro::may_child) }];
+pub static SUITES: &[Suite] = &[
+    Suite { name: "micro", benches: micro::benches, may_child: Some(micro::may_child) },
+    Suite { name: "sync", benches: sync::benches, may_child: Some(sync::may_child) },
+];
 
 /// What a suite may know about the invocation while building its benches.
 pub struct Context {
