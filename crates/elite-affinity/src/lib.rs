@@ -42,4 +42,7 @@ mod sysfs;
 mod topology;
 
 pub use pin::{online_cpus, pin_current_thread, PinError};
-pub use topology::{ProcessorInfo, Topology, TopologyError, TopologySource, MAX_PROCESSORS};
+pub use topology::{
+    Assumption, CacheInfo, CacheKind, ModelCache, ModelCacheChoice, ProcessorInfo, Topology, TopologyError,
+    TopologySource, MAX_PROCESSORS,
+};
