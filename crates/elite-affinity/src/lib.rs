@@ -36,11 +36,13 @@
 //! and an hwloc source behind a feature; [`ProcessorInfo`] and [`TopologySource`] are
 //! `#[non_exhaustive]` so that this does not break readers.
 
+mod model;
 mod pin;
 mod synthetic;
 mod sysfs;
 mod topology;
 
+pub use model::{closed_form, CacheModel, Footprint, ModelError, RELOAD_ERROR_BOUND};
 pub use pin::{online_cpus, pin_current_thread, PinError};
 pub use topology::{
     Assumption, CacheInfo, CacheKind, ModelCache, ModelCacheChoice, ProcessorInfo, Topology, TopologyError,
