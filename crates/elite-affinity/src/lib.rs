@@ -36,12 +36,17 @@
 //! and an hwloc source behind a feature; [`ProcessorInfo`] and [`TopologySource`] are
 //! `#[non_exhaustive]` so that this does not break readers.
 
+mod counters;
 mod model;
 mod pin;
 mod synthetic;
 mod sysfs;
 mod topology;
 
+pub use counters::{
+    AnySource, CounterEvent, CounterSource, EstimatedSource, HardwareSource, OpenError, ReadAccess, RunInfo,
+    ScriptedSource, SourceKind,
+};
 pub use model::{closed_form, CacheModel, Footprint, ModelError, RELOAD_ERROR_BOUND};
 pub use pin::{online_cpus, pin_current_thread, PinError};
 pub use topology::{
