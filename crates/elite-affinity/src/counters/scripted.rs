@@ -4,6 +4,9 @@ use std::fmt;
 
 use super::{CounterSource, RunInfo, SourceKind};
 
+/// A script as a function of the run and its number.
+type ScriptFn = dyn FnMut(&RunInfo, u64) -> u64 + Send;
+
 /// Misses from a script, so that policy scenarios are deterministic.
 ///
 /// The misses of a run are, in this order of precedence: the entry of [`per_run`](Self::per_run)
@@ -27,7 +30,7 @@ pub struct ScriptedSource {
     /// Sorted by ULT id, one entry per id.
     per_ult: Vec<(u64, u64)>,
     per_run: Vec<u64>,
-    function: Option<Box<dyn FnMut(&RunInfo, u64) -> u64 + Send>>,
+    function: Option<Box<ScriptFn>>,
     runs: u64,
     clock: u64,
 }
