@@ -20,6 +20,11 @@ fn main() {
         None => Topology::detect(),
     };
     println!("{topology:#}");
+    #[cfg(feature = "hwloc")]
+    match Topology::detect_hwloc() {
+        Ok(hwloc) => println!("through hwloc:\n{hwloc:#}"),
+        Err(err) => println!("{err}"),
+    }
     for p in topology.processors() {
         println!(
             "  processor {} (CPU {}, core {}, node {}): steals from {:?}",

@@ -37,6 +37,8 @@
 //! `#[non_exhaustive]` so that this does not break readers.
 
 mod counters;
+#[cfg(feature = "hwloc")]
+mod hwloc;
 mod model;
 mod pin;
 mod synthetic;
@@ -47,6 +49,8 @@ pub use counters::{
     AnySource, CounterEvent, CounterSource, EstimatedSource, HardwareSource, OpenError, ReadAccess, RunInfo,
     ScriptedSource, SourceKind,
 };
+#[cfg(feature = "hwloc")]
+pub use hwloc::HwlocError;
 pub use model::{closed_form, CacheModel, Footprint, ModelError, RELOAD_ERROR_BOUND};
 pub use pin::{online_cpus, pin_current_thread, PinError};
 pub use topology::{
