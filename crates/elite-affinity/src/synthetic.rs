@@ -613,7 +613,11 @@ mod tests {
                 "expected each cache level and kind at most once, found \"4\" at byte 24",
             ),
         ] {
-            assert_eq!(error(spec), format!("cannot parse topology {spec:?}: {message}"), "{spec:?}");
+            assert_eq!(
+                error(spec),
+                format!("cannot parse topology {spec:?}: {message}{}", crate::topology::SPEC_EXAMPLES),
+                "{spec:?}"
+            );
         }
     }
 

@@ -65,7 +65,8 @@ fn bad_specs_and_counts() {
     assert_eq!(
         err.to_string(),
         "cannot parse topology \"2y2\": expected \"nodes\", \"cores\", \"processors\" or \"threads\" \
-         after a count, found \"y\" at byte 1"
+         after a count, found \"y\" at byte 1 (specs look like \"2x2\", \"2 nodes x 4 cores x 2 threads\" or \
+         \"2 nodes x 2 cores, 2 MiB L2 per core, 32 MiB L3 per node\")"
     );
     assert!("".parse::<Topology>().is_err());
     assert_eq!(
