@@ -1,22 +1,27 @@
-//! The machine as the runtime sees it: processors (one pinned worker thread each), grouped into
-//! nodes, with the order in which a processor visits the others when it steals.
+//! The machine as the runtime sees it: processors (one pinned worker thread each) on cores,
+//! grouped into NUMA nodes, the caches they share, and the order in which a processor visits the
+//! others when it steals.
 //!
-//! A [`Topology`] is built once, by [`Topology::detect`] from Linux sysfs, or by
-//! [`Topology::synthetic`] / [`Topology::single_node`] / [`Topology::with_processors`] for a shape
-//! that differs from the machine (tests and experiments). Every constructor precomputes what the
-//! scheduler asks for on its hot path ([`Topology::distance_groups`]), so the accessors only index.
+//! A [`Topology`] is built once, by [`Topology::detect`] from Linux sysfs, by
+//! `Topology::detect_hwloc` (cargo feature `hwloc`), or by [`Topology::synthetic`] /
+//! [`Topology::single_node`] / [`Topology::with_processors`] for a shape that differs from the
+//! machine (tests and experiments). Every constructor precomputes what the scheduler asks for on
+//! its hot path ([`Topology::distance_groups`], [`Topology::node_of`]), so the accessors only
+//! index.
 //!
-//! Processor indices `0..num_processors()` and node indices `0..num_nodes()` are always dense.
-//! A processor's [`cpu`](ProcessorInfo::cpu) is the OS CPU id to pin its worker thread to; in a
-//! synthetic topology several processors may share a CPU.
+//! Processor indices `0..num_processors()`, core indices `0..num_cores()`, node indices
+//! `0..num_nodes()` and cache indices `0..caches().len()` are always dense. A processor's
+//! [`cpu`](ProcessorInfo::cpu) is the OS CPU id to pin its worker thread to; in a synthetic
+//! topology several processors may share a CPU.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
 use crate::pin::allowed_cpus;
-use crate::synthetic::{parse_shape, Shape};
-use crate::sysfs::{read_cpus, SysfsCpu};
+use crate::synthetic::{parse_shape, ByteSize, Scope, Shape, SYNTHETIC_LINE_SIZE};
+use crate::sysfs::{read_machine, SysfsMachine};
 
 /// The most processors [`Topology::synthetic`], [`Topology::single_node`] and
 /// [`Topology::with_processors`] accept (a detected topology may be larger).
@@ -25,10 +30,18 @@ pub const MAX_PROCESSORS: usize = 4096;
 /// Where sysfs lives on a Linux machine.
 const SYSFS_ROOT: &str = "/sys/devices/system";
 
+/// The NUMA distance of a node to itself, and between two nodes, where nothing says otherwise
+/// (the values Linux reports on a machine without a distance table).
+const LOCAL_DISTANCE: u32 = 10;
+const REMOTE_DISTANCE: u32 = 20;
+
+/// The line size assumed for a cache whose line size is not reported.
+const ASSUMED_LINE_SIZE: u32 = 64;
+
 /// One processor of a [`Topology`]: a worker thread's place in the machine.
 ///
-/// Marked `#[non_exhaustive]` so that later versions can describe more of the place (cache
-/// domains, for one) without breaking code that reads these fields.
+/// Marked `#[non_exhaustive]` so that later versions can describe more of the place without
+/// breaking code that reads these fields. Its caches are [`Topology::caches_of`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct ProcessorInfo {
@@ -37,12 +50,165 @@ pub struct ProcessorInfo {
     /// The OS CPU id to pin this processor's worker thread to (see
     /// [`pin_current_thread`](crate::pin_current_thread)).
     pub cpu: usize,
-    /// The physical core of [`cpu`](Self::cpu). In a detected topology cores are numbered densely
-    /// from 0 and processors with equal `core` are SMT siblings; in a synthetic one `core` is that
-    /// of the machine CPU the processor runs on.
+    /// The core of this processor, `0..num_cores()`, numbered in order of first appearance.
+    /// Processors with equal `core` are SMT siblings (in a synthetic topology: threads of one
+    /// synthetic core; two processors that [`with_processors`](Topology::with_processors) put on
+    /// one CPU also share its core).
     pub core: usize,
     /// The node of this processor, `0..num_nodes()`.
     pub node: usize,
+}
+
+/// What a cache holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CacheKind {
+    /// Data only.
+    Data,
+    /// Instructions only. Ignored by [`Topology::distance_groups`] and
+    /// [`Topology::model_cache`].
+    Instruction,
+    /// Data and instructions.
+    Unified,
+}
+
+/// One cache of a [`Topology`] and the processors that share it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct CacheInfo {
+    /// 1 for L1, 2 for L2, ...
+    pub level: u8,
+    /// What it holds.
+    pub kind: CacheKind,
+    /// Capacity in bytes.
+    pub size: u64,
+    /// Line size in bytes.
+    pub line_size: u32,
+    /// The processors of the topology that use this cache, ascending, never empty.
+    pub processors: Vec<usize>,
+}
+
+impl CacheInfo {
+    /// The number of lines: `size / line_size`.
+    pub fn lines(&self) -> u64 {
+        self.size / u64::from(self.line_size)
+    }
+}
+
+impl fmt::Display for CacheInfo {
+    /// `"L2 2 MiB (64-byte lines)"`, `"L1d 48 KiB (64-byte lines)"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            CacheKind::Data => "d",
+            CacheKind::Instruction => "i",
+            CacheKind::Unified => "",
+        };
+        write!(f, "L{}{kind} {} ({}-byte lines)", self.level, ByteSize(self.size), self.line_size)
+    }
+}
+
+/// The cache the cache model describes by default: see [`Topology::model_cache`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct ModelCache {
+    /// Capacity in bytes.
+    pub size: u64,
+    /// Line size in bytes.
+    pub line_size: u32,
+    /// Its level, `None` when it was assumed.
+    pub level: Option<u8>,
+    /// How it was chosen.
+    pub choice: ModelCacheChoice,
+}
+
+/// How [`Topology::model_cache`] chose its cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ModelCacheChoice {
+    /// The largest data or unified cache private to a core, the smallest such over all cores.
+    PrivateToCore,
+    /// No core has a private cache: the smallest data or unified cache of the lowest level.
+    NearestShared,
+    /// The topology describes no data or unified cache: [`ModelCache::ASSUMED`].
+    Assumed,
+}
+
+impl ModelCache {
+    /// What [`Topology::model_cache`] assumes when the topology has no cache: 1 MiB of 64-byte
+    /// lines, the order of a core's private L2 on current x86 and Arm servers.
+    pub const ASSUMED: ModelCache =
+        ModelCache { size: 1 << 20, line_size: 64, level: None, choice: ModelCacheChoice::Assumed };
+
+    /// The number of lines: `size / line_size`.
+    ///
+    /// ```
+    /// assert_eq!(elite_affinity::ModelCache::ASSUMED.lines(), 16384);
+    /// ```
+    pub fn lines(&self) -> u64 {
+        self.size / u64::from(self.line_size)
+    }
+}
+
+impl fmt::Display for ModelCache {
+    /// `"L2 2 MiB, 64-byte lines (32768 lines), private to a core"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(level) = self.level {
+            write!(f, "L{level} ")?;
+        }
+        write!(f, "{}, {}-byte lines ({} lines), ", ByteSize(self.size), self.line_size, self.lines())?;
+        f.write_str(match self.choice {
+            ModelCacheChoice::PrivateToCore => "private to a core",
+            ModelCacheChoice::NearestShared => "the nearest cache (no cache is private to a core)",
+            ModelCacheChoice::Assumed => "assumed (the topology describes no cache)",
+        })
+    }
+}
+
+/// Something [`Topology::detect`] (or the hwloc source) could not find out and assumed instead.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Assumption {
+    /// sysfs could not be read: one node, every allowed CPU its own core, no caches.
+    NoSysfs,
+    /// No NUMA node information: every processor in one node.
+    OneNode,
+    /// No NUMA distances: 10 within a node, 20 between nodes.
+    NodeDistances,
+    /// No core information for these OS CPU ids: each is a core of its own.
+    OwnCores(Vec<usize>),
+    /// No cache information for these OS CPU ids (a VM may show none): they share no cache.
+    NoCaches(Vec<usize>),
+    /// Caches without a line size: 64 bytes assumed.
+    LineSize,
+    /// hwloc gave no NUMA distances through the bindings used: 10 within a node, 20 between.
+    HwlocDistances,
+}
+
+impl fmt::Display for Assumption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Assumption::NoSysfs => f.write_str(
+                "sysfs unreadable: one node, every allowed CPU its own core, no cache information",
+            ),
+            Assumption::OneNode => f.write_str("no NUMA node information: every processor in one node"),
+            Assumption::NodeDistances => f.write_str("no NUMA distances: 10 within a node, 20 between nodes"),
+            Assumption::OwnCores(cpus) => {
+                f.write_str("no core information for CPU")?;
+                f.write_str(if cpus.len() == 1 { " " } else { "s " })?;
+                write_cpu_list(f, cpus)?;
+                f.write_str(": each its own core")
+            }
+            Assumption::NoCaches(cpus) => {
+                f.write_str("no cache information for CPU")?;
+                f.write_str(if cpus.len() == 1 { " " } else { "s " })?;
+                write_cpu_list(f, cpus)?;
+                f.write_str(": no shared caches")
+            }
+            Assumption::LineSize => f.write_str("caches without a line size: 64 bytes"),
+            Assumption::HwlocDistances => {
+                f.write_str("hwloc gave no NUMA distances: 10 within a node, 20 between nodes")
+            }
+        }
+    }
 }
 
 /// Where a [`Topology`] came from.
@@ -51,10 +217,14 @@ pub struct ProcessorInfo {
 pub enum TopologySource {
     /// Read from Linux sysfs and restricted to the calling thread's affinity mask.
     Sysfs,
+    /// Built by hwloc (cargo feature `hwloc`) and restricted to the calling thread's affinity
+    /// mask.
+    Hwloc,
     /// sysfs could not be read: one node with one processor per CPU the thread may run on.
     Fallback,
-    /// Built from a spec, written here in canonical form `"<nodes>x<processors per node>"`
-    /// (`"2x2"`; `"1x4"` for `"4 processors"` or [`Topology::single_node(4)`](Topology::single_node)).
+    /// Built from a spec, written here in canonical form, itself a valid spec: `"2x2"`, `"1x4"`
+    /// for `"4 processors"` or [`Topology::single_node(4)`](Topology::single_node),
+    /// `"2x4x2, 2 MiB L2 per core, 32 MiB L3 per node"`.
     Synthetic(String),
 }
 
@@ -62,22 +232,24 @@ impl fmt::Display for TopologySource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TopologySource::Sysfs => f.write_str("sysfs"),
+            TopologySource::Hwloc => f.write_str("hwloc"),
             TopologySource::Fallback => f.write_str("fallback"),
             TopologySource::Synthetic(_) => f.write_str("synthetic"),
         }
     }
 }
 
-/// Processors grouped into nodes, with the victim order of each processor.
+/// Processors on cores, grouped into nodes, with their caches and the victim order of each.
 ///
 /// ```
 /// use elite_affinity::Topology;
 ///
-/// let topology = Topology::synthetic("2 nodes x 2 processors")?;
-/// assert_eq!(topology.num_nodes(), 2);
-/// assert_eq!(topology.processors_in_node(1), &[2, 3]);
-/// // Processor 0 steals from its node first, then from the other node.
-/// assert_eq!(topology.distance_groups(0), &[vec![1], vec![2, 3]]);
+/// let topology = Topology::synthetic("2 nodes x 2 cores x 2 threads, 2 MiB L2 per core")?;
+/// assert_eq!((topology.num_nodes(), topology.num_cores(), topology.num_processors()), (2, 4, 8));
+/// assert_eq!(topology.processors_in_node(1), &[4, 5, 6, 7]);
+/// // Processor 0 steals from its core's L2 sibling, then its node, then the other node.
+/// assert_eq!(topology.distance_groups(0), &[vec![1], vec![2, 3], vec![4, 5, 6, 7]]);
+/// assert_eq!(topology.model_cache().lines(), 32768);
 /// # Ok::<(), elite_affinity::TopologyError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,33 +258,65 @@ pub struct Topology {
     processors: Vec<ProcessorInfo>,
     /// The processors of each node, ascending.
     nodes: Vec<Vec<usize>>,
+    /// Row-major `num_nodes x num_nodes`.
+    node_distances: Vec<u32>,
+    num_cores: usize,
+    /// Ordered by level, kind, then first processor.
+    caches: Vec<CacheInfo>,
+    /// Per processor: indices into `caches`, by level then kind.
+    processor_caches: Vec<Vec<usize>>,
     /// Per processor: its victims, nearest group first, itself excluded, no empty group.
     distance_groups: Vec<Vec<Vec<usize>>>,
+    assumptions: Vec<Assumption>,
     source: TopologySource,
 }
 
-/// A processor before assembly: its node is any key, renumbered densely by first appearance.
-struct Place {
-    cpu: usize,
-    core: usize,
-    node: usize,
+/// A processor before assembly. Its core, node and caches are keys of any value, renumbered
+/// densely by first appearance; `caches` index [`Raw::caches`].
+pub(crate) struct Place {
+    pub(crate) cpu: usize,
+    pub(crate) core: usize,
+    pub(crate) node: usize,
+    pub(crate) caches: Vec<usize>,
+}
+
+/// One cache before assembly; who shares it is said by the places that name it.
+#[derive(Clone, Copy)]
+pub(crate) struct CacheDesc {
+    pub(crate) level: u8,
+    pub(crate) kind: CacheKind,
+    pub(crate) size: u64,
+    pub(crate) line_size: u32,
+}
+
+/// A topology before assembly, as each source builds it.
+pub(crate) struct Raw {
+    /// At least one.
+    pub(crate) places: Vec<Place>,
+    pub(crate) caches: Vec<CacheDesc>,
+    /// `(node keys, row-major matrix)`; nodes missing from it get 10/20.
+    pub(crate) distances: Option<(Vec<usize>, Vec<u32>)>,
+    pub(crate) assumptions: Vec<Assumption>,
+    pub(crate) source: TopologySource,
 }
 
 impl Topology {
     /// The topology of this machine as far as the calling thread may use it.
     ///
-    /// Reads the online CPUs, their NUMA nodes and physical cores from Linux sysfs and keeps the
-    /// CPUs in the calling thread's affinity mask (call it before pinning the thread, or it sees
-    /// one CPU). Processors are ordered by node, then by CPU id; nodes left without a CPU are
-    /// dropped and the rest renumbered `0..n`. Never panics: where sysfs cannot be read the result
-    /// is one node with a processor per allowed CPU (or per
+    /// Reads the online CPUs, their NUMA nodes and distances, physical cores and caches from
+    /// Linux sysfs and keeps the CPUs in the calling thread's affinity mask (call it before
+    /// pinning the thread, or it sees one CPU). Processors are ordered by node, then by CPU id;
+    /// nodes left without a CPU are dropped and the rest renumbered `0..n`. Never panics: where
+    /// sysfs lacks something the result says what it assumed instead
+    /// ([`assumptions`](Self::assumptions)); where sysfs cannot be read at all it is one node with
+    /// a processor per allowed CPU (or per
     /// [`available_parallelism`](std::thread::available_parallelism) CPU when the mask is unknown
     /// too), with source [`TopologySource::Fallback`].
     ///
     /// ```
     /// let machine = elite_affinity::Topology::detect();
     /// assert!(machine.num_processors() >= 1);
-    /// println!("{machine}");
+    /// println!("{machine:#}"); // the shape, then caches, distances and assumptions
     /// ```
     pub fn detect() -> Topology {
         detect_in(Path::new(SYSFS_ROOT), allowed_cpus().as_deref())
@@ -121,9 +325,21 @@ impl Topology {
     /// A topology of the shape `spec` names, its processors pinned round-robin onto the CPUs of
     /// [`Topology::detect`] (processor `i` on detected processor `i % n`'s CPU).
     ///
-    /// Accepted specs: `"2x2"`, `"2 x 2"`, `"2 nodes x 2 processors"`, `"2 nodes × 2 processors"`
-    /// (nodes times processors per node; `X` and `×` work as `x`, the words are optional), and `"4"`
-    /// or `"4 processors"` for one node. The total must be `1..=`[`MAX_PROCESSORS`].
+    /// A spec is a shape and any number of caches after commas:
+    ///
+    /// - shapes: `"4"` or `"4 processors"` (one node), `"2x2"` or `"2 nodes x 2 processors"`
+    ///   (nodes times processors per node; `cores` works as `processors`), `"2 nodes x 4 cores x
+    ///   2 threads"` or `"2x4x2"` (SMT threads per core), `"2 cores x 2 threads"`; `X` and `×`
+    ///   work as `x`, the words are optional and case-insensitive;
+    /// - caches: `"<size> L<level>[d|i] per <processor|thread|core|node|machine>"` or
+    ///   `"<size> L<level> shared"`, sizes in `B`, `KiB`, `MiB` or `GiB` (`K`, `KB`, ... read as
+    ///   binary), each with 64-byte lines: `"2 nodes x 2 cores, 2 MiB L2 per core, 32 MiB L3 per
+    ///   node"`.
+    ///
+    /// The total must be `1..=`[`MAX_PROCESSORS`]. Nodes are 10 apart from themselves and 20 from
+    /// each other. A spec without caches gives a topology without caches (its
+    /// [`model_cache`](Self::model_cache) is [`ModelCache::ASSUMED`]). A spec that does not parse
+    /// is an error that says what was expected where.
     ///
     /// ```
     /// use elite_affinity::{Topology, TopologySource};
@@ -133,13 +349,20 @@ impl Topology {
     /// assert_eq!(topology.node_of(4), 1);
     /// assert_eq!(topology.source(), &TopologySource::Synthetic("2x3".to_string()));
     ///
-    /// let err = Topology::synthetic("2y2").unwrap_err();
-    /// assert!(err.to_string().starts_with("cannot parse topology \"2y2\": expected"));
+    /// let cached = Topology::synthetic("2 nodes x 2 cores, 2 MiB L2 per core, 32 MiB L3 per node")?;
+    /// assert_eq!(cached.caches().len(), 6);
+    /// assert_eq!(cached.distance_groups(0), &[vec![1], vec![2, 3]]);
+    ///
+    /// let err = Topology::synthetic("2x2, 2 MiB L9 per core").unwrap_err();
+    /// assert!(err.to_string().starts_with(
+    ///     "cannot parse topology \"2x2, 2 MiB L9 per core\": expected a cache level \"L1\"..\"L4\", \
+    ///      optionally followed by \"d\" or \"i\", found \"L9\" at byte 11 (specs look like \"2x2\""
+    /// ));
     /// # Ok::<(), elite_affinity::TopologyError>(())
     /// ```
     pub fn synthetic(spec: &str) -> Result<Topology, TopologyError> {
         let shape = parse_shape(spec)?;
-        Ok(Topology::shaped_on(&Topology::detect(), shape))
+        Ok(Topology::shaped_on(&Topology::detect(), &shape))
     }
 
     /// `processors` processors in one node, pinned round-robin onto the CPUs of
@@ -155,14 +378,14 @@ impl Topology {
         if !(1..=MAX_PROCESSORS).contains(&processors) {
             return Err(TopologyError::processor_count(processors, MAX_PROCESSORS));
         }
-        let shape = Shape { nodes: 1, per_node: processors };
-        Ok(Topology::shaped_on(&Topology::detect(), shape))
+        Ok(Topology::shaped_on(&Topology::detect(), &Shape::plain(1, processors)))
     }
 
-    /// The first `n` processors of this topology, keeping their CPUs and nodes (nodes renumbered
-    /// densely). When `n` exceeds [`num_processors`](Self::num_processors), processor `i` beyond
-    /// the end takes the CPU, core and node of processor `i % num_processors()`. The source stays
-    /// that of `self`.
+    /// The first `n` processors of this topology, keeping their CPUs, cores, nodes and caches
+    /// (renumbered densely; caches and nodes left without a processor are dropped). When `n`
+    /// exceeds [`num_processors`](Self::num_processors), processor `i` beyond the end takes the
+    /// CPU, core, node and caches of processor `i % num_processors()`. The source, distances and
+    /// assumptions stay those of `self`.
     ///
     /// `n` must be at least 1 and at most [`MAX_PROCESSORS`] or `self.num_processors()`,
     /// whichever is larger.
@@ -180,14 +403,29 @@ impl Topology {
         if !(1..=max).contains(&n) {
             return Err(TopologyError::processor_count(n, max));
         }
-        let places = self
-            .processors
-            .iter()
-            .cycle()
-            .take(n)
-            .map(|p| Place { cpu: p.cpu, core: p.core, node: p.node })
+        let places = (0..n)
+            .map(|i| {
+                let host = &self.processors[i % self.num_processors()];
+                Place {
+                    cpu: host.cpu,
+                    core: host.core,
+                    node: host.node,
+                    caches: self.processor_caches[host.index].clone(),
+                }
+            })
             .collect();
-        Ok(Topology::assemble(places, self.source.clone()))
+        let caches = self
+            .caches
+            .iter()
+            .map(|c| CacheDesc { level: c.level, kind: c.kind, size: c.size, line_size: c.line_size })
+            .collect();
+        Ok(Topology::assemble(Raw {
+            places,
+            caches,
+            distances: Some(((0..self.num_nodes()).collect(), self.node_distances.clone())),
+            assumptions: self.assumptions.clone(),
+            source: self.source.clone(),
+        }))
     }
 
     /// The number of processors, at least 1.
@@ -200,6 +438,12 @@ impl Topology {
     #[inline]
     pub fn num_nodes(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// The number of cores, at least 1 (see [`ProcessorInfo::core`]).
+    #[inline]
+    pub fn num_cores(&self) -> usize {
+        self.num_cores
     }
 
     /// All processors, indexed by processor.
@@ -238,9 +482,51 @@ impl Topology {
         &self.nodes[node]
     }
 
-    /// The processors that processor `p` steals from, in groups nearest first: the others of its
-    /// node, then those of all other nodes. `p` is in no group, empty groups are left out (a
-    /// one-processor topology has none), and each group is ascending.
+    /// The NUMA distance from node `a` to node `b` as the firmware reports it (10 to itself by
+    /// convention; larger is farther). Where the source had no distances: 10 and 20.
+    ///
+    /// ```
+    /// let topology = elite_affinity::Topology::synthetic("3x1")?;
+    /// assert_eq!((topology.node_distance(0, 0), topology.node_distance(0, 2)), (10, 20));
+    /// # Ok::<(), elite_affinity::TopologyError>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `a` or `b` is not below `self.num_nodes()`.
+    #[inline]
+    pub fn node_distance(&self, a: usize, b: usize) -> u32 {
+        assert!(a < self.num_nodes() && b < self.num_nodes(), "node out of range");
+        self.node_distances[a * self.num_nodes() + b]
+    }
+
+    /// Every cache, by level, then kind, then first processor.
+    #[inline]
+    pub fn caches(&self) -> &[CacheInfo] {
+        &self.caches
+    }
+
+    /// The caches processor `p` uses, nearest (lowest level) first.
+    ///
+    /// ```
+    /// let topology = elite_affinity::Topology::synthetic("1x2, 32 KiB L1d per core, 1 MiB L2 shared")?;
+    /// let levels: Vec<u8> = topology.caches_of(1).map(|c| c.level).collect();
+    /// assert_eq!(levels, [1, 2]);
+    /// # Ok::<(), elite_affinity::TopologyError>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `p >= self.num_processors()`.
+    pub fn caches_of(&self, p: usize) -> impl Iterator<Item = &CacheInfo> + '_ {
+        self.processor_caches[p].iter().map(|&c| &self.caches[c])
+    }
+
+    /// The processors that processor `p` steals from, in groups nearest first: those sharing a
+    /// data or unified cache with it (a group per cache, the lowest level first), then the rest of
+    /// its node, then the other nodes (a group per NUMA distance, nearest first). `p` is in no
+    /// group, no processor is in two, empty groups are left out (a one-processor topology has
+    /// none), and each group is ascending.
     ///
     /// Precomputed by the constructor; this only indexes. It costs memory quadratic in the number
     /// of processors (about 128 MiB at [`MAX_PROCESSORS`]).
@@ -251,6 +537,58 @@ impl Topology {
     #[inline]
     pub fn distance_groups(&self, p: usize) -> &[Vec<usize>] {
         &self.distance_groups[p]
+    }
+
+    /// The cache the cache model should describe by default: the largest data or unified cache
+    /// private to one core (used by no processor of another core; with SMT a core's threads
+    /// share all its caches), the smallest such over all cores. Where some core has no private
+    /// cache, the smallest data or unified cache of the lowest level
+    /// ([`ModelCacheChoice::NearestShared`]); where the topology has no data or unified cache at
+    /// all, [`ModelCache::ASSUMED`].
+    ///
+    /// ```
+    /// use elite_affinity::{ModelCacheChoice, Topology};
+    ///
+    /// let t = Topology::synthetic("2 nodes x 2 cores, 2 MiB L2 per core, 32 MiB L3 per node")?;
+    /// let cache = t.model_cache();
+    /// assert_eq!((cache.size, cache.line_size, cache.lines()), (2 << 20, 64, 32768));
+    /// assert_eq!((cache.level, cache.choice), (Some(2), ModelCacheChoice::PrivateToCore));
+    /// # Ok::<(), elite_affinity::TopologyError>(())
+    /// ```
+    pub fn model_cache(&self) -> ModelCache {
+        let data = |c: &&CacheInfo| c.kind != CacheKind::Instruction;
+        let mut smallest_private: Option<&CacheInfo> = None;
+        let mut every_core_has_one = true;
+        for p in &self.processors {
+            let private = self
+                .caches_of(p.index)
+                .filter(data)
+                .filter(|c| c.processors.iter().all(|&q| self.processors[q].core == p.core))
+                .max_by_key(|c| c.size);
+            match private {
+                Some(c) => {
+                    if smallest_private.is_none_or(|s| c.size < s.size) {
+                        smallest_private = Some(c);
+                    }
+                }
+                None => every_core_has_one = false,
+            }
+        }
+        let (cache, choice) = match smallest_private {
+            Some(c) if every_core_has_one => (c, ModelCacheChoice::PrivateToCore),
+            _ => match self.caches.iter().filter(data).min_by_key(|c| (c.level, c.size)) {
+                Some(c) => (c, ModelCacheChoice::NearestShared),
+                None => return ModelCache::ASSUMED,
+            },
+        };
+        ModelCache { size: cache.size, line_size: cache.line_size, level: Some(cache.level), choice }
+    }
+
+    /// What the source could not find out and assumed instead; empty when it found everything
+    /// (and always for a synthetic topology, which says everything it means).
+    #[inline]
+    pub fn assumptions(&self) -> &[Assumption] {
+        &self.assumptions
     }
 
     /// Where this topology came from.
@@ -268,25 +606,63 @@ impl Topology {
     }
 
     /// `shape` laid round-robin over the processors of `base`.
-    fn shaped_on(base: &Topology, shape: Shape) -> Topology {
-        let total = shape.nodes * shape.per_node;
+    fn shaped_on(base: &Topology, shape: &Shape) -> Topology {
+        let per_node = shape.per_node();
+        let total = shape.nodes * per_node;
+        let mut caches: Vec<CacheDesc> = Vec::new();
+        // (clause, instance) -> index in `caches`.
+        let mut instances: HashMap<(usize, usize), usize> = HashMap::new();
         let places = (0..total)
             .map(|i| {
                 let host = &base.processors[i % base.num_processors()];
-                Place { cpu: host.cpu, core: host.core, node: i / shape.per_node }
+                let core = i / shape.threads_per_core;
+                let node = i / per_node;
+                let caches = shape
+                    .caches
+                    .iter()
+                    .enumerate()
+                    .map(|(clause, spec)| {
+                        let instance = match spec.scope {
+                            Scope::Processor => i,
+                            Scope::Core => core,
+                            Scope::Node => node,
+                            Scope::Machine => 0,
+                        };
+                        *instances.entry((clause, instance)).or_insert_with(|| {
+                            caches.push(CacheDesc {
+                                level: spec.level,
+                                kind: spec.kind,
+                                size: spec.size,
+                                line_size: SYNTHETIC_LINE_SIZE,
+                            });
+                            caches.len() - 1
+                        })
+                    })
+                    .collect();
+                Place { cpu: host.cpu, core, node, caches }
             })
             .collect();
-        Topology::assemble(places, TopologySource::Synthetic(shape.canonical()))
+        Topology::assemble(Raw {
+            places,
+            caches,
+            distances: None,
+            assumptions: Vec::new(),
+            source: TopologySource::Synthetic(shape.canonical()),
+        })
     }
 
-    /// Numbers the processors, renumbers the nodes densely in order of first appearance, and
-    /// precomputes the node lists and distance groups. `places` must not be empty.
-    fn assemble(places: Vec<Place>, source: TopologySource) -> Topology {
-        debug_assert!(!places.is_empty(), "a topology has at least one processor");
+    /// Numbers the processors, renumbers cores, nodes and caches densely in order of first
+    /// appearance, and precomputes the node lists, distances, cache lists and distance groups.
+    pub(crate) fn assemble(raw: Raw) -> Topology {
+        debug_assert!(!raw.places.is_empty(), "a topology has at least one processor");
         let mut node_keys: Vec<usize> = Vec::new();
+        let mut core_keys: HashMap<usize, usize> = HashMap::new();
         let mut nodes: Vec<Vec<usize>> = Vec::new();
-        let processors: Vec<ProcessorInfo> = places
-            .into_iter()
+        // Per raw cache: its dense processors (filled below).
+        let mut sharers: Vec<Vec<usize>> = vec![Vec::new(); raw.caches.len()];
+        let processors: Vec<ProcessorInfo> = raw
+            .places
+            .iter()
             .enumerate()
             .map(|(index, place)| {
                 let node = match node_keys.iter().position(|&key| key == place.node) {
@@ -298,49 +674,180 @@ impl Topology {
                     }
                 };
                 nodes[node].push(index);
-                ProcessorInfo { index, cpu: place.cpu, core: place.core, node }
+                let next_core = core_keys.len();
+                let core = *core_keys.entry(place.core).or_insert(next_core);
+                for &c in &place.caches {
+                    if sharers[c].last() != Some(&index) {
+                        sharers[c].push(index);
+                    }
+                }
+                ProcessorInfo { index, cpu: place.cpu, core, node }
             })
             .collect();
+
+        // Caches in use, ordered; `dense[raw index]` is the new index.
+        let mut order: Vec<usize> = (0..raw.caches.len()).filter(|&c| !sharers[c].is_empty()).collect();
+        order.sort_by_key(|&c| (raw.caches[c].level, raw.caches[c].kind, sharers[c][0]));
+        let mut dense = vec![usize::MAX; raw.caches.len()];
+        let caches: Vec<CacheInfo> = order
+            .iter()
+            .enumerate()
+            .map(|(new, &c)| {
+                dense[c] = new;
+                let d = raw.caches[c];
+                CacheInfo {
+                    level: d.level,
+                    kind: d.kind,
+                    size: d.size,
+                    line_size: d.line_size,
+                    processors: std::mem::take(&mut sharers[c]),
+                }
+            })
+            .collect();
+        let processor_caches: Vec<Vec<usize>> = raw
+            .places
+            .iter()
+            .map(|place| {
+                let mut mine: Vec<usize> = place.caches.iter().map(|&c| dense[c]).collect();
+                mine.sort_unstable();
+                mine.dedup();
+                mine
+            })
+            .collect();
+
+        let n = nodes.len();
+        let mut node_distances = Vec::with_capacity(n * n);
+        for a in 0..n {
+            for b in 0..n {
+                let given = raw.distances.as_ref().and_then(|(keys, matrix)| {
+                    let i = keys.iter().position(|&k| k == node_keys[a])?;
+                    let j = keys.iter().position(|&k| k == node_keys[b])?;
+                    matrix.get(i * keys.len() + j).copied()
+                });
+                let default = if a == b { LOCAL_DISTANCE } else { REMOTE_DISTANCE };
+                node_distances.push(given.unwrap_or(default));
+            }
+        }
+
         let distance_groups = processors
             .iter()
             .map(|me| {
-                let same_node: Vec<usize> =
-                    nodes[me.node].iter().copied().filter(|&q| q != me.index).collect();
-                let other_nodes: Vec<usize> =
-                    processors.iter().filter(|q| q.node != me.node).map(|q| q.index).collect();
-                [same_node, other_nodes].into_iter().filter(|group| !group.is_empty()).collect()
+                let mut seen = vec![false; processors.len()];
+                seen[me.index] = true;
+                let mut groups: Vec<Vec<usize>> = Vec::new();
+                let mut push = |members: &mut dyn Iterator<Item = usize>, seen: &mut Vec<bool>| {
+                    let group: Vec<usize> =
+                        members.filter(|&q| !std::mem::replace(&mut seen[q], true)).collect();
+                    if !group.is_empty() {
+                        groups.push(group);
+                    }
+                };
+                for &c in &processor_caches[me.index] {
+                    if caches[c].kind != CacheKind::Instruction {
+                        push(&mut caches[c].processors.iter().copied(), &mut seen);
+                    }
+                }
+                push(&mut nodes[me.node].iter().copied(), &mut seen);
+                let mut tiers: Vec<u32> =
+                    (0..n).filter(|&b| b != me.node).map(|b| node_distances[me.node * n + b]).collect();
+                tiers.sort_unstable();
+                tiers.dedup();
+                for tier in tiers {
+                    let mut far: Vec<usize> = (0..n)
+                        .filter(|&b| b != me.node && node_distances[me.node * n + b] == tier)
+                        .flat_map(|b| nodes[b].iter().copied())
+                        .collect();
+                    far.sort_unstable();
+                    push(&mut far.into_iter(), &mut seen);
+                }
+                groups
             })
             .collect();
-        Topology { processors, nodes, distance_groups, source }
+        Topology {
+            num_cores: core_keys.len(),
+            processors,
+            nodes,
+            node_distances,
+            caches,
+            processor_caches,
+            distance_groups,
+            assumptions: raw.assumptions,
+            source: raw.source,
+        }
     }
 }
 
 /// [`Topology::detect`] with sysfs at `root` and `allowed` as the affinity mask (`None`: unknown).
 fn detect_in(root: &Path, allowed: Option<&[usize]>) -> Topology {
-    match read_cpus(root, allowed) {
-        Some(cpus) => from_sysfs(cpus),
+    match read_machine(root, allowed) {
+        Some(machine) => from_sysfs(machine),
         None => fallback(allowed),
     }
 }
 
-/// Orders the CPUs by node then id, and numbers cores densely by first appearance. CPUs that no
-/// node lists form a node of their own, after the others.
-fn from_sysfs(mut cpus: Vec<SysfsCpu>) -> Topology {
+/// Orders the CPUs by node then id, and keys cores by `(package, core)` and caches by level, kind
+/// and sharing set. CPUs that no node lists form a node of their own, after the others.
+fn from_sysfs(machine: SysfsMachine) -> Topology {
+    let SysfsMachine { mut cpus, has_nodes, distances } = machine;
     cpus.sort_unstable_by_key(|c| (c.node.unwrap_or(usize::MAX), c.cpu));
-    // `None` (core files unreadable) makes a CPU its own core: key it by the CPU id instead.
-    let mut core_keys: Vec<Result<(usize, usize), usize>> = Vec::new();
+    let mut assumptions = Vec::new();
+    if !has_nodes {
+        assumptions.push(Assumption::OneNode);
+    }
+    let own_cores: Vec<usize> = sorted(cpus.iter().filter(|c| c.core.is_none()).map(|c| c.cpu));
+    if !own_cores.is_empty() {
+        assumptions.push(Assumption::OwnCores(own_cores));
+    }
+    let no_caches: Vec<usize> = sorted(cpus.iter().filter(|c| c.caches.is_empty()).map(|c| c.cpu));
+    if !no_caches.is_empty() {
+        assumptions.push(Assumption::NoCaches(no_caches));
+    }
+    if cpus.iter().flat_map(|c| &c.caches).any(|c| c.line_size.is_none()) {
+        assumptions.push(Assumption::LineSize);
+    }
+    let node_count = {
+        let mut ids: Vec<Option<usize>> = cpus.iter().map(|c| c.node).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    };
+    if has_nodes && node_count > 1 && distances.is_none() {
+        assumptions.push(Assumption::NodeDistances);
+    }
+
+    // Cores: `(package, core)`, or the CPU alone where core files are missing.
+    let mut core_keys: HashMap<Result<(usize, usize), usize>, usize> = HashMap::new();
+    // Caches: (level, kind, size, line size, sharing set).
+    type CacheKey = (u8, CacheKind, u64, u32, Vec<usize>);
+    let mut cache_keys: HashMap<CacheKey, usize> = HashMap::new();
+    let mut caches: Vec<CacheDesc> = Vec::new();
     let places = cpus
         .iter()
         .map(|c| {
-            let key = c.core.ok_or(c.cpu);
-            let core = core_keys.iter().position(|&k| k == key).unwrap_or_else(|| {
-                core_keys.push(key);
-                core_keys.len() - 1
-            });
-            Place { cpu: c.cpu, core, node: c.node.unwrap_or(usize::MAX) }
+            let next_core = core_keys.len();
+            let core = *core_keys.entry(c.core.ok_or(c.cpu)).or_insert(next_core);
+            let caches = c
+                .caches
+                .iter()
+                .map(|sc| {
+                    let line_size = sc.line_size.unwrap_or(ASSUMED_LINE_SIZE);
+                    let key = (sc.level, sc.kind, sc.size, line_size, sc.shared_with.clone());
+                    *cache_keys.entry(key).or_insert_with(|| {
+                        caches.push(CacheDesc { level: sc.level, kind: sc.kind, size: sc.size, line_size });
+                        caches.len() - 1
+                    })
+                })
+                .collect();
+            Place { cpu: c.cpu, core, node: c.node.unwrap_or(usize::MAX), caches }
         })
         .collect();
-    Topology::assemble(places, TopologySource::Sysfs)
+    Topology::assemble(Raw { places, caches, distances, assumptions, source: TopologySource::Sysfs })
+}
+
+fn sorted(items: impl Iterator<Item = usize>) -> Vec<usize> {
+    let mut items: Vec<usize> = items.collect();
+    items.sort_unstable();
+    items
 }
 
 /// One node with a processor per allowed CPU, or per `available_parallelism` CPU numbered from 0
@@ -350,8 +857,14 @@ fn fallback(allowed: Option<&[usize]>) -> Topology {
         Some(allowed) if !allowed.is_empty() => allowed.to_vec(),
         _ => (0..std::thread::available_parallelism().map_or(1, usize::from)).collect(),
     };
-    let places = cpus.into_iter().enumerate().map(|(core, cpu)| Place { cpu, core, node: 0 }).collect();
-    Topology::assemble(places, TopologySource::Fallback)
+    let places = cpus.into_iter().map(|cpu| Place { cpu, core: cpu, node: 0, caches: Vec::new() }).collect();
+    Topology::assemble(Raw {
+        places,
+        caches: Vec::new(),
+        distances: None,
+        assumptions: vec![Assumption::NoSysfs],
+        source: TopologySource::Fallback,
+    })
 }
 
 impl FromStr for Topology {
@@ -366,6 +879,10 @@ impl FromStr for Topology {
 impl fmt::Display for Topology {
     /// `"2 nodes x 2 processors (synthetic on CPUs 0,1)"`; nodes of unequal sizes show as
     /// `"2 nodes, 5 processors (3+2) (sysfs on CPUs 0-4)"`.
+    ///
+    /// The alternate form (`{:#}`) adds a line per cache level and kind (`"L2 2 MiB (64-byte
+    /// lines) x2, each shared by 1 processor"`), the node distances when there are several nodes,
+    /// the model cache, and a line per assumption.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plural = |n: usize| if n == 1 { "" } else { "s" };
         let nodes = self.num_nodes();
@@ -384,7 +901,38 @@ impl fmt::Display for Topology {
         let cpus = self.cpus();
         f.write_str(if cpus.len() == 1 { " " } else { "s " })?;
         write_cpu_list(f, &cpus)?;
-        f.write_str(")")
+        f.write_str(")")?;
+        if !f.alternate() {
+            return Ok(());
+        }
+        let mut rest: &[CacheInfo] = &self.caches;
+        while let Some(first) = rest.first() {
+            let run = rest.iter().take_while(|c| (c.level, c.kind) == (first.level, first.kind)).count();
+            let sizes: Vec<usize> = rest[..run].iter().map(|c| c.processors.len()).collect();
+            let same = rest[..run].iter().all(|c| c.size == first.size);
+            write!(f, "\n  {first} x{run}")?;
+            if !same {
+                f.write_str(" (sizes differ)")?;
+            }
+            if sizes.iter().all(|&s| s == sizes[0]) {
+                write!(f, ", each shared by {} processor{}", sizes[0], plural(sizes[0]))?;
+            }
+            rest = &rest[run..];
+        }
+        if nodes > 1 {
+            f.write_str("\n  node distances:")?;
+            for a in 0..nodes {
+                f.write_str(if a == 0 { " " } else { "; " })?;
+                for b in 0..nodes {
+                    write!(f, "{}{}", if b == 0 { "" } else { " " }, self.node_distance(a, b))?;
+                }
+            }
+        }
+        write!(f, "\n  model cache: {}", self.model_cache())?;
+        for assumption in &self.assumptions {
+            write!(f, "\n  assumed: {assumption}")?;
+        }
+        Ok(())
     }
 }
 
@@ -406,6 +954,11 @@ fn write_cpu_list(f: &mut fmt::Formatter<'_>, cpus: &[usize]) -> fmt::Result {
     Ok(())
 }
 
+/// What every syntax error ends with: the forms a spec takes.
+pub(crate) const SPEC_EXAMPLES: &str =
+    " (specs look like \"2x2\", \"2 nodes x 4 cores x 2 threads\" or \"2 nodes x 2 cores, 2 MiB L2 per core, \
+     32 MiB L3 per node\")";
+
 /// A topology that cannot be built: a spec that does not parse, or a processor or node count out
 /// of range. The message says what was wrong and what is expected.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -415,8 +968,9 @@ pub struct TopologyError {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum ErrorKind {
-    /// The spec has none of the accepted forms.
-    Unparsable { spec: String },
+    /// The spec does not follow the grammar: at byte `at`, `found` (`None`: the end) is not what
+    /// was `expected`.
+    Syntax { spec: String, at: usize, found: Option<String>, expected: String },
     /// The spec asks for zero nodes.
     NoNodes { spec: String },
     /// The total processor count is not `1..=max`; `got` is `None` when it overflows `usize`.
@@ -424,8 +978,15 @@ enum ErrorKind {
 }
 
 impl TopologyError {
-    pub(crate) fn unparsable(spec: &str) -> TopologyError {
-        TopologyError { kind: ErrorKind::Unparsable { spec: spec.to_string() } }
+    pub(crate) fn syntax(spec: &str, at: usize, found: Option<&str>, expected: &str) -> TopologyError {
+        TopologyError {
+            kind: ErrorKind::Syntax {
+                spec: spec.to_string(),
+                at,
+                found: found.map(str::to_string),
+                expected: expected.to_string(),
+            },
+        }
     }
 
     pub(crate) fn no_nodes(spec: &str) -> TopologyError {
@@ -448,11 +1009,14 @@ impl TopologyError {
 impl fmt::Display for TopologyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            ErrorKind::Unparsable { spec } => write!(
-                f,
-                "cannot parse topology {spec:?}: expected \"<nodes>x<processors per node>\" such \
-                 as \"2x2\" or \"2 nodes x 2 processors\", or \"<processors>\" such as \"4\""
-            ),
+            ErrorKind::Syntax { spec, at, found, expected } => {
+                write!(f, "cannot parse topology {spec:?}: expected {expected}")?;
+                match found {
+                    Some(found) => write!(f, ", found {found:?} at byte {at}")?,
+                    None => f.write_str(" at the end")?,
+                }
+                f.write_str(SPEC_EXAMPLES)
+            }
             ErrorKind::NoNodes { spec } => {
                 write!(f, "topology needs at least 1 node, got 0 (from {spec:?})")
             }
@@ -474,252 +1038,4 @@ impl fmt::Display for TopologyError {
 impl std::error::Error for TopologyError {}
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sysfs::tests::FakeSysfs;
-
-    /// A fallback-style base on the given CPUs, for deterministic round-robin tests.
-    fn base_on(cpus: &[usize]) -> Topology {
-        fallback(Some(cpus))
-    }
-
-    fn cpus_of(topology: &Topology) -> Vec<usize> {
-        topology.processors().iter().map(|p| p.cpu).collect()
-    }
-
-    fn nodes_of(topology: &Topology) -> Vec<usize> {
-        topology.processors().iter().map(|p| p.node).collect()
-    }
-
-    #[test]
-    fn round_robin_onto_base_cpus() {
-        let base = base_on(&[4, 6]);
-        let topology = Topology::shaped_on(&base, Shape { nodes: 2, per_node: 3 });
-        assert_eq!(cpus_of(&topology), vec![4, 6, 4, 6, 4, 6]);
-        assert_eq!(nodes_of(&topology), vec![0, 0, 0, 1, 1, 1]);
-        assert_eq!(topology.processors_in_node(0), &[0, 1, 2]);
-        assert_eq!(topology.processors_in_node(1), &[3, 4, 5]);
-        assert_eq!(topology.to_string(), "2 nodes x 3 processors (synthetic on CPUs 4,6)");
-    }
-
-    #[test]
-    fn round_robin_on_this_machine() {
-        let machine = Topology::detect();
-        let n = machine.num_processors();
-        let topology = Topology::synthetic("2x2").expect("2x2 is valid");
-        assert_eq!(topology.num_processors(), 4);
-        assert_eq!(topology.num_nodes(), 2);
-        for (i, p) in topology.processors().iter().enumerate() {
-            assert_eq!(p.index, i);
-            assert_eq!(p.cpu, machine.processor(i % n).cpu, "processor {i}");
-            assert_eq!(p.core, machine.processor(i % n).core, "processor {i}");
-            assert_eq!(p.node, i / 2);
-        }
-        let single = Topology::single_node(2 * n + 1).expect("valid count");
-        assert_eq!(single.num_nodes(), 1);
-        assert_eq!(single.processor(2 * n).cpu, machine.processor(0).cpu);
-        assert_eq!(single, format!("{}", 2 * n + 1).parse().expect("same spec"));
-    }
-
-    #[test]
-    fn every_form_builds_the_same_topology() {
-        let expected = Topology::synthetic("2x2").expect("valid");
-        for spec in ["2 x 2", "2 nodes x 2 processors", "2 nodes × 2 processors"] {
-            assert_eq!(Topology::synthetic(spec), Ok(expected.clone()), "{spec:?}");
-            assert_eq!(spec.parse::<Topology>(), Ok(expected.clone()), "{spec:?}");
-        }
-        let four = Topology::single_node(4).expect("valid");
-        assert_eq!(Topology::synthetic("4"), Ok(four.clone()));
-        assert_eq!(Topology::synthetic("4 processors"), Ok(four.clone()));
-        assert_eq!(four.source(), &TopologySource::Synthetic("1x4".to_string()));
-    }
-
-    #[test]
-    fn bad_specs_and_counts() {
-        let err = Topology::synthetic("2y2").expect_err("garbage");
-        assert!(
-            err.to_string().starts_with(
-                "cannot parse topology \"2y2\": expected \"<nodes>x<processors per node>\" such as \
-                 \"2x2\" or \"2 nodes x 2 processors\""
-            ),
-            "{err}"
-        );
-        assert!("".parse::<Topology>().is_err());
-        assert_eq!(
-            Topology::single_node(0).expect_err("zero").to_string(),
-            "topology needs 1..=4096 processors, got 0"
-        );
-        assert_eq!(
-            Topology::single_node(4097).expect_err("too many").to_string(),
-            "topology needs 1..=4096 processors, got 4097"
-        );
-        let topology = Topology::single_node(2).expect("valid");
-        assert_eq!(
-            topology.with_processors(0).expect_err("zero").to_string(),
-            "topology needs 1..=4096 processors, got 0"
-        );
-        assert!(topology.with_processors(MAX_PROCESSORS + 1).is_err());
-        let err: Box<dyn std::error::Error> = Box::new(err);
-        assert!(err.to_string().contains("2y2"));
-    }
-
-    #[test]
-    fn with_processors_shrinks() {
-        let base = Topology::shaped_on(&base_on(&[0, 1]), Shape { nodes: 2, per_node: 2 });
-        let same = base.with_processors(4).expect("valid");
-        assert_eq!(same, base);
-
-        let three = base.with_processors(3).expect("valid");
-        assert_eq!(nodes_of(&three), vec![0, 0, 1]);
-        assert_eq!(cpus_of(&three), vec![0, 1, 0]);
-        assert_eq!(three.distance_groups(2), &[vec![0, 1]]);
-        assert_eq!(three.to_string(), "2 nodes, 3 processors (2+1) (synthetic on CPUs 0,1)");
-
-        let two = base.with_processors(2).expect("valid");
-        assert_eq!(two.num_nodes(), 1, "the emptied node is dropped");
-        assert_eq!(two.processors_in_node(0), &[0, 1]);
-        assert_eq!(two.source(), base.source());
-
-        let one = base.with_processors(1).expect("valid");
-        assert_eq!(one.num_processors(), 1);
-        assert!(one.distance_groups(0).is_empty());
-    }
-
-    #[test]
-    fn with_processors_shrinking_renumbers_nodes() {
-        // Nodes 0,1 of the base are interleaved: dropping the tail may keep any subset.
-        let base = Topology::shaped_on(&base_on(&[0, 1]), Shape { nodes: 2, per_node: 1 })
-            .with_processors(4)
-            .expect("valid");
-        assert_eq!(nodes_of(&base), vec![0, 1, 0, 1]);
-        let two = base.with_processors(2).expect("valid");
-        assert_eq!(nodes_of(&two), vec![0, 1]);
-    }
-
-    #[test]
-    fn with_processors_grows_round_robin() {
-        let base = Topology::shaped_on(&base_on(&[2, 5, 7]), Shape { nodes: 3, per_node: 1 });
-        let grown = base.with_processors(7).expect("valid");
-        assert_eq!(cpus_of(&grown), vec![2, 5, 7, 2, 5, 7, 2]);
-        assert_eq!(nodes_of(&grown), vec![0, 1, 2, 0, 1, 2, 0]);
-        assert_eq!(grown.processors_in_node(0), &[0, 3, 6]);
-        assert_eq!(grown.distance_groups(3), &[vec![0, 6], vec![1, 2, 4, 5]]);
-        assert!(grown.processors().iter().enumerate().all(|(i, p)| p.index == i));
-    }
-
-    #[test]
-    fn distance_groups_two_by_two() {
-        let topology = Topology::synthetic("2x2").expect("valid");
-        assert_eq!(topology.distance_groups(0), &[vec![1], vec![2, 3]]);
-        assert_eq!(topology.distance_groups(1), &[vec![0], vec![2, 3]]);
-        assert_eq!(topology.distance_groups(2), &[vec![3], vec![0, 1]]);
-        assert_eq!(topology.distance_groups(3), &[vec![2], vec![0, 1]]);
-    }
-
-    #[test]
-    fn distance_groups_one_node() {
-        let topology = Topology::single_node(3).expect("valid");
-        assert_eq!(topology.distance_groups(0), &[vec![1, 2]]);
-        assert_eq!(topology.distance_groups(1), &[vec![0, 2]]);
-        let one = Topology::single_node(1).expect("valid");
-        assert!(one.distance_groups(0).is_empty());
-        // One processor per node: only the other-nodes group.
-        let spread = Topology::synthetic("3x1").expect("valid");
-        assert_eq!(spread.distance_groups(1), &[vec![0, 2]]);
-    }
-
-    #[test]
-    fn detect_on_this_machine() {
-        let machine = Topology::detect();
-        assert!(machine.num_processors() >= 1);
-        assert!(machine.num_nodes() >= 1);
-        if let Some(mask) = allowed_cpus() {
-            for p in machine.processors() {
-                assert!(mask.contains(&p.cpu), "cpu {} not in mask {mask:?}", p.cpu);
-            }
-            assert_eq!(machine.num_processors(), mask.len());
-        }
-        assert_eq!(machine.num_processors(), crate::online_cpus());
-        for (node, members) in (0..machine.num_nodes()).map(|n| (n, machine.processors_in_node(n))) {
-            assert!(!members.is_empty());
-            assert!(members.iter().all(|&p| machine.node_of(p) == node));
-        }
-        if Path::new(SYSFS_ROOT).join("cpu/online").exists() {
-            assert_eq!(machine.source(), &TopologySource::Sysfs);
-        }
-        let shown = machine.to_string();
-        assert!(shown.contains(&format!("{} processor", machine.processors_in_node(0).len())));
-    }
-
-    #[test]
-    fn detect_from_fake_sysfs() {
-        let fake = FakeSysfs::new();
-        fake.write("cpu/online", "0-5\n")
-            .write("node/node0/cpulist", "0-1\n")
-            .write("node/node1/cpulist", "\n")
-            .write("node/node2/cpulist", "2-3\n")
-            .write("node/node3/cpulist", "4-5\n")
-            .core(0, 0, 0)
-            .core(1, 0, 0)
-            .core(2, 1, 0)
-            .core(3, 1, 1)
-            .core(4, 1, 0)
-            .core(5, 1, 1);
-        let all = detect_in(&fake.root, None);
-        assert_eq!(all.source(), &TopologySource::Sysfs);
-        assert_eq!(all.num_nodes(), 3, "the CPU-less node 1 is dropped");
-        assert_eq!(nodes_of(&all), vec![0, 0, 1, 1, 2, 2]);
-        assert_eq!(
-            all.processors().iter().map(|p| p.core).collect::<Vec<_>>(),
-            vec![0, 0, 1, 2, 1, 2],
-            "cores are (package, core_id) pairs numbered densely"
-        );
-        assert_eq!(all.to_string(), "3 nodes x 2 processors (sysfs on CPUs 0-5)");
-
-        // A mask that empties node 0 and half of node 3: renumbered to nodes 0 and 1.
-        let some = detect_in(&fake.root, Some(&[2, 3, 5]));
-        assert_eq!(cpus_of(&some), vec![2, 3, 5]);
-        assert_eq!(nodes_of(&some), vec![0, 0, 1]);
-        assert_eq!(some.distance_groups(0), &[vec![1], vec![2]]);
-        assert_eq!(some.to_string(), "2 nodes, 3 processors (2+1) (sysfs on CPUs 2,3,5)");
-    }
-
-    #[test]
-    fn detect_orders_by_node() {
-        let fake = FakeSysfs::new();
-        fake.write("cpu/online", "0-3").write("node/node0/cpulist", "0,2").write("node/node1/cpulist", "1,3");
-        let topology = detect_in(&fake.root, None);
-        assert_eq!(cpus_of(&topology), vec![0, 2, 1, 3]);
-        assert_eq!(nodes_of(&topology), vec![0, 0, 1, 1]);
-        assert_eq!(
-            topology.processors().iter().map(|p| p.core).collect::<Vec<_>>(),
-            vec![0, 1, 2, 3],
-            "without core files every CPU is its own core"
-        );
-    }
-
-    #[test]
-    fn detect_without_sysfs_falls_back() {
-        let fake = FakeSysfs::new();
-        let missing = fake.root.join("does-not-exist");
-        let masked = detect_in(&missing, Some(&[3, 9]));
-        assert_eq!(masked.source(), &TopologySource::Fallback);
-        assert_eq!(cpus_of(&masked), vec![3, 9]);
-        assert_eq!(masked.num_nodes(), 1);
-        assert_eq!(masked.to_string(), "1 node x 2 processors (fallback on CPUs 3,9)");
-
-        let unknown = detect_in(&missing, None);
-        let expected = std::thread::available_parallelism().map_or(1, usize::from);
-        assert_eq!(unknown.num_processors(), expected);
-        assert_eq!(cpus_of(&unknown), (0..expected).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn display_forms() {
-        let one = Topology::shaped_on(&base_on(&[0]), Shape { nodes: 1, per_node: 1 });
-        assert_eq!(one.to_string(), "1 node x 1 processor (synthetic on CPU 0)");
-        let wide = Topology::shaped_on(&base_on(&[0, 1, 2, 3, 8, 10, 11]), Shape { nodes: 1, per_node: 7 });
-        assert_eq!(wide.to_string(), "1 node x 7 processors (synthetic on CPUs 0-3,8,10,11)");
-        assert_eq!(TopologySource::Fallback.to_string(), "fallback");
-    }
-}
+mod tests;
