@@ -52,6 +52,14 @@
 //! and the runtime runs on. Programs that need more live ULTs opt into
 //! [`RuntimeBuilder::unguarded_stacks`]: heap stacks with a canary checked at every switch.
 //!
+//! A ULT that overflows its guarded stack touches the guard page. The runtime's `SIGSEGV`/`SIGBUS`
+//! handler (installed when the first runtime starts, running on an alternate signal stack of each
+//! processor thread) then writes which ULT overflowed to stderr, for example
+//! `ULT 'worker' (id 17) has overflowed its stack of 32768 bytes`, and aborts the process. Faults
+//! that are not a ULT's overflow go to the handler that was installed before (std's, which reports
+//! OS threads' overflows) or to the default action. On unguarded stacks a smashed canary is
+//! reported the same way at the ULT's next switch.
+//!
 //! ## Shutdown
 //!
 //! Dropping the [`Runtime`] stops its processors and cancels every ULT that has not finished,
@@ -79,6 +87,8 @@
 mod atomics;
 #[cfg(not(loom))]
 mod config;
+#[cfg(not(loom))]
+mod fault;
 #[cfg(all(test, loom))]
 mod loom_models;
 #[cfg_attr(loom, allow(dead_code))]

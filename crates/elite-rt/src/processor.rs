@@ -583,6 +583,7 @@ impl Processor {
             Err(e) => return self.fail_start(t, e),
         };
         tcb.canary_at.set(stack.canary_addr());
+        tcb.guard_at.set(stack.guard_addr());
         let co = Ult::with_stack(stack, move |y: &UltYielder, ()| {
             let tcb = t.tcb();
             tcb.yielder.set(y);

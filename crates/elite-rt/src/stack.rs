@@ -144,6 +144,14 @@ impl UltStack {
         }
     }
 
+    /// Address of the guard page (0 for an unguarded stack, which has none).
+    pub(crate) fn guard_addr(&self) -> usize {
+        match self.kind {
+            StackKind::Guarded => self.low,
+            StackKind::Unguarded => 0,
+        }
+    }
+
     /// True when the stack has no canary or its canary is intact.
     #[cfg(test)]
     fn canary_intact(&self) -> bool {

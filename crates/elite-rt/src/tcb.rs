@@ -215,6 +215,9 @@ pub(crate) struct Tcb {
     pub(crate) life: Cell<Life>,
     /// Low end of an unguarded stack's canary (0: guarded stack).
     pub(crate) canary_at: Cell<usize>,
+    /// Low end of a guarded stack's guard page (0: unguarded), read by the overflow report
+    /// (`crate::fault`) from a signal handler.
+    pub(crate) guard_at: Cell<usize>,
     /// Processor the ULT last ran on (read by wakers on any thread).
     pub(crate) processor: AtomicUsize,
     /// Processor whose deathrow holds the exited ULT; written before COMPLETE is published.
@@ -266,6 +269,7 @@ impl Tcb {
             yielder: Cell::new(ptr::null()),
             life: Cell::new(Life::Free),
             canary_at: Cell::new(0),
+            guard_at: Cell::new(0),
             processor: AtomicUsize::new(0),
             exit_processor: Cell::new(0),
             exit_prev: Cell::new(0),
