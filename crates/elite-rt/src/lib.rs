@@ -21,8 +21,10 @@
 //!
 //! The names mirror `std::thread`: [`spawn`], [`Builder`], [`JoinHandle::join`] (a panic arrives as
 //! `Err(payload)` and the runtime runs on), [`yield_now`], [`sleep`], [`current`]. Dropping a
-//! [`JoinHandle`] detaches the ULT. A `JoinHandle` may be joined from a ULT (which blocks, letting its
-//! processor run others) or from any OS thread (which parks).
+//! [`JoinHandle`] detaches the ULT; a detached ULT's panic goes to
+//! [`RuntimeBuilder::detached_panic_hook`] (by default one line on stderr naming the ULT). A
+//! `JoinHandle` may be joined from a ULT (which blocks, letting its processor run others) or from
+//! any OS thread (which parks).
 //!
 //! ## Life of a ULT
 //!
@@ -91,6 +93,8 @@ mod config;
 mod fault;
 #[cfg(all(test, loom))]
 mod loom_models;
+#[cfg(not(loom))]
+mod panics;
 #[cfg_attr(loom, allow(dead_code))]
 mod park;
 #[cfg(not(loom))]
@@ -124,6 +128,8 @@ mod timer;
 
 #[cfg(not(loom))]
 pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
+#[cfg(not(loom))]
+pub use panics::DetachedPanic;
 #[cfg(not(loom))]
 pub use runtime::Runtime;
 #[cfg(not(loom))]
