@@ -91,6 +91,8 @@ mod atomics;
 mod config;
 #[cfg(not(loom))]
 mod fault;
+#[cfg(not(loom))]
+mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
 #[cfg(not(loom))]
@@ -128,6 +130,8 @@ mod timer;
 
 #[cfg(not(loom))]
 pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
+#[cfg(not(loom))]
+pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]
 pub use panics::DetachedPanic;
 #[cfg(not(loom))]

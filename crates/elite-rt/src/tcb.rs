@@ -229,6 +229,9 @@ pub(crate) struct Tcb {
     /// Low end of a guarded stack's guard page (0: unguarded), read by the overflow report
     /// (`crate::fault`) from a signal handler.
     pub(crate) guard_at: Cell<usize>,
+    /// The ULT's ULT-local values (`crate::local`): null until its first access, and null again
+    /// after its end, so a spawn never writes it.
+    pub(crate) locals: Cell<*mut crate::local::LocalMap>,
     /// Processor the ULT last ran on (read by wakers on any thread).
     pub(crate) processor: AtomicUsize,
     /// Processor whose deathrow holds the exited ULT; written before COMPLETE is published.
@@ -285,6 +288,7 @@ impl Tcb {
             life: Cell::new(Life::Free),
             canary_at: Cell::new(0),
             guard_at: Cell::new(0),
+            locals: Cell::new(ptr::null_mut()),
             processor: AtomicUsize::new(0),
             exit_processor: Cell::new(0),
             exit_prev: Cell::new(0),
