@@ -75,8 +75,11 @@
 //!
 //! A ULT may continue on another OS thread after any switch (yield, join, sleep, blocking
 //! synchronization). Do not hold `std::sync` guards, references to `thread_local!` values, or other
-//! OS-thread-bound handles across such a call, and do not call blocking OS primitives
-//! (`std::thread::sleep`, `std::sync::Mutex` held by another ULT) that stop the whole processor.
+//! OS-thread-bound handles across such a call (use [`sync`] and [`ult_local!`] instead), do not call
+//! blocking OS primitives (`std::thread::sleep`, blocking I/O, a `std::sync::Mutex` held by another
+//! ULT) that stop the whole processor, and do not recurse without bound on a small stack. The
+//! [`caveats`] page explains each, with the right way to do it and what the compiler already
+//! refuses.
 
 #![doc(html_root_url = "https://docs.rs/elite-rt/0.1.0")]
 
@@ -87,6 +90,9 @@
 
 #[cfg_attr(loom, allow(dead_code))]
 mod atomics;
+#[cfg(not(loom))]
+#[doc = include_str!("../docs/caveats.md")]
+pub mod caveats {}
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
