@@ -125,6 +125,8 @@ mod runtime;
 mod stack;
 #[cfg(not(loom))]
 mod stats;
+#[cfg(all(test, not(loom)))]
+mod structure_tests;
 #[cfg(not(loom))]
 pub mod sync;
 #[cfg(not(loom))]

@@ -219,6 +219,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot map PROT_NONE memory")]
     fn guarded_stack_is_writable_and_sized() {
         let s = UltStack::allocate(round_to_pages(MIN_STACK_SIZE), StackKind::Guarded).unwrap();
         assert_eq!(s.usable(), MIN_STACK_SIZE);

@@ -14,6 +14,10 @@ const CHILD_ENV: &str = "ELITE_EXHAUSTION_CHILD";
 const BIG_STACK: usize = 8 << 20;
 
 #[test]
+#[cfg_attr(
+    feature = "sanitizer",
+    ignore = "AddressSanitizer's own mappings and quarantine hide the runtime's memory figures"
+)]
 fn stack_exhaustion_gives_spawn_error_and_the_runtime_runs_on() {
     let exe = std::env::current_exe().expect("the test binary");
     let out = Command::new(exe)
