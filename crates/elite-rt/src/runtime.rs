@@ -338,11 +338,8 @@ impl Runtime {
             let shared = shared.clone();
             let t = thread::Builder::new()
                 .name(format!("elite-p{i}"))
-                .spawn(move || {
-                    // The overflow report's handler runs on this (see `crate::fault`).
-                    let _alt_stack = crate::fault::AltStack::install();
-                    Processor::new(i, shared, w).run_thread()
-                })
+                // With an alternate signal stack for the overflow report (see `crate::fault`).
+                .spawn(move || crate::fault::with_alt_stack(|| Processor::new(i, shared, w).run_thread()))
                 .map_err(BuildError::Thread)?; // `rt` is dropped here and stops what started
             rt.threads.push(t);
         }
