@@ -25,6 +25,10 @@
 //!                          processor (or recycle directly when running on that processor)
 //!     otherwise         -> the exiter sees DETACHED and recycles
 //! ```
+//! Whoever drops an outcome that no join took (the two "drop" steps above) hands a panic payload in
+//! it to the runtime's detached-panic hook first (`crate::panics`); a join consumes the outcome, so
+//! a joined ULT's panic is never reported twice.
+//!
 //! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
 //! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
 
