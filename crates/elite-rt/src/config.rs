@@ -1,5 +1,6 @@
 //! Building a runtime: the [`RuntimeBuilder`], its validation, and [`BuildError`].
 
+use crate::panics::{DetachedPanic, DetachedPanicHook};
 use crate::policy::{NoAffinity, Policy};
 use crate::stack::{StackKind, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::sync::SpinPolicy;
@@ -37,6 +38,7 @@ pub struct RuntimeBuilder {
     pin: bool,
     spin_policy: SpinPolicy,
     central: bool,
+    detached_panic_hook: DetachedPanicHook,
 }
 
 impl Default for RuntimeBuilder {
@@ -56,6 +58,7 @@ impl Default for RuntimeBuilder {
             pin: true,
             spin_policy: SpinPolicy::Adaptive,
             central: false,
+            detached_panic_hook: DetachedPanicHook::print(),
         }
     }
 }
@@ -78,6 +81,7 @@ pub(crate) struct Config {
     pub(crate) pin: bool,
     pub(crate) spin_policy: SpinPolicy,
     pub(crate) central: bool,
+    pub(crate) detached_panic_hook: DetachedPanicHook,
 }
 
 impl RuntimeBuilder {
@@ -180,6 +184,53 @@ impl RuntimeBuilder {
         self
     }
 
+    /// What to do with the failure of a *detached* ULT: a panic (or a [`SpawnError`](crate::SpawnError)
+    /// for a ULT that never got a stack) that no [`join`](crate::JoinHandle::join) will see,
+    /// because the ULT's handle was dropped. The hook is called once per such ULT, when its
+    /// outcome is freed: by the ULT itself as it exits when the handle was dropped first, or
+    /// by the handle's drop when the ULT finished first. It may run on any processor, or on
+    /// the thread that dropped the handle, concurrently with itself; keep it short.
+    ///
+    /// The default prints [`DetachedPanic`]'s `Display` line to stderr, for example
+    /// `ULT 'worker' (id 5) panicked and was never joined: boom`, without the location: std's panic
+    /// hook printed it when the panic happened (naming the processor's OS thread, `elite-p0`, ...).
+    /// Joined ULTs and ULTs cancelled by the runtime's shutdown are never reported. A hook that
+    /// panics aborts the process.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let rt = elite_rt::Runtime::builder()
+    ///     .processors(1)
+    ///     .detached_panic_hook(move |p| {
+    ///         let who = p.thread().name().unwrap_or("?").to_owned();
+    ///         log.lock().unwrap().push((who, p.payload_as_str().map(str::to_owned)));
+    ///     })
+    ///     .build()?;
+    /// # std::panic::set_hook(Box::new(|_| {})); // keep the doctest's output quiet
+    /// rt.block_on(|| {
+    ///     let h = elite_rt::Builder::new().name("fire-and-forget".into()).spawn(|| panic!("oops"))?;
+    ///     drop(h); // detached: the panic goes to the hook
+    ///     Ok::<(), elite_rt::SpawnError>(())
+    /// })?;
+    /// // The report comes when the ULT exits, on its processor: wait for it.
+    /// # let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    /// # while seen.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+    /// #     std::thread::sleep(std::time::Duration::from_millis(1));
+    /// # }
+    /// assert_eq!(*seen.lock().unwrap(), [("fire-and-forget".to_owned(), Some("oops".to_owned()))]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn detached_panic_hook<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&DetachedPanic<'_>) + Send + Sync + 'static,
+    {
+        self.detached_panic_hook = DetachedPanicHook::new(hook);
+        self
+    }
+
     /// Use heap stacks without guard pages, with a canary checked at every switch, so a program can
     /// keep more ULTs alive than `vm.max_map_count` allows guarded stacks (about 32 000 by default).
     ///
@@ -265,6 +316,7 @@ impl RuntimeBuilder {
             pin: self.pin,
             spin_policy: self.spin_policy,
             central: self.central,
+            detached_panic_hook: self.detached_panic_hook,
         })
     }
 }

@@ -21,8 +21,10 @@
 //!
 //! The names mirror `std::thread`: [`spawn`], [`Builder`], [`JoinHandle::join`] (a panic arrives as
 //! `Err(payload)` and the runtime runs on), [`yield_now`], [`sleep`], [`current`]. Dropping a
-//! [`JoinHandle`] detaches the ULT. A `JoinHandle` may be joined from a ULT (which blocks, letting its
-//! processor run others) or from any OS thread (which parks).
+//! [`JoinHandle`] detaches the ULT; a detached ULT's panic goes to
+//! [`RuntimeBuilder::detached_panic_hook`] (by default one line on stderr naming the ULT). A
+//! `JoinHandle` may be joined from a ULT (which blocks, letting its processor run others) or from
+//! any OS thread (which parks).
 //!
 //! ## Life of a ULT
 //!
@@ -52,6 +54,14 @@
 //! and the runtime runs on. Programs that need more live ULTs opt into
 //! [`RuntimeBuilder::unguarded_stacks`]: heap stacks with a canary checked at every switch.
 //!
+//! A ULT that overflows its guarded stack touches the guard page. The runtime's `SIGSEGV`/`SIGBUS`
+//! handler (installed when the first runtime starts, running on an alternate signal stack of each
+//! processor thread) then writes which ULT overflowed to stderr, for example
+//! `ULT 'worker' (id 17) has overflowed its stack of 32768 bytes`, and aborts the process. Faults
+//! that are not a ULT's overflow go to the handler that was installed before (std's, which reports
+//! OS threads' overflows) or to the default action. On unguarded stacks a smashed canary is
+//! reported the same way at the ULT's next switch.
+//!
 //! ## Shutdown
 //!
 //! Dropping the [`Runtime`] stops its processors and cancels every ULT that has not finished,
@@ -65,8 +75,11 @@
 //!
 //! A ULT may continue on another OS thread after any switch (yield, join, sleep, blocking
 //! synchronization). Do not hold `std::sync` guards, references to `thread_local!` values, or other
-//! OS-thread-bound handles across such a call, and do not call blocking OS primitives
-//! (`std::thread::sleep`, `std::sync::Mutex` held by another ULT) that stop the whole processor.
+//! OS-thread-bound handles across such a call (use [`sync`] and [`ult_local!`] instead), do not call
+//! blocking OS primitives (`std::thread::sleep`, blocking I/O, a `std::sync::Mutex` held by another
+//! ULT) that stop the whole processor, and do not recurse without bound on a small stack. The
+//! [`caveats`] page explains each, with the right way to do it and what the compiler already
+//! refuses.
 
 #![doc(html_root_url = "https://docs.rs/elite-rt/0.1.0")]
 
@@ -78,9 +91,18 @@
 #[cfg_attr(loom, allow(dead_code))]
 mod atomics;
 #[cfg(not(loom))]
+#[doc = include_str!("../docs/caveats.md")]
+pub mod caveats {}
+#[cfg(not(loom))]
 mod config;
+#[cfg(not(loom))]
+mod fault;
+#[cfg(not(loom))]
+mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
+#[cfg(not(loom))]
+mod panics;
 #[cfg_attr(loom, allow(dead_code))]
 mod park;
 #[cfg(not(loom))]
@@ -103,6 +125,8 @@ mod runtime;
 mod stack;
 #[cfg(not(loom))]
 mod stats;
+#[cfg(all(test, not(loom)))]
+mod structure_tests;
 #[cfg(not(loom))]
 pub mod sync;
 #[cfg(not(loom))]
@@ -114,6 +138,10 @@ mod timer;
 
 #[cfg(not(loom))]
 pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
+#[cfg(not(loom))]
+pub use local::{AccessError, UltLocalKey};
+#[cfg(not(loom))]
+pub use panics::DetachedPanic;
 #[cfg(not(loom))]
 pub use runtime::Runtime;
 #[cfg(not(loom))]

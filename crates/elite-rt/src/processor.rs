@@ -583,12 +583,17 @@ impl Processor {
             Err(e) => return self.fail_start(t, e),
         };
         tcb.canary_at.set(stack.canary_addr());
+        tcb.guard_at.set(stack.guard_addr());
         let co = Ult::with_stack(stack, move |y: &UltYielder, ()| {
             let tcb = t.tcb();
             tcb.yielder.set(y);
+            // ULT-local values die with the ULT, also when shutdown unwinds it (`crate::local`).
+            let locals = crate::local::UltLocals(t);
             // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only the
             // processor running this ULT calls `run`.
             unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
+            locals.destroy(); // before the exit is published: the joiner sees their destructors
+            std::mem::forget(locals);
             // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result runs
             // user code, which may join, yield or sleep like any ULT code.
             if let Some(p) = current_processor() {
@@ -801,6 +806,9 @@ impl Processor {
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
             unsafe { tcb.drop_task() };
+            // Dropping the result ran user code on the ULT, which may have made ULT-local values
+            // again: they die now too.
+            crate::local::UltLocals(t).destroy();
         }
         prev
     }

@@ -305,6 +305,8 @@ impl Runtime {
     pub(crate) fn start(config: Config) -> Result<Runtime, BuildError> {
         // The two-phase locks' threshold: measured once per process, before any ULT contends.
         crate::sync::switch_cost();
+        // Stack overflows in ULTs are reported by name (once per process; see `crate::fault`).
+        crate::fault::install();
         let topo = &config.topology;
         let workers: Vec<Worker<TcbRef>> = (0..topo.num_processors()).map(|_| Worker::new_lifo()).collect();
         let processors =
@@ -336,7 +338,8 @@ impl Runtime {
             let shared = shared.clone();
             let t = thread::Builder::new()
                 .name(format!("elite-p{i}"))
-                .spawn(move || Processor::new(i, shared, w).run_thread())
+                // With an alternate signal stack for the overflow report (see `crate::fault`).
+                .spawn(move || crate::fault::with_alt_stack(|| Processor::new(i, shared, w).run_thread()))
                 .map_err(BuildError::Thread)?; // `rt` is dropped here and stops what started
             rt.threads.push(t);
         }

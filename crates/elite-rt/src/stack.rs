@@ -144,6 +144,14 @@ impl UltStack {
         }
     }
 
+    /// Address of the guard page (0 for an unguarded stack, which has none).
+    pub(crate) fn guard_addr(&self) -> usize {
+        match self.kind {
+            StackKind::Guarded => self.low,
+            StackKind::Unguarded => 0,
+        }
+    }
+
     /// True when the stack has no canary or its canary is intact.
     #[cfg(test)]
     fn canary_intact(&self) -> bool {
@@ -211,6 +219,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot map PROT_NONE memory")]
     fn guarded_stack_is_writable_and_sized() {
         let s = UltStack::allocate(round_to_pages(MIN_STACK_SIZE), StackKind::Guarded).unwrap();
         assert_eq!(s.usable(), MIN_STACK_SIZE);

@@ -25,6 +25,10 @@
 //!                          processor (or recycle directly when running on that processor)
 //!     otherwise         -> the exiter sees DETACHED and recycles
 //! ```
+//! Whoever drops an outcome that no join took (the two "drop" steps above) hands a panic payload in
+//! it to the runtime's detached-panic hook first (`crate::panics`); a join consumes the outcome, so
+//! a joined ULT's panic is never reported twice.
+//!
 //! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
 //! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
 
@@ -80,8 +84,9 @@ pub(crate) struct TaskVTable {
     pub(crate) take_output: unsafe fn(*mut (), *mut ()),
     /// Stores `payload` as a failed outcome (the ULT never finished: cancelled, or no stack).
     pub(crate) fail: unsafe fn(*mut (), Box<dyn Any + Send>),
-    /// Frees the task, whatever it still holds.
-    pub(crate) drop: unsafe fn(*mut ()),
+    /// Frees the task, whatever it still holds, except the payload of a failed outcome that nobody
+    /// took (no join moved it out), which it returns for the report of `crate::panics`.
+    pub(crate) drop: unsafe fn(*mut ()) -> Option<Box<dyn Any + Send>>,
 }
 
 enum Stage<F, T> {
@@ -153,13 +158,20 @@ where
         let stage = unsafe { &mut *(p as *mut Stage<F, T>) };
         *stage = Stage::Done(Err(payload));
     }
-    unsafe fn drop_boxed<F, T>(p: *mut ()) {
-        // SAFETY: `p` is the Box made in `new_task`, dropped exactly once by whoever recycles.
-        drop(unsafe { Box::from_raw(p as *mut Stage<F, T>) });
+    fn unjoined_payload<F, T>(stage: Stage<F, T>) -> Option<Box<dyn Any + Send>> {
+        match stage {
+            Stage::Done(Err(payload)) => Some(payload),
+            _ => None,
+        }
     }
-    unsafe fn drop_inline<F, T>(p: *mut ()) {
-        // SAFETY: `p` is the TCB's inline slot written in `new_task`, dropped exactly once.
-        unsafe { ptr::drop_in_place(p as *mut Stage<F, T>) };
+    unsafe fn drop_boxed<F, T>(p: *mut ()) -> Option<Box<dyn Any + Send>> {
+        // SAFETY: `p` is the Box made in `new_task`, dropped exactly once by whoever recycles.
+        unjoined_payload(*unsafe { Box::from_raw(p as *mut Stage<F, T>) })
+    }
+    unsafe fn drop_inline<F, T>(p: *mut ()) -> Option<Box<dyn Any + Send>> {
+        // SAFETY: `p` is the TCB's inline slot written in `new_task`, moved out exactly once (the
+        // slot is then dead until the next `new_task` writes it).
+        unjoined_payload(unsafe { ptr::read(p as *mut Stage<F, T>) })
     }
     struct VTables<F, T>(std::marker::PhantomData<(F, T)>);
     impl<F: FnOnce() -> T, T> VTables<F, T> {
@@ -194,7 +206,10 @@ static EMPTY_VTABLE: TaskVTable = {
     unsafe fn nop(_: *mut ()) {}
     unsafe fn nop2(_: *mut (), _: *mut ()) {}
     unsafe fn nop3(_: *mut (), _: Box<dyn Any + Send>) {}
-    TaskVTable { run: nop, take_output: nop2, fail: nop3, drop: nop }
+    unsafe fn nop4(_: *mut ()) -> Option<Box<dyn Any + Send>> {
+        None
+    }
+    TaskVTable { run: nop, take_output: nop2, fail: nop3, drop: nop4 }
 };
 
 /// A thread control block, aligned to a cache line so that neighbours in a chunk, often in use on
@@ -215,6 +230,12 @@ pub(crate) struct Tcb {
     pub(crate) life: Cell<Life>,
     /// Low end of an unguarded stack's canary (0: guarded stack).
     pub(crate) canary_at: Cell<usize>,
+    /// Low end of a guarded stack's guard page (0: unguarded), read by the overflow report
+    /// (`crate::fault`) from a signal handler.
+    pub(crate) guard_at: Cell<usize>,
+    /// The ULT's ULT-local values (`crate::local`): null until its first access, and null again
+    /// after its end, so a spawn never writes it.
+    pub(crate) locals: Cell<*mut crate::local::LocalMap>,
     /// Processor the ULT last ran on (read by wakers on any thread).
     pub(crate) processor: AtomicUsize,
     /// Processor whose deathrow holds the exited ULT; written before COMPLETE is published.
@@ -238,9 +259,13 @@ pub(crate) struct Tcb {
 
 impl Drop for Tcb {
     fn drop(&mut self) {
-        // Only reached when the runtime's shared state is freed: nobody else can reach the task.
-        // SAFETY: exclusive access (`&mut self`).
-        unsafe { self.drop_task() };
+        // Only reached when the runtime's shared state is freed: nobody else can reach the task, and
+        // there is no hook left to report to.
+        let task = self.task.replace(ptr::null_mut());
+        if !task.is_null() {
+            // SAFETY: exclusive access (`&mut self`); non-null `task` is live for this vtable.
+            drop(unsafe { (self.vtable.get().drop)(task) });
+        }
     }
 }
 
@@ -266,6 +291,8 @@ impl Tcb {
             yielder: Cell::new(ptr::null()),
             life: Cell::new(Life::Free),
             canary_at: Cell::new(0),
+            guard_at: Cell::new(0),
+            locals: Cell::new(ptr::null_mut()),
             processor: AtomicUsize::new(0),
             exit_processor: Cell::new(0),
             exit_prev: Cell::new(0),
@@ -279,15 +306,18 @@ impl Tcb {
         }
     }
 
-    /// Drops the task (closure or result) if one is still attached.
+    /// Drops the task (closure or result) if one is still attached. A failed outcome that no join
+    /// took goes to the runtime's detached-panic hook first (`crate::panics`).
     ///
     /// # Safety
-    /// The caller owns the task under the join protocol.
+    /// The caller owns the task under the join protocol, and the runtime's shared state is alive.
     pub(crate) unsafe fn drop_task(&self) {
         let task = self.task.replace(ptr::null_mut());
         if !task.is_null() {
             // SAFETY: non-null `task` is the live box made by `new_task` for this vtable.
-            unsafe { (self.vtable.get().drop)(task) };
+            if let Some(payload) = unsafe { (self.vtable.get().drop)(task) } {
+                crate::panics::report_unjoined(self, payload);
+            }
         }
     }
 }

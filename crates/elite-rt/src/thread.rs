@@ -505,7 +505,7 @@ impl Thread {
     }
 }
 
-fn thread_of(t: TcbRef) -> Thread {
+pub(crate) fn thread_of(t: TcbRef) -> Thread {
     let tcb = t.tcb();
     Thread {
         id: ThreadId(tcb.id.get()),

@@ -82,6 +82,10 @@ fn queue_and_pool_limits_out_of_range() {
 }
 
 #[test]
+#[cfg_attr(
+    feature = "sanitizer",
+    ignore = "frames with AddressSanitizer's redzones do not fit this test's small stacks"
+)]
 fn smallest_valid_settings_build_and_run() {
     let rt = Runtime::builder()
         .processors(1)

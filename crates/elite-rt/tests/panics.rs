@@ -204,3 +204,228 @@ fn builder_spawn_outside_a_runtime_is_no_runtime() {
     let _rt = rt(1);
     assert_eq!(Builder::new().name("x".into()).spawn(|| 1).unwrap_err(), SpawnError::NoRuntime);
 }
+
+/// What a test's detached-panic hook saw: ULT id, name, message.
+type Seen = Arc<std::sync::Mutex<Vec<(u64, Option<String>, Option<String>)>>>;
+
+fn recording_runtime(processors: usize) -> (Runtime, Seen) {
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    let rt = Runtime::builder()
+        .processors(processors)
+        .detached_panic_hook(move |p| {
+            let t = p.thread();
+            let entry = (t.id().as_u64(), t.name().map(str::to_owned), p.payload_as_str().map(str::to_owned));
+            log.lock().unwrap().push(entry);
+        })
+        .build()
+        .expect("build runtime");
+    (rt, seen)
+}
+
+#[test]
+fn detached_panics_reach_the_hook_once_each_and_the_runtime_runs_on() {
+    hang_guard(60, "detached panic hook", || {
+        let (rt, seen) = recording_runtime(2);
+        let mut expected = Vec::new();
+
+        // Handles dropped before the ULTs finish: each panicking ULT reports as it exits.
+        let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for i in 0..20 {
+            let g = gate.clone();
+            let h = Builder::new()
+                .name(format!("early-{i}"))
+                .spawn_on(&rt, move || {
+                    while !g.load(SeqCst) {
+                        elite_rt::yield_now();
+                    }
+                    if i % 2 == 0 {
+                        panic!("early {i}");
+                    }
+                })
+                .unwrap();
+            if i % 2 == 0 {
+                expected.push((
+                    h.thread().id().as_u64(),
+                    Some(format!("early-{i}")),
+                    Some(format!("early {i}")),
+                ));
+            }
+            drop(h);
+        }
+        gate.store(true, SeqCst);
+        wait_until(30, "the early reports", || seen.lock().unwrap().len() == 10);
+
+        // Handles dropped after the ULTs finished: the drop reports, on the dropping thread.
+        let late: Vec<_> = (0..20)
+            .map(|i| {
+                Builder::new()
+                    .name(format!("late-{i}"))
+                    .spawn_on(&rt, move || {
+                        if i % 2 == 0 {
+                            panic!("late {i}");
+                        }
+                    })
+                    .unwrap()
+            })
+            .collect();
+        wait_until(30, "the late ULTs", || late.iter().all(|h| h.is_finished()));
+        assert_eq!(seen.lock().unwrap().len(), 10, "a finished ULT whose handle lives is not reported");
+        for (i, h) in late.into_iter().enumerate() {
+            if i % 2 == 0 {
+                expected.push((
+                    h.thread().id().as_u64(),
+                    Some(format!("late-{i}")),
+                    Some(format!("late {i}")),
+                ));
+            }
+            drop(h);
+        }
+        assert_eq!(seen.lock().unwrap().len(), 20, "dropping the handles reported at once");
+
+        // Joined panics are the joiner's, not the hook's; a non-string payload has no text.
+        let e = rt.block_on(|| spawn(|| std::panic::panic_any(7u8)).join()).unwrap_err();
+        assert_eq!(e.downcast_ref::<u8>(), Some(&7));
+        let h = rt.spawn(|| std::panic::panic_any(9u8));
+        let id = h.thread().id().as_u64();
+        wait_until(30, "the unnamed ULT", || h.is_finished());
+        drop(h);
+        expected.push((id, None, None));
+
+        let mut got = seen.lock().unwrap().clone();
+        got.sort();
+        expected.sort();
+        assert_eq!(got, expected);
+
+        // The runtime runs on.
+        let sum =
+            rt.block_on(|| (1..=100u64).map(|i| spawn(move || i)).map(|h| h.join().unwrap()).sum::<u64>());
+        assert_eq!(sum, 5050);
+    });
+}
+
+#[test]
+fn cancelled_detached_ults_are_not_reported() {
+    hang_guard(60, "cancelled detached ULTs", || {
+        let (rt, seen) = recording_runtime(1);
+        let never = Arc::new(elite_rt::sync::Semaphore::new(0));
+        let started = Arc::new(AtomicUsize::new(0));
+        for _ in 0..10 {
+            let (never, started) = (never.clone(), started.clone());
+            drop(rt.spawn(move || {
+                started.fetch_add(1, SeqCst);
+                never.acquire(); // blocks until the runtime is dropped
+            }));
+        }
+        wait_until(30, "the blocked ULTs", || started.load(SeqCst) == 10);
+        drop(rt);
+        assert!(seen.lock().unwrap().is_empty(), "{:?}", seen.lock().unwrap());
+    });
+}
+
+const CHILD_ENV: &str = "ELITE_PANICS_CHILD";
+
+fn run_child(scenario: &str) -> std::process::Output {
+    let exe = std::env::current_exe().expect("the test binary");
+    std::process::Command::new(exe)
+        .args(["--exact", "panics_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, scenario)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run the child")
+}
+
+fn describe(out: &std::process::Output) -> String {
+    format!(
+        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The default hook prints one line naming the ULT; std's hook printed the location once, at the
+/// panic; nothing prints it twice.
+#[test]
+fn the_default_hook_names_the_ult_and_leaves_the_location_to_std() {
+    let out = run_child("default-hook");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let id = stdout
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("ULT_ID="))
+        .unwrap_or_else(|| panic!("no id printed\n{}", describe(&out)));
+    let ours = format!("ULT 'loose' (id {id}) panicked and was never joined: detached boom");
+    assert_eq!(stderr.lines().filter(|l| *l == ours).count(), 1, "{}", describe(&out));
+    // std's report: the processor's OS thread, the location, the message.
+    let std_line = stderr.lines().find(|l| l.starts_with("thread 'elite-p0'") && l.contains("panicked at"));
+    assert!(std_line.is_some(), "{}", describe(&out));
+    assert_eq!(stderr.matches("tests/panics.rs:").count(), 1, "location printed once\n{}", describe(&out));
+}
+
+/// A panic in the runtime's own loop (here a user policy's hook, which the loop calls) aborts
+/// with a message rather than limping on.
+#[test]
+fn a_panic_inside_the_processor_loop_aborts_with_a_message() {
+    use std::os::unix::process::ExitStatusExt;
+    let out = run_child("loop-panic");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{}", describe(&out));
+    assert!(stderr.contains("policy hook failed on purpose"), "{}", describe(&out));
+    assert!(stderr.contains("fatal runtime error: panic inside the processor loop"), "{}", describe(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("UNREACHABLE"), "{}", describe(&out));
+}
+
+/// A policy whose runqueue keys panic once `ARMED` is set.
+#[derive(Debug)]
+struct PanickingPolicy;
+
+static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl elite_rt::policy::Policy for PanickingPolicy {
+    fn name(&self) -> &'static str {
+        "panicking"
+    }
+    fn priority(&self, _: &elite_rt::policy::UltInfo, _: usize, seq: u64) -> u64 {
+        assert!(!ARMED.load(SeqCst), "policy hook failed on purpose");
+        seq
+    }
+    fn yield_priority(&self, _: &elite_rt::policy::UltInfo, _: usize, _: u64) -> u64 {
+        assert!(!ARMED.load(SeqCst), "policy hook failed on purpose");
+        0
+    }
+}
+
+#[test]
+#[ignore = "child half of the panic-report tests"]
+fn panics_child() {
+    let Ok(scenario) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    match scenario.as_str() {
+        "default-hook" => {
+            let rt = rt(1);
+            let h = Builder::new()
+                .name("loose".into())
+                .spawn_on(&rt, || -> () { panic!("detached boom") })
+                .unwrap();
+            println!("ULT_ID={}", h.thread().id().as_u64());
+            wait_until(30, "the ULT", || h.is_finished());
+            drop(h); // the report is written here, before `drop` returns
+            drop(rt);
+        }
+        "loop-panic" => {
+            let rt = Runtime::builder().processors(1).policy(PanickingPolicy).build().unwrap();
+            rt.block_on(|| {
+                let other = spawn(|| ());
+                ARMED.store(true, SeqCst);
+                // Another ULT waits in the start-queue, so the yield goes through the policy.
+                elite_rt::yield_now();
+                let _ = other.join();
+            });
+            println!("UNREACHABLE");
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}

@@ -341,6 +341,10 @@ fn handles_released_after_and_during_the_drop() {
 /// 40 runtimes of 5000 ULTs each, with handles released after the drop, leave the resident set
 /// about where it was after the first few.
 #[test]
+#[cfg_attr(
+    feature = "sanitizer",
+    ignore = "AddressSanitizer's own mappings and quarantine hide the runtime's memory figures"
+)]
 fn runtime_memory_is_freed_when_outliving_handles_go() {
     let _g = MAPS.write().unwrap_or_else(|e| e.into_inner());
     hang_guard(60, "memory freed after handles", || {
@@ -380,6 +384,10 @@ fn runtime_memory_is_freed_when_outliving_handles_go() {
 /// (every TCB chunk it ever allocated: ~1.4 MB after 5000 ULTs) leaks with it. 40 such runtimes
 /// grow the resident set by ~55 MB.
 #[test]
+#[cfg_attr(
+    feature = "sanitizer",
+    ignore = "AddressSanitizer's own mappings and quarantine hide the runtime's memory figures"
+)]
 fn runtime_memory_is_freed_after_a_drop_with_a_blocked_joiner() {
     let _g = MAPS.write().unwrap_or_else(|e| e.into_inner());
     hang_guard(60, "memory after blocked joiners", || {

@@ -78,6 +78,10 @@ fn link(left: usize) -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    feature = "sanitizer",
+    ignore = "frames with AddressSanitizer's redzones do not fit this test's small stacks"
+)]
 fn chain_of_30_000_blocked_ults_on_unguarded_stacks() {
     let _g = MEMORY.write().unwrap_or_else(|e| e.into_inner());
     hang_guard(60, "30k chain", || {
@@ -121,6 +125,10 @@ fn thirty_thousand_live_ults_with_a_yield_barrier() {
 /// debug builds) may spawn many: growing the local start-queue's `crossbeam_deque::Worker` runs
 /// crossbeam-epoch's `Guard::flush` on the spawning ULT's stack, which needs more than 24 KiB there.
 #[test]
+#[cfg_attr(
+    feature = "sanitizer",
+    ignore = "frames with AddressSanitizer's redzones do not fit this test's small stacks"
+)]
 fn a_small_stack_ult_can_spawn_many() {
     let _g = MEMORY.read().unwrap_or_else(|e| e.into_inner());
     hang_guard(60, "spawning from a small stack", || {

@@ -124,12 +124,13 @@ pub(crate) fn backoff(round: u32) {
 /// A cheap time stamp in ticks (the TSC on x86-64; nanoseconds since start-up elsewhere).
 #[inline]
 pub(crate) fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         // SAFETY: `rdtsc` has no preconditions on x86-64.
         unsafe { core::arch::x86_64::_rdtsc() }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    // (Miri, which runs the primitives from OS threads in `.ci/run`, has no `rdtsc`.)
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     {
         static START: OnceLock<Instant> = OnceLock::new();
         START.get_or_init(Instant::now).elapsed().as_nanos() as u64
@@ -155,6 +156,13 @@ pub fn switch_cost() -> SwitchCost {
     *COST.get_or_init(measure_switch)
 }
 
+/// Under Miri, which cannot switch stacks: a nominal cost, so that the primitives run there.
+#[cfg(miri)]
+fn measure_switch() -> SwitchCost {
+    SwitchCost { switch_ns: 5.0, switch_ticks: 5, threshold_ticks: 2 }
+}
+
+#[cfg(not(miri))]
 fn measure_switch() -> SwitchCost {
     use corosensei::{stack::DefaultStack, Coroutine, CoroutineResult};
     let stack = DefaultStack::new(16 * 1024).expect("a 16 KiB stack for the switch measurement");
