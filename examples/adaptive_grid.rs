@@ -9,7 +9,7 @@
 //!
 //! ```sh
 //! cargo run --release --example adaptive_grid                       # everything, defaults
-//! cargo run --release --example adaptive_grid -- --policy no-affinity --processors 2 --size 11
+//! cargo run --release --example adaptive_grid -- --policy no-affinity --processors 2 --size 11 --stats
 //! cargo run --release --example adaptive_grid -- --reps 5 --json grid.json
 //! ```
 //!
@@ -19,45 +19,51 @@
 //!
 //! ## The problem
 //!
-//! `-ε² Δu + u = f` on the unit square with `u = 0` on the boundary, where `ε = 4 · 2^-size`.
+//! `-ε² Δu + u = f` on the unit square with `u = 0` on the boundary, where `ε = 2 · 2^-size`.
 //! The solution `u*` has an interior layer of width `ε` across a circle (centre `(0.52, 0.47)`,
 //! radius `0.3`): `u* = 16 x(1-x) y(1-y) · (1 + tanh((0.3 - r) / ε)) / 2`. Resolving such a layer
-//! needs cells of about `ε / 4` near the circle but nowhere else, which is what local refinement
+//! needs cells of about `ε / 2` near the circle but nowhere else, which is what local refinement
 //! is for. `f` is manufactured: the right-hand side is `b = A u*`, so the discrete solution is
 //! `u*` at the cell centres, exactly, and the error of a run is measured against it.
 //!
 //! Why a reaction term and not the pure Poisson problem: relaxation alone (which is what active
 //! threads do; the paper's solver adds multilevel corrections) needs a number of sweeps
-//! proportional to the number of cells on a Poisson problem, about 2.3 sweeps per cell here:
-//! hours at the default size. With the reaction term every row is strictly diagonally dominant by
-//! `h²/ε²`, relaxation converges in about 420 sweeps whatever the size, and `||A⁻¹||_inf <= 16`,
-//! which turns the residual check below into an error bound.
+//! proportional to the number of cells on a Poisson problem (measured: about 2.3 sweeps per cell
+//! on these meshes, 124 000 sweeps at 55 000 cells: hours at the default size). With the reaction
+//! term every row is strictly diagonally dominant by `h²/ε²`, relaxation converges in about 130
+//! sweeps whatever the size, and `||A⁻¹||_inf <= 4`, which turns the residual check below into an
+//! error bound.
 //!
 //! ## The discretisation
 //!
 //! Cell-centred finite volumes on a quadtree. The mesh starts as a uniform 8 × 8 grid; a cell is
 //! split while its centre lies within `ε` plus one of its own sides of the circle, down to level
-//! `size` (cells of side `2^-size = ε/4`); then it is *2:1 balanced*: cells that share a face
+//! `size` (cells of side `2^-size = ε/2`); then it is *2:1 balanced*: cells that share a face
 //! differ by at most one level, so a cell has one or two neighbours through each face, 4 to 8 in
 //! all. The flux through a face is the two-point formula `a_ij (u_i - u_j)` with
-//! `a_ij = |face| / |c_i - c_j|` (the face is the smaller cell's side, `c` the cell centres); a
-//! boundary face of a cell of side `h` has `a = h / (h/2) = 2` to the boundary value 0; the
-//! reaction adds `h²/ε²` to the diagonal. `A` is symmetric, with positive diagonal and
-//! non-positive off-diagonals, strictly diagonally dominant: an M-matrix, for which Gauss-Seidel
-//! and *chaotic relaxation* (any order, any staleness, as long as every unknown keeps being
-//! relaxed) converge.
+//! `a_ij = |face| / |c_i - c_j|` (the face is the smaller cell's side, `c` the cell centres,
+//! rounded to `f32` so the solver can store a coupling in half a word); a boundary face of a cell
+//! of side `h` has `a = h / (h/2) = 2` to the boundary value 0; the reaction adds `h²/ε²` to the
+//! diagonal. `A` is symmetric, with positive diagonal and non-positive off-diagonals, strictly
+//! diagonally dominant: an M-matrix, for which Gauss-Seidel and *chaotic relaxation* (any order,
+//! any staleness, as long as every unknown keeps being relaxed) converge.
 //!
-//! | `--size` | cells | finest / coarsest cell | ULTs (patches of 8) | solve, 1 processor |
-//! | --- | --- | --- | --- | --- |
-//! | 10 | 29 080 | 1/1024, 1/8 | 3 635 | about 0.5 s |
-//! | 11 | 58 057 | 1/2048, 1/8 | 7 258 | about 1 s |
-//! | 12 (default) | 116 464 | 1/4096, 1/8 | 14 558 | about 2 s |
-//! | 13 | 232 977 | 1/8192, 1/8 | 29 123 (patches of 8 only just fit, see below) | about 5 s |
+//! | `--size` | cells | ULTs, patches of 8 | ULTs, one per cell |
+//! | --- | --- | --- | --- |
+//! | 9 | 10 606 | 1 326 | 10 606 |
+//! | 10 | 21 292 | 2 662 | 21 292 |
+//! | 11 | 42 781 | 5 348 | too many (see below) |
+//! | 12 | 85 336 | 10 667 | too many |
+//! | 13 (default) | 170 998 | 21 375 | too many |
+//! | 14 | 341 590 | too many: `--patch 16` gives 21 350 | too many |
+//!
+//! Every mesh has cells from level 3 (side 1/8) to level `size`, 4.2 couplings per cell on
+//! average.
 //!
 //! ## Active threads
 //!
 //! The cells, in Morton order, are cut into *patches* of `--patch` consecutive cells (default
-//! 8), and each patch is one ULT: 14 558 ULTs at the default size. A ULT:
+//! 8), and each patch is one ULT: 21 375 ULTs at the default size. A ULT:
 //!
 //! 1. sleeps until a neighbour (or, at the start, the root) rings its doorbell;
 //! 2. relaxes its cells once, in order: `u_i = (b_i + Σ_j a_ij u_j) / a_ii` with the current
@@ -68,6 +74,12 @@
 //!    yields: its own cells are coupled to each other, so it must sweep again, but after the
 //!    neighbours it just woke have used its new values;
 //! 4. otherwise sleeps again (step 1).
+//!
+//! Step 3 yields instead of sweeping again at once on purpose: with wake-ups served last-in
+//! first-out, a few patches that keep waking each other would otherwise loop while patches woken
+//! earlier wait with frozen values, and converge only in steps of about `τ` (a `--size 5` solve
+//! did not end within a minute that way). The solver relies on `yield_now` putting the ULT behind
+//! the other ready ULTs, the default `yield_priority` of every policy.
 //!
 //! The unknowns are shared: neighbours read a patch's values while its ULT writes them, on two
 //! processors at once. Each value is an `f64` kept as bits in an `AtomicU64`, read and written
@@ -105,24 +117,24 @@
 //! is a compact piece of the mesh and the neighbours a sweep reads lie mostly in the same or the
 //! adjacent patches. The unknowns are an array of 64-byte lines of 8 values, so a patch of 8
 //! owns exactly one line and two processors never write the same line. Everything else a patch's
-//! ULT reads (its neighbour patches, and per cell `b_i`, `1/a_ii`, the `a_ij` and the `j`) is one
-//! contiguous block, the blocks in patch order: about 600 bytes for a patch of 8. One block per
-//! ULT is what ELiTE's application interface declares as a thread's data, for the runtime to
-//! prefetch before it runs the thread. Each patch's doorbell and progress counter sit on a cache
-//! line of their own.
+//! ULT reads (its neighbour patches, and per cell `b_i`, `1/a_ii` and one word per coupling with
+//! `j` and `a_ij`) is one contiguous block, the blocks in patch order: about 500 bytes for a patch
+//! of 8. One block per ULT is what ELiTE's application interface declares as a thread's data,
+//! for the runtime to prefetch before it runs the thread. Each patch's doorbell and progress
+//! counter sit on a cache line of their own.
 //!
 //! *ULT count.* Every ULT is alive for the whole solve, each with a guarded stack, and each
 //! guarded stack costs two kernel mappings: `vm.max_map_count` (65 530 by default) allows about
-//! 31 700 of them after what the process needs otherwise. One ULT per cell would allow only
-//! `--size 9`-sized meshes (22 000 cells), so cells are grouped into patches of 8: tens of
-//! thousands of ULTs for over a hundred thousand cells, and `--size 13` (29 123 ULTs) is the
-//! largest that fits at patch size 8. The program refuses a size/patch pair that would not fit,
-//! before it starts, with a message saying so. `--patch 1` gives ELiTE's one thread per grid point
-//! on meshes up to `--size 9`.
+//! 31 700 of them after what the process needs otherwise. One ULT per cell fits only up to
+//! `--size 10` (21 292 cells; `--patch 1` gives ELiTE's one thread per grid point there), so by
+//! default cells are grouped into patches of 8: 21 375 ULTs for 171 000 cells. The program refuses
+//! a size/patch pair that would not fit, before it starts, with a message saying so.
 //!
 //! *Stack size.* 16 KiB (32 KiB in debug builds): a patch's ULT needs its frames, two arrays of up
-//! to 64 values and the runtime's switch frames, a few hundred bytes to a few KiB. Only the pages
-//! a ULT touches are backed by memory: about 60 MiB of the 230 MiB of stacks at the default size.
+//! to 64 values and the runtime's switch frames, well under a page. Only the pages a ULT touches
+//! are backed by memory: measured, 4.4 KB per ULT (its stack's top page and its TCB), 90 MB of
+//! the 130 MB peak resident set at the default size (`/usr/bin/time -v`, `--patch 8` against
+//! `--patch 64`).
 //!
 //! ## Policies and prefetch
 //!
@@ -138,19 +150,25 @@
 //!
 //! Not written yet: today the runtime has only `no-affinity` and cannot prefetch, so there is no
 //! difference to explain. What to look for once there is: at the default size the ULTs' data
-//! (blocks, unknowns, doorbells, stacks, TCBs) is about 20 MB, ten times a core's 2 MiB L2, and
-//! every activation of a ULT touches 15 to 20 of its lines; a policy that runs a ULT while its
-//! lines (and its neighbours', which it reads) are still cached saves most of those misses.
-//! Measure the misses with `valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64` at
-//! one processor before explaining a rate.
+//! (blocks, unknowns, doorbells, stacks, TCBs) is about 25 MB, more than ten times a core's
+//! 2 MiB L2, and every sweep of a patch touches about 20 lines of it; under `no-affinity` a patch
+//! that yields goes behind every other ready patch, so its lines are long gone when it runs
+//! again. A policy that runs a patch while its lines, and its neighbours', are still cached saves
+//! those misses; one that keeps neighbouring patches on one processor saves the cross-processor
+//! wake-ups. Watch the relaxations per cell too: a policy changes the order of the relaxations
+//! and so the work to converge, and a higher smoothing rate bought with more relaxations is not a
+//! faster solve. Measure the misses with `valgrind --tool=cachegrind --cache-sim=yes
+//! --LL=2097152,16,64` at one processor before explaining a rate.
 //!
 //! ## Output
 //!
 //! A table: per system and processor count the median smoothing rate (relaxations of one unknown
-//! per second; min and max over `--reps`), the ratio to `no-affinity`, the solve time, the
-//! relaxations per cell (chaotic relaxation does a little more work than sequential
-//! Gauss-Seidel), the fraction of sweeps that began with a sleep/wake rather than a yield, and
-//! the check. `sequential` is Gauss-Seidel on one OS thread without ULTs, the same arithmetic
+//! per second; min and max over `--reps`), the ratio to `no-affinity`, the solve time (the
+//! clock starts when every ULT sleeps on its doorbell, after spawning, and stops at quiescence),
+//! the relaxations per cell (chaotic relaxation does a little more work than sequential
+//! Gauss-Seidel, more so on two processors), the fraction of sweeps that began with a sleep and a
+//! wake-up rather than a yield, and the check. `--stats` adds the runtime's counters per 1000
+//! sweeps. `sequential` is Gauss-Seidel on one OS thread without ULTs, the same arithmetic
 //! without any scheduling: the physical limit of this solver on one core.
 //!
 //! With `--json FILE` (`-`: stdout) the document of `BENCHMARKS.md`: suite `grid`, bench
@@ -178,7 +196,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// The finest level at the default size.
-const DEFAULT_SIZE: u8 = 12;
+const DEFAULT_SIZE: u8 = 13;
 /// Cells per ULT by default.
 const DEFAULT_PATCH: usize = 8;
 /// Most repetitions accepted.
@@ -186,7 +204,7 @@ const MAX_REPS: usize = 100;
 
 const USAGE: &str =
     "usage: adaptive_grid [--policy NAME[,NAME..]]... [--size LEVEL] [--processors N[,N..]]... \
-[--patch CELLS] [--prefetch on|off|both] [--reps N] [--json FILE|-] [--help]";
+[--patch CELLS] [--prefetch on|off|both] [--reps N] [--stats] [--json FILE|-] [--help]";
 
 /// What the command line asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -203,6 +221,8 @@ struct Options {
     prefetch: Vec<bool>,
     /// Repetitions of every run (interleaved).
     reps: usize,
+    /// Print the runtime's counters per run.
+    stats: bool,
     /// Where to write the JSON document.
     json: Option<String>,
 }
@@ -216,11 +236,12 @@ fn help(cpus: usize) -> String {
          flags:\n  \
          --policy NAME     policies to try, repeatable or comma-separated (default: all):\n                    \
          {policies}\n  \
-         --size LEVEL      finest refinement level, {min}..={max} (default {DEFAULT_SIZE}: 116 464 cells)\n  \
+         --size LEVEL      finest refinement level, {min}..={max} (default {DEFAULT_SIZE}: 171 000 cells)\n  \
          --processors N    processor counts, repeatable or comma-separated, 1..={max_p} (default: 1 and {cpus})\n  \
          --patch CELLS     cells per ULT, 1..={MAX_PATCH} (default {DEFAULT_PATCH})\n  \
          --prefetch WHEN   on, off or both (default both)\n  \
          --reps N          repetitions of every run, interleaved, 1..={MAX_REPS} (default 1)\n  \
+         --stats           also print the runtime's counters per sweep (switches, wake-ups, steals, parks)\n  \
          --json FILE       write the JSON document of BENCHMARKS.md to FILE (`-`: stdout)\n  \
          --help            this text",
         policies = POLICIES.join(", "),
@@ -239,10 +260,15 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
     let mut prefetch = vec![false, true];
     let mut reps = 1;
     let mut json = None;
+    let mut stats = false;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         if arg == "--help" || arg == "-h" {
             return Ok(None);
+        }
+        if arg == "--stats" {
+            stats = true;
+            continue;
         }
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
@@ -254,7 +280,10 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
         const FLAGS: [&str; 7] =
             ["--policy", "--size", "--processors", "--patch", "--prefetch", "--reps", "--json"];
         if !FLAGS.contains(&flag) {
-            return Err(format!("unknown flag `{flag}`, expected one of {} or --help", FLAGS.join(", ")));
+            return Err(format!(
+                "unknown flag `{flag}`, expected one of {}, --stats or --help",
+                FLAGS.join(", ")
+            ));
         }
         let value = match inline {
             Some(v) => v,
@@ -315,7 +344,7 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
     }
     processors.sort_unstable();
     processors.dedup();
-    Ok(Some(Options { policies, size, processors, patch, prefetch, reps, json }))
+    Ok(Some(Options { policies, size, processors, patch, prefetch, reps, stats, json }))
 }
 
 /// Parses `value` of `flag` as a number in `min..=max`.
@@ -521,7 +550,7 @@ fn run(options: &Options) -> ExitCode {
         "mesh: size {} (eps = 2^-{}), {} cells, levels {coarsest}..{}, {:.2} couplings per cell; \
          {ults} ULTs of {} cells, {} KiB stacks; tolerance {:e}",
         options.size,
-        options.size - 2,
+        options.size - 1,
         problem.len(),
         problem.tree.finest_level(),
         problem.matrix.couplings() as f64 / problem.len() as f64,
@@ -574,6 +603,9 @@ fn run(options: &Options) -> ExitCode {
 
     let _ = writeln!(out);
     let _ = print_table(&mut out, &sequential, &rows);
+    if options.stats {
+        let _ = print_stats(&mut out, &rows);
+    }
     let _ = writeln!(out, "\ntotal time {:.1} s", started.elapsed().as_secs_f64());
     let all_ok = sequential.ok() && rows.iter().all(Row::ok);
     let mut status = if all_ok {
@@ -648,6 +680,37 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
             solve,
             per_cell,
             woken
+        )?;
+    }
+    Ok(())
+}
+
+/// The runtime's counters per 1000 sweeps, averaged over the runs of each row.
+fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nper 1000 sweeps:               procs   switches     yields  wake-ups  remote wake-ups   steals    parks"
+    )?;
+    for row in rows {
+        let ms: Vec<&Measurement> = row.measurements().collect();
+        let sweeps: u64 = ms.iter().map(|m| m.sweeps).sum();
+        if sweeps == 0 {
+            continue;
+        }
+        let per = |f: &dyn Fn(&Measurement) -> u64| {
+            ms.iter().map(|m| f(m)).sum::<u64>() as f64 * 1000.0 / sweeps as f64
+        };
+        writeln!(
+            out,
+            "{:<28} {:>7} {:>10.0} {:>10.0} {:>9.0} {:>16.1} {:>8.2} {:>8.2}",
+            row.system(),
+            row.config.processors,
+            per(&|m| m.stats.switches),
+            per(&|m| m.stats.yields),
+            per(&|m| m.sleeps),
+            per(&|m| m.stats.wakeup_drained),
+            per(&|m| m.stats.steals_node + m.stats.steals_remote),
+            per(&|m| m.stats.parks),
         )?;
     }
     Ok(())
@@ -729,6 +792,7 @@ mod tests {
         assert_eq!(o.processors, vec![1, 2]);
         assert_eq!(o.prefetch, vec![false, true]);
         assert_eq!(o.json, None);
+        assert!(!o.stats);
         assert_eq!(parse_args(&[], 1).unwrap().unwrap().processors, vec![1]);
     }
 
@@ -750,6 +814,7 @@ mod tests {
             "3",
             "--json",
             "-",
+            "--stats",
         ])
         .unwrap()
         .unwrap();
@@ -758,6 +823,7 @@ mod tests {
         assert_eq!((o.size, o.patch, o.reps), (9, 4, 3));
         assert_eq!(o.prefetch, vec![false]);
         assert_eq!(o.json.as_deref(), Some("-"));
+        assert!(o.stats);
         assert_eq!(parse(&["--help"]).unwrap(), None);
     }
 
