@@ -150,8 +150,9 @@
 //!
 //! Not written yet: today the runtime has only `no-affinity` and cannot prefetch, so there is no
 //! difference to explain. What to look for once there is: at the default size the ULTs' data
-//! (blocks, unknowns, doorbells, stacks, TCBs) is about 25 MB, more than ten times a core's
-//! 2 MiB L2, and every sweep of a patch touches about 20 lines of it; under `no-affinity` a patch
+//! (10 MB of patch blocks, plus the unknowns, doorbells, stacks and TCBs of 21 375 ULTs) is well
+//! over ten times a core's 2 MiB L2, and every sweep of a patch touches about 20 lines of it (see
+//! "Where the time goes"); under `no-affinity` a patch
 //! that yields goes behind every other ready patch, so its lines are long gone when it runs
 //! again. A policy that runs a patch while its lines, and its neighbours', are still cached saves
 //! those misses; one that keeps neighbouring patches on one processor saves the cross-processor
@@ -159,6 +160,23 @@
 //! and so the work to converge, and a higher smoothing rate bought with more relaxations is not a
 //! faster solve. Measure the misses with `valgrind --tool=cachegrind --cache-sim=yes
 //! --LL=2097152,16,64` at one processor before explaining a rate.
+//!
+//! ## Where the time goes
+//!
+//! Counted with `valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64` on
+//! `--size 12 --policy no-affinity --processors 1 --prefetch off` (10 667 ULTs; the counts do not
+//! depend on timing at one processor): a sweep of a patch of 8 cells costs about 1 550
+//! instructions and 21 misses of the 2 MiB cache. In the ULT, 1 130 instructions (relaxing 8
+//! cells, about 85 each, and ringing 6 neighbours) and 15 misses (9 for the patch's block, read
+//! cold every time; 3 on its stack at the switch; the rest unknowns and doorbells); in the
+//! runtime, 420 instructions (the yield, the switch, the run-queue, the wake-ups) and 6 misses
+//! (TCB, run-queue). Sequential Gauss-Seidel needs 80 instructions per cell and, in Morton order,
+//! streams its data. With one ULT per cell (`--size 9 --patch 1`) an activation costs about 720
+//! instructions and 14 misses for a single relaxation.
+//!
+//! In time, at one processor, 8 cells per ULT: 43 M relaxations/s at `--size 9` (1 326 ULTs), 34
+//! at 11, 32 at 12, 21 at 13 (best of 3 runs each on the 2-core VM; Gauss-Seidel 175-205 at all
+//! sizes). The drop at 13 is memory: the instructions per sweep do not change with the size.
 //!
 //! ## Output
 //!
