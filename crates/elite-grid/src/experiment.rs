@@ -1,0 +1,369 @@
+//! The measurement of ELiTE's figure 3.2.2: the solver's smoothing rate under each scheduling
+//! policy, with and without prefetch, at each processor count, every run checked.
+//!
+//! This is the one procedure that both `examples/adaptive_grid.rs` and the `elite-bench grid`
+//! suite run; they differ only in how they repeat it and report it.
+//!
+//! ## Where the coming runtime features plug in
+//!
+//! * **Policies.** [`POLICIES`] lists every policy the measurement tries, in the figure's
+//!   order. [`runtime_builder`] turns a name into a configured [`RuntimeBuilder`], or says the
+//!   runtime does not have that policy yet ([`RunError::Unavailable`]); callers print that and
+//!   go on. When `RuntimeBuilder` takes policies by name, `runtime_builder`'s `match` becomes that
+//!   one call.
+//! * **Prefetch.** [`SolveOptions::prefetch`] makes each ULT declare its patch's block (one
+//!   contiguous block, see [`crate::layout`]) through [`declare_data_block`], which is a no-op
+//!   until elite-rt has `set_data_block`; [`PREFETCH_AVAILABLE`] tells callers whether a run with
+//!   prefetch would differ from one without (today it would not, so they skip it with a line
+//!   that says so).
+
+use crate::active::{ActiveSolver, Monitor, Solution, SolveError, SolveOptions};
+use crate::matrix::{Layer, Problem};
+use crate::quadtree::{Feature, Quadtree, Refinement, RefinementError};
+use elite_rt::{BuildError, ProcessorStats, RuntimeBuilder};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Every scheduling policy the measurement tries, in the order of ELiTE's figure 3.2.2 (plus
+/// section 3.3's `gravity`). The first is the baseline the others are compared with.
+pub const POLICIES: &[&str] =
+    &["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity"];
+
+/// The policy every rate is compared with.
+pub const BASELINE: &str = "no-affinity";
+
+/// Whether the runtime can prefetch a ULT's declared data (ELiTE section 2.3.5). While false, a
+/// run with prefetch is the same as one without, and callers skip it.
+pub const PREFETCH_AVAILABLE: bool = false;
+
+/// Declares `block` as the running ULT's data, for the runtime to prefetch before it next runs
+/// the ULT. A no-op until elite-rt has `set_data_block` (issue 5, "Prefetch"), which this will
+/// call.
+#[inline]
+pub fn declare_data_block(block: &[u64]) {
+    let _ = block;
+}
+
+/// The stack size of the solver's ULTs. A patch's ULT needs little stack (its frames and two
+/// arrays of up to 64 `f64`), but debug builds need more for the same code.
+pub const STACK_SIZE: usize = if cfg!(debug_assertions) { 32 * 1024 } else { 16 * 1024 };
+
+/// The problem the measurement solves, by its finest level.
+///
+/// `-ε² Δu + u = f` on the unit square, `u = 0` on the boundary, with `ε = 2 · 2^-level`: the
+/// solution has an interior layer of width `ε` across a circle (centre `(0.52, 0.47)`, radius
+/// `0.3`), and the mesh is refined towards the circle from a uniform `8 × 8` grid until the cells
+/// are `ε / 2` wide, in a band `ε` plus one cell side wide on each side. `u*` is [`Layer`] with
+/// width `ε`, and `f` is manufactured (`b = A u*`, see [`crate::matrix`]).
+///
+/// The reaction term makes the matrix strictly diagonally dominant, by `h² / ε²` in a row of
+/// side `h`, so `||A⁻¹||_inf <= 4` at every level and a relaxation converges in a number of
+/// sweeps that does not grow with the level (about 130 per cell at the tolerance `1e-9`); without
+/// it (a pure Poisson problem) single-level relaxation needs a number of sweeps proportional to
+/// the number of cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Model {
+    /// The finest level, `MIN_LEVEL..=MAX_LEVEL`.
+    pub level: u8,
+}
+
+impl Model {
+    /// The smallest level accepted.
+    pub const MIN_LEVEL: u8 = 5;
+    /// The largest level accepted (about 30 million cells; the ULT limit of guarded stacks comes
+    /// much earlier, see [`max_guarded_ults`]).
+    pub const MAX_LEVEL: u8 = 20;
+
+    /// The layer's width, `ε`.
+    pub fn epsilon(&self) -> f64 {
+        2.0 / (1u64 << self.level) as f64
+    }
+
+    /// Builds the mesh and the linear system.
+    pub fn problem(&self) -> Result<Problem, RefinementError> {
+        if !(Self::MIN_LEVEL..=Self::MAX_LEVEL).contains(&self.level) {
+            return Err(RefinementError::Levels { base_level: 3, max_level: self.level });
+        }
+        let eps = self.epsilon();
+        let (cx, cy, r) = (0.52, 0.47, 0.3);
+        let tree = Quadtree::build(&Refinement {
+            base_level: 3,
+            max_level: self.level,
+            feature: Feature::Circle { cx, cy, r },
+            band: 1.0,
+            halo: eps,
+        })?;
+        let layer = Layer { cx, cy, r, width: eps };
+        Ok(Problem::manufactured(tree, 1.0 / (eps * eps), |x, y| layer.value(x, y)))
+    }
+}
+
+/// The most ULTs with guarded stacks this process can keep alive: each costs two kernel mappings
+/// of the `vm.max_map_count` allowed (65530 by default), less 2000 left for everything else.
+/// `None` if the limit cannot be read.
+pub fn max_guarded_ults() -> Option<usize> {
+    let limit: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count").ok()?.trim().parse().ok()?;
+    Some(limit.saturating_sub(2000) / 2)
+}
+
+/// One configuration of the measurement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The scheduling policy's name (one of [`POLICIES`]).
+    pub policy: String,
+    /// Whether ULTs declare their data for prefetching.
+    pub prefetch: bool,
+    /// Processors of the runtime.
+    pub processors: usize,
+}
+
+impl Config {
+    /// The system's name in reports: `elite/<policy>`, with `+prefetch` when prefetching.
+    pub fn system(&self) -> String {
+        format!("elite/{}{}", self.policy, if self.prefetch { "+prefetch" } else { "" })
+    }
+}
+
+/// Why a configuration did not produce a measurement.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The runtime has no such feature yet: not an error of the run, callers report and go on.
+    Unavailable(String),
+    /// A policy name that is not in [`POLICIES`].
+    UnknownPolicy(String),
+    /// The runtime refused its configuration.
+    Build(BuildError),
+    /// More ULTs than guarded stacks fit under `vm.max_map_count`.
+    TooManyUlts {
+        /// ULTs the solve needs.
+        ults: usize,
+        /// The most that fit.
+        max: usize,
+    },
+    /// The solve failed.
+    Solve(SolveError),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Unavailable(what) => write!(f, "not available yet: {what}"),
+            RunError::UnknownPolicy(name) => {
+                write!(f, "unknown policy {name:?}, expected one of {}", POLICIES.join(", "))
+            }
+            RunError::Build(e) => write!(f, "runtime: {e}"),
+            RunError::TooManyUlts { ults, max } => write!(
+                f,
+                "{ults} ULTs (patches) but only {max} guarded stacks fit under vm.max_map_count: \
+                 use a smaller size or larger patches"
+            ),
+            RunError::Solve(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<SolveError> for RunError {
+    fn from(e: SolveError) -> Self {
+        RunError::Solve(e)
+    }
+}
+
+/// A runtime builder with `policy`, or why there is none.
+pub fn runtime_builder(policy: &str) -> Result<RuntimeBuilder, RunError> {
+    let builder = elite_rt::Runtime::builder();
+    match policy {
+        "no-affinity" => Ok(builder.policy(elite_rt::policy::NoAffinity)),
+        name if POLICIES.contains(&name) => {
+            Err(RunError::Unavailable(format!("elite-rt has no policy {name:?} yet")))
+        }
+        name => Err(RunError::UnknownPolicy(name.to_string())),
+    }
+}
+
+/// One checked solve.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// What ran: a [`Config`], or the sequential reference (policy `"sequential"`).
+    pub config: Config,
+    /// Unknowns.
+    pub cells: usize,
+    /// ULTs (patches); 0 for the sequential reference.
+    pub ults: usize,
+    /// Smoothing operations (relaxations of one unknown).
+    pub relaxations: u64,
+    /// Patch sweeps.
+    pub sweeps: u64,
+    /// Sweeps that followed a sleep.
+    pub sleeps: u64,
+    /// Sweeps after which the patch woke its neighbours.
+    pub notifications: u64,
+    /// Time of the solve proper.
+    pub elapsed: Duration,
+    /// `||b - A u||_inf`.
+    pub residual: f64,
+    /// What the termination guarantees for it.
+    pub residual_bound: f64,
+    /// `||u - u*||_inf`.
+    pub error: f64,
+    /// What that residual bound guarantees for it: `||A⁻¹||_inf` (bounded by the strict diagonal
+    /// dominance) times the residual bound.
+    pub error_bound: f64,
+    /// The runtime's counters over the whole run (spawn to join), all processors added.
+    pub stats: ProcessorStats,
+}
+
+impl Measurement {
+    /// Smoothing operations per second.
+    pub fn rate(&self) -> f64 {
+        self.relaxations as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Whether the answer is right: residual and error within what the solver guarantees.
+    pub fn ok(&self) -> bool {
+        self.residual <= self.residual_bound && self.error <= self.error_bound
+    }
+
+    /// Why the answer is wrong, if it is.
+    pub fn failure(&self) -> Option<String> {
+        (!self.ok()).then(|| {
+            format!(
+                "residual {:.3e} (bound {:.3e}), error {:.3e} (bound {:.3e})",
+                self.residual, self.residual_bound, self.error, self.error_bound
+            )
+        })
+    }
+
+    fn checked(
+        problem: &Problem,
+        config: Config,
+        ults: usize,
+        s: Solution,
+        stats: ProcessorStats,
+        tolerance: f64,
+    ) -> Self {
+        let residual_bound = problem.residual_bound(tolerance);
+        Measurement {
+            config,
+            cells: problem.len(),
+            ults,
+            relaxations: s.relaxations,
+            sweeps: s.sweeps,
+            sleeps: s.sleeps,
+            notifications: s.notifications,
+            elapsed: s.elapsed,
+            residual: problem.residual(&s.values),
+            residual_bound,
+            error: problem.error(&s.values),
+            error_bound: problem.inverse_norm_bound().map_or(f64::INFINITY, |n| n * residual_bound),
+            stats,
+        }
+    }
+}
+
+/// Solves `problem` under `config` on a fresh runtime and checks the answer. `on_start` gets a
+/// [`Monitor`] of the solve before it starts (for a progress display).
+pub fn measure(
+    problem: &Problem,
+    options: &SolveOptions,
+    config: &Config,
+    on_start: impl FnOnce(Monitor),
+) -> Result<Measurement, RunError> {
+    if config.prefetch && !PREFETCH_AVAILABLE {
+        return Err(RunError::Unavailable("elite-rt has no prefetch of declared data yet".into()));
+    }
+    let options = SolveOptions { prefetch: config.prefetch, ..options.clone() };
+    let solver = ActiveSolver::new(problem, &options)?;
+    if let Some(max) = max_guarded_ults() {
+        if solver.patches() > max {
+            return Err(RunError::TooManyUlts { ults: solver.patches(), max });
+        }
+    }
+    let rt = runtime_builder(&config.policy)?
+        .processors(config.processors)
+        .stack_size(STACK_SIZE)
+        .build()
+        .map_err(RunError::Build)?;
+    let ults = solver.patches();
+    on_start(solver.monitor());
+    let solution = solver.solve(&rt)?;
+    let stats = rt.stats().total();
+    drop(rt);
+    Ok(Measurement::checked(problem, config.clone(), ults, solution, stats, options.tolerance))
+}
+
+/// The sequential reference: Gauss-Seidel sweeps in Morton order on one OS thread, without ULTs,
+/// until no unknown moves by more than `tolerance` in a sweep. Checked like [`measure`].
+pub fn measure_sequential(problem: &Problem, tolerance: f64) -> Measurement {
+    let mut u = vec![0.0; problem.len()];
+    let start = Instant::now();
+    let sweeps = problem.gauss_seidel(&mut u, tolerance, usize::MAX);
+    let elapsed = start.elapsed();
+    let solution = Solution {
+        values: u,
+        relaxations: (sweeps * problem.len()) as u64,
+        sweeps: sweeps as u64,
+        sleeps: 0,
+        notifications: 0,
+        ults: 0,
+        elapsed,
+    };
+    let config = Config { policy: "sequential".into(), prefetch: false, processors: 1 };
+    Measurement::checked(problem, config, 0, solution, ProcessorStats::default(), tolerance)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_is_refined_and_strictly_dominant() {
+        let p = Model { level: 7 }.problem().unwrap();
+        assert_eq!(p.tree.finest_level(), 7);
+        // ||A^-1|| <= 1 / min margin = 1 / (h_min² / ε²) = 4.
+        let bound = p.inverse_norm_bound().unwrap();
+        assert!((bound - 4.0).abs() < 1e-9, "{bound}");
+        assert!(Model { level: 4 }.problem().is_err());
+        assert!(Model { level: 21 }.problem().is_err());
+    }
+
+    #[test]
+    fn policies_are_tried_by_name() {
+        assert_eq!(POLICIES[0], BASELINE);
+        assert!(runtime_builder("no-affinity").is_ok());
+        for name in &POLICIES[1..] {
+            // Each either builds (once elite-rt has it) or says it is not available yet.
+            match runtime_builder(name) {
+                Ok(_) | Err(RunError::Unavailable(_)) => {}
+                Err(e) => panic!("{name}: {e}"),
+            }
+        }
+        let e = runtime_builder("lifo").unwrap_err();
+        assert!(matches!(e, RunError::UnknownPolicy(_)));
+        assert!(e.to_string().contains("no-affinity"), "{e}");
+    }
+
+    #[test]
+    fn measurements_are_checked() {
+        let p = Model { level: 6 }.problem().unwrap();
+        let options = SolveOptions::default();
+        let config = Config { policy: BASELINE.into(), prefetch: false, processors: 2 };
+        let mut watched = false;
+        let m = measure(&p, &options, &config, |_| watched = true).unwrap();
+        assert!(watched);
+        assert!(m.ok(), "{:?}", m.failure());
+        assert_eq!(m.config.system(), "elite/no-affinity");
+        assert!(m.rate() > 0.0 && m.stats.switches > 0);
+        let s = measure_sequential(&p, options.tolerance);
+        assert!(s.ok(), "{:?}", s.failure());
+        // A wrong answer is caught.
+        let wrong = Measurement { residual: s.residual_bound * 2.0, ..s };
+        assert!(!wrong.ok() && wrong.failure().is_some());
+        let prefetch = Config { prefetch: true, ..config };
+        if !PREFETCH_AVAILABLE {
+            assert!(matches!(measure(&p, &options, &prefetch, |_| {}), Err(RunError::Unavailable(_))));
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! How the solver's data lies in memory: the shared unknowns, and one contiguous block per patch.
+//!
+//! A *patch* is a run of `size` consecutive cells in Morton order (the last one may be shorter):
+//! a compact piece of the mesh, relaxed by one ULT.
+//!
+//! * [`Values`]: the unknowns, which neighbouring ULTs read while their owner writes them (on
+//!   two processors at once), so each is an `f64` kept as bits in an `AtomicU64` and accessed with
+//!   relaxed loads and stores: no data race, and on x86-64 or AArch64 the same plain moves as an
+//!   `f64` array. They are laid out in cache lines of 8, 64-byte aligned, so a patch of 8 cells
+//!   owns exactly one line and two processors relaxing different patches never write the same
+//!   line.
+//! * [`Patches`]: everything else a patch's ULT reads, in *one block of words per patch*, the
+//!   blocks in patch order: first the patches to wake (its neighbours, two `u32` to a word),
+//!   then per cell its right-hand side, the inverse of its diagonal entry, the number of its
+//!   couplings and one word per coupling holding `j` (low half) and `a_ij` (an `f32`, high half):
+//!   about 60 bytes per cell, 500 per patch of 8. One block is what ELiTE's application interface
+//!   (section 2.3.5) declares as a thread's data, and what a waker can prefetch before the thread
+//!   runs.
+//!
+//! Morton order keeps the cells a patch couples to mostly inside the patch or in the patches next
+//! to it in memory, so a relaxation touches few lines besides its own.
+
+use crate::matrix::Problem;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Unknowns per cache line of [`Values`].
+pub const LINE_VALUES: usize = 8;
+
+/// Most cells a patch may have.
+pub const MAX_PATCH: usize = 64;
+
+/// One cache line of unknowns.
+#[repr(align(64))]
+struct Line([AtomicU64; LINE_VALUES]);
+
+/// The unknowns, shared by every ULT: `f64` bits in relaxed atomics, 8 to a cache line.
+pub struct Values {
+    lines: Box<[Line]>,
+    len: usize,
+}
+
+impl Values {
+    /// Unknowns holding `init`.
+    pub fn new(init: &[f64]) -> Values {
+        let lines = init
+            .chunks(LINE_VALUES)
+            .map(|chunk| {
+                let line = Line(Default::default());
+                for (slot, v) in line.0.iter().zip(chunk) {
+                    slot.store(v.to_bits(), Ordering::Relaxed);
+                }
+                line
+            })
+            .collect();
+        Values { lines, len: init.len() }
+    }
+
+    /// Number of unknowns.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Unknown `i` (a relaxed load: the latest value this thread may see).
+    #[inline]
+    pub fn get(&self, i: usize) -> f64 {
+        f64::from_bits(self.lines[i / LINE_VALUES].0[i % LINE_VALUES].load(Ordering::Relaxed))
+    }
+
+    /// Sets unknown `i` (a relaxed store; only the patch owning `i` writes it).
+    #[inline]
+    pub fn set(&self, i: usize, v: f64) {
+        self.lines[i / LINE_VALUES].0[i % LINE_VALUES].store(v.to_bits(), Ordering::Relaxed);
+    }
+
+    /// A copy of all unknowns.
+    pub fn to_vec(&self) -> Vec<f64> {
+        (0..self.len).map(|i| self.get(i)).collect()
+    }
+}
+
+/// The static data of every patch, one contiguous block of words each (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Patches {
+    size: usize,
+    cells: usize,
+    words: Vec<u64>,
+    /// `block_start[p]..block_start[p + 1]` is patch `p`'s block.
+    block_start: Vec<usize>,
+}
+
+/// Packs `u32`s two to a word.
+fn pack(ids: &[u32], out: &mut Vec<u64>) {
+    for pair in ids.chunks(2) {
+        out.push(pair[0] as u64 | (pair.get(1).copied().unwrap_or(0) as u64) << 32);
+    }
+}
+
+/// The `k`-th `u32` of words packed by [`pack`].
+#[inline]
+fn unpack(words: &[u64], k: usize) -> usize {
+    (words[k / 2] >> (32 * (k % 2))) as u32 as usize
+}
+
+impl Patches {
+    /// Splits `problem`'s cells into patches of `size` consecutive cells (`1..=MAX_PATCH`) and
+    /// lays out their blocks.
+    ///
+    /// # Panics
+    /// If `size` is out of range (callers validate it first, see `SolveOptions`).
+    pub fn new(problem: &Problem, size: usize) -> Patches {
+        assert!((1..=MAX_PATCH).contains(&size), "patch size {size} out of 1..={MAX_PATCH}");
+        let n = problem.len();
+        let m = &problem.matrix;
+        let count = n.div_ceil(size);
+        let mut words = Vec::with_capacity(n * 8 + count * 5);
+        let mut block_start = Vec::with_capacity(count + 1);
+        let mut ids = Vec::new();
+        for p in 0..count {
+            block_start.push(words.len());
+            let cells = p * size..((p + 1) * size).min(n);
+            // The patches to wake: those owning a cell coupled to one of ours, not ourselves.
+            ids.clear();
+            ids.extend(cells.clone().flat_map(|i| m.row(i)).map(|(j, _)| (j / size) as u32));
+            ids.sort_unstable();
+            ids.dedup();
+            ids.retain(|&q| q as usize != p);
+            words.push(ids.len() as u64);
+            pack(&ids, &mut words);
+            for i in cells {
+                words.push(problem.rhs[i].to_bits());
+                words.push((1.0 / m.diag(i)).to_bits());
+                words.push(m.row(i).count() as u64);
+                // `a_ij` is an `f32` value already (see `crate::matrix`): the cast is exact.
+                words.extend(m.row(i).map(|(j, a)| j as u64 | ((a as f32).to_bits() as u64) << 32));
+            }
+        }
+        block_start.push(words.len());
+        Patches { size, cells: n, words, block_start }
+    }
+
+    /// Number of patches.
+    pub fn count(&self) -> usize {
+        self.block_start.len() - 1
+    }
+
+    /// Cells per patch (the last patch may have fewer).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Patch `p`.
+    pub fn patch(&self, p: usize) -> Patch<'_> {
+        let block = &self.words[self.block_start[p]..self.block_start[p + 1]];
+        let first = p * self.size;
+        let len = self.size.min(self.cells - first);
+        let wake = block[0] as usize;
+        Patch { first, len, wake, rows_at: 1 + wake.div_ceil(2), block }
+    }
+
+    /// Bytes of all blocks.
+    pub fn bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+/// One patch: its cells `first..first + len` and its block.
+#[derive(Clone, Copy, Debug)]
+pub struct Patch<'a> {
+    first: usize,
+    len: usize,
+    wake: usize,
+    rows_at: usize,
+    block: &'a [u64],
+}
+
+impl<'a> Patch<'a> {
+    /// The first cell.
+    pub fn first(&self) -> usize {
+        self.first
+    }
+
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the patch has no cells (never true).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The patch's data block: what a ULT relaxing it reads besides the unknowns.
+    pub fn block(&self) -> &'a [u64] {
+        self.block
+    }
+
+    /// The patches to wake when this one changed.
+    pub fn neighbours(&self) -> impl Iterator<Item = usize> + 'a {
+        let block = self.block;
+        (0..self.wake).map(move |k| unpack(&block[1..], k))
+    }
+
+    /// One Gauss-Seidel sweep over the patch's cells in order: `u_i = (b_i + Σ a_ij u_j) / a_ii`
+    /// with the current values of all `u_j`. Writes the new values to `values` and to `new`
+    /// (`new.len() == self.len()`); returns the largest `|new_i - old_i|` for `old` (the values
+    /// when the patch last told its neighbours).
+    #[inline]
+    pub fn relax(&self, values: &Values, old: &[f64], new: &mut [f64]) -> f64 {
+        let block = self.block;
+        let mut k = self.rows_at;
+        let mut drift = 0.0f64;
+        for (r, (new, &old)) in new.iter_mut().zip(old).enumerate() {
+            let head = &block[k..k + 3];
+            let n = head[2] as usize;
+            let mut sum = f64::from_bits(head[0]);
+            for &w in &block[k + 3..k + 3 + n] {
+                sum += f32::from_bits((w >> 32) as u32) as f64 * values.get(w as u32 as usize);
+            }
+            let u = sum * f64::from_bits(head[1]);
+            values.set(self.first + r, u);
+            *new = u;
+            let d = (u - old).abs();
+            if d > drift {
+                drift = d;
+            }
+            k += 3 + n;
+        }
+        drift
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::Layer;
+    use crate::quadtree::{Feature, Quadtree, Refinement};
+
+    fn problem() -> Problem {
+        let tree = Quadtree::build(&Refinement {
+            base_level: 2,
+            max_level: 7,
+            feature: Feature::Circle { cx: 0.5, cy: 0.5, r: 0.3 },
+            band: 1.0,
+            halo: 0.0,
+        })
+        .unwrap();
+        let layer = Layer { cx: 0.5, cy: 0.5, r: 0.3, width: 0.05 };
+        Problem::manufactured(tree, 100.0, |x, y| layer.value(x, y))
+    }
+
+    #[test]
+    fn values_round_trip_and_lines_are_aligned() {
+        let init: Vec<f64> = (0..21).map(|i| i as f64 * 0.5 - 3.0).collect();
+        let v = Values::new(&init);
+        assert_eq!(v.len(), 21);
+        assert_eq!(v.to_vec(), init);
+        v.set(20, -0.0);
+        assert_eq!(v.get(20).to_bits(), (-0.0f64).to_bits());
+        assert_eq!(v.lines.as_ptr() as usize % 64, 0);
+        assert_eq!(std::mem::size_of::<Line>(), 64);
+    }
+
+    /// A sweep over all patches in order is exactly a sequential Gauss-Seidel sweep.
+    #[test]
+    fn patch_sweeps_are_gauss_seidel_sweeps() {
+        let p = problem();
+        for size in [1, 3, 8, 64] {
+            let patches = Patches::new(&p, size);
+            assert_eq!(patches.count(), p.len().div_ceil(size));
+            let values = Values::new(&vec![0.0; p.len()]);
+            let mut reference = vec![0.0; p.len()];
+            for _ in 0..3 {
+                let mut covered = 0;
+                for q in 0..patches.count() {
+                    let patch = patches.patch(q);
+                    assert_eq!(patch.first(), covered);
+                    covered += patch.len();
+                    let old = vec![0.0; patch.len()];
+                    let mut new = vec![0.0; patch.len()];
+                    patch.relax(&values, &old, &mut new);
+                }
+                assert_eq!(covered, p.len());
+                p.gauss_seidel(&mut reference, 0.0, 1);
+            }
+            let got = values.to_vec();
+            for (a, b) in got.iter().zip(&reference) {
+                assert!((a - b).abs() <= 1e-14 * b.abs().max(1.0), "size {size}: {a} != {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn neighbour_patches_are_exactly_the_coupled_ones() {
+        let p = problem();
+        let patches = Patches::new(&p, 8);
+        for q in 0..patches.count() {
+            let patch = patches.patch(q);
+            let got: Vec<usize> = patch.neighbours().collect();
+            let mut want: Vec<usize> = (patch.first()..patch.first() + patch.len())
+                .flat_map(|i| p.matrix.row(i).map(|(j, _)| j / 8))
+                .filter(|&r| r != q)
+                .collect();
+            want.sort_unstable();
+            want.dedup();
+            assert_eq!(got, want, "patch {q}");
+            // Symmetric: whoever we wake wakes us.
+            for r in got {
+                assert!(patches.patch(r).neighbours().any(|s| s == q));
+            }
+        }
+    }
+
+    #[test]
+    fn relax_reports_the_drift_from_the_old_values() {
+        let p = problem();
+        let patches = Patches::new(&p, 4);
+        let values = Values::new(&p.exact);
+        let patch = patches.patch(patches.count() / 2);
+        let old: Vec<f64> = (0..patch.len()).map(|r| p.exact[patch.first() + r]).collect();
+        let mut new = vec![0.0; patch.len()];
+        // At the solution a sweep changes (almost) nothing.
+        assert!(patch.relax(&values, &old, &mut new) < 1e-12);
+        let shifted: Vec<f64> = old.iter().map(|v| v + 0.25).collect();
+        let drift = patch.relax(&values, &shifted, &mut new);
+        assert!((drift - 0.25).abs() < 1e-12, "drift {drift}");
+    }
+}

@@ -1,0 +1,899 @@
+//! # The adaptive-grid solver: active threads on a locally refined mesh
+//!
+//! ELiTE's flagship workload (sections 2.3.5 and 3.2, figure 3.2.2): a full-adaptive iterative
+//! solver in which every small piece of an irregular grid is a user-level thread that relaxes its
+//! unknowns, wakes its neighbours when it changed, and sleeps until a neighbour wakes it. This
+//! program runs it under every scheduling policy of the runtime, with and without prefetch, at
+//! one and at all processors, checks every answer, and prints the smoothing rate of each run
+//! and its ratio to the `no-affinity` policy.
+//!
+//! ```sh
+//! cargo run --release --example adaptive_grid                       # everything, defaults
+//! cargo run --release --example adaptive_grid -- --policy no-affinity --processors 2 --size 11 --stats
+//! cargo run --release --example adaptive_grid -- --reps 5 --json grid.json
+//! ```
+//!
+//! The solver itself lives in the `elite-grid` crate (`crates/elite-grid`), so that the
+//! `elite-bench grid` suite runs the very same code (`elite_grid::experiment::measure`); this
+//! file is its command line: flags, progress bar, report and JSON.
+//!
+//! ## The problem
+//!
+//! `-ε² Δu + u = f` on the unit square with `u = 0` on the boundary, where `ε = 2 · 2^-size`.
+//! The solution `u*` has an interior layer of width `ε` across a circle (centre `(0.52, 0.47)`,
+//! radius `0.3`): `u* = 16 x(1-x) y(1-y) · (1 + tanh((0.3 - r) / ε)) / 2`. Resolving such a layer
+//! needs cells of about `ε / 2` near the circle but nowhere else, which is what local refinement
+//! is for. `f` is manufactured: the right-hand side is `b = A u*`, so the discrete solution is
+//! `u*` at the cell centres, exactly, and the error of a run is measured against it.
+//!
+//! Why a reaction term and not the pure Poisson problem: relaxation alone (which is what active
+//! threads do; the paper's solver adds multilevel corrections) needs a number of sweeps
+//! proportional to the number of cells on a Poisson problem (measured: about 2.3 sweeps per cell
+//! on these meshes, 124 000 sweeps at 55 000 cells: hours at the default size). With the reaction
+//! term every row is strictly diagonally dominant by `h²/ε²`, relaxation converges in about 130
+//! sweeps whatever the size, and `||A⁻¹||_inf <= 4`, which turns the residual check below into an
+//! error bound.
+//!
+//! ## The discretisation
+//!
+//! Cell-centred finite volumes on a quadtree. The mesh starts as a uniform 8 × 8 grid; a cell is
+//! split while its centre lies within `ε` plus one of its own sides of the circle, down to level
+//! `size` (cells of side `2^-size = ε/2`); then it is *2:1 balanced*: cells that share a face
+//! differ by at most one level, so a cell has one or two neighbours through each face, 4 to 8 in
+//! all. The flux through a face is the two-point formula `a_ij (u_i - u_j)` with
+//! `a_ij = |face| / |c_i - c_j|` (the face is the smaller cell's side, `c` the cell centres,
+//! rounded to `f32` so the solver can store a coupling in half a word); a boundary face of a cell
+//! of side `h` has `a = h / (h/2) = 2` to the boundary value 0; the reaction adds `h²/ε²` to the
+//! diagonal. `A` is symmetric, with positive diagonal and non-positive off-diagonals, strictly
+//! diagonally dominant: an M-matrix, for which Gauss-Seidel and *chaotic relaxation* (any order,
+//! any staleness, as long as every unknown keeps being relaxed) converge.
+//!
+//! | `--size` | cells | ULTs, patches of 8 | ULTs, one per cell |
+//! | --- | --- | --- | --- |
+//! | 9 | 10 606 | 1 326 | 10 606 |
+//! | 10 | 21 292 | 2 662 | 21 292 |
+//! | 11 | 42 781 | 5 348 | too many (see below) |
+//! | 12 | 85 336 | 10 667 | too many |
+//! | 13 (default) | 170 998 | 21 375 | too many |
+//! | 14 | 341 590 | too many: `--patch 16` gives 21 350 | too many |
+//!
+//! Every mesh has cells from level 3 (side 1/8) to level `size`, 4.2 couplings per cell on
+//! average.
+//!
+//! ## Active threads
+//!
+//! The cells, in Morton order, are cut into *patches* of `--patch` consecutive cells (default
+//! 8), and each patch is one ULT: 21 375 ULTs at the default size. A ULT:
+//!
+//! 1. sleeps until a neighbour (or, at the start, the root) rings its doorbell;
+//! 2. relaxes its cells once, in order: `u_i = (b_i + Σ_j a_ij u_j) / a_ii` with the current
+//!    values of all neighbours, including those of other patches that other processors are
+//!    writing at that moment (Gauss-Seidel on the patch, chaotic across patches);
+//! 3. if some unknown moved by more than the tolerance `τ = 1e-9` since the patch last told its
+//!    neighbours, rings the doorbell of every neighbouring patch, remembers what it told, and
+//!    yields: its own cells are coupled to each other, so it must sweep again, but after the
+//!    neighbours it just woke have used its new values;
+//! 4. otherwise sleeps again (step 1).
+//!
+//! Step 3 yields instead of sweeping again at once on purpose: with wake-ups served last-in
+//! first-out, a few patches that keep waking each other would otherwise loop while patches woken
+//! earlier wait with frozen values, and converge only in steps of about `τ` (a `--size 5` solve
+//! did not end within a minute that way). The solver relies on `yield_now` putting the ULT behind
+//! the other ready ULTs, the default `yield_priority` of every policy.
+//!
+//! The unknowns are shared: neighbours read a patch's values while its ULT writes them, on two
+//! processors at once. Each value is an `f64` kept as bits in an `AtomicU64`, read and written
+//! with relaxed loads and stores (the same plain moves as an `f64` array on x86-64): no data race,
+//! and chaotic relaxation needs nothing stronger.
+//!
+//! The doorbell is a state word (`PENDING`, `SLEEPING`) and an `elite_rt::sync::Semaphore`. A
+//! ring is one `fetch_or(PENDING)`; only the ring that finds the owner `SLEEPING` and nothing
+//! pending releases the semaphore, so any number of rings while the owner runs, or before it
+//! wakes, coalesce into one wake-up, and a ring during a sweep makes the owner sweep again
+//! instead of sleeping. Every ring is a release and every sweep starts with an acquire on the
+//! same word, so a sweep after a ring sees the values the ringer stored.
+//!
+//! ## Termination
+//!
+//! A count of tokens: one for each ULT that runs or has been woken, plus one the root holds while
+//! it rings every patch at the start. Ringing a running ULT creates no token (it holds one and
+//! will see `PENDING`); the ring that wakes a sleeper adds one before releasing the semaphore and
+//! hands it over; a ULT going to sleep gives its own back. Since a ringer always holds a token
+//! itself, the count reaches zero exactly when no ULT runs and none is woken or pending: nothing
+//! can ever ring again. The ULT that takes it to zero releases a semaphore the root waits on; the
+//! root sets a stop flag, rings every doorbell, and joins every ULT. (The protocol, with its
+//! states and orderings, is written down in `crates/elite-grid/src/activation.rs`.)
+//!
+//! What that guarantees, and what the program checks: at the end, every patch's last sweep moved
+//! its unknowns by at most `τ` and read neighbour values within `2τ` of their final ones (a
+//! larger move would have rung it again), so `||b - A u||_inf <= 2τ max_i Σ_j a_ij` (plus room
+//! for rounding), and `||u - u*||_inf <= ||A⁻¹||_inf` times that. A run whose residual or error
+//! exceeds these bounds, which is what a lost wake-up would cause, is reported as failed and the
+//! program exits with status 1.
+//!
+//! ## Data layout, ULT count and stacks
+//!
+//! *For locality.* Morton order puts cells that are near in the square near in memory, so a patch
+//! is a compact piece of the mesh and the neighbours a sweep reads lie mostly in the same or the
+//! adjacent patches. The unknowns are an array of 64-byte lines of 8 values, so a patch of 8
+//! owns exactly one line and two processors never write the same line. Everything else a patch's
+//! ULT reads (its neighbour patches, and per cell `b_i`, `1/a_ii` and one word per coupling with
+//! `j` and `a_ij`) is one contiguous block, the blocks in patch order: about 500 bytes for a patch
+//! of 8. One block per ULT is what ELiTE's application interface declares as a thread's data,
+//! for the runtime to prefetch before it runs the thread. Each patch's doorbell and progress
+//! counter sit on a cache line of their own.
+//!
+//! *ULT count.* Every ULT is alive for the whole solve, each with a guarded stack, and each
+//! guarded stack costs two kernel mappings: `vm.max_map_count` (65 530 by default) allows about
+//! 31 700 of them after what the process needs otherwise. One ULT per cell fits only up to
+//! `--size 10` (21 292 cells; `--patch 1` gives ELiTE's one thread per grid point there), so by
+//! default cells are grouped into patches of 8: 21 375 ULTs for 171 000 cells. The program refuses
+//! a size/patch pair that would not fit, before it starts, with a message saying so.
+//!
+//! *Stack size.* 16 KiB (32 KiB in debug builds): a patch's ULT needs its frames, two arrays of up
+//! to 64 values and the runtime's switch frames, well under a page. Only the pages a ULT touches
+//! are backed by memory: measured, 4.4 KB per ULT (its stack's top page and its TCB), 90 MB of
+//! the 130 MB peak resident set at the default size (`/usr/bin/time -v`, `--patch 8` against
+//! `--patch 64`).
+//!
+//! ## Policies and prefetch
+//!
+//! For each processor count, the program tries every policy of `elite_grid::experiment::POLICIES`
+//! (`no-affinity`, `virtual-time`, `minimum-misses`, `reload-transient`, `gravity`), each without
+//! and with prefetch. A policy the runtime does not have yet, or prefetch while the runtime cannot
+//! prefetch, is listed as "not available yet" and skipped; adding one to the runtime makes it run
+//! here with a one-line change in `elite_grid::experiment`. Each rate is compared with
+//! `no-affinity` without prefetch at the same processor count (figure 3.2.2's "relative smoothing
+//! performance").
+//!
+//! ## Why the policies differ
+//!
+//! Not written yet: today the runtime has only `no-affinity` and cannot prefetch, so there is no
+//! difference to explain. What to look for once there is: at the default size the ULTs' data
+//! (10 MB of patch blocks, plus the unknowns, doorbells, stacks and TCBs of 21 375 ULTs) is well
+//! over ten times a core's 2 MiB L2, and every sweep of a patch touches about 20 lines of it (see
+//! "Where the time goes"); under `no-affinity` a patch
+//! that yields goes behind every other ready patch, so its lines are long gone when it runs
+//! again. A policy that runs a patch while its lines, and its neighbours', are still cached saves
+//! those misses; one that keeps neighbouring patches on one processor saves the cross-processor
+//! wake-ups. Watch the relaxations per cell too: a policy changes the order of the relaxations
+//! and so the work to converge, and a higher smoothing rate bought with more relaxations is not a
+//! faster solve. Measure the misses with `valgrind --tool=cachegrind --cache-sim=yes
+//! --LL=2097152,16,64` at one processor before explaining a rate.
+//!
+//! ## Where the time goes
+//!
+//! Counted with `valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64` on
+//! `--size 12 --policy no-affinity --processors 1 --prefetch off` (10 667 ULTs; the counts do not
+//! depend on timing at one processor): a sweep of a patch of 8 cells costs about 1 550
+//! instructions and 21 misses of the 2 MiB cache. In the ULT, 1 130 instructions (relaxing 8
+//! cells, about 85 each, and ringing 6 neighbours) and 15 misses (9 for the patch's block, read
+//! cold every time; 3 on its stack at the switch; the rest unknowns and doorbells); in the
+//! runtime, 420 instructions (the yield, the switch, the run-queue, the wake-ups) and 6 misses
+//! (TCB, run-queue). Sequential Gauss-Seidel needs 80 instructions per cell and, in Morton order,
+//! streams its data. With one ULT per cell (`--size 9 --patch 1`) an activation costs about 720
+//! instructions and 14 misses for a single relaxation.
+//!
+//! In time, at one processor, 8 cells per ULT: 43 M relaxations/s at `--size 9` (1 326 ULTs), 34
+//! at 11, 32 at 12, 21 at 13 (best of 3 runs each on the 2-core VM; Gauss-Seidel 175-205 at all
+//! sizes). The drop at 13 is memory: the instructions per sweep do not change with the size.
+//!
+//! ## Output
+//!
+//! A table: per system and processor count the median smoothing rate (relaxations of one unknown
+//! per second; min and max over `--reps`), the ratio to `no-affinity`, the solve time (the
+//! clock starts when every ULT sleeps on its doorbell, after spawning, and stops at quiescence),
+//! the relaxations per cell (chaotic relaxation does a little more work than sequential
+//! Gauss-Seidel, more so on two processors), the fraction of sweeps that began with a sleep and a
+//! wake-up rather than a yield, and the check. `--stats` adds the runtime's counters per 1000
+//! sweeps. `sequential` is Gauss-Seidel on one OS thread without ULTs, the same arithmetic
+//! without any scheduling: the physical limit of this solver on one core.
+//!
+//! With `--json FILE` (`-`: stdout) the document of `BENCHMARKS.md`: suite `grid`, bench
+//! `adaptive_grid`, system `elite/<policy>` or `elite/<policy>+prefetch` (and `sequential`),
+//! metric `ops_per_sec` (smoothing operations per second), params `processors`, `size`, `cells`,
+//! `ults`, `patch` and `prefetch`; plus, for every elite row with a `no-affinity` row to compare
+//! with, a row of metric `ratio_to_no_affinity` (its rate over no-affinity's, without prefetch,
+//! at the same processor count).
+//!
+//! Exit status: 0 when every run that could run was right, 1 when one failed its check or could
+//! not run, 2 for a command-line mistake.
+
+use elite_grid::active::{Monitor, SolveOptions};
+use elite_grid::experiment::{
+    max_guarded_ults, measure, measure_sequential, runtime_builder, Config, Measurement, Model, RunError,
+    BASELINE, POLICIES, PREFETCH_AVAILABLE, STACK_SIZE,
+};
+use elite_grid::layout::MAX_PATCH;
+use serde_json::{json, Value};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The finest level at the default size.
+const DEFAULT_SIZE: u8 = 13;
+/// Cells per ULT by default.
+const DEFAULT_PATCH: usize = 8;
+/// Most repetitions accepted.
+const MAX_REPS: usize = 100;
+
+const USAGE: &str =
+    "usage: adaptive_grid [--policy NAME[,NAME..]]... [--size LEVEL] [--processors N[,N..]]... \
+[--patch CELLS] [--prefetch on|off|both] [--reps N] [--stats] [--json FILE|-] [--help]";
+
+/// What the command line asked for.
+#[derive(Clone, Debug, PartialEq)]
+struct Options {
+    /// Policies to try, in the order of `POLICIES`.
+    policies: Vec<String>,
+    /// The finest refinement level.
+    size: u8,
+    /// Processor counts, ascending.
+    processors: Vec<usize>,
+    /// Cells per ULT.
+    patch: usize,
+    /// Prefetch settings to try: off, on, or both.
+    prefetch: Vec<bool>,
+    /// Repetitions of every run (interleaved).
+    reps: usize,
+    /// Print the runtime's counters per run.
+    stats: bool,
+    /// Where to write the JSON document.
+    json: Option<String>,
+}
+
+/// The help text.
+fn help(cpus: usize) -> String {
+    format!(
+        "{USAGE}\n\n\
+         Solves -eps^2 Lap u + u = f on a quadtree refined towards a circle with one ULT per patch of\n\
+         cells (ELiTE's active threads), under each scheduling policy, and prints the smoothing rate.\n\n\
+         flags:\n  \
+         --policy NAME     policies to try, repeatable or comma-separated (default: all):\n                    \
+         {policies}\n  \
+         --size LEVEL      finest refinement level, {min}..={max} (default {DEFAULT_SIZE}: 171 000 cells)\n  \
+         --processors N    processor counts, repeatable or comma-separated, 1..={max_p} (default: 1 and {cpus})\n  \
+         --patch CELLS     cells per ULT, 1..={MAX_PATCH} (default {DEFAULT_PATCH})\n  \
+         --prefetch WHEN   on, off or both (default both)\n  \
+         --reps N          repetitions of every run, interleaved, 1..={MAX_REPS} (default 1)\n  \
+         --stats           also print the runtime's counters per sweep (switches, wake-ups, steals, parks)\n  \
+         --json FILE       write the JSON document of BENCHMARKS.md to FILE (`-`: stdout)\n  \
+         --help            this text",
+        policies = POLICIES.join(", "),
+        min = Model::MIN_LEVEL,
+        max = Model::MAX_LEVEL,
+        max_p = elite_rt::MAX_PROCESSORS,
+    )
+}
+
+/// Parses the command line; `Ok(None)` means help was asked for.
+fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
+    let mut policies: Vec<String> = Vec::new();
+    let mut size = DEFAULT_SIZE;
+    let mut processors: Vec<usize> = Vec::new();
+    let mut patch = DEFAULT_PATCH;
+    let mut prefetch = vec![false, true];
+    let mut reps = 1;
+    let mut json = None;
+    let mut stats = false;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--help" || arg == "-h" {
+            return Ok(None);
+        }
+        if arg == "--stats" {
+            stats = true;
+            continue;
+        }
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        if !flag.starts_with('-') {
+            return Err(format!("unexpected argument `{arg}`: every value follows its flag"));
+        }
+        const FLAGS: [&str; 7] =
+            ["--policy", "--size", "--processors", "--patch", "--prefetch", "--reps", "--json"];
+        if !FLAGS.contains(&flag) {
+            return Err(format!(
+                "unknown flag `{flag}`, expected one of {}, --stats or --help",
+                FLAGS.join(", ")
+            ));
+        }
+        let value = match inline {
+            Some(v) => v,
+            // A value that looks like a flag is a forgotten value (`--json -` is stdout).
+            None => match rest.next() {
+                Some(v) if v == "-" || !v.starts_with('-') => v.clone(),
+                _ => return Err(format!("{flag} needs a value")),
+            },
+        };
+        match flag {
+            "--policy" => {
+                for name in value.split(',').map(str::trim) {
+                    if !POLICIES.contains(&name) {
+                        return Err(format!(
+                            "--policy: unknown policy `{name}`, expected one of {}",
+                            POLICIES.join(", ")
+                        ));
+                    }
+                    if !policies.iter().any(|p| p == name) {
+                        policies.push(name.to_string());
+                    }
+                }
+            }
+            "--size" => {
+                size = number(flag, &value, Model::MIN_LEVEL as usize, Model::MAX_LEVEL as usize)? as u8
+            }
+            "--processors" => {
+                for n in value.split(',') {
+                    processors.push(number(flag, n.trim(), 1, elite_rt::MAX_PROCESSORS)?);
+                }
+            }
+            "--patch" => patch = number(flag, &value, 1, MAX_PATCH)?,
+            "--prefetch" => {
+                prefetch = match value.as_str() {
+                    "on" => vec![true],
+                    "off" => vec![false],
+                    "both" => vec![false, true],
+                    other => return Err(format!("--prefetch: expected on, off or both, got `{other}`")),
+                }
+            }
+            "--reps" => reps = number(flag, &value, 1, MAX_REPS)?,
+            "--json" => {
+                if value.is_empty() {
+                    return Err("--json needs a file name (or `-` for stdout)".into());
+                }
+                json = Some(value);
+            }
+            _ => unreachable!("checked against FLAGS"),
+        }
+    }
+    if policies.is_empty() {
+        policies = POLICIES.iter().map(|p| p.to_string()).collect();
+    } else {
+        policies.sort_by_key(|p| POLICIES.iter().position(|q| q == p));
+    }
+    if processors.is_empty() {
+        processors = vec![1, cpus.max(1)];
+    }
+    processors.sort_unstable();
+    processors.dedup();
+    Ok(Some(Options { policies, size, processors, patch, prefetch, reps, stats, json }))
+}
+
+/// Parses `value` of `flag` as a number in `min..=max`.
+fn number(flag: &str, value: &str, min: usize, max: usize) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{flag}: expected a number in {min}..={max}, got `{value}`")),
+    }
+}
+
+/// The machine, as the JSON document records it.
+fn machine() -> Value {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.trim() == "model name")
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    // A hardware PMU registers a `cpu` (or, on hybrid parts, `cpu_core`) event source.
+    let pmu = ["cpu", "cpu_core"]
+        .iter()
+        .any(|d| std::path::Path::new("/sys/bus/event_source/devices").join(d).exists());
+    json!({ "cpus": cpus(), "cpu_model": cpu_model, "pmu": pmu, "kernel": kernel })
+}
+
+/// CPUs this process may run on.
+fn cpus() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The progress bar on stderr: configurations done, and the running solve's relaxations.
+struct Progress {
+    state: Arc<Mutex<ProgressState>>,
+    stop: Arc<AtomicBool>,
+    drawer: Option<thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct ProgressState {
+    total: usize,
+    done: usize,
+    running: Option<(String, Monitor, Instant)>,
+}
+
+impl Progress {
+    /// A bar over `total` runs, drawn every 200 ms when `enabled`.
+    fn new(enabled: bool, total: usize) -> Progress {
+        let state = Arc::new(Mutex::new(ProgressState { total, ..ProgressState::default() }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let drawer = enabled.then(|| {
+            let (state, stop) = (state.clone(), stop.clone());
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    draw(&state.lock().unwrap_or_else(PoisonError::into_inner));
+                    thread::sleep(Duration::from_millis(200));
+                }
+                eprint!("\r\x1b[2K");
+                let _ = std::io::stderr().flush();
+            })
+        });
+        Progress { state, stop, drawer }
+    }
+
+    fn start(&self, label: String, monitor: Monitor) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).running =
+            Some((label, monitor, Instant::now()));
+    }
+
+    fn finish_one(&self) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.running = None;
+        s.done += 1;
+    }
+
+    fn end(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(d) = self.drawer.take() {
+            let _ = d.join();
+        }
+    }
+}
+
+fn draw(s: &ProgressState) {
+    const WIDTH: usize = 24;
+    let filled = (s.done * WIDTH).checked_div(s.total).unwrap_or(0).min(WIDTH);
+    let mut line = format!("[{}{}] {}/{}", "#".repeat(filled), ".".repeat(WIDTH - filled), s.done, s.total);
+    if let Some((label, monitor, started)) = &s.running {
+        line += &format!(
+            " {label}: {:.1} M relaxations, {} ULTs active, {:.1} s",
+            monitor.relaxations() as f64 / 1e6,
+            monitor.active(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    eprint!("\r\x1b[2K{line}");
+    let _ = std::io::stderr().flush();
+}
+
+/// The runs of one system at one processor count, over the repetitions.
+struct Row {
+    config: Config,
+    runs: Vec<Result<Measurement, RunError>>,
+}
+
+impl Row {
+    fn measurements(&self) -> impl Iterator<Item = &Measurement> {
+        self.runs.iter().filter_map(|r| r.as_ref().ok())
+    }
+
+    /// Every run ran and was right.
+    fn ok(&self) -> bool {
+        self.runs.iter().all(|r| r.as_ref().is_ok_and(Measurement::ok))
+    }
+
+    /// The median, min and max rate over the right runs.
+    fn rates(&self) -> Option<(f64, f64, f64)> {
+        let mut rates: Vec<f64> = self.measurements().filter(|m| m.ok()).map(Measurement::rate).collect();
+        if rates.is_empty() || !self.ok() {
+            return None;
+        }
+        rates.sort_by(f64::total_cmp);
+        let n = rates.len();
+        let median = if n % 2 == 1 { rates[n / 2] } else { (rates[n / 2 - 1] + rates[n / 2]) / 2.0 };
+        Some((median, rates[0], rates[n - 1]))
+    }
+
+    /// The first failure, as text.
+    fn failure(&self) -> Option<String> {
+        self.runs.iter().find_map(|r| match r {
+            Err(e) => Some(e.to_string()),
+            Ok(m) => m.failure(),
+        })
+    }
+
+    fn system(&self) -> String {
+        if self.config.policy == "sequential" {
+            "sequential".into()
+        } else {
+            self.config.system()
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse_args(&args, cpus()) {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            println!("{}", help(cpus()));
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("adaptive_grid: {message}\n{USAGE}\n(--help lists the flags and their ranges)");
+            return ExitCode::from(2);
+        }
+    };
+    run(&options)
+}
+
+fn run(options: &Options) -> ExitCode {
+    let json_to_stdout = options.json.as_deref() == Some("-");
+    let mut out: Box<dyn Write> =
+        if json_to_stdout { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
+    let started = Instant::now();
+    let machine = machine();
+    let model = Model { level: options.size };
+    let problem = match model.problem() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("adaptive_grid: --size {}: {e}", options.size);
+            return ExitCode::from(2);
+        }
+    };
+    let ults = problem.len().div_ceil(options.patch);
+    if let Some(max) = max_guarded_ults() {
+        if ults > max {
+            eprintln!(
+                "adaptive_grid: --size {} with --patch {} makes {ults} ULTs, but only {max} guarded stacks fit \
+                 under vm.max_map_count; use a smaller --size or a larger --patch",
+                options.size, options.patch
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let coarsest = problem.tree.leaves().iter().map(|c| c.level).min().unwrap_or(0);
+    let solve = SolveOptions { patch_size: options.patch, ..SolveOptions::default() };
+    let _ = writeln!(
+        out,
+        "adaptive_grid: {} cpus, {}, kernel {}, pmu {}",
+        machine["cpus"],
+        machine["cpu_model"].as_str().unwrap_or("unknown"),
+        machine["kernel"].as_str().unwrap_or("unknown"),
+        if machine["pmu"] == json!(true) { "yes" } else { "no" }
+    );
+    let _ = writeln!(
+        out,
+        "mesh: size {} (eps = 2^-{}), {} cells, levels {coarsest}..{}, {:.2} couplings per cell; \
+         {ults} ULTs of {} cells, {} KiB stacks; tolerance {:e}",
+        options.size,
+        options.size - 1,
+        problem.len(),
+        problem.tree.finest_level(),
+        problem.matrix.couplings() as f64 / problem.len() as f64,
+        options.patch,
+        STACK_SIZE / 1024,
+        solve.tolerance
+    );
+
+    // Which configurations can run; what cannot gets one line.
+    let mut notes = Vec::new();
+    let mut configs = Vec::new();
+    for policy in &options.policies {
+        if let Err(e) = runtime_builder(policy) {
+            notes.push(format!("elite/{policy}: {e}"));
+        }
+    }
+    if options.prefetch.contains(&true) && !PREFETCH_AVAILABLE {
+        notes.push(
+            "elite/*+prefetch: not available yet: elite-rt cannot prefetch a ULT's declared data".into(),
+        );
+    }
+    for &processors in &options.processors {
+        for policy in &options.policies {
+            for &prefetch in &options.prefetch {
+                if runtime_builder(policy).is_ok() && (PREFETCH_AVAILABLE || !prefetch) {
+                    configs.push(Config { policy: policy.clone(), prefetch, processors });
+                }
+            }
+        }
+    }
+    for note in &notes {
+        let _ = writeln!(out, "{note}");
+    }
+    let _ = out.flush();
+
+    let mut sequential =
+        Row { config: Config { policy: "sequential".into(), prefetch: false, processors: 1 }, runs: vec![] };
+    let mut rows: Vec<Row> = configs.into_iter().map(|config| Row { config, runs: vec![] }).collect();
+    let progress = Progress::new(std::io::stderr().is_terminal(), options.reps * rows.len());
+    for _ in 0..options.reps {
+        sequential.runs.push(Ok(measure_sequential(&problem, solve.tolerance)));
+        for row in &mut rows {
+            let label = format!("{} on {} processor(s)", row.config.system(), row.config.processors);
+            let result = measure(&problem, &solve, &row.config, |monitor| progress.start(label, monitor));
+            progress.finish_one();
+            row.runs.push(result);
+        }
+    }
+    progress.end();
+
+    let _ = writeln!(out);
+    let _ = print_table(&mut out, &sequential, &rows);
+    if options.stats {
+        let _ = print_stats(&mut out, &rows);
+    }
+    let _ = writeln!(out, "\ntotal time {:.1} s", started.elapsed().as_secs_f64());
+    let all_ok = sequential.ok() && rows.iter().all(Row::ok);
+    let mut status = if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        let _ = writeln!(out, "FAILED: some runs were wrong or could not run");
+        ExitCode::FAILURE
+    };
+    let _ = out.flush();
+    if let Some(path) = &options.json {
+        let document =
+            json_document(machine, &problem_params(options, problem.len(), ults), &sequential, &rows);
+        if let Err(e) = write_json(path, &document) {
+            eprintln!("adaptive_grid: cannot write the JSON document to `{path}`: {e}");
+            status = ExitCode::FAILURE;
+        }
+    }
+    status
+}
+
+/// The rate of `no-affinity` without prefetch at `processors`, the ratios' denominator.
+fn baseline(rows: &[Row], processors: usize) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.config.policy == BASELINE && !r.config.prefetch && r.config.processors == processors)
+        .and_then(Row::rates)
+        .map(|(median, _, _)| median)
+}
+
+fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<28} {:>5} {:>22} {:>14} {:>8} {:>10} {:>12}  check",
+        "system", "procs", "M smoothing ops/s", "vs no-affinity", "solve s", "relax/cell", "woken/sweep"
+    )?;
+    for row in std::iter::once(sequential).chain(rows) {
+        let ms: Vec<&Measurement> = row.measurements().collect();
+        let (rate, ratio) = match row.rates() {
+            Some((median, min, max)) => (
+                format!("{:.1} ({:.1}-{:.1})", median / 1e6, min / 1e6, max / 1e6),
+                match (row.config.policy.as_str(), baseline(rows, row.config.processors)) {
+                    ("sequential", _) | (_, None) => "-".to_string(),
+                    (_, Some(base)) => format!("{:.2}", median / base),
+                },
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let mean = |f: &dyn Fn(&Measurement) -> f64| {
+            if ms.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.2}", ms.iter().map(|m| f(m)).sum::<f64>() / ms.len() as f64)
+            }
+        };
+        let solve = mean(&|m| m.elapsed.as_secs_f64());
+        let per_cell = mean(&|m| m.relaxations as f64 / m.cells as f64);
+        let woken = if row.config.policy == "sequential" {
+            "-".to_string()
+        } else {
+            mean(&|m| m.sleeps as f64 / m.sweeps.max(1) as f64)
+        };
+        let check = match row.failure() {
+            None => "ok".to_string(),
+            Some(why) => format!("FAILED: {why}"),
+        };
+        writeln!(
+            out,
+            "{:<28} {:>5} {:>22} {:>14} {:>8} {:>10} {:>12}  {check}",
+            row.system(),
+            row.config.processors,
+            rate,
+            ratio,
+            solve,
+            per_cell,
+            woken
+        )?;
+    }
+    Ok(())
+}
+
+/// The runtime's counters per 1000 sweeps, averaged over the runs of each row.
+fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nper 1000 sweeps:               procs   switches     yields  wake-ups  remote wake-ups   steals    parks"
+    )?;
+    for row in rows {
+        let ms: Vec<&Measurement> = row.measurements().collect();
+        let sweeps: u64 = ms.iter().map(|m| m.sweeps).sum();
+        if sweeps == 0 {
+            continue;
+        }
+        let per = |f: &dyn Fn(&Measurement) -> u64| {
+            ms.iter().map(|m| f(m)).sum::<u64>() as f64 * 1000.0 / sweeps as f64
+        };
+        writeln!(
+            out,
+            "{:<28} {:>7} {:>10.0} {:>10.0} {:>9.0} {:>16.1} {:>8.2} {:>8.2}",
+            row.system(),
+            row.config.processors,
+            per(&|m| m.stats.switches),
+            per(&|m| m.stats.yields),
+            per(&|m| m.sleeps),
+            per(&|m| m.stats.wakeup_drained),
+            per(&|m| m.stats.steals_node + m.stats.steals_remote),
+            per(&|m| m.stats.parks),
+        )?;
+    }
+    Ok(())
+}
+
+/// The parameters every row shares.
+fn problem_params(options: &Options, cells: usize, ults: usize) -> Value {
+    json!({ "size": options.size, "cells": cells, "ults": ults, "patch": options.patch })
+}
+
+/// The JSON document of `BENCHMARKS.md` (see the module docs).
+fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row]) -> Value {
+    let mut results = Vec::new();
+    let row_json = |row: &Row, metric: &str, values: Option<(f64, f64, f64)>| {
+        let mut params = shared.clone();
+        params["processors"] = json!(row.config.processors);
+        params["prefetch"] = json!(row.config.prefetch);
+        let (median, min, max) = match values {
+            Some((a, b, c)) => (json!(a), json!(b), json!(c)),
+            None => (Value::Null, Value::Null, Value::Null),
+        };
+        let mut object = json!({
+            "bench": "adaptive_grid",
+            "system": row.system(),
+            "metric": metric,
+            "median": median,
+            "min": min,
+            "max": max,
+            "runs": row.runs.len(),
+            "ok": values.is_some(),
+            "params": params,
+        });
+        if let Some(why) = row.failure() {
+            object["error"] = json!(why);
+        }
+        object
+    };
+    for row in std::iter::once(sequential).chain(rows) {
+        results.push(row_json(row, "ops_per_sec", row.rates()));
+    }
+    for row in rows {
+        if let (Some((median, min, max)), Some(base)) = (row.rates(), baseline(rows, row.config.processors)) {
+            let mut object =
+                row_json(row, "ratio_to_no_affinity", Some((median / base, min / base, max / base)));
+            object["params"]["baseline"] = json!(format!("elite/{BASELINE}"));
+            results.push(object);
+        }
+    }
+    json!({ "suite": "grid", "machine": machine, "results": results })
+}
+
+/// Writes `document` to `path`, or to stdout when `path` is `-`.
+fn write_json(path: &str, document: &Value) -> std::io::Result<()> {
+    let mut text = serde_json::to_string_pretty(document).map_err(std::io::Error::other)?;
+    text.push('\n');
+    if path == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())?;
+        out.flush()
+    } else {
+        std::fs::write(path, text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Options>, String> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        parse_args(&args, 2)
+    }
+
+    #[test]
+    fn defaults() {
+        let o = parse(&[]).unwrap().unwrap();
+        assert_eq!(o.policies, POLICIES.iter().map(|p| p.to_string()).collect::<Vec<_>>());
+        assert_eq!((o.size, o.patch, o.reps), (DEFAULT_SIZE, DEFAULT_PATCH, 1));
+        assert_eq!(o.processors, vec![1, 2]);
+        assert_eq!(o.prefetch, vec![false, true]);
+        assert_eq!(o.json, None);
+        assert!(!o.stats);
+        assert_eq!(parse_args(&[], 1).unwrap().unwrap().processors, vec![1]);
+    }
+
+    #[test]
+    fn flags_repeat_and_split_on_commas() {
+        let o = parse(&[
+            "--policy",
+            "virtual-time,no-affinity",
+            "--policy=virtual-time",
+            "--processors",
+            "2",
+            "--processors=1,2",
+            "--size",
+            "9",
+            "--patch=4",
+            "--prefetch",
+            "off",
+            "--reps",
+            "3",
+            "--json",
+            "-",
+            "--stats",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(o.policies, vec!["no-affinity", "virtual-time"]);
+        assert_eq!(o.processors, vec![1, 2]);
+        assert_eq!((o.size, o.patch, o.reps), (9, 4, 3));
+        assert_eq!(o.prefetch, vec![false]);
+        assert_eq!(o.json.as_deref(), Some("-"));
+        assert!(o.stats);
+        assert_eq!(parse(&["--help"]).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_flags_say_what_was_expected() {
+        for (args, expect) in [
+            (&["--policy", "lifo"][..], "expected one of no-affinity"),
+            (&["--size", "99"], "--size: expected a number in 5..=20"),
+            (&["--size"], "--size needs a value"),
+            (&["--processors", "0"], "--processors: expected a number in 1..=4096"),
+            (&["--processors", "1,x"], "got `x`"),
+            (&["--patch", "65"], "--patch: expected a number in 1..=64"),
+            (&["--prefetch", "maybe"], "expected on, off or both"),
+            (&["--reps", "0"], "--reps: expected a number in 1..=100"),
+            (&["--json", "--size"], "--json needs a value"),
+            (&["--verbose"], "unknown flag `--verbose`"),
+            (&["12"], "unexpected argument `12`"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(expect), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn json_rows_follow_the_contract() {
+        let p = Model { level: 6 }.problem().unwrap();
+        let options =
+            parse(&["--size", "6", "--processors", "1", "--policy", "no-affinity"]).unwrap().unwrap();
+        let solve = SolveOptions::default();
+        let config = Config { policy: BASELINE.into(), prefetch: false, processors: 1 };
+        let m = measure(&p, &solve, &config, |_| {}).unwrap();
+        let rows = vec![Row { config, runs: vec![Ok(m)] }];
+        let seq = Row {
+            config: Config { policy: "sequential".into(), prefetch: false, processors: 1 },
+            runs: vec![Ok(measure_sequential(&p, solve.tolerance))],
+        };
+        let doc = json_document(machine(), &problem_params(&options, p.len(), 7), &seq, &rows);
+        assert_eq!(doc["suite"], json!("grid"));
+        assert!(doc["machine"]["cpus"].as_u64().unwrap() >= 1);
+        let results = doc["results"].as_array().unwrap();
+        assert_eq!(results.len(), 3);
+        assert_eq!(results[0]["system"], json!("sequential"));
+        assert_eq!(results[1]["system"], json!("elite/no-affinity"));
+        for r in &results[..2] {
+            assert_eq!(r["bench"], json!("adaptive_grid"));
+            assert_eq!(r["metric"], json!("ops_per_sec"));
+            assert_eq!(r["ok"], json!(true));
+            assert!(r["median"].as_f64().unwrap() > 0.0);
+            assert_eq!(r["params"]["processors"], json!(1));
+            assert_eq!(r["params"]["size"], json!(6));
+        }
+        assert_eq!(results[2]["metric"], json!("ratio_to_no_affinity"));
+        assert_eq!(results[2]["median"], json!(1.0));
+    }
+}
