@@ -1,12 +1,12 @@
 //! Building a runtime: the [`RuntimeBuilder`], its validation, and [`BuildError`].
 
-use crate::policy::{NoAffinity, Policy};
+use crate::affinity::CounterChoice;
+use crate::policy::{Needs, Policy};
 use crate::stack::{StackKind, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::sync::SpinPolicy;
 use crate::Runtime;
 use elite_affinity::{Topology, TopologyError};
 use std::fmt;
-use std::sync::Arc;
 
 /// Most processors a runtime may have.
 pub const MAX_PROCESSORS: usize = 4096;
@@ -33,7 +33,8 @@ pub struct RuntimeBuilder {
     node_stack_pool_limit: usize,
     spin_rounds: usize,
     stack_kind: StackKind,
-    policy: Arc<dyn Policy>,
+    policy: Policy,
+    counters: CounterChoice,
     pin: bool,
     spin_policy: SpinPolicy,
     central: bool,
@@ -52,7 +53,8 @@ impl Default for RuntimeBuilder {
             node_stack_pool_limit: 1024,
             spin_rounds: 64,
             stack_kind: StackKind::Guarded,
-            policy: Arc::new(NoAffinity),
+            policy: Policy::no_affinity(),
+            counters: CounterChoice::Detect,
             pin: true,
             spin_policy: SpinPolicy::Adaptive,
             central: false,
@@ -72,9 +74,10 @@ pub(crate) struct Config {
     pub(crate) node_stack_pool_limit: usize,
     pub(crate) spin_rounds: usize,
     pub(crate) stack_kind: StackKind,
-    pub(crate) policy: Arc<dyn Policy>,
-    /// `policy.records_runs()`, asked once.
-    pub(crate) record_runs: bool,
+    pub(crate) policy: Policy,
+    /// `policy.hooks().needs()`, asked once.
+    pub(crate) needs: Needs,
+    pub(crate) counters: CounterChoice,
     pub(crate) pin: bool,
     pub(crate) spin_policy: SpinPolicy,
     pub(crate) central: bool,
@@ -82,7 +85,7 @@ pub(crate) struct Config {
 
 impl RuntimeBuilder {
     /// A builder with the defaults: one processor per CPU of the detected topology, 64 KiB guarded
-    /// stacks, the No Affinity policy.
+    /// stacks, the No Affinity policy, counters detected (used only by policies that need misses).
     pub fn new() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }
@@ -174,9 +177,30 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The scheduling policy (default [`NoAffinity`]).
-    pub fn policy(mut self, policy: impl Policy) -> Self {
-        self.policy = Arc::new(policy);
+    /// The scheduling policy (default [`Policy::no_affinity`]): a [`Policy`], for example parsed
+    /// from its name, or a policy type such as [`VirtualTime`](crate::policy::VirtualTime). See
+    /// [`policy`](crate::policy) for what each does and when to pick which.
+    ///
+    /// ```
+    /// use elite_rt::policy::{Policy, VirtualTime};
+    ///
+    /// let by_name: Policy = "reload-transient".parse()?;
+    /// let rt = elite_rt::Runtime::builder().processors(1).policy(by_name).build()?;
+    /// assert_eq!(rt.policy_name(), "reload-transient");
+    /// let rt = elite_rt::Runtime::builder().processors(1).policy(VirtualTime).build()?;
+    /// assert_eq!(rt.policy_name(), "virtual-time");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn policy(mut self, policy: impl Into<Policy>) -> Self {
+        self.policy = policy.into();
+        self
+    }
+
+    /// Where the cache misses of each run come from when the policy needs them (default
+    /// [`CounterChoice::Detect`]: the hardware counter, else the estimator). Ignored by policies
+    /// that need no misses: they open no source.
+    pub fn counters(mut self, counters: CounterChoice) -> Self {
+        self.counters = counters;
         self
     }
 
@@ -260,8 +284,9 @@ impl RuntimeBuilder {
             node_stack_pool_limit: self.node_stack_pool_limit,
             spin_rounds: self.spin_rounds,
             stack_kind: self.stack_kind,
-            record_runs: self.policy.records_runs(),
+            needs: self.policy.hooks().needs(),
             policy: self.policy,
+            counters: self.counters,
             pin: self.pin,
             spin_policy: self.spin_policy,
             central: self.central,

@@ -75,6 +75,8 @@
 // switching, statics, thread-locals) is left out, since loom can neither build nor run it. A new
 // module gets `#[cfg(not(loom))]` too, unless a model needs it (see `loom_models`).
 
+#[cfg(not(loom))]
+mod affinity;
 #[cfg_attr(loom, allow(dead_code))]
 mod atomics;
 #[cfg(not(loom))]
@@ -112,6 +114,8 @@ mod thread;
 #[cfg(not(loom))]
 mod timer;
 
+#[cfg(not(loom))]
+pub use affinity::{set_footprint, CounterChoice};
 #[cfg(not(loom))]
 pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
 #[cfg(not(loom))]
