@@ -228,6 +228,9 @@ static NO_PMU: Once = Once::new();
 
 /// A processor's part, owned by its thread.
 pub(crate) struct Local {
+    /// `needs.records()` and whether a source is open: the two checks on every run.
+    records: bool,
+    counting: bool,
     policy: Policy,
     needs: Needs,
     processor: usize,
@@ -273,17 +276,31 @@ impl Local {
             }
             let _ = affinity.sources[processor].set(source.kind().clone());
         }
-        Local { policy: policy.clone(), needs, processor, model, source, vtime: 0, seq: 0, valid: 0.0 }
+        Local {
+            records: needs.records(),
+            counting: source.is_some(),
+            policy: policy.clone(),
+            needs,
+            processor,
+            model,
+            source,
+            vtime: 0,
+            seq: 0,
+            valid: 0.0,
+        }
     }
 
     /// What the policy sees of this processor, after `self.seq` entries.
     #[inline]
     fn view(&self) -> ProcessorView<'_> {
-        let mut view = ProcessorView::new(self.processor, self.seq).with_vtime(self.vtime);
-        if let (Some(source), Some(model)) = (&self.source, &self.model) {
-            view = view.with_clock(source.clock(), model);
+        let view = ProcessorView::new(self.processor, self.seq).with_vtime(self.vtime);
+        if !self.counting {
+            return view;
         }
-        view
+        match (&self.source, &self.model) {
+            (Some(source), Some(model)) => view.with_clock(source.clock(), model),
+            _ => view,
+        }
     }
 
     /// The key of `t` entering this processor's runqueue.
@@ -301,21 +318,27 @@ impl Local {
     }
 
     /// A run of `t` begins here.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn begin_run(&mut self, t: TcbRef) {
-        if let Some(source) = &mut self.source {
-            let clock = source.begin_run();
-            if let Some(model) = &self.model {
-                self.valid = t.tcb().affinity.footprint.get().valid_on(model, self.processor, clock);
-            }
+        if self.counting {
+            self.begin_counted(t);
         }
     }
 
     /// The run of `t` begun by the last [`begin_run`](Self::begin_run) ended.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn end_run(&mut self, t: TcbRef) {
-        if self.needs.records() {
+        if self.records {
             self.record(t);
+        }
+    }
+
+    /// `begin_run` with a counter source: its clock, and what the model expects cached.
+    #[inline(never)]
+    fn begin_counted(&mut self, t: TcbRef) {
+        if let (Some(source), Some(model)) = (&mut self.source, &self.model) {
+            let clock = source.begin_run();
+            self.valid = t.tcb().affinity.footprint.get().valid_on(model, self.processor, clock);
         }
     }
 
@@ -332,6 +355,7 @@ impl Local {
     }
 
     /// Updates the record of `t` after a run here.
+    #[inline(never)]
     fn record(&mut self, t: TcbRef) {
         let tcb = t.tcb();
         let rec = &tcb.affinity;

@@ -202,7 +202,11 @@ impl Tree {
         let lm = link(m);
         // The maximum has no right child: its left child takes its place.
         let (inner, parent) = (lm.left.get(), lm.parent.get());
-        self.replace_child(parent, m, inner);
+        // ... and it is its parent's right child (or the root).
+        match parent {
+            None => self.root = inner,
+            Some(p) => link(p).right.set(inner),
+        }
         if let Some(i) = inner {
             link(i).parent.set(parent);
         }
@@ -229,7 +233,11 @@ impl Tree {
         let lm = link(m);
         // The minimum has no left child: its right child takes its place.
         let (inner, parent) = (lm.right.get(), lm.parent.get());
-        self.replace_child(parent, m, inner);
+        // ... and it is its parent's left child (or the root).
+        match parent {
+            None => self.root = inner,
+            Some(p) => link(p).left.set(inner),
+        }
         if let Some(i) = inner {
             link(i).parent.set(parent);
         }
