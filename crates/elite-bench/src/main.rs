@@ -107,14 +107,22 @@ struct Options {
     json: Option<String>,
     /// Shrink the sizes (`--quick`).
     quick: bool,
+    /// `--policy NAME`, repeatable: the scheduling policies of suite `affinity`.
+    policies: Vec<elite_rt::policy::Policy>,
+    /// `--cachegrind`: suite `affinity` adds its simulated-cache-miss bench.
+    cachegrind: bool,
 }
 
-const USAGE: &str = "usage: elite-bench <suite> [--json FILE|-] [--quick]";
+const USAGE: &str = "usage: elite-bench <suite> [--json FILE|-] [--quick] [--policy NAME]... [--cachegrind]
+                            elite-bench affinity-probe <bench> <policy> [--quick]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(peers::may::CHILD_COMMAND) {
         return peers::may::child_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(suites::affinity::PROBE_COMMAND) {
+        return suites::affinity::probe_main(&args[1..]);
     }
     match parse_args(&args) {
         Ok(Some(options)) => run(&options),
@@ -135,8 +143,11 @@ fn valid_choices() -> String {
     format!(
         "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout)\n        \
          --quick       shrunken sizes, the whole suite in well under a minute\n        \
+         --policy NAME (affinity) only this scheduling policy; repeatable; one of {}\n        \
+         --cachegrind  (affinity) add the simulated last-level misses of each policy (needs valgrind)\n        \
          --help        this text",
-        names.join(", ")
+        names.join(", "),
+        elite_rt::policy::Policy::NAMES.join(", ")
     )
 }
 
@@ -145,11 +156,20 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     let mut suite = None;
     let mut json = None;
     let mut quick = false;
+    let mut policies = Vec::new();
+    let mut cachegrind = false;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--help" | "-h" => return Ok(None),
             "--quick" => quick = true,
+            "--cachegrind" => cachegrind = true,
+            "--policy" => match rest.next() {
+                Some(name) => {
+                    policies.push(name.parse::<elite_rt::policy::Policy>().map_err(|e| e.to_string())?)
+                }
+                None => return Err("--policy needs a policy name".into()),
+            },
             "--json" => match rest.next() {
                 // `--json --quick` is a forgotten file name, not a file called `--quick`.
                 Some(path) if path == "-" || !(path.is_empty() || path.starts_with('-')) => {
@@ -173,7 +193,10 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
         }
     }
     let suite = suite.ok_or_else(|| "no suite given".to_string())?;
-    Ok(Some(Options { suite, json, quick }))
+    if (!policies.is_empty() || cachegrind) && suite.name != "affinity" {
+        return Err("--policy and --cachegrind belong to suite `affinity`".into());
+    }
+    Ok(Some(Options { suite, json, quick, policies, cachegrind }))
 }
 
 /// Runs the suite, prints the report, writes the JSON document; returns the exit status.
@@ -184,6 +207,8 @@ fn run(options: &Options) -> ExitCode {
         if json_to_stdout { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
     let machine = machine::Machine::detect();
     let mut context = suites::Context::new(options.quick, machine.cpus);
+    context.policies = options.policies.clone();
+    context.cachegrind = options.cachegrind;
     // Report write errors (a closed pipe) are not worth failing a run for.
     let _ = writeln!(
         report,

@@ -138,7 +138,7 @@ pub(crate) fn wake_target(
 ) -> usize {
     let info = ult_info(t, needs);
     let mut waker_info = WakerInfo::new(waker);
-    if needs.records() {
+    if needs.wakers {
         if let Some(by) = by {
             waker_info = waker_info.with_ult(ult_info(by, needs));
         }
@@ -228,20 +228,25 @@ static NO_PMU: Once = Once::new();
 
 /// A processor's part, owned by its thread.
 pub(crate) struct Local {
-    /// `needs.records()` and whether a source is open: the two checks on every run.
+    /// `needs.records()`: the check on every run's end.
     records: bool,
-    counting: bool,
+    /// The counter source and the model, when the policy needs misses.
+    counting: Option<Counting>,
     policy: Policy,
     needs: Needs,
     processor: usize,
-    model: Option<Arc<CacheModel>>,
-    source: Option<AnySource>,
     /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
     vtime: u64,
     /// Runqueue entries so far.
     seq: u64,
-    /// Lines of the running ULT the model expected cached when its run began.
-    valid: f32,
+}
+
+/// What a processor counts misses with.
+struct Counting {
+    source: AnySource,
+    model: Arc<CacheModel>,
+    /// The clock when the running ULT's run began.
+    began: u64,
 }
 
 impl Local {
@@ -254,16 +259,19 @@ impl Local {
         counters: &CounterChoice,
         affinity: &Affinity,
     ) -> Local {
-        let model = affinity.model.clone();
-        let source = match (&model, needs.misses) {
-            (Some(model), true) => Some(match counters {
-                CounterChoice::Detect => AnySource::detect(model),
-                CounterChoice::Estimated => AnySource::Estimated(EstimatedSource::new(model)),
-                CounterChoice::Scripted(script) => AnySource::Scripted(script(processor)),
+        let counting = match (&affinity.model, needs.misses) {
+            (Some(model), true) => Some(Counting {
+                source: match counters {
+                    CounterChoice::Detect => AnySource::detect(model),
+                    CounterChoice::Estimated => AnySource::Estimated(EstimatedSource::new(model)),
+                    CounterChoice::Scripted(script) => AnySource::Scripted(script(processor)),
+                },
+                model: Arc::clone(model),
+                began: 0,
             }),
             _ => None,
         };
-        if let Some(source) = &source {
+        if let Some(Counting { source, .. }) = &counting {
             if let SourceKind::Estimated { no_pmu: Some(reason) } = source.kind() {
                 NO_PMU.call_once(|| {
                     eprintln!(
@@ -278,15 +286,12 @@ impl Local {
         }
         Local {
             records: needs.records(),
-            counting: source.is_some(),
+            counting,
             policy: policy.clone(),
             needs,
             processor,
-            model,
-            source,
             vtime: 0,
             seq: 0,
-            valid: 0.0,
         }
     }
 
@@ -294,12 +299,9 @@ impl Local {
     #[inline]
     fn view(&self) -> ProcessorView<'_> {
         let view = ProcessorView::new(self.processor, self.seq).with_vtime(self.vtime);
-        if !self.counting {
-            return view;
-        }
-        match (&self.source, &self.model) {
-            (Some(source), Some(model)) => view.with_clock(source.clock(), model),
-            _ => view,
+        match &self.counting {
+            Some(c) => view.with_clock(c.source.clock(), &c.model),
+            None => view,
         }
     }
 
@@ -317,11 +319,11 @@ impl Local {
         self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
     }
 
-    /// A run of `t` begins here.
+    /// A run begins here: the counter source's clock, which the end of the run needs.
     #[inline(always)]
-    pub(crate) fn begin_run(&mut self, t: TcbRef) {
-        if self.counting {
-            self.begin_counted(t);
+    pub(crate) fn begin_run(&mut self) {
+        if let Some(c) = &mut self.counting {
+            c.began = c.source.begin_run();
         }
     }
 
@@ -333,25 +335,16 @@ impl Local {
         }
     }
 
-    /// `begin_run` with a counter source: its clock, and what the model expects cached.
-    #[inline(never)]
-    fn begin_counted(&mut self, t: TcbRef) {
-        if let (Some(source), Some(model)) = (&mut self.source, &self.model) {
-            let clock = source.begin_run();
-            self.valid = t.tcb().affinity.footprint.get().valid_on(model, self.processor, clock);
-        }
-    }
-
     /// The run of the joiner `t` pauses while a child runs on its stack (the join fast path).
     #[inline]
     pub(crate) fn pause(&mut self, t: TcbRef) {
         self.end_run(t);
     }
 
-    /// The joiner `t`'s run goes on after the child switched back.
+    /// The joiner's run goes on after the child switched back.
     #[inline]
-    pub(crate) fn resume(&mut self, t: TcbRef) {
-        self.begin_run(t);
+    pub(crate) fn resume(&mut self) {
+        self.begin_run();
     }
 
     /// Updates the record of `t` after a run here.
@@ -359,12 +352,14 @@ impl Local {
     fn record(&mut self, t: TcbRef) {
         let tcb = t.tcb();
         let rec = &tcb.affinity;
-        if let (Some(source), Some(model)) = (&mut self.source, &self.model) {
-            let misses = source.end_run(&RunInfo::new(tcb.id.get(), rec.bytes.get(), self.valid));
-            rec.misses.set(misses);
-            let mut footprint = rec.footprint.get();
-            footprint.record_run(model, self.processor, self.valid, misses, source.clock());
-            rec.footprint.set(footprint);
+        if let Some(c) = &mut self.counting {
+            // One dispatch on the kind of source, then a path made for it.
+            let (model, at) = (&*c.model, (self.processor, c.began));
+            match &mut c.source {
+                AnySource::Estimated(source) => count_run(source, model, at, t),
+                AnySource::Hardware(source) => count_run(source, model, at, t),
+                AnySource::Scripted(source) => count_run(source, model, at, t),
+            }
         }
         if self.needs.stamps {
             self.vtime += 1;
@@ -377,6 +372,22 @@ impl Local {
             rec.state.set(state);
         }
     }
+}
+
+/// Ends the run of `t` on `source`, which began on processor `at.0` with its clock at `at.1`,
+/// and updates the misses and the footprint `t` shows to the policy.
+#[inline(always)]
+fn count_run<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) {
+    let (processor, began) = at;
+    let tcb = t.tcb();
+    let rec = &tcb.affinity;
+    // What the model expected cached when the run began, from the clock then.
+    let mut footprint = rec.footprint.get();
+    let valid = footprint.valid_on(model, processor, began);
+    let misses = source.end_run(&RunInfo::new(tcb.id.get(), rec.bytes.get(), valid));
+    rec.misses.set(misses);
+    footprint.record_run(model, processor, valid, misses, source.clock());
+    rec.footprint.set(footprint);
 }
 
 #[cfg(test)]
@@ -394,9 +405,9 @@ mod tests {
         let nothing = Affinity::new(Needs::NOTHING, &cache, 1);
         let policy = Policy::no_affinity();
         let mut local = Local::new(0, &policy, Needs::NOTHING, &CounterChoice::Detect, &nothing);
-        assert!(local.source.is_none() && nothing.model.is_none());
+        assert!(local.counting.is_none() && nothing.model.is_none());
         on_spawn(Needs::NOTHING, t, None);
-        local.begin_run(t);
+        local.begin_run();
         local.end_run(t);
         assert_eq!(ult_info(t, Needs::NOTHING).stamp, 0);
         assert_eq!(nothing.sources(), vec![None]);
@@ -408,7 +419,7 @@ mod tests {
         let mut local = Local::new(0, &policy, needs, &script, &affinity);
         on_spawn(needs, t, Some(64 << 10));
         for _ in 0..2 {
-            local.begin_run(t);
+            local.begin_run();
             local.end_run(t);
         }
         let info = ult_info(t, needs);

@@ -5,7 +5,7 @@ use crate::policy::{Needs, Policy};
 use crate::stack::{StackKind, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::sync::SpinPolicy;
 use crate::Runtime;
-use elite_affinity::{Topology, TopologyError};
+use elite_affinity::{ModelCache, Topology, TopologyError};
 use std::fmt;
 
 /// Most processors a runtime may have.
@@ -66,6 +66,8 @@ impl Default for RuntimeBuilder {
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub(crate) topology: Topology,
+    /// The cache the cache model describes (see `validate`).
+    pub(crate) model_cache: ModelCache,
     pub(crate) stack_size: usize,
     pub(crate) start_queue_limit: usize,
     pub(crate) node_start_queue_limit: usize,
@@ -249,6 +251,7 @@ impl RuntimeBuilder {
         if let SpinPolicy::Fixed(n) = self.spin_policy {
             range("spin_policy", n as usize, 0, 1_000_000)?;
         }
+        let mut model_cache = None;
         let topology = match (&self.topology, self.processors) {
             (Some(spec), n) => {
                 let t = Topology::synthetic(spec).map_err(BuildError::Topology)?;
@@ -265,9 +268,17 @@ impl RuntimeBuilder {
                 }
                 t
             }
-            (None, Some(n)) => Topology::detect().with_processors(n).map_err(BuildError::Topology)?,
+            (None, Some(n)) => {
+                let machine = Topology::detect();
+                model_cache = Some(machine.model_cache());
+                machine.with_processors(n).map_err(BuildError::Topology)?
+            }
             (None, None) => Topology::detect(),
         };
+        // The cache the policies' cache model describes: that of the topology, except that a
+        // subset of the machine's CPUs (`processors(n)`) would see a cache it shares with the
+        // rest of the machine (an L3) as private to it; the whole machine's choice holds.
+        let model_cache = model_cache.unwrap_or_else(|| topology.model_cache());
         // The ablation keeps one set of structures: one node holds every processor.
         let topology = if self.central && topology.num_nodes() > 1 {
             Topology::single_node(topology.num_processors()).map_err(BuildError::Topology)?
@@ -276,6 +287,7 @@ impl RuntimeBuilder {
         };
         Ok(Config {
             topology,
+            model_cache,
             stack_size: crate::stack::round_to_pages(self.stack_size),
             start_queue_limit: self.start_queue_limit,
             node_start_queue_limit: self.node_start_queue_limit,
@@ -346,5 +358,24 @@ impl std::error::Error for BuildError {
             BuildError::Thread(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With `processors(1)` the one processor is alone on the machine's shared caches; the cache
+    /// model must still describe the cache private to a core of the machine, not its L3.
+    #[test]
+    fn the_model_cache_is_the_machines() {
+        let machine = Topology::detect().model_cache();
+        for n in [1, 2, 3] {
+            let config = RuntimeBuilder::new().processors(n).validate().expect("valid");
+            assert_eq!(config.model_cache, machine, "processors({n})");
+        }
+        let config =
+            RuntimeBuilder::new().topology("1 node x 1 core, 64 KiB L2 per core").validate().expect("valid");
+        assert_eq!(config.model_cache.lines(), 1024, "a synthetic topology's own cache");
     }
 }

@@ -570,8 +570,8 @@ impl Processor {
             self.core().affinity.pause(j);
         }
         self.start_ult(t);
-        if let Some(j) = joiner {
-            self.core().affinity.resume(j);
+        if joiner.is_some() {
+            self.core().affinity.resume();
         }
         std::mem::forget(guard);
         // `exit` clears the mark when the child returned during this run.
@@ -679,7 +679,7 @@ impl Processor {
         let result = loop {
             self.current.set(Some(t));
             stats.switches.bump();
-            self.core().affinity.begin_run(t);
+            self.core().affinity.begin_run();
             let result = co.resume(());
             self.current.set(None);
             self.core().affinity.end_run(t);

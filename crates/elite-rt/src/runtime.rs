@@ -320,7 +320,7 @@ impl Runtime {
             })
             .collect();
         let affinity =
-            crate::affinity::Affinity::new(config.needs, &topo.model_cache(), topo.num_processors());
+            crate::affinity::Affinity::new(config.needs, &config.model_cache, topo.num_processors());
         let shared = Arc::new(Shared {
             config,
             affinity,

@@ -232,7 +232,7 @@ fn custom_hooks_see_wakers_and_keep_state() {
             "counting"
         }
         fn needs(&self) -> Needs {
-            Needs::STAMPS.with_run_hook()
+            Needs::STAMPS.with_run_hook().with_wakers()
         }
         fn priority(&self, ult: &UltInfo, _here: &ProcessorView<'_>) -> u64 {
             ult.state

@@ -85,7 +85,9 @@
 //!
 //! A policy may keep one word of its own per ULT ([`UltInfo::state`], 0 at spawn), which
 //! [`record_run`](Hooks::record_run) and [`wake_target`](Hooks::wake_target) may change; the
-//! waker's processor and, when the waker is a ULT, its [`UltInfo`] are in [`WakerInfo`].
+//! waker's processor and, when the waker is a ULT and the policy asks for it
+//! ([`Needs::with_wakers`]), its [`UltInfo`] are in [`WakerInfo`]: what a policy that adjusts
+//! affinities on synchronization events (ELiTE 3.3) needs.
 //!
 //! ```
 //! use elite_rt::policy::{Hooks, Needs, Policy, ProcessorView, UltInfo, WakerInfo};
@@ -260,6 +262,7 @@ impl std::error::Error for UnknownPolicy {}
 /// assert!(Needs::STAMPS.stamps && !Needs::STAMPS.misses);
 /// assert!(Needs::MISSES.stamps && Needs::MISSES.misses);
 /// assert!(Needs::NOTHING.with_run_hook().records());
+/// assert!(Needs::STAMPS.with_wakers().wakers);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -272,24 +275,31 @@ pub struct Needs {
     pub misses: bool,
     /// Call [`Hooks::record_run`] when a run ends.
     pub run_hook: bool,
+    /// Show the waking ULT to [`Hooks::wake_target`] ([`WakerInfo::ult`]).
+    pub wakers: bool,
 }
 
 impl Needs {
     /// Nothing: no per-run work at all (No Affinity).
-    pub const NOTHING: Needs = Needs { stamps: false, misses: false, run_hook: false };
+    pub const NOTHING: Needs = Needs { stamps: false, misses: false, run_hook: false, wakers: false };
     /// Run stamps (Virtual Time).
-    pub const STAMPS: Needs = Needs { stamps: true, misses: false, run_hook: false };
+    pub const STAMPS: Needs = Needs { stamps: true, ..Needs::NOTHING };
     /// Stamps and cache misses (Minimum Misses, Reload Transient).
-    pub const MISSES: Needs = Needs { stamps: true, misses: true, run_hook: false };
+    pub const MISSES: Needs = Needs { stamps: true, misses: true, ..Needs::NOTHING };
 
     /// These needs, plus a call of [`Hooks::record_run`] after each run.
     pub const fn with_run_hook(self) -> Needs {
         Needs { run_hook: true, ..self }
     }
 
+    /// These needs, plus the waking ULT's record in [`Hooks::wake_target`].
+    pub const fn with_wakers(self) -> Needs {
+        Needs { wakers: true, ..self }
+    }
+
     /// Whether the runtime keeps per-ULT records at all.
     pub const fn records(&self) -> bool {
-        self.stamps || self.misses || self.run_hook
+        self.stamps || self.misses || self.run_hook || self.wakers
     }
 }
 
@@ -396,7 +406,7 @@ pub struct WakerInfo {
     /// The waker's processor; `None` for a thread outside the runtime.
     pub processor: Option<usize>,
     /// The waking ULT, when a ULT wakes another from its own code (not a timer, an exit, or
-    /// an OS thread) and the policy [`Needs::records`].
+    /// an OS thread) and the policy [`Needs::wakers`].
     pub ult: Option<UltInfo>,
 }
 
