@@ -254,6 +254,11 @@ impl CacheModel {
     /// misses, and of the other lines expected to stay foreign through `misses` of its own.
     #[inline]
     pub fn decay(&self, misses: u64) -> f32 {
+        if misses < DIGIT as u64 {
+            // The common case on a scheduler's hot path (a run's misses, the foreign misses of
+            // a short wait): one lookup.
+            return self.decay[misses as usize];
+        }
         if misses >= DECAY_LIMIT {
             return 0.0;
         }

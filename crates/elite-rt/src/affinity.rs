@@ -15,6 +15,12 @@
 //! * Per runtime: [`Affinity`] — the cache model (built once, when the policy needs misses) and
 //!   the kind of source each processor opened, for [`Runtime::stats`](crate::Runtime::stats).
 //!
+//! A blocked ULT's record is complete before anyone can wake it: the loop updates it at the end
+//! of the run (`end_run`), before the switch's transition (the park action of the wait or join
+//! protocol) publishes the ULT with a release RMW; the waker reads it after the matching
+//! acquire. A ready ULT's record travels with it through the wake-up stack (release push,
+//! acquire drain) or a runqueue's lock.
+//!
 //! # Runs
 //!
 //! The processor loop calls [`Local::begin_run`] just before it resumes a ULT and
@@ -143,11 +149,10 @@ pub(crate) fn wake_target(
             waker_info = waker_info.with_ult(ult_info(by, needs));
         }
     }
-    let rec = &t.tcb().affinity;
     let mut state = info.state;
     let target = policy.hooks().wake_target(&info, &waker_info, &mut state);
-    if needs.records() {
-        rec.state.set(state);
+    if state != info.state {
+        t.tcb().affinity.state.set(state);
     }
     target
 }
@@ -230,6 +235,8 @@ static NO_PMU: Once = Once::new();
 pub(crate) struct Local {
     /// `needs.records()`: the check on every run's end.
     records: bool,
+    /// The needs are stamps alone (Virtual Time): a run's end is a stamp, inline.
+    stamps_only: bool,
     /// The counter source and the model, when the policy needs misses.
     counting: Option<Counting>,
     policy: Policy,
@@ -286,6 +293,7 @@ impl Local {
         }
         Local {
             records: needs.records(),
+            stamps_only: needs == Needs::STAMPS,
             counting,
             policy: policy.clone(),
             needs,
@@ -331,7 +339,12 @@ impl Local {
     #[inline(always)]
     pub(crate) fn end_run(&mut self, t: TcbRef) {
         if self.records {
-            self.record(t);
+            if self.stamps_only {
+                self.vtime += 1;
+                t.tcb().affinity.stamp.set(self.vtime);
+            } else {
+                self.record(t);
+            }
         }
     }
 

@@ -7,77 +7,98 @@
 //! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies |
 //! | `synthetic_1024` (`--cachegrind`) | simulated last-level misses of one run | ll_misses | 1 | the four policies |
 //!
-//! `elite/<policy>` is the elite runtime built with `.policy(<policy>)` (and the default counter
-//! source: the hardware counter where there is one, the estimator otherwise).
-//! `--policy NAME` (repeatable) keeps only the named policies.
+//! `elite/<policy>` is the elite runtime built with `.policy(<policy>)` and the default counter
+//! source (the hardware counter where there is one, the estimator otherwise; on the build
+//! machines, which have no PMU, the estimator driven by the footprints the ULTs declare).
+//! `--policy NAME` (repeatable) keeps only the named policies; `--bench NAME` only that bench.
 //!
 //! # The workload
 //!
-//! 1024 ULTs in 16 groups of 64. ULT `i` owns working set `i`: `lines` cache lines (1024 lines,
-//! 64 KiB, in `synthetic_1024`; 16 lines, 1 KiB, in `no_locality`) holding one random cycle
-//! through all of them (each line's first word is the index of the next line; Sattolo's
-//! algorithm, a fixed seed per set). Each ULT declares its working set's size
-//! ([`elite_rt::Builder::footprint`]) and loops `iterations` times:
+//! 1024 ULTs in groups of 48 (21 groups, and a last one of 16). ULT `i` owns working set `i`:
+//! `lines` cache lines (1024 lines, 64 KiB, in `synthetic_1024`; 16 lines, 1 KiB, in
+//! `no_locality`) holding one random cycle through all of them (each line's first word is the
+//! index of the next line; Sattolo's algorithm, a fixed seed per set). Each ULT declares its
+//! working set's size ([`elite_rt::Builder::footprint`]) and loops `iterations` times:
 //!
-//! 1. **sweep**: follow the cycle once around, `lines` dependent loads, summing the indices;
-//! 2. **synchronize with its group**: the last of the group's 64 ULTs to arrive releases the
-//!    others, **in index order**, one `Semaphore` each, and goes on; the others block on their
+//! 1. **sweep**: follow the cycle once around from line 0, `lines` dependent loads, summing the
+//!    indices visited;
+//! 2. **synchronize with its group**: the last of the group to arrive releases the others,
+//!    **in index order**, one `Semaphore` each, and goes on; the others block on their
 //!    semaphore until released.
 //!
-//! The answer is the sum of every sweep's sum, `ults × iterations × lines(lines - 1)/2`; one
-//! operation is one synchronization (one sweep plus one arrival), timed from the first spawn to
-//! the last join; the rate is synchronizations per second.
+//! The answer is the sum of every sweep's sum, `ults × iterations × lines(lines - 1)/2`. One
+//! operation is one synchronization (a sweep and an arrival), timed from the first spawn to the
+//! last join; the rate is synchronizations per second. Each sample is a fresh runtime that first
+//! runs the workload untimed for one iteration (its stacks and TCBs come from the pools after
+//! that), then the timed pass: 64 iterations in `synthetic_1024` (a group's first round reads its
+//! working sets from memory whatever the policy; more rounds make the steady state dominate),
+//! 300 in `no_locality`. `--quick` runs 256 ULTs for 2 iterations, and 30 in `no_locality`: it
+//! checks the answers, its rates mean little.
 //!
 //! ## Why this pattern, and why the policies differ on it
 //!
-//! *Working sets.* The build machines' cores have a private 2 MiB L2 (32 working sets of 64 KiB)
-//! and a large shared L3, so on the wall clock only L2 residency matters. A sequential sweep
-//! would be hidden by the hardware prefetchers whatever the policy; a dependent walk through a
-//! random cycle is not: each load waits for the previous one, an L2 hit (about 16 cycles) or a
-//! miss to L3 (several times that). A group's 64 working sets (4 MiB) do not fit in the L2, so
-//! a group run in the same order every round misses on every line (the classic LRU cycle),
-//! while a group run in the reverse of the order of its previous round finds its last ~30
-//! working sets still cached.
+//! *Working sets.* The build machines' cores have a private 2 MiB L2, 32 working sets of 64 KiB.
+//! A sequential sweep would be hidden by the hardware prefetchers whatever the policy; a
+//! dependent walk through a random cycle is not: each load waits for the previous one, so an L2
+//! hit or a miss to the shared L3 (or memory) is paid in full, and only where the working set
+//! sits decides the time. A group's 48 working sets (3 MiB) do not fit in the L2: a group run
+//! in the same order every round (a cycle longer than the cache) misses on every line, while a
+//! group run in the reverse of the order of its previous round finds the ~30 working sets that
+//! ran last still in the L2. A group of 48 rather than 64 makes those ~30 more than half of it;
+//! one of 32 or fewer would fit in the L2, and every order would hit.
 //!
 //! *Synchronization.* LIFO (No Affinity) and most-recently-run order differ only when the order
-//! in which ULTs become ready differs from how recently they ran. A group's release makes 63
-//! ULTs ready at once, in index order, whatever order they ran in:
+//! in which ULTs become ready differs from how recently they ran. A group's release makes its
+//! other 47 ULTs ready at once, in index order, whatever order they ran in (a barrier that woke
+//! its waiters in arrival order would let LIFO run them most recent first):
 //!
-//! - **No Affinity** runs the last released first: the same reverse-index order every round,
-//!   so each ULT's data was evicted by the 63 others since its last sweep: every sweep misses.
+//! - **No Affinity** runs the last released first: the same reverse-index order every round, so
+//!   each ULT's data has been evicted by the other 47 since its last sweep.
 //! - **Virtual Time** runs the most recently run first: each round reverses the previous one,
-//!   and the ~30 ULTs that ran last find their data in L2; about half the sweeps hit.
+//!   and the ULTs that ran last find their data in L2.
 //! - **Reload Transient** orders by the expected reload transient, which (from the footprints
 //!   the ULTs declared) grows with the misses counted since a ULT's run ended: the same order as
-//!   Virtual Time, for a little more bookkeeping per run.
-//! - **Minimum Misses** runs the fewest misses in the last run first. Here every ULT behaves
+//!   Virtual Time, for more bookkeeping per run.
+//! - **Minimum Misses** runs the fewest misses in the last run first. Every ULT here behaves
 //!   alike, so the misses of the last run say nothing about what is cached now: the estimates
-//!   tie or favour the ULTs whose data was hot *last* round, which ran early and are now the
-//!   coldest. It does no better than No Affinity (ELiTE: it "performs quite well in cases with
-//!   homogeneous execution behaviour" when its counts come from hardware; its key still looks
-//!   at the last run only).
+//!   tie (ties run in the order the ULTs were made ready, a cycle) or favour the ULTs whose data
+//!   was hot in the *previous* round, which ran early in it and are the coldest now. It does no
+//!   better than No Affinity; ELiTE found it good "in cases with homogeneous execution
+//!   behaviour" with hardware counts, but its key looks at the last run only.
 //!
 //! Every elite policy runs one group to its end before the next (a released group's ULTs are
-//! the newest and most recently run entries, and the next group's ULTs are still on the
-//! start-queue), so only 4 MiB of working sets are in play at a time. **Go** (goroutines, one
+//! the newest and the most recently run entries, and the next group's ULTs are still on the
+//! start-queue), so only 3 MiB of working sets are in play at a time. **Go** (goroutines, one
 //! capacity-1 channel per goroutine as its semaphore, an atomic arrival count per group: the same
-//! protocol) runs ready goroutines first in, first out behind its `runnext` slot, so released
-//! groups queue behind all the others and it cycles through all 64 MiB: it is the
-//! locality-unaware peer.
+//! protocol) runs ready goroutines first in, first out behind its `runnext` slot, so a released
+//! group queues behind the others and Go cycles through all 64 MiB, reading every working set
+//! from memory in every round: it is the locality-unaware peer. Its rate does not depend on the
+//! iteration count (every round is the same), so Go runs 4 iterations instead of 64 (a Go pass
+//! of 64 takes seconds, and each sample runs two).
+//!
+//! With 2 processors each has its own L2; a group's ULTs spread over both, a release wakes some
+//! of them on the other processor, and an idle processor steals the low-affinity half of the
+//! other's runqueue. Virtual Time and Reload Transient still keep more of each group's working
+//! sets cached than No Affinity, by less than on one processor.
 //!
 //! `no_locality` is the same pattern with 1 KiB working sets: all of them (1 MiB) fit in the L2,
-//! nothing a policy does can save a miss, and the bench measures what each policy's bookkeeping
-//! costs per synchronization.
+//! and no order saves an L2 miss. It measures what each policy's bookkeeping costs per
+//! synchronization (a few nanoseconds of treap and stamps for Virtual Time; two counter-source
+//! calls and the cache model's update per run for Minimum Misses and Reload Transient, and a
+//! model lookup per enqueue for the latter). One group's 48 KiB is the size of the L1, so the
+//! order still shows a little there: Virtual Time and Reload Transient regain part of their
+//! cost in L1 hits.
 //!
 //! ## Simulated misses (`--cachegrind`)
 //!
 //! With `--cachegrind` the suite adds a `synthetic_1024` bench of metric `ll_misses`: for each
 //! policy, `valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64` runs
-//! `elite-bench affinity-probe synthetic_1024 <policy>` (one pass at 1 processor, with fewer
-//! iterations, [`PROBE_ITERATIONS`]) and the row reports the "LL misses" of its summary (all of
-//! the process: building the working sets writes 64 MiB, about 1 M misses, the same for every
-//! policy). The probe checks its answer; the counts are deterministic, so each runs once. The
-//! same command by hand, for one policy:
+//! `elite-bench affinity-probe synthetic_1024 <policy>` (one pass of 1024 ULTs at 1 processor,
+//! [`PROBE_ITERATIONS`] iterations, no warm-up) and the row reports the `LL misses` of its
+//! summary: the whole process, including building the working sets (64 MiB written, about 1 M
+//! misses, the same for every policy). The probe checks its answer; the counts are
+//! deterministic, so each policy runs once (a few seconds each). The same by hand, for one
+//! policy:
 //!
 //! ```text
 //! cargo build --release -p elite-bench
@@ -192,7 +213,7 @@ const SYNTHETIC: Shape = Shape {
     bench: "synthetic_1024",
     group: GROUP,
     lines: 1024,
-    full: Sizes { ults: 1024, iterations: 32, go_iterations: 4 },
+    full: Sizes { ults: 1024, iterations: 64, go_iterations: 4 },
     quick: Sizes { ults: 256, iterations: 2, go_iterations: 2 },
 };
 
