@@ -256,7 +256,11 @@ fn run(options: &Options) -> ExitCode {
     if !options.benches.is_empty() {
         let names: Vec<&str> = benches.iter().map(|b| b.name).collect();
         if let Some(unknown) = options.benches.iter().find(|n| !names.contains(&n.as_str())) {
-            eprintln!("elite-bench: suite `{}` has no bench `{unknown}`; it has: {}", options.suite.name, names.join(", "));
+            eprintln!(
+                "elite-bench: suite `{}` has no bench `{unknown}`; it has: {}",
+                options.suite.name,
+                names.join(", ")
+            );
             return ExitCode::from(2);
         }
         benches.retain(|b| options.benches.iter().any(|n| n == b.name));
@@ -311,9 +315,10 @@ mod tests {
 
     #[test]
     fn policies_and_benches_are_parsed() {
-        let options = parse_args(&args(&["affinity", "--policy", "virtual-time", "--bench", "no_locality", "--quick"]))
-            .expect("valid")
-            .expect("not help");
+        let options =
+            parse_args(&args(&["affinity", "--policy", "virtual-time", "--bench", "no_locality", "--quick"]))
+                .expect("valid")
+                .expect("not help");
         assert_eq!(options.suite.name, "affinity");
         assert_eq!(options.policies.iter().map(|p| p.name()).collect::<Vec<_>>(), ["virtual-time"]);
         assert_eq!(options.benches, ["no_locality"]);
