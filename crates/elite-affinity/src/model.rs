@@ -169,7 +169,9 @@ pub struct CacheModel {
     /// `lines` as `f32`.
     n: f32,
     /// Three tables of `DIGIT` entries: `(1 - 1/N)^(d << (10 i))` for digit `d` of table `i`.
-    decay: Box<[f32]>,
+    /// A fixed-size array, so that the masked indices of [`decay`](Self::decay) need no bounds
+    /// checks.
+    decay: Box<[f32; 3 * DIGIT]>,
     /// `H(x)` at the grid points of [`harmonic_index`].
     harmonic: Box<[f32]>,
 }
@@ -204,21 +206,16 @@ impl CacheModel {
         }
         let n = lines as f64;
         let ln_q = (-1.0 / n).ln_1p();
-        let mut decay = Vec::with_capacity(3 * DIGIT);
-        for table in 0..3 {
-            let unit = (1u64 << (DIGIT_BITS * table)) as f64;
-            decay.extend((0..DIGIT).map(|d| (d as f64 * unit * ln_q).exp() as f32));
+        let mut decay = Box::new([0f32; 3 * DIGIT]);
+        for (i, entry) in decay.iter_mut().enumerate() {
+            let (table, digit) = (i / DIGIT, i % DIGIT);
+            let unit = (1u64 << (DIGIT_BITS as usize * table)) as f64;
+            *entry = (digit as f64 * unit * ln_q).exp() as f32;
         }
         let top = 63 - lines.leading_zeros() as usize; // floor(log2 N)
         let len = STEPS * (top + 2) + 1;
         let harmonic = (0..len).map(|i| closed_form::harmonic(grid_point(i)) as f32).collect();
-        Ok(CacheModel {
-            lines: lines as u32,
-            line_size,
-            n: lines as f32,
-            decay: decay.into_boxed_slice(),
-            harmonic,
-        })
+        Ok(CacheModel { lines: lines as u32, line_size, n: lines as f32, decay, harmonic })
     }
 
     /// The model of `cache` (its [`lines`](crate::ModelCache::lines) and line size), usually
@@ -257,6 +254,11 @@ impl CacheModel {
     /// misses, and of the other lines expected to stay foreign through `misses` of its own.
     #[inline]
     pub fn decay(&self, misses: u64) -> f32 {
+        if misses < DIGIT as u64 {
+            // The common case on a scheduler's hot path (a run's misses, the foreign misses of
+            // a short wait): one lookup.
+            return self.decay[misses as usize];
+        }
         if misses >= DECAY_LIMIT {
             return 0.0;
         }

@@ -29,6 +29,9 @@ type params struct {
 
 	threads   int // sync: goroutines taking part (n is the total over all of them)
 	seedEvery int // sync_peak: one token starts on every seedEvery-th channel of the ring
+
+	group int // affinity: goroutines per synchronization group
+	ws    int // affinity: bytes of each goroutine's working set
 }
 
 // workload runs one pass and returns the time taken by the operations and the answer.
@@ -52,6 +55,8 @@ func main() {
 	fibN := flag.Int("fib", 30, "fib: the argument")
 	threads := flag.Int("threads", 1, "sync: goroutines taking part; n is their total operations")
 	seedEvery := flag.Int("seed_every", 4, "sync_peak: a token starts on every seed_every-th channel")
+	group := flag.Int("group", 64, "affinity: goroutines per synchronization group")
+	ws := flag.Int("ws", 65536, "affinity: bytes of each goroutine's working set (a multiple of 64)")
 	flag.Parse()
 
 	key := *suite + "/" + *bench
@@ -65,8 +70,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unknown bench %q; valid: %v\n", key, names)
 		os.Exit(2)
 	}
-	if *n <= 0 || *reps <= 0 || *warmup < 0 || *procs <= 0 || *threads <= 0 || *seedEvery <= 0 {
-		fmt.Fprintln(os.Stderr, "-n, -reps, -procs, -threads and -seed_every must be positive, -warmup not negative")
+	if *n <= 0 || *reps <= 0 || *warmup < 0 || *procs <= 0 || *threads <= 0 || *seedEvery <= 0 || *group <= 0 || *ws < 64 {
+		fmt.Fprintln(os.Stderr, "-n, -reps, -procs, -threads, -seed_every and -group must be positive, -ws at least 64, -warmup not negative")
+		os.Exit(2)
+	}
+	if *ws%64 != 0 {
+		fmt.Fprintln(os.Stderr, "-ws must be a multiple of 64")
 		os.Exit(2)
 	}
 	if *n%*threads != 0 {
@@ -74,7 +83,7 @@ func main() {
 		os.Exit(2)
 	}
 	runtime.GOMAXPROCS(*procs)
-	p := params{n: *n, procs: *procs, cutoff: *cutoff, fibN: *fibN, threads: *threads, seedEvery: *seedEvery}
+	p := params{n: *n, procs: *procs, cutoff: *cutoff, fibN: *fibN, threads: *threads, seedEvery: *seedEvery, group: *group, ws: *ws}
 	for i := 0; i < *warmup; i++ {
 		w(p)
 	}

@@ -38,6 +38,12 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// A sample of a [`Metric::Count`] bench: `count` (for example simulated cache misses)
+    /// travels in the `ns_per_op` field.
+    pub fn count(count: u64, answer: u64) -> Sample {
+        Sample { ns_per_op: count as f64, answer }
+    }
+
     /// The sample of a pass of `ops` operations that took `elapsed` and answered `answer`.
     pub fn per_op(elapsed: Duration, ops: u64, answer: u64) -> Sample {
         Sample { ns_per_op: elapsed.as_nanos() as f64 / ops.max(1) as f64, answer }
@@ -117,6 +123,9 @@ pub struct Contender {
     pub expected: u64,
     /// The workload; each call is one sample.
     pub workload: Workload,
+    /// Run once, in the first measured round only (no warm-up): for deterministic measurements
+    /// such as simulated cache misses, which repetition would only make slower.
+    pub once: bool,
 }
 
 impl Contender {
@@ -127,7 +136,13 @@ impl Contender {
         expected: u64,
         workload: impl FnMut() -> Result<Sample, String> + 'static,
     ) -> Contender {
-        Contender { system, params, expected, workload: Box::new(workload) }
+        Contender { system, params, expected, workload: Box::new(workload), once: false }
+    }
+
+    /// This contender, run only once (see [`Contender::once`](Contender#structfield.once)).
+    pub fn run_once_only(mut self) -> Contender {
+        self.once = true;
+        self
     }
 }
 
@@ -145,6 +160,9 @@ pub enum Metric {
     /// A ratio of two rows of the same bench, derived after the run (see
     /// [`Target::WithinOfBest`]); lower is better; the name is the JSON metric.
     Ratio(&'static str),
+    /// A count per run, such as simulated cache misses (see [`Sample::count`]); lower is
+    /// better; the name is the JSON metric (`ll_misses`).
+    Count(&'static str),
 }
 
 impl Metric {
@@ -153,14 +171,14 @@ impl Metric {
         match self {
             Metric::NsPerOp => "ns_per_op",
             Metric::OpsPerSec | Metric::OpsPerSecPerProcessor => "ops_per_sec",
-            Metric::Ratio(name) => name,
+            Metric::Ratio(name) | Metric::Count(name) => name,
         }
     }
 
     /// The value a row records for `sample`, measured with `processors` processors.
     fn value(self, sample: &Sample, processors: usize) -> f64 {
         match self {
-            Metric::NsPerOp | Metric::Ratio(_) => sample.ns_per_op,
+            Metric::NsPerOp | Metric::Ratio(_) | Metric::Count(_) => sample.ns_per_op,
             Metric::OpsPerSec => 1e9 / sample.ns_per_op,
             Metric::OpsPerSecPerProcessor => 1e9 / sample.ns_per_op / processors.max(1) as f64,
         }
@@ -169,7 +187,7 @@ impl Metric {
     /// `value` as a cost: lower is better whatever the metric (a time, or the inverse of a rate).
     fn cost(self, value: f64) -> f64 {
         match self {
-            Metric::NsPerOp | Metric::Ratio(_) => value,
+            Metric::NsPerOp | Metric::Ratio(_) | Metric::Count(_) => value,
             Metric::OpsPerSec | Metric::OpsPerSecPerProcessor => 1.0 / value,
         }
     }
@@ -183,13 +201,16 @@ impl Metric {
                 rate_unit(value, ["op/s/proc", "kop/s/proc", "Mop/s/proc", "Gop/s/proc"])
             }
             Metric::Ratio(_) => (1.0, "x"),
+            Metric::Count(_) => rate_unit(value, ["", "k", "M", "G"]),
         }
     }
 
-    /// The unit column of the report for values near `value` (`ns/op`, `Mop/s`, `x`).
+    /// The unit column of the report for values near `value` (`ns/op`, `Mop/s`, `x`, `M
+    /// ll_misses`).
     fn column_unit(self, value: f64) -> String {
         match self {
             Metric::NsPerOp => format!("{}/op", time_unit(value).1),
+            Metric::Count(name) => format!("{} {name}", self.unit(value).1).trim_start().to_string(),
             _ => self.unit(value).1.to_string(),
         }
     }
@@ -198,6 +219,10 @@ impl Metric {
     fn format(self, value: f64) -> String {
         match self {
             Metric::Ratio(_) => format_ratio(value),
+            Metric::Count(name) => {
+                let (scale, unit) = self.unit(value);
+                format!("{}{unit} {name}", three_digits(value / scale))
+            }
             _ => {
                 let (scale, unit) = self.unit(value);
                 format!("{} {unit}", three_digits(value / scale))
@@ -255,6 +280,55 @@ pub enum Target {
         /// The JSON metric name of the derived row.
         metric: &'static str,
     },
+    /// The median of `subject` divided by the median of `baseline`, in the bench's metric (a
+    /// rate's ratio for a rate, a count's for a count), rows at `processors` only, is within
+    /// `bound`: `best of a, b: a = 1.45x base (target >= 1.3x: met)`.
+    Relative {
+        /// The rows judged.
+        subject: Subject,
+        /// The system they are compared with.
+        baseline: &'static str,
+        /// The processor count of every row compared.
+        processors: usize,
+        /// The bound on each ratio.
+        bound: Bound,
+    },
+}
+
+/// The rows a [`Target::Relative`] judges.
+#[derive(Clone, Copy, Debug)]
+pub enum Subject {
+    /// The best of these systems (by median, in the bench's metric).
+    Best(&'static [&'static str]),
+    /// Each of these systems.
+    Each(&'static [&'static str]),
+}
+
+/// The bound of a [`Target::Relative`] on the ratio of medians.
+#[derive(Clone, Copy, Debug)]
+pub enum Bound {
+    /// At least this ratio.
+    AtLeast(f64),
+    /// At most this ratio.
+    AtMost(f64),
+}
+
+impl Bound {
+    /// Whether `ratio` is within the bound.
+    fn holds(self, ratio: f64) -> bool {
+        match self {
+            Bound::AtLeast(b) => ratio >= b,
+            Bound::AtMost(b) => ratio <= b,
+        }
+    }
+
+    /// `>= 1.3x`, `<= 0.7x`.
+    fn describe(self) -> String {
+        match self {
+            Bound::AtLeast(b) => format!(">= {}", format_ratio(b)),
+            Bound::AtMost(b) => format!("<= {}", format_ratio(b)),
+        }
+    }
 }
 
 /// One workload measured on several systems.
@@ -481,7 +555,7 @@ fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> Benc
         for (contender, row) in contenders.iter_mut().zip(&mut rows) {
             progress.show(name, contender.system, round);
             progress.done += 1;
-            if row.failure.is_some() {
+            if row.failure.is_some() || (contender.once && round != 1) {
                 continue;
             }
             watchdog.enter(format!(
@@ -786,6 +860,9 @@ fn target_part(bench: &BenchResult, target: &Target) -> String {
                 ),
             }
         }
+        Target::Relative { subject, baseline, processors, bound } => {
+            relative_part(bench, subject, baseline, processors, bound)
+        }
         Target::WithinOfBest { system, others, tag, times, metric: name } => {
             let scope = format!("{} {}", tag.0, tag.1);
             let row = bench.rows.iter().find(|r| {
@@ -804,6 +881,64 @@ fn target_part(bench: &BenchResult, target: &Target) -> String {
                 _ => format!("{scope}: {system} failed"),
             }
         }
+    }
+}
+
+/// The part of a bench's target line for a [`Target::Relative`].
+fn relative_part(
+    bench: &BenchResult,
+    subject: Subject,
+    baseline: &str,
+    processors: usize,
+    bound: Bound,
+) -> String {
+    let median = |system: &str| {
+        bench
+            .rows
+            .iter()
+            .find(|r| r.system == system && r.metric == bench.metric && r.params.processors == processors)
+            .map(Row::median)
+    };
+    let at = at_processors(processors);
+    let target = format!("target {}", bound.describe());
+    let base = match median(baseline) {
+        None => return format!("{baseline}{at} skipped"),
+        Some(None) => return format!("{baseline}{at} failed"),
+        Some(Some(base)) => base,
+    };
+    let (names, best) = match subject {
+        Subject::Best(names) => (names, true),
+        Subject::Each(names) => (names, false),
+    };
+    let mut judged: Vec<(&str, f64)> = Vec::new();
+    for &name in names {
+        match median(name) {
+            None => {}
+            Some(None) => return format!("{name}{at} failed"),
+            Some(Some(value)) => judged.push((name, value)),
+        }
+    }
+    if judged.is_empty() {
+        return format!("{}{at} skipped", names.join(", "));
+    }
+    if best {
+        let metric = bench.metric;
+        let Some(&(name, value)) = judged.iter().min_by(|a, b| metric.cost(a.1).total_cmp(&metric.cost(b.1)))
+        else {
+            return format!("{}{at} skipped", names.join(", "));
+        };
+        let ratio = value / base;
+        format!(
+            "best of {}{at}: {name} = {} {baseline} ({target}: {})",
+            names.join(", "),
+            format_ratio(ratio),
+            verdict(bound.holds(ratio))
+        )
+    } else {
+        let ratios: Vec<String> =
+            judged.iter().map(|(name, value)| format!("{name} = {}", format_ratio(value / base))).collect();
+        let met = judged.iter().all(|(_, value)| bound.holds(value / base));
+        format!("vs {baseline}{at}: {} ({target} each: {})", ratios.join(", "), verdict(met))
     }
 }
 

@@ -1,7 +1,8 @@
 //! # elite-bench: elite and its peers, measured in the same run
 //!
 //! ```text
-//! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick]
+//! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick] [--bench NAME]...
+//! cargo run --release -p elite-bench -- affinity [--policy NAME]... [--cachegrind]
 //! ```
 //!
 //! The machines we build on are shared 2-core virtual machines whose absolute speed drifts, so
@@ -15,6 +16,8 @@
 //! target that is a ratio of two rows of one round can also add a derived row to its bench (see
 //! [`harness::Target::WithinOfBest`]). A wrong answer, an error or a panic marks the row failed
 //! (`ok: false`, no time reported) and the command exits with status 1 once everything has run.
+//! A contender whose measurement is deterministic (simulated cache misses, metric `ll_misses`)
+//! runs once, in the first measured round, without a warm-up.
 //!
 //! The output is a table on stdout (bench, system, processors, median, min, max, unit, ok), one
 //! line per bench comparing elite with its peers against the bench's targets (a missed target
@@ -85,6 +88,28 @@
 //!   or long (~5 µs) critical section, under each spin policy: elite/adaptive, elite/spin,
 //!   elite/block; plus, per regime, a `ratio_to_best_fixed` row. Answer: the counter.
 //!
+//! ## Suite `affinity`
+//!
+//! The cache-affinity policies of ELiTE section 3.1 on the synthetic workload of section 3.2;
+//! systems `elite/no-affinity`, `elite/virtual-time`, `elite/minimum-misses`,
+//! `elite/reload-transient` (the runtime built with that policy) and `go`. See
+//! [`suites::affinity`] for the workload, why each policy wins or loses on it, and the targets.
+//!
+//! - `synthetic_1024` (`ops_per_sec`, 1 and 2 processors): 1024 ULTs in groups of 48, each
+//!   walking a private 64 KiB working set (dependent loads) between synchronizations with its
+//!   group. Answer: the sum of every walk.
+//! - `no_locality` (`ops_per_sec`, 1 and 2 processors): the same with 1 KiB working sets; what
+//!   each policy's bookkeeping costs.
+//! - with `--cachegrind`, `synthetic_1024` (`ll_misses`, 1 processor): the last-level misses
+//!   cachegrind simulates for a 2 MiB cache (`--LL=2097152,16,64`) while
+//!   `elite-bench affinity-probe synthetic_1024 <policy>` runs one pass; skipped, with a line
+//!   saying so, without `valgrind`.
+//!
+//! `--policy NAME` (repeatable) keeps only the named policies; an unknown name is an error that
+//! lists the valid ones. `elite-bench affinity-probe <bench> <policy> [--quick]` runs one pass
+//! of an affinity workload at 1 processor and prints its sample line: the command to run under
+//! cachegrind (or callgrind) by hand.
+//!
 //! ## Adding a suite
 //!
 //! A suite is one module under `src/suites/` with a `benches` function returning
@@ -107,14 +132,26 @@ struct Options {
     json: Option<String>,
     /// Shrink the sizes (`--quick`).
     quick: bool,
+    /// `--policy NAME`, repeatable: the scheduling policies of suite `affinity`.
+    policies: Vec<elite_rt::policy::Policy>,
+    /// `--cachegrind`: suite `affinity` adds its simulated-cache-miss bench.
+    cachegrind: bool,
+    /// `--bench NAME`, repeatable: only these benches of the suite.
+    benches: Vec<String>,
 }
 
-const USAGE: &str = "usage: elite-bench <suite> [--json FILE|-] [--quick]";
+const USAGE: &str = concat!(
+    "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
+    "       elite-bench affinity-probe <bench> <policy> [--quick]"
+);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(peers::may::CHILD_COMMAND) {
         return peers::may::child_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(suites::affinity::PROBE_COMMAND) {
+        return suites::affinity::probe_main(&args[1..]);
     }
     match parse_args(&args) {
         Ok(Some(options)) => run(&options),
@@ -135,8 +172,12 @@ fn valid_choices() -> String {
     format!(
         "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout)\n        \
          --quick       shrunken sizes, the whole suite in well under a minute\n        \
+         --bench NAME  only this bench of the suite; repeatable\n        \
+         --policy NAME (affinity) only this scheduling policy; repeatable; one of {}\n        \
+         --cachegrind  (affinity) add the simulated last-level misses of each policy (needs valgrind)\n        \
          --help        this text",
-        names.join(", ")
+        names.join(", "),
+        elite_rt::policy::Policy::NAMES.join(", ")
     )
 }
 
@@ -145,11 +186,25 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     let mut suite = None;
     let mut json = None;
     let mut quick = false;
+    let mut policies = Vec::new();
+    let mut cachegrind = false;
+    let mut benches = Vec::new();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--help" | "-h" => return Ok(None),
             "--quick" => quick = true,
+            "--cachegrind" => cachegrind = true,
+            "--bench" => match rest.next() {
+                Some(name) if !name.starts_with('-') => benches.push(name.clone()),
+                _ => return Err("--bench needs a bench name".into()),
+            },
+            "--policy" => match rest.next() {
+                Some(name) => {
+                    policies.push(name.parse::<elite_rt::policy::Policy>().map_err(|e| e.to_string())?)
+                }
+                None => return Err("--policy needs a policy name".into()),
+            },
             "--json" => match rest.next() {
                 // `--json --quick` is a forgotten file name, not a file called `--quick`.
                 Some(path) if path == "-" || !(path.is_empty() || path.starts_with('-')) => {
@@ -173,7 +228,10 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
         }
     }
     let suite = suite.ok_or_else(|| "no suite given".to_string())?;
-    Ok(Some(Options { suite, json, quick }))
+    if (!policies.is_empty() || cachegrind) && suite.name != "affinity" {
+        return Err("--policy and --cachegrind belong to suite `affinity`".into());
+    }
+    Ok(Some(Options { suite, json, quick, policies, cachegrind, benches }))
 }
 
 /// Runs the suite, prints the report, writes the JSON document; returns the exit status.
@@ -184,6 +242,8 @@ fn run(options: &Options) -> ExitCode {
         if json_to_stdout { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
     let machine = machine::Machine::detect();
     let mut context = suites::Context::new(options.quick, machine.cpus);
+    context.policies = options.policies.clone();
+    context.cachegrind = options.cachegrind;
     // Report write errors (a closed pipe) are not worth failing a run for.
     let _ = writeln!(
         report,
@@ -192,7 +252,19 @@ fn run(options: &Options) -> ExitCode {
         if options.quick { " --quick" } else { "" },
         machine.describe()
     );
-    let benches = (options.suite.benches)(&mut context);
+    let mut benches = (options.suite.benches)(&mut context);
+    if !options.benches.is_empty() {
+        let names: Vec<&str> = benches.iter().map(|b| b.name).collect();
+        if let Some(unknown) = options.benches.iter().find(|n| !names.contains(&n.as_str())) {
+            eprintln!(
+                "elite-bench: suite `{}` has no bench `{unknown}`; it has: {}",
+                options.suite.name,
+                names.join(", ")
+            );
+            return ExitCode::from(2);
+        }
+        benches.retain(|b| options.benches.iter().any(|n| n == b.name));
+    }
     for note in &context.notes {
         let _ = writeln!(report, "{note}");
     }
@@ -230,5 +302,38 @@ fn write_json(path: &str, document: &serde_json::Value) -> std::io::Result<()> {
         out.flush()
     } else {
         std::fs::write(path, text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn policies_and_benches_are_parsed() {
+        let options =
+            parse_args(&args(&["affinity", "--policy", "virtual-time", "--bench", "no_locality", "--quick"]))
+                .expect("valid")
+                .expect("not help");
+        assert_eq!(options.suite.name, "affinity");
+        assert_eq!(options.policies.iter().map(|p| p.name()).collect::<Vec<_>>(), ["virtual-time"]);
+        assert_eq!(options.benches, ["no_locality"]);
+        assert!(options.quick && !options.cachegrind);
+    }
+
+    #[test]
+    fn an_unknown_policy_lists_the_valid_ones() {
+        let err = parse_args(&args(&["affinity", "--policy", "fifo"])).err().expect("an error");
+        assert!(err.contains("unknown policy `fifo`"), "{err}");
+        for name in elite_rt::policy::Policy::NAMES {
+            assert!(err.contains(name), "{err}");
+        }
+        let err = parse_args(&args(&["micro", "--policy", "virtual-time"])).err().expect("an error");
+        assert!(err.contains("suite `affinity`"), "{err}");
+        assert!(parse_args(&args(&["affinity", "--policy"])).is_err());
     }
 }

@@ -1,13 +1,13 @@
 //! Building a runtime: the [`RuntimeBuilder`], its validation, and [`BuildError`].
 
+use crate::affinity::CounterChoice;
 use crate::panics::{DetachedPanic, DetachedPanicHook};
-use crate::policy::{NoAffinity, Policy};
+use crate::policy::{Needs, Policy};
 use crate::stack::{StackKind, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::sync::SpinPolicy;
 use crate::Runtime;
-use elite_affinity::{Topology, TopologyError};
+use elite_affinity::{ModelCache, Topology, TopologyError};
 use std::fmt;
-use std::sync::Arc;
 
 /// Most processors a runtime may have.
 pub const MAX_PROCESSORS: usize = 4096;
@@ -34,7 +34,8 @@ pub struct RuntimeBuilder {
     node_stack_pool_limit: usize,
     spin_rounds: usize,
     stack_kind: StackKind,
-    policy: Arc<dyn Policy>,
+    policy: Policy,
+    counters: CounterChoice,
     pin: bool,
     spin_policy: SpinPolicy,
     central: bool,
@@ -54,7 +55,8 @@ impl Default for RuntimeBuilder {
             node_stack_pool_limit: 1024,
             spin_rounds: 64,
             stack_kind: StackKind::Guarded,
-            policy: Arc::new(NoAffinity),
+            policy: Policy::no_affinity(),
+            counters: CounterChoice::Detect,
             pin: true,
             spin_policy: SpinPolicy::Adaptive,
             central: false,
@@ -67,6 +69,8 @@ impl Default for RuntimeBuilder {
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub(crate) topology: Topology,
+    /// The cache the cache model describes (see `validate`).
+    pub(crate) model_cache: ModelCache,
     pub(crate) stack_size: usize,
     pub(crate) start_queue_limit: usize,
     pub(crate) node_start_queue_limit: usize,
@@ -75,9 +79,10 @@ pub(crate) struct Config {
     pub(crate) node_stack_pool_limit: usize,
     pub(crate) spin_rounds: usize,
     pub(crate) stack_kind: StackKind,
-    pub(crate) policy: Arc<dyn Policy>,
-    /// `policy.records_runs()`, asked once.
-    pub(crate) record_runs: bool,
+    pub(crate) policy: Policy,
+    /// `policy.hooks().needs()`, asked once.
+    pub(crate) needs: Needs,
+    pub(crate) counters: CounterChoice,
     pub(crate) pin: bool,
     pub(crate) spin_policy: SpinPolicy,
     pub(crate) central: bool,
@@ -86,7 +91,7 @@ pub(crate) struct Config {
 
 impl RuntimeBuilder {
     /// A builder with the defaults: one processor per CPU of the detected topology, 64 KiB guarded
-    /// stacks, the No Affinity policy.
+    /// stacks, the No Affinity policy, counters detected (used only by policies that need misses).
     pub fn new() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }
@@ -178,9 +183,30 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The scheduling policy (default [`NoAffinity`]).
-    pub fn policy(mut self, policy: impl Policy) -> Self {
-        self.policy = Arc::new(policy);
+    /// The scheduling policy (default [`Policy::no_affinity`]): a [`Policy`], for example parsed
+    /// from its name, or a policy type such as [`VirtualTime`](crate::policy::VirtualTime). See
+    /// [`policy`](crate::policy) for what each does and when to pick which.
+    ///
+    /// ```
+    /// use elite_rt::policy::{Policy, VirtualTime};
+    ///
+    /// let by_name: Policy = "reload-transient".parse()?;
+    /// let rt = elite_rt::Runtime::builder().processors(1).policy(by_name).build()?;
+    /// assert_eq!(rt.policy_name(), "reload-transient");
+    /// let rt = elite_rt::Runtime::builder().processors(1).policy(VirtualTime).build()?;
+    /// assert_eq!(rt.policy_name(), "virtual-time");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn policy(mut self, policy: impl Into<Policy>) -> Self {
+        self.policy = policy.into();
+        self
+    }
+
+    /// Where the cache misses of each run come from when the policy needs them (default
+    /// [`CounterChoice::Detect`]: the hardware counter, else the estimator). Ignored by policies
+    /// that need no misses: they open no source.
+    pub fn counters(mut self, counters: CounterChoice) -> Self {
+        self.counters = counters;
         self
     }
 
@@ -276,6 +302,7 @@ impl RuntimeBuilder {
         if let SpinPolicy::Fixed(n) = self.spin_policy {
             range("spin_policy", n as usize, 0, 1_000_000)?;
         }
+        let mut model_cache = None;
         let topology = match (&self.topology, self.processors) {
             (Some(spec), n) => {
                 let t = Topology::synthetic(spec).map_err(BuildError::Topology)?;
@@ -292,9 +319,17 @@ impl RuntimeBuilder {
                 }
                 t
             }
-            (None, Some(n)) => Topology::detect().with_processors(n).map_err(BuildError::Topology)?,
+            (None, Some(n)) => {
+                let machine = Topology::detect();
+                model_cache = Some(machine.model_cache());
+                machine.with_processors(n).map_err(BuildError::Topology)?
+            }
             (None, None) => Topology::detect(),
         };
+        // The cache the policies' cache model describes: that of the topology, except that a
+        // subset of the machine's CPUs (`processors(n)`) would see a cache it shares with the
+        // rest of the machine (an L3) as private to it; the whole machine's choice holds.
+        let model_cache = model_cache.unwrap_or_else(|| topology.model_cache());
         // The ablation keeps one set of structures: one node holds every processor.
         let topology = if self.central && topology.num_nodes() > 1 {
             Topology::single_node(topology.num_processors()).map_err(BuildError::Topology)?
@@ -303,6 +338,7 @@ impl RuntimeBuilder {
         };
         Ok(Config {
             topology,
+            model_cache,
             stack_size: crate::stack::round_to_pages(self.stack_size),
             start_queue_limit: self.start_queue_limit,
             node_start_queue_limit: self.node_start_queue_limit,
@@ -311,8 +347,9 @@ impl RuntimeBuilder {
             node_stack_pool_limit: self.node_stack_pool_limit,
             spin_rounds: self.spin_rounds,
             stack_kind: self.stack_kind,
-            record_runs: self.policy.records_runs(),
+            needs: self.policy.hooks().needs(),
             policy: self.policy,
+            counters: self.counters,
             pin: self.pin,
             spin_policy: self.spin_policy,
             central: self.central,
@@ -373,5 +410,24 @@ impl std::error::Error for BuildError {
             BuildError::Thread(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With `processors(1)` the one processor is alone on the machine's shared caches; the cache
+    /// model must still describe the cache private to a core of the machine, not its L3.
+    #[test]
+    fn the_model_cache_is_the_machines() {
+        let machine = Topology::detect().model_cache();
+        for n in [1, 2, 3] {
+            let config = RuntimeBuilder::new().processors(n).validate().expect("valid");
+            assert_eq!(config.model_cache, machine, "processors({n})");
+        }
+        let config =
+            RuntimeBuilder::new().topology("1 node x 1 core, 64 KiB L2 per core").validate().expect("valid");
+        assert_eq!(config.model_cache.lines(), 1024, "a synthetic topology's own cache");
     }
 }

@@ -44,6 +44,37 @@
 //! their node, then from all others, and finally park; [`Runtime::stats`] counts every one of these
 //! paths.
 //!
+//! ## Scheduling policies and cache affinity
+//!
+//! Which ready ULT a processor runs next is the [`policy`]'s choice, made at run time on the
+//! builder ([`RuntimeBuilder::policy`], by value or by name: `"virtual-time".parse::<Policy>()`):
+//! ELiTE's `no-affinity` (LIFO, the default), `virtual-time` (the most recently run here first),
+//! `minimum-misses` (the fewest cache misses in the last run first) and `reload-transient` (the
+//! smallest expected reload transient of the cache model first), or custom [`policy::Hooks`].
+//! Each runqueue is a treap ordered by the policy's keys: O(1) at its ends (LIFO, yields),
+//! O(log n) in the middle, and a thief takes its low-affinity end.
+//!
+//! The policies that need cache misses get them from a counter source on each processor
+//! ([`RuntimeBuilder::counters`]): the hardware counter where the machine has one, else an
+//! estimate from the data each ULT declares it works on ([`Builder::footprint`],
+//! [`set_footprint`]) and the cache model of `elite_affinity`; the runtime then says once per
+//! process, on stderr, that it estimates, and [`RuntimeStats::counter_sources`] names each
+//! processor's source. Policies that need no misses open no source and pay nothing per run.
+//!
+//! ```
+//! use elite_rt::policy::Policy;
+//!
+//! let rt = elite_rt::Runtime::builder().processors(1).policy("virtual-time".parse::<Policy>()?).build()?;
+//! let sum = rt.block_on(|| {
+//!     let hs: Vec<_> = (0..8u64)
+//!         .map(|i| elite_rt::Builder::new().footprint(64 << 10).spawn(move || i).unwrap())
+//!         .collect();
+//!     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+//! });
+//! assert_eq!(sum, 28);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! ## Stacks
 //!
 //! Stacks are guarded (a `PROT_NONE` page below each) and pooled; the default is 64 KiB, and a ULT
@@ -88,6 +119,8 @@
 // switching, statics, thread-locals) is left out, since loom can neither build nor run it. A new
 // module gets `#[cfg(not(loom))]` too, unless a model needs it (see `loom_models`).
 
+#[cfg(not(loom))]
+mod affinity;
 #[cfg_attr(loom, allow(dead_code))]
 mod atomics;
 #[cfg(not(loom))]
@@ -137,11 +170,15 @@ mod thread;
 mod timer;
 
 #[cfg(not(loom))]
+pub use affinity::{set_footprint, CounterChoice};
+#[cfg(not(loom))]
 pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
 #[cfg(not(loom))]
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]
 pub use panics::DetachedPanic;
+#[cfg(not(loom))]
+pub use policy::Policy;
 #[cfg(not(loom))]
 pub use runtime::Runtime;
 #[cfg(not(loom))]

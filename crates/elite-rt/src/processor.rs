@@ -36,7 +36,7 @@ use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
 use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
-use crate::{policy::UltInfo, SpawnError};
+use crate::SpawnError;
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Stealer, Worker};
 use crossbeam_utils::CachePadded;
@@ -110,13 +110,14 @@ pub(crate) struct Core {
     inline_child: Option<TcbRef>,
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
     notes: Vec<NoteBatch>,
-    run_seq: u64,
     id_seq: u64,
     tick: u32,
     rounds: u32,
     rng: u64,
     /// A reusable buffer (stolen batches, due timers).
     scratch: Vec<TcbRef>,
+    /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
+    affinity: crate::affinity::Local,
 }
 
 /// How the join fast path ([`Processor::start_inline`]) went.
@@ -194,12 +195,13 @@ impl Processor {
             staging: Worker::new_fifo(),
             inline_child: None,
             notes: (0..shared.processors.len()).map(|_| NoteBatch::default()).collect(),
-            run_seq: 0,
             id_seq: 0,
             tick: 0,
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             scratch: Vec::new(),
+            // Opened here, on the processor's own thread (a hardware counter counts its opener).
+            affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
         };
         let remote: *const Remote = &shared.processors[index];
         Processor { index, shared, remote, core: UnsafeCell::new(core), current: Cell::new(None) }
@@ -336,20 +338,22 @@ impl Processor {
     /// Puts a ready ULT in the runqueue with the policy's key (never in the `next` slot).
     #[inline]
     fn enqueue(&self, t: TcbRef) {
-        let core = self.core();
-        core.run_seq += 1;
-        let key = self.shared.config.policy.priority(&ult_info(t), self.index, core.run_seq);
+        let key = self.core().affinity.priority(t);
         self.runq().push(key, t);
     }
 
     /// Puts a ready ULT in this processor's runqueue with the policy's key, or in the `next` slot
-    /// when nothing else here is ready (then it is the best by any policy).
+    /// when nothing else here is ready (then it is the best by any policy). A second ready ULT
+    /// sends the one in the slot to the runqueue first, so that the policy orders the two.
     #[inline]
     pub(crate) fn make_ready(&self, t: TcbRef) {
         let core = self.core();
         if core.next.is_none() && self.runq().len() == 0 && !self.shared.config.central {
             core.next = Some(t);
             return;
+        }
+        if let Some(n) = core.next.take() {
+            self.enqueue(n);
         }
         self.enqueue(t);
     }
@@ -470,7 +474,7 @@ impl Processor {
         }
         let mut buf = std::mem::take(&mut self.core().scratch);
         let policy = &self.shared.config.policy;
-        victim.runq.steal(|n| policy.steal_count(n), &mut buf);
+        victim.runq.steal(|n| policy.hooks().steal_count(n), &mut buf);
         let mut it = buf.drain(..);
         let first = it.next();
         for t in it {
@@ -562,7 +566,13 @@ impl Processor {
         // Scheduler code runs here on the joiner's stack: a panic in it is a runtime bug, as in the
         // loop, not something for the joiner to catch.
         let guard = crate::AbortOnPanic("the join fast path");
+        if let Some(j) = joiner {
+            self.core().affinity.pause(j);
+        }
         self.start_ult(t);
+        if joiner.is_some() {
+            self.core().affinity.resume();
+        }
         std::mem::forget(guard);
         // `exit` clears the mark when the child returned during this run.
         let finished = self.core().inline_child != Some(t);
@@ -674,13 +684,12 @@ impl Processor {
         let result = loop {
             self.current.set(Some(t));
             stats.switches.bump();
+            self.core().affinity.begin_run();
             let result = co.resume(());
             self.current.set(None);
+            self.core().affinity.end_run(t);
             if check_canary {
                 self.check_canary(t);
-            }
-            if config.record_runs {
-                config.policy.record_run(&ult_info(t), self.index);
             }
             if let CoroutineResult::Yield(Switch::Yield) = result {
                 stats.yields.bump();
@@ -723,8 +732,7 @@ impl Processor {
         if let Some(n) = core.next.take() {
             self.make_ready(n);
         }
-        core.run_seq += 1;
-        let key = self.shared.config.policy.yield_priority(&ult_info(t), self.index, core.run_seq);
+        let key = core.affinity.yield_priority(t);
         self.runq().push(key, t);
         core.admit_one = true;
     }
@@ -853,7 +861,14 @@ impl Processor {
     /// wake-up stack. Only code running on this processor's OS thread calls this.
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
-        let target = self.shared.config.policy.wake_target(&ult_info(t), Some(self.index));
+        let config = &self.shared.config;
+        let target = crate::affinity::wake_target(
+            &config.policy,
+            config.needs,
+            t,
+            Some(self.index),
+            self.current_ult(),
+        );
         if self.shared.config.central {
             self.enqueue(t);
             self.shared.notify_any();
@@ -1010,11 +1025,4 @@ impl Processor {
             }
         }
     }
-}
-
-/// What the policy sees of a ULT.
-#[inline]
-pub(crate) fn ult_info(t: TcbRef) -> UltInfo {
-    let tcb = t.tcb();
-    UltInfo { id: tcb.id.get(), last_processor: tcb.processor.load(Ordering::Relaxed) }
 }

@@ -46,7 +46,7 @@ use crate::atomics::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use crate::config::Config;
 use crate::park::Idle;
 use crate::pool::NodePool;
-use crate::processor::{current_processor, ult_info, Processor, Remote};
+use crate::processor::{current_processor, Processor, Remote};
 use crate::queue::run::RunQueue;
 use crate::queue::start::NodeStartQueue;
 use crate::stack::UltStack;
@@ -74,6 +74,8 @@ pub(crate) struct Shared {
     /// The one runqueue of a `central` runtime (the ablation of `RuntimeBuilder::central`); unused
     /// otherwise.
     pub(crate) central_runq: RunQueue,
+    /// The cache model and each processor's counter source (see `affinity`).
+    pub(crate) affinity: crate::affinity::Affinity,
     pub(crate) idle: Idle,
     shutdown: AtomicBool,
     /// Set when a stack allocation failed, cleared when a stack comes back; spawns fail fast while set.
@@ -156,7 +158,7 @@ impl Shared {
                 return p.wake(t);
             }
         }
-        let target = self.config.policy.wake_target(&ult_info(t), waker);
+        let target = crate::affinity::wake_target(&self.config.policy, self.config.needs, t, waker, None);
         self.wake_remote(t, target);
     }
 
@@ -219,6 +221,7 @@ impl Shared {
         T: Send,
     {
         let t = self.outside_tcb();
+        crate::affinity::on_spawn(self.config.needs, t, spec.footprint);
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
         crate::thread::init_tcb(t, spec, id, 0, f);
         self.outside_spawns.bump_shared();
@@ -318,8 +321,11 @@ impl Runtime {
                 stacks: NodePool::new(config.node_stack_pool_limit),
             })
             .collect();
+        let affinity =
+            crate::affinity::Affinity::new(config.needs, &config.model_cache, topo.num_processors());
         let shared = Arc::new(Shared {
             config,
+            affinity,
             processors,
             nodes,
             global_start: Injector::new(),
@@ -363,6 +369,11 @@ impl Runtime {
     /// Name of the scheduling policy.
     pub fn policy_name(&self) -> &'static str {
         self.shared.config.policy.name()
+    }
+
+    /// The scheduling policy.
+    pub fn policy(&self) -> &crate::policy::Policy {
+        &self.shared.config.policy
     }
 
     /// Processors whose OS thread could not be pinned to its CPU (the runtime runs on regardless).
@@ -420,6 +431,7 @@ impl Runtime {
                 .map(|(i, r)| ProcessorStats { processor: i, node: topo.node_of(i), ..r.stats.snapshot() })
                 .collect(),
             outside_spawns: self.shared.outside_spawns.get(),
+            counter_sources: self.shared.affinity.sources(),
         }
     }
 }

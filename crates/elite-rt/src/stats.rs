@@ -152,6 +152,9 @@ pub struct RuntimeStats {
     pub processors: Vec<ProcessorStats>,
     /// ULTs spawned from outside the runtime (`Runtime::spawn`, `block_on`).
     pub outside_spawns: u64,
+    /// The counter source of each processor, in processor order: `None` where none is open
+    /// (the policy needs no cache misses, or the processor has not started yet).
+    pub counter_sources: Vec<Option<elite_affinity::SourceKind>>,
 }
 
 impl RuntimeStats {
@@ -181,6 +184,12 @@ impl fmt::Display for RuntimeStats {
             }
             writeln!(f, " {sum:>12}")?;
         }
-        write!(f, "outside_spawns          {:>12}", self.outside_spawns)
+        write!(f, "outside_spawns          {:>12}", self.outside_spawns)?;
+        for (p, source) in self.counter_sources.iter().enumerate() {
+            if let Some(source) = source {
+                write!(f, "\ncounter source p{p}:      {source}")?;
+            }
+        }
+        Ok(())
     }
 }

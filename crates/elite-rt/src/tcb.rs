@@ -9,6 +9,9 @@
 //! * `join` and `waiter` follow the join protocol below; `next` is the link of whichever lock-free
 //!   stack (wake-up or clean-up) the TCB is on, never both at once.
 //! * The deathrow links belong to the processor whose deathrow holds the TCB.
+//! * `run_link` belongs to the runqueue holding the TCB (under its lock); `affinity`, the policy's
+//!   per-ULT record, to the processor holding the ULT, and to its waker while it is being woken
+//!   (see `affinity`).
 //!
 //! # The join protocol (one state word, [`JoinState`])
 //!
@@ -255,6 +258,12 @@ pub(crate) struct Tcb {
     pub(crate) deathrow_next: Cell<*mut Tcb>,
     /// The chunk this TCB lives in.
     pub(crate) chunk: *const Chunk,
+    // Scheduling by policy (issue 4), kept apart from the fields above: touched only when the ULT
+    // enters or leaves a runqueue, and when the policy keeps per-ULT records.
+    /// Links in the runqueue holding the ULT (see `queue::run`).
+    pub(crate) run_link: crate::queue::run::RunLink,
+    /// What the policy keeps per ULT (see `affinity`).
+    pub(crate) affinity: crate::affinity::UltRecord,
 }
 
 impl Drop for Tcb {
@@ -303,6 +312,8 @@ impl Tcb {
             deathrow_prev: Cell::new(ptr::null_mut()),
             deathrow_next: Cell::new(ptr::null_mut()),
             chunk,
+            run_link: crate::queue::run::RunLink::new(),
+            affinity: crate::affinity::UltRecord::new(),
         }
     }
 

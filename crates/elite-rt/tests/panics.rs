@@ -383,15 +383,15 @@ struct PanickingPolicy;
 
 static ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-impl elite_rt::policy::Policy for PanickingPolicy {
+impl elite_rt::policy::Hooks for PanickingPolicy {
     fn name(&self) -> &'static str {
         "panicking"
     }
-    fn priority(&self, _: &elite_rt::policy::UltInfo, _: usize, seq: u64) -> u64 {
+    fn priority(&self, _: &elite_rt::policy::UltInfo, here: &elite_rt::policy::ProcessorView<'_>) -> u64 {
         assert!(!ARMED.load(SeqCst), "policy hook failed on purpose");
-        seq
+        here.seq
     }
-    fn yield_priority(&self, _: &elite_rt::policy::UltInfo, _: usize, _: u64) -> u64 {
+    fn yield_priority(&self, _: &elite_rt::policy::UltInfo, _: &elite_rt::policy::ProcessorView<'_>) -> u64 {
         assert!(!ARMED.load(SeqCst), "policy hook failed on purpose");
         0
     }
@@ -416,7 +416,11 @@ fn panics_child() {
             drop(rt);
         }
         "loop-panic" => {
-            let rt = Runtime::builder().processors(1).policy(PanickingPolicy).build().unwrap();
+            let rt = Runtime::builder()
+                .processors(1)
+                .policy(elite_rt::Policy::new(PanickingPolicy))
+                .build()
+                .unwrap();
             rt.block_on(|| {
                 let other = spawn(|| ());
                 ARMED.store(true, SeqCst);

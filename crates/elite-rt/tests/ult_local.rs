@@ -5,7 +5,7 @@
 mod common;
 
 use common::{hang_guard, wait_until};
-use elite_rt::policy::{Policy, UltInfo};
+use elite_rt::policy::{Hooks, Policy, ProcessorView, UltInfo, WakerInfo};
 use elite_rt::{spawn, ult_local, yield_now, Runtime};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -15,14 +15,14 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 struct Alternate;
 
-impl Policy for Alternate {
+impl Hooks for Alternate {
     fn name(&self) -> &'static str {
         "alternate"
     }
-    fn priority(&self, _: &UltInfo, _: usize, seq: u64) -> u64 {
-        seq
+    fn priority(&self, _: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+        here.seq
     }
-    fn wake_target(&self, ult: &UltInfo, _: Option<usize>) -> usize {
+    fn wake_target(&self, ult: &UltInfo, _: &WakerInfo, _: &mut u64) -> usize {
         (ult.last_processor + 1) % 2
     }
 }
@@ -35,7 +35,7 @@ ult_local! {
 #[test]
 fn each_ult_keeps_its_own_value_across_blocks_and_processors() {
     hang_guard(60, "ULT-locals across migration", || {
-        let rt = Runtime::builder().processors(2).policy(Alternate).build().unwrap();
+        let rt = Runtime::builder().processors(2).policy(Policy::new(Alternate)).build().unwrap();
         let moves = rt.block_on(|| {
             const PAIRS: u64 = 8;
             const ROUNDS: u64 = 50;

@@ -1,5 +1,6 @@
 //! The suites: each is one module that turns a [`Context`] into [`Bench`]es.
 
+pub mod affinity;
 pub mod micro;
 pub mod sync;
 
@@ -24,6 +25,7 @@ pub struct Suite {
 pub static SUITES: &[Suite] = &[
     Suite { name: "micro", benches: micro::benches, may_child: Some(micro::may_child) },
     Suite { name: "sync", benches: sync::benches, may_child: Some(sync::may_child) },
+    Suite { name: "affinity", benches: affinity::benches, may_child: None },
 ];
 
 /// What a suite may know about the invocation while building its benches.
@@ -34,6 +36,10 @@ pub struct Context {
     pub cpus: usize,
     /// Lines for the report, such as peers that were skipped and why.
     pub notes: Vec<String>,
+    /// `--policy`: the scheduling policies to run (suite `affinity`); empty: all.
+    pub policies: Vec<elite_rt::policy::Policy>,
+    /// `--cachegrind`: add the simulated-cache-miss benches (suite `affinity`).
+    pub cachegrind: bool,
     /// The Go program, once a suite asked for it: built, or why not.
     go: Option<Result<GoPeer, String>>,
 }
@@ -41,7 +47,7 @@ pub struct Context {
 impl Context {
     /// A context for a run with these settings.
     pub fn new(quick: bool, cpus: usize) -> Context {
-        Context { quick, cpus, notes: Vec::new(), go: None }
+        Context { quick, cpus, notes: Vec::new(), policies: Vec::new(), cachegrind: false, go: None }
     }
 
     /// The Go program, built on first use; `None` (with a note saying why) when Go cannot run.

@@ -1,51 +1,472 @@
-//! Scheduling policies: the narrow trait the processor loop consults, one file per policy.
+//! Scheduling policies: which ready ULT a processor runs next, and where a woken ULT goes.
 //!
-//! The queues, pools and switch code never ask which policy is active; they call these hooks at the
-//! points DESIGN §5 names: where a new ULT starts, the key of a ULT entering a runqueue, what to
-//! record when a run ends, where a woken ULT goes, and how much a thief takes. A policy is chosen at
-//! run time on [`RuntimeBuilder::policy`](crate::RuntimeBuilder::policy).
+//! A [`Policy`] is a value: pick one of ELiTE's four by name or by constructor, or wrap your own
+//! [`Hooks`], and hand it to [`RuntimeBuilder::policy`](crate::RuntimeBuilder::policy).
 //!
-//! This release ships [`NoAffinity`]; the cache-affinity policies of ELiTE section 3.1 come next.
+//! ```
+//! use elite_rt::policy::Policy;
+//!
+//! let policy: Policy = "virtual-time".parse()?;
+//! let rt = elite_rt::Runtime::builder().processors(1).policy(policy).build()?;
+//! assert_eq!(rt.policy_name(), "virtual-time");
+//!
+//! // An unknown name is an error that lists the valid ones.
+//! let err = "fifo".parse::<Policy>().unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "unknown policy `fifo`: expected one of no-affinity, virtual-time, minimum-misses, reload-transient"
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The four policies of ELiTE (section 3.1)
+//!
+//! | name | basis of decision | runs first | needs | cost per run |
+//! | --- | --- | --- | --- | --- |
+//! | `no-affinity` ([`NoAffinity`]) | processor location | the ULT made ready last (LIFO) | nothing | none |
+//! | `virtual-time` ([`VirtualTime`]) | sequence numbers | the ULT whose last run ended most recently *here* | a stamp per run | a counter increment and a store |
+//! | `minimum-misses` ([`MinimumMisses`]) | cache misses | the ULT with the fewest misses in its last run | a counter source | two source calls, the cache model's update |
+//! | `reload-transient` ([`ReloadTransient`]) | cache misses | the ULT with the smallest expected reload transient here | a counter source | as `minimum-misses`, plus a model lookup per enqueue |
+//!
+//! - **No Affinity** keys each runqueue entry with the processor's entry sequence number: the
+//!   newest entry runs first. A hand-off chain (wake one, block) then stays hot by itself, but a
+//!   batch of ULTs made ready together runs in the reverse of the order they were made ready,
+//!   whatever their caches hold.
+//! - **Virtual Time**: each processor counts the runs that end on it; when a run ends the ULT is
+//!   stamped with that count. The key is the stamp when the ULT last ran on the processor whose
+//!   runqueue it enters, and 0 (behind every such ULT) when it last ran elsewhere: the most
+//!   recently run ULT, whose data is most likely still cached, runs first. It needs no counters
+//!   and works on any hardware.
+//! - **Minimum Misses**: the key is `u64::MAX - misses of the last run`, so the ULT that missed
+//!   least runs first. It favours ULTs that block often (short runs, few misses); with uniform
+//!   ULTs its keys carry no information about what is cached *now*, and ties run in the order
+//!   the ULTs were made ready (oldest first).
+//! - **Reload Transient**: the cache model ([`elite_affinity::CacheModel`], the Markov chain of
+//!   section 3.1) gives each ULT's expected footprint after its last run and the lines of it
+//!   still valid after the misses counted on its processor since then; the key orders by the
+//!   expected misses to rebuild the footprint (lowest first), computed once when the ULT enters
+//!   the runqueue (as the paper notes, later misses shrink every waiting ULT's footprint by the
+//!   same factor, so the order need not be revised).
+//!
+//! ## Which to pick
+//!
+//! ELiTE's measurements (section 3.2) found that every locality-aware policy beats No Affinity;
+//! that Virtual Time never behaves anomalously and, with the least overhead, is the choice for
+//! machines of moderate size without cache-miss counters; that Minimum Misses does well when all
+//! threads behave alike but can misbehave when some block often and others do not; and that
+//! Reload Transient pays for its bookkeeping only where memory latency really strikes (large
+//! NUMA machines). On the 2-core build machines of this project (no PMU: misses come from the
+//! estimator and the footprints ULTs declare; a 2 MiB L2 per core), `cargo run --release -p
+//! elite-bench -- affinity` measures the same picture (the workspace README has the tables):
+//! on ELiTE's synthetic workload (1024 ULTs, 64 KiB each, released in batches) Virtual Time and
+//! Reload Transient synchronize 1.36x and 1.34x as fast as No Affinity on one processor (45%
+//! fewer simulated last-level misses) and about 1.08x on two; Minimum Misses gains nothing
+//! there (its key, the last run's misses, does not tell which ULT is cached now). Where nothing
+//! can be cached better (1 KiB each), Virtual Time costs 3% and the two counting policies 9-12%
+//! of a 175 ns synchronization. In short:
+//!
+//! - ULTs that hand work to each other one at a time (ping-pong, pipelines): `no-affinity`; LIFO
+//!   is already local there and costs nothing.
+//! - Many ULTs with private data released in batches (iterative solvers, phases, broadcast
+//!   wake-ups): `virtual-time`.
+//! - Known, uneven footprints (declared with [`Builder::footprint`](crate::Builder::footprint) or
+//!   [`set_footprint`](crate::set_footprint)) or a hardware counter: `reload-transient`.
+//! - `minimum-misses` mainly as ELiTE's baseline.
+//!
+//! # Hooks, and writing a policy
+//!
+//! The runtime calls the [`Hooks`] of the policy at fixed points; the queues and the switch code
+//! never ask which policy is active. What the runtime gathers for the hooks is declared once, by
+//! [`Hooks::needs`], when the runtime is built: a policy that needs no stamps or misses pays for
+//! none (the counter source is not even opened).
+//!
+//! | hook | called | by |
+//! | --- | --- | --- |
+//! | [`priority`](Hooks::priority) | a ready ULT enters a runqueue | the runqueue's owner |
+//! | [`yield_priority`](Hooks::yield_priority) | a ULT yielded while others are ready | the runqueue's owner |
+//! | [`record_run`](Hooks::record_run) (with [`Needs::with_run_hook`]) | a run ends | the processor that ran it |
+//! | [`wake_target`](Hooks::wake_target) | a blocked ULT is made ready | the waker (any thread) |
+//! | [`placement`](Hooks::placement) | a ULT is spawned | the spawner's processor |
+//! | [`steal_count`](Hooks::steal_count) | a thief takes from a runqueue (lowest keys first) | the thief |
+//!
+//! A policy may keep one word of its own per ULT ([`UltInfo::state`], 0 at spawn), which
+//! [`record_run`](Hooks::record_run) and [`wake_target`](Hooks::wake_target) may change; the
+//! waker's processor and, when the waker is a ULT and the policy asks for it
+//! ([`Needs::with_wakers`]), its [`UltInfo`] are in [`WakerInfo`]: what a policy that adjusts
+//! affinities on synchronization events (ELiTE 3.3) needs.
+//!
+//! ```
+//! use elite_rt::policy::{Hooks, Needs, Policy, ProcessorView, UltInfo, WakerInfo};
+//!
+//! /// Runs the ULT woken most often first, and keeps it where it was woken.
+//! #[derive(Debug)]
+//! struct Popular;
+//!
+//! impl Hooks for Popular {
+//!     fn name(&self) -> &'static str {
+//!         "popular"
+//!     }
+//!     fn needs(&self) -> Needs {
+//!         Needs::STAMPS // keeps the per-ULT record (and its state word)
+//!     }
+//!     fn priority(&self, ult: &UltInfo, _here: &ProcessorView<'_>) -> u64 {
+//!         ult.state
+//!     }
+//!     fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, state: &mut u64) -> usize {
+//!         *state += 1;
+//!         waker.processor.unwrap_or(ult.last_processor)
+//!     }
+//! }
+//!
+//! let rt = elite_rt::Runtime::builder().processors(1).policy(Policy::new(Popular)).build()?;
+//! assert_eq!(rt.block_on(|| elite_rt::spawn(|| 7).join().unwrap()), 7);
+//! assert_eq!(rt.policy_name(), "popular");
+//! # Ok::<(), elite_rt::BuildError>(())
+//! ```
 
+mod minimum_misses;
 mod no_affinity;
+mod reload_transient;
+mod virtual_time;
 
+pub use minimum_misses::MinimumMisses;
 pub use no_affinity::NoAffinity;
+pub use reload_transient::ReloadTransient;
+pub use virtual_time::VirtualTime;
 
-use std::fmt::Debug;
+use elite_affinity::{CacheModel, Footprint};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// A scheduling policy, chosen at run time: one of ELiTE's four, by name or constructor, or a
+/// custom one wrapping [`Hooks`]. Cheap to clone (a shared pointer).
+///
+/// ```
+/// use elite_rt::policy::Policy;
+///
+/// for name in Policy::NAMES {
+///     let policy: Policy = name.parse().unwrap();
+///     assert_eq!(policy.name(), name);
+/// }
+/// assert_eq!(Policy::default().name(), "no-affinity");
+/// assert_eq!(Policy::reload_transient().to_string(), "reload-transient");
+/// ```
+#[derive(Clone)]
+pub struct Policy {
+    hooks: Arc<dyn Hooks>,
+}
+
+impl Policy {
+    /// The names [`FromStr`] accepts, in the order of ELiTE's table.
+    pub const NAMES: [&'static str; 4] =
+        ["no-affinity", "virtual-time", "minimum-misses", "reload-transient"];
+
+    /// A policy made of custom hooks.
+    pub fn new(hooks: impl Hooks) -> Policy {
+        Policy { hooks: Arc::new(hooks) }
+    }
+
+    /// [`NoAffinity`]: LIFO, the default.
+    pub fn no_affinity() -> Policy {
+        Policy::new(NoAffinity)
+    }
+
+    /// [`VirtualTime`]: the most recently run here first.
+    pub fn virtual_time() -> Policy {
+        Policy::new(VirtualTime)
+    }
+
+    /// [`MinimumMisses`]: the fewest misses in the last run first.
+    pub fn minimum_misses() -> Policy {
+        Policy::new(MinimumMisses)
+    }
+
+    /// [`ReloadTransient`]: the smallest expected reload transient first.
+    pub fn reload_transient() -> Policy {
+        Policy::new(ReloadTransient)
+    }
+
+    /// The policy's name (its hooks' [`Hooks::name`]).
+    pub fn name(&self) -> &'static str {
+        self.hooks.name()
+    }
+
+    /// The hooks the runtime calls.
+    #[inline]
+    pub fn hooks(&self) -> &dyn Hooks {
+        &*self.hooks
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy::no_affinity()
+    }
+}
+
+impl<H: Hooks> From<H> for Policy {
+    fn from(hooks: H) -> Policy {
+        Policy::new(hooks)
+    }
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Policy").field(&self.hooks).finish()
+    }
+}
+
+impl fmt::Display for Policy {
+    /// The policy's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = UnknownPolicy;
+
+    /// One of [`Policy::NAMES`].
+    fn from_str(name: &str) -> Result<Policy, UnknownPolicy> {
+        match name {
+            "no-affinity" => Ok(Policy::no_affinity()),
+            "virtual-time" => Ok(Policy::virtual_time()),
+            "minimum-misses" => Ok(Policy::minimum_misses()),
+            "reload-transient" => Ok(Policy::reload_transient()),
+            other => Err(UnknownPolicy { name: other.to_string() }),
+        }
+    }
+}
+
+/// A policy name that [`Policy::from_str`] does not know; its message lists the valid names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownPolicy {
+    name: String,
+}
+
+impl UnknownPolicy {
+    /// The name that was given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown policy `{}`: expected one of {}", self.name, Policy::NAMES.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+/// What a policy needs the runtime to gather for it, declared once by [`Hooks::needs`].
+///
+/// ```
+/// use elite_rt::policy::Needs;
+/// assert!(!Needs::NOTHING.records());
+/// assert!(Needs::STAMPS.stamps && !Needs::STAMPS.misses);
+/// assert!(Needs::MISSES.stamps && Needs::MISSES.misses);
+/// assert!(Needs::NOTHING.with_run_hook().records());
+/// assert!(Needs::STAMPS.with_wakers().wakers);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Needs {
+    /// Keep each ULT's record ([`UltInfo`]'s stamp, misses, footprint and state) and stamp it
+    /// with its processor's run count ([`ProcessorView::vtime`]) when a run ends.
+    pub stamps: bool,
+    /// Open a counter source on every processor and record each run's misses and the ULT's
+    /// cache footprint ([`UltInfo::misses`], [`UltInfo::footprint`]); builds the cache model.
+    pub misses: bool,
+    /// Call [`Hooks::record_run`] when a run ends.
+    pub run_hook: bool,
+    /// Show the waking ULT to [`Hooks::wake_target`] ([`WakerInfo::ult`]).
+    pub wakers: bool,
+}
+
+impl Needs {
+    /// Nothing: no per-run work at all (No Affinity).
+    pub const NOTHING: Needs = Needs { stamps: false, misses: false, run_hook: false, wakers: false };
+    /// Run stamps (Virtual Time).
+    pub const STAMPS: Needs = Needs { stamps: true, ..Needs::NOTHING };
+    /// Stamps and cache misses (Minimum Misses, Reload Transient).
+    pub const MISSES: Needs = Needs { stamps: true, misses: true, ..Needs::NOTHING };
+
+    /// These needs, plus a call of [`Hooks::record_run`] after each run.
+    pub const fn with_run_hook(self) -> Needs {
+        Needs { run_hook: true, ..self }
+    }
+
+    /// These needs, plus the waking ULT's record in [`Hooks::wake_target`].
+    pub const fn with_wakers(self) -> Needs {
+        Needs { wakers: true, ..self }
+    }
+
+    /// Whether the runtime keeps per-ULT records at all.
+    pub const fn records(&self) -> bool {
+        self.stamps || self.misses || self.run_hook || self.wakers
+    }
+}
 
 /// What a policy may read about a ULT.
-#[derive(Clone, Copy, Debug)]
+///
+/// The record fields (`stamp`, `misses`, `footprint`, `state`) are kept only when the policy's
+/// [`Needs::records`]; otherwise they read 0 (and [`Footprint::EMPTY`]). `misses` and
+/// `footprint` need [`Needs::misses`].
+#[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct UltInfo {
     /// The ULT's id.
     pub id: u64,
     /// The processor it last ran on (its spawner's, before its first run).
     pub last_processor: usize,
+    /// The run count of `last_processor` when its last run ended ([`ProcessorView::vtime`]);
+    /// 0 before its first run.
+    pub stamp: u64,
+    /// The misses of its last run, from the processor's counter source.
+    pub misses: u64,
+    /// What the cache model expects of its lines in `last_processor`'s cache.
+    pub footprint: Footprint,
+    /// The bytes of data it declared ([`Builder::footprint`](crate::Builder::footprint),
+    /// [`set_footprint`](crate::set_footprint)); 0 when none.
+    pub footprint_bytes: usize,
+    /// The policy's own word for this ULT, 0 at spawn (see [`Hooks::record_run`]).
+    pub state: u64,
 }
 
-/// A scheduling policy.
+impl UltInfo {
+    /// A ULT that has not run: the record fields are zero. For tests of hooks.
+    pub const fn new(id: u64, last_processor: usize) -> UltInfo {
+        UltInfo {
+            id,
+            last_processor,
+            stamp: 0,
+            misses: 0,
+            footprint: Footprint::EMPTY,
+            footprint_bytes: 0,
+            state: 0,
+        }
+    }
+
+    /// With `stamp`.
+    pub const fn with_stamp(self, stamp: u64) -> UltInfo {
+        UltInfo { stamp, ..self }
+    }
+
+    /// With `misses`.
+    pub const fn with_misses(self, misses: u64) -> UltInfo {
+        UltInfo { misses, ..self }
+    }
+
+    /// With `footprint`.
+    pub const fn with_footprint(self, footprint: Footprint) -> UltInfo {
+        UltInfo { footprint, ..self }
+    }
+
+    /// With `state`.
+    pub const fn with_state(self, state: u64) -> UltInfo {
+        UltInfo { state, ..self }
+    }
+}
+
+/// What a policy may read about the processor whose runqueue a ULT enters.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct ProcessorView<'a> {
+    /// The processor's index.
+    pub processor: usize,
+    /// Entries its runqueue has taken so far, this one included (strictly increasing).
+    pub seq: u64,
+    /// Runs that ended on it so far, while the policy [`Needs::stamps`] (0 otherwise).
+    pub vtime: u64,
+    /// Its miss clock ([`CounterSource::clock`](elite_affinity::CounterSource::clock)), while the
+    /// policy [`Needs::misses`] (0 otherwise).
+    pub clock: u64,
+    /// The cache model of its cache, while the policy [`Needs::misses`].
+    pub model: Option<&'a CacheModel>,
+}
+
+impl<'a> ProcessorView<'a> {
+    /// Processor `processor` after `seq` runqueue entries; no stamps, clock or model. For tests
+    /// of hooks.
+    pub const fn new(processor: usize, seq: u64) -> ProcessorView<'a> {
+        ProcessorView { processor, seq, vtime: 0, clock: 0, model: None }
+    }
+
+    /// With the run count `vtime`.
+    pub const fn with_vtime(self, vtime: u64) -> ProcessorView<'a> {
+        ProcessorView { vtime, ..self }
+    }
+
+    /// With the miss clock `clock` and the cache model `model`.
+    pub const fn with_clock(self, clock: u64, model: &'a CacheModel) -> ProcessorView<'a> {
+        ProcessorView { clock, model: Some(model), ..self }
+    }
+}
+
+/// Who makes a blocked ULT ready, as [`Hooks::wake_target`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct WakerInfo {
+    /// The waker's processor; `None` for a thread outside the runtime.
+    pub processor: Option<usize>,
+    /// The waking ULT, when a ULT wakes another from its own code (not a timer, an exit, or
+    /// an OS thread) and the policy [`Needs::wakers`].
+    pub ult: Option<UltInfo>,
+}
+
+impl WakerInfo {
+    /// A waker on `processor` (`None`: outside the runtime), not a ULT. For tests of hooks.
+    pub const fn new(processor: Option<usize>) -> WakerInfo {
+        WakerInfo { processor, ult: None }
+    }
+
+    /// A waker that is the ULT `ult`.
+    pub const fn with_ult(self, ult: UltInfo) -> WakerInfo {
+        WakerInfo { ult: Some(ult), ..self }
+    }
+}
+
+/// The hooks of a scheduling policy: implement them for a custom [`Policy`].
 ///
-/// Every hook has a cheap default except [`Policy::priority`]; hooks run on the scheduler's hot
-/// paths and must not block.
-pub trait Policy: Send + Sync + Debug + 'static {
-    /// The policy's name, as accepted by the bench command (for example `"no-affinity"`).
+/// Every hook but [`priority`](Hooks::priority) and [`name`](Hooks::name) has a default. Hooks
+/// run on the scheduler's hot paths: they must be cheap and must not block, and
+/// [`wake_target`](Hooks::wake_target) may run on any thread.
+pub trait Hooks: Send + Sync + fmt::Debug + 'static {
+    /// The policy's name (for example `"no-affinity"`).
     fn name(&self) -> &'static str;
 
-    /// The runqueue key of `ult` entering `processor`'s runqueue: higher keys run first. `seq` counts
-    /// the entries this processor's runqueue has taken so far (strictly increasing).
-    fn priority(&self, ult: &UltInfo, processor: usize, seq: u64) -> u64;
+    /// What the runtime gathers for this policy, asked once when the runtime is built. Default
+    /// [`Needs::NOTHING`].
+    fn needs(&self) -> Needs {
+        Needs::NOTHING
+    }
 
-    /// The runqueue key of `ult` after it called `yield_now` with other work ready. Default 0: behind
-    /// every other ready ULT (equal keys leave in arrival order, so yielders take turns).
-    fn yield_priority(&self, ult: &UltInfo, processor: usize, seq: u64) -> u64 {
-        let _ = (ult, processor, seq);
+    /// The runqueue key of `ult` entering the runqueue of `here`: higher keys run first; equal
+    /// keys run in the order they entered (oldest first). A thief takes the lowest keys.
+    fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64;
+
+    /// The runqueue key of `ult` after it called `yield_now` with other work ready. Default 0:
+    /// behind every other ready ULT.
+    fn yield_priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+        let _ = (ult, here);
         0
     }
 
-    /// The processor whose wake-up stack receives `ult` when `waker` (a processor, or `None` for a
-    /// thread outside the runtime) makes it ready. Default: where it last ran.
-    fn wake_target(&self, ult: &UltInfo, waker: Option<usize>) -> usize {
-        let _ = waker;
+    /// Called when a run of `ult` on `here` ends (yield, block, sleep, exit, or a pause while it
+    /// runs a child through the join fast path), after the runtime updated the record that
+    /// `ult` shows, if the policy's needs include [`Needs::run_hook`]. `state` is the ULT's
+    /// policy word.
+    fn record_run(&self, ult: &UltInfo, here: &ProcessorView<'_>, state: &mut u64) {
+        let _ = (ult, here, state);
+    }
+
+    /// The processor whose wake-up stack receives `ult` when `waker` makes it ready. `state` is
+    /// the woken ULT's policy word (kept only when the policy [`Needs::records`]). Default: where
+    /// it last ran.
+    fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, state: &mut u64) -> usize {
+        let _ = (waker, state);
         ult.last_processor
     }
 
@@ -58,15 +479,44 @@ pub trait Policy: Send + Sync + Debug + 'static {
     fn steal_count(&self, len: usize) -> usize {
         len.div_ceil(2)
     }
+}
 
-    /// Whether [`Policy::record_run`] does anything; the processor loop skips the call when it
-    /// does not (asked once, when the runtime is built). Default: true.
-    fn records_runs(&self) -> bool {
-        true
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_list_the_valid_ones() {
+        for name in Policy::NAMES {
+            let p: Policy = name.parse().expect("a valid name");
+            assert_eq!(p.name(), name);
+            assert_eq!(p.to_string(), name);
+        }
+        let err = Policy::from_str("lifo").unwrap_err();
+        assert_eq!(err.name(), "lifo");
+        for name in Policy::NAMES {
+            assert!(err.to_string().contains(name), "{err}");
+        }
+        assert!(format!("{:?}", Policy::virtual_time()).contains("VirtualTime"));
     }
 
-    /// Called by `processor` when a run of `ult` ends (yield, block, sleep or exit).
-    fn record_run(&self, ult: &UltInfo, processor: usize) {
-        let _ = (ult, processor);
+    #[test]
+    fn needs_per_policy() {
+        assert_eq!(Policy::no_affinity().hooks().needs(), Needs::NOTHING);
+        assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS);
+        assert_eq!(Policy::minimum_misses().hooks().needs(), Needs::MISSES);
+        assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES);
+    }
+
+    #[test]
+    fn default_hooks() {
+        let p = Policy::no_affinity();
+        let u = UltInfo::new(1, 3);
+        let mut state = 0;
+        assert_eq!(p.hooks().wake_target(&u, &WakerInfo::new(Some(1)), &mut state), 3);
+        assert_eq!(p.hooks().yield_priority(&u, &ProcessorView::new(0, 5)), 0);
+        assert_eq!(p.hooks().placement(2), 2);
+        assert_eq!(p.hooks().steal_count(5), 3);
+        assert_eq!(p.hooks().steal_count(0), 0);
     }
 }

@@ -1,31 +1,271 @@
 //! The runqueue of one processor: ready ULTs that have run before, best priority first.
 //!
-//! Entries are kept sorted by the key the policy gave them (ascending; the best is at the back), so
-//! `pop_best` is O(1) and a thief takes from the front, where the lowest-affinity ULTs sit: what the
-//! victim loses least by giving away (DESIGN §4 step 4). A push whose key is above the back key
-//! (No Affinity's sequence numbers) or at or below the front key (its yield key, 0) is O(1); other
-//! keys are placed by binary search, before entries of equal key, so equal keys leave in arrival
-//! order.
+//! # Structure
+//!
+//! A treap (a binary search tree by key that is also a max-heap by a random priority per entry,
+//! hence balanced in expectation) linked through the entries' own TCBs ([`RunLink`]): no
+//! allocation, ever. The tree keeps pointers to its two ends:
+//!
+//! * **best** (`max`): the highest key; equal keys keep their order of arrival, the oldest
+//!   nearest the best end, so equal keys run oldest first;
+//! * **worst** (`min`): the lowest key, where a thief takes from: what the victim loses least by
+//!   giving away (DESIGN §4 step 4, ELiTE 2.3.3: a tree, unlike a heap, splits into its high- and
+//!   low-affinity parts).
+//!
+//! Costs, in expectation over the random priorities, with `n` entries:
+//!
+//! | operation | cost |
+//! | --- | --- |
+//! | push, key above the best (No Affinity's entry numbers) or at or below the worst (yields, key 0) | O(1): hung under that end, then fewer than 2 rotations on average |
+//! | push, any other key | O(log n) descent, fewer than 2 rotations on average |
+//! | pop the best | O(1) amortized (unlink the end; the next best is its in-order neighbour) |
+//! | a thief takes `k` from the worst end | O(k) amortized |
+//!
+//! Each removal at an end is O(1) because an end has no child on its outer side: it is replaced
+//! by its one inner child, which keeps both the search order and the heap order.
 //!
 //! # Protocol
 //!
 //! The owner and thieves serialize on a test-and-test-and-set spin lock held for a handful of
-//! instructions (no allocation, no user code under it). `len` is updated under the lock and read
-//! without it by thieves and by the idle check, as a hint only.
+//! instructions (no allocation, no user code under it). The [`RunLink`] of a TCB is written only
+//! under the lock of the runqueue holding it (or before it is pushed, by the pusher, which owns
+//! it). `len` is updated under the lock and read without it by thieves and by the idle check, as
+//! a hint only.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
 use crate::tcb::TcbRef;
 use crossbeam_utils::Backoff;
-use std::cell::UnsafeCell;
-use std::collections::VecDeque;
+use std::cell::{Cell, UnsafeCell};
+
+/// The links of a TCB in a runqueue's tree; meaningful only while it is in one.
+pub(crate) struct RunLink {
+    left: Cell<Option<TcbRef>>,
+    right: Cell<Option<TcbRef>>,
+    parent: Cell<Option<TcbRef>>,
+    key: Cell<u64>,
+    /// The treap priority: a parent's is at least its children's.
+    prio: Cell<u32>,
+}
+
+impl RunLink {
+    pub(crate) const fn new() -> RunLink {
+        RunLink {
+            left: Cell::new(None),
+            right: Cell::new(None),
+            parent: Cell::new(None),
+            key: Cell::new(0),
+            prio: Cell::new(0),
+        }
+    }
+}
+
+#[inline]
+fn link<'a>(t: TcbRef) -> &'a RunLink {
+    &t.tcb().run_link
+}
+
+#[inline]
+fn key(t: TcbRef) -> u64 {
+    link(t).key.get()
+}
+
+/// The tree; touched only under the runqueue's lock.
+struct Tree {
+    root: Option<TcbRef>,
+    /// The lowest key (the newest of equal lowest keys).
+    min: Option<TcbRef>,
+    /// The highest key (the oldest of equal highest keys).
+    max: Option<TcbRef>,
+    len: usize,
+    /// xorshift32 state for the priorities.
+    rng: u32,
+}
+
+impl Tree {
+    const fn new() -> Tree {
+        Tree { root: None, min: None, max: None, len: 0, rng: 0x9E37_79B9 }
+    }
+
+    #[inline]
+    fn next_prio(&mut self) -> u32 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        x
+    }
+
+    /// Inserts `t` with `k`. Among equal keys a newer entry goes nearer the worst end, so that
+    /// the best end hands out equal keys oldest first.
+    #[inline]
+    fn push(&mut self, k: u64, t: TcbRef) {
+        let n = link(t);
+        n.key.set(k);
+        n.left.set(None);
+        n.right.set(None);
+        n.prio.set(self.next_prio());
+        self.len += 1;
+        let (Some(min), Some(max), Some(root)) = (self.min, self.max, self.root) else {
+            n.parent.set(None);
+            (self.root, self.min, self.max) = (Some(t), Some(t), Some(t));
+            return;
+        };
+        if k > key(max) {
+            Self::attach(max, t, false);
+            self.max = Some(t);
+        } else if k <= key(min) {
+            Self::attach(min, t, true);
+            self.min = Some(t);
+        } else {
+            let mut at = root;
+            loop {
+                let go_left = k <= key(at);
+                let l = link(at);
+                match if go_left { l.left.get() } else { l.right.get() } {
+                    Some(next) => at = next,
+                    None => {
+                        Self::attach(at, t, go_left);
+                        break;
+                    }
+                }
+            }
+        }
+        self.sift_up(t);
+    }
+
+    #[inline]
+    fn attach(parent: TcbRef, child: TcbRef, left: bool) {
+        if left {
+            link(parent).left.set(Some(child));
+        } else {
+            link(parent).right.set(Some(child));
+        }
+        link(child).parent.set(Some(parent));
+    }
+
+    /// Rotates `t` up while its priority beats its parent's.
+    #[inline]
+    fn sift_up(&mut self, t: TcbRef) {
+        while let Some(p) = link(t).parent.get() {
+            if link(p).prio.get() >= link(t).prio.get() {
+                break;
+            }
+            self.rotate_up(t, p);
+        }
+    }
+
+    /// Puts `x` in the place of its parent `p`, `p` becoming `x`'s child (in-order unchanged).
+    fn rotate_up(&mut self, x: TcbRef, p: TcbRef) {
+        let (lx, lp) = (link(x), link(p));
+        let grand = lp.parent.get();
+        if lp.left.get() == Some(x) {
+            let inner = lx.right.get();
+            lp.left.set(inner);
+            lx.right.set(Some(p));
+            if let Some(i) = inner {
+                link(i).parent.set(Some(p));
+            }
+        } else {
+            let inner = lx.left.get();
+            lp.right.set(inner);
+            lx.left.set(Some(p));
+            if let Some(i) = inner {
+                link(i).parent.set(Some(p));
+            }
+        }
+        lp.parent.set(Some(x));
+        lx.parent.set(grand);
+        self.replace_child(grand, p, Some(x));
+    }
+
+    /// Makes `new` the child of `parent` (or the root) where `old` was.
+    #[inline]
+    fn replace_child(&mut self, parent: Option<TcbRef>, old: TcbRef, new: Option<TcbRef>) {
+        match parent {
+            None => self.root = new,
+            Some(g) => {
+                let lg = link(g);
+                if lg.left.get() == Some(old) {
+                    lg.left.set(new);
+                } else {
+                    lg.right.set(new);
+                }
+            }
+        }
+    }
+
+    /// Takes the highest key (the oldest of equal highest keys).
+    #[inline]
+    fn pop_max(&mut self) -> Option<TcbRef> {
+        let m = self.max?;
+        let lm = link(m);
+        // The maximum has no right child: its left child takes its place.
+        let (inner, parent) = (lm.left.get(), lm.parent.get());
+        // ... and it is its parent's right child (or the root).
+        match parent {
+            None => self.root = inner,
+            Some(p) => link(p).right.set(inner),
+        }
+        if let Some(i) = inner {
+            link(i).parent.set(parent);
+        }
+        self.len -= 1;
+        self.max = match inner {
+            Some(mut at) => {
+                while let Some(r) = link(at).right.get() {
+                    at = r;
+                }
+                Some(at)
+            }
+            None => parent,
+        };
+        if self.len == 0 {
+            self.min = None;
+        }
+        Some(m)
+    }
+
+    /// Takes the lowest key (the newest of equal lowest keys).
+    #[inline]
+    fn pop_min(&mut self) -> Option<TcbRef> {
+        let m = self.min?;
+        let lm = link(m);
+        // The minimum has no left child: its right child takes its place.
+        let (inner, parent) = (lm.right.get(), lm.parent.get());
+        // ... and it is its parent's left child (or the root).
+        match parent {
+            None => self.root = inner,
+            Some(p) => link(p).left.set(inner),
+        }
+        if let Some(i) = inner {
+            link(i).parent.set(parent);
+        }
+        self.len -= 1;
+        self.min = match inner {
+            Some(mut at) => {
+                while let Some(l) = link(at).left.get() {
+                    at = l;
+                }
+                Some(at)
+            }
+            None => parent,
+        };
+        if self.len == 0 {
+            self.max = None;
+        }
+        Some(m)
+    }
+}
 
 pub(crate) struct RunQueue {
     lock: AtomicBool,
     len: AtomicUsize,
-    entries: UnsafeCell<VecDeque<(u64, TcbRef)>>,
+    tree: UnsafeCell<Tree>,
 }
 
-// SAFETY: `entries` is only touched while `lock` is held (see `with`).
+// SAFETY: `tree`, and the links of the TCBs in it, are only touched while `lock` is held (see
+// `with`).
 unsafe impl Sync for RunQueue {}
 
 impl RunQueue {
@@ -33,19 +273,19 @@ impl RunQueue {
         RunQueue {
             lock: AtomicBool::new(false),
             len: AtomicUsize::new(0),
-            entries: UnsafeCell::new(VecDeque::with_capacity(64)),
+            tree: UnsafeCell::new(Tree::new()),
         }
     }
 
     #[inline]
-    fn with<R>(&self, f: impl FnOnce(&mut VecDeque<(u64, TcbRef)>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut Tree) -> R) -> R {
         if self.lock.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             self.lock_contended();
         }
-        // SAFETY: the lock is held, so no other thread touches `entries`.
-        let entries = unsafe { &mut *self.entries.get() };
-        let r = f(entries);
-        self.len.store(entries.len(), Ordering::Relaxed);
+        // SAFETY: the lock is held, so no other thread touches the tree.
+        let tree = unsafe { &mut *self.tree.get() };
+        let r = f(tree);
+        self.len.store(tree.len, Ordering::Relaxed);
         self.lock.store(false, Ordering::Release);
         r
     }
@@ -69,20 +309,11 @@ impl RunQueue {
         self.len.load(Ordering::Relaxed)
     }
 
-    /// Adds a ready ULT with the policy's key (higher runs sooner).
+    /// Adds a ready ULT, owned by the caller and in no other runqueue, with the policy's key
+    /// (higher runs sooner).
     #[inline]
     pub(crate) fn push(&self, key: u64, t: TcbRef) {
-        self.with(|q| match (q.front(), q.back()) {
-            (_, Some(&(back, _))) if key > back => q.push_back((key, t)),
-            // At or below the lowest key: first out of the front, after the equal keys already
-            // there (a yielded ULT under No Affinity, whose yield key is 0).
-            (Some(&(front, _)), _) if key <= front => q.push_front((key, t)),
-            (Some(_), Some(_)) => {
-                let at = q.partition_point(|&(k, _)| k < key);
-                q.insert(at, (key, t));
-            }
-            _ => q.push_back((key, t)),
-        });
+        self.with(|tree| tree.push(key, t));
     }
 
     /// Takes the ULT with the highest key.
@@ -91,17 +322,22 @@ impl RunQueue {
         if self.len() == 0 {
             return None;
         }
-        self.with(|q| q.pop_back().map(|(_, t)| t))
+        self.with(Tree::pop_max)
     }
 
-    /// Takes up to `want(len)` entries of lowest key for a thief.
+    /// Takes up to `want(len)` entries of lowest key for a thief, lowest first.
     pub(crate) fn steal(&self, want: impl FnOnce(usize) -> usize, into: &mut Vec<TcbRef>) {
         if self.len() == 0 {
             return;
         }
-        self.with(|q| {
-            let n = want(q.len()).min(q.len());
-            into.extend(q.drain(..n).map(|(_, t)| t));
+        self.with(|tree| {
+            let n = want(tree.len).min(tree.len);
+            into.reserve(n);
+            for _ in 0..n {
+                if let Some(t) = tree.pop_min() {
+                    into.push(t);
+                }
+            }
         });
     }
 }
@@ -112,23 +348,166 @@ mod tests {
     use crate::tcb::Chunk;
     use std::sync::Arc;
 
+    /// `n` TCBs, and the chunks holding them (boxed: each TCB points back to its chunk).
+    #[allow(clippy::vec_box)]
+    fn tcbs(n: usize) -> (Vec<Box<Chunk>>, Vec<TcbRef>) {
+        let shared = Arc::new(());
+        let chunks: Vec<Box<Chunk>> =
+            (0..n.div_ceil(crate::tcb::CHUNK_TCBS)).map(|_| Chunk::allocate(&shared)).collect();
+        let t = chunks.iter().flat_map(|c| c.tcbs()).take(n).collect();
+        (chunks, t)
+    }
+
+    /// Checks the search order, the heap order, the parent links, the ends and the length.
+    fn check(q: &RunQueue) {
+        q.with(|tree| {
+            fn walk(t: Option<TcbRef>, parent: Option<TcbRef>, out: &mut Vec<TcbRef>) {
+                let Some(t) = t else { return };
+                let l = link(t);
+                assert_eq!(l.parent.get(), parent, "parent link");
+                if let Some(p) = parent {
+                    assert!(link(p).prio.get() >= l.prio.get(), "heap order");
+                }
+                walk(l.left.get(), Some(t), out);
+                out.push(t);
+                walk(l.right.get(), Some(t), out);
+            }
+            let mut order = Vec::new();
+            walk(tree.root, None, &mut order);
+            assert_eq!(order.len(), tree.len);
+            assert!(order.windows(2).all(|w| key(w[0]) <= key(w[1])), "search order");
+            assert_eq!(tree.min, order.first().copied());
+            assert_eq!(tree.max, order.last().copied());
+        });
+    }
+
     #[test]
     fn orders_by_key_and_thieves_take_the_lowest() {
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let t: Vec<TcbRef> = chunk.tcbs().take(5).collect();
+        let (_chunks, t) = tcbs(5);
         let q = RunQueue::new();
         for (key, &tcb) in [3u64, 1, 4, 1, 5].iter().zip(&t) {
-            // t[1] and t[3] share key 1: t[1] arrived first and leaves first.
+            // t[1] and t[3] share key 1: t[1] arrived first and leaves the best end first.
             q.push(*key, tcb);
+            check(&q);
         }
         assert_eq!(q.len(), 5);
         assert_eq!(q.pop_best(), Some(t[4]));
         let mut stolen = Vec::new();
         q.steal(|n| n / 2, &mut stolen);
+        // The thief takes from the low end: the newer of the two key-1 entries first.
         assert_eq!(stolen, vec![t[3], t[1]]);
+        check(&q);
         assert_eq!(q.pop_best(), Some(t[2]));
         assert_eq!(q.pop_best(), Some(t[0]));
         assert_eq!(q.pop_best(), None);
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn equal_keys_leave_oldest_first() {
+        let (_chunks, t) = tcbs(8);
+        let q = RunQueue::new();
+        for &tcb in &t {
+            q.push(7, tcb);
+        }
+        check(&q);
+        let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+        assert_eq!(out, t);
+    }
+
+    #[test]
+    fn lifo_and_yield_keys() {
+        // No Affinity: increasing entry numbers (a stack), and yields keyed 0 that queue up
+        // behind everything in arrival order.
+        let (_chunks, t) = tcbs(6);
+        let q = RunQueue::new();
+        q.push(1, t[0]);
+        q.push(2, t[1]);
+        q.push(0, t[2]);
+        q.push(0, t[3]);
+        q.push(3, t[4]);
+        q.push(4, t[5]);
+        check(&q);
+        let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+        assert_eq!(out, vec![t[5], t[4], t[1], t[0], t[2], t[3]]);
+    }
+
+    /// Random pushes, pops and steals against a model (a list sorted by key, then arrival).
+    #[test]
+    fn matches_a_model_under_random_operations() {
+        let (_chunks, t) = tcbs(300);
+        let q = RunQueue::new();
+        let mut model: Vec<(u64, u64, TcbRef)> = Vec::new(); // (key, arrival, tcb)
+        let mut free: Vec<TcbRef> = t.clone();
+        let mut arrival = 0u64;
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Best first: highest key, then oldest arrival.
+        let best = |m: &Vec<(u64, u64, TcbRef)>| {
+            m.iter().enumerate().max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.1 .1.cmp(&a.1 .1))).map(|(i, _)| i)
+        };
+        let worst = |m: &Vec<(u64, u64, TcbRef)>| {
+            m.iter().enumerate().min_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.1 .1.cmp(&a.1 .1))).map(|(i, _)| i)
+        };
+        for step in 0..20_000 {
+            match next() % 10 {
+                0..=5 if !free.is_empty() => {
+                    let tcb = free.pop().unwrap();
+                    // A mix of key patterns: small ranges (many ties), increasing, zero.
+                    let key = match next() % 4 {
+                        0 => next() % 8,
+                        1 => arrival + 100,
+                        2 => 0,
+                        _ => next() % 1000,
+                    };
+                    q.push(key, tcb);
+                    model.push((key, arrival, tcb));
+                    arrival += 1;
+                }
+                6..=8 => {
+                    let expect = best(&model).map(|i| model.remove(i).2);
+                    let got = q.pop_best();
+                    assert_eq!(got, expect, "pop at step {step}");
+                    free.extend(got);
+                }
+                _ => {
+                    let mut stolen = Vec::new();
+                    q.steal(|n| n.div_ceil(3), &mut stolen);
+                    for &s in &stolen {
+                        let expect = worst(&model).map(|i| model.remove(i).2);
+                        assert_eq!(Some(s), expect, "steal at step {step}");
+                    }
+                    free.extend(stolen);
+                }
+            }
+            assert_eq!(q.len(), model.len());
+            if step % 97 == 0 {
+                check(&q);
+            }
+        }
+    }
+
+    /// The tree stays shallow: a sorted insertion order (the worst case of a plain search tree)
+    /// gives a depth of a small multiple of log2(n).
+    #[test]
+    fn stays_balanced_for_sorted_keys() {
+        let (_chunks, t) = tcbs(4096);
+        let q = RunQueue::new();
+        for (i, &tcb) in t.iter().enumerate() {
+            q.push(i as u64, tcb);
+        }
+        check(&q);
+        let depth = q.with(|tree| {
+            fn depth(t: Option<TcbRef>) -> usize {
+                t.map_or(0, |t| 1 + depth(link(t).left.get()).max(depth(link(t).right.get())))
+            }
+            depth(tree.root)
+        });
+        assert!(depth <= 40, "depth {depth} for 4096 sorted keys (log2 = 12)");
     }
 }

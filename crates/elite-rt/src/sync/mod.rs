@@ -9,7 +9,7 @@
 //!   program may mix both freely (an OS thread can wait for a ULT and the other way round).
 //! * A blocked ULT is bound to the object it waits on (ELiTE section 2.2, figure 2.4). Whoever
 //!   releases it pushes it on the wake-up stack of the processor the scheduling policy picks
-//!   ([`Policy::wake_target`](crate::policy::Policy::wake_target)) and unparks that processor if
+//!   ([`Hooks::wake_target`](crate::policy::Hooks::wake_target)) and unparks that processor if
 //!   it sleeps; when the policy picks the waker's own processor no atomic operation is needed.
 //! * Locks are two-phase (ELiTE section 2.3.2): see [`SpinPolicy`].
 //!

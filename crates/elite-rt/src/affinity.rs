@@ -1,0 +1,454 @@
+//! What the scheduling policy learns from each run, and the per-ULT record it reads.
+//!
+//! # Where things live, and who writes them
+//!
+//! * Per ULT, in its TCB: an [`UltRecord`] — the stamp of its last run (the run count of its
+//!   processor when the run ended), the misses of that run, its cache [`Footprint`], the bytes
+//!   of data it declared, and the policy's own word. Written by the processor holding the ULT
+//!   (after each run, on that processor's stack), by the ULT itself for its declared footprint
+//!   ([`set_footprint`]), and by the waker in [`Hooks::wake_target`] (the policy word) while it
+//!   owns the wake-up of the blocked ULT (the wait and join protocols give one waker at a time;
+//!   its push on a wake-up stack, or the loop itself, carries the writes to the next owner).
+//! * Per processor, in its owned core: a [`Local`] — its counter source, opened on the
+//!   processor's own thread (a hardware counter counts the thread that opened it), its run count
+//!   (virtual time) and runqueue entry count, and a copy of the policy.
+//! * Per runtime: [`Affinity`] — the cache model (built once, when the policy needs misses) and
+//!   the kind of source each processor opened, for [`Runtime::stats`](crate::Runtime::stats).
+//!
+//! A blocked ULT's record is complete before anyone can wake it: the loop updates it at the end
+//! of the run (`end_run`), before the switch's transition (the park action of the wait or join
+//! protocol) publishes the ULT with a release RMW; the waker reads it after the matching
+//! acquire. A ready ULT's record travels with it through the wake-up stack (release push,
+//! acquire drain) or a runqueue's lock.
+//!
+//! # Runs
+//!
+//! The processor loop calls [`Local::begin_run`] just before it resumes a ULT and
+//! [`Local::end_run`] just after the ULT switched back; the two alternate strictly. The join fast
+//! path runs a child on the joiner's stack in the middle of the joiner's run: it ends the
+//! joiner's run before the child's begins and begins a new one after the child's ends
+//! ([`Local::pause`], [`Local::resume`]), so that each run is measured on its own.
+//!
+//! What a run costs depends on the policy's [`Needs`], decided once when the runtime is built:
+//! nothing at all (No Affinity: `begin_run` and `end_run` are one predictable branch), a counter
+//! increment and a store (stamps: Virtual Time), or two counter-source calls and the cache
+//! model's update (misses: Minimum Misses, Reload Transient).
+//!
+//! # No PMU
+//!
+//! With [`CounterChoice::Detect`] (the default) each processor opens a hardware cache-miss
+//! counter and falls back to the estimator where it cannot ([`elite_affinity::AnySource::detect`]).
+//! The first fallback in a process prints one line on stderr saying so and why; the runtime runs
+//! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
+//! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
+
+use crate::policy::{Needs, Policy, ProcessorView, UltInfo, WakerInfo};
+use crate::processor::current_processor;
+use crate::tcb::TcbRef;
+use elite_affinity::{
+    AnySource, CacheModel, CounterSource, EstimatedSource, Footprint, ModelCache, RunInfo, ScriptedSource,
+    SourceKind,
+};
+use std::cell::Cell;
+use std::fmt;
+use std::sync::{Arc, Once, OnceLock};
+
+/// The policy's record of one ULT (see the module docs for who writes it).
+pub(crate) struct UltRecord {
+    stamp: Cell<u64>,
+    misses: Cell<u64>,
+    footprint: Cell<Footprint>,
+    bytes: Cell<usize>,
+    state: Cell<u64>,
+}
+
+impl UltRecord {
+    pub(crate) const fn new() -> UltRecord {
+        UltRecord {
+            stamp: Cell::new(0),
+            misses: Cell::new(0),
+            footprint: Cell::new(Footprint::EMPTY),
+            bytes: Cell::new(0),
+            state: Cell::new(0),
+        }
+    }
+}
+
+/// Resets the record of `t`, about to be published as a new ULT that declared `footprint` bytes,
+/// when the policy keeps records; otherwise it only stores a declared footprint (so a runtime
+/// whose policy keeps nothing touches no record on a plain spawn).
+#[inline]
+pub(crate) fn on_spawn(needs: Needs, t: TcbRef, footprint: Option<usize>) {
+    let rec = &t.tcb().affinity;
+    if needs.records() {
+        rec.stamp.set(0);
+        rec.misses.set(0);
+        rec.footprint.set(Footprint::EMPTY);
+        rec.state.set(0);
+        rec.bytes.set(footprint.unwrap_or(0));
+    } else if let Some(bytes) = footprint {
+        rec.bytes.set(bytes);
+    }
+}
+
+/// Declares that the calling ULT works on `bytes` of data from now on: the estimator of cache
+/// misses (on machines without a hardware counter) takes each of its runs to touch that many
+/// bytes, missing on what the cache model does not expect cached. Outside a ULT it does nothing.
+///
+/// [`Builder::footprint`](crate::Builder::footprint) declares it at spawn.
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(1).policy(elite_rt::policy::Policy::reload_transient()).build()?;
+/// rt.block_on(|| {
+///     let data = vec![0u64; 8192]; // 64 KiB
+///     elite_rt::set_footprint(std::mem::size_of_val(&data[..]));
+///     // ... work on `data` between synchronizations ...
+/// });
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
+pub fn set_footprint(bytes: usize) {
+    if let Some(t) = current_processor().and_then(|p| p.current_ult()) {
+        t.tcb().affinity.bytes.set(bytes);
+    }
+}
+
+/// What the policy sees of `t`: the record only when the policy keeps it.
+#[inline]
+pub(crate) fn ult_info(t: TcbRef, needs: Needs) -> UltInfo {
+    let tcb = t.tcb();
+    let info = UltInfo::new(tcb.id.get(), tcb.processor.load(crate::atomics::Ordering::Relaxed));
+    if !needs.records() {
+        return info;
+    }
+    let rec = &tcb.affinity;
+    UltInfo {
+        stamp: rec.stamp.get(),
+        misses: rec.misses.get(),
+        footprint: rec.footprint.get(),
+        footprint_bytes: rec.bytes.get(),
+        state: rec.state.get(),
+        ..info
+    }
+}
+
+/// The processor whose wake-up stack receives `t`, woken from `waker` (a processor, `None`
+/// outside the runtime) by the ULT `by` (if a ULT wakes it from its own code). The caller owns
+/// the wake-up of `t`.
+#[inline]
+pub(crate) fn wake_target(
+    policy: &Policy,
+    needs: Needs,
+    t: TcbRef,
+    waker: Option<usize>,
+    by: Option<TcbRef>,
+) -> usize {
+    let info = ult_info(t, needs);
+    let mut waker_info = WakerInfo::new(waker);
+    if needs.wakers {
+        if let Some(by) = by {
+            waker_info = waker_info.with_ult(ult_info(by, needs));
+        }
+    }
+    let mut state = info.state;
+    let target = policy.hooks().wake_target(&info, &waker_info, &mut state);
+    if state != info.state {
+        t.tcb().affinity.state.set(state);
+    }
+    target
+}
+
+/// The counter source each processor opens, when the policy needs cache misses
+/// ([`RuntimeBuilder::counters`](crate::RuntimeBuilder::counters)).
+///
+/// ```
+/// use elite_affinity::ScriptedSource;
+/// use elite_rt::{policy::Policy, CounterChoice};
+///
+/// // Every run of ULT 3 takes 500 misses, every other run 20, on each processor.
+/// let rt = elite_rt::Runtime::builder()
+///     .processors(1)
+///     .policy(Policy::minimum_misses())
+///     .counters(CounterChoice::scripted(|_processor| ScriptedSource::new(20).per_ult(3, 500)))
+///     .build()?;
+/// rt.block_on(|| ());
+/// assert_eq!(rt.stats().counter_sources[0].as_ref().map(|k| k.to_string()).as_deref(), Some("scripted"));
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum CounterChoice {
+    /// The hardware cache-miss counter where the machine has one, the estimator otherwise (the
+    /// runtime says so once per process, on stderr). The default.
+    #[default]
+    Detect,
+    /// The estimator ([`EstimatedSource`]) everywhere, without trying the hardware.
+    Estimated,
+    /// A script per processor, made on the processor's own thread by calling the function with
+    /// the processor's index: deterministic misses for tests.
+    Scripted(Arc<dyn Fn(usize) -> ScriptedSource + Send + Sync>),
+}
+
+impl CounterChoice {
+    /// [`CounterChoice::Scripted`] with `script` making each processor's source.
+    pub fn scripted(script: impl Fn(usize) -> ScriptedSource + Send + Sync + 'static) -> CounterChoice {
+        CounterChoice::Scripted(Arc::new(script))
+    }
+}
+
+impl fmt::Debug for CounterChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CounterChoice::Detect => f.write_str("Detect"),
+            CounterChoice::Estimated => f.write_str("Estimated"),
+            CounterChoice::Scripted(_) => f.write_str("Scripted(..)"),
+        }
+    }
+}
+
+/// The runtime-wide part: the cache model and what each processor opened.
+pub(crate) struct Affinity {
+    /// The model of the topology's model cache, when the policy needs misses.
+    model: Option<Arc<CacheModel>>,
+    sources: Box<[OnceLock<SourceKind>]>,
+}
+
+impl Affinity {
+    pub(crate) fn new(needs: Needs, cache: &ModelCache, processors: usize) -> Affinity {
+        let model = needs.misses.then(|| {
+            // A cache outside the model's range (absurd sizes) falls back to the assumed one.
+            let model = CacheModel::for_cache(cache).or_else(|_| CacheModel::for_cache(&ModelCache::ASSUMED));
+            Arc::new(model.unwrap_or_else(|e| crate::fatal(&format!("the assumed cache has no model: {e}"))))
+        });
+        Affinity { model, sources: (0..processors).map(|_| OnceLock::new()).collect() }
+    }
+
+    /// The source each processor opened (`None`: none, or not yet started).
+    pub(crate) fn sources(&self) -> Vec<Option<SourceKind>> {
+        self.sources.iter().map(|s| s.get().cloned()).collect()
+    }
+}
+
+/// Said once per process: the first processor that falls back to the estimator.
+static NO_PMU: Once = Once::new();
+
+/// A processor's part, owned by its thread.
+pub(crate) struct Local {
+    /// `needs.records()`: the check on every run's end.
+    records: bool,
+    /// The needs are stamps alone (Virtual Time): a run's end is a stamp, inline.
+    stamps_only: bool,
+    /// The counter source and the model, when the policy needs misses.
+    counting: Option<Counting>,
+    policy: Policy,
+    needs: Needs,
+    processor: usize,
+    /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
+    vtime: u64,
+    /// Runqueue entries so far.
+    seq: u64,
+}
+
+/// What a processor counts misses with.
+struct Counting {
+    source: AnySource,
+    model: Arc<CacheModel>,
+    /// The clock when the running ULT's run began.
+    began: u64,
+}
+
+impl Local {
+    /// The part of `processor`; call it on the processor's own thread (it opens the counter
+    /// source there).
+    pub(crate) fn new(
+        processor: usize,
+        policy: &Policy,
+        needs: Needs,
+        counters: &CounterChoice,
+        affinity: &Affinity,
+    ) -> Local {
+        let counting = match (&affinity.model, needs.misses) {
+            (Some(model), true) => Some(Counting {
+                source: match counters {
+                    CounterChoice::Detect => AnySource::detect(model),
+                    CounterChoice::Estimated => AnySource::Estimated(EstimatedSource::new(model)),
+                    CounterChoice::Scripted(script) => AnySource::Scripted(script(processor)),
+                },
+                model: Arc::clone(model),
+                began: 0,
+            }),
+            _ => None,
+        };
+        if let Some(Counting { source, .. }) = &counting {
+            if let SourceKind::Estimated { no_pmu: Some(reason) } = source.kind() {
+                NO_PMU.call_once(|| {
+                    eprintln!(
+                        "elite-rt: no hardware cache-miss counter here ({reason}); policy `{}` runs on misses \
+                         estimated from the footprints ULTs declare (said once per process; \
+                         Runtime::stats names each processor's source)",
+                        policy.name()
+                    )
+                });
+            }
+            let _ = affinity.sources[processor].set(source.kind().clone());
+        }
+        Local {
+            records: needs.records(),
+            stamps_only: needs == Needs::STAMPS,
+            counting,
+            policy: policy.clone(),
+            needs,
+            processor,
+            vtime: 0,
+            seq: 0,
+        }
+    }
+
+    /// What the policy sees of this processor, after `self.seq` entries.
+    #[inline]
+    fn view(&self) -> ProcessorView<'_> {
+        let view = ProcessorView::new(self.processor, self.seq).with_vtime(self.vtime);
+        match &self.counting {
+            Some(c) => view.with_clock(c.source.clock(), &c.model),
+            None => view,
+        }
+    }
+
+    /// The key of `t` entering this processor's runqueue.
+    #[inline]
+    pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
+        self.seq += 1;
+        self.policy.hooks().priority(&ult_info(t, self.needs), &self.view())
+    }
+
+    /// The key of `t` entering this processor's runqueue after a yield.
+    #[inline]
+    pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
+        self.seq += 1;
+        self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
+    }
+
+    /// A run begins here: the counter source's clock, which the end of the run needs.
+    #[inline(always)]
+    pub(crate) fn begin_run(&mut self) {
+        if let Some(c) = &mut self.counting {
+            c.began = c.source.begin_run();
+        }
+    }
+
+    /// The run of `t` begun by the last [`begin_run`](Self::begin_run) ended.
+    #[inline(always)]
+    pub(crate) fn end_run(&mut self, t: TcbRef) {
+        if self.records {
+            if self.stamps_only {
+                self.vtime += 1;
+                t.tcb().affinity.stamp.set(self.vtime);
+            } else {
+                self.record(t);
+            }
+        }
+    }
+
+    /// The run of the joiner `t` pauses while a child runs on its stack (the join fast path).
+    #[inline]
+    pub(crate) fn pause(&mut self, t: TcbRef) {
+        self.end_run(t);
+    }
+
+    /// The joiner's run goes on after the child switched back.
+    #[inline]
+    pub(crate) fn resume(&mut self) {
+        self.begin_run();
+    }
+
+    /// Updates the record of `t` after a run here.
+    #[inline(never)]
+    fn record(&mut self, t: TcbRef) {
+        let tcb = t.tcb();
+        let rec = &tcb.affinity;
+        if let Some(c) = &mut self.counting {
+            // One dispatch on the kind of source, then a path made for it.
+            let (model, at) = (&*c.model, (self.processor, c.began));
+            match &mut c.source {
+                AnySource::Estimated(source) => count_run(source, model, at, t),
+                AnySource::Hardware(source) => count_run_apart(source, model, at, t),
+                AnySource::Scripted(source) => count_run_apart(source, model, at, t),
+            }
+        }
+        if self.needs.stamps {
+            self.vtime += 1;
+            rec.stamp.set(self.vtime);
+        }
+        if self.needs.run_hook {
+            let info = ult_info(t, self.needs);
+            let mut state = info.state;
+            self.policy.hooks().record_run(&info, &self.view(), &mut state);
+            rec.state.set(state);
+        }
+    }
+}
+
+/// Ends the run of `t` on `source`, which began on processor `at.0` with its clock at `at.1`,
+/// and updates the misses and the footprint `t` shows to the policy.
+#[inline(always)]
+fn count_run<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) {
+    let (processor, began) = at;
+    let tcb = t.tcb();
+    let rec = &tcb.affinity;
+    // What the model expected cached when the run began, from the clock then.
+    let mut footprint = rec.footprint.get();
+    let valid = footprint.valid_on(model, processor, began);
+    let misses = source.end_run(&RunInfo::new(tcb.id.get(), rec.bytes.get(), valid));
+    rec.misses.set(misses);
+    footprint.record_run(model, processor, valid, misses, source.clock());
+    rec.footprint.set(footprint);
+}
+
+/// [`count_run`] in a function of its own, so that the other sources' code does not weigh on
+/// the estimator's path (the one machines without a PMU take on every run).
+#[inline(never)]
+fn count_run_apart<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) {
+    count_run(source, model, at, t);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcb::Chunk;
+
+    #[test]
+    fn records_follow_the_needs() {
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let t = chunk.tcbs().next().expect("a TCB");
+        let cache = ModelCache::ASSUMED;
+        // Nothing: no record, no source, no model.
+        let nothing = Affinity::new(Needs::NOTHING, &cache, 1);
+        let policy = Policy::no_affinity();
+        let mut local = Local::new(0, &policy, Needs::NOTHING, &CounterChoice::Detect, &nothing);
+        assert!(local.counting.is_none() && nothing.model.is_none());
+        on_spawn(Needs::NOTHING, t, None);
+        local.begin_run();
+        local.end_run(t);
+        assert_eq!(ult_info(t, Needs::NOTHING).stamp, 0);
+        assert_eq!(nothing.sources(), vec![None]);
+        // Misses, scripted: 100 misses a run; the record and the clock follow.
+        let needs = Needs::MISSES;
+        let affinity = Affinity::new(needs, &cache, 1);
+        let policy = Policy::reload_transient();
+        let script = CounterChoice::scripted(|_| ScriptedSource::new(100));
+        let mut local = Local::new(0, &policy, needs, &script, &affinity);
+        on_spawn(needs, t, Some(64 << 10));
+        for _ in 0..2 {
+            local.begin_run();
+            local.end_run(t);
+        }
+        let info = ult_info(t, needs);
+        assert_eq!((info.stamp, info.misses, info.footprint_bytes), (2, 100, 64 << 10));
+        assert!(info.footprint.lines() > 190.0, "{:?}", info.footprint);
+        assert_eq!(local.view().clock, 200);
+        assert_eq!(affinity.sources(), vec![Some(SourceKind::Scripted)]);
+        // A respawn resets the record.
+        on_spawn(needs, t, None);
+        assert_eq!(ult_info(t, needs), UltInfo::new(info.id, info.last_processor));
+    }
+}
