@@ -174,12 +174,12 @@ impl From<SolveError> for RunError {
 /// A runtime builder with `policy`, or why there is none.
 pub fn runtime_builder(policy: &str) -> Result<RuntimeBuilder, RunError> {
     let builder = elite_rt::Runtime::builder();
-    match policy {
-        "no-affinity" => Ok(builder.policy(elite_rt::policy::NoAffinity)),
-        name if POLICIES.contains(&name) => {
-            Err(RunError::Unavailable(format!("elite-rt has no policy {name:?} yet")))
+    match policy.parse::<elite_rt::Policy>() {
+        Ok(p) => Ok(builder.policy(p)),
+        Err(_) if POLICIES.contains(&policy) => {
+            Err(RunError::Unavailable(format!("elite-rt has no policy {policy:?} yet")))
         }
-        name => Err(RunError::UnknownPolicy(name.to_string())),
+        Err(_) => Err(RunError::UnknownPolicy(policy.to_string())),
     }
 }
 
