@@ -28,17 +28,19 @@ use crate::atomics::Ordering;
 use crate::park::ParkSlot;
 use crate::pool::{Got, LocalPool};
 use crate::queue::deathrow::Deathrow;
+use crate::queue::deque::Deque;
 use crate::queue::run::RunQueue;
 use crate::queue::start::{steal_one, take_global, take_global_batch};
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
+use crate::tcb::Context;
 use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::{policy::UltInfo, SpawnError};
 use corosensei::CoroutineResult;
-use crossbeam_deque::{Stealer, Worker};
+use crossbeam_deque::Worker;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -54,6 +56,8 @@ pub(crate) enum Switch {
     Park { data: *mut (), action: unsafe fn(*mut (), TcbRef) },
     /// Sleep until the deadline.
     Sleep(Instant),
+    /// The ULT's task returned and its exit is published: the context is free for another ULT.
+    Exit,
 }
 
 /// The shared part of a processor.
@@ -64,7 +68,8 @@ pub(crate) enum Switch {
 /// processors poll.
 pub(crate) struct Remote {
     pub(crate) node: usize,
-    pub(crate) start: Stealer<TcbRef>,
+    /// The own start-queue: pushed and popped by the owner, stolen from by others.
+    pub(crate) start: Deque<crate::tcb::Tcb>,
     pub(crate) wakeup: CachePadded<TcbStack>,
     pub(crate) cleanup: CachePadded<TcbStack>,
     pub(crate) runq: CachePadded<RunQueue>,
@@ -76,10 +81,10 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    pub(crate) fn new(node: usize, start: Stealer<TcbRef>) -> Remote {
+    pub(crate) fn new(node: usize, start_limit: usize) -> Remote {
         Remote {
             node,
-            start,
+            start: Deque::new(start_limit),
             wakeup: CachePadded::new(TcbStack::new()),
             cleanup: CachePadded::new(TcbStack::new()),
             runq: CachePadded::new(RunQueue::new()),
@@ -92,9 +97,11 @@ impl Remote {
 
 /// The owned part of a processor.
 pub(crate) struct Core {
-    start: Worker<TcbRef>,
+    /// The configured start-queue limit, capped at the deque's capacity.
+    start_limit: usize,
     tcb_pool: LocalPool<TcbRef>,
-    stack_pool: LocalPool<UltStack>,
+    /// Pooled contexts (a stack each, see [`Context`]): the stack pool.
+    stack_pool: LocalPool<Box<Context>>,
     deathrow: Deathrow,
     timers: Timers,
     /// The ULT to run next, outside the runqueue: set when a ULT becomes ready while nothing else is
@@ -181,10 +188,10 @@ pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
 }
 
 impl Processor {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>, start: Worker<TcbRef>) -> Processor {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>) -> Processor {
         let c = &shared.config;
         let core = Core {
-            start,
+            start_limit: c.start_queue_limit.min(shared.processors[index].start.capacity()),
             tcb_pool: LocalPool::new(c.tcb_pool_limit),
             stack_pool: LocalPool::new(c.stack_pool_limit),
             deathrow: Deathrow::new(),
@@ -395,15 +402,14 @@ impl Processor {
         if core.tick.is_multiple_of(61) {
             self.flush_notes();
         } else {
-            if let Some(t) = core.start.pop() {
+            if let Some(t) = self.pop_start() {
                 remote.stats.start_local.bump();
                 return Some(t);
             }
         }
         // From the shared levels take a batch into the own start-queue (room permitting): one
         // synchronization on the shared queue serves several starts.
-        let room =
-            self.shared.config.start_queue_limit.saturating_sub(self.core().start.len()).min(START_BATCH);
+        let room = self.core().start_limit.saturating_sub(remote.start.len()).min(START_BATCH);
         let node = &self.shared.nodes[remote.node];
         if let Some((t, n)) = node.start.take_batch(&self.core().staging, room) {
             self.unstage();
@@ -423,9 +429,15 @@ impl Processor {
             }
             return Some(t);
         }
-        let t = self.core().start.pop()?;
+        let t = self.pop_start()?;
         remote.stats.start_local.bump();
         Some(t)
+    }
+
+    /// Pops the newest entry of the own start-queue.
+    #[inline]
+    fn pop_start(&self) -> Option<TcbRef> {
+        TcbRef::from_ptr(self.remote().start.pop()?)
     }
 
     /// Moves what a batch take put in `staging` into the own start-queue, where thieves see it.
@@ -433,7 +445,10 @@ impl Processor {
     fn unstage(&self) {
         let core = self.core();
         while let Some(t) = core.staging.pop() {
-            core.start.push(t);
+            // Room was checked before the take (`room`), and only this owner pushes.
+            if self.remote().start.push(t.as_ptr()).is_err() {
+                self.push_start_overflow(t);
+            }
         }
     }
 
@@ -520,7 +535,10 @@ impl Processor {
         let shared = &*self.shared;
         let remote = self.remote();
         let core = self.core();
-        if core.next.is_some() || !remote.wakeup.is_empty() || self.runq().len() > 0 || !core.start.is_empty()
+        if core.next.is_some()
+            || !remote.wakeup.is_empty()
+            || self.runq().len() > 0
+            || !remote.start.is_empty()
         {
             return true;
         }
@@ -548,10 +566,11 @@ impl Processor {
     ///
     /// Only the ULT currently running on this processor calls this.
     pub(crate) fn start_inline(&self, t: TcbRef) -> Inline {
-        match self.core().start.pop() {
+        match self.pop_start() {
             Some(top) if top == t => {}
             Some(top) => {
-                self.core().start.push(top);
+                // It came from there, and nothing was pushed since: there is room.
+                let _ = self.remote().start.push(top.as_ptr());
                 return Inline::NotStarted;
             }
             None => return Inline::NotStarted,
@@ -575,30 +594,43 @@ impl Processor {
         }
     }
 
-    /// Gives a never-run ULT a stack from this processor's pool and runs it.
+    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it.
     fn start_ult(&self, t: TcbRef) {
         let tcb = t.tcb();
-        let stack = match self.get_stack(tcb.stack_size.get()) {
-            Ok(s) => s,
+        let ctx = match self.get_context(tcb.stack_size.get()) {
+            Ok(c) => c,
             Err(e) => return self.fail_start(t, e),
         };
-        tcb.canary_at.set(stack.canary_addr());
-        let co = Ult::with_stack(stack, move |y: &UltYielder, ()| {
-            let tcb = t.tcb();
-            tcb.yielder.set(y);
-            // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only the
-            // processor running this ULT calls `run`.
-            unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
-            // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result runs
-            // user code, which may join, yield or sleep like any ULT code.
-            if let Some(p) = current_processor() {
-                p.publish_from_ult(t);
-            }
-        });
+        tcb.canary_at.set(ctx.canary_at);
         // SAFETY: this processor owns the TCB (it took it from a start-queue).
-        unsafe { *tcb.coroutine.get() = Some(co) };
+        unsafe { *tcb.context.get() = Some(ctx) };
         tcb.life.set(Life::Started);
         self.run_ult(t);
+    }
+
+    /// A context on a new stack: its coroutine's function is the trampoline that runs one ULT
+    /// after another (see [`Context`]).
+    #[cold]
+    fn new_context(stack: UltStack) -> Box<Context> {
+        let (canary_at, usable) = (stack.canary_addr(), stack.usable());
+        let co = Ult::with_stack(stack, |y: &UltYielder, first: TcbRef| {
+            let mut t = first;
+            loop {
+                let tcb = t.tcb();
+                tcb.yielder.set(y);
+                // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only
+                // the processor running this ULT calls `run`.
+                unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
+                // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result
+                // runs user code, which may join, yield or sleep like any ULT code.
+                if let Some(p) = current_processor() {
+                    p.publish_from_ult(t);
+                }
+                // At rest until the next ULT: nothing with drop glue lives in this frame here.
+                t = y.suspend(Switch::Exit);
+            }
+        });
+        Box::new(Context { co, canary_at, usable, at_rest: false })
     }
 
     #[cold]
@@ -615,42 +647,47 @@ impl Processor {
         self.settle(t, prev);
     }
 
-    fn get_stack(&self, size: usize) -> std::io::Result<UltStack> {
+    /// A context for a ULT with a `size`-byte stack: pooled when `size` is the runtime's default.
+    #[inline]
+    fn get_context(&self, size: usize) -> std::io::Result<Box<Context>> {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
         if size == shared.config.stack_size && shared.config.central {
-            if let Some(s) = shared.nodes[0].stacks.take_one() {
-                return Ok(s);
+            if let Some(c) = shared.nodes[0].stacks.take_one() {
+                return Ok(c);
             }
         } else if size == shared.config.stack_size {
             match self.core().stack_pool.get(&shared.nodes[self.remote().node].stacks) {
-                Got::Hit(s) => {
+                Got::Hit(c) => {
                     stats.stack_pool_hits.bump();
-                    return Ok(s);
+                    return Ok(c);
                 }
-                Got::Underflow(s) => {
+                Got::Underflow(c) => {
                     stats.stack_pool_misses.bump();
                     stats.stack_pool_underflows.bump();
-                    return Ok(s);
+                    return Ok(c);
                 }
                 Got::Empty => stats.stack_pool_misses.bump(),
             }
         }
         stats.stack_fresh.bump();
-        UltStack::allocate(size, shared.config.stack_kind)
+        UltStack::allocate(size, shared.config.stack_kind).map(Self::new_context)
     }
 
-    fn put_stack(&self, s: UltStack) {
+    /// Returns the context of an exited ULT to the pool (at rest).
+    #[inline]
+    fn put_context(&self, mut c: Box<Context>) {
+        c.at_rest = true;
         let shared = &*self.shared;
         if shared.stacks_exhausted.load(Ordering::Relaxed) {
             shared.stacks_exhausted.store(false, Ordering::Relaxed); // memory is coming back
         }
-        if s.usable() != shared.config.stack_size {
-            return; // odd sizes are not pooled: dropping `s` unmaps it
+        if c.usable != shared.config.stack_size {
+            return; // odd sizes are not pooled: dropping `c` unmaps its stack
         }
         if shared.config.central {
-            shared.nodes[0].stacks.put_one(s);
-        } else if self.core().stack_pool.put(s, &shared.nodes[self.remote().node].stacks) {
+            shared.nodes[0].stacks.put_one(c);
+        } else if self.core().stack_pool.put(c, &shared.nodes[self.remote().node].stacks) {
             self.remote().stats.stack_pool_overflows.bump();
         }
     }
@@ -662,14 +699,14 @@ impl Processor {
         let stats = &self.remote().stats;
         let config = &self.shared.config;
         let check_canary = config.stack_kind == crate::stack::StackKind::Unguarded;
-        // SAFETY: this processor owns the started ULT; the coroutine is Some from `start_ult` until
+        // SAFETY: this processor owns the started ULT; the context is Some from `start_ult` until
         // `exit` takes it, after this borrow ends. The ULT's own code never touches the field.
-        let co = unsafe { (*tcb.coroutine.get()).as_mut() }
-            .unwrap_or_else(|| crate::fatal("ULT without a context"));
+        let ctx =
+            unsafe { (*tcb.context.get()).as_mut() }.unwrap_or_else(|| crate::fatal("ULT without a context"));
         let result = loop {
             self.current.set(Some(t));
             stats.switches.bump();
-            let result = co.resume(());
+            let result = ctx.co.resume(t);
             self.current.set(None);
             if check_canary {
                 self.check_canary(t);
@@ -687,12 +724,14 @@ impl Processor {
             break result;
         };
         match result {
+            CoroutineResult::Yield(Switch::Exit) => self.exit(t),
             CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
             // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
             // resumed, which cannot happen before `action` publishes it.
             CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t) },
             CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
-            CoroutineResult::Return(()) => self.exit(t),
+            // The trampoline never returns; only a forced unwind (shutdown) ends it.
+            CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
         }
     }
 
@@ -707,7 +746,7 @@ impl Processor {
         core.next.is_none()
             && self.runq().len() == 0
             && self.remote().wakeup.is_empty()
-            && core.start.is_empty()
+            && self.remote().start.is_empty()
             && core.timers.is_empty()
     }
 
@@ -750,13 +789,14 @@ impl Processor {
         unsafe { (*t.tcb().name.get()).as_deref().unwrap_or("unnamed").to_string() }
     }
 
-    /// The ULT returned: free its stack at once, then hand the TCB to the join protocol.
+    /// The ULT's task returned: free its context (and stack) at once, then hand the TCB to the
+    /// join protocol.
     fn exit(&self, t: TcbRef) {
         let tcb = t.tcb();
-        // SAFETY: the coroutine has returned; this processor owns it.
-        let co = unsafe { (*tcb.coroutine.get()).take() };
-        if let Some(co) = co {
-            self.put_stack(co.into_stack());
+        // SAFETY: the ULT switched out for good (`Switch::Exit`); this processor owns its context.
+        let ctx = unsafe { (*tcb.context.get()).take() };
+        if let Some(ctx) = ctx {
+            self.put_context(ctx);
         }
         if self.core().inline_child == Some(t) {
             // Its joiner started it inline and is waiting right below us on this OS thread with
@@ -982,9 +1022,9 @@ impl Processor {
         let core = self.core();
         if shared.config.central {
             shared.global_start.push(t);
-        } else if core.start.len() < shared.config.start_queue_limit {
-            core.start.push(t);
-        } else {
+        } else if self.remote().start.len() >= core.start_limit
+            || self.remote().start.push(t.as_ptr()).is_err()
+        {
             self.push_start_overflow(t);
         }
         shared.notify_any();

@@ -39,9 +39,45 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::thread;
 
-/// The coroutine type of a ULT: resumed with `()`, suspends with a [`Switch`] reason.
-pub(crate) type Ult = Coroutine<(), Switch, (), UltStack>;
-pub(crate) type UltYielder = Yielder<(), Switch>;
+/// The coroutine of an execution [`Context`]: resumed with the TCB it runs, suspends with a
+/// [`Switch`] reason.
+pub(crate) type Ult = Coroutine<TcbRef, Switch, (), UltStack>;
+pub(crate) type UltYielder = Yielder<TcbRef, Switch>;
+
+/// An execution context: a ULT stack with a coroutine on it that runs ULTs one after another.
+///
+/// The coroutine's function (the processor's trampoline) loops: it runs the task of the TCB it was
+/// resumed with, publishes the exit, and suspends with [`Switch::Exit`]; the next resume, with
+/// another TCB, starts that one. So a context is made once per stack and pooled with it (the
+/// stack pools hold contexts), and starting a ULT costs a resume instead of building a coroutine.
+/// While a context is pooled its coroutine is *at rest*: suspended at the top of its trampoline,
+/// with nothing on its stack that needs dropping.
+pub(crate) struct Context {
+    pub(crate) co: Ult,
+    /// Low end of an unguarded stack's canary (0: guarded stack).
+    pub(crate) canary_at: usize,
+    /// Usable bytes of the stack.
+    pub(crate) usable: usize,
+    /// Set while the coroutine is at rest (see above).
+    pub(crate) at_rest: bool,
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        if self.at_rest {
+            // SAFETY: at rest the coroutine is suspended in its trampoline between two ULTs, where
+            // no live value on its stack has drop glue; resetting it leaks nothing.
+            unsafe { self.co.force_reset() };
+        }
+        // Otherwise dropping `co` unwinds whatever runs on it (corosensei's `Drop`).
+    }
+}
+
+// SAFETY: this and `Tcb`'s impl below are the audited place that lets a suspended coroutine (which
+// corosensei marks !Send because of thread-locals) move between OS threads: a pooled context is at
+// rest (its stack holds nothing of any ULT), and a ULT's context moves with its TCB under the
+// argument given at `Tcb`'s impl.
+unsafe impl Send for Context {}
 
 /// Bits of the join state word.
 pub(crate) struct JoinState;
@@ -210,7 +246,8 @@ pub(crate) struct Tcb {
     pub(crate) vtable: Cell<&'static TaskVTable>,
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Execution: owned by the processor holding the ULT.
-    pub(crate) coroutine: UnsafeCell<Option<Ult>>,
+    /// The context the ULT runs on, from its first run to its exit.
+    pub(crate) context: UnsafeCell<Option<Box<Context>>>,
     pub(crate) yielder: Cell<*const UltYielder>,
     pub(crate) life: Cell<Life>,
     /// Low end of an unguarded stack's canary (0: guarded stack).
@@ -262,7 +299,7 @@ impl Tcb {
             task: Cell::new(ptr::null_mut()),
             vtable: Cell::new(&EMPTY_VTABLE),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
-            coroutine: UnsafeCell::new(None),
+            context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
             life: Cell::new(Life::Free),
             canary_at: Cell::new(0),
