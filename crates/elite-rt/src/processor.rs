@@ -35,7 +35,7 @@ use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
-use crate::tcb::Context;
+use crate::tcb::{Context, Resumer};
 use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::{policy::UltInfo, SpawnError};
@@ -168,6 +168,11 @@ pub(crate) struct Processor {
     remote: *const Remote,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
+    // Copies of configuration read on the hot paths (one load instead of two).
+    central: bool,
+    check_canary: bool,
+    record_runs: bool,
+    stack_size: usize,
 }
 
 thread_local! {
@@ -209,7 +214,17 @@ impl Processor {
             scratch: Vec::new(),
         };
         let remote: *const Remote = &shared.processors[index];
-        Processor { index, shared, remote, core: UnsafeCell::new(core), current: Cell::new(None) }
+        Processor {
+            index,
+            remote,
+            core: UnsafeCell::new(core),
+            current: Cell::new(None),
+            central: c.central,
+            check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
+            record_runs: c.record_runs,
+            stack_size: c.stack_size,
+            shared,
+        }
     }
 
     /// The owned state. Callers keep the borrow short and never across a switch.
@@ -354,7 +369,7 @@ impl Processor {
     #[inline]
     pub(crate) fn make_ready(&self, t: TcbRef) {
         let core = self.core();
-        if core.next.is_none() && self.runq().len() == 0 && !self.shared.config.central {
+        if core.next.is_none() && self.runq().len() == 0 && !self.central {
             core.next = Some(t);
             return;
         }
@@ -381,7 +396,7 @@ impl Processor {
     /// The runqueue this processor serves: its own, or the one global queue of a `central` runtime.
     #[inline]
     fn runq(&self) -> &RunQueue {
-        if self.shared.config.central {
+        if self.central {
             &self.shared.central_runq
         } else {
             &self.remote().runq
@@ -391,7 +406,7 @@ impl Processor {
     /// Step 3: own start-queue, then node, then global.
     #[inline]
     fn take_start(&self) -> Option<TcbRef> {
-        if self.shared.config.central {
+        if self.central {
             let t = take_global(&self.shared.global_start)?;
             self.remote().stats.start_global.bump();
             return Some(t);
@@ -602,8 +617,9 @@ impl Processor {
             Err(e) => return self.fail_start(t, e),
         };
         tcb.canary_at.set(ctx.canary_at);
-        // SAFETY: this processor owns the TCB (it took it from a start-queue).
-        unsafe { *tcb.context.get() = Some(ctx) };
+        // SAFETY: this processor owns the TCB (it took it from a start-queue); a never-started
+        // ULT has no context, so the write overwrites a `None` (nothing to drop).
+        unsafe { ptr::write(tcb.context.get(), Some(ctx)) };
         tcb.life.set(Life::Started);
         self.run_ult(t);
     }
@@ -613,21 +629,25 @@ impl Processor {
     #[cold]
     fn new_context(stack: UltStack) -> Box<Context> {
         let (canary_at, usable) = (stack.canary_addr(), stack.usable());
-        let co = Ult::with_stack(stack, |y: &UltYielder, first: TcbRef| {
-            let mut t = first;
+        let co = Ult::with_stack(stack, |y: &UltYielder, first: Resumer| {
+            let mut by = first;
             loop {
+                // SAFETY: a context is resumed only by a live processor, on its own thread.
+                let Some(t) = (unsafe { &*by.0 }).current_ult() else {
+                    crate::fatal("a context started with no current ULT");
+                };
                 let tcb = t.tcb();
                 tcb.yielder.set(y);
                 // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only
                 // the processor running this ULT calls `run`.
                 unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
                 // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result
-                // runs user code, which may join, yield or sleep like any ULT code.
-                if let Some(p) = current_processor() {
-                    p.publish_from_ult(t);
-                }
+                // runs user code, which may join, yield or sleep like any ULT code. The task may
+                // have switched: the processor running us now is the last one that resumed us.
+                // SAFETY: that processor runs this code, so it is alive.
+                unsafe { &*tcb.resumer.get().0 }.publish_from_ult(t);
                 // At rest until the next ULT: nothing with drop glue lives in this frame here.
-                t = y.suspend(Switch::Exit);
+                by = y.suspend(Switch::Exit);
             }
         });
         Box::new(Context { co, canary_at, usable, at_rest: false })
@@ -652,11 +672,11 @@ impl Processor {
     fn get_context(&self, size: usize) -> std::io::Result<Box<Context>> {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
-        if size == shared.config.stack_size && shared.config.central {
+        if size == self.stack_size && self.central {
             if let Some(c) = shared.nodes[0].stacks.take_one() {
                 return Ok(c);
             }
-        } else if size == shared.config.stack_size {
+        } else if size == self.stack_size {
             match self.core().stack_pool.get(&shared.nodes[self.remote().node].stacks) {
                 Got::Hit(c) => {
                     stats.stack_pool_hits.bump();
@@ -682,10 +702,10 @@ impl Processor {
         if shared.stacks_exhausted.load(Ordering::Relaxed) {
             shared.stacks_exhausted.store(false, Ordering::Relaxed); // memory is coming back
         }
-        if c.usable != shared.config.stack_size {
+        if c.usable != self.stack_size {
             return; // odd sizes are not pooled: dropping `c` unmaps its stack
         }
-        if shared.config.central {
+        if self.central {
             shared.nodes[0].stacks.put_one(c);
         } else if self.core().stack_pool.put(c, &shared.nodes[self.remote().node].stacks) {
             self.remote().stats.stack_pool_overflows.bump();
@@ -698,20 +718,21 @@ impl Processor {
         tcb.processor.store(self.index, Ordering::Relaxed);
         let stats = &self.remote().stats;
         let config = &self.shared.config;
-        let check_canary = config.stack_kind == crate::stack::StackKind::Unguarded;
+        let check_canary = self.check_canary;
         // SAFETY: this processor owns the started ULT; the context is Some from `start_ult` until
         // `exit` takes it, after this borrow ends. The ULT's own code never touches the field.
         let ctx =
             unsafe { (*tcb.context.get()).as_mut() }.unwrap_or_else(|| crate::fatal("ULT without a context"));
         let result = loop {
             self.current.set(Some(t));
+            tcb.resumer.set(Resumer(self));
             stats.switches.bump();
-            let result = ctx.co.resume(t);
+            let result = ctx.co.resume(Resumer(self));
             self.current.set(None);
             if check_canary {
                 self.check_canary(t);
             }
-            if config.record_runs {
+            if self.record_runs {
                 config.policy.record_run(&ult_info(t), self.index);
             }
             if let CoroutineResult::Yield(Switch::Yield) = result {
@@ -811,8 +832,8 @@ impl Processor {
 
     /// The joiner's end of [`Inline::Finished`]: the output was taken, give the TCB back.
     pub(crate) fn reclaim_inline(&self, t: TcbRef) {
-        // SAFETY: the joiner owns the finished task (see `Inline::Finished`).
-        unsafe { t.tcb().drop_task() };
+        // SAFETY: the joiner owns the finished task and took its outcome (see `Inline::Finished`).
+        unsafe { t.tcb().drop_spent_task() };
         self.recycle(t);
         self.remote().handles.drop_one();
     }
@@ -886,7 +907,7 @@ impl Processor {
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
         let target = self.shared.config.policy.wake_target(&ult_info(t), Some(self.index));
-        if self.shared.config.central {
+        if self.central {
             self.enqueue(t);
             self.shared.notify_any();
         } else if target == self.index {
@@ -959,7 +980,7 @@ impl Processor {
             *tcb.waiter.get() = Waiter::None;
         }
         let shared = &*self.shared;
-        if shared.config.central {
+        if self.central {
             shared.nodes[0].tcbs.put_one(t);
         } else if self.core().tcb_pool.put(t, &shared.nodes[self.remote().node].tcbs) {
             self.remote().stats.tcb_pool_overflows.bump();
@@ -971,7 +992,7 @@ impl Processor {
     pub(crate) fn alloc_tcb(&self) -> TcbRef {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
-        if shared.config.central {
+        if self.central {
             return shared.nodes[0].tcbs.take_one().unwrap_or_else(|| self.alloc_chunk());
         }
         match self.core().tcb_pool.get(&shared.nodes[self.remote().node].tcbs) {
@@ -998,7 +1019,7 @@ impl Processor {
         let first = tcbs.pop().unwrap_or_else(|| crate::fatal("empty TCB chunk"));
         let node = &self.shared.nodes[self.remote().node].tcbs;
         for t in tcbs {
-            if self.shared.config.central {
+            if self.central {
                 node.put_one(t);
             } else {
                 let _ = self.core().tcb_pool.put(t, node);
@@ -1020,7 +1041,7 @@ impl Processor {
     pub(crate) fn push_start(&self, t: TcbRef) {
         let shared = &*self.shared;
         let core = self.core();
-        if shared.config.central {
+        if self.central {
             shared.global_start.push(t);
         } else if self.remote().start.len() >= core.start_limit
             || self.remote().start.push(t.as_ptr()).is_err()

@@ -39,16 +39,21 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::thread;
 
-/// The coroutine of an execution [`Context`]: resumed with the TCB it runs, suspends with a
-/// [`Switch`] reason.
-pub(crate) type Ult = Coroutine<TcbRef, Switch, (), UltStack>;
-pub(crate) type UltYielder = Yielder<TcbRef, Switch>;
+/// The coroutine of an execution [`Context`]: resumed with the processor that resumes it (whose
+/// `current` names the ULT to run), suspends with a [`Switch`] reason.
+pub(crate) type Ult = Coroutine<Resumer, Switch, (), UltStack>;
+pub(crate) type UltYielder = Yielder<Resumer, Switch>;
+
+/// What a context is resumed with: the processor resuming it, so that code after a switch knows
+/// where it runs now without a thread-local lookup.
+#[derive(Clone, Copy)]
+pub(crate) struct Resumer(pub(crate) *const crate::processor::Processor);
 
 /// An execution context: a ULT stack with a coroutine on it that runs ULTs one after another.
 ///
-/// The coroutine's function (the processor's trampoline) loops: it runs the task of the TCB it was
-/// resumed with, publishes the exit, and suspends with [`Switch::Exit`]; the next resume, with
-/// another TCB, starts that one. So a context is made once per stack and pooled with it (the
+/// The coroutine's function (the processor's trampoline) loops: it runs the task of the ULT its
+/// resumer names as current, publishes the exit, and suspends with [`Switch::Exit`]; the next
+/// resume, for another ULT, starts that one. So a context is made once per stack and pooled with it (the
 /// stack pools hold contexts), and starting a ULT costs a resume instead of building a coroutine.
 /// While a context is pooled its coroutine is *at rest*: suspended at the top of its trampoline,
 /// with nothing on its stack that needs dropping.
@@ -109,22 +114,36 @@ pub(crate) enum Waiter {
 }
 
 /// Type-erased operations on a spawned closure and its result.
+///
+/// A task is a [`Task<F, T>`] whose first field, at offset 0 whatever `F` is, is the outcome
+/// `Option<thread::Result<T>>`: a join handle, which knows `T`, reads it there directly.
 pub(crate) struct TaskVTable {
     /// Runs the closure under `catch_unwind` and stores the outcome in place.
     pub(crate) run: unsafe fn(*mut ()),
-    /// Moves the outcome into `*mut Option<thread::Result<T>>`.
-    pub(crate) take_output: unsafe fn(*mut (), *mut ()),
     /// Stores `payload` as a failed outcome (the ULT never finished: cancelled, or no stack).
     pub(crate) fail: unsafe fn(*mut (), Box<dyn Any + Send>),
     /// Frees the task, whatever it still holds.
     pub(crate) drop: unsafe fn(*mut ()),
 }
 
-enum Stage<F, T> {
-    Pending(F),
-    Running,
-    Done(thread::Result<T>),
-    Consumed,
+/// A spawned closure and, once it ran, its outcome.
+#[repr(C)]
+pub(crate) struct Task<F, T> {
+    /// The outcome; first, so that its offset does not depend on `F`.
+    out: Option<thread::Result<T>>,
+    /// The closure until it runs.
+    f: Option<F>,
+}
+
+/// Moves the outcome out of a task made by [`new_task`] for a closure returning `T`.
+///
+/// # Safety
+/// `task` is live, made for this `T`, and the caller has exclusive access to its outcome (the join
+/// protocol's COMPLETE, observed with `Acquire`).
+#[inline]
+pub(crate) unsafe fn take_output<T>(task: *mut ()) -> Option<thread::Result<T>> {
+    // SAFETY: `Task` is `repr(C)` with the outcome first, so `task` points at it (contract).
+    unsafe { (*(task as *mut Option<thread::Result<T>>)).take() }
 }
 
 /// The panic payload a join returns for a ULT that the runtime's shutdown cancelled.
@@ -160,8 +179,8 @@ where
 {
     unsafe fn run<F: FnOnce() -> T, T>(p: *mut ()) {
         // SAFETY: `p` came from `new_task::<F, T>` and only the processor running the ULT calls `run`.
-        let stage = unsafe { &mut *(p as *mut Stage<F, T>) };
-        let Stage::Pending(f) = std::mem::replace(stage, Stage::Running) else {
+        let task = unsafe { &mut *(p as *mut Task<F, T>) };
+        let Some(f) = task.f.take() else {
             crate::fatal("a ULT's task ran twice");
         };
         let out = panic::catch_unwind(AssertUnwindSafe(f));
@@ -172,65 +191,49 @@ where
                 panic::resume_unwind(payload);
             }
         }
-        // SAFETY: re-borrow after the closure ran; nothing else touches the stage while it runs.
-        unsafe { *(p as *mut Stage<F, T>) = Stage::Done(out) };
-    }
-    unsafe fn take_output<F, T>(p: *mut (), out: *mut ()) {
-        // SAFETY: the join protocol gives the caller exclusive access after COMPLETE, and `out`
-        // points to an `Option<thread::Result<T>>` of the same `T`.
-        let (stage, out) =
-            unsafe { (&mut *(p as *mut Stage<F, T>), &mut *(out as *mut Option<thread::Result<T>>)) };
-        if let Stage::Done(r) = std::mem::replace(stage, Stage::Consumed) {
-            *out = Some(r);
-        }
+        // SAFETY: re-borrow after the closure ran; nothing else touches the task while it runs.
+        unsafe { (*(p as *mut Task<F, T>)).out = Some(out) };
     }
     unsafe fn fail<F, T>(p: *mut (), payload: Box<dyn Any + Send>) {
         // SAFETY: called with exclusive access to a task that never ran to completion.
-        let stage = unsafe { &mut *(p as *mut Stage<F, T>) };
-        *stage = Stage::Done(Err(payload));
+        let task = unsafe { &mut *(p as *mut Task<F, T>) };
+        task.f = None;
+        task.out = Some(Err(payload));
     }
     unsafe fn drop_boxed<F, T>(p: *mut ()) {
         // SAFETY: `p` is the Box made in `new_task`, dropped exactly once by whoever recycles.
-        drop(unsafe { Box::from_raw(p as *mut Stage<F, T>) });
+        drop(unsafe { Box::from_raw(p as *mut Task<F, T>) });
     }
     unsafe fn drop_inline<F, T>(p: *mut ()) {
         // SAFETY: `p` is the TCB's inline slot written in `new_task`, dropped exactly once.
-        unsafe { ptr::drop_in_place(p as *mut Stage<F, T>) };
+        unsafe { ptr::drop_in_place(p as *mut Task<F, T>) };
     }
     struct VTables<F, T>(std::marker::PhantomData<(F, T)>);
     impl<F: FnOnce() -> T, T> VTables<F, T> {
-        const FITS: bool = std::mem::size_of::<Stage<F, T>>() <= INLINE_TASK_BYTES
-            && std::mem::align_of::<Stage<F, T>>() <= std::mem::align_of::<InlineTask>();
-        const BOXED: TaskVTable = TaskVTable {
-            run: run::<F, T>,
-            take_output: take_output::<F, T>,
-            fail: fail::<F, T>,
-            drop: drop_boxed::<F, T>,
-        };
-        const INLINE: TaskVTable = TaskVTable {
-            run: run::<F, T>,
-            take_output: take_output::<F, T>,
-            fail: fail::<F, T>,
-            drop: drop_inline::<F, T>,
-        };
+        const FITS: bool = std::mem::size_of::<Task<F, T>>() <= INLINE_TASK_BYTES
+            && std::mem::align_of::<Task<F, T>>() <= std::mem::align_of::<InlineTask>();
+        const BOXED: TaskVTable =
+            TaskVTable { run: run::<F, T>, fail: fail::<F, T>, drop: drop_boxed::<F, T> };
+        const INLINE: TaskVTable =
+            TaskVTable { run: run::<F, T>, fail: fail::<F, T>, drop: drop_inline::<F, T> };
     }
+    let task = Task::<F, T> { out: None, f: Some(f) };
     if VTables::<F, T>::FITS {
-        let p = slot as *mut Stage<F, T>;
+        let p = slot as *mut Task<F, T>;
         // SAFETY: the slot is the free TCB's inline storage, owned by the spawner, large and aligned
-        // enough for the stage (checked by FITS), and holds no live task (the last one was dropped).
-        unsafe { p.write(Stage::Pending(f)) };
+        // enough for the task (checked by FITS), and holds no live task (the last one was dropped).
+        unsafe { p.write(task) };
         (p as *mut (), &VTables::<F, T>::INLINE)
     } else {
-        let p = Box::into_raw(Box::new(Stage::<F, T>::Pending(f))) as *mut ();
+        let p = Box::into_raw(Box::new(task)) as *mut ();
         (p, &VTables::<F, T>::BOXED)
     }
 }
 
 static EMPTY_VTABLE: TaskVTable = {
     unsafe fn nop(_: *mut ()) {}
-    unsafe fn nop2(_: *mut (), _: *mut ()) {}
-    unsafe fn nop3(_: *mut (), _: Box<dyn Any + Send>) {}
-    TaskVTable { run: nop, take_output: nop2, fail: nop3, drop: nop }
+    unsafe fn nop2(_: *mut (), _: Box<dyn Any + Send>) {}
+    TaskVTable { run: nop, fail: nop2, drop: nop }
 };
 
 /// A thread control block, aligned to a cache line so that neighbours in a chunk, often in use on
@@ -249,6 +252,9 @@ pub(crate) struct Tcb {
     /// The context the ULT runs on, from its first run to its exit.
     pub(crate) context: UnsafeCell<Option<Box<Context>>>,
     pub(crate) yielder: Cell<*const UltYielder>,
+    /// The processor that last resumed the ULT (set before every resume): the one running it
+    /// whenever its code runs.
+    pub(crate) resumer: Cell<Resumer>,
     pub(crate) life: Cell<Life>,
     /// Low end of an unguarded stack's canary (0: guarded stack).
     pub(crate) canary_at: Cell<usize>,
@@ -301,6 +307,7 @@ impl Tcb {
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
+            resumer: Cell::new(Resumer(ptr::null())),
             life: Cell::new(Life::Free),
             canary_at: Cell::new(0),
             processor: AtomicUsize::new(0),
@@ -326,6 +333,21 @@ impl Tcb {
             // SAFETY: non-null `task` is the live box made by `new_task` for this vtable.
             unsafe { (self.vtable.get().drop)(task) };
         }
+    }
+
+    /// Drops a task whose closure ran and whose outcome was taken: an inline one holds nothing
+    /// left to drop, so only a boxed one costs a call (its memory is freed).
+    ///
+    /// # Safety
+    /// As for [`Tcb::drop_task`], and the task ran and its outcome was taken.
+    #[inline]
+    pub(crate) unsafe fn drop_spent_task(&self) {
+        if self.task.get() == self.inline.get() as *mut () {
+            self.task.set(ptr::null_mut());
+            return;
+        }
+        // SAFETY: per the contract.
+        unsafe { self.drop_task() }
     }
 }
 

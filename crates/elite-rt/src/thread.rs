@@ -296,10 +296,8 @@ impl<T> JoinHandle<T> {
     /// # Safety
     /// The ULT is complete and visible as such to the caller, who is the only reader of the output.
     unsafe fn take_output(&self) -> std::thread::Result<T> {
-        let tcb = self.tcb.tcb();
-        let mut out: Option<std::thread::Result<T>> = None;
-        // SAFETY: per the contract; `out` has the type the task was made with.
-        unsafe { (tcb.vtable.get().take_output)(tcb.task.get(), &mut out as *mut _ as *mut ()) };
+        // SAFETY: per the contract; the task was made for this handle's `T`.
+        let out = unsafe { crate::tcb::take_output::<T>(self.tcb.tcb().task.get()) };
         out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)))
     }
 
