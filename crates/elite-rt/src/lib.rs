@@ -105,6 +105,12 @@ mod stack;
 mod stats;
 #[cfg(not(loom))]
 pub mod sync;
+#[cfg(loom)]
+#[allow(dead_code)]
+mod sync {
+    //! Under loom: only the mutex's state word.
+    pub(crate) mod lock_word;
+}
 #[cfg(not(loom))]
 mod tcb;
 #[cfg(not(loom))]

@@ -525,15 +525,21 @@ impl Processor {
     #[cold]
     fn idle(&self) {
         self.flush_notes();
+        let remote = self.remote();
         for _ in 0..self.shared.config.spin_rounds {
+            // A wake-up directed here (a woken waiter, often one a lock was handed to) is looked
+            // for after every pause: the latency of a hand-over to an idle processor is a pause,
+            // not a round.
             for _ in 0..32 {
                 std::hint::spin_loop();
+                if !remote.wakeup.is_empty() {
+                    return;
+                }
             }
             if self.has_work() || self.shared.is_shutting_down() {
                 return;
             }
         }
-        let remote = self.remote();
         remote.stats.parks.bump();
         let deadline = self.core().timers.next_deadline();
         let parked = self
