@@ -618,11 +618,10 @@ impl Processor {
     /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it.
     fn start_ult(&self, t: TcbRef) {
         let tcb = t.tcb();
-        let ctx = match self.get_context(tcb.stack_size.get()) {
+        let ctx = match self.get_context(tcb.stack_size()) {
             Ok(c) => c,
             Err(e) => return self.fail_start(t, e),
         };
-        tcb.canary_at.set(ctx.canary_at);
         // SAFETY: this processor owns the TCB (it took it from a start-queue); a never-started
         // ULT has no context, so the write overwrites a `None` (nothing to drop).
         unsafe { ptr::write(tcb.context.get(), Some(ctx)) };
@@ -663,7 +662,7 @@ impl Processor {
     fn fail_start(&self, t: TcbRef, e: std::io::Error) {
         self.remote().stats.stack_failures.bump();
         self.shared.stacks_exhausted.store(true, Ordering::Relaxed);
-        let err = SpawnError::Stack { size: t.tcb().stack_size.get(), error: e.to_string() };
+        let err = SpawnError::Stack { size: t.tcb().stack_size(), error: e.to_string() };
         let tcb = t.tcb();
         // SAFETY: this processor owns the never-started task.
         unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(err)) };
@@ -793,9 +792,12 @@ impl Processor {
     /// Checked after every switch out of a ULT on an unguarded stack.
     #[inline]
     fn check_canary(&self, t: TcbRef) {
-        // SAFETY: `canary_at` is the low end of the ULT's unguarded stack, recorded when it got the
-        // stack; the ULT is suspended or finished (stack not yet returned), so the memory is live.
-        if !unsafe { crate::stack::canary_intact_at(t.tcb().canary_at.get()) } {
+        // SAFETY: the ULT just switched out, so its context is still in the TCB; only this
+        // processor touches it.
+        let at = unsafe { (*t.tcb().context.get()).as_ref() }.map_or(0, |c| c.canary_at);
+        // SAFETY: `at` is the low end of the ULT's unguarded stack (0: guarded), recorded when the
+        // context was made; the context holds the stack, so the memory is live.
+        if !unsafe { crate::stack::canary_intact_at(at) } {
             self.canary_overwritten(t);
         }
     }
@@ -807,7 +809,7 @@ impl Processor {
             "stack overflow in ULT {} ({}): the canary of its {}-byte unguarded stack was overwritten",
             tcb.id.get(),
             self.ult_name(t),
-            tcb.stack_size.get()
+            tcb.stack_size()
         ));
     }
 
@@ -863,7 +865,7 @@ impl Processor {
     /// thread, has put the TCB on the deathrow.
     fn publish(&self, t: TcbRef) -> usize {
         let tcb = t.tcb();
-        tcb.exit_processor.set(self.index);
+        tcb.exit_processor.set(self.index as u32);
         let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
@@ -980,10 +982,14 @@ impl Processor {
         let tcb = t.tcb();
         tcb.life.set(Life::Free);
         tcb.join.store(0, Ordering::Relaxed);
-        // SAFETY: the TCB is free: nobody else references it.
+        // SAFETY: the TCB is free: nobody else references it. (Its waiter is `None` already: the
+        // exit takes a registered waiter, and a joiner that registered after the exit clears its
+        // own; that keeps the waiter's line out of the spawn-exit-join cycle.)
         unsafe {
-            *tcb.name.get() = None;
-            *tcb.waiter.get() = Waiter::None;
+            debug_assert!(matches!(*tcb.waiter.get(), Waiter::None));
+            if (*tcb.name.get()).is_some() {
+                *tcb.name.get() = None;
+            }
         }
         let shared = &*self.shared;
         if self.central {

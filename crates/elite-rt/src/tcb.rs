@@ -8,7 +8,7 @@
 //!   coroutine, the yielder and `life`; ownership moves with the TCB through queues and stacks.
 //! * `join` and `waiter` follow the join protocol below; `next` is the link of whichever lock-free
 //!   stack (wake-up or clean-up) the TCB is on, never both at once.
-//! * The deathrow links belong to the processor whose deathrow holds the TCB.
+//! * `life` says whether the TCB is on a deathrow (`Exited`); that processor alone owns it then.
 //!
 //! # The join protocol (one state word, [`JoinState`])
 //!
@@ -238,45 +238,54 @@ static EMPTY_VTABLE: TaskVTable = {
 
 /// A thread control block, aligned to a cache line so that neighbours in a chunk, often in use on
 /// different processors, share no line.
-#[repr(align(64))]
+///
+/// Its four lines are laid out by who touches them when (`repr(C)` keeps the order), so that each
+/// step of a ULT's life touches as few lines as possible, and only the one line of the join
+/// protocol crosses to the joiner's processor when a ULT is joined elsewhere:
+///
+/// 1. the join protocol and the task's handle: spawner, starter, exiter and joiner;
+/// 2. the task itself, inline (closure, then outcome);
+/// 3. execution: the processor holding the ULT (context, wait word, life, name);
+/// 4. the join waiter: only a joiner that blocks (a free TCB's waiter is always `None`).
+#[repr(C, align(64))]
 pub(crate) struct Tcb {
-    // Identity: written by the spawner before publication.
-    pub(crate) id: Cell<u64>,
-    pub(crate) name: UnsafeCell<Option<Arc<str>>>,
-    pub(crate) stack_size: Cell<usize>,
+    // Line 1.
+    /// The join protocol's state word.
+    pub(crate) join: AtomicUsize,
     // Task: written by the spawner, consumed per the join protocol.
     pub(crate) task: Cell<*mut ()>,
     pub(crate) vtable: Cell<&'static TaskVTable>,
+    /// The link of whichever lock-free stack (wake-up or clean-up) the TCB is on.
+    pub(crate) next: AtomicPtr<Tcb>,
+    /// The chunk this TCB lives in.
+    pub(crate) chunk: *const Chunk,
+    // Identity: written by the spawner before publication.
+    pub(crate) id: Cell<u64>,
+    /// Processor the ULT last ran on (read by wakers on any thread).
+    pub(crate) processor: AtomicUsize,
+    /// Processor whose deathrow holds the exited ULT; written before COMPLETE is published.
+    pub(crate) exit_processor: Cell<u32>,
+    /// Usable stack bytes the ULT asked for (at most `MAX_STACK_SIZE`, 1 GiB).
+    pub(crate) stack_size: Cell<u32>,
+    // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
-    // Execution: owned by the processor holding the ULT.
+    // Line 3. Execution: owned by the processor holding the ULT.
     /// The context the ULT runs on, from its first run to its exit.
     pub(crate) context: UnsafeCell<Option<Box<Context>>>,
     pub(crate) yielder: Cell<*const UltYielder>,
     /// The processor that last resumed the ULT (set before every resume): the one running it
     /// whenever its code runs.
     pub(crate) resumer: Cell<Resumer>,
-    pub(crate) life: Cell<Life>,
-    /// Low end of an unguarded stack's canary (0: guarded stack).
-    pub(crate) canary_at: Cell<usize>,
-    /// Processor the ULT last ran on (read by wakers on any thread).
-    pub(crate) processor: AtomicUsize,
-    /// Processor whose deathrow holds the exited ULT; written before COMPLETE is published.
-    pub(crate) exit_processor: Cell<usize>,
-    /// The join state `publish` found, for `settle` after the last switch.
-    pub(crate) exit_prev: Cell<usize>,
-    // Join protocol.
-    pub(crate) join: AtomicUsize,
-    pub(crate) waiter: UnsafeCell<Waiter>,
     /// The blocking-wait word of the synchronization objects (`sync::wait`): the wait's sequence
     /// number in the high bits, its outcome and the suspended flag in the low three. Never reset,
     /// so a stale timer entry of an earlier wait (even of an earlier ULT in this TCB) cannot match.
     pub(crate) wait: AtomicU64,
-    // Links.
-    pub(crate) next: AtomicPtr<Tcb>,
-    pub(crate) deathrow_prev: Cell<*mut Tcb>,
-    pub(crate) deathrow_next: Cell<*mut Tcb>,
-    /// The chunk this TCB lives in.
-    pub(crate) chunk: *const Chunk,
+    /// The join state `publish` found, for `settle` after the last switch.
+    pub(crate) exit_prev: Cell<usize>,
+    pub(crate) name: UnsafeCell<Option<Arc<str>>>,
+    pub(crate) life: Cell<Life>,
+    // Line 4.
+    pub(crate) waiter: UnsafeCell<Waiter>,
 }
 
 impl Drop for Tcb {
@@ -299,28 +308,37 @@ unsafe impl Sync for Tcb {}
 impl Tcb {
     fn empty(chunk: *const Chunk) -> Tcb {
         Tcb {
-            id: Cell::new(0),
-            name: UnsafeCell::new(None),
-            stack_size: Cell::new(0),
+            join: AtomicUsize::new(0),
             task: Cell::new(ptr::null_mut()),
             vtable: Cell::new(&EMPTY_VTABLE),
+            next: AtomicPtr::new(ptr::null_mut()),
+            chunk,
+            id: Cell::new(0),
+            processor: AtomicUsize::new(0),
+            exit_processor: Cell::new(0),
+            stack_size: Cell::new(0),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
             resumer: Cell::new(Resumer(ptr::null())),
-            life: Cell::new(Life::Free),
-            canary_at: Cell::new(0),
-            processor: AtomicUsize::new(0),
-            exit_processor: Cell::new(0),
-            exit_prev: Cell::new(0),
-            join: AtomicUsize::new(0),
-            waiter: UnsafeCell::new(Waiter::None),
             wait: AtomicU64::new(0),
-            next: AtomicPtr::new(ptr::null_mut()),
-            deathrow_prev: Cell::new(ptr::null_mut()),
-            deathrow_next: Cell::new(ptr::null_mut()),
-            chunk,
+            exit_prev: Cell::new(0),
+            name: UnsafeCell::new(None),
+            life: Cell::new(Life::Free),
+            waiter: UnsafeCell::new(Waiter::None),
         }
+    }
+
+    /// The processor whose deathrow holds the exited ULT.
+    #[inline]
+    pub(crate) fn exit_processor(&self) -> usize {
+        self.exit_processor.get() as usize
+    }
+
+    /// The stack size the ULT asked for.
+    #[inline]
+    pub(crate) fn stack_size(&self) -> usize {
+        self.stack_size.get() as usize
     }
 
     /// Drops the task (closure or result) if one is still attached.
@@ -419,5 +437,23 @@ impl Chunk {
     /// The TCBs of this chunk.
     pub(crate) fn tcbs(&self) -> impl Iterator<Item = TcbRef> + '_ {
         self.tcbs.iter().map(|t| TcbRef(NonNull::from(t)))
+    }
+}
+
+#[cfg(test)]
+mod layout {
+    use super::*;
+
+    #[test]
+    fn a_tcb_is_four_lines_and_its_lines_hold_what_the_docs_say() {
+        assert_eq!(std::mem::size_of::<Tcb>(), 256);
+        let t = Tcb::empty(ptr::null());
+        let at = |f: *const u8| (f as usize - &t as *const Tcb as usize) / 64;
+        assert_eq!(at(&t.join as *const _ as *const u8), 0);
+        assert_eq!(at(&t.stack_size as *const _ as *const u8), 0);
+        assert_eq!(at(t.inline.get() as *const u8), 1);
+        assert_eq!(at(&t.context as *const _ as *const u8), 2);
+        assert_eq!(at(&t.life as *const _ as *const u8), 2);
+        assert_eq!(at(&t.waiter as *const _ as *const u8), 3);
     }
 }

@@ -37,9 +37,13 @@ where
     let tcb = t.tcb();
     let (task, vtable) = new_task(f, tcb.inline.get());
     tcb.id.set(id);
-    // SAFETY: the TCB is free and not yet published: the spawner owns every field.
-    unsafe { *tcb.name.get() = spec.name };
-    tcb.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE));
+    if spec.name.is_some() {
+        // SAFETY: the TCB is free and not yet published: the spawner owns every field. (A free
+        // TCB's name is `None`: `recycle` clears it.)
+        unsafe { *tcb.name.get() = spec.name };
+    }
+    // Validated: at most MAX_STACK_SIZE (1 GiB), which fits.
+    tcb.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE) as u32);
     tcb.task.set(task);
     tcb.vtable.set(vtable);
     // `join` is already 0: free TCBs are reset by `recycle` (or fresh).
@@ -340,7 +344,10 @@ fn wait_for_exit(t: TcbRef) {
             unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
             let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
             if prev & JoinState::COMPLETE != 0 {
-                // The ULT exited before it could see WAITER: nobody else will wake us.
+                // The ULT exited before it could see WAITER: nobody else will wake us, nor read
+                // the waiter field, which we clear (a free TCB's waiter is `None`).
+                // SAFETY: the exiter did not see WAITER, so the field is still ours alone.
+                unsafe { *tcb.waiter.get() = Waiter::None };
                 if let Some(p) = current_processor() {
                     p.wake(me);
                     if foreign {
@@ -357,6 +364,9 @@ fn wait_for_exit(t: TcbRef) {
         unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
         let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
         if prev & JoinState::COMPLETE != 0 {
+            // As above: the field is ours alone; a free TCB's waiter is `None`.
+            // SAFETY: the exiter did not see WAITER.
+            unsafe { *tcb.waiter.get() = Waiter::None };
             return;
         }
     }
@@ -393,7 +403,7 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
     match here {
         Some(p) if p.shared.is_own(t) => {
             if complete {
-                let exit = tcb.exit_processor.get();
+                let exit = tcb.exit_processor();
                 if exit == p.index {
                     p.reclaim_joined(t);
                 } else {
@@ -407,7 +417,7 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
             // SAFETY: this handle's claim keeps the shared state alive until the release below.
             let s = unsafe { &*shared };
             if complete {
-                s.processors[tcb.exit_processor.get()].cleanup.push(t);
+                s.processors[tcb.exit_processor()].cleanup.push(t);
             }
             // SAFETY: `shared` is live and this handle holds a claim on it, given up here (last touch).
             unsafe { crate::runtime::release_outside_claim(shared) };
