@@ -414,13 +414,27 @@ impl Processor {
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
         let remote = self.remote();
-        if core.tick.is_multiple_of(61) {
-            self.flush_notes();
-        } else {
+        let shared_turn = core.tick.is_multiple_of(61);
+        if !shared_turn && !remote.start.is_empty() {
             if let Some(t) = self.pop_start() {
                 remote.stats.start_local.bump();
                 return Some(t);
             }
+        }
+        let node = &self.shared.nodes[remote.node];
+        if shared_turn || !node.start.is_empty() || !self.shared.global_start.is_empty() {
+            return self.take_start_shared(shared_turn);
+        }
+        None
+    }
+
+    /// Step 3 past the own start-queue: a batch from the node or global level, or the own queue
+    /// after all on the rounds when the shared levels go first.
+    #[cold]
+    fn take_start_shared(&self, shared_turn: bool) -> Option<TcbRef> {
+        let remote = self.remote();
+        if shared_turn {
+            self.flush_notes();
         }
         // From the shared levels take a batch into the own start-queue (room permitting): one
         // synchronization on the shared queue serves several starts.
@@ -785,8 +799,23 @@ impl Processor {
         }
         core.run_seq += 1;
         let key = self.shared.config.policy.yield_priority(&ult_info(t), self.index, core.run_seq);
+        if !self.central && core.next.is_none() && !self.start_work_visible() {
+            // Nothing to admit: queue `t` and take the best ready ULT in one critical section
+            // (one lock round trip instead of two); the best runs next.
+            core.next = self.runq().push_pop_best(key, t);
+            return;
+        }
         self.runq().push(key, t);
         core.admit_one = true;
+    }
+
+    /// Whether any start-queue this processor takes from (own, node, global) shows an entry.
+    #[inline]
+    fn start_work_visible(&self) -> bool {
+        let remote = self.remote();
+        !remote.start.is_empty()
+            || !self.shared.nodes[remote.node].start.is_empty()
+            || !self.shared.global_start.is_empty()
     }
 
     /// Checked after every switch out of a ULT on an unguarded stack.

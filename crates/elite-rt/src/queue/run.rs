@@ -72,7 +72,12 @@ impl RunQueue {
     /// Adds a ready ULT with the policy's key (higher runs sooner).
     #[inline]
     pub(crate) fn push(&self, key: u64, t: TcbRef) {
-        self.with(|q| match (q.front(), q.back()) {
+        self.with(|q| Self::insert(q, key, t));
+    }
+
+    #[inline]
+    fn insert(q: &mut VecDeque<(u64, TcbRef)>, key: u64, t: TcbRef) {
+        match (q.front(), q.back()) {
             (_, Some(&(back, _))) if key > back => q.push_back((key, t)),
             // At or below the lowest key: first out of the front, after the equal keys already
             // there (a yielded ULT under No Affinity, whose yield key is 0).
@@ -82,7 +87,17 @@ impl RunQueue {
                 q.insert(at, (key, t));
             }
             _ => q.push_back((key, t)),
-        });
+        }
+    }
+
+    /// Adds `t` with `key`, then takes the ULT with the highest key (maybe `t`), under one
+    /// acquisition of the lock.
+    #[inline]
+    pub(crate) fn push_pop_best(&self, key: u64, t: TcbRef) -> Option<TcbRef> {
+        self.with(|q| {
+            Self::insert(q, key, t);
+            q.pop_back().map(|(_, t)| t)
+        })
     }
 
     /// Takes the ULT with the highest key.

@@ -107,7 +107,8 @@ pub(crate) struct Spinner {
     round: u32,
     /// Rounds allowed (`u32::MAX`: until `until`).
     rounds: u32,
-    /// Time stamp after which an adaptive spin stops (once it did `ADAPTIVE_SPIN_ROUNDS`).
+    /// Time stamp after which an adaptive spin stops, taken when it has done
+    /// `ADAPTIVE_SPIN_ROUNDS` rounds (0 before).
     until: u64,
 }
 
@@ -117,19 +118,13 @@ impl Spinner {
     #[inline]
     pub(crate) fn new(avg_hold: u64) -> Spinner {
         let policy = current_processor().map(|p| p.shared.config.spin_policy).unwrap_or_default();
-        let (rounds, until) = match policy {
-            SpinPolicy::Block => (0, 0),
-            SpinPolicy::Fixed(n) => (n, 0),
-            SpinPolicy::Adaptive => {
-                let cost = switch_cost();
-                if avg_hold > cost.threshold_ticks {
-                    (0, 0)
-                } else {
-                    (u32::MAX, ticks().wrapping_add(cost.switch_ticks))
-                }
-            }
+        let rounds = match policy {
+            SpinPolicy::Block => 0,
+            SpinPolicy::Fixed(n) => n,
+            SpinPolicy::Adaptive if avg_hold > switch_cost().threshold_ticks => 0,
+            SpinPolicy::Adaptive => u32::MAX,
         };
-        Spinner { round: 0, rounds, until }
+        Spinner { round: 0, rounds, until: 0 }
     }
 
     /// Whether to try the lock (again): the first call answers at once, later ones wait one round
@@ -141,8 +136,14 @@ impl Spinner {
         }
         if self.round > 0 {
             backoff(self.round - 1);
-            if self.rounds == u32::MAX && self.round >= ADAPTIVE_SPIN_ROUNDS && ticks() > self.until {
-                return false;
+            if self.rounds == u32::MAX && self.round >= ADAPTIVE_SPIN_ROUNDS {
+                // The budget starts after the fewest rounds (most waits end before: no time stamp).
+                let now = ticks();
+                if self.until == 0 {
+                    self.until = now.wrapping_add(switch_cost().switch_ticks);
+                } else if now > self.until {
+                    return false;
+                }
             }
         }
         self.round += 1;
