@@ -51,9 +51,10 @@ use std::time::Instant;
 pub(crate) enum Switch {
     /// Let others run; stay ready.
     Yield,
-    /// Block: after the switch the loop calls `action(data, me)`, which must arrange for someone to
-    /// wake `me` later (or wake it at once). `data` points into the blocked ULT's frozen stack.
-    Park { data: *mut (), action: unsafe fn(*mut (), TcbRef) },
+    /// Block: after the switch the resumer (a processor) calls `action(data, me, itself)`, which
+    /// must arrange for someone to wake `me` later (or wake it at once). `data` points into the
+    /// blocked ULT's frozen stack.
+    Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
     /// Sleep until the deadline.
     Sleep(Instant),
     /// The ULT's task returned and its exit is published: the context is free for another ULT.
@@ -768,7 +769,7 @@ impl Processor {
             CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
             // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
             // resumed, which cannot happen before `action` publishes it.
-            CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t) },
+            CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t, self) },
             CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
             // The trampoline never returns; only a forced unwind (shutdown) ends it.
             CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),

@@ -339,7 +339,7 @@ fn wait_for_exit(t: TcbRef) {
         if foreign {
             crate::runtime::claim_outside(&p.shared);
         }
-        park_current(move |me| {
+        park_current(move |me, p| {
             // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
             unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
             let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
@@ -348,13 +348,11 @@ fn wait_for_exit(t: TcbRef) {
                 // the waiter field, which we clear (a free TCB's waiter is `None`).
                 // SAFETY: the exiter did not see WAITER, so the field is still ours alone.
                 unsafe { *tcb.waiter.get() = Waiter::None };
-                if let Some(p) = current_processor() {
-                    p.wake(me);
-                    if foreign {
-                        // SAFETY: our runtime is alive (its processor runs this); this gives up
-                        // the claim taken above.
-                        unsafe { crate::runtime::release_outside_claim(Arc::as_ptr(&p.shared)) };
-                    }
+                p.wake(me);
+                if foreign {
+                    // SAFETY: our runtime is alive (its processor runs this); this gives up the
+                    // claim taken above.
+                    unsafe { crate::runtime::release_outside_claim(Arc::as_ptr(&p.shared)) };
                 }
             }
         });
@@ -426,12 +424,13 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
 }
 
 /// Suspends the running ULT; after the switch, whoever resumed it (the processor loop, or a joiner
-/// running it through the join fast path) calls `after(me)` on its own stack.
-pub(crate) fn park_current<F: FnOnce(TcbRef)>(after: F) {
-    unsafe fn call<F: FnOnce(TcbRef)>(data: *mut (), me: TcbRef) {
+/// running it through the join fast path) calls `after(me, processor)` on its own stack, with the
+/// processor that runs that code.
+pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
+    unsafe fn call<F: FnOnce(TcbRef, &Processor)>(data: *mut (), me: TcbRef, p: &Processor) {
         // SAFETY: `data` is the `Option<F>` below, alive on the suspended ULT's stack; taken once.
         if let Some(f) = unsafe { (*(data as *mut Option<F>)).take() } {
-            f(me)
+            f(me, p)
         }
     }
     let mut slot = Some(after);
