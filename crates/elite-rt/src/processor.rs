@@ -322,8 +322,9 @@ impl Processor {
         if !remote.cleanup.is_empty() {
             for t in remote.cleanup.drain() {
                 remote.stats.cleanup_notes.bump();
+                // The joiner reset the TCB: count it off and pool the pointer.
                 self.core().deathrow.remove(t);
-                self.recycle(t);
+                self.pool_tcb(t);
             }
         }
         if !self.core().timers.is_empty() {
@@ -872,7 +873,9 @@ impl Processor {
     pub(crate) fn reclaim_inline(&self, t: TcbRef) {
         // SAFETY: the joiner owns the finished task and took its outcome (see `Inline::Finished`).
         unsafe { t.tcb().drop_spent_task() };
-        self.recycle(t);
+        // SAFETY: as above, the TCB is the joiner's alone.
+        unsafe { t.tcb().reset() };
+        self.pool_tcb(t);
         self.remote().handles.drop_one();
     }
 
@@ -1000,27 +1003,23 @@ impl Processor {
     }
 
     /// A joiner on this same processor let go of `t`: take it off the deathrow and recycle it.
+    /// The TCB was reset by its joiner (see `Tcb::reset`).
     pub(crate) fn reclaim_joined(&self, t: TcbRef) {
         self.core().deathrow.remove(t);
         self.remote().stats.reclaimed_local.bump();
-        self.recycle(t);
+        self.pool_tcb(t);
     }
 
-    /// Returns a TCB to this processor's pool, reset: a free TCB's join state is 0, which a spawn
-    /// relies on.
+    /// Resets a finished TCB and returns it to this processor's pool.
     fn recycle(&self, t: TcbRef) {
-        let tcb = t.tcb();
-        tcb.life.set(Life::Free);
-        tcb.join.store(0, Ordering::Relaxed);
-        // SAFETY: the TCB is free: nobody else references it. (Its waiter is `None` already: the
-        // exit takes a registered waiter, and a joiner that registered after the exit clears its
-        // own; that keeps the waiter's line out of the spawn-exit-join cycle.)
-        unsafe {
-            debug_assert!(matches!(*tcb.waiter.get(), Waiter::None));
-            if (*tcb.name.get()).is_some() {
-                *tcb.name.get() = None;
-            }
-        }
+        // SAFETY: callers own the finished TCB (detached at exit, or never started and failed).
+        unsafe { t.tcb().reset() };
+        self.pool_tcb(t);
+    }
+
+    /// Returns a reset TCB to this processor's pool (touching only the pointer).
+    #[inline]
+    fn pool_tcb(&self, t: TcbRef) {
         let shared = &*self.shared;
         if self.central {
             shared.nodes[0].tcbs.put_one(t);
@@ -1085,9 +1084,7 @@ impl Processor {
         let core = self.core();
         if self.central {
             shared.global_start.push(t);
-        } else if self.remote().start.len() >= core.start_limit
-            || self.remote().start.push(t.as_ptr()).is_err()
-        {
+        } else if self.remote().start.push_within(t.as_ptr(), core.start_limit).is_err() {
             self.push_start_overflow(t);
         }
         shared.notify_any();

@@ -21,14 +21,15 @@
 //! join (handle):   COMPLETE set? take the result : register waiter, prev = fetch_or(WAITER),
 //!                  block unless prev has COMPLETE (then the exiter did not see WAITER: go on)
 //! release (handle dropped, or after join took the result):   prev = fetch_or(DETACHED)
-//!     prev has COMPLETE -> drop what is left of the task, push a clean-up note on the exiting
-//!                          processor (or recycle directly when running on that processor)
+//!     prev has COMPLETE -> drop what is left of the task, reset the TCB (`Tcb::reset`), push a
+//!                          clean-up note on the exiting processor (or pool it directly when
+//!                          running on that processor)
 //!     otherwise         -> the exiter sees DETACHED and recycles
 //! ```
 //! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
 //! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
 
-use crate::atomics::{AtomicPtr, AtomicU64, AtomicUsize};
+use crate::atomics::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::processor::Switch;
 use crate::stack::UltStack;
 use corosensei::{Coroutine, Yielder};
@@ -96,7 +97,7 @@ impl JoinState {
 /// every processor thread has been joined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Life {
-    /// In a pool.
+    /// In a pool, or reset by its joiner and waiting for a clean-up note to reach the pool.
     Free,
     /// Spawned, waiting on a start-queue; no stack yet.
     Queued,
@@ -240,13 +241,16 @@ static EMPTY_VTABLE: TaskVTable = {
 /// different processors, share no line.
 ///
 /// Its four lines are laid out by who touches them when (`repr(C)` keeps the order), so that each
-/// step of a ULT's life touches as few lines as possible, and only the one line of the join
-/// protocol crosses to the joiner's processor when a ULT is joined elsewhere:
+/// step of a ULT's life touches as few lines as possible, and as few as possible travel between
+/// processors when a ULT is spawned on one, run on another and joined on the first:
 ///
-/// 1. the join protocol and the task's handle: spawner, starter, exiter and joiner;
+/// 1. the join protocol, the task's handle and the ULT's identity: spawner, starter, exiter and
+///    joiner (the joiner also resets the TCB here for its next use, see [`Tcb::reset`]);
 /// 2. the task itself, inline (closure, then outcome);
-/// 3. execution: the processor holding the ULT (context, wait word, life, name);
-/// 4. the join waiter: only a joiner that blocks (a free TCB's waiter is always `None`).
+/// 3. execution: the processor running the ULT (context, wait word);
+/// 4. links and rarities: the wake-up and clean-up stacks' link (written by a waker or a joiner,
+///    read by the owner), the join waiter (only a joiner that blocks) and the name (only a named
+///    ULT).
 #[repr(C, align(64))]
 pub(crate) struct Tcb {
     // Line 1.
@@ -255,8 +259,6 @@ pub(crate) struct Tcb {
     // Task: written by the spawner, consumed per the join protocol.
     pub(crate) task: Cell<*mut ()>,
     pub(crate) vtable: Cell<&'static TaskVTable>,
-    /// The link of whichever lock-free stack (wake-up or clean-up) the TCB is on.
-    pub(crate) next: AtomicPtr<Tcb>,
     /// The chunk this TCB lives in.
     pub(crate) chunk: *const Chunk,
     // Identity: written by the spawner before publication.
@@ -267,6 +269,9 @@ pub(crate) struct Tcb {
     pub(crate) exit_processor: Cell<u32>,
     /// Usable stack bytes the ULT asked for (at most `MAX_STACK_SIZE`, 1 GiB).
     pub(crate) stack_size: Cell<u32>,
+    pub(crate) life: Cell<Life>,
+    /// Whether `name` is set (so that a reset reads the name's line only then).
+    pub(crate) named: Cell<bool>,
     // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Line 3. Execution: owned by the processor holding the ULT.
@@ -282,10 +287,13 @@ pub(crate) struct Tcb {
     pub(crate) wait: AtomicU64,
     /// The join state `publish` found, for `settle` after the last switch.
     pub(crate) exit_prev: Cell<usize>,
-    pub(crate) name: UnsafeCell<Option<Arc<str>>>,
-    pub(crate) life: Cell<Life>,
+    /// Keeps line 4 on a line of its own (checked by a test).
+    _pad: [usize; 3],
     // Line 4.
+    /// The link of whichever lock-free stack (wake-up or clean-up) the TCB is on.
+    pub(crate) next: AtomicPtr<Tcb>,
     pub(crate) waiter: UnsafeCell<Waiter>,
+    pub(crate) name: UnsafeCell<Option<Arc<str>>>,
 }
 
 impl Drop for Tcb {
@@ -311,22 +319,47 @@ impl Tcb {
             join: AtomicUsize::new(0),
             task: Cell::new(ptr::null_mut()),
             vtable: Cell::new(&EMPTY_VTABLE),
-            next: AtomicPtr::new(ptr::null_mut()),
             chunk,
             id: Cell::new(0),
             processor: AtomicUsize::new(0),
             exit_processor: Cell::new(0),
             stack_size: Cell::new(0),
+            life: Cell::new(Life::Free),
+            named: Cell::new(false),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
             resumer: Cell::new(Resumer(ptr::null())),
             wait: AtomicU64::new(0),
             exit_prev: Cell::new(0),
-            name: UnsafeCell::new(None),
-            life: Cell::new(Life::Free),
+            _pad: [0; 3],
+            next: AtomicPtr::new(ptr::null_mut()),
             waiter: UnsafeCell::new(Waiter::None),
+            name: UnsafeCell::new(None),
         }
+    }
+
+    /// Makes a finished TCB free for its next spawn: life `Free`, join state 0 (which a spawn
+    /// relies on), no name. Called by whoever ends the TCB's use: the exiting processor for a
+    /// detached ULT or one joined on that same processor, the joiner for one joined elsewhere
+    /// (the last party to touch it: the clean-up note's push publishes the reset, and the exiting
+    /// processor then only counts it off its deathrow and pools the pointer, touching no line of
+    /// the TCB). A free TCB's waiter is `None` already (the exit takes a registered waiter, and a
+    /// joiner that registered after the exit clears its own).
+    ///
+    /// # Safety
+    /// The caller is that party: the ULT is finished and nobody else reads the TCB any more.
+    #[inline]
+    pub(crate) unsafe fn reset(&self) {
+        self.life.set(Life::Free);
+        self.join.store(0, Ordering::Relaxed);
+        if self.named.get() {
+            self.named.set(false);
+            // SAFETY: per the contract, nobody else reads the name.
+            unsafe { *self.name.get() = None };
+        }
+        // SAFETY: as above.
+        debug_assert!(matches!(unsafe { &*self.waiter.get() }, Waiter::None));
     }
 
     /// The processor whose deathrow holds the exited ULT.
@@ -450,10 +483,11 @@ mod layout {
         let t = Tcb::empty(ptr::null());
         let at = |f: *const u8| (f as usize - &t as *const Tcb as usize) / 64;
         assert_eq!(at(&t.join as *const _ as *const u8), 0);
-        assert_eq!(at(&t.stack_size as *const _ as *const u8), 0);
+        assert_eq!(at(&t.named as *const _ as *const u8), 0);
         assert_eq!(at(t.inline.get() as *const u8), 1);
         assert_eq!(at(&t.context as *const _ as *const u8), 2);
-        assert_eq!(at(&t.life as *const _ as *const u8), 2);
-        assert_eq!(at(&t.waiter as *const _ as *const u8), 3);
+        assert_eq!(at(&t.exit_prev as *const _ as *const u8), 2);
+        assert_eq!(at(&t.next as *const _ as *const u8), 3);
+        assert_eq!(at(&t.name as *const _ as *const u8), 3);
     }
 }

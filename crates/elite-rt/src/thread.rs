@@ -38,8 +38,9 @@ where
     let (task, vtable) = new_task(f, tcb.inline.get());
     tcb.id.set(id);
     if spec.name.is_some() {
+        tcb.named.set(true);
         // SAFETY: the TCB is free and not yet published: the spawner owns every field. (A free
-        // TCB's name is `None`: `recycle` clears it.)
+        // TCB's name is `None`: `Tcb::reset` clears it.)
         unsafe { *tcb.name.get() = spec.name };
     }
     // Validated: at most MAX_STACK_SIZE (1 GiB), which fits.
@@ -394,14 +395,18 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
     let tcb = t.tcb();
     let prev = tcb.join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
     let complete = prev & JoinState::COMPLETE != 0;
+    let exit = tcb.exit_processor();
     if complete {
-        // SAFETY: complete and now detached by us: the exiting processor no longer touches the task.
-        unsafe { tcb.drop_task() };
+        // SAFETY: complete and now detached by us: the exiting processor no longer touches the task
+        // nor the rest of the TCB, which we reset for its next use before the clean-up note.
+        unsafe {
+            tcb.drop_task();
+            tcb.reset();
+        }
     }
     match here {
         Some(p) if p.shared.is_own(t) => {
             if complete {
-                let exit = tcb.exit_processor();
                 if exit == p.index {
                     p.reclaim_joined(t);
                 } else {
@@ -415,7 +420,7 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
             // SAFETY: this handle's claim keeps the shared state alive until the release below.
             let s = unsafe { &*shared };
             if complete {
-                s.processors[tcb.exit_processor()].cleanup.push(t);
+                s.processors[exit].cleanup.push(t);
             }
             // SAFETY: `shared` is live and this handle holds a claim on it, given up here (last touch).
             unsafe { crate::runtime::release_outside_claim(shared) };

@@ -10,7 +10,8 @@
 //! owner's private pop below the top.
 //!
 //! ```text
-//! push (owner):  b = bottom; full if b - top >= capacity; slot[b] = t; bottom = b + 1 (Release)
+//! push (owner):  b = bottom; full if b - top >= limit (reading `top` only when a cached reading
+//!                says so); slot[b] = t; bottom = b + 1 (Release)
 //! pop (owner):   b = bottom; t = top
 //!                b - t == 0          -> empty
 //!                b - t == 1          -> take entry t like a thief: CAS top t -> t + 1 (no fence)
@@ -37,6 +38,7 @@
 
 use crate::atomics::{fence, AtomicPtr, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
+use std::cell::Cell;
 use std::ptr;
 
 /// The most entries a processor's start-queue holds, whatever its configured limit (the ring is
@@ -59,6 +61,9 @@ pub(crate) struct Deque<N> {
     top: CachePadded<AtomicUsize>,
     /// Written by the owner only.
     bottom: CachePadded<AtomicUsize>,
+    /// The owner's last reading of `top` (which only grows), so that a push reads the thieves'
+    /// line only when the deque looks full.
+    top_seen: Cell<usize>,
     mask: usize,
     slots: Box<[AtomicPtr<N>]>,
 }
@@ -66,7 +71,8 @@ pub(crate) struct Deque<N> {
 // SAFETY: the deque holds addresses only; what may be done with the nodes is the caller's protocol
 // (a TCB moves to whoever takes it).
 unsafe impl<N> Send for Deque<N> {}
-// SAFETY: as above; all shared state is atomic.
+// SAFETY: as above; all shared state is atomic, and `top_seen` is touched by the owner only (in
+// `push_within`, which only the owner calls).
 unsafe impl<N> Sync for Deque<N> {}
 
 impl<N> Deque<N> {
@@ -76,6 +82,7 @@ impl<N> Deque<N> {
         Deque {
             top: CachePadded::new(AtomicUsize::new(0)),
             bottom: CachePadded::new(AtomicUsize::new(0)),
+            top_seen: Cell::new(0),
             mask: cap - 1,
             slots: (0..cap).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
         }
@@ -105,10 +112,21 @@ impl<N> Deque<N> {
     /// Pushes `n` at the bottom; gives it back when the deque is full. Only the owner calls this.
     #[inline]
     pub(crate) fn push(&self, n: *mut N) -> Result<(), *mut N> {
+        self.push_within(n, self.capacity())
+    }
+
+    /// Pushes `n` at the bottom unless `limit` (at most the capacity) entries are there already;
+    /// gives it back then. Only the owner calls this.
+    #[inline]
+    pub(crate) fn push_within(&self, n: *mut N, limit: usize) -> Result<(), *mut N> {
         let b = self.bottom.load(Ordering::Relaxed);
-        let t = self.top.load(Ordering::Relaxed);
-        if b.wrapping_sub(t) as isize >= self.capacity() as isize {
-            return Err(n);
+        if b.wrapping_sub(self.top_seen.get()) as isize >= limit as isize {
+            // Looks full by the last reading: read `top` afresh (thieves may have taken some).
+            let t = self.top.load(Ordering::Relaxed);
+            self.top_seen.set(t);
+            if b.wrapping_sub(t) as isize >= limit as isize {
+                return Err(n);
+            }
         }
         self.slots[b & self.mask].store(n, Ordering::Relaxed);
         self.bottom.store(b.wrapping_add(1), Ordering::Release);
