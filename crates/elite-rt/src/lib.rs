@@ -94,7 +94,8 @@ mod queue;
 #[cfg(loom)]
 #[allow(dead_code)]
 mod queue {
-    //! Under loom: only the wake-up and clean-up stacks.
+    //! Under loom: only the wake-up and clean-up stacks and the own start-queue.
+    pub(crate) mod deque;
     pub(crate) mod tcb_stack;
 }
 #[cfg(not(loom))]

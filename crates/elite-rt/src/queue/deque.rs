@@ -31,7 +31,9 @@
 //! overwriting with a newer entry only when its `top` is stale, and then its CAS fails; the slots are
 //! atomics so that such a read is not a data race. A push's `Release` store of `bottom` publishes
 //! the entry (and everything the spawner wrote into the TCB) to the thief whose `Acquire` load sees
-//! it; the owner's own pop needs no ordering.
+//! it; the pop's stores of `bottom` (lowering it, restoring it) are `Release` too, since a thief
+//! may read those values instead and must still see the entries below them (the loom model
+//! `loom_models::deque` lost an entry with `Relaxed` there). The owner's own pop needs no ordering.
 //!
 //! Compared with `crossbeam_deque::Worker`, which served before: no fence on a pop of the last entry
 //! (the spawn-join case), no buffer growth or epoch reclamation (the queue is bounded anyway).
@@ -157,7 +159,9 @@ impl<N> Deque<N> {
     #[inline]
     fn pop_contended(&self, b: usize) -> Option<*mut N> {
         let b1 = b.wrapping_sub(1);
-        self.bottom.store(b1, Ordering::Relaxed);
+        // Release, as every store of `bottom`: a thief that reads this value (or the restored one
+        // below) must see the entries pushed before it (a plain store on x86-64).
+        self.bottom.store(b1, Ordering::Release);
         fence(Ordering::SeqCst);
         let t = self.top.load(Ordering::Relaxed);
         let left = b1.wrapping_sub(t) as isize;
@@ -166,7 +170,7 @@ impl<N> Deque<N> {
         }
         let won = left == 0
             && self.top.compare_exchange(t, t.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed).is_ok();
-        self.bottom.store(b, Ordering::Relaxed);
+        self.bottom.store(b, Ordering::Release);
         won.then(|| self.slots[b1 & self.mask].load(Ordering::Relaxed))
     }
 
