@@ -180,9 +180,10 @@ pub(crate) fn ticks() -> u64 {
 /// what a waiter pays when it blocks instead of spinning: switching out to its processor, having
 /// the wake-up delivered to it, and switching back in. When the waiter's processor has nothing else
 /// to run it parks meanwhile, so the delivery includes waking a parked OS thread, which dwarfs the
-/// register switch (on the 2-core build VMs: about 3 ns for the coroutine round trip, about
-/// 1 to 2 µs for the wake-up; see the README for a measured value). So the cost is measured as
-/// `coroutine_ns + wake_ns`.
+/// register switch (on the 2-core build VMs: about 1.3 ns for the coroutine round trip, and 15 to
+/// 40 µs for the wake-up of a parked processor whose virtual CPU the hypervisor halted, or about
+/// 1.5 µs when the machine is busy enough that it was not; see the README). So the cost is
+/// measured as `coroutine_ns + wake_ns`.
 #[derive(Clone, Copy, Debug)]
 pub struct SwitchCost {
     /// The context switch as a blocked waiter pays it: `coroutine_ns + wake_ns`, in nanoseconds.
@@ -194,13 +195,14 @@ pub struct SwitchCost {
     /// One switch to a stackful coroutine and back (a resume and a suspend), in nanoseconds: the
     /// register switch alone.
     pub coroutine_ns: f64,
-    /// The wake-up of a parked OS thread: half the fastest park/unpark round trip between two
-    /// threads, in nanoseconds.
+    /// The wake-up of a parked processor: the median latency of unparking a thread parked for
+    /// longer than an idle processor spins (50 µs), in nanoseconds.
     pub wake_ns: f64,
 }
 
 /// The context-switch cost measured on this machine (once per process; the first runtime to
-/// start measures it, taking about a millisecond: it starts one helper thread).
+/// start measures it, taking about a millisecond: it starts one helper thread and wakes it nine
+/// times).
 pub fn switch_cost() -> SwitchCost {
     static COST: OnceLock<SwitchCost> = OnceLock::new();
     *COST.get_or_init(measure_switch)
@@ -243,12 +245,17 @@ fn measure_coroutine_round_trip() -> f64 {
     best
 }
 
-/// Half the fastest park/unpark round trip between this thread and a helper thread, in
-/// nanoseconds: the latency of waking a parked processor. `None` if no helper thread starts.
+/// How long the helper of [`measure_wake`] stays parked before each wake-up: longer than an idle
+/// processor spins before it parks, so that the wake-up is that of a processor parked for real.
+const WAKE_PAUSE: Duration = Duration::from_micros(50);
+
+/// The latency of waking a parked processor, in nanoseconds: the median over a few wake-ups of a
+/// helper thread parked for [`WAKE_PAUSE`] (this thread spins meanwhile and while it waits for
+/// the helper's answer). `None` if no helper thread starts.
 fn measure_wake() -> Option<f64> {
     use std::sync::atomic::{AtomicU32, Ordering as O};
     use std::sync::Arc;
-    const TRIPS: u32 = 24;
+    const TRIPS: u32 = 9;
     let turn = Arc::new(AtomicU32::new(0));
     let me = std::thread::current();
     let helper = {
@@ -261,24 +268,33 @@ fn measure_wake() -> Option<f64> {
                         std::thread::park();
                     }
                     turn.store(2 * i + 2, O::Release);
-                    me.unpark();
+                    me.unpark(); // for a waiter that stopped spinning (a single CPU)
                 }
             })
             .ok()?
     };
     let other = helper.thread().clone();
-    let mut best = f64::MAX;
+    let mut trips = Vec::with_capacity(TRIPS as usize);
     for i in 0..TRIPS {
+        let pause = Instant::now();
+        while pause.elapsed() < WAKE_PAUSE {
+            std::hint::spin_loop();
+        }
         let t0 = Instant::now();
         turn.store(2 * i + 1, O::Release);
         other.unpark();
         while turn.load(O::Acquire) != 2 * i + 2 {
-            std::thread::park();
+            if t0.elapsed() < 4 * WAKE_PAUSE {
+                std::hint::spin_loop();
+            } else {
+                std::thread::park();
+            }
         }
-        best = best.min(t0.elapsed().as_nanos() as f64);
+        trips.push(t0.elapsed().as_nanos() as f64);
     }
     helper.join().ok()?;
-    Some(best / 2.0)
+    trips.sort_by(f64::total_cmp);
+    Some(trips[trips.len() / 2])
 }
 
 /// Converts a timeout into a deadline (saturating: a huge timeout waits "forever").
