@@ -899,6 +899,9 @@ impl Processor {
     fn publish(&self, t: TcbRef) -> usize {
         let tcb = t.tcb();
         tcb.exit_processor.set(self.index as u32);
+        // Before COMPLETE: once it is out, a joiner elsewhere may reset the TCB (`Tcb::reset`), so
+        // nothing of this processor's writes to the TCB may follow it (`settle` writes none).
+        tcb.life.set(Life::Exited);
         let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
@@ -908,10 +911,10 @@ impl Processor {
     }
 
     /// The exit's step two, on the loop after the last switch: recycle a detached TCB, or put it on
-    /// the deathrow and wake its joiner.
+    /// the deathrow and wake its joiner. Writes nothing to a TCB that a joiner may already have
+    /// reset (only the registered waiter, which its joiner does not touch until woken).
     fn settle(&self, t: TcbRef, prev: usize) {
         let tcb = t.tcb();
-        tcb.life.set(Life::Exited);
         let waiter = if prev & JoinState::WAITER != 0 {
             // SAFETY: the waiter was written before WAITER was set, and the AcqRel RMW in
             // `publish` saw WAITER.

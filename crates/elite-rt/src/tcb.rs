@@ -29,7 +29,7 @@
 //! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
 //! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
 
-use crate::atomics::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::atomics::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::processor::Switch;
 use crate::stack::UltStack;
 use corosensei::{Coroutine, Yielder};
@@ -96,6 +96,7 @@ impl JoinState {
 /// Where a TCB is in its life; written by the processor holding it, read by the shutdown walk after
 /// every processor thread has been joined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum Life {
     /// In a pool, or reset by its joiner and waiting for a clean-up note to reach the pool.
     Free,
@@ -105,6 +106,31 @@ pub(crate) enum Life {
     Started,
     /// Returned; result waiting for the joiner (or already recycled when detached).
     Exited,
+}
+
+/// A TCB's [`Life`], atomic (relaxed) because a joiner on another thread resets it (`Tcb::reset`)
+/// while the shutdown walk may read it; every other access is the holding processor's.
+pub(crate) struct LifeCell(AtomicU8);
+
+impl LifeCell {
+    fn new(l: Life) -> LifeCell {
+        LifeCell(AtomicU8::new(l as u8))
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> Life {
+        match self.0.load(Ordering::Relaxed) {
+            0 => Life::Free,
+            1 => Life::Queued,
+            2 => Life::Started,
+            _ => Life::Exited,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set(&self, l: Life) {
+        self.0.store(l as u8, Ordering::Relaxed);
+    }
 }
 
 /// Who waits in `join`.
@@ -269,7 +295,7 @@ pub(crate) struct Tcb {
     pub(crate) exit_processor: Cell<u32>,
     /// Usable stack bytes the ULT asked for (at most `MAX_STACK_SIZE`, 1 GiB).
     pub(crate) stack_size: Cell<u32>,
-    pub(crate) life: Cell<Life>,
+    pub(crate) life: LifeCell,
     /// Whether `name` is set (so that a reset reads the name's line only then).
     pub(crate) named: Cell<bool>,
     // Line 2.
@@ -324,7 +350,7 @@ impl Tcb {
             processor: AtomicUsize::new(0),
             exit_processor: Cell::new(0),
             stack_size: Cell::new(0),
-            life: Cell::new(Life::Free),
+            life: LifeCell::new(Life::Free),
             named: Cell::new(false),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),

@@ -5,8 +5,9 @@
 //! section 2.2), which keeps the processor's lines in its own cache.
 //!
 //! Nothing ever walks the deathrow (a joiner names the TCB it let go of, and the shutdown walks the
-//! TCB chunks), so membership is the TCB's own state (`Life::Exited` from the exit until the joiner
-//! resets it, see `Tcb::reset`, or the owner recycles it) and the deathrow keeps only the count. An intrusive list served before; its insert and remove
+//! TCB chunks), so the deathrow keeps only the count: a TCB is on it from its exit's `settle` until
+//! its clean-up note (or a join on this processor) takes it off. Its `life` says `Exited` from the
+//! exit's publication until the joiner resets it (`Tcb::reset`), which may come first. An intrusive list served before; its insert and remove
 //! wrote the neighbours' links, one or two more TCB lines (and, in a bulk join, cache misses) per
 //! exit.
 
@@ -24,7 +25,8 @@ impl Deathrow {
     /// Puts an exited ULT on the deathrow.
     #[inline]
     pub(crate) fn insert(&mut self, t: TcbRef) {
-        debug_assert_eq!(t.tcb().life.get(), Life::Exited);
+        // Exited, or already reset by a joiner that saw COMPLETE before this insert.
+        debug_assert!(matches!(t.tcb().life.get(), Life::Exited | Life::Free));
         self.len += 1;
     }
 
