@@ -20,14 +20,19 @@
 //!     otherwise         -> TCB goes on this processor's deathrow; prev has WAITER -> wake the waiter
 //! join (handle):   COMPLETE set? take the result : register waiter, prev = fetch_or(WAITER),
 //!                  block unless prev has COMPLETE (then the exiter did not see WAITER: go on)
-//! release (handle dropped, or after join took the result):   prev = fetch_or(DETACHED)
+//! release (handle dropped):   prev = fetch_or(DETACHED)
 //!     prev has COMPLETE -> drop what is left of the task, reset the TCB (`Tcb::reset`), push a
 //!                          clean-up note on the exiting processor (or pool it directly when
 //!                          running on that processor)
 //!     otherwise         -> the exiter sees DETACHED and recycles
+//! release after join took the result: as "prev has COMPLETE", without the RMW (below)
 //! ```
 //! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
 //! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
+//! The exiter's COMPLETE RMW is its last access to the state word (`settle` works from the value it
+//! returned), so a joiner that has seen COMPLETE with `Acquire` owns the word and the TCB: it
+//! skips DETACHED and resets the word with a plain store (one fewer RMW on a line the exiting
+//! processor wrote last).
 
 use crate::atomics::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::processor::Switch;

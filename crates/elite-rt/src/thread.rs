@@ -291,8 +291,9 @@ impl<T> JoinHandle<T> {
         }
         // SAFETY: COMPLETE was observed with Acquire and the handle is the only reader of the output.
         let out = unsafe { self.take_output() };
-        std::mem::forget(self); // released here instead of in Drop:
-        release_on(t, here); // fetch_or(DETACHED), then the clean-up note
+        std::mem::forget(self); // released here instead of in Drop, and without its RMW:
+                                // SAFETY: COMPLETE was observed with Acquire, so the exiter is done with the join state.
+        unsafe { let_go(t, here, true) }; // the clean-up note
         out
     }
 
@@ -392,13 +393,31 @@ fn release(t: TcbRef) {
 /// [`release`] for a caller that already knows the processor it runs on (if any).
 #[inline]
 fn release_on(t: TcbRef, here: Option<&Processor>) {
+    let prev = t.tcb().join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
+    // SAFETY: the AcqRel RMW decides: with COMPLETE in `prev` the exiter is done with the TCB and
+    // left it to us; without, the exiter sees DETACHED and recycles it.
+    unsafe { let_go(t, here, prev & JoinState::COMPLETE != 0) };
+}
+
+/// The handle's last step: if the ULT is `complete`, the TCB is ours to give back (reset, then a
+/// clean-up note to the exiting processor, or straight to the pool on that processor); in any
+/// case the handle's count (or outside claim) is given up.
+///
+/// A join that observed COMPLETE comes here without setting DETACHED: the exiter's last access
+/// to the join state is its COMPLETE RMW (`settle` works from what that RMW returned), so once a
+/// joiner has seen COMPLETE with `Acquire` nobody else reads or writes the join state, and the
+/// read-modify-write would only move the line between the cores once more.
+///
+/// # Safety
+/// `complete`: COMPLETE was observed with `Acquire` (or returned by this handle's own RMW), and
+/// this handle is the only one (it is being consumed).
+#[inline]
+unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
     let tcb = t.tcb();
-    let prev = tcb.join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
-    let complete = prev & JoinState::COMPLETE != 0;
     let exit = tcb.exit_processor();
     if complete {
-        // SAFETY: complete and now detached by us: the exiting processor no longer touches the task
-        // nor the rest of the TCB, which we reset for its next use before the clean-up note.
+        // SAFETY: complete and ours: the exiting processor no longer touches the task nor the rest
+        // of the TCB, which we reset for its next use before the clean-up note.
         unsafe {
             tcb.drop_task();
             tcb.reset();

@@ -30,6 +30,11 @@ impl NodeStartQueue {
     /// Pushes `t` unless the queue is full; gives it back if it is.
     #[inline]
     pub(crate) fn try_push(&self, t: TcbRef) -> Result<(), TcbRef> {
+        // A full queue is seen with a load (a spawner that overflows here keeps doing so while
+        // the queue stays full: no read-modify-write on the line the takers update).
+        if self.len.load(Ordering::Relaxed) >= self.limit {
+            return Err(t);
+        }
         // Reserve a slot first so the bound holds under concurrent pushers.
         if self.len.fetch_add(1, Ordering::Relaxed) >= self.limit {
             self.len.fetch_sub(1, Ordering::Relaxed);
