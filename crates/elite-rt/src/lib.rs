@@ -53,9 +53,9 @@
 //! wake-up delivered, and switching back in, where the delivery wakes its processor from its park
 //! when the processor had nothing else to run. [`sync::switch_cost`] measures it once per process,
 //! when the first runtime starts, as a coroutine round trip (about 1.3 ns on the 2-core build VMs)
-//! plus the wake-up of a parked thread (the median of nine; on those VMs 15 to 40 µs when the
-//! hypervisor had halted the sleeper's virtual CPU, about 1.7 µs when the machine was busy enough
-//! that it had not). The spin budget is Lim and Agarwal's competitive rule, which ELiTE cites:
+//! plus the wake-up of a parked thread (the median of nine; on those VMs 30 µs to 0.5 ms when the
+//! host had to reschedule the sleeper's halted virtual CPU, about 1.7 µs when the machine was busy
+//! enough that it had not halted). The spin budget is Lim and Agarwal's competitive rule, which ELiTE cites:
 //! spinning as long as blocking would cost never waits more than twice as long as the better
 //! choice. A spinner also stops when an unlock has handed the lock to a blocked waiter, which may
 //! need the spinner's processor. [`sync::SpinPolicy`] chooses another rule per runtime.

@@ -180,9 +180,9 @@ pub(crate) fn ticks() -> u64 {
 /// what a waiter pays when it blocks instead of spinning: switching out to its processor, having
 /// the wake-up delivered to it, and switching back in. When the waiter's processor has nothing else
 /// to run it parks meanwhile, so the delivery includes waking a parked OS thread, which dwarfs the
-/// register switch (on the 2-core build VMs: about 1.3 ns for the coroutine round trip, and 15 to
-/// 40 µs for the wake-up of a parked processor whose virtual CPU the hypervisor halted, or about
-/// 1.5 µs when the machine is busy enough that it was not; see the README). So the cost is
+/// register switch (on the 2-core build VMs: about 1.3 ns for the coroutine round trip, and 30 µs
+/// to 0.5 ms for the wake-up of a parked processor whose virtual CPU the host halted, or about
+/// 1.7 µs when the machine is busy enough that it was not; see the README). So the cost is
 /// measured as `coroutine_ns + wake_ns`.
 #[derive(Clone, Copy, Debug)]
 pub struct SwitchCost {
@@ -201,8 +201,8 @@ pub struct SwitchCost {
 }
 
 /// The context-switch cost measured on this machine (once per process; the first runtime to
-/// start measures it, taking about a millisecond: it starts one helper thread and wakes it nine
-/// times).
+/// start measures it: it starts one helper thread and wakes it nine times, which takes from under
+/// a millisecond to a few where waking a parked thread is slow).
 pub fn switch_cost() -> SwitchCost {
     static COST: OnceLock<SwitchCost> = OnceLock::new();
     *COST.get_or_init(measure_switch)
