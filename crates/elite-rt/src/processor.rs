@@ -28,17 +28,19 @@ use crate::atomics::Ordering;
 use crate::park::ParkSlot;
 use crate::pool::{Got, LocalPool};
 use crate::queue::deathrow::Deathrow;
+use crate::queue::deque::Deque;
 use crate::queue::run::RunQueue;
 use crate::queue::start::{steal_one, take_global, take_global_batch};
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
+use crate::tcb::{Context, Resumer};
 use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::SpawnError;
 use corosensei::CoroutineResult;
-use crossbeam_deque::{Stealer, Worker};
+use crossbeam_deque::Worker;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -49,11 +51,14 @@ use std::time::Instant;
 pub(crate) enum Switch {
     /// Let others run; stay ready.
     Yield,
-    /// Block: after the switch the loop calls `action(data, me)`, which must arrange for someone to
-    /// wake `me` later (or wake it at once). `data` points into the blocked ULT's frozen stack.
-    Park { data: *mut (), action: unsafe fn(*mut (), TcbRef) },
+    /// Block: after the switch the resumer (a processor) calls `action(data, me, itself)`, which
+    /// must arrange for someone to wake `me` later (or wake it at once). `data` points into the
+    /// blocked ULT's frozen stack.
+    Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
     /// Sleep until the deadline.
     Sleep(Instant),
+    /// The ULT's task returned and its exit is published: the context is free for another ULT.
+    Exit,
 }
 
 /// The shared part of a processor.
@@ -64,7 +69,8 @@ pub(crate) enum Switch {
 /// processors poll.
 pub(crate) struct Remote {
     pub(crate) node: usize,
-    pub(crate) start: Stealer<TcbRef>,
+    /// The own start-queue: pushed and popped by the owner, stolen from by others.
+    pub(crate) start: Deque<crate::tcb::Tcb>,
     pub(crate) wakeup: CachePadded<TcbStack>,
     pub(crate) cleanup: CachePadded<TcbStack>,
     pub(crate) runq: CachePadded<RunQueue>,
@@ -76,10 +82,10 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    pub(crate) fn new(node: usize, start: Stealer<TcbRef>) -> Remote {
+    pub(crate) fn new(node: usize, start_limit: usize) -> Remote {
         Remote {
             node,
-            start,
+            start: Deque::new(start_limit),
             wakeup: CachePadded::new(TcbStack::new()),
             cleanup: CachePadded::new(TcbStack::new()),
             runq: CachePadded::new(RunQueue::new()),
@@ -92,9 +98,11 @@ impl Remote {
 
 /// The owned part of a processor.
 pub(crate) struct Core {
-    start: Worker<TcbRef>,
+    /// The configured start-queue limit, capped at the deque's capacity.
+    start_limit: usize,
     tcb_pool: LocalPool<TcbRef>,
-    stack_pool: LocalPool<UltStack>,
+    /// Pooled contexts (a stack each, see [`Context`]): the stack pool.
+    stack_pool: LocalPool<Box<Context>>,
     deathrow: Deathrow,
     timers: Timers,
     /// The ULT to run next, outside the runqueue: set when a ULT becomes ready while nothing else is
@@ -162,6 +170,10 @@ pub(crate) struct Processor {
     remote: *const Remote,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
+    // Copies of configuration read on the hot paths (one load instead of two).
+    central: bool,
+    check_canary: bool,
+    stack_size: usize,
 }
 
 thread_local! {
@@ -182,10 +194,10 @@ pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
 }
 
 impl Processor {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>, start: Worker<TcbRef>) -> Processor {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>) -> Processor {
         let c = &shared.config;
         let core = Core {
-            start,
+            start_limit: c.start_queue_limit.min(shared.processors[index].start.capacity()),
             tcb_pool: LocalPool::new(c.tcb_pool_limit),
             stack_pool: LocalPool::new(c.stack_pool_limit),
             deathrow: Deathrow::new(),
@@ -204,7 +216,16 @@ impl Processor {
             affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
         };
         let remote: *const Remote = &shared.processors[index];
-        Processor { index, shared, remote, core: UnsafeCell::new(core), current: Cell::new(None) }
+        Processor {
+            index,
+            remote,
+            core: UnsafeCell::new(core),
+            current: Cell::new(None),
+            central: c.central,
+            check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
+            stack_size: c.stack_size,
+            shared,
+        }
     }
 
     /// The owned state. Callers keep the borrow short and never across a switch.
@@ -301,8 +322,9 @@ impl Processor {
         if !remote.cleanup.is_empty() {
             for t in remote.cleanup.drain() {
                 remote.stats.cleanup_notes.bump();
+                // The joiner reset the TCB: count it off and pool the pointer.
                 self.core().deathrow.remove(t);
-                self.recycle(t);
+                self.pool_tcb(t);
             }
         }
         if !self.core().timers.is_empty() {
@@ -348,7 +370,7 @@ impl Processor {
     #[inline]
     pub(crate) fn make_ready(&self, t: TcbRef) {
         let core = self.core();
-        if core.next.is_none() && self.runq().len() == 0 && !self.shared.config.central {
+        if core.next.is_none() && self.runq().len() == 0 && !self.central {
             core.next = Some(t);
             return;
         }
@@ -378,7 +400,7 @@ impl Processor {
     /// The runqueue this processor serves: its own, or the one global queue of a `central` runtime.
     #[inline]
     fn runq(&self) -> &RunQueue {
-        if self.shared.config.central {
+        if self.central {
             &self.shared.central_runq
         } else {
             &self.remote().runq
@@ -388,7 +410,7 @@ impl Processor {
     /// Step 3: own start-queue, then node, then global.
     #[inline]
     fn take_start(&self) -> Option<TcbRef> {
-        if self.shared.config.central {
+        if self.central {
             let t = take_global(&self.shared.global_start)?;
             self.remote().stats.start_global.bump();
             return Some(t);
@@ -396,18 +418,31 @@ impl Processor {
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
         let remote = self.remote();
-        if core.tick.is_multiple_of(61) {
-            self.flush_notes();
-        } else {
-            if let Some(t) = core.start.pop() {
+        let shared_turn = core.tick.is_multiple_of(61);
+        if !shared_turn && !remote.start.is_empty() {
+            if let Some(t) = self.pop_start() {
                 remote.stats.start_local.bump();
                 return Some(t);
             }
         }
+        let node = &self.shared.nodes[remote.node];
+        if shared_turn || !node.start.is_empty() || !self.shared.global_start.is_empty() {
+            return self.take_start_shared(shared_turn);
+        }
+        None
+    }
+
+    /// Step 3 past the own start-queue: a batch from the node or global level, or the own queue
+    /// after all on the rounds when the shared levels go first.
+    #[cold]
+    fn take_start_shared(&self, shared_turn: bool) -> Option<TcbRef> {
+        let remote = self.remote();
+        if shared_turn {
+            self.flush_notes();
+        }
         // From the shared levels take a batch into the own start-queue (room permitting): one
         // synchronization on the shared queue serves several starts.
-        let room =
-            self.shared.config.start_queue_limit.saturating_sub(self.core().start.len()).min(START_BATCH);
+        let room = self.core().start_limit.saturating_sub(remote.start.len()).min(START_BATCH);
         let node = &self.shared.nodes[remote.node];
         if let Some((t, n)) = node.start.take_batch(&self.core().staging, room) {
             self.unstage();
@@ -427,9 +462,15 @@ impl Processor {
             }
             return Some(t);
         }
-        let t = self.core().start.pop()?;
+        let t = self.pop_start()?;
         remote.stats.start_local.bump();
         Some(t)
+    }
+
+    /// Pops the newest entry of the own start-queue.
+    #[inline]
+    fn pop_start(&self) -> Option<TcbRef> {
+        TcbRef::from_ptr(self.remote().start.pop()?)
     }
 
     /// Moves what a batch take put in `staging` into the own start-queue, where thieves see it.
@@ -437,7 +478,10 @@ impl Processor {
     fn unstage(&self) {
         let core = self.core();
         while let Some(t) = core.staging.pop() {
-            core.start.push(t);
+            // Room was checked before the take (`room`), and only this owner pushes.
+            if self.remote().start.push(t.as_ptr()).is_err() {
+                self.push_start_overflow(t);
+            }
         }
     }
 
@@ -499,15 +543,21 @@ impl Processor {
     #[cold]
     fn idle(&self) {
         self.flush_notes();
+        let remote = self.remote();
         for _ in 0..self.shared.config.spin_rounds {
+            // A wake-up directed here (a woken waiter, often one a lock was handed to) is looked
+            // for after every pause: the latency of a hand-over to an idle processor is a pause,
+            // not a round.
             for _ in 0..32 {
                 std::hint::spin_loop();
+                if !remote.wakeup.is_empty() {
+                    return;
+                }
             }
             if self.has_work() || self.shared.is_shutting_down() {
                 return;
             }
         }
-        let remote = self.remote();
         remote.stats.parks.bump();
         let deadline = self.core().timers.next_deadline();
         let parked = self
@@ -524,7 +574,10 @@ impl Processor {
         let shared = &*self.shared;
         let remote = self.remote();
         let core = self.core();
-        if core.next.is_some() || !remote.wakeup.is_empty() || self.runq().len() > 0 || !core.start.is_empty()
+        if core.next.is_some()
+            || !remote.wakeup.is_empty()
+            || self.runq().len() > 0
+            || !remote.start.is_empty()
         {
             return true;
         }
@@ -552,10 +605,11 @@ impl Processor {
     ///
     /// Only the ULT currently running on this processor calls this.
     pub(crate) fn start_inline(&self, t: TcbRef) -> Inline {
-        match self.core().start.pop() {
+        match self.pop_start() {
             Some(top) if top == t => {}
             Some(top) => {
-                self.core().start.push(top);
+                // It came from there, and nothing was pushed since: there is room.
+                let _ = self.remote().start.push(top.as_ptr());
                 return Inline::NotStarted;
             }
             None => return Inline::NotStarted,
@@ -585,42 +639,60 @@ impl Processor {
         }
     }
 
-    /// Gives a never-run ULT a stack from this processor's pool and runs it.
+    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it.
     fn start_ult(&self, t: TcbRef) {
         let tcb = t.tcb();
-        let stack = match self.get_stack(tcb.stack_size.get()) {
-            Ok(s) => s,
+        let ctx = match self.get_context(tcb.stack_size()) {
+            Ok(c) => c,
             Err(e) => return self.fail_start(t, e),
         };
-        tcb.canary_at.set(stack.canary_addr());
-        tcb.guard_at.set(stack.guard_addr());
-        let co = Ult::with_stack(stack, move |y: &UltYielder, ()| {
-            let tcb = t.tcb();
-            tcb.yielder.set(y);
-            // ULT-local values die with the ULT, also when shutdown unwinds it (`crate::local`).
-            let locals = crate::local::UltLocals(t);
-            // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only the
-            // processor running this ULT calls `run`.
-            unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
-            locals.destroy(); // before the exit is published: the joiner sees their destructors
-            std::mem::forget(locals);
-            // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result runs
-            // user code, which may join, yield or sleep like any ULT code.
-            if let Some(p) = current_processor() {
-                p.publish_from_ult(t);
-            }
-        });
-        // SAFETY: this processor owns the TCB (it took it from a start-queue).
-        unsafe { *tcb.coroutine.get() = Some(co) };
+        // SAFETY: this processor owns the TCB (it took it from a start-queue); a never-started
+        // ULT has no context, so the write overwrites a `None` (nothing to drop).
+        unsafe { ptr::write(tcb.context.get(), Some(ctx)) };
+        // SAFETY: as above; the context holds its stack until the ULT exits.
+        tcb.guard_at.set(unsafe { (*tcb.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
         tcb.life.set(Life::Started);
         self.run_ult(t);
+    }
+
+    /// A context on a new stack: its coroutine's function is the trampoline that runs one ULT
+    /// after another (see [`Context`]).
+    #[cold]
+    fn new_context(stack: UltStack) -> Box<Context> {
+        let (canary_at, guard_at, usable) = (stack.canary_addr(), stack.guard_addr(), stack.usable());
+        let co = Ult::with_stack(stack, |y: &UltYielder, first: Resumer| {
+            let mut by = first;
+            loop {
+                // SAFETY: a context is resumed only by a live processor, on its own thread.
+                let Some(t) = (unsafe { &*by.0 }).current_ult() else {
+                    crate::fatal("a context started with no current ULT");
+                };
+                let tcb = t.tcb();
+                tcb.yielder.set(y);
+                // ULT-local values die with the ULT, also when shutdown unwinds it (`crate::local`).
+                let locals = crate::local::UltLocals(t);
+                // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only
+                // the processor running this ULT calls `run`.
+                unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
+                locals.destroy(); // before the exit is published: the joiner sees their destructors
+                std::mem::forget(locals);
+                // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result
+                // runs user code, which may join, yield or sleep like any ULT code. The task may
+                // have switched: the processor running us now is the last one that resumed us.
+                // SAFETY: that processor runs this code, so it is alive.
+                unsafe { &*tcb.resumer.get().0 }.publish_from_ult(t);
+                // At rest until the next ULT: nothing with drop glue lives in this frame here.
+                by = y.suspend(Switch::Exit);
+            }
+        });
+        Box::new(Context { co, canary_at, guard_at, usable, at_rest: false })
     }
 
     #[cold]
     fn fail_start(&self, t: TcbRef, e: std::io::Error) {
         self.remote().stats.stack_failures.bump();
         self.shared.stacks_exhausted.store(true, Ordering::Relaxed);
-        let err = SpawnError::Stack { size: t.tcb().stack_size.get(), error: e.to_string() };
+        let err = SpawnError::Stack { size: t.tcb().stack_size(), error: e.to_string() };
         let tcb = t.tcb();
         // SAFETY: this processor owns the never-started task.
         unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(err)) };
@@ -630,42 +702,47 @@ impl Processor {
         self.settle(t, prev);
     }
 
-    fn get_stack(&self, size: usize) -> std::io::Result<UltStack> {
+    /// A context for a ULT with a `size`-byte stack: pooled when `size` is the runtime's default.
+    #[inline]
+    fn get_context(&self, size: usize) -> std::io::Result<Box<Context>> {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
-        if size == shared.config.stack_size && shared.config.central {
-            if let Some(s) = shared.nodes[0].stacks.take_one() {
-                return Ok(s);
+        if size == self.stack_size && self.central {
+            if let Some(c) = shared.nodes[0].stacks.take_one() {
+                return Ok(c);
             }
-        } else if size == shared.config.stack_size {
+        } else if size == self.stack_size {
             match self.core().stack_pool.get(&shared.nodes[self.remote().node].stacks) {
-                Got::Hit(s) => {
+                Got::Hit(c) => {
                     stats.stack_pool_hits.bump();
-                    return Ok(s);
+                    return Ok(c);
                 }
-                Got::Underflow(s) => {
+                Got::Underflow(c) => {
                     stats.stack_pool_misses.bump();
                     stats.stack_pool_underflows.bump();
-                    return Ok(s);
+                    return Ok(c);
                 }
                 Got::Empty => stats.stack_pool_misses.bump(),
             }
         }
         stats.stack_fresh.bump();
-        UltStack::allocate(size, shared.config.stack_kind)
+        UltStack::allocate(size, shared.config.stack_kind).map(Self::new_context)
     }
 
-    fn put_stack(&self, s: UltStack) {
+    /// Returns the context of an exited ULT to the pool (at rest).
+    #[inline]
+    fn put_context(&self, mut c: Box<Context>) {
+        c.at_rest = true;
         let shared = &*self.shared;
         if shared.stacks_exhausted.load(Ordering::Relaxed) {
             shared.stacks_exhausted.store(false, Ordering::Relaxed); // memory is coming back
         }
-        if s.usable() != shared.config.stack_size {
-            return; // odd sizes are not pooled: dropping `s` unmaps it
+        if c.usable != self.stack_size {
+            return; // odd sizes are not pooled: dropping `c` unmaps its stack
         }
-        if shared.config.central {
-            shared.nodes[0].stacks.put_one(s);
-        } else if self.core().stack_pool.put(s, &shared.nodes[self.remote().node].stacks) {
+        if self.central {
+            shared.nodes[0].stacks.put_one(c);
+        } else if self.core().stack_pool.put(c, &shared.nodes[self.remote().node].stacks) {
             self.remote().stats.stack_pool_overflows.bump();
         }
     }
@@ -675,17 +752,17 @@ impl Processor {
         let tcb = t.tcb();
         tcb.processor.store(self.index, Ordering::Relaxed);
         let stats = &self.remote().stats;
-        let config = &self.shared.config;
-        let check_canary = config.stack_kind == crate::stack::StackKind::Unguarded;
-        // SAFETY: this processor owns the started ULT; the coroutine is Some from `start_ult` until
+        let check_canary = self.check_canary;
+        // SAFETY: this processor owns the started ULT; the context is Some from `start_ult` until
         // `exit` takes it, after this borrow ends. The ULT's own code never touches the field.
-        let co = unsafe { (*tcb.coroutine.get()).as_mut() }
-            .unwrap_or_else(|| crate::fatal("ULT without a context"));
+        let ctx =
+            unsafe { (*tcb.context.get()).as_mut() }.unwrap_or_else(|| crate::fatal("ULT without a context"));
         let result = loop {
             self.current.set(Some(t));
+            tcb.resumer.set(Resumer(self));
             stats.switches.bump();
             self.core().affinity.begin_run();
-            let result = co.resume(());
+            let result = ctx.co.resume(Resumer(self));
             self.current.set(None);
             self.core().affinity.end_run(t);
             if check_canary {
@@ -701,12 +778,14 @@ impl Processor {
             break result;
         };
         match result {
+            CoroutineResult::Yield(Switch::Exit) => self.exit(t),
             CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
             // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
             // resumed, which cannot happen before `action` publishes it.
-            CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t) },
+            CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t, self) },
             CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
-            CoroutineResult::Return(()) => self.exit(t),
+            // The trampoline never returns; only a forced unwind (shutdown) ends it.
+            CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
         }
     }
 
@@ -721,7 +800,7 @@ impl Processor {
         core.next.is_none()
             && self.runq().len() == 0
             && self.remote().wakeup.is_empty()
-            && core.start.is_empty()
+            && self.remote().start.is_empty()
             && core.timers.is_empty()
     }
 
@@ -733,16 +812,34 @@ impl Processor {
             self.make_ready(n);
         }
         let key = core.affinity.yield_priority(t);
+        if !self.central && core.next.is_none() && !self.start_work_visible() {
+            // Nothing to admit: queue `t` and take the best ready ULT in one critical section
+            // (one lock round trip instead of two); the best runs next.
+            core.next = self.runq().push_pop_best(key, t);
+            return;
+        }
         self.runq().push(key, t);
         core.admit_one = true;
+    }
+
+    /// Whether any start-queue this processor takes from (own, node, global) shows an entry.
+    #[inline]
+    fn start_work_visible(&self) -> bool {
+        let remote = self.remote();
+        !remote.start.is_empty()
+            || !self.shared.nodes[remote.node].start.is_empty()
+            || !self.shared.global_start.is_empty()
     }
 
     /// Checked after every switch out of a ULT on an unguarded stack.
     #[inline]
     fn check_canary(&self, t: TcbRef) {
-        // SAFETY: `canary_at` is the low end of the ULT's unguarded stack, recorded when it got the
-        // stack; the ULT is suspended or finished (stack not yet returned), so the memory is live.
-        if !unsafe { crate::stack::canary_intact_at(t.tcb().canary_at.get()) } {
+        // SAFETY: the ULT just switched out, so its context is still in the TCB; only this
+        // processor touches it.
+        let at = unsafe { (*t.tcb().context.get()).as_ref() }.map_or(0, |c| c.canary_at);
+        // SAFETY: `at` is the low end of the ULT's unguarded stack (0: guarded), recorded when the
+        // context was made; the context holds the stack, so the memory is live.
+        if !unsafe { crate::stack::canary_intact_at(at) } {
             self.canary_overwritten(t);
         }
     }
@@ -754,7 +851,7 @@ impl Processor {
             "stack overflow in ULT {} ({}): the canary of its {}-byte unguarded stack was overwritten",
             tcb.id.get(),
             self.ult_name(t),
-            tcb.stack_size.get()
+            tcb.stack_size()
         ));
     }
 
@@ -763,13 +860,14 @@ impl Processor {
         unsafe { (*t.tcb().name.get()).as_deref().unwrap_or("unnamed").to_string() }
     }
 
-    /// The ULT returned: free its stack at once, then hand the TCB to the join protocol.
+    /// The ULT's task returned: free its context (and stack) at once, then hand the TCB to the
+    /// join protocol.
     fn exit(&self, t: TcbRef) {
         let tcb = t.tcb();
-        // SAFETY: the coroutine has returned; this processor owns it.
-        let co = unsafe { (*tcb.coroutine.get()).take() };
-        if let Some(co) = co {
-            self.put_stack(co.into_stack());
+        // SAFETY: the ULT switched out for good (`Switch::Exit`); this processor owns its context.
+        let ctx = unsafe { (*tcb.context.get()).take() };
+        if let Some(ctx) = ctx {
+            self.put_context(ctx);
         }
         if self.core().inline_child == Some(t) {
             // Its joiner started it inline and is waiting right below us on this OS thread with
@@ -784,9 +882,11 @@ impl Processor {
 
     /// The joiner's end of [`Inline::Finished`]: the output was taken, give the TCB back.
     pub(crate) fn reclaim_inline(&self, t: TcbRef) {
-        // SAFETY: the joiner owns the finished task (see `Inline::Finished`).
-        unsafe { t.tcb().drop_task() };
-        self.recycle(t);
+        // SAFETY: the joiner owns the finished task and took its outcome (see `Inline::Finished`).
+        unsafe { t.tcb().drop_spent_task() };
+        // SAFETY: as above, the TCB is the joiner's alone.
+        unsafe { t.tcb().reset() };
+        self.pool_tcb(t);
         self.remote().handles.drop_one();
     }
 
@@ -809,7 +909,10 @@ impl Processor {
     /// thread, has put the TCB on the deathrow.
     fn publish(&self, t: TcbRef) -> usize {
         let tcb = t.tcb();
-        tcb.exit_processor.set(self.index);
+        tcb.exit_processor.set(self.index as u32);
+        // Before COMPLETE: once it is out, a joiner elsewhere may reset the TCB (`Tcb::reset`), so
+        // nothing of this processor's writes to the TCB may follow it (`settle` writes none).
+        tcb.life.set(Life::Exited);
         let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
@@ -822,10 +925,10 @@ impl Processor {
     }
 
     /// The exit's step two, on the loop after the last switch: recycle a detached TCB, or put it on
-    /// the deathrow and wake its joiner.
+    /// the deathrow and wake its joiner. Writes nothing to a TCB that a joiner may already have
+    /// reset (only the registered waiter, which its joiner does not touch until woken).
     fn settle(&self, t: TcbRef, prev: usize) {
         let tcb = t.tcb();
-        tcb.life.set(Life::Exited);
         let waiter = if prev & JoinState::WAITER != 0 {
             // SAFETY: the waiter was written before WAITER was set, and the AcqRel RMW in
             // `publish` saw WAITER.
@@ -869,7 +972,7 @@ impl Processor {
             Some(self.index),
             self.current_ult(),
         );
-        if self.shared.config.central {
+        if self.central {
             self.enqueue(t);
             self.shared.notify_any();
         } else if target == self.index {
@@ -924,25 +1027,25 @@ impl Processor {
     }
 
     /// A joiner on this same processor let go of `t`: take it off the deathrow and recycle it.
+    /// The TCB was reset by its joiner (see `Tcb::reset`).
     pub(crate) fn reclaim_joined(&self, t: TcbRef) {
         self.core().deathrow.remove(t);
         self.remote().stats.reclaimed_local.bump();
-        self.recycle(t);
+        self.pool_tcb(t);
     }
 
-    /// Returns a TCB to this processor's pool, reset: a free TCB's join state is 0, which a spawn
-    /// relies on.
+    /// Resets a finished TCB and returns it to this processor's pool.
     fn recycle(&self, t: TcbRef) {
-        let tcb = t.tcb();
-        tcb.life.set(Life::Free);
-        tcb.join.store(0, Ordering::Relaxed);
-        // SAFETY: the TCB is free: nobody else references it.
-        unsafe {
-            *tcb.name.get() = None;
-            *tcb.waiter.get() = Waiter::None;
-        }
+        // SAFETY: callers own the finished TCB (detached at exit, or never started and failed).
+        unsafe { t.tcb().reset() };
+        self.pool_tcb(t);
+    }
+
+    /// Returns a reset TCB to this processor's pool (touching only the pointer).
+    #[inline]
+    fn pool_tcb(&self, t: TcbRef) {
         let shared = &*self.shared;
-        if shared.config.central {
+        if self.central {
             shared.nodes[0].tcbs.put_one(t);
         } else if self.core().tcb_pool.put(t, &shared.nodes[self.remote().node].tcbs) {
             self.remote().stats.tcb_pool_overflows.bump();
@@ -954,7 +1057,7 @@ impl Processor {
     pub(crate) fn alloc_tcb(&self) -> TcbRef {
         let shared = &*self.shared;
         let stats = &self.remote().stats;
-        if shared.config.central {
+        if self.central {
             return shared.nodes[0].tcbs.take_one().unwrap_or_else(|| self.alloc_chunk());
         }
         match self.core().tcb_pool.get(&shared.nodes[self.remote().node].tcbs) {
@@ -981,7 +1084,7 @@ impl Processor {
         let first = tcbs.pop().unwrap_or_else(|| crate::fatal("empty TCB chunk"));
         let node = &self.shared.nodes[self.remote().node].tcbs;
         for t in tcbs {
-            if self.shared.config.central {
+            if self.central {
                 node.put_one(t);
             } else {
                 let _ = self.core().tcb_pool.put(t, node);
@@ -1003,11 +1106,9 @@ impl Processor {
     pub(crate) fn push_start(&self, t: TcbRef) {
         let shared = &*self.shared;
         let core = self.core();
-        if shared.config.central {
+        if self.central {
             shared.global_start.push(t);
-        } else if core.start.len() < shared.config.start_queue_limit {
-            core.start.push(t);
-        } else {
+        } else if self.remote().start.push_within(t.as_ptr(), core.start_limit).is_err() {
             self.push_start_overflow(t);
         }
         shared.notify_any();

@@ -49,12 +49,11 @@ use crate::pool::NodePool;
 use crate::processor::{current_processor, Processor, Remote};
 use crate::queue::run::RunQueue;
 use crate::queue::start::NodeStartQueue;
-use crate::stack::UltStack;
 use crate::stats::{Counter, ProcessorStats, RuntimeStats};
 use crate::tcb::{Cancelled, Chunk, JoinState, Life, TcbRef, Waiter};
 use crate::thread::{JoinHandle, UltSpec};
 use crate::{BuildError, RuntimeBuilder};
-use crossbeam_deque::{Injector, Worker};
+use crossbeam_deque::Injector;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
@@ -62,7 +61,7 @@ use std::thread;
 pub(crate) struct Node {
     pub(crate) start: NodeStartQueue,
     pub(crate) tcbs: NodePool<TcbRef>,
-    pub(crate) stacks: NodePool<UltStack>,
+    pub(crate) stacks: NodePool<Box<crate::tcb::Context>>,
 }
 
 /// What every processor, every join handle and the runtime handle share.
@@ -266,10 +265,10 @@ impl Shared {
         }
         crate::tcb::FORCED_UNWIND.with(|f| f.set(true));
         for &t in &unfinished {
-            // SAFETY: as above, this thread owns the suspended coroutine.
-            if let Some(mut co) = unsafe { (*t.tcb().coroutine.get()).take() } {
-                co.force_unwind();
-                drop(co.into_stack());
+            // SAFETY: as above, this thread owns the suspended context.
+            if let Some(mut ctx) = unsafe { (*t.tcb().context.get()).take() } {
+                ctx.co.force_unwind(); // the ULT's values are dropped here
+                drop(ctx); // and its stack freed
             }
         }
         crate::tcb::FORCED_UNWIND.with(|f| f.set(false));
@@ -311,9 +310,9 @@ impl Runtime {
         // Stack overflows in ULTs are reported by name (once per process; see `crate::fault`).
         crate::fault::install();
         let topo = &config.topology;
-        let workers: Vec<Worker<TcbRef>> = (0..topo.num_processors()).map(|_| Worker::new_lifo()).collect();
-        let processors =
-            workers.iter().enumerate().map(|(i, w)| Remote::new(topo.node_of(i), w.stealer())).collect();
+        let processors = (0..topo.num_processors())
+            .map(|i| Remote::new(topo.node_of(i), config.start_queue_limit))
+            .collect();
         let nodes = (0..topo.num_nodes())
             .map(|_| Node {
                 start: NodeStartQueue::new(config.node_start_queue_limit),
@@ -340,12 +339,12 @@ impl Runtime {
             outside_handles: AtomicI64::new(HANDLE_BIAS),
         });
         let mut rt = Runtime { shared: shared.clone(), threads: Vec::new() };
-        for (i, w) in workers.into_iter().enumerate() {
+        for i in 0..shared.processors.len() {
             let shared = shared.clone();
             let t = thread::Builder::new()
                 .name(format!("elite-p{i}"))
                 // With an alternate signal stack for the overflow report (see `crate::fault`).
-                .spawn(move || crate::fault::with_alt_stack(|| Processor::new(i, shared, w).run_thread()))
+                .spawn(move || crate::fault::with_alt_stack(|| Processor::new(i, shared).run_thread()))
                 .map_err(BuildError::Thread)?; // `rt` is dropped here and stops what started
             rt.threads.push(t);
         }

@@ -8,7 +8,7 @@
 //!   coroutine, the yielder and `life`; ownership moves with the TCB through queues and stacks.
 //! * `join` and `waiter` follow the join protocol below; `next` is the link of whichever lock-free
 //!   stack (wake-up or clean-up) the TCB is on, never both at once.
-//! * The deathrow links belong to the processor whose deathrow holds the TCB.
+//! * `life` says whether the TCB is on a deathrow (`Exited`); that processor alone owns it then.
 //! * `run_link` belongs to the runqueue holding the TCB (under its lock); `affinity`, the policy's
 //!   per-ULT record, to the processor holding the ULT, and to its waker while it is being woken
 //!   (see `affinity`).
@@ -23,10 +23,12 @@
 //!     otherwise         -> TCB goes on this processor's deathrow; prev has WAITER -> wake the waiter
 //! join (handle):   COMPLETE set? take the result : register waiter, prev = fetch_or(WAITER),
 //!                  block unless prev has COMPLETE (then the exiter did not see WAITER: go on)
-//! release (handle dropped, or after join took the result):   prev = fetch_or(DETACHED)
-//!     prev has COMPLETE -> drop what is left of the task, push a clean-up note on the exiting
-//!                          processor (or recycle directly when running on that processor)
+//! release (handle dropped):   prev = fetch_or(DETACHED)
+//!     prev has COMPLETE -> drop what is left of the task, reset the TCB (`Tcb::reset`), push a
+//!                          clean-up note on the exiting processor (or pool it directly when
+//!                          running on that processor)
 //!     otherwise         -> the exiter sees DETACHED and recycles
+//! release after join took the result: as "prev has COMPLETE", without the RMW (below)
 //! ```
 //! Whoever drops an outcome that no join took (the two "drop" steps above) hands a panic payload in
 //! it to the runtime's detached-panic hook first (`crate::panics`); a join consumes the outcome, so
@@ -34,8 +36,12 @@
 //!
 //! Each side's `fetch_or` is `AcqRel`: whoever comes second sees the first one's bit and everything
 //! it wrote before, so exactly one party recycles the TCB and the waiter is woken exactly once.
+//! The exiter's COMPLETE RMW is its last access to the state word (`settle` works from the value it
+//! returned), so a joiner that has seen COMPLETE with `Acquire` owns the word and the TCB: it
+//! skips DETACHED and resets the word with a plain store (one fewer RMW on a line the exiting
+//! processor wrote last).
 
-use crate::atomics::{AtomicPtr, AtomicU64, AtomicUsize};
+use crate::atomics::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::processor::Switch;
 use crate::stack::UltStack;
 use corosensei::{Coroutine, Yielder};
@@ -46,9 +52,52 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::thread;
 
-/// The coroutine type of a ULT: resumed with `()`, suspends with a [`Switch`] reason.
-pub(crate) type Ult = Coroutine<(), Switch, (), UltStack>;
-pub(crate) type UltYielder = Yielder<(), Switch>;
+/// The coroutine of an execution [`Context`]: resumed with the processor that resumes it (whose
+/// `current` names the ULT to run), suspends with a [`Switch`] reason.
+pub(crate) type Ult = Coroutine<Resumer, Switch, (), UltStack>;
+pub(crate) type UltYielder = Yielder<Resumer, Switch>;
+
+/// What a context is resumed with: the processor resuming it, so that code after a switch knows
+/// where it runs now without a thread-local lookup.
+#[derive(Clone, Copy)]
+pub(crate) struct Resumer(pub(crate) *const crate::processor::Processor);
+
+/// An execution context: a ULT stack with a coroutine on it that runs ULTs one after another.
+///
+/// The coroutine's function (the processor's trampoline) loops: it runs the task of the ULT its
+/// resumer names as current, publishes the exit, and suspends with [`Switch::Exit`]; the next
+/// resume, for another ULT, starts that one. So a context is made once per stack and pooled with it (the
+/// stack pools hold contexts), and starting a ULT costs a resume instead of building a coroutine.
+/// While a context is pooled its coroutine is *at rest*: suspended at the top of its trampoline,
+/// with nothing on its stack that needs dropping.
+pub(crate) struct Context {
+    pub(crate) co: Ult,
+    /// Low end of an unguarded stack's canary (0: guarded stack).
+    pub(crate) canary_at: usize,
+    /// Low end of a guarded stack's guard page (0: unguarded stack).
+    pub(crate) guard_at: usize,
+    /// Usable bytes of the stack.
+    pub(crate) usable: usize,
+    /// Set while the coroutine is at rest (see above).
+    pub(crate) at_rest: bool,
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        if self.at_rest {
+            // SAFETY: at rest the coroutine is suspended in its trampoline between two ULTs, where
+            // no live value on its stack has drop glue; resetting it leaks nothing.
+            unsafe { self.co.force_reset() };
+        }
+        // Otherwise dropping `co` unwinds whatever runs on it (corosensei's `Drop`).
+    }
+}
+
+// SAFETY: this and `Tcb`'s impl below are the audited place that lets a suspended coroutine (which
+// corosensei marks !Send because of thread-locals) move between OS threads: a pooled context is at
+// rest (its stack holds nothing of any ULT), and a ULT's context moves with its TCB under the
+// argument given at `Tcb`'s impl.
+unsafe impl Send for Context {}
 
 /// Bits of the join state word.
 pub(crate) struct JoinState;
@@ -61,8 +110,9 @@ impl JoinState {
 /// Where a TCB is in its life; written by the processor holding it, read by the shutdown walk after
 /// every processor thread has been joined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum Life {
-    /// In a pool.
+    /// In a pool, or reset by its joiner and waiting for a clean-up note to reach the pool.
     Free,
     /// Spawned, waiting on a start-queue; no stack yet.
     Queued,
@@ -70,6 +120,31 @@ pub(crate) enum Life {
     Started,
     /// Returned; result waiting for the joiner (or already recycled when detached).
     Exited,
+}
+
+/// A TCB's [`Life`], atomic (relaxed) because a joiner on another thread resets it (`Tcb::reset`)
+/// while the shutdown walk may read it; every other access is the holding processor's.
+pub(crate) struct LifeCell(AtomicU8);
+
+impl LifeCell {
+    fn new(l: Life) -> LifeCell {
+        LifeCell(AtomicU8::new(l as u8))
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> Life {
+        match self.0.load(Ordering::Relaxed) {
+            0 => Life::Free,
+            1 => Life::Queued,
+            2 => Life::Started,
+            _ => Life::Exited,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set(&self, l: Life) {
+        self.0.store(l as u8, Ordering::Relaxed);
+    }
 }
 
 /// Who waits in `join`.
@@ -80,11 +155,12 @@ pub(crate) enum Waiter {
 }
 
 /// Type-erased operations on a spawned closure and its result.
+///
+/// A task is a [`Task<F, T>`] whose first field, at offset 0 whatever `F` is, is the outcome
+/// `Option<thread::Result<T>>`: a join handle, which knows `T`, reads it there directly.
 pub(crate) struct TaskVTable {
     /// Runs the closure under `catch_unwind` and stores the outcome in place.
     pub(crate) run: unsafe fn(*mut ()),
-    /// Moves the outcome into `*mut Option<thread::Result<T>>`.
-    pub(crate) take_output: unsafe fn(*mut (), *mut ()),
     /// Stores `payload` as a failed outcome (the ULT never finished: cancelled, or no stack).
     pub(crate) fail: unsafe fn(*mut (), Box<dyn Any + Send>),
     /// Frees the task, whatever it still holds, except the payload of a failed outcome that nobody
@@ -92,11 +168,24 @@ pub(crate) struct TaskVTable {
     pub(crate) drop: unsafe fn(*mut ()) -> Option<Box<dyn Any + Send>>,
 }
 
-enum Stage<F, T> {
-    Pending(F),
-    Running,
-    Done(thread::Result<T>),
-    Consumed,
+/// A spawned closure and, once it ran, its outcome.
+#[repr(C)]
+pub(crate) struct Task<F, T> {
+    /// The outcome; first, so that its offset does not depend on `F`.
+    out: Option<thread::Result<T>>,
+    /// The closure until it runs.
+    f: Option<F>,
+}
+
+/// Moves the outcome out of a task made by [`new_task`] for a closure returning `T`.
+///
+/// # Safety
+/// `task` is live, made for this `T`, and the caller has exclusive access to its outcome (the join
+/// protocol's COMPLETE, observed with `Acquire`).
+#[inline]
+pub(crate) unsafe fn take_output<T>(task: *mut ()) -> Option<thread::Result<T>> {
+    // SAFETY: `Task` is `repr(C)` with the outcome first, so `task` points at it (contract).
+    unsafe { (*(task as *mut Option<thread::Result<T>>)).take() }
 }
 
 /// The panic payload a join returns for a ULT that the runtime's shutdown cancelled.
@@ -132,8 +221,8 @@ where
 {
     unsafe fn run<F: FnOnce() -> T, T>(p: *mut ()) {
         // SAFETY: `p` came from `new_task::<F, T>` and only the processor running the ULT calls `run`.
-        let stage = unsafe { &mut *(p as *mut Stage<F, T>) };
-        let Stage::Pending(f) = std::mem::replace(stage, Stage::Running) else {
+        let task = unsafe { &mut *(p as *mut Task<F, T>) };
+        let Some(f) = task.f.take() else {
             crate::fatal("a ULT's task ran twice");
         };
         let out = panic::catch_unwind(AssertUnwindSafe(f));
@@ -144,122 +233,130 @@ where
                 panic::resume_unwind(payload);
             }
         }
-        // SAFETY: re-borrow after the closure ran; nothing else touches the stage while it runs.
-        unsafe { *(p as *mut Stage<F, T>) = Stage::Done(out) };
-    }
-    unsafe fn take_output<F, T>(p: *mut (), out: *mut ()) {
-        // SAFETY: the join protocol gives the caller exclusive access after COMPLETE, and `out`
-        // points to an `Option<thread::Result<T>>` of the same `T`.
-        let (stage, out) =
-            unsafe { (&mut *(p as *mut Stage<F, T>), &mut *(out as *mut Option<thread::Result<T>>)) };
-        if let Stage::Done(r) = std::mem::replace(stage, Stage::Consumed) {
-            *out = Some(r);
-        }
+        // SAFETY: re-borrow after the closure ran; nothing else touches the task while it runs.
+        unsafe { (*(p as *mut Task<F, T>)).out = Some(out) };
     }
     unsafe fn fail<F, T>(p: *mut (), payload: Box<dyn Any + Send>) {
         // SAFETY: called with exclusive access to a task that never ran to completion.
-        let stage = unsafe { &mut *(p as *mut Stage<F, T>) };
-        *stage = Stage::Done(Err(payload));
+        let task = unsafe { &mut *(p as *mut Task<F, T>) };
+        task.f = None;
+        task.out = Some(Err(payload));
     }
-    fn unjoined_payload<F, T>(stage: Stage<F, T>) -> Option<Box<dyn Any + Send>> {
-        match stage {
-            Stage::Done(Err(payload)) => Some(payload),
+    fn unjoined_payload<F, T>(task: Task<F, T>) -> Option<Box<dyn Any + Send>> {
+        match task.out {
+            Some(Err(payload)) => Some(payload),
             _ => None,
         }
     }
     unsafe fn drop_boxed<F, T>(p: *mut ()) -> Option<Box<dyn Any + Send>> {
         // SAFETY: `p` is the Box made in `new_task`, dropped exactly once by whoever recycles.
-        unjoined_payload(*unsafe { Box::from_raw(p as *mut Stage<F, T>) })
+        unjoined_payload(*unsafe { Box::from_raw(p as *mut Task<F, T>) })
     }
     unsafe fn drop_inline<F, T>(p: *mut ()) -> Option<Box<dyn Any + Send>> {
         // SAFETY: `p` is the TCB's inline slot written in `new_task`, moved out exactly once (the
         // slot is then dead until the next `new_task` writes it).
-        unjoined_payload(unsafe { ptr::read(p as *mut Stage<F, T>) })
+        unjoined_payload(unsafe { ptr::read(p as *mut Task<F, T>) })
     }
     struct VTables<F, T>(std::marker::PhantomData<(F, T)>);
     impl<F: FnOnce() -> T, T> VTables<F, T> {
-        const FITS: bool = std::mem::size_of::<Stage<F, T>>() <= INLINE_TASK_BYTES
-            && std::mem::align_of::<Stage<F, T>>() <= std::mem::align_of::<InlineTask>();
-        const BOXED: TaskVTable = TaskVTable {
-            run: run::<F, T>,
-            take_output: take_output::<F, T>,
-            fail: fail::<F, T>,
-            drop: drop_boxed::<F, T>,
-        };
-        const INLINE: TaskVTable = TaskVTable {
-            run: run::<F, T>,
-            take_output: take_output::<F, T>,
-            fail: fail::<F, T>,
-            drop: drop_inline::<F, T>,
-        };
+        const FITS: bool = std::mem::size_of::<Task<F, T>>() <= INLINE_TASK_BYTES
+            && std::mem::align_of::<Task<F, T>>() <= std::mem::align_of::<InlineTask>();
+        const BOXED: TaskVTable =
+            TaskVTable { run: run::<F, T>, fail: fail::<F, T>, drop: drop_boxed::<F, T> };
+        const INLINE: TaskVTable =
+            TaskVTable { run: run::<F, T>, fail: fail::<F, T>, drop: drop_inline::<F, T> };
     }
+    let task = Task::<F, T> { out: None, f: Some(f) };
     if VTables::<F, T>::FITS {
-        let p = slot as *mut Stage<F, T>;
+        let p = slot as *mut Task<F, T>;
         // SAFETY: the slot is the free TCB's inline storage, owned by the spawner, large and aligned
-        // enough for the stage (checked by FITS), and holds no live task (the last one was dropped).
-        unsafe { p.write(Stage::Pending(f)) };
+        // enough for the task (checked by FITS), and holds no live task (the last one was dropped).
+        unsafe { p.write(task) };
         (p as *mut (), &VTables::<F, T>::INLINE)
     } else {
-        let p = Box::into_raw(Box::new(Stage::<F, T>::Pending(f))) as *mut ();
+        let p = Box::into_raw(Box::new(task)) as *mut ();
         (p, &VTables::<F, T>::BOXED)
     }
 }
 
 static EMPTY_VTABLE: TaskVTable = {
     unsafe fn nop(_: *mut ()) {}
-    unsafe fn nop2(_: *mut (), _: *mut ()) {}
-    unsafe fn nop3(_: *mut (), _: Box<dyn Any + Send>) {}
-    unsafe fn nop4(_: *mut ()) -> Option<Box<dyn Any + Send>> {
+    unsafe fn nop2(_: *mut (), _: Box<dyn Any + Send>) {}
+    unsafe fn nop3(_: *mut ()) -> Option<Box<dyn Any + Send>> {
         None
     }
-    TaskVTable { run: nop, take_output: nop2, fail: nop3, drop: nop4 }
+    TaskVTable { run: nop, fail: nop2, drop: nop3 }
 };
 
 /// A thread control block, aligned to a cache line so that neighbours in a chunk, often in use on
 /// different processors, share no line.
-#[repr(align(64))]
+///
+/// Its lines are laid out by who touches them when (`repr(C)` keeps the order), so that each
+/// step of a ULT's life touches as few lines as possible, and as few as possible travel between
+/// processors when a ULT is spawned on one, run on another and joined on the first:
+///
+/// 1. the join protocol, the task's handle and the ULT's identity: spawner, starter, exiter and
+///    joiner (the joiner also resets the TCB here for its next use, see [`Tcb::reset`]);
+/// 2. the task itself, inline (closure, then outcome);
+/// 3. execution: the processor running the ULT (context, wait word);
+/// 4. links and rarities: the wake-up and clean-up stacks' link (written by a waker or a joiner,
+///    read by the owner), the join waiter (only a joiner that blocks) and the name (only a named
+///    ULT);
+/// 5. and 6. scheduling by policy: the runqueue's links (touched when the ULT enters or leaves a
+///    runqueue) and the policy's per-ULT record (touched at the end of a run and at enqueue, only
+///    under a policy that keeps records).
+#[repr(C, align(64))]
 pub(crate) struct Tcb {
-    // Identity: written by the spawner before publication.
-    pub(crate) id: Cell<u64>,
-    pub(crate) name: UnsafeCell<Option<Arc<str>>>,
-    pub(crate) stack_size: Cell<usize>,
+    // Line 1.
+    /// The join protocol's state word.
+    pub(crate) join: AtomicUsize,
     // Task: written by the spawner, consumed per the join protocol.
     pub(crate) task: Cell<*mut ()>,
     pub(crate) vtable: Cell<&'static TaskVTable>,
-    pub(crate) inline: UnsafeCell<InlineTask>,
-    // Execution: owned by the processor holding the ULT.
-    pub(crate) coroutine: UnsafeCell<Option<Ult>>,
-    pub(crate) yielder: Cell<*const UltYielder>,
-    pub(crate) life: Cell<Life>,
-    /// Low end of an unguarded stack's canary (0: guarded stack).
-    pub(crate) canary_at: Cell<usize>,
-    /// Low end of a guarded stack's guard page (0: unguarded), read by the overflow report
-    /// (`crate::fault`) from a signal handler.
-    pub(crate) guard_at: Cell<usize>,
-    /// The ULT's ULT-local values (`crate::local`): null until its first access, and null again
-    /// after its end, so a spawn never writes it.
-    pub(crate) locals: Cell<*mut crate::local::LocalMap>,
+    /// The chunk this TCB lives in.
+    pub(crate) chunk: *const Chunk,
+    // Identity: written by the spawner before publication.
+    pub(crate) id: Cell<u64>,
     /// Processor the ULT last ran on (read by wakers on any thread).
     pub(crate) processor: AtomicUsize,
     /// Processor whose deathrow holds the exited ULT; written before COMPLETE is published.
-    pub(crate) exit_processor: Cell<usize>,
-    /// The join state `publish` found, for `settle` after the last switch.
-    pub(crate) exit_prev: Cell<usize>,
-    // Join protocol.
-    pub(crate) join: AtomicUsize,
-    pub(crate) waiter: UnsafeCell<Waiter>,
+    pub(crate) exit_processor: Cell<u32>,
+    /// Usable stack bytes the ULT asked for (at most `MAX_STACK_SIZE`, 1 GiB).
+    pub(crate) stack_size: Cell<u32>,
+    pub(crate) life: LifeCell,
+    /// Whether `name` is set (so that a reset reads the name's line only then).
+    pub(crate) named: Cell<bool>,
+    // Line 2.
+    pub(crate) inline: UnsafeCell<InlineTask>,
+    // Line 3. Execution: owned by the processor holding the ULT.
+    /// The context the ULT runs on, from its first run to its exit.
+    pub(crate) context: UnsafeCell<Option<Box<Context>>>,
+    pub(crate) yielder: Cell<*const UltYielder>,
+    /// The processor that last resumed the ULT (set before every resume): the one running it
+    /// whenever its code runs.
+    pub(crate) resumer: Cell<Resumer>,
     /// The blocking-wait word of the synchronization objects (`sync::wait`): the wait's sequence
     /// number in the high bits, its outcome and the suspended flag in the low three. Never reset,
     /// so a stale timer entry of an earlier wait (even of an earlier ULT in this TCB) cannot match.
     pub(crate) wait: AtomicU64,
-    // Links.
+    /// The join state `publish` found, for `settle` after the last switch.
+    pub(crate) exit_prev: Cell<usize>,
+    /// Low end of a guarded stack's guard page (0: unguarded), read by the overflow report
+    /// (`crate::fault`) from a signal handler; set when the ULT gets its context.
+    pub(crate) guard_at: Cell<usize>,
+    /// The ULT's ULT-local values (`crate::local`): null until its first access, and null again
+    /// after its end, so a spawn never writes it.
+    pub(crate) locals: Cell<*mut crate::local::LocalMap>,
+    /// Keeps line 4 on a line of its own (checked by a test).
+    _pad: [usize; 1],
+    // Line 4.
+    /// The link of whichever lock-free stack (wake-up or clean-up) the TCB is on.
     pub(crate) next: AtomicPtr<Tcb>,
-    pub(crate) deathrow_prev: Cell<*mut Tcb>,
-    pub(crate) deathrow_next: Cell<*mut Tcb>,
-    /// The chunk this TCB lives in.
-    pub(crate) chunk: *const Chunk,
-    // Scheduling by policy (issue 4), kept apart from the fields above: touched only when the ULT
-    // enters or leaves a runqueue, and when the policy keeps per-ULT records.
+    pub(crate) waiter: UnsafeCell<Waiter>,
+    pub(crate) name: UnsafeCell<Option<Arc<str>>>,
+    /// Keeps line 5 on a line of its own (checked by a test).
+    _pad4: [usize; 3],
+    // Lines 5 and 6.
     /// Links in the runqueue holding the ULT (see `queue::run`).
     pub(crate) run_link: crate::queue::run::RunLink,
     /// What the policy keeps per ULT (see `affinity`).
@@ -290,31 +387,67 @@ unsafe impl Sync for Tcb {}
 impl Tcb {
     fn empty(chunk: *const Chunk) -> Tcb {
         Tcb {
-            id: Cell::new(0),
-            name: UnsafeCell::new(None),
-            stack_size: Cell::new(0),
+            join: AtomicUsize::new(0),
             task: Cell::new(ptr::null_mut()),
             vtable: Cell::new(&EMPTY_VTABLE),
-            inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
-            coroutine: UnsafeCell::new(None),
-            yielder: Cell::new(ptr::null()),
-            life: Cell::new(Life::Free),
-            canary_at: Cell::new(0),
-            guard_at: Cell::new(0),
-            locals: Cell::new(ptr::null_mut()),
+            chunk,
+            id: Cell::new(0),
             processor: AtomicUsize::new(0),
             exit_processor: Cell::new(0),
-            exit_prev: Cell::new(0),
-            join: AtomicUsize::new(0),
-            waiter: UnsafeCell::new(Waiter::None),
+            stack_size: Cell::new(0),
+            life: LifeCell::new(Life::Free),
+            named: Cell::new(false),
+            inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
+            context: UnsafeCell::new(None),
+            yielder: Cell::new(ptr::null()),
+            resumer: Cell::new(Resumer(ptr::null())),
             wait: AtomicU64::new(0),
+            exit_prev: Cell::new(0),
+            guard_at: Cell::new(0),
+            locals: Cell::new(ptr::null_mut()),
+            _pad: [0; 1],
             next: AtomicPtr::new(ptr::null_mut()),
-            deathrow_prev: Cell::new(ptr::null_mut()),
-            deathrow_next: Cell::new(ptr::null_mut()),
-            chunk,
+            waiter: UnsafeCell::new(Waiter::None),
+            name: UnsafeCell::new(None),
+            _pad4: [0; 3],
             run_link: crate::queue::run::RunLink::new(),
             affinity: crate::affinity::UltRecord::new(),
         }
+    }
+
+    /// Makes a finished TCB free for its next spawn: life `Free`, join state 0 (which a spawn
+    /// relies on), no name. Called by whoever ends the TCB's use: the exiting processor for a
+    /// detached ULT or one joined on that same processor, the joiner for one joined elsewhere
+    /// (the last party to touch it: the clean-up note's push publishes the reset, and the exiting
+    /// processor then only counts it off its deathrow and pools the pointer, touching no line of
+    /// the TCB). A free TCB's waiter is `None` already (the exit takes a registered waiter, and a
+    /// joiner that registered after the exit clears its own).
+    ///
+    /// # Safety
+    /// The caller is that party: the ULT is finished and nobody else reads the TCB any more.
+    #[inline]
+    pub(crate) unsafe fn reset(&self) {
+        self.life.set(Life::Free);
+        self.join.store(0, Ordering::Relaxed);
+        if self.named.get() {
+            self.named.set(false);
+            // SAFETY: per the contract, nobody else reads the name.
+            unsafe { *self.name.get() = None };
+        }
+        // SAFETY: as above.
+        debug_assert!(matches!(unsafe { &*self.waiter.get() }, Waiter::None));
+    }
+
+    /// The processor whose deathrow holds the exited ULT.
+    #[inline]
+    pub(crate) fn exit_processor(&self) -> usize {
+        self.exit_processor.get() as usize
+    }
+
+    /// The stack size the ULT asked for.
+    #[inline]
+    pub(crate) fn stack_size(&self) -> usize {
+        self.stack_size.get() as usize
     }
 
     /// Drops the task (closure or result) if one is still attached. A failed outcome that no join
@@ -330,6 +463,21 @@ impl Tcb {
                 crate::panics::report_unjoined(self, payload);
             }
         }
+    }
+
+    /// Drops a task whose closure ran and whose outcome was taken: an inline one holds nothing
+    /// left to drop, so only a boxed one costs a call (its memory is freed).
+    ///
+    /// # Safety
+    /// As for [`Tcb::drop_task`], and the task ran and its outcome was taken.
+    #[inline]
+    pub(crate) unsafe fn drop_spent_task(&self) {
+        if self.task.get() == self.inline.get() as *mut () {
+            self.task.set(ptr::null_mut());
+            return;
+        }
+        // SAFETY: per the contract.
+        unsafe { self.drop_task() }
     }
 }
 
@@ -401,5 +549,27 @@ impl Chunk {
     /// The TCBs of this chunk.
     pub(crate) fn tcbs(&self) -> impl Iterator<Item = TcbRef> + '_ {
         self.tcbs.iter().map(|t| TcbRef(NonNull::from(t)))
+    }
+}
+
+#[cfg(test)]
+mod layout {
+    use super::*;
+
+    #[test]
+    fn a_tcb_is_six_lines_and_its_lines_hold_what_the_docs_say() {
+        assert_eq!(std::mem::size_of::<Tcb>(), 384);
+        let t = Tcb::empty(ptr::null());
+        let at = |f: *const u8| (f as usize - &t as *const Tcb as usize) / 64;
+        assert_eq!(at(&t.join as *const _ as *const u8), 0);
+        assert_eq!(at(&t.named as *const _ as *const u8), 0);
+        assert_eq!(at(t.inline.get() as *const u8), 1);
+        assert_eq!(at(&t.context as *const _ as *const u8), 2);
+        assert_eq!(at(&t.exit_prev as *const _ as *const u8), 2);
+        assert_eq!(at(&t.next as *const _ as *const u8), 3);
+        assert_eq!(at(&t.name as *const _ as *const u8), 3);
+        assert_eq!(at(&t.locals as *const _ as *const u8), 2);
+        assert_eq!(at(&t.run_link as *const _ as *const u8), 4);
+        assert_eq!(at(&t.affinity as *const _ as *const u8), 4);
     }
 }

@@ -39,9 +39,14 @@ where
     let tcb = t.tcb();
     let (task, vtable) = new_task(f, tcb.inline.get());
     tcb.id.set(id);
-    // SAFETY: the TCB is free and not yet published: the spawner owns every field.
-    unsafe { *tcb.name.get() = spec.name };
-    tcb.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE));
+    if spec.name.is_some() {
+        tcb.named.set(true);
+        // SAFETY: the TCB is free and not yet published: the spawner owns every field. (A free
+        // TCB's name is `None`: `Tcb::reset` clears it.)
+        unsafe { *tcb.name.get() = spec.name };
+    }
+    // Validated: at most MAX_STACK_SIZE (1 GiB), which fits.
+    tcb.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE) as u32);
     tcb.task.set(task);
     tcb.vtable.set(vtable);
     // `join` is already 0: free TCBs are reset by `recycle` (or fresh).
@@ -315,8 +320,9 @@ impl<T> JoinHandle<T> {
         }
         // SAFETY: COMPLETE was observed with Acquire and the handle is the only reader of the output.
         let out = unsafe { self.take_output() };
-        std::mem::forget(self); // released here instead of in Drop:
-        release_on(t, here); // fetch_or(DETACHED), then the clean-up note
+        std::mem::forget(self); // released here instead of in Drop, and without its RMW:
+                                // SAFETY: COMPLETE was observed with Acquire, so the exiter is done with the join state.
+        unsafe { let_go(t, here, true) }; // the clean-up note
         out
     }
 
@@ -325,10 +331,8 @@ impl<T> JoinHandle<T> {
     /// # Safety
     /// The ULT is complete and visible as such to the caller, who is the only reader of the output.
     unsafe fn take_output(&self) -> std::thread::Result<T> {
-        let tcb = self.tcb.tcb();
-        let mut out: Option<std::thread::Result<T>> = None;
-        // SAFETY: per the contract; `out` has the type the task was made with.
-        unsafe { (tcb.vtable.get().take_output)(tcb.task.get(), &mut out as *mut _ as *mut ()) };
+        // SAFETY: per the contract; the task was made for this handle's `T`.
+        let out = unsafe { crate::tcb::take_output::<T>(self.tcb.tcb().task.get()) };
         out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)))
     }
 
@@ -366,19 +370,20 @@ fn wait_for_exit(t: TcbRef) {
         if foreign {
             crate::runtime::claim_outside(&p.shared);
         }
-        park_current(move |me| {
+        park_current(move |me, p| {
             // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
             unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
             let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
             if prev & JoinState::COMPLETE != 0 {
-                // The ULT exited before it could see WAITER: nobody else will wake us.
-                if let Some(p) = current_processor() {
-                    p.wake(me);
-                    if foreign {
-                        // SAFETY: our runtime is alive (its processor runs this); this gives up
-                        // the claim taken above.
-                        unsafe { crate::runtime::release_outside_claim(Arc::as_ptr(&p.shared)) };
-                    }
+                // The ULT exited before it could see WAITER: nobody else will wake us, nor read
+                // the waiter field, which we clear (a free TCB's waiter is `None`).
+                // SAFETY: the exiter did not see WAITER, so the field is still ours alone.
+                unsafe { *tcb.waiter.get() = Waiter::None };
+                p.wake(me);
+                if foreign {
+                    // SAFETY: our runtime is alive (its processor runs this); this gives up the
+                    // claim taken above.
+                    unsafe { crate::runtime::release_outside_claim(Arc::as_ptr(&p.shared)) };
                 }
             }
         });
@@ -388,6 +393,9 @@ fn wait_for_exit(t: TcbRef) {
         unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
         let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
         if prev & JoinState::COMPLETE != 0 {
+            // As above: the field is ours alone; a free TCB's waiter is `None`.
+            // SAFETY: the exiter did not see WAITER.
+            unsafe { *tcb.waiter.get() = Waiter::None };
             return;
         }
     }
@@ -414,17 +422,39 @@ fn release(t: TcbRef) {
 /// [`release`] for a caller that already knows the processor it runs on (if any).
 #[inline]
 fn release_on(t: TcbRef, here: Option<&Processor>) {
+    let prev = t.tcb().join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
+    // SAFETY: the AcqRel RMW decides: with COMPLETE in `prev` the exiter is done with the TCB and
+    // left it to us; without, the exiter sees DETACHED and recycles it.
+    unsafe { let_go(t, here, prev & JoinState::COMPLETE != 0) };
+}
+
+/// The handle's last step: if the ULT is `complete`, the TCB is ours to give back (reset, then a
+/// clean-up note to the exiting processor, or straight to the pool on that processor); in any
+/// case the handle's count (or outside claim) is given up.
+///
+/// A join that observed COMPLETE comes here without setting DETACHED: the exiter's last access
+/// to the join state is its COMPLETE RMW (`settle` works from what that RMW returned), so once a
+/// joiner has seen COMPLETE with `Acquire` nobody else reads or writes the join state, and the
+/// read-modify-write would only move the line between the cores once more.
+///
+/// # Safety
+/// `complete`: COMPLETE was observed with `Acquire` (or returned by this handle's own RMW), and
+/// this handle is the only one (it is being consumed).
+#[inline]
+unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
     let tcb = t.tcb();
-    let prev = tcb.join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
-    let complete = prev & JoinState::COMPLETE != 0;
+    let exit = tcb.exit_processor();
     if complete {
-        // SAFETY: complete and now detached by us: the exiting processor no longer touches the task.
-        unsafe { tcb.drop_task() };
+        // SAFETY: complete and ours: the exiting processor no longer touches the task nor the rest
+        // of the TCB, which we reset for its next use before the clean-up note.
+        unsafe {
+            tcb.drop_task();
+            tcb.reset();
+        }
     }
     match here {
         Some(p) if p.shared.is_own(t) => {
             if complete {
-                let exit = tcb.exit_processor.get();
                 if exit == p.index {
                     p.reclaim_joined(t);
                 } else {
@@ -438,7 +468,7 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
             // SAFETY: this handle's claim keeps the shared state alive until the release below.
             let s = unsafe { &*shared };
             if complete {
-                s.processors[tcb.exit_processor.get()].cleanup.push(t);
+                s.processors[exit].cleanup.push(t);
             }
             // SAFETY: `shared` is live and this handle holds a claim on it, given up here (last touch).
             unsafe { crate::runtime::release_outside_claim(shared) };
@@ -447,12 +477,13 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
 }
 
 /// Suspends the running ULT; after the switch, whoever resumed it (the processor loop, or a joiner
-/// running it through the join fast path) calls `after(me)` on its own stack.
-pub(crate) fn park_current<F: FnOnce(TcbRef)>(after: F) {
-    unsafe fn call<F: FnOnce(TcbRef)>(data: *mut (), me: TcbRef) {
+/// running it through the join fast path) calls `after(me, processor)` on its own stack, with the
+/// processor that runs that code.
+pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
+    unsafe fn call<F: FnOnce(TcbRef, &Processor)>(data: *mut (), me: TcbRef, p: &Processor) {
         // SAFETY: `data` is the `Option<F>` below, alive on the suspended ULT's stack; taken once.
         if let Some(f) = unsafe { (*(data as *mut Option<F>)).take() } {
-            f(me)
+            f(me, p)
         }
     }
     let mut slot = Some(after);

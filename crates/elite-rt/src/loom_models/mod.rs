@@ -13,6 +13,10 @@
 //!
 //! * [`tcb_stack`]: the wake-up stack (pushes) and the clean-up stack (chains), drained by the owner
 //!   while others push, and nodes pushed again after the drain that took them.
+//! * [`deque`]: a processor's own start-queue (`queue::deque`), the owner pushing and popping
+//!   while thieves steal: every entry taken once, with its pusher's payload.
+//! * [`mutex`]: the mutex state word (`sync::lock_word`) with the mutex's list-and-park glue in
+//!   miniature: mutual exclusion, no lost wake-up, the hand-over after `max_losses` lost races.
 //! * [`park`]: the idle protocol (announce PARKED, re-check, park / publish, notify) with one and two
 //!   wakers, over the wake-up stack.
 //!
@@ -46,6 +50,8 @@
 //!    wakes), and add `mod mutex;` below.
 //! 3. Nothing else: `.ci/run` runs every test under `loom_models`.
 
+mod deque;
+mod mutex;
 mod park;
 mod tcb_stack;
 

@@ -1,50 +1,45 @@
 //! The deathrow: exited ULTs of one processor whose joiner has not yet let go of them.
 //!
-//! An intrusive doubly linked list through `Tcb::deathrow_prev/next`, written only by the owning
-//! processor: the exit path inserts, the clean-up path (a note from the joiner, or a join on this same
-//! processor) removes and recycles. Joiners never touch it (ELiTE section 2.2), which keeps the
-//! processor's lines in its own cache.
+//! Written only by the owning processor: the exit path inserts, the clean-up path (a note from the
+//! joiner, or a join on this same processor) removes and recycles. Joiners never touch it (ELiTE
+//! section 2.2), which keeps the processor's lines in its own cache.
+//!
+//! Nothing ever walks the deathrow (a joiner names the TCB it let go of, and the shutdown walks the
+//! TCB chunks), so the deathrow keeps only the count: a TCB is on it from its exit's `settle` until
+//! its clean-up note (or a join on this processor) takes it off. Its `life` says `Exited` from the
+//! exit's publication until the joiner resets it (`Tcb::reset`), which may come first. An intrusive list served before; its insert and remove
+//! wrote the neighbours' links, one or two more TCB lines (and, in a bulk join, cache misses) per
+//! exit.
 
-use crate::tcb::{Tcb, TcbRef};
-use std::ptr;
+use crate::tcb::{Life, TcbRef};
 
 pub(crate) struct Deathrow {
-    head: *mut Tcb,
     len: usize,
 }
 
 impl Deathrow {
     pub(crate) fn new() -> Deathrow {
-        Deathrow { head: ptr::null_mut(), len: 0 }
+        Deathrow { len: 0 }
     }
 
     /// Puts an exited ULT on the deathrow.
     #[inline]
     pub(crate) fn insert(&mut self, t: TcbRef) {
-        let tcb = t.tcb();
-        tcb.deathrow_prev.set(ptr::null_mut());
-        tcb.deathrow_next.set(self.head);
-        if let Some(old) = TcbRef::from_ptr(self.head) {
-            old.tcb().deathrow_prev.set(t.as_ptr());
-        }
-        self.head = t.as_ptr();
+        // Exited, or already reset by a joiner that saw COMPLETE before this insert.
+        debug_assert!(matches!(t.tcb().life.get(), Life::Exited | Life::Free));
         self.len += 1;
     }
 
-    /// Takes a joined ULT off the deathrow.
+    /// Takes a joined ULT off the deathrow (its joiner reset it already; its lines are not read).
     #[inline]
     pub(crate) fn remove(&mut self, t: TcbRef) {
-        let tcb = t.tcb();
-        let (prev, next) = (tcb.deathrow_prev.get(), tcb.deathrow_next.get());
-        match TcbRef::from_ptr(prev) {
-            Some(p) => p.tcb().deathrow_next.set(next),
-            None => self.head = next,
-        }
-        if let Some(n) = TcbRef::from_ptr(next) {
-            n.tcb().deathrow_prev.set(prev);
-        }
-        tcb.deathrow_prev.set(ptr::null_mut());
-        tcb.deathrow_next.set(ptr::null_mut());
+        let _ = t;
         self.len -= 1;
+    }
+
+    /// Exited ULTs waiting for their joiner.
+    #[allow(dead_code)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 }

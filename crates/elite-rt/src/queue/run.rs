@@ -316,6 +316,16 @@ impl RunQueue {
         self.with(|tree| tree.push(key, t));
     }
 
+    /// Adds `t` with `key`, then takes the ULT with the highest key (maybe `t`), under one
+    /// acquisition of the lock.
+    #[inline]
+    pub(crate) fn push_pop_best(&self, key: u64, t: TcbRef) -> Option<TcbRef> {
+        self.with(|tree| {
+            tree.push(key, t);
+            tree.pop_max()
+        })
+    }
+
     /// Takes the ULT with the highest key.
     #[inline]
     pub(crate) fn pop_best(&self) -> Option<TcbRef> {

@@ -2,8 +2,8 @@
 //!
 //! Three levels mirror the memory hierarchy (ELiTE figure 2.2):
 //!
-//! * each processor's own queue: a bounded LIFO deque (`crossbeam_deque::Worker`), pushed and
-//!   popped by its owner, stolen from the oldest end by idle processors;
+//! * each processor's own queue: a bounded LIFO deque ([`super::deque`]), pushed and popped by its
+//!   owner, stolen from the oldest end by idle processors;
 //! * each node's queue: bounded, shared by the processors of the node;
 //! * the global queue: unbounded.
 //!
@@ -11,7 +11,8 @@
 //! reserve-then-push step so concurrent spawners never overshoot a node's limit.
 
 use crate::atomics::{AtomicUsize, Ordering};
-use crate::tcb::TcbRef;
+use crate::queue::deque::{Deque, Stolen};
+use crate::tcb::{Tcb, TcbRef};
 use crossbeam_deque::{Injector, Steal, Worker};
 
 /// A node's bounded start-queue.
@@ -29,6 +30,11 @@ impl NodeStartQueue {
     /// Pushes `t` unless the queue is full; gives it back if it is.
     #[inline]
     pub(crate) fn try_push(&self, t: TcbRef) -> Result<(), TcbRef> {
+        // A full queue is seen with a load (a spawner that overflows here keeps doing so while
+        // the queue stays full: no read-modify-write on the line the takers update).
+        if self.len.load(Ordering::Relaxed) >= self.limit {
+            return Err(t);
+        }
         // Reserve a slot first so the bound holds under concurrent pushers.
         if self.len.fetch_add(1, Ordering::Relaxed) >= self.limit {
             self.len.fetch_sub(1, Ordering::Relaxed);
@@ -115,12 +121,12 @@ pub(crate) fn take_global(q: &Injector<TcbRef>) -> Option<TcbRef> {
 
 /// Steals the oldest entry of a processor's start-queue.
 #[inline]
-pub(crate) fn steal_one(s: &crossbeam_deque::Stealer<TcbRef>) -> Option<TcbRef> {
+pub(crate) fn steal_one(d: &Deque<Tcb>) -> Option<TcbRef> {
     loop {
-        match s.steal() {
-            Steal::Success(t) => return Some(t),
-            Steal::Empty => return None,
-            Steal::Retry => std::hint::spin_loop(),
+        match d.steal() {
+            Stolen::Success(t) => return TcbRef::from_ptr(t),
+            Stolen::Empty => return None,
+            Stolen::Retry => std::hint::spin_loop(),
         }
     }
 }

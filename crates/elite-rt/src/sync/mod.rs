@@ -42,6 +42,7 @@
 mod barrier;
 mod chan;
 mod condvar;
+pub(crate) mod lock_word;
 mod mutex;
 mod rwlock;
 mod semaphore;
@@ -79,10 +80,14 @@ use std::time::{Duration, Instant};
 /// threads outside any runtime use the default, `Adaptive`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SpinPolicy {
-    /// ELiTE's rule: each lock remembers how long it was held in its last 8 (measured)
-    /// acquisitions; when that average exceeds half the cost of a context switch (measured once
-    /// per process, when the first runtime starts) a waiter blocks at once, otherwise it spins
-    /// [`ADAPTIVE_SPIN_ROUNDS`] rounds with exponential backoff and then blocks.
+    /// ELiTE's rule (section 2.3.2): each lock remembers how long it was held in its last 8
+    /// (measured) acquisitions; when that average exceeds half the cost of a context switch
+    /// ([`switch_cost`], measured once per process, when the first runtime starts) a waiter blocks
+    /// at once, otherwise it spins with exponential backoff for as long as a context switch costs
+    /// (and at least [`ADAPTIVE_SPIN_ROUNDS`] rounds), then blocks.
+    ///
+    /// The spin budget is Lim and Agarwal's two-phase rule that ELiTE cites: polling for as long as
+    /// blocking would cost never waits more than twice as long as the better of the two choices.
     #[default]
     Adaptive,
     /// Always spin this many rounds (exponential backoff, at most 64 pause hints a round), then
@@ -92,24 +97,57 @@ pub enum SpinPolicy {
     Block,
 }
 
-/// Spin rounds of [`SpinPolicy::Adaptive`] for a lock held briefly: 1 + 2 + 4 + 8 pause hints.
+/// The fewest spin rounds of [`SpinPolicy::Adaptive`] for a lock held briefly (1 + 2 + 4 + 8 pause
+/// hints); it spins on past them while its time budget, one context switch, lasts.
 pub const ADAPTIVE_SPIN_ROUNDS: u32 = 4;
 
-/// Spin rounds for a waiter on a lock whose average hold is `avg_hold` ticks, under the calling
-/// runtime's policy.
-#[inline]
-pub(crate) fn spin_rounds(avg_hold: u64) -> u32 {
-    let policy = current_processor().map(|p| p.shared.config.spin_policy).unwrap_or_default();
-    match policy {
-        SpinPolicy::Block => 0,
-        SpinPolicy::Fixed(n) => n,
-        SpinPolicy::Adaptive => {
-            if avg_hold > switch_cost().threshold_ticks {
-                0
-            } else {
-                ADAPTIVE_SPIN_ROUNDS
+/// The spin phase of one wait on a two-phase lock.
+pub(crate) struct Spinner {
+    /// Rounds done so far.
+    round: u32,
+    /// Rounds allowed (`u32::MAX`: until `until`).
+    rounds: u32,
+    /// Time stamp after which an adaptive spin stops, taken when it has done
+    /// `ADAPTIVE_SPIN_ROUNDS` rounds (0 before).
+    until: u64,
+}
+
+impl Spinner {
+    /// The spin phase for a waiter on a lock whose average hold is `avg_hold` ticks, under the
+    /// calling runtime's policy.
+    #[inline]
+    pub(crate) fn new(avg_hold: u64) -> Spinner {
+        let policy = current_processor().map(|p| p.shared.config.spin_policy).unwrap_or_default();
+        let rounds = match policy {
+            SpinPolicy::Block => 0,
+            SpinPolicy::Fixed(n) => n,
+            SpinPolicy::Adaptive if avg_hold > switch_cost().threshold_ticks => 0,
+            SpinPolicy::Adaptive => u32::MAX,
+        };
+        Spinner { round: 0, rounds, until: 0 }
+    }
+
+    /// Whether to try the lock (again): the first call answers at once, later ones wait one round
+    /// of backoff first; false when the spin phase is over (block now).
+    #[inline]
+    pub(crate) fn again(&mut self) -> bool {
+        if self.round >= self.rounds {
+            return false;
+        }
+        if self.round > 0 {
+            backoff(self.round - 1);
+            if self.rounds == u32::MAX && self.round >= ADAPTIVE_SPIN_ROUNDS {
+                // The budget starts after the fewest rounds (most waits end before: no time stamp).
+                let now = ticks();
+                if self.until == 0 {
+                    self.until = now.wrapping_add(switch_cost().switch_ticks);
+                } else if now > self.until {
+                    return false;
+                }
             }
         }
+        self.round += 1;
+        true
     }
 }
 
@@ -137,20 +175,35 @@ pub(crate) fn ticks() -> u64 {
     }
 }
 
-/// The measured cost of a context switch, and the spin threshold derived from it.
+/// The measured cost of a context switch in the runtime, and the spin threshold derived from it.
+///
+/// ELiTE's threshold is "50% of the cycles for a context switch" (section 2.3.2), the switch being
+/// what a waiter pays when it blocks instead of spinning: switching out to its processor, having
+/// the wake-up delivered to it, and switching back in. When the waiter's processor has nothing else
+/// to run it parks meanwhile, so the delivery includes waking a parked OS thread, which dwarfs the
+/// register switch (on the 2-core build VMs: about 1.3 ns for the coroutine round trip, and 30 µs
+/// to 0.5 ms for the wake-up of a parked processor whose virtual CPU the host halted, or about
+/// 1.7 µs when the machine is busy enough that it was not; see the README). So the cost is
+/// measured as `coroutine_ns + wake_ns`.
 #[derive(Clone, Copy, Debug)]
 pub struct SwitchCost {
-    /// One switch to another thread and back to the scheduler's stack (a resume and a suspend of
-    /// a stackful coroutine), in nanoseconds.
+    /// The context switch as a blocked waiter pays it: `coroutine_ns + wake_ns`, in nanoseconds.
     pub switch_ns: f64,
-    /// The same in time-stamp ticks.
+    /// The same in time-stamp ticks (the adaptive policy's spin budget).
     pub switch_ticks: u64,
     /// Half of `switch_ticks`: the adaptive policy's threshold on a lock's average hold time.
     pub threshold_ticks: u64,
+    /// One switch to a stackful coroutine and back (a resume and a suspend), in nanoseconds: the
+    /// register switch alone.
+    pub coroutine_ns: f64,
+    /// The wake-up of a parked processor: the median latency of unparking a thread parked for
+    /// longer than an idle processor spins (50 µs), in nanoseconds.
+    pub wake_ns: f64,
 }
 
 /// The context-switch cost measured on this machine (once per process; the first runtime to
-/// start measures it, taking well under a millisecond).
+/// start measures it: it starts one helper thread and wakes it nine times, which takes from under
+/// a millisecond to a few where waking a parked thread is slow).
 pub fn switch_cost() -> SwitchCost {
     static COST: OnceLock<SwitchCost> = OnceLock::new();
     *COST.get_or_init(measure_switch)
@@ -159,33 +212,97 @@ pub fn switch_cost() -> SwitchCost {
 /// Under Miri, which cannot switch stacks: a nominal cost, so that the primitives run there.
 #[cfg(miri)]
 fn measure_switch() -> SwitchCost {
-    SwitchCost { switch_ns: 5.0, switch_ticks: 5, threshold_ticks: 2 }
+    SwitchCost { switch_ns: 5.0, switch_ticks: 5, threshold_ticks: 2, coroutine_ns: 5.0, wake_ns: 0.0 }
 }
+
+/// Wake-up time assumed when no helper thread can be started to measure it.
+const FALLBACK_WAKE_NS: f64 = 2000.0;
 
 #[cfg(not(miri))]
 fn measure_switch() -> SwitchCost {
+    let (t0, k0) = (Instant::now(), ticks());
+    let coroutine_ns = measure_coroutine_round_trip();
+    let wake_ns = measure_wake().unwrap_or(FALLBACK_WAKE_NS);
+    let (ns, tk) = (t0.elapsed().as_nanos().max(1) as f64, ticks().wrapping_sub(k0) as f64);
+    let ticks_per_ns = if tk > 0.0 { tk / ns } else { 1.0 };
+    let switch_ns = coroutine_ns + wake_ns;
+    let switch_ticks = ((switch_ns * ticks_per_ns) as u64).max(2);
+    SwitchCost { switch_ns, switch_ticks, threshold_ticks: switch_ticks / 2, coroutine_ns, wake_ns }
+}
+
+/// The fastest of a few batches of coroutine round trips (resume + suspend), in nanoseconds each.
+fn measure_coroutine_round_trip() -> f64 {
     use corosensei::{stack::DefaultStack, Coroutine, CoroutineResult};
-    let stack = DefaultStack::new(16 * 1024).expect("a 16 KiB stack for the switch measurement");
+    let Ok(stack) = DefaultStack::new(16 * 1024) else {
+        return 0.0;
+    };
     let mut co = Coroutine::with_stack(stack, |y: &corosensei::Yielder<(), ()>, ()| loop {
         y.suspend(());
     });
-    let mut best = (f64::MAX, u64::MAX);
+    let mut best = f64::MAX;
     for _ in 0..5 {
         const N: u32 = 2000;
-        let (t0, k0) = (Instant::now(), ticks());
+        let t0 = Instant::now();
         for _ in 0..N {
             if let CoroutineResult::Return(()) = co.resume(()) {
                 break;
             }
         }
-        let (ns, tk) = (t0.elapsed(), ticks().wrapping_sub(k0));
-        let per = (ns.as_nanos() as f64 / f64::from(N), tk / u64::from(N));
-        if per.0 < best.0 {
-            best = per;
-        }
+        best = best.min(t0.elapsed().as_nanos() as f64 / f64::from(N));
     }
-    let switch_ticks = best.1.max(1);
-    SwitchCost { switch_ns: best.0, switch_ticks, threshold_ticks: switch_ticks / 2 }
+    best
+}
+
+/// How long the helper of [`measure_wake`] stays parked before each wake-up: longer than an idle
+/// processor spins before it parks, so that the wake-up is that of a processor parked for real.
+const WAKE_PAUSE: Duration = Duration::from_micros(50);
+
+/// The latency of waking a parked processor, in nanoseconds: the median over a few wake-ups of a
+/// helper thread parked for [`WAKE_PAUSE`] (this thread spins meanwhile and while it waits for
+/// the helper's answer). `None` if no helper thread starts.
+fn measure_wake() -> Option<f64> {
+    use std::sync::atomic::{AtomicU32, Ordering as O};
+    use std::sync::Arc;
+    const TRIPS: u32 = 9;
+    let turn = Arc::new(AtomicU32::new(0));
+    let me = std::thread::current();
+    let helper = {
+        let turn = Arc::clone(&turn);
+        std::thread::Builder::new()
+            .name("elite-switch-cost".into())
+            .spawn(move || {
+                for i in 0..TRIPS {
+                    while turn.load(O::Acquire) != 2 * i + 1 {
+                        std::thread::park();
+                    }
+                    turn.store(2 * i + 2, O::Release);
+                    me.unpark(); // for a waiter that stopped spinning (a single CPU)
+                }
+            })
+            .ok()?
+    };
+    let other = helper.thread().clone();
+    let mut trips = Vec::with_capacity(TRIPS as usize);
+    for i in 0..TRIPS {
+        let pause = Instant::now();
+        while pause.elapsed() < WAKE_PAUSE {
+            std::hint::spin_loop();
+        }
+        let t0 = Instant::now();
+        turn.store(2 * i + 1, O::Release);
+        other.unpark();
+        while turn.load(O::Acquire) != 2 * i + 2 {
+            if t0.elapsed() < 4 * WAKE_PAUSE {
+                std::hint::spin_loop();
+            } else {
+                std::thread::park();
+            }
+        }
+        trips.push(t0.elapsed().as_nanos() as f64);
+    }
+    helper.join().ok()?;
+    trips.sort_by(f64::total_cmp);
+    Some(trips[trips.len() / 2])
 }
 
 /// Converts a timeout into a deadline (saturating: a huge timeout waits "forever").

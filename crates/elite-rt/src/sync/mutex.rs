@@ -2,22 +2,21 @@
 //!
 //! # The state word
 //!
-//! `LOCKED` (someone holds the lock) and `WAITERS` (the wait list is not empty; changed only under
-//! the list's lock). The uncontended paths are one CAS each: `0 -> LOCKED` to lock, `LOCKED -> 0`
-//! to unlock. Anything else goes to the slow paths:
+//! `LOCKED`, `WAITERS` and `HANDOFF`, with every transition in [`super::lock_word`] (its module
+//! docs give the states, the orderings, and why no wake-up is lost; `loom_models::mutex` checks
+//! them). The uncontended paths are one CAS each: `0 -> LOCKED` to lock, `LOCKED -> 0` to
+//! unlock. Anything else goes to the slow paths:
 //!
 //! ```text
-//! lock, slow:   spin phase (rounds from the spin policy, exponential backoff): CAS !LOCKED -> |LOCKED
-//!               block phase, under the list lock: lock free? take it. Else set WAITERS, link the
+//! lock, slow:   spin phase (the spin policy's, exponential backoff): try_lock; stop spinning
+//!               early when HANDOFF is set (the new owner may need this processor)
+//!               block phase, under the list lock: lock_or_enqueue; free -> own it. Else link the
 //!               node (at the back; at the front after a lost race), release the list, block.
-//!               woken with the lock handed over -> own it; woken plain -> start again
-//! unlock, slow: under the list lock: pop the first waiter; list empty now -> clear WAITERS;
-//!               the waiter lost MAX_LOSSES races already -> hand the lock over (LOCKED stays set)
-//!               else clear LOCKED; notify the waiter (after the list lock is released)
+//!               woken with the lock handed over -> accept_hand_over, own it; woken plain -> again
+//! unlock, slow: under the list lock: pop the first waiter;
+//!               it lost MAX_LOSSES races already -> hand_over (LOCKED stays set) else release;
+//!               notify the waiter (after the list lock is released)
 //! ```
-//!
-//! Because `WAITERS` is set under the list lock before a waiter links itself, and the unlock fast
-//! path only succeeds when `WAITERS` is clear, an unlock can never miss a linked waiter.
 //!
 //! # Fairness
 //!
@@ -29,25 +28,22 @@
 //!
 //! # Hold times
 //!
-//! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions:
-//! every acquisition that had to wait is measured, and one in eight of the uncontended ones (a
-//! time stamp costs as much as the lock itself on some machines). Their average drives the
-//! adaptive spin policy: above the threshold (half a measured context switch) a waiter blocks
+//! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions; one
+//! acquisition in eight is measured, contended or not (a time stamp costs as much as the lock
+//! itself on some machines: 7 ns on the build VMs, two per measured hold). Their average drives
+//! the adaptive spin policy: above the threshold (half a measured context switch) a waiter blocks
 //! at once.
 
+use super::lock_word::LockWord;
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
-use super::{backoff, spin_rounds, ticks};
-use crate::atomics::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use super::{ticks, Spinner};
+use crate::atomics::{AtomicBool, AtomicU64, Ordering};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 
-const LOCKED: u32 = 1;
-const WAITERS: u32 = 2;
-
-/// Races a woken waiter may lose to newcomers before the lock is handed to it directly.
-pub const MAX_LOSSES: usize = 2;
+pub use super::lock_word::MAX_LOSSES;
 
 /// `WaitNode::tag` of a waiter to whom an unlock handed the lock.
 const HANDED_OVER: usize = usize::MAX;
@@ -58,7 +54,7 @@ struct Holds {
     since: u64,
     samples: [u64; 8],
     next: usize,
-    /// Uncontended acquisitions, for sampling one in eight.
+    /// Acquisitions, for sampling one in eight.
     count: u32,
 }
 
@@ -98,7 +94,7 @@ struct Holds {
 ///
 /// [`SpinPolicy::Adaptive`]: super::SpinPolicy::Adaptive
 pub struct Mutex<T: ?Sized> {
-    state: AtomicU32,
+    state: LockWord,
     poison: AtomicBool,
     /// Average of the last 8 measured hold times, published for waiters deciding to spin.
     avg_hold: AtomicU64,
@@ -117,7 +113,7 @@ impl<T> Mutex<T> {
     /// A new unlocked mutex holding `value`.
     pub const fn new(value: T) -> Mutex<T> {
         Mutex {
-            state: AtomicU32::new(0),
+            state: LockWord::new(),
             poison: AtomicBool::new(false),
             avg_hold: AtomicU64::new(0),
             holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0, count: 0 }),
@@ -145,27 +141,20 @@ impl<T: ?Sized> Mutex<T> {
     /// Locking a mutex the caller already holds deadlocks, as with std.
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
-        if self.state.compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        if !self.state.lock_fast() {
             self.lock_contended();
         } else {
-            self.sample_uncontended();
+            self.begin_hold();
         }
         self.guard()
     }
 
     /// Acquires the lock if it is free right now.
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & LOCKED != 0 {
-                return Err(TryLockError::WouldBlock);
-            }
-            match self.state.compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(now) => s = now,
-            }
+        if !self.state.try_lock() {
+            return Err(TryLockError::WouldBlock);
         }
-        self.sample_uncontended();
+        self.begin_hold();
         self.guard().map_err(TryLockError::from)
     }
 
@@ -208,7 +197,8 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     #[inline]
-    fn sample_uncontended(&self) {
+    /// Starts measuring this acquisition's hold time if it is one of the sampled ones.
+    fn begin_hold(&self) {
         let h = self.holds();
         h.count = h.count.wrapping_add(1);
         h.since = if h.count.is_multiple_of(8) { ticks() } else { 0 };
@@ -223,56 +213,24 @@ impl<T: ?Sized> Mutex<T> {
     fn lock_contended(&self) {
         let mut losses = 0usize;
         loop {
-            let rounds = spin_rounds(self.average_hold());
-            for r in 0..rounds {
-                let s = self.state.load(Ordering::Relaxed);
-                if s & LOCKED == 0
-                    && self
-                        .state
-                        .compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    self.holds().since = ticks();
+            let mut spin = Spinner::new(self.average_hold());
+            while spin.again() {
+                if self.state.try_lock() {
+                    self.begin_hold();
                     return;
                 }
-                backoff(r);
+                if self.state.handing_over() {
+                    break; // its new owner may be waiting for this processor
+                }
             }
             // Block phase.
             let node = WaitNode::new();
             {
                 let mut list = self.waiters.lock();
-                let mut s = self.state.load(Ordering::Relaxed);
-                loop {
-                    if s & LOCKED == 0 {
-                        match self.state.compare_exchange_weak(
-                            s,
-                            s | LOCKED,
-                            Ordering::Acquire,
-                            Ordering::Relaxed,
-                        ) {
-                            Ok(_) => {
-                                drop(list);
-                                self.holds().since = ticks();
-                                return;
-                            }
-                            Err(now) => {
-                                s = now;
-                                continue;
-                            }
-                        }
-                    }
-                    if s & WAITERS != 0 {
-                        break;
-                    }
-                    match self.state.compare_exchange_weak(
-                        s,
-                        s | WAITERS,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => break,
-                        Err(now) => s = now,
-                    }
+                if self.state.lock_or_enqueue() {
+                    drop(list);
+                    self.begin_hold();
+                    return;
                 }
                 node.tag.set(losses);
                 if losses > 0 {
@@ -285,7 +243,8 @@ impl<T: ?Sized> Mutex<T> {
             node.wait(None);
             guard.disarm();
             if node.tag.get() == HANDED_OVER {
-                self.holds().since = ticks();
+                self.state.accept_hand_over();
+                self.begin_hold();
                 return;
             }
             losses += 1;
@@ -300,12 +259,13 @@ impl<T: ?Sized> Mutex<T> {
         if node.is_linked() {
             list.remove(node);
             if list.is_empty() {
-                self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+                self.state.clear_waiters();
             }
             return;
         }
         drop(list);
         if node.tag.get() == HANDED_OVER {
+            self.state.accept_hand_over();
             self.unlock();
         } else {
             // Woken to retry: the lock may be free with others queued, who would wait for an
@@ -317,12 +277,12 @@ impl<T: ?Sized> Mutex<T> {
     #[cold]
     fn wake_next_if_free(&self) {
         let mut list = self.waiters.lock();
-        if self.state.load(Ordering::Relaxed) & LOCKED != 0 {
+        if self.state.is_locked() {
             return; // its holder will unlock and wake
         }
         let wake = list.pop_front().and_then(|n| n.notify());
         if list.is_empty() {
-            self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+            self.state.clear_waiters();
         }
         drop(list);
         if let Some(w) = wake {
@@ -347,7 +307,7 @@ impl<T: ?Sized> Mutex<T> {
     #[inline]
     fn unlock(&self) {
         self.record_hold();
-        if self.state.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+        if !self.state.unlock_fast() {
             self.unlock_slow();
         }
     }
@@ -358,19 +318,17 @@ impl<T: ?Sized> Mutex<T> {
         let Some(n) = list.pop_front() else {
             // WAITERS without waiters cannot stay set (it is cleared with the last unlink), but
             // losing a wake-up would be worse than a wasted RMW.
-            self.state.fetch_and(!(LOCKED | WAITERS), Ordering::Release);
+            self.state.release(true);
             return;
         };
-        let clear = if list.is_empty() { WAITERS } else { 0 };
+        let last = list.is_empty();
         if n.tag.get() >= MAX_LOSSES {
             n.tag.set(HANDED_OVER);
-            if clear != 0 {
-                self.state.fetch_and(!clear, Ordering::Relaxed);
-            }
             // LOCKED stays set: the waiter owns the lock now; the wake-up below publishes the
-            // critical section (AcqRel on its wait word).
+            // critical section (AcqRel on its wait word) besides the word's own Release/Acquire.
+            self.state.hand_over(last);
         } else {
-            self.state.fetch_and(!(LOCKED | clear), Ordering::Release);
+            self.state.release(last);
         }
         let wake = n.notify();
         drop(list);

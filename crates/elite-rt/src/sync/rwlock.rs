@@ -13,7 +13,7 @@
 //! write all go before the next writer. Neither side can starve.
 
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
-use super::{backoff, spin_rounds};
+use super::Spinner;
 use crate::atomics::{AtomicBool, Ordering};
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -91,8 +91,9 @@ impl<T: ?Sized> RwLock<T> {
     /// Shared access; waits while a writer holds the lock or waits for it.
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
         if !self.try_read_now() {
-            for r in 0..spin_rounds(0) {
-                backoff(r);
+            // No hold times here: spin for as long as a context switch costs (see `Spinner`).
+            let mut spin = Spinner::new(0);
+            while spin.again() {
                 if self.try_read_now() {
                     return self.read_guard();
                 }
@@ -105,8 +106,9 @@ impl<T: ?Sized> RwLock<T> {
     /// Exclusive access; waits while anyone holds the lock.
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
         if !self.try_write_now() {
-            for r in 0..spin_rounds(0) {
-                backoff(r);
+            // No hold times here: spin for as long as a context switch costs (see `Spinner`).
+            let mut spin = Spinner::new(0);
+            while spin.again() {
                 if self.try_write_now() {
                     return self.write_guard();
                 }

@@ -50,7 +50,7 @@
 //! (a lock, a permit).
 
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use crate::processor::current_processor;
+use crate::processor::{current_processor, Processor};
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
@@ -151,10 +151,7 @@ impl WaitNode {
         match &self.who {
             Who::Ult { tcb, seq } => {
                 let (t, seq) = (*tcb, *seq);
-                crate::thread::park_current(move |me| {
-                    let Some(p) = current_processor() else {
-                        crate::fatal("a blocked ULT switched out to no processor");
-                    };
+                crate::thread::park_current(move |me, p| {
                     let prev = me.tcb().wait.fetch_or(SUSPENDED, Ordering::AcqRel);
                     if prev & RESOLVED != 0 {
                         // Resolved before we were off our stack: the notifier left the wake to us.
@@ -198,14 +195,30 @@ impl WaitNode {
     pub(crate) fn notify(&self) -> Option<Wake> {
         match &self.who {
             Who::Ult { tcb, seq } => {
-                let prev = resolve(&tcb.tcb().wait, *seq, NOTIFIED)?;
+                let t = *tcb;
+                let here = current_processor().filter(|p| p.current_ult().is_some() && p.shared.is_own(t));
+                if let Some(p) = here {
+                    if t.tcb().processor.load(Ordering::Relaxed) == p.index {
+                        // The waiter blocked on this very processor, whose loop finished its
+                        // switch (SUSPENDED is set) before running us, and only this processor's
+                        // timers could resolve the wait otherwise: no other party can race us, so
+                        // a load and a store do what the CAS does elsewhere.
+                        let w = &t.tcb().wait;
+                        let cur = w.load(Ordering::Relaxed);
+                        if cur >> 3 != *seq || cur & RESOLVED != 0 {
+                            return None;
+                        }
+                        w.store(cur | NOTIFIED, Ordering::Release);
+                        return Some(Wake::Ult(t, p));
+                    }
+                }
+                let prev = resolve(&t.tcb().wait, *seq, NOTIFIED)?;
                 if prev & SUSPENDED == 0 {
                     return Some(Wake::Nothing); // its processor wakes it after the switch
                 }
-                let t = *tcb;
-                match current_processor() {
-                    Some(p) if p.current_ult().is_some() && p.shared.is_own(t) => Some(Wake::Ult(t)),
-                    _ => {
+                match here {
+                    Some(p) => Some(Wake::Ult(t, p)),
+                    None => {
                         // Not a ULT of its runtime: wake now, under the object's lock (module docs).
                         let shared = t.chunk().shared() as *const crate::runtime::Shared;
                         // SAFETY: the waiter cannot be unwound (and its runtime freed) before its
@@ -224,11 +237,13 @@ impl WaitNode {
     }
 }
 
-/// A wake-up to deliver after the object's lock is released.
+/// A wake-up to deliver after the object's lock is released (before the notifier switches).
 #[must_use]
 pub(crate) enum Wake {
     Nothing,
-    Ult(TcbRef),
+    /// A ULT to make ready from `Processor`, the notifier's processor (valid until the notifier
+    /// switches, which it does not do before delivering).
+    Ult(TcbRef, *const Processor),
     Thread(Thread),
 }
 
@@ -237,10 +252,8 @@ impl Wake {
     pub(crate) fn wake(self) {
         match self {
             Wake::Nothing => {}
-            Wake::Ult(t) => match current_processor() {
-                Some(p) => p.wake(t),
-                None => crate::fatal("a deferred wake-up outside its processor"),
-            },
+            // SAFETY: the processor runs the notifier, which has not switched since `notify`.
+            Wake::Ult(t, p) => unsafe { &*p }.wake(t),
             Wake::Thread(th) => th.unpark(),
         }
     }

@@ -1,0 +1,81 @@
+//! Models of a processor's own start-queue (`queue::deque`): the owner pushes and pops at the
+//! bottom while thieves steal at the top; every entry is taken exactly once, with what its pusher
+//! wrote before the push (a thief's `Acquire` of `bottom` must see the owner's `Release`).
+//!
+//! The capacity is shrunk to 2 so that the ring wraps and a push can meet a full deque.
+
+use super::{check, Node, NodeRef, Nodes, Tally};
+use crate::queue::deque::{Deque, Stolen};
+use crate::queue::tcb_stack::Link;
+use loom::sync::Arc;
+use loom::thread;
+
+/// Steals until the deque looks empty; what it took.
+fn steal_all(d: &Deque<Node>) -> Vec<NodeRef> {
+    let mut got = Vec::new();
+    loop {
+        match d.steal() {
+            Stolen::Success(p) => got.extend(NodeRef::from_ptr(p)),
+            Stolen::Retry => thread::yield_now(),
+            Stolen::Empty => return got,
+        }
+    }
+}
+
+/// The owner pushes `pushes` nodes (popping one whenever the deque is full, and one after every
+/// second push), while `thieves` threads steal; then the owner pops the rest.
+fn owner_and_thieves(pushes: usize, thieves: usize) {
+    let nodes = Nodes::new(pushes);
+    let d = Arc::new(Deque::<Node>::new(2));
+    let handles: Vec<_> = (0..thieves)
+        .map(|_| {
+            let d = Arc::clone(&d);
+            thread::spawn(move || steal_all(&d).into_iter().map(|t| t.id()).collect::<Vec<_>>())
+        })
+        .collect();
+
+    let mut tally = Tally::new(pushes);
+    for id in 0..pushes {
+        nodes.publish(id, 0);
+        let mut n = nodes.get(id).as_ptr();
+        while let Err(back) = d.push(n) {
+            n = back;
+            if let Some(p) = d.pop() {
+                tally.take(NodeRef::from_ptr(p).unwrap());
+            }
+        }
+        if id % 2 == 1 {
+            if let Some(p) = d.pop() {
+                tally.take(NodeRef::from_ptr(p).unwrap());
+            }
+        }
+    }
+    while let Some(p) = d.pop() {
+        tally.take(NodeRef::from_ptr(p).unwrap());
+    }
+    for h in handles {
+        for id in h.join().unwrap() {
+            tally.take(nodes.get(id));
+        }
+    }
+    assert!(d.is_empty());
+    tally.assert_each(1);
+}
+
+/// The pop of a last entry (one CAS, no fence) racing a thief for it.
+#[test]
+fn deque_last_entry_pop_against_a_steal() {
+    check("deque_last_entry_pop_against_a_steal", || owner_and_thieves(1, 1));
+}
+
+/// Pops of several entries (the fenced path) and wrap-around of the ring, against one thief.
+#[test]
+fn deque_three_pushes_one_thief() {
+    check("deque_three_pushes_one_thief", || owner_and_thieves(3, 1));
+}
+
+/// Two thieves racing each other and the owner.
+#[test]
+fn deque_two_pushes_two_thieves() {
+    check("deque_two_pushes_two_thieves", || owner_and_thieves(2, 2));
+}

@@ -1,0 +1,259 @@
+//! A processor's own start-queue: a fixed-capacity work-stealing deque (Chase and Lev's, on a ring
+//! that never grows), the owner pushing and popping at the bottom (LIFO), thieves taking the oldest
+//! entry at the top.
+//!
+//! # Protocol
+//!
+//! `top` and `bottom` are ever-growing indices (wrapping `usize`); slot `i & mask` holds entry `i`
+//! for `top <= i < bottom`. Only the owner writes `bottom` and the slots; anyone advances `top`, and
+//! only by a CAS, so every entry leaves through exactly one successful CAS on `top` or through the
+//! owner's private pop below the top.
+//!
+//! ```text
+//! push (owner):  b = bottom; full if b - top >= limit (reading `top` only when a cached reading
+//!                says so); slot[b] = t; bottom = b + 1 (Release)
+//! pop (owner):   b = bottom; t = top
+//!                b - t == 0          -> empty
+//!                b - t == 1          -> take entry t like a thief: CAS top t -> t + 1 (no fence)
+//!                b - t >= 2          -> bottom = b - 1; fence(SeqCst); t = top
+//!                                       t <  b - 1 -> entry b - 1 is ours (no thief can reach it)
+//!                                       t == b - 1 -> the last one: CAS top t -> t + 1; bottom = b
+//!                                       t >  b - 1 -> a thief took it: bottom = b; empty
+//! steal (thief): t = top (Acquire); fence(SeqCst); b = bottom (Acquire); t >= b -> empty
+//!                e = slot[t]; CAS top t -> t + 1: won -> e, lost -> retry
+//! ```
+//!
+//! The classic pop's `fence(SeqCst)` orders the owner's claim of entry `b - 1` (the lowered bottom)
+//! against a thief's read of `bottom`: either the thief sees the lowered bottom and does not take
+//! `b - 1`, or the owner's read of `top` after the fence sees the thief's claim. The pop of a single
+//! entry, the common case of a spawn joined at once, needs no fence: the owner claims it by the same
+//! CAS on `top` a thief uses, and exactly one CAS wins. A thief may read a slot that the owner is
+//! overwriting with a newer entry only when its `top` is stale, and then its CAS fails; the slots are
+//! atomics so that such a read is not a data race. A push's `Release` store of `bottom` publishes
+//! the entry (and everything the spawner wrote into the TCB) to the thief whose `Acquire` load sees
+//! it; the pop's stores of `bottom` (lowering it, restoring it) are `Release` too, since a thief
+//! may read those values instead and must still see the entries below them (the loom model
+//! `loom_models::deque` lost an entry with `Relaxed` there). The owner's own pop needs no ordering.
+//!
+//! Compared with `crossbeam_deque::Worker`, which served before: no fence on a pop of the last entry
+//! (the spawn-join case), no buffer growth or epoch reclamation (the queue is bounded anyway).
+
+use crate::atomics::{fence, AtomicPtr, AtomicUsize, Ordering};
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::ptr;
+
+/// The most entries a processor's start-queue holds, whatever its configured limit (the ring is
+/// allocated at its full capacity up front).
+pub(crate) const MAX_CAPACITY: usize = 1 << 16;
+
+/// What a [`Deque::steal`] found.
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Stolen<N> {
+    Empty,
+    /// Another thief (or the owner) won the race for the oldest entry: try again.
+    Retry,
+    Success(*mut N),
+}
+
+/// A bounded work-stealing deque of node pointers (never null).
+pub(crate) struct Deque<N> {
+    /// Advanced by thieves and by the owner's pop of a last entry.
+    top: CachePadded<AtomicUsize>,
+    /// Written by the owner only.
+    bottom: CachePadded<AtomicUsize>,
+    /// The owner's last reading of `top` (which only grows), so that a push reads the thieves'
+    /// line only when the deque looks full.
+    top_seen: Cell<usize>,
+    mask: usize,
+    slots: Box<[AtomicPtr<N>]>,
+}
+
+// SAFETY: the deque holds addresses only; what may be done with the nodes is the caller's protocol
+// (a TCB moves to whoever takes it).
+unsafe impl<N> Send for Deque<N> {}
+// SAFETY: as above; all shared state is atomic, and `top_seen` is touched by the owner only (in
+// `push_within`, which only the owner calls).
+unsafe impl<N> Sync for Deque<N> {}
+
+impl<N> Deque<N> {
+    /// A deque holding up to `limit` entries (at most [`MAX_CAPACITY`]); see [`Deque::capacity`].
+    pub(crate) fn new(limit: usize) -> Deque<N> {
+        let cap = limit.clamp(1, MAX_CAPACITY).next_power_of_two();
+        Deque {
+            top: CachePadded::new(AtomicUsize::new(0)),
+            bottom: CachePadded::new(AtomicUsize::new(0)),
+            top_seen: Cell::new(0),
+            mask: cap - 1,
+            slots: (0..cap).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+        }
+    }
+
+    /// How many entries fit.
+    #[inline]
+    pub(crate) fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Number of entries (exact for the owner but for concurrent steals; a hint for others).
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        let b = self.bottom.load(Ordering::Relaxed);
+        let t = self.top.load(Ordering::Relaxed);
+        let n = b.wrapping_sub(t) as isize;
+        n.max(0) as usize
+    }
+
+    /// True if no entry is visible (a hint for anyone but the owner).
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Pushes `n` at the bottom; gives it back when the deque is full. Only the owner calls this.
+    #[inline]
+    pub(crate) fn push(&self, n: *mut N) -> Result<(), *mut N> {
+        self.push_within(n, self.capacity())
+    }
+
+    /// Pushes `n` at the bottom unless `limit` (at most the capacity) entries are there already;
+    /// gives it back then. Only the owner calls this.
+    #[inline]
+    pub(crate) fn push_within(&self, n: *mut N, limit: usize) -> Result<(), *mut N> {
+        let b = self.bottom.load(Ordering::Relaxed);
+        if b.wrapping_sub(self.top_seen.get()) as isize >= limit as isize {
+            // Looks full by the last reading: read `top` afresh (thieves may have taken some).
+            let t = self.top.load(Ordering::Relaxed);
+            self.top_seen.set(t);
+            if b.wrapping_sub(t) as isize >= limit as isize {
+                return Err(n);
+            }
+        }
+        self.slots[b & self.mask].store(n, Ordering::Relaxed);
+        self.bottom.store(b.wrapping_add(1), Ordering::Release);
+        Ok(())
+    }
+
+    /// Takes the newest entry. Only the owner calls this.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<*mut N> {
+        let b = self.bottom.load(Ordering::Relaxed);
+        let t = self.top.load(Ordering::Relaxed);
+        let len = b.wrapping_sub(t) as isize;
+        if len <= 0 {
+            return None;
+        }
+        if len == 1 {
+            // The last entry: claim it as a thief would.
+            let n = self.slots[t & self.mask].load(Ordering::Relaxed);
+            return self
+                .top
+                .compare_exchange(t, t.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed)
+                .ok()
+                .map(|_| n);
+        }
+        self.pop_contended(b)
+    }
+
+    #[inline]
+    fn pop_contended(&self, b: usize) -> Option<*mut N> {
+        let b1 = b.wrapping_sub(1);
+        // Release, as every store of `bottom`: a thief that reads this value (or the restored one
+        // below) must see the entries pushed before it (a plain store on x86-64).
+        self.bottom.store(b1, Ordering::Release);
+        fence(Ordering::SeqCst);
+        let t = self.top.load(Ordering::Relaxed);
+        let left = b1.wrapping_sub(t) as isize;
+        if left > 0 {
+            return Some(self.slots[b1 & self.mask].load(Ordering::Relaxed));
+        }
+        let won = left == 0
+            && self.top.compare_exchange(t, t.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed).is_ok();
+        self.bottom.store(b, Ordering::Release);
+        won.then(|| self.slots[b1 & self.mask].load(Ordering::Relaxed))
+    }
+
+    /// Takes the oldest entry. Any thread may call this.
+    #[inline]
+    pub(crate) fn steal(&self) -> Stolen<N> {
+        let t = self.top.load(Ordering::Acquire);
+        fence(Ordering::SeqCst);
+        let b = self.bottom.load(Ordering::Acquire);
+        if b.wrapping_sub(t) as isize <= 0 {
+            return Stolen::Empty;
+        }
+        let n = self.slots[t & self.mask].load(Ordering::Relaxed);
+        match self.top.compare_exchange(t, t.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed) {
+            Ok(_) => Stolen::Success(n),
+            Err(_) => Stolen::Retry,
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn p(i: usize) -> *mut u8 {
+        i as *mut u8
+    }
+
+    #[test]
+    fn lifo_for_the_owner_fifo_for_thieves_and_bounded() {
+        let d: Deque<u8> = Deque::new(3);
+        assert_eq!(d.capacity(), 4);
+        for i in 1..=4 {
+            assert!(d.push(p(i)).is_ok());
+        }
+        assert_eq!(d.push(p(5)), Err(p(5)));
+        assert_eq!(d.steal(), Stolen::Success(p(1)));
+        assert_eq!(d.pop(), Some(p(4)));
+        assert_eq!(d.len(), 2);
+        assert_eq!(d.pop(), Some(p(3)));
+        assert_eq!(d.pop(), Some(p(2)));
+        assert_eq!(d.pop(), None);
+        assert_eq!(d.steal(), Stolen::Empty);
+        assert!(d.is_empty());
+    }
+
+    #[test]
+    fn a_stolen_and_popped_stream_loses_and_duplicates_nothing() {
+        use std::sync::atomic::AtomicBool;
+        let d: std::sync::Arc<Deque<u8>> = std::sync::Arc::new(Deque::new(64));
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        const N: usize = 200_000;
+        let thief = {
+            let (d, done) = (d.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                loop {
+                    match d.steal() {
+                        Stolen::Success(n) => got.push(n as usize),
+                        Stolen::Retry => {}
+                        Stolen::Empty if done.load(Ordering::Acquire) => break,
+                        Stolen::Empty => std::hint::spin_loop(),
+                    }
+                }
+                got
+            })
+        };
+        let mut mine = Vec::new();
+        for i in 1..=N {
+            while d.push(p(i)).is_err() {
+                mine.extend(d.pop().map(|n| n as usize));
+            }
+            if i % 3 == 0 {
+                mine.extend(d.pop().map(|n| n as usize));
+            }
+        }
+        while let Some(n) = d.pop() {
+            mine.push(n as usize);
+        }
+        done.store(true, Ordering::Release);
+        let mut all = thief.join().unwrap();
+        all.extend(mine);
+        all.sort_unstable();
+        assert_eq!(all, (1..=N).collect::<Vec<_>>());
+    }
+}
