@@ -420,6 +420,7 @@ mod tests {
     /// With `processors(1)` the one processor is alone on the machine's shared caches; the cache
     /// model must still describe the cache private to a core of the machine, not its L3.
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation forbids")]
     fn the_model_cache_is_the_machines() {
         let machine = Topology::detect().model_cache();
         for n in [1, 2, 3] {
