@@ -189,6 +189,12 @@ mod sync {
 }
 #[cfg(not(loom))]
 mod tcb;
+#[cfg(loom)]
+#[allow(dead_code)]
+mod tcb {
+    //! Under loom: only the join state word.
+    pub(crate) mod join_state;
+}
 #[cfg(not(loom))]
 mod thread;
 #[cfg(not(loom))]

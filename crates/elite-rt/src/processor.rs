@@ -913,7 +913,7 @@ impl Processor {
         // Before COMPLETE: once it is out, a joiner elsewhere may reset the TCB (`Tcb::reset`), so
         // nothing of this processor's writes to the TCB may follow it (`settle` writes none).
         tcb.life.set(Life::Exited);
-        let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
+        let prev = tcb.join.publish_complete();
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
             unsafe { tcb.drop_task() };
@@ -1044,6 +1044,11 @@ impl Processor {
     /// Returns a reset TCB to this processor's pool (touching only the pointer).
     #[inline]
     fn pool_tcb(&self, t: TcbRef) {
+        // A free TCB names no waiter: `settle` (which ran on this processor before anything could
+        // bring the TCB here) took a registered one, and a joiner that registered after the exit
+        // cleared its own (see `Tcb::reset`).
+        // SAFETY: the TCB is finished and this processor pools it: nobody else accesses it.
+        debug_assert!(matches!(unsafe { &*t.tcb().waiter.get() }, Waiter::None));
         let shared = &*self.shared;
         if self.central {
             shared.nodes[0].tcbs.put_one(t);

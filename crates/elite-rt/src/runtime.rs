@@ -254,7 +254,7 @@ impl Shared {
             }
             tcb.life.set(Life::Exited);
             tcb.exit_processor.set(0);
-            let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
+            let prev = tcb.join.publish_complete();
             if prev & JoinState::DETACHED != 0 {
                 // SAFETY: detached and complete: this thread is the last owner of the task.
                 unsafe { tcb.drop_task() };

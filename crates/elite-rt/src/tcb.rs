@@ -13,7 +13,7 @@
 //!   per-ULT record, to the processor holding the ULT, and to its waker while it is being woken
 //!   (see `affinity`).
 //!
-//! # The join protocol (one state word, [`JoinState`])
+//! # The join protocol (one state word, [`JoinWord`]; its transitions in `join_state`)
 //!
 //! ```text
 //! exit, publish (the ULT itself, last thing on its stack): result stored; prev = fetch_or(COMPLETE)
@@ -99,13 +99,8 @@ impl Drop for Context {
 // argument given at `Tcb`'s impl.
 unsafe impl Send for Context {}
 
-/// Bits of the join state word.
-pub(crate) struct JoinState;
-impl JoinState {
-    pub(crate) const COMPLETE: usize = 1;
-    pub(crate) const WAITER: usize = 2;
-    pub(crate) const DETACHED: usize = 4;
-}
+pub(crate) mod join_state;
+pub(crate) use join_state::{JoinState, JoinWord};
 
 /// Where a TCB is in its life; written by the processor holding it, read by the shutdown walk after
 /// every processor thread has been joined.
@@ -309,7 +304,7 @@ static EMPTY_VTABLE: TaskVTable = {
 pub(crate) struct Tcb {
     // Line 1.
     /// The join protocol's state word.
-    pub(crate) join: AtomicUsize,
+    pub(crate) join: JoinWord,
     // Task: written by the spawner, consumed per the join protocol.
     pub(crate) task: Cell<*mut ()>,
     pub(crate) vtable: Cell<&'static TaskVTable>,
@@ -387,7 +382,7 @@ unsafe impl Sync for Tcb {}
 impl Tcb {
     fn empty(chunk: *const Chunk) -> Tcb {
         Tcb {
-            join: AtomicUsize::new(0),
+            join: JoinWord::new(),
             task: Cell::new(ptr::null_mut()),
             vtable: Cell::new(&EMPTY_VTABLE),
             chunk,
@@ -420,22 +415,24 @@ impl Tcb {
     /// detached ULT or one joined on that same processor, the joiner for one joined elsewhere
     /// (the last party to touch it: the clean-up note's push publishes the reset, and the exiting
     /// processor then only counts it off its deathrow and pools the pointer, touching no line of
-    /// the TCB). A free TCB's waiter is `None` already (the exit takes a registered waiter, and a
-    /// joiner that registered after the exit clears its own).
+    /// the TCB). The waiter field is not touched: a joiner that registered and then gave up (a
+    /// ULT of another runtime, unwound by that runtime's shutdown, whose handle is dropped) may
+    /// reset the TCB while the exit's `settle` still takes the registration; by the time the TCB
+    /// reaches a pool (after `settle`, on the exiting processor) the field is `None` (checked
+    /// there in debug builds; the loom model `loom_models::join` found the race when this
+    /// function read the field).
     ///
     /// # Safety
     /// The caller is that party: the ULT is finished and nobody else reads the TCB any more.
     #[inline]
     pub(crate) unsafe fn reset(&self) {
         self.life.set(Life::Free);
-        self.join.store(0, Ordering::Relaxed);
+        self.join.reset();
         if self.named.get() {
             self.named.set(false);
             // SAFETY: per the contract, nobody else reads the name.
             unsafe { *self.name.get() = None };
         }
-        // SAFETY: as above.
-        debug_assert!(matches!(unsafe { &*self.waiter.get() }, Waiter::None));
     }
 
     /// The processor whose deathrow holds the exited ULT.

@@ -301,7 +301,7 @@ impl<T> JoinHandle<T> {
         let t = self.tcb;
         let tcb = t.tcb();
         let mut here = current_processor();
-        if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+        if !tcb.join.is_complete() {
             if let Some(p) = here {
                 if p.shared.is_own(t) && p.start_inline(t) == Inline::Finished {
                     // SAFETY: the child finished inside `start_inline`; this handle is the only
@@ -312,7 +312,7 @@ impl<T> JoinHandle<T> {
                     return out;
                 }
             }
-            if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+            if !tcb.join.is_complete() {
                 wait_for_exit(t);
                 // Blocking may have moved this ULT to another OS thread: look it up again.
                 here = current_processor();
@@ -338,7 +338,7 @@ impl<T> JoinHandle<T> {
 
     /// Whether the ULT has finished (a later `join` will not block).
     pub fn is_finished(&self) -> bool {
-        self.tcb.tcb().join.load(Ordering::Acquire) & JoinState::COMPLETE != 0
+        self.tcb.tcb().join.is_complete()
     }
 
     /// The ULT's id and name.
@@ -373,7 +373,7 @@ fn wait_for_exit(t: TcbRef) {
         park_current(move |me, p| {
             // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
             unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
-            let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
+            let prev = tcb.join.register_waiter();
             if prev & JoinState::COMPLETE != 0 {
                 // The ULT exited before it could see WAITER: nobody else will wake us, nor read
                 // the waiter field, which we clear (a free TCB's waiter is `None`).
@@ -391,7 +391,7 @@ fn wait_for_exit(t: TcbRef) {
         // An OS thread (or a processor's own loop code, which has no ULT to block): park.
         // SAFETY: as above.
         unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
-        let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
+        let prev = tcb.join.register_waiter();
         if prev & JoinState::COMPLETE != 0 {
             // As above: the field is ours alone; a free TCB's waiter is `None`.
             // SAFETY: the exiter did not see WAITER.
@@ -399,7 +399,7 @@ fn wait_for_exit(t: TcbRef) {
             return;
         }
     }
-    while tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+    while !tcb.join.is_complete() {
         if current_ult_processor().is_some() {
             crate::fatal("a joining ULT was woken before the ULT it joins finished");
         }
@@ -422,7 +422,7 @@ fn release(t: TcbRef) {
 /// [`release`] for a caller that already knows the processor it runs on (if any).
 #[inline]
 fn release_on(t: TcbRef, here: Option<&Processor>) {
-    let prev = t.tcb().join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
+    let prev = t.tcb().join.detach();
     // SAFETY: the AcqRel RMW decides: with COMPLETE in `prev` the exiter is done with the TCB and
     // left it to us; without, the exiter sees DETACHED and recycles it.
     unsafe { let_go(t, here, prev & JoinState::COMPLETE != 0) };

@@ -51,6 +51,7 @@
 //! 3. Nothing else: `.ci/run` runs every test under `loom_models`.
 
 mod deque;
+mod join;
 mod mutex;
 mod park;
 mod tcb_stack;
