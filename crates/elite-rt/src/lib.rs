@@ -167,7 +167,9 @@ mod queue;
 #[cfg(loom)]
 #[allow(dead_code)]
 mod queue {
-    //! Under loom: only the wake-up and clean-up stacks and the own start-queue.
+    //! Under loom: only the wake-up and clean-up stacks, the own start-queue and a node
+    //! start-queue's bound.
+    pub(crate) mod bound;
     pub(crate) mod deque;
     pub(crate) mod tcb_stack;
 }

@@ -169,8 +169,7 @@ impl Ult {
     /// What every execution must end with.
     fn assert_once(&self, joined: bool) {
         assert_eq!(self.recycled.load(Ordering::Relaxed), 1, "the TCB was not recycled exactly once");
-        let (taken, dropped) =
-            (self.taken.load(Ordering::Relaxed), self.dropped.load(Ordering::Relaxed));
+        let (taken, dropped) = (self.taken.load(Ordering::Relaxed), self.dropped.load(Ordering::Relaxed));
         assert_eq!(taken + dropped, 1, "the result was taken {taken} and dropped {dropped} times");
         if joined {
             assert_eq!(taken, 1, "a join did not get the result");
@@ -212,4 +211,3 @@ fn join_state_exit_against_detach() {
 fn join_state_exit_against_a_waiter_that_gives_up() {
     check("join_state_exit_against_a_waiter_that_gives_up", || race(Ult::join_then_give_up, false));
 }
-
