@@ -154,6 +154,10 @@ pub(crate) fn wake_target(
     if state != info.state {
         t.tcb().affinity.state.set(state);
     }
+    // A pinned ULT goes back to its own processor whatever the policy says (`Builder::pinned`).
+    if target != info.last_processor && t.tcb().pinned.get() {
+        return info.last_processor;
+    }
     target
 }
 

@@ -147,6 +147,8 @@ pub mod caveats {}
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
+pub mod deadlock;
+#[cfg(not(loom))]
 mod fault;
 #[cfg(not(loom))]
 mod local;

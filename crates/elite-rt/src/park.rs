@@ -105,6 +105,11 @@ impl ParkSlot {
         idle.num_parked.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Whether the processor is parked (announced PARKED and not yet woken).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.still_parked()
+    }
+
     fn still_parked(&self) -> bool {
         self.state.load(Ordering::SeqCst) == PARKED
     }

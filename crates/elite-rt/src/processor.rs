@@ -40,6 +40,9 @@ use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::SpawnError;
 use corosensei::CoroutineResult;
+
+mod chaos;
+pub(crate) use chaos::decision_point;
 use crossbeam_deque::Worker;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, UnsafeCell};
@@ -174,6 +177,8 @@ pub(crate) struct Processor {
     central: bool,
     check_canary: bool,
     stack_size: usize,
+    /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
+    chaos: chaos::Chaos,
 }
 
 thread_local! {
@@ -224,6 +229,7 @@ impl Processor {
             central: c.central,
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
             stack_size: c.stack_size,
+            chaos: chaos::Chaos::new(c.chaos, index),
             shared,
         }
     }
@@ -384,6 +390,9 @@ impl Processor {
     /// asked for it).
     #[inline]
     fn take_ready(&self) -> Option<TcbRef> {
+        if self.chaos.on {
+            return self.chaos_take_ready();
+        }
         let core = self.core();
         if let Some(t) = core.next.take() {
             return Some(t);
@@ -519,10 +528,16 @@ impl Processor {
         let mut buf = std::mem::take(&mut self.core().scratch);
         let policy = &self.shared.config.policy;
         victim.runq.steal(|n| policy.hooks().steal_count(n), &mut buf);
-        let mut it = buf.drain(..);
-        let first = it.next();
-        for t in it {
-            self.make_ready(t);
+        let mut first = None;
+        for t in buf.drain(..) {
+            if t.tcb().pinned.get() {
+                // Pinned to the victim (`Builder::pinned`): straight back, through its wake-up stack.
+                self.shared.wake_remote(t, t.tcb().processor.load(Ordering::Relaxed));
+            } else if first.is_none() {
+                first = Some(t);
+            } else {
+                self.make_ready(t);
+            }
         }
         self.core().scratch = buf;
         first
@@ -560,10 +575,12 @@ impl Processor {
         }
         remote.stats.parks.bump();
         let deadline = self.core().timers.next_deadline();
+        self.shared.watch.note_park(self.index, deadline.is_some()); // for the deadlock report
         let parked = self
             .shared
             .idle
             .park(&remote.park, deadline, || self.has_work() || self.shared.is_shutting_down());
+        self.shared.watch.after_park(); // waits while a deadlock report is being taken
         if parked == crate::park::Parked::Slept {
             remote.stats.wakeups.bump();
         }
@@ -770,8 +787,9 @@ impl Processor {
             }
             if let CoroutineResult::Yield(Switch::Yield) = result {
                 stats.yields.bump();
-                // Nothing else to run here: resume at once without touching any queue.
-                if self.nothing_else_local() {
+                // Nothing else to run here: resume at once without touching any queue (unless
+                // the chaos mode moves the ULT).
+                if !self.chaos.on && self.nothing_else_local() {
                     continue;
                 }
             }
@@ -807,6 +825,9 @@ impl Processor {
     /// A ULT yielded while other work waits: it goes behind the other ready ULTs (the policy's
     /// yield key) and one never-started ULT is admitted first.
     fn requeue_yielded(&self, t: TcbRef) {
+        if self.chaos.on && self.chaos_migrate(t) {
+            return;
+        }
         let core = self.core();
         if let Some(n) = core.next.take() {
             self.make_ready(n);
@@ -965,13 +986,16 @@ impl Processor {
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
         let config = &self.shared.config;
-        let target = crate::affinity::wake_target(
+        let mut target = crate::affinity::wake_target(
             &config.policy,
             config.needs,
             t,
             Some(self.index),
             self.current_ult(),
         );
+        if self.chaos.on {
+            target = self.chaos_wake_target(t, target);
+        }
         if self.central {
             self.enqueue(t);
             self.shared.notify_any();

@@ -321,6 +321,9 @@ pub(crate) struct Tcb {
     pub(crate) life: LifeCell,
     /// Whether `name` is set (so that a reset reads the name's line only then).
     pub(crate) named: Cell<bool>,
+    /// Whether the ULT is pinned to the processor it starts on (`Builder::pinned`): written at
+    /// every spawn, read by wakers (the wake target), thieves and the chaos mode.
+    pub(crate) pinned: Cell<bool>,
     // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Line 3. Execution: owned by the processor holding the ULT.
@@ -342,8 +345,9 @@ pub(crate) struct Tcb {
     /// The ULT's ULT-local values (`crate::local`): null until its first access, and null again
     /// after its end, so a spawn never writes it.
     pub(crate) locals: Cell<*mut crate::local::LocalMap>,
-    /// Keeps line 4 on a line of its own (checked by a test).
-    _pad: [usize; 1],
+    /// What the ULT last blocked on (`deadlock::note_wait`: kind and address), for the deadlock
+    /// report; written when it blocks, read by the report while it stays blocked.
+    pub(crate) waits_on: AtomicUsize,
     // Line 4.
     /// The link of whichever lock-free stack (wake-up or clean-up) the TCB is on.
     pub(crate) next: AtomicPtr<Tcb>,
@@ -392,6 +396,7 @@ impl Tcb {
             stack_size: Cell::new(0),
             life: LifeCell::new(Life::Free),
             named: Cell::new(false),
+            pinned: Cell::new(false),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
@@ -400,7 +405,7 @@ impl Tcb {
             exit_prev: Cell::new(0),
             guard_at: Cell::new(0),
             locals: Cell::new(ptr::null_mut()),
-            _pad: [0; 1],
+            waits_on: AtomicUsize::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             waiter: UnsafeCell::new(Waiter::None),
             name: UnsafeCell::new(None),
@@ -560,12 +565,14 @@ mod layout {
         let at = |f: *const u8| (f as usize - &t as *const Tcb as usize) / 64;
         assert_eq!(at(&t.join as *const _ as *const u8), 0);
         assert_eq!(at(&t.named as *const _ as *const u8), 0);
+        assert_eq!(at(&t.pinned as *const _ as *const u8), 0);
         assert_eq!(at(t.inline.get() as *const u8), 1);
         assert_eq!(at(&t.context as *const _ as *const u8), 2);
         assert_eq!(at(&t.exit_prev as *const _ as *const u8), 2);
         assert_eq!(at(&t.next as *const _ as *const u8), 3);
         assert_eq!(at(&t.name as *const _ as *const u8), 3);
         assert_eq!(at(&t.locals as *const _ as *const u8), 2);
+        assert_eq!(at(&t.waits_on as *const _ as *const u8), 2);
         assert_eq!(at(&t.run_link as *const _ as *const u8), 4);
         assert_eq!(at(&t.affinity as *const _ as *const u8), 4);
     }

@@ -50,6 +50,7 @@
 //! (a lock, a permit).
 
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use crate::deadlock::WaitKind;
 use crate::processor::{current_processor, Processor};
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};
@@ -71,6 +72,13 @@ const T_TIMED_OUT: u8 = 2;
 pub(crate) fn is_pending(t: TcbRef, seq: u64) -> bool {
     let w = t.tcb().wait.load(Ordering::Acquire);
     w >> 3 == seq && w & RESOLVED == 0
+}
+
+/// True while `t` has started a wait (made its `WaitNode`) that is not resolved yet: from then
+/// until it is notified or times out it must not switch but to block (the chaos mode asks).
+pub(crate) fn has_unresolved_wait(t: TcbRef) -> bool {
+    let w = t.tcb().wait.load(Ordering::Relaxed);
+    w >> 3 != 0 && w & RESOLVED == 0
 }
 
 /// The processor's timer for wait `seq` of `t` came due: resolve the wait as timed out. Returns
@@ -148,6 +156,10 @@ impl WaitNode {
     /// must be linked and the object's lock released. After `false` the node may still be linked:
     /// the caller unlinks it under the object's lock.
     pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
+        // An OS thread's wait is counted for the deadlock report (`crate::deadlock`): a timed one
+        // runs again by itself, an untimed one only when someone wakes it.
+        let _counted = matches!(self.who, Who::Thread { .. })
+            .then(|| crate::deadlock::OsWait::enter(deadline.is_some()));
         match &self.who {
             Who::Ult { tcb, seq } => {
                 let (t, seq) = (*tcb, *seq);
@@ -160,7 +172,9 @@ impl WaitNode {
                         p.add_wait_timer(d, me, seq);
                     }
                 });
-                t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
+                let notified = t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0;
+                crate::processor::decision_point();
+                notified
             }
             Who::Thread { state, .. } => loop {
                 match state.load(Ordering::Acquire) {
@@ -250,6 +264,13 @@ pub(crate) enum Wake {
 impl Wake {
     #[inline]
     pub(crate) fn wake(self) {
+        self.deliver();
+        crate::processor::decision_point();
+    }
+
+    /// The wake-up without the chaos mode's decision point (a batch has one, after its last).
+    #[inline]
+    fn deliver(self) {
         match self {
             Wake::Nothing => {}
             // SAFETY: the processor runs the notifier, which has not switched since `notify`.
@@ -272,8 +293,9 @@ impl Wakes {
 
     pub(crate) fn wake_all(self) {
         for w in self.0 {
-            w.wake();
+            w.deliver(); // no switch between two: each `Wake::Ult` names the notifier's processor
         }
+        crate::processor::decision_point();
     }
 }
 
@@ -282,6 +304,8 @@ pub(crate) struct WaitList {
     head: *const WaitNode,
     tail: *const WaitNode,
     len: usize,
+    /// What its waiters wait on, for the deadlock report (`crate::deadlock`).
+    kind: WaitKind,
 }
 
 // SAFETY: the list only holds addresses of nodes whose waiters keep them alive while linked; it
@@ -289,8 +313,24 @@ pub(crate) struct WaitList {
 unsafe impl Send for WaitList {}
 
 impl WaitList {
+    /// A list of waiters on something the deadlock report names [`WaitKind::Other`].
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) const fn new() -> WaitList {
-        WaitList { head: ptr::null(), tail: ptr::null(), len: 0 }
+        WaitList::of(WaitKind::Other)
+    }
+
+    /// A list of waiters on a `kind` of object: a ULT linked here is reported as waiting on
+    /// `kind`, at this list's address (inside the object), if the runtime deadlocks.
+    pub(crate) const fn of(kind: WaitKind) -> WaitList {
+        WaitList { head: ptr::null(), tail: ptr::null(), len: 0, kind }
+    }
+
+    /// Records in a linking ULT's TCB what it is about to block on (`deadlock::note_wait`).
+    #[inline]
+    fn note(&self, n: &WaitNode) {
+        if let Who::Ult { tcb, .. } = &n.who {
+            crate::deadlock::note_wait(*tcb, self.kind, self as *const WaitList as usize);
+        }
     }
 
     #[inline]
@@ -306,6 +346,7 @@ impl WaitList {
     /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
     pub(crate) fn push_back(&mut self, n: &WaitNode) {
         debug_assert!(!n.linked.get());
+        self.note(n);
         n.linked.set(true);
         n.next.set(ptr::null());
         n.prev.set(self.tail);
@@ -321,6 +362,7 @@ impl WaitList {
     /// Puts `n` first (a waiter that lost a race for the object keeps its place).
     pub(crate) fn push_front(&mut self, n: &WaitNode) {
         debug_assert!(!n.linked.get());
+        self.note(n);
         n.linked.set(true);
         n.prev.set(ptr::null());
         n.next.set(self.head);
