@@ -143,6 +143,10 @@ pub(crate) fn wake_target(
     by: Option<TcbRef>,
 ) -> usize {
     let info = ult_info(t, needs);
+    if t.tcb().pinned.get() {
+        // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
+        return info.last_processor;
+    }
     let mut waker_info = WakerInfo::new(waker);
     if needs.wakers {
         if let Some(by) = by {
@@ -153,10 +157,6 @@ pub(crate) fn wake_target(
     let target = policy.hooks().wake_target(&info, &waker_info, &mut state);
     if state != info.state {
         t.tcb().affinity.state.set(state);
-    }
-    // A pinned ULT goes back to its own processor whatever the policy says (`Builder::pinned`).
-    if target != info.last_processor && t.tcb().pinned.get() {
-        return info.last_processor;
     }
     target
 }

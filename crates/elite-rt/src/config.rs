@@ -281,8 +281,8 @@ impl RuntimeBuilder {
     /// produce. Every yield migrates the ULT to another processor, one wake-up in two goes to a
     /// random processor instead of the policy's choice, the next ULT to run is picked at random
     /// (the runqueue's best or worst, or a never-started ULT), and ULTs yield at random at the
-    /// synchronization primitives' decision points (a lock found contended, a wait resumed, a
-    /// wake-up delivered). [Pinned](crate::Builder::pinned) ULTs still never move. Programs stay
+    /// synchronization primitives' decision points (a lock found contended, a wake-up
+    /// delivered). [Pinned](crate::Builder::pinned) ULTs still never move. Programs stay
     /// correct under it, only slower; statistics and placement are what the dice made them.
     ///
     /// Without this call (or [`no_chaos`](Self::no_chaos)) the environment decides: with

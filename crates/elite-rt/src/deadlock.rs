@@ -416,6 +416,13 @@ impl OsWait {
         c.fetch_add(1, Ordering::SeqCst);
         OsWait(c)
     }
+
+    /// Runs `wait`, counted as a wait (`timed` if it has a deadline).
+    #[inline]
+    pub(crate) fn during<R>(timed: bool, wait: impl FnOnce() -> R) -> R {
+        let _counted = OsWait::enter(timed);
+        wait()
+    }
 }
 
 impl Drop for OsWait {

@@ -179,6 +179,8 @@ pub(crate) struct Processor {
     stack_size: usize,
     /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
     chaos: chaos::Chaos,
+    /// `central || chaos.on`: one test on the wake path for both.
+    central_or_chaos: bool,
 }
 
 thread_local! {
@@ -230,6 +232,7 @@ impl Processor {
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
             stack_size: c.stack_size,
             chaos: chaos::Chaos::new(c.chaos, index),
+            central_or_chaos: c.central || c.chaos.is_some(),
             shared,
         }
     }
@@ -789,7 +792,7 @@ impl Processor {
                 stats.yields.bump();
                 // Nothing else to run here: resume at once without touching any queue (unless
                 // the chaos mode moves the ULT).
-                if !self.chaos.on && self.nothing_else_local() {
+                if self.nothing_else_local() && !self.chaos.on {
                     continue;
                 }
             }
@@ -986,26 +989,42 @@ impl Processor {
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
         let config = &self.shared.config;
-        let mut target = crate::affinity::wake_target(
+        let target = crate::affinity::wake_target(
             &config.policy,
             config.needs,
             t,
             Some(self.index),
             self.current_ult(),
         );
-        if self.chaos.on {
-            target = self.chaos_wake_target(t, target);
+        if self.central_or_chaos {
+            return self.wake_central_or_chaos(t, target);
         }
-        if self.central {
-            self.enqueue(t);
-            self.shared.notify_any();
-        } else if target == self.index {
+        self.wake_to(t, target);
+    }
+
+    /// [`Processor::wake`]'s delivery to `target`.
+    #[inline]
+    fn wake_to(&self, t: TcbRef, target: usize) {
+        if target == self.index {
             self.make_ready(t);
             if self.remote().runq.len() > 0 {
                 self.shared.notify_any();
             }
         } else {
             self.shared.wake_remote(t, target);
+        }
+    }
+
+    /// [`Processor::wake`] on a `central` runtime (one runqueue) or in chaos mode (a random target
+    /// one time in two), out of line: the usual wake-up pays one test for both.
+    #[cold]
+    #[inline(never)]
+    fn wake_central_or_chaos(&self, t: TcbRef, target: usize) {
+        if self.central {
+            self.enqueue(t);
+            self.shared.notify_any();
+        } else {
+            self.wake_to(t, self.chaos_wake_target(t, target));
         }
     }
 

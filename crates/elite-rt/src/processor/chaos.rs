@@ -12,10 +12,12 @@
 //!   is the runqueue's best, its worst (a thief's end), or a never-started ULT from the
 //!   start-queues, one in three each.
 //! * **Extra yields at the synchronization primitives' decision points**: one in three times when
-//!   a lock is found contended (before the spin phase), after a blocked wait is resumed, and after
-//!   a notifier delivered a wake-up. (Never while the ULT has a wait in progress that is not yet
-//!   resolved: between linking its wait node and blocking, a switch would break the wait
-//!   protocol's rule that a waiter is either running or suspended; nor while it panics.)
+//!   a lock is found contended (before the spin phase, `Spinner::new`) and after a notifier
+//!   delivered a wake-up (`Wake::wake`, after the object's lock is released), so that the woken
+//!   waiter, newcomers and the notifier meet in every order. (Never while the ULT has a wait in
+//!   progress that is not yet resolved: between linking its wait node and blocking, a switch would
+//!   break the wait protocol's rule that a waiter is either running or suspended; nor while it
+//!   panics.)
 //!
 //! Pinned ULTs (`Builder::pinned`) are never migrated nor sent astray.
 //!
@@ -142,9 +144,9 @@ impl Processor {
     }
 }
 
-/// A decision point of a synchronization primitive (a lock found contended, a wait resumed, a
-/// wake-up delivered): in chaos mode the running ULT yields there one time in three. One load and
-/// a branch when no chaos runtime ever started.
+/// A decision point of a synchronization primitive (a lock found contended, a wake-up delivered):
+/// in chaos mode the running ULT yields there one time in three. One load and a branch when no
+/// chaos runtime ever started.
 #[inline]
 pub(crate) fn decision_point() {
     if CHAOS_ANY.load(Ordering::Relaxed) {

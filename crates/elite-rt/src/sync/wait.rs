@@ -156,10 +156,6 @@ impl WaitNode {
     /// must be linked and the object's lock released. After `false` the node may still be linked:
     /// the caller unlinks it under the object's lock.
     pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
-        // An OS thread's wait is counted for the deadlock report (`crate::deadlock`): a timed one
-        // runs again by itself, an untimed one only when someone wakes it.
-        let _counted = matches!(self.who, Who::Thread { .. })
-            .then(|| crate::deadlock::OsWait::enter(deadline.is_some()));
         match &self.who {
             Who::Ult { tcb, seq } => {
                 let (t, seq) = (*tcb, *seq);
@@ -172,11 +168,11 @@ impl WaitNode {
                         p.add_wait_timer(d, me, seq);
                     }
                 });
-                let notified = t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0;
-                crate::processor::decision_point();
-                notified
+                t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
             }
-            Who::Thread { state, .. } => loop {
+            // Counted for the deadlock report (`crate::deadlock`): a timed wait of an OS thread runs
+            // again by itself, an untimed one only when someone wakes it.
+            Who::Thread { state, .. } => crate::deadlock::OsWait::during(deadline.is_some(), || loop {
                 match state.load(Ordering::Acquire) {
                     T_NOTIFIED => return true,
                     T_TIMED_OUT => return false,
@@ -198,7 +194,7 @@ impl WaitNode {
                         }
                     }
                 }
-            },
+            }),
         }
     }
 
