@@ -560,6 +560,9 @@ impl Processor {
     /// Step 5: look for work a few rounds, then park.
     #[cold]
     fn idle(&self) {
+        if self.chaos.on {
+            self.chaos_idle();
+        }
         self.flush_notes();
         let remote = self.remote();
         for _ in 0..self.shared.config.spin_rounds {

@@ -95,6 +95,16 @@ impl Processor {
         (self.index + 1 + self.chaos.below(n as u64 - 1) as usize) % n
     }
 
+    /// Chaos when the processor runs out of work: the loop's round counters start again from 0,
+    /// so that how long it idled (which depends on timing) does not shift the rounds on which
+    /// the loop looks at the shared start-queues first: on one processor, a seed then fixes
+    /// every decision.
+    pub(super) fn chaos_idle(&self) {
+        let core = self.core();
+        core.tick = 0;
+        core.rounds = 0;
+    }
+
     /// Chaos on a yield: sends `t` to another processor (true), unless it is pinned or this
     /// processor is alone (false: requeue it as usual).
     pub(super) fn chaos_migrate(&self, t: TcbRef) -> bool {
@@ -129,6 +139,9 @@ impl Processor {
             if let Some(t) = self.take_start() {
                 return Some(t);
             }
+        }
+        if self.runq().len() == 0 {
+            return None; // no choice to make (and no draw: the loop goes on to the start-queues)
         }
         match self.chaos.below(3) {
             0 => self.runq().pop_best(),
