@@ -1123,10 +1123,33 @@ impl Processor {
             }
             Got::Empty => {
                 stats.tcb_pool_misses.bump();
-                stats.tcb_fresh.bump();
-                self.alloc_chunk()
+                match self.tcb_from_other_nodes() {
+                    Some(t) => {
+                        stats.tcb_pool_underflows.bump();
+                        t
+                    }
+                    None => {
+                        stats.tcb_fresh.bump();
+                        self.alloc_chunk()
+                    }
+                }
             }
         }
+    }
+
+    /// This processor's pool and its node's are empty: refill from another node's pool before
+    /// allocating fresh TCBs. TCBs are never returned to the system (they live in chunks), so
+    /// without this a steady flow of ULTs spawned on one node and ending on another (stolen, or
+    /// woken there) would pile TCBs up in the second node's pool while the first allocates for
+    /// ever (the soak test found it on a 2x2 topology).
+    #[cold]
+    fn tcb_from_other_nodes(&self) -> Option<TcbRef> {
+        let nodes = &self.shared.nodes;
+        let here = self.remote().node;
+        (1..nodes.len()).find_map(|k| match self.core().tcb_pool.get(&nodes[(here + k) % nodes.len()].tcbs) {
+            Got::Hit(t) | Got::Underflow(t) => Some(t),
+            Got::Empty => None,
+        })
     }
 
     #[cold]

@@ -209,9 +209,11 @@ impl Shared {
         chunks.iter().flat_map(|c| c.tcbs()).collect()
     }
 
-    /// A TCB for a spawn from outside the runtime (no local pool there).
+    /// A TCB for a spawn from outside the runtime (no local pool there): from a node's pool, node
+    /// 0 first, before a fresh chunk (otherwise TCBs that flow from node 0 to another node and
+    /// end there would make every spawn from outside allocate a chunk: the soak test found it).
     fn outside_tcb(self: &Arc<Self>) -> TcbRef {
-        if let Some(t) = self.nodes[0].tcbs.take_one() {
+        if let Some(t) = self.nodes.iter().find_map(|n| n.tcbs.take_one()) {
             return t;
         }
         let mut tcbs = self.new_chunk();
