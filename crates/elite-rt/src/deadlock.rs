@@ -48,7 +48,7 @@
 //! 3. no thread outside the processors is inside a call that can make a ULT ready: waking a
 //!    blocked ULT (a notify, send, unlock or join completion from an OS thread or from a ULT of
 //!    another runtime), spawning onto the runtime, or a blocking call
-//!    ([`external_wakers_possible`]);
+//!    (`external_wakers_possible` in the source);
 //! 4. no OS thread waits in an elite primitive with a timeout (it will run again by itself);
 //! 5. every other runtime in the process is quiet by 1 to 4 too (its ULTs may wake ours), or shut
 //!    down.
