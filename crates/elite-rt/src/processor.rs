@@ -16,7 +16,13 @@
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
 //!    start-queue (those ULTs have no stack and no cache footprint yet), then the low-affinity part
 //!    of its runqueue.
-//! 5. Otherwise spin a little, then park (see `crate::park`).
+//! 5. Otherwise spin a little, then park (see `crate::park`). The park is noted for the deadlock
+//!    report (with or without a timer), and a processor that leaves it while a report is being
+//!    taken waits until it is (`crate::deadlock`).
+//!
+//! In chaos mode (`chaos`) step 2 picks at random, a yield migrates the ULT, and a wake-up may
+//! go to a random processor; a pinned ULT (`Builder::pinned`) is never stolen (a thief hands it
+//! back through its processor's wake-up stack), never sent elsewhere, and starts where spawned.
 //!
 //! Every transition of a ULT (yield, park, sleep, exit) is finished after the switch by whoever
 //! resumed it: the loop, on the processor's own stack, or a joiner running it through the join fast

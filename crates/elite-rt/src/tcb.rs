@@ -9,6 +9,9 @@
 //! * `join` and `waiter` follow the join protocol below; `next` is the link of whichever lock-free
 //!   stack (wake-up or clean-up) the TCB is on, never both at once.
 //! * `life` says whether the TCB is on a deathrow (`Exited`); that processor alone owns it then.
+//! * `pinned` is the spawner's, before publication (read by wakers, thieves and the chaos mode);
+//!   `waits_on` is written by the ULT (or its processor, after the switch) when it blocks, and
+//!   read by the deadlock report while it stays blocked (`crate::deadlock`).
 //! * `run_link` belongs to the runqueue holding the TCB (under its lock); `affinity`, the policy's
 //!   per-ULT record, to the processor holding the ULT, and to its waker while it is being woken
 //!   (see `affinity`).

@@ -42,6 +42,16 @@
 //! waiter, and the waiter's unwind guard takes the same lock before its stack (and the node) go
 //! away, so the wake finishes while the TCB and the runtime are still alive.
 //!
+//! # What the deadlock report and the chaos mode read here
+//!
+//! Each list knows what kind of object it belongs to ([`WaitList::of`]); linking a ULT's node
+//! records that kind and the list's address in the ULT's TCB (`deadlock::note_wait`, one relaxed
+//! store), which the deadlock report reads while the ULT stays blocked (with the processors
+//! frozen, see `crate::deadlock`). An OS thread's wait is counted for that report, timed or not.
+//! [`Wake::wake`] ends with the chaos mode's decision point (a random yield, only in chaos mode),
+//! after the wake-up was delivered and the object's lock released; never between linking a node
+//! and blocking (`has_unresolved_wait`).
+//!
 //! # Shutdown
 //!
 //! A ULT blocked at shutdown is force-unwound where it blocked. Each primitive arms an
