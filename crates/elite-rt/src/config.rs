@@ -40,7 +40,21 @@ pub struct RuntimeBuilder {
     spin_policy: SpinPolicy,
     central: bool,
     detached_panic_hook: DetachedPanicHook,
+    chaos: ChaosSetting,
+    deadlock: crate::deadlock::DeadlockConfig,
 }
+
+/// Whether the chaos mode is on: as `ELITE_CHAOS` says (the default), off, or with a seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChaosSetting {
+    FromEnv,
+    Off,
+    Seed(u64),
+}
+
+/// The environment variable that turns the chaos mode on for every runtime whose builder did
+/// not choose ([`RuntimeBuilder::chaos`]): a seed, decimal or `0x` hexadecimal.
+pub const CHAOS_ENV: &str = "ELITE_CHAOS";
 
 impl Default for RuntimeBuilder {
     fn default() -> Self {
@@ -61,6 +75,8 @@ impl Default for RuntimeBuilder {
             spin_policy: SpinPolicy::Adaptive,
             central: false,
             detached_panic_hook: DetachedPanicHook::print(),
+            chaos: ChaosSetting::FromEnv,
+            deadlock: crate::deadlock::DeadlockConfig::default(),
         }
     }
 }
@@ -87,6 +103,9 @@ pub(crate) struct Config {
     pub(crate) spin_policy: SpinPolicy,
     pub(crate) central: bool,
     pub(crate) detached_panic_hook: DetachedPanicHook,
+    /// The chaos mode's seed, if it is on (see `processor::chaos`).
+    pub(crate) chaos: Option<u64>,
+    pub(crate) deadlock: crate::deadlock::DeadlockConfig,
 }
 
 impl RuntimeBuilder {
@@ -257,6 +276,54 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Runs the runtime in **chaos mode** with `seed`: a testing aid that makes the scheduler's
+    /// decisions at random, so that a test meets interleavings the usual decisions never
+    /// produce. Every yield migrates the ULT to another processor, one wake-up in two goes to a
+    /// random processor instead of the policy's choice, the next ULT to run is picked at random
+    /// (the runqueue's best or worst, or a never-started ULT), and ULTs yield at random at the
+    /// synchronization primitives' decision points (a lock found contended, a wake-up
+    /// delivered). [Pinned](crate::Builder::pinned) ULTs still never move. Programs stay
+    /// correct under it, only slower; statistics and placement are what the dice made them.
+    ///
+    /// Without this call (or [`no_chaos`](Self::no_chaos)) the environment decides: with
+    /// `ELITE_CHAOS=<seed>` set (decimal, or hexadecimal after `0x`), every runtime built runs in
+    /// chaos mode with that seed; a value that is not a number fails [`build`](Self::build) with
+    /// [`BuildError::Environment`]. `.ci/run` runs the test suite once that way.
+    ///
+    /// A seed fixes the decisions each processor makes, not how the operating system interleaves
+    /// the processors' threads: on one processor, with no timers and no threads outside the
+    /// runtime acting while ULTs run, a seed replays the same schedule; on more, a failure found
+    /// with a seed may need several runs to recur. The cost when off is one predictable branch
+    /// on the yield, wake and pick paths.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(2).chaos(42).build()?;
+    /// assert_eq!(rt.chaos_seed(), Some(42));
+    /// let sum = rt.block_on(|| {
+    ///     let hs: Vec<_> = (0..100u64)
+    ///         .map(|i| elite_rt::spawn(move || { elite_rt::yield_now(); i }))
+    ///         .collect();
+    ///     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    /// });
+    /// assert_eq!(sum, 4950);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn chaos(mut self, seed: u64) -> Self {
+        self.chaos = ChaosSetting::Seed(seed);
+        self
+    }
+
+    pub(crate) fn deadlock_mut(&mut self) -> &mut crate::deadlock::DeadlockConfig {
+        &mut self.deadlock
+    }
+
+    /// Keeps the chaos mode off even when `ELITE_CHAOS` is set: for a test that checks placement
+    /// or exact counts, which the chaos mode randomizes on purpose.
+    pub fn no_chaos(mut self) -> Self {
+        self.chaos = ChaosSetting::Off;
+        self
+    }
+
     /// Use heap stacks without guard pages, with a canary checked at every switch, so a program can
     /// keep more ULTs alive than `vm.max_map_count` allows guarded stacks (about 32 000 by default).
     ///
@@ -302,6 +369,12 @@ impl RuntimeBuilder {
         if let SpinPolicy::Fixed(n) = self.spin_policy {
             range("spin_policy", n as usize, 0, 1_000_000)?;
         }
+        let chaos = match self.chaos {
+            ChaosSetting::Off => None,
+            ChaosSetting::Seed(seed) => Some(seed),
+            ChaosSetting::FromEnv => chaos_from_env()?,
+        };
+        self.deadlock.validate()?;
         let mut model_cache = None;
         let topology = match (&self.topology, self.processors) {
             (Some(spec), n) => {
@@ -354,8 +427,30 @@ impl RuntimeBuilder {
             spin_policy: self.spin_policy,
             central: self.central,
             detached_panic_hook: self.detached_panic_hook,
+            chaos,
+            deadlock: self.deadlock,
         })
     }
+}
+
+/// The seed `ELITE_CHAOS` gives, if it is set and not empty.
+fn chaos_from_env() -> Result<Option<u64>, BuildError> {
+    let Ok(value) = std::env::var(CHAOS_ENV) else {
+        return Ok(None);
+    };
+    let v = value.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    parsed.map(Some).map_err(|_| BuildError::Environment {
+        var: CHAOS_ENV,
+        value,
+        expected: "a seed: an unsigned 64-bit number, decimal or hexadecimal after 0x",
+    })
 }
 
 /// Why a runtime could not be built.
@@ -384,6 +479,15 @@ pub enum BuildError {
     Topology(TopologyError),
     /// The operating system refused to start a processor's thread.
     Thread(std::io::Error),
+    /// An environment variable the builder reads holds something it cannot use.
+    Environment {
+        /// The variable.
+        var: &'static str,
+        /// What it holds.
+        value: String,
+        /// What it should hold.
+        expected: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -399,6 +503,9 @@ impl fmt::Display for BuildError {
             BuildError::Conflict { field, reason } => write!(f, "invalid `{field}`: {reason}"),
             BuildError::Topology(e) => write!(f, "invalid `topology`: {e}"),
             BuildError::Thread(e) => write!(f, "could not start a processor thread: {e}"),
+            BuildError::Environment { var, value, expected } => {
+                write!(f, "invalid environment variable {var}={value:?}: expected {expected}")
+            }
         }
     }
 }

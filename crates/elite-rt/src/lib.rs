@@ -120,6 +120,53 @@
 //! thread) and freed. A ULT that runs without ever yielding, blocking or returning holds its
 //! processor, and the drop waits for it: user-level threads are not preemptible.
 //!
+//! ## Pinned ULTs
+//!
+//! A ULT may continue on another processor, hence another OS thread, after any switch. One that
+//! must not (it keeps OS-thread-bound state across switches) is spawned with
+//! [`Builder::pinned(true)`](Builder::pinned): it starts on the spawner's processor and stays on
+//! that processor's OS thread. Thieves hand it back, and every wake-up brings it home whatever the
+//! policy or the chaos mode says; it gives up load balancing, so pin only such ULTs.
+//!
+//! ## Deadlock reports
+//!
+//! While [`Runtime::block_on`] waits, its thread watches the runtime. When every ULT is blocked and
+//! nothing can wake one — no processor has work or a timer, no OS thread is inside a call that can
+//! wake a ULT or waits in a timed elite wait, every other runtime of the process is idle too —
+//! for a grace period ([`RuntimeBuilder::deadlock_grace`], 1 s by default), it reports each blocked
+//! ULT's id, name and what it waits on (the kind of object and the address of its wait queue, or
+//! the ULT it joins):
+//!
+//! ```text
+//! elite-rt: deadlock: every ULT of the runtime is blocked, and for 1.000 s nothing could wake one (...); 3 blocked:
+//!   ULT 2 'left' waits on a Mutex (wait queue at 0x7f44cc000be0)
+//!   ULT 4 'right' waits on a Mutex (wait queue at 0x7f44cc000c60)
+//!   ULT 1099511627776 'root' waits on a join of ULT 2 'left'
+//! ```
+//!
+//! An OS thread that is not inside any elite call (computing, sleeping, blocked elsewhere) but will
+//! wake a ULT later is invisible to the runtime, so the default
+//! ([`OnDeadlock::Report`](deadlock::OnDeadlock)) prints the report and waits on;
+//! [`RuntimeBuilder::on_deadlock`] can make it abort instead, and [`Runtime::try_block_on`]
+//! returns the report as an error. The [`deadlock`] module says exactly when the report fires and
+//! why it cannot misfire on a program whose wakers the runtime can see.
+//!
+//! ## Testing: chaos mode, random schedules, stress and soak
+//!
+//! [`RuntimeBuilder::chaos`] (or `ELITE_CHAOS=<seed>` in the environment, for every runtime that
+//! does not choose) runs the scheduler on dice: every yield migrates the ULT to another processor,
+//! wake-ups go to random processors, the next ULT to run is picked at random, and the
+//! synchronization primitives yield at random where they decide. A seed fixes each processor's
+//! decisions; on one processor (no timers, no outside threads acting meanwhile) it replays the same
+//! schedule exactly, on more the operating system's interleaving of the processors' threads still
+//! varies. Off, it costs one predictable branch on the yield, wake and pick paths. `.ci/run` runs the
+//! whole test suite once under it. The crate's tests use it for random schedules of the `sync`
+//! primitives on 2 to 4 processors (`tests/schedules.rs`, `ELITE_SCHEDULE_SEEDS=<n>`; a failure
+//! prints the seed and the command that replays it), bounded mixed-load stress on one and two
+//! processors and multi-node topologies (`tests/stress.rs`, `ELITE_STRESS_ROUNDS=<n>`), and a soak
+//! (`tests/soak.rs`, `ELITE_SOAK_MINUTES=<m>`) that checks resident memory, mappings and TCBs
+//! stay flat after a warm-up.
+//!
 //! ## What not to do inside a ULT
 //!
 //! A ULT may continue on another OS thread after any switch (yield, join, sleep, blocking
@@ -147,6 +194,8 @@ pub mod caveats {}
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
+pub mod deadlock;
+#[cfg(not(loom))]
 mod fault;
 #[cfg(not(loom))]
 mod local;
@@ -167,7 +216,9 @@ mod queue;
 #[cfg(loom)]
 #[allow(dead_code)]
 mod queue {
-    //! Under loom: only the wake-up and clean-up stacks and the own start-queue.
+    //! Under loom: only the wake-up and clean-up stacks, the own start-queue and a node
+    //! start-queue's bound.
+    pub(crate) mod bound;
     pub(crate) mod deque;
     pub(crate) mod tcb_stack;
 }
@@ -189,6 +240,12 @@ mod sync {
 }
 #[cfg(not(loom))]
 mod tcb;
+#[cfg(loom)]
+#[allow(dead_code)]
+mod tcb {
+    //! Under loom: only the join state word.
+    pub(crate) mod join_state;
+}
 #[cfg(not(loom))]
 mod thread;
 #[cfg(not(loom))]
@@ -197,7 +254,7 @@ mod timer;
 #[cfg(not(loom))]
 pub use affinity::{set_footprint, CounterChoice};
 #[cfg(not(loom))]
-pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
+pub use config::{BuildError, RuntimeBuilder, CHAOS_ENV, MAX_PROCESSORS};
 #[cfg(not(loom))]
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]

@@ -81,8 +81,13 @@ impl ParkSlot {
         false
     }
 
-    /// Unparks unconditionally (shutdown).
+    /// Unparks unconditionally (shutdown). Call after publishing the shutdown flag: the fence
+    /// makes this a waker like any other (the flag is the published work, which the parker's
+    /// re-check reads after its own fence), so no ordering between the flag and this slot's state
+    /// word has to be derived from their `SeqCst` stores alone (which loom cannot check; the model
+    /// `loom_models::shutdown` can with the fence).
     pub(crate) fn force_unpark(&self) {
+        fence(Ordering::SeqCst);
         self.state.store(NOTIFIED, Ordering::SeqCst);
         if let Some(t) = self.thread.get() {
             t.unpark();
@@ -98,6 +103,11 @@ impl ParkSlot {
     fn retract(&self, idle: &Idle) {
         self.state.store(RUNNING, Ordering::SeqCst);
         idle.num_parked.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether the processor is parked (announced PARKED and not yet woken).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.still_parked()
     }
 
     fn still_parked(&self) -> bool {

@@ -16,7 +16,13 @@
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
 //!    start-queue (those ULTs have no stack and no cache footprint yet), then the low-affinity part
 //!    of its runqueue.
-//! 5. Otherwise spin a little, then park (see `crate::park`).
+//! 5. Otherwise spin a little, then park (see `crate::park`). The park is noted for the deadlock
+//!    report (with or without a timer), and a processor that leaves it while a report is being
+//!    taken waits until it is (`crate::deadlock`).
+//!
+//! In chaos mode (`chaos`) step 2 picks at random, a yield migrates the ULT, and a wake-up may
+//! go to a random processor; a pinned ULT (`Builder::pinned`) is never stolen (a thief hands it
+//! back through its processor's wake-up stack), never sent elsewhere, and starts where spawned.
 //!
 //! Every transition of a ULT (yield, park, sleep, exit) is finished after the switch by whoever
 //! resumed it: the loop, on the processor's own stack, or a joiner running it through the join fast
@@ -40,6 +46,9 @@ use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::SpawnError;
 use corosensei::CoroutineResult;
+
+mod chaos;
+pub(crate) use chaos::decision_point;
 use crossbeam_deque::Worker;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, UnsafeCell};
@@ -174,6 +183,10 @@ pub(crate) struct Processor {
     central: bool,
     check_canary: bool,
     stack_size: usize,
+    /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
+    chaos: chaos::Chaos,
+    /// `central || chaos.on`: one test on the wake path for both.
+    central_or_chaos: bool,
 }
 
 thread_local! {
@@ -224,6 +237,8 @@ impl Processor {
             central: c.central,
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
             stack_size: c.stack_size,
+            chaos: chaos::Chaos::new(c.chaos, index),
+            central_or_chaos: c.central || c.chaos.is_some(),
             shared,
         }
     }
@@ -384,6 +399,9 @@ impl Processor {
     /// asked for it).
     #[inline]
     fn take_ready(&self) -> Option<TcbRef> {
+        if self.chaos.on {
+            return self.chaos_take_ready();
+        }
         let core = self.core();
         if let Some(t) = core.next.take() {
             return Some(t);
@@ -519,10 +537,16 @@ impl Processor {
         let mut buf = std::mem::take(&mut self.core().scratch);
         let policy = &self.shared.config.policy;
         victim.runq.steal(|n| policy.hooks().steal_count(n), &mut buf);
-        let mut it = buf.drain(..);
-        let first = it.next();
-        for t in it {
-            self.make_ready(t);
+        let mut first = None;
+        for t in buf.drain(..) {
+            if t.tcb().pinned.get() {
+                // Pinned to the victim (`Builder::pinned`): straight back, through its wake-up stack.
+                self.shared.wake_remote(t, t.tcb().processor.load(Ordering::Relaxed));
+            } else if first.is_none() {
+                first = Some(t);
+            } else {
+                self.make_ready(t);
+            }
         }
         self.core().scratch = buf;
         first
@@ -542,6 +566,9 @@ impl Processor {
     /// Step 5: look for work a few rounds, then park.
     #[cold]
     fn idle(&self) {
+        if self.chaos.on {
+            self.chaos_idle();
+        }
         self.flush_notes();
         let remote = self.remote();
         for _ in 0..self.shared.config.spin_rounds {
@@ -560,10 +587,12 @@ impl Processor {
         }
         remote.stats.parks.bump();
         let deadline = self.core().timers.next_deadline();
+        self.shared.watch.note_park(self.index, deadline.is_some()); // for the deadlock report
         let parked = self
             .shared
             .idle
             .park(&remote.park, deadline, || self.has_work() || self.shared.is_shutting_down());
+        self.shared.watch.after_park(); // waits while a deadlock report is being taken
         if parked == crate::park::Parked::Slept {
             remote.stats.wakeups.bump();
         }
@@ -770,8 +799,9 @@ impl Processor {
             }
             if let CoroutineResult::Yield(Switch::Yield) = result {
                 stats.yields.bump();
-                // Nothing else to run here: resume at once without touching any queue.
-                if self.nothing_else_local() {
+                // Nothing else to run here: resume at once without touching any queue (unless
+                // the chaos mode moves the ULT).
+                if self.nothing_else_local() && !self.chaos.on {
                     continue;
                 }
             }
@@ -807,6 +837,9 @@ impl Processor {
     /// A ULT yielded while other work waits: it goes behind the other ready ULTs (the policy's
     /// yield key) and one never-started ULT is admitted first.
     fn requeue_yielded(&self, t: TcbRef) {
+        if self.chaos.on && self.chaos_migrate(t) {
+            return;
+        }
         let core = self.core();
         if let Some(n) = core.next.take() {
             self.make_ready(n);
@@ -913,7 +946,7 @@ impl Processor {
         // Before COMPLETE: once it is out, a joiner elsewhere may reset the TCB (`Tcb::reset`), so
         // nothing of this processor's writes to the TCB may follow it (`settle` writes none).
         tcb.life.set(Life::Exited);
-        let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
+        let prev = tcb.join.publish_complete();
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
             unsafe { tcb.drop_task() };
@@ -972,16 +1005,35 @@ impl Processor {
             Some(self.index),
             self.current_ult(),
         );
-        if self.central {
-            self.enqueue(t);
-            self.shared.notify_any();
-        } else if target == self.index {
+        if self.central_or_chaos {
+            return self.wake_central_or_chaos(t, target);
+        }
+        self.wake_to(t, target);
+    }
+
+    /// [`Processor::wake`]'s delivery to `target`.
+    #[inline]
+    fn wake_to(&self, t: TcbRef, target: usize) {
+        if target == self.index {
             self.make_ready(t);
             if self.remote().runq.len() > 0 {
                 self.shared.notify_any();
             }
         } else {
             self.shared.wake_remote(t, target);
+        }
+    }
+
+    /// [`Processor::wake`] on a `central` runtime (one runqueue) or in chaos mode (a random target
+    /// one time in two), out of line: the usual wake-up pays one test for both.
+    #[cold]
+    #[inline(never)]
+    fn wake_central_or_chaos(&self, t: TcbRef, target: usize) {
+        if self.central {
+            self.enqueue(t);
+            self.shared.notify_any();
+        } else {
+            self.wake_to(t, self.chaos_wake_target(t, target));
         }
     }
 
@@ -1044,6 +1096,11 @@ impl Processor {
     /// Returns a reset TCB to this processor's pool (touching only the pointer).
     #[inline]
     fn pool_tcb(&self, t: TcbRef) {
+        // A free TCB names no waiter: `settle` (which ran on this processor before anything could
+        // bring the TCB here) took a registered one, and a joiner that registered after the exit
+        // cleared its own (see `Tcb::reset`).
+        // SAFETY: the TCB is finished and this processor pools it: nobody else accesses it.
+        debug_assert!(matches!(unsafe { &*t.tcb().waiter.get() }, Waiter::None));
         let shared = &*self.shared;
         if self.central {
             shared.nodes[0].tcbs.put_one(t);
@@ -1072,10 +1129,33 @@ impl Processor {
             }
             Got::Empty => {
                 stats.tcb_pool_misses.bump();
-                stats.tcb_fresh.bump();
-                self.alloc_chunk()
+                match self.tcb_from_other_nodes() {
+                    Some(t) => {
+                        stats.tcb_pool_underflows.bump();
+                        t
+                    }
+                    None => {
+                        stats.tcb_fresh.bump();
+                        self.alloc_chunk()
+                    }
+                }
             }
         }
+    }
+
+    /// This processor's pool and its node's are empty: refill from another node's pool before
+    /// allocating fresh TCBs. TCBs are never returned to the system (they live in chunks), so
+    /// without this a steady flow of ULTs spawned on one node and ending on another (stolen, or
+    /// woken there) would pile TCBs up in the second node's pool while the first allocates for
+    /// ever (the soak test found it on a 2x2 topology).
+    #[cold]
+    fn tcb_from_other_nodes(&self) -> Option<TcbRef> {
+        let nodes = &self.shared.nodes;
+        let here = self.remote().node;
+        (1..nodes.len()).find_map(|k| match self.core().tcb_pool.get(&nodes[(here + k) % nodes.len()].tcbs) {
+            Got::Hit(t) | Got::Underflow(t) => Some(t),
+            Got::Empty => None,
+        })
     }
 
     #[cold]

@@ -87,6 +87,8 @@ pub(crate) struct Shared {
     outside_ids: AtomicUsize,
     /// Handles created minus released outside the processors, plus `HANDLE_BIAS` while the runtime lives.
     outside_handles: AtomicI64,
+    /// What the deadlock report reads besides the queues (see `crate::deadlock`).
+    pub(crate) watch: crate::deadlock::Watch,
 }
 
 /// The runtime's own share of `outside_handles` while it lives.
@@ -157,6 +159,7 @@ impl Shared {
                 return p.wake(t);
             }
         }
+        let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
         let target = crate::affinity::wake_target(&self.config.policy, self.config.needs, t, waker, None);
         self.wake_remote(t, target);
     }
@@ -200,9 +203,17 @@ impl Shared {
         tcbs
     }
 
-    /// A TCB for a spawn from outside the runtime (no local pool there).
+    /// Every TCB the runtime allocated so far (for the deadlock report's walk).
+    pub(crate) fn tcbs(&self) -> Vec<TcbRef> {
+        let chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        chunks.iter().flat_map(|c| c.tcbs()).collect()
+    }
+
+    /// A TCB for a spawn from outside the runtime (no local pool there): from a node's pool, node
+    /// 0 first, before a fresh chunk (otherwise TCBs that flow from node 0 to another node and
+    /// end there would make every spawn from outside allocate a chunk: the soak test found it).
     fn outside_tcb(self: &Arc<Self>) -> TcbRef {
-        if let Some(t) = self.nodes[0].tcbs.take_one() {
+        if let Some(t) = self.nodes.iter().find_map(|n| n.tcbs.take_one()) {
             return t;
         }
         let mut tcbs = self.new_chunk();
@@ -219,6 +230,7 @@ impl Shared {
         F: FnOnce() -> T + Send,
         T: Send,
     {
+        let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
         let t = self.outside_tcb();
         crate::affinity::on_spawn(self.config.needs, t, spec.footprint);
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
@@ -254,7 +266,7 @@ impl Shared {
             }
             tcb.life.set(Life::Exited);
             tcb.exit_processor.set(0);
-            let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
+            let prev = tcb.join.publish_complete();
             if prev & JoinState::DETACHED != 0 {
                 // SAFETY: detached and complete: this thread is the last owner of the task.
                 unsafe { tcb.drop_task() };
@@ -322,6 +334,7 @@ impl Runtime {
             .collect();
         let affinity =
             crate::affinity::Affinity::new(config.needs, &config.model_cache, topo.num_processors());
+        let num_processors = topo.num_processors();
         let shared = Arc::new(Shared {
             config,
             affinity,
@@ -337,7 +350,9 @@ impl Runtime {
             outside_spawns: Counter::default(),
             outside_ids: AtomicUsize::new(0),
             outside_handles: AtomicI64::new(HANDLE_BIAS),
+            watch: crate::deadlock::Watch::new(num_processors),
         });
+        crate::deadlock::register(&shared);
         let mut rt = Runtime { shared: shared.clone(), threads: Vec::new() };
         for i in 0..shared.processors.len() {
             let shared = shared.clone();
@@ -383,13 +398,22 @@ impl Runtime {
     /// Runs `f` as the root ULT and blocks the calling thread until it returns its value.
     ///
     /// A panic in `f` is resumed on the caller. Called from a ULT, it blocks that ULT only.
+    ///
+    /// While it waits, the calling thread watches for a deadlock: when every ULT is blocked and
+    /// nothing can wake one for the grace period, it reports each blocked ULT and what it waits
+    /// on, as [`RuntimeBuilder::on_deadlock`] says (by default on stderr, waiting on); see
+    /// [`deadlock`](crate::deadlock), and [`try_block_on`](Self::try_block_on) for the report
+    /// as an error.
     pub fn block_on<F, R>(&self, f: F) -> R
     where
         F: FnOnce() -> R + Send,
         R: Send,
     {
         let h = self.spawn_with(UltSpec::named("root"), f);
-        match h.join() {
+        // The caller's wait watches for a deadlock (`crate::deadlock`): never an `Err` here.
+        let out = crate::deadlock::join_root(&self.shared, h, false)
+            .unwrap_or_else(|_| crate::fatal("block_on's watch gave up"));
+        match out {
             Ok(r) => r,
             Err(payload) => std::panic::resume_unwind(payload),
         }
@@ -477,6 +501,7 @@ fn finish_shutdown(shared: Arc<Shared>, threads: Vec<thread::JoinHandle<()>>) {
     let on_processors =
         shared.processors.iter().fold(0u64, |sum, p| sum.wrapping_add(p.handles.get())) as i64;
     let delta = on_processors - HANDLE_BIAS;
+    shared.watch.finish(); // nothing of this runtime runs any more (for `crate::deadlock`)
     let live = shared.outside_handles.fetch_add(delta, Ordering::AcqRel) + delta;
     if live == 0 {
         // SAFETY: `for_handles` came from `Arc::into_raw` just above and no handle is left to use it.

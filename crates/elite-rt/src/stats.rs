@@ -111,9 +111,11 @@ counters! {
     tcb_pool_misses,
     /// Batches of TCBs moved from the local pool up to the node pool.
     tcb_pool_overflows,
-    /// Batches of TCBs taken from the node pool into the local pool.
+    /// Batches of TCBs taken from the node pool into the local pool (from another node's pool
+    /// when the own node had none).
     tcb_pool_underflows,
-    /// TCBs freshly allocated (neither pool could serve).
+    /// TCBs served by a freshly allocated chunk (no pool of any node had one; the chunk's other
+    /// TCBs go to the pools).
     tcb_fresh,
     /// Stacks served by the local stack pool.
     stack_pool_hits,
