@@ -142,6 +142,8 @@ mod affinity;
 #[cfg_attr(loom, allow(dead_code))]
 mod atomics;
 #[cfg(not(loom))]
+mod blocking;
+#[cfg(not(loom))]
 #[doc = include_str!("../docs/caveats.md")]
 pub mod caveats {}
 #[cfg(not(loom))]
@@ -197,7 +199,9 @@ mod timer;
 #[cfg(not(loom))]
 pub use affinity::{set_footprint, CounterChoice};
 #[cfg(not(loom))]
-pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS};
+pub use blocking::blocking;
+#[cfg(not(loom))]
+pub use config::{BuildError, RuntimeBuilder, MAX_PROCESSORS, MAX_SPARE_THREADS};
 #[cfg(not(loom))]
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]
@@ -209,7 +213,7 @@ pub use runtime::Runtime;
 #[cfg(not(loom))]
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 #[cfg(not(loom))]
-pub use stats::{ProcessorStats, RuntimeStats};
+pub use stats::{BlockingStats, ProcessorStats, RuntimeStats};
 #[cfg(not(loom))]
 pub use tcb::Cancelled;
 #[cfg(not(loom))]

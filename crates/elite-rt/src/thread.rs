@@ -76,7 +76,8 @@ where
 ///
 /// Panics when called outside a ULT (use [`Runtime::spawn`](crate::Runtime::spawn) or
 /// [`Runtime::block_on`](crate::Runtime::block_on) there), or when the runtime cannot get stacks
-/// any more ([`Builder::spawn`] returns that as an error instead).
+/// any more ([`Builder::spawn`] returns that as an error instead). Inside a
+/// [`blocking`](crate::blocking) call it spawns on the runtime of the ULT that made the call.
 ///
 /// ```
 /// let rt = elite_rt::Runtime::builder().processors(1).build().unwrap();
@@ -93,7 +94,7 @@ where
             let spec = UltSpec { name: None, stack_size: Some(p.shared.config.stack_size), footprint: None };
             spawn_checked(p, spec, f)
         }
-        None => Err(SpawnError::NoRuntime),
+        None => spawn_in_call(|s| UltSpec::default().with_default_stack(s.config.stack_size), f),
     };
     spawned.unwrap_or_else(|e| panic!("elite_rt::spawn failed: {e}"))
 }
@@ -115,6 +116,25 @@ where
         });
     }
     Ok(spawn_on(p, spec, f))
+}
+
+/// Spawns from inside a blocking call (`crate::blocking`), on the runtime of the ULT that made
+/// it, as from outside that runtime; `NoRuntime` on any other thread.
+fn spawn_in_call<F, T>(
+    spec: impl FnOnce(&crate::runtime::Shared) -> UltSpec,
+    f: F,
+) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let Some(shared) = crate::blocking::calling_runtime() else {
+        return Err(SpawnError::NoRuntime);
+    };
+    if shared.is_shutting_down() {
+        return Err(SpawnError::ShuttingDown);
+    }
+    Ok(shared.spawn_outside(spec(shared), f))
 }
 
 /// Configures a ULT before spawning it, like `std::thread::Builder`.
@@ -189,7 +209,11 @@ impl Builder {
         T: Send + 'static,
     {
         let Some(p) = current_processor() else {
-            return Err(SpawnError::NoRuntime);
+            let Some(shared) = crate::blocking::calling_runtime() else {
+                return Err(SpawnError::NoRuntime);
+            };
+            let spec = self.spec(shared.config.stack_size)?;
+            return spawn_in_call(|_| spec, f);
         };
         let spec = self.spec(p.shared.config.stack_size)?;
         spawn_checked(p, spec, f)
@@ -492,7 +516,7 @@ pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
 
 /// Switches the running ULT back to its processor with `why`.
 #[inline]
-fn suspend(why: Switch) {
+pub(crate) fn suspend(why: Switch) {
     let Some(p) = current_processor() else {
         crate::fatal("suspend outside a ULT");
     };
