@@ -9,23 +9,26 @@
 //! thread of the runtime, and a processor (its owned [`Core`](crate::processor) and its loop) is a
 //! thing workers pass among themselves:
 //!
-//! 1. A ULT calls [`blocking`]`(f)`. It switches out to the processor loop with
-//!    `Switch::Blocking`; `f` and the slot for its outcome stay in the ULT's frozen frame.
-//! 2. The loop's bottom frame ([`switched`]), on the worker's own stack, hands the processor to a
-//!    parked spare worker (starting one if none is parked and the cap allows), then runs `f` right
-//!    there, on its own native stack, as a plain OS thread: it is no processor's thread while `f`
-//!    runs (`current_processor()` is `None`), so `elite_rt::sync` objects park it, `yield_now`
-//!    yields the OS thread, and spawns go to the runtime from outside.
+//! 1. A ULT calls [`blocking`]`(f)`. It blocks like any waiting ULT (`park_current`, a
+//!    `Switch::Park` whose action is [`switched`]: the loop's run of a ULT is not touched); `f`
+//!    and the slot for its outcome stay in the ULT's frozen frame.
+//! 2. The loop's bottom frame, in the park's action ([`switched`]), on the worker's own stack,
+//!    hands the processor to a parked spare worker (starting one if none is parked and the cap
+//!    allows), then runs `f` right there, on its own native stack, as a plain OS thread: it is no
+//!    processor's thread while `f` runs (`current_processor()` is `None`), so `elite_rt::sync`
+//!    objects park it, `yield_now` yields the OS thread, and spawns go to the runtime from outside.
 //! 3. The spare wakes, takes the processor over (pins itself to the processor's CPU, registers as
 //!    the thread to unpark, sets its `CURRENT`) and runs the loop from the top of a round.
 //! 4. When `f` returns, the calling worker takes its processor back if the spare has not taken it
 //!    over yet (a short call: the spare goes back to sleep), and the ULT runs next on it.
-//!    Otherwise it gives the ULT back to a processor, the one the policy's wake target names (by
-//!    default the one it ran on), through that processor's wake-up stack, then runs the calls
-//!    queued at the cap, if any, and parks as a spare. Its stack still holds the frames of the
-//!    loop of the processor it handed over: it leaves them without touching that processor
-//!    (`Worker::stop`, checked at the top of every round instead of the shutdown flag: no extra
-//!    work on the loop), and waits, parked, to take over whichever processor is handed to it next.
+//!    Otherwise the worker becomes a spare (or takes the next call queued at the cap) and only then
+//!    gives the ULT back to a processor, the one the policy's wake target names (by default the one
+//!    it ran on), through that processor's wake-up stack: a call the ULT makes at once finds this
+//!    worker rather than starting a thread. Its stack still holds the frames of the loop of the
+//!    processor it handed over: it runs the queued calls it took, then leaves those frames without
+//!    touching that processor (`Worker::stop`, checked at the top of every round instead of the
+//!    shutdown flag: no extra work on the loop), and waits, parked, to take over whichever
+//!    processor is handed to it next. A spare left without an offer for the keep-alive exits.
 //!
 //! Why this rather than handing the *ULT* to a spare thread that runs `f` while the processor stays
 //! on its thread: `f` starts at once on the thread that was running the ULT, without waiting for
@@ -40,7 +43,7 @@
 //! that calls `blocking` there switches out to a *nested* resumer, whose thread is in the middle
 //! of the joiner's run. That resumer does not hand the processor over: it makes the child ready
 //! (`running_inline` tells it apart), the joiner goes on (and blocks in its join), and the child,
-//! resumed by the bottom frame, switches out with its call once more.
+//! resumed by the bottom frame, blocks with its call once more.
 //!
 //! # States (all under the registry's lock, [`State`])
 //!
@@ -92,7 +95,8 @@
 //! * The ULT after its call: pushed on a wake-up stack with the runtime's usual wake path
 //!   (`Shared::wake`, which unparks the target), or, after a reclaim, made ready on p by its owner.
 //! * A queued call: the worker that ends its call looks at the queue under the same lock that
-//!   queued it, so a call queued while it ran is taken before it parks.
+//!   queued it, so a call queued while it ran is taken before it parks; and a call queues only
+//!   when no spare is parked (a spare takes the queue's head, under the lock, before it parks).
 //!
 //! # Shutdown
 //!
@@ -116,7 +120,7 @@
 //! detector must not report a deadlock while [`Registry::in_flight`] is not zero.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
-use crate::processor::{current_processor, set_current_processor, Processor, ProcessorSet, Switch};
+use crate::processor::{current_processor, set_current_processor, Processor, ProcessorSet};
 use crate::runtime::Shared;
 use crate::stats::BlockingStats;
 use crate::tcb::TcbRef;
@@ -149,9 +153,10 @@ use std::time::{Duration, Instant};
 /// A panic in `f` propagates to the caller of `blocking`, as from any function call; the
 /// processor stays in service. Called outside a ULT, `blocking(f)` is `f()`.
 ///
-/// What it costs: a switch out and back, two lock round trips and the unpark of a spare thread,
-/// about 5 to 10 µs on the 2-core build VM for `blocking(|| ())` (see the crate docs, "Blocking
-/// calls"); a call pays it whether it sleeps or not, so keep short non-blocking work out of it.
+/// What it costs (see the crate docs, "Blocking calls"): a switch out and back, two lock round
+/// trips and the unpark of a spare thread: on the 2-core build VM about 2 µs for a call when the
+/// spare thread is asleep, 70 to 150 ns back to back; a call pays that whether it sleeps or not, so
+/// keep short non-blocking work out of it.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -191,8 +196,9 @@ where
     }
     let mut call = Call::<F, R> { f: Some(f), out: None };
     loop {
-        let data = &mut call as *mut Call<F, R> as *mut ();
-        crate::thread::suspend(Switch::Blocking { call: data, run: run_call::<F, R> });
+        let call_ref = CallRef { data: &mut call as *mut Call<F, R> as *mut (), run: run_call::<F, R> };
+        // Block: after the switch, the processor that resumed us calls `switched` on its stack.
+        crate::thread::park_current(move |me, p| switched(p, me, call_ref));
         // Back on a processor: after the call ran, or made ready without it (the join fast path's
         // nested resumer; or a runtime shutting down, which will cancel this ULT where it is).
         if let Some(out) = call.out.take() {
@@ -225,11 +231,11 @@ unsafe fn run_call<F: FnOnce() -> R, R>(data: *mut ()) {
     call.out = Some(out);
 }
 
-/// A call waiting in a suspended ULT's frame (`Switch::Blocking`).
+/// A call waiting in a suspended ULT's frame.
 #[derive(Clone, Copy)]
 pub(crate) struct CallRef {
-    pub(crate) data: *mut (),
-    pub(crate) run: unsafe fn(*mut ()),
+    data: *mut (),
+    run: unsafe fn(*mut ()),
 }
 
 // SAFETY: a `CallRef` is handed, with its suspended ULT, to the one thread that runs the call (the
@@ -254,6 +260,18 @@ impl CallRef {
 thread_local! {
     /// The runtime whose blocking call this thread is running, if any (for spawns from inside it).
     static IN_CALL: Cell<*const Arc<Shared>> = const { Cell::new(std::ptr::null()) };
+    /// The worker this OS thread is (set once, by `worker_main`).
+    static WORKER: Cell<*const Worker> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The worker the calling thread is: a thread running a processor's loop is always one.
+fn this_worker<'a>() -> &'a Worker {
+    let w = WORKER.with(|c| c.get());
+    if w.is_null() {
+        crate::fatal("a processor's loop on a thread that is not a worker of the runtime");
+    }
+    // SAFETY: set by `worker_main` to the `Arc<Worker>` it holds for the thread's whole life.
+    unsafe { &*w }
 }
 
 /// The runtime of the blocking call the calling thread is running, if it is running one: a spawn
@@ -515,50 +533,54 @@ impl Registry {
         }
     }
 
-    /// Runs `first` (a call this worker took under the lock), then the queued calls, then parks
-    /// the worker as a spare (or, once closed, ends it).
-    fn serve(&self, shared: &Arc<Shared>, w: &Worker, first: Option<Queued>) {
-        let mut next = first;
-        loop {
-            if let Some(q) = next.take() {
-                // SAFETY: this worker took the call under the lock (role `InCall`, the ULT in
-                // `in_call`) and runs no processor.
-                unsafe { q.call.run(shared) };
-                self.give_back(shared, w, q.ult);
-            }
-            let mut st = self.lock();
-            if st.closed {
-                st.slots[w.id].role = Role::Exited;
-                st.stats.spares_exited += 1;
-                return;
-            }
-            if let Some(q) = st.queue.pop_front() {
-                st.in_call.push(q.ult);
-                next = Some(q);
-                continue;
-            }
-            st.slots[w.id].role = Role::Spare;
-            st.spares.push(w.id);
-            st.stats.spares_parked += 1;
-            return;
+    /// Runs `first` (a call this worker took under the lock), then the calls queued meanwhile;
+    /// the worker is then a parked spare (or, once closed, done).
+    fn serve(&self, shared: &Arc<Shared>, w: &Worker, first: Queued) {
+        let mut next = Some(first);
+        while let Some(q) = next {
+            // SAFETY: this worker took the call under the lock (role `InCall`, the ULT in
+            // `in_call`) and runs no processor.
+            unsafe { q.call.run(shared) };
+            next = self.finish_call(self.lock(), shared, w, q.ult);
         }
     }
 
-    /// The call of `t`, run by worker `w`, returned and `w` does not run its processor: give `t`
-    /// back to a processor, or cancel it if the runtime has closed meanwhile.
-    fn give_back(&self, shared: &Arc<Shared>, w: &Worker, t: TcbRef) {
-        let mut st = self.lock();
+    /// The call of `t`, run by worker `w`, is over, and `w` runs no processor. Under the lock
+    /// (`st`), `w` takes the next queued call, if any, or becomes a parked spare, *before* `t` is
+    /// given back: a call `t` makes at once then finds `w` rather than starting a thread. Then
+    /// `t` goes back to a processor, the one the policy's wake target names (or, the runtime
+    /// closed meanwhile, is cancelled here: the shutdown walk left it to us, it is in `in_call`).
+    /// Returns the queued call `w` took.
+    fn finish_call(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        shared: &Arc<Shared>,
+        w: &Worker,
+        t: TcbRef,
+    ) -> Option<Queued> {
         if st.closed {
-            // The shutdown walk left `t` to us (it is in `in_call`): cancel it here.
-            st.slots[w.id].role = Role::InCall;
+            st.slots[w.id].role = Role::Exited;
+            st.stats.spares_exited += 1;
             drop(st);
             shared.cancel_late(t);
-        } else {
-            forget_call(&mut st.in_call, t);
-            drop(st);
-            shared.wake(t, None); // this thread runs no processor: the policy's wake target
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return None;
         }
+        forget_call(&mut st.in_call, t);
+        let next = st.queue.pop_front();
+        match &next {
+            Some(q) => st.in_call.push(q.ult),
+            None => {
+                st.slots[w.id].role = Role::Spare;
+                st.spares.push(w.id);
+                st.stats.spares_parked += 1;
+            }
+        }
+        drop(st);
+        shared.wake(t, None); // this thread runs no processor: the policy's wake target
+                              // After the push: never zero while `t` is between its processors (see `in_flight`).
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        next
     }
 
     /// Gives worker `s`, just back from an offer it did not take, the next queued call, or puts
@@ -637,6 +659,7 @@ fn forget_call(in_call: &mut Vec<TcbRef>, t: TcbRef) {
 /// parked as a spare in between, until shutdown.
 fn worker_main(w: Arc<Worker>, shared: Arc<Shared>, set: Arc<ProcessorSet>) {
     let guard = crate::AbortOnPanic("a worker thread of the runtime");
+    WORKER.with(|c| c.set(Arc::as_ptr(&w)));
     let registry = &shared.blocking;
     let mut pinned = None;
     loop {
@@ -647,7 +670,7 @@ fn worker_main(w: Arc<Worker>, shared: Arc<Shared>, set: Arc<ProcessorSet>) {
                     break;
                 }
             }
-            Job::Serve(q) => registry.serve(&shared, &w, Some(q)),
+            Job::Serve(q) => registry.serve(&shared, &w, q),
             Job::Exit => break,
         }
     }
@@ -667,7 +690,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     }
     let shared = &p.shared;
     let registry = &shared.blocking;
-    let w = p.runner();
+    let w = this_worker();
     // 1. Find a taker for `p`: a parked spare, a new one, or none (queue the call, or run it here
     //    if no thread can be started).
     let mut st = registry.lock();
@@ -729,9 +752,9 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
         registry.in_flight.fetch_sub(1, Ordering::SeqCst);
         return;
     }
-    drop(st);
-    registry.give_back(shared, w, t);
-    registry.serve(shared, w, None);
+    if let Some(q) = registry.finish_call(st, shared, w, t) {
+        registry.serve(shared, w, q);
+    }
     // Leave `p`'s loop (whose frames are below us) without touching `p`: it runs elsewhere.
     w.stop.store(true, Ordering::Relaxed);
 }

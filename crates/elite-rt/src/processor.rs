@@ -62,12 +62,6 @@ pub(crate) enum Switch {
     Sleep(Instant),
     /// The ULT's task returned and its exit is published: the context is free for another ULT.
     Exit,
-    /// A blocking call (`crate::blocking`): `run(call)` runs it on an OS thread and stores its
-    /// outcome in `call`, which points into the calling ULT's frozen stack. The loop's bottom frame
-    /// hands the processor to a spare thread and runs the call; a nested resumer (the join fast
-    /// path) makes the ULT ready again instead, and it switches out with this once more from the
-    /// bottom frame.
-    Blocking { call: *mut (), run: unsafe fn(*mut ()) },
 }
 
 /// The shared part of a processor.
@@ -179,9 +173,6 @@ pub(crate) struct Processor {
     remote: *const Remote,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
-    /// The worker (OS thread) running this processor now: set by [`Processor::run`] each time a
-    /// thread takes the processor over, read by the blocking handoff on that same thread.
-    runner: Cell<*const crate::blocking::Worker>,
     // Copies of configuration read on the hot paths (one load instead of two).
     central: bool,
     check_canary: bool,
@@ -241,7 +232,6 @@ impl Processor {
             remote,
             core: UnsafeCell::new(core),
             current: Cell::new(None),
-            runner: Cell::new(ptr::null()),
             central: c.central,
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
             stack_size: c.stack_size,
@@ -287,21 +277,12 @@ impl Processor {
             }
         }
         self.remote().park.register(std::thread::current());
-        self.runner.set(w);
         set_current_processor(Some(self));
         // A panic in the loop is a runtime bug: abort rather than limp on.
         let guard = crate::AbortOnPanic("the processor loop");
         self.run_loop(w);
         std::mem::forget(guard);
         set_current_processor(None);
-    }
-
-    /// The worker running this processor (see [`Processor::run`]).
-    #[inline]
-    pub(crate) fn runner(&self) -> &crate::blocking::Worker {
-        // SAFETY: set by `run` before the loop starts on this thread; only that thread calls this
-        // (from the loop), and a worker outlives every loop it runs.
-        unsafe { &*self.runner.get() }
     }
 
     /// Whether the ULT that just switched out was resumed by the join fast path (a joiner's stack)
@@ -830,9 +811,6 @@ impl Processor {
             // resumed, which cannot happen before `action` publishes it.
             CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t, self) },
             CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
-            CoroutineResult::Yield(Switch::Blocking { call, run }) => {
-                crate::blocking::switched(self, t, crate::blocking::CallRef { data: call, run })
-            }
             // The trampoline never returns; only a forced unwind (shutdown) ends it.
             CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
         }

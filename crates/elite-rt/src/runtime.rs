@@ -423,7 +423,9 @@ impl Runtime {
         &self.shared.config.policy
     }
 
-    /// Processors whose OS thread could not be pinned to its CPU (the runtime runs on regardless).
+    /// Times a thread taking a processor over could not pin itself to the processor's CPU (the
+    /// runtime runs on regardless): once per processor at start-up, and once more for each failed
+    /// pin of a spare thread taking a processor over at a [`blocking`](crate::blocking) call.
     pub fn pin_failures(&self) -> usize {
         self.shared.pin_failures.load(Ordering::Relaxed)
     }

@@ -516,7 +516,7 @@ pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
 
 /// Switches the running ULT back to its processor with `why`.
 #[inline]
-pub(crate) fn suspend(why: Switch) {
+fn suspend(why: Switch) {
     let Some(p) = current_processor() else {
         crate::fatal("suspend outside a ULT");
     };

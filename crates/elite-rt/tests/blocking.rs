@@ -28,6 +28,12 @@ fn os_wait(secs: u64, what: &str, cond: impl FnMut() -> bool) {
     wait_until(secs, what, cond)
 }
 
+/// Waits until no blocking call of `rt` is in flight. The count drops just after a call's ULT is
+/// back on a wake-up stack, so a ULT may have run on, even ended, an instant before.
+fn settled(rt: &Runtime) {
+    wait_until(20, "no blocking call in flight", || rt.stats().blocking.in_flight == 0);
+}
+
 /// The test: with one processor, a ULT inside `blocking(|| sleep(200 ms))` does not stop
 /// 1000 other ULTs from finishing their work first. (The call keeps sleeping, 200 ms at a time,
 /// while fewer than 1000 have finished, up to 60 s, so that a slow machine cannot fail it; with
@@ -68,6 +74,7 @@ fn one_processor_runs_1000_ults_while_one_sleeps_in_a_blocking_call() {
         let expected: u64 =
             (0..1000u64).map(|i| (0..100).fold(i, |a, k| a.wrapping_mul(31).wrapping_add(k)) % 7 + i).sum();
         assert_eq!(sum, expected);
+        settled(&rt);
         let b = rt.stats().blocking;
         assert_eq!(b.calls, 1);
         assert_eq!(b.handoffs, 1);
@@ -117,6 +124,7 @@ fn a_cap_of_one_queues_calls_and_never_runs_two_at_once() {
             });
             assert_eq!(results, (0..10).map(|i| i * 10).collect::<Vec<_>>());
             assert_eq!(most.load(SeqCst), 1, "two calls ran at once under a cap of one");
+            settled(&rt);
             let b = rt.stats().blocking;
             assert_eq!(b.calls, 10);
             assert_eq!(b.queued, 9, "{b:?}");
@@ -168,6 +176,7 @@ fn blocking_calls_on_two_processors_and_two_nodes() {
                 hs.into_iter().map(|h| h.join().expect("caller")).sum()
             });
             assert_eq!(total, (0..64u64).map(|i| i * 10).sum::<u64>());
+            settled(&rt);
             let s = rt.stats();
             assert_eq!(s.blocking.calls, 64 * 5);
             assert!(s.blocking.threads <= 3, "{:?}", s.blocking);
@@ -483,6 +492,7 @@ fn stress_blocking_calls_mixed_with_everything_else() {
         assert_eq!(total, want_total);
         assert_eq!(received, want_received);
         assert_eq!(*counter.lock().unwrap(), want_count);
+        settled(&rt);
         let b = rt.stats().blocking;
         assert_eq!(b.calls, 800);
         assert!(b.threads <= 2 && b.spares_started <= 2, "{b:?}");
