@@ -56,7 +56,9 @@ pub(crate) enum Switch {
     Yield,
     /// Block: after the switch the resumer (a processor) calls `action(data, me, itself)`, which
     /// must arrange for someone to wake `me` later (or wake it at once). `data` points into the
-    /// blocked ULT's frozen stack.
+    /// blocked ULT's frozen stack. The action of a blocking call (`crate::blocking::switched`) may
+    /// also hand the processor to another OS thread: the resumer's thread then touches nothing of
+    /// the processor after the action returns and leaves the loop at the top of the next round.
     Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
     /// Sleep until the deadline.
     Sleep(Instant),

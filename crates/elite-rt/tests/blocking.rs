@@ -88,26 +88,41 @@ fn one_processor_runs_1000_ults_while_one_sleeps_in_a_blocking_call() {
     });
 }
 
+/// The OS threads of elite runtimes in this process (named `elite-p<i>` or `elite-spare<k>`).
+fn elite_threads() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("elite-p") || name.starts_with("elite-spare"))
+        .count()
+}
+
 /// A cap of one spare thread, ten ULTs calling at once: the first call holds the only spare
 /// thread until the nine others have queued behind it; each then runs in turn on that thread,
-/// never two at once, and all finish.
+/// never two at once, and all finish, with never more threads than processors + 1.
 #[test]
 fn a_cap_of_one_queues_calls_and_never_runs_two_at_once() {
-    let _g = shared();
+    // Exclusive: it counts the process's elite threads.
+    let _g = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
     for processors in [1, 2] {
         hang_guard(60, "cap of one", move || {
+            // Threads of runtimes of earlier tests may still be on their way out.
+            let before = elite_threads();
             // Shared with the calls, which watch the queue through the runtime's counters.
             let rt = Arc::new(rt(processors, 1));
             let running = Arc::new(AtomicUsize::new(0));
             let most = Arc::new(AtomicUsize::new(0));
+            let most_threads = Arc::new(AtomicUsize::new(0));
             let results: Vec<usize> = rt.block_on(|| {
                 let hs: Vec<_> = (0..10usize)
                     .map(|i| {
                         let (r, m, rt) = (running.clone(), most.clone(), rt.clone());
+                        let mt = most_threads.clone();
                         spawn(move || {
                             let v = blocking(|| {
                                 let now = r.fetch_add(1, SeqCst) + 1;
                                 m.fetch_max(now, SeqCst);
+                                mt.fetch_max(elite_threads(), SeqCst);
                                 let deadline = Instant::now() + Duration::from_secs(30);
                                 while rt.stats().blocking.queued < 9 && Instant::now() < deadline {
                                     std::thread::sleep(Duration::from_millis(1));
@@ -124,6 +139,11 @@ fn a_cap_of_one_queues_calls_and_never_runs_two_at_once() {
             });
             assert_eq!(results, (0..10).map(|i| i * 10).collect::<Vec<_>>());
             assert_eq!(most.load(SeqCst), 1, "two calls ran at once under a cap of one");
+            let threads = most_threads.load(SeqCst);
+            assert!(
+                threads <= before + processors + 1,
+                "{threads} OS threads for {processors} processors and a cap of 1 ({before} before)"
+            );
             settled(&rt);
             let b = rt.stats().blocking;
             assert_eq!(b.calls, 10);
