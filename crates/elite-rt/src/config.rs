@@ -8,6 +8,7 @@ use crate::sync::SpinPolicy;
 use crate::Runtime;
 use elite_affinity::{ModelCache, Topology, TopologyError};
 use std::fmt;
+use std::time::Duration;
 
 /// Most processors a runtime may have.
 pub const MAX_PROCESSORS: usize = 4096;
@@ -42,6 +43,8 @@ pub struct RuntimeBuilder {
     detached_panic_hook: DetachedPanicHook,
     chaos: ChaosSetting,
     deadlock: crate::deadlock::DeadlockConfig,
+    max_spare_threads: usize,
+    spare_keep_alive: Duration,
 }
 
 /// Whether the chaos mode is on: as `ELITE_CHAOS` says (the default), off, or with a seed.
@@ -55,6 +58,12 @@ enum ChaosSetting {
 /// The environment variable that turns the chaos mode on for every runtime whose builder did
 /// not choose ([`RuntimeBuilder::chaos`]): a seed, decimal or `0x` hexadecimal.
 pub const CHAOS_ENV: &str = "ELITE_CHAOS";
+
+/// Default of [`RuntimeBuilder::max_spare_threads`].
+pub(crate) const DEFAULT_MAX_SPARE_THREADS: usize = 64;
+
+/// Largest [`RuntimeBuilder::max_spare_threads`].
+pub const MAX_SPARE_THREADS: usize = 4096;
 
 impl Default for RuntimeBuilder {
     fn default() -> Self {
@@ -77,6 +86,8 @@ impl Default for RuntimeBuilder {
             detached_panic_hook: DetachedPanicHook::print(),
             chaos: ChaosSetting::FromEnv,
             deadlock: crate::deadlock::DeadlockConfig::default(),
+            max_spare_threads: DEFAULT_MAX_SPARE_THREADS,
+            spare_keep_alive: Duration::from_secs(10),
         }
     }
 }
@@ -106,6 +117,8 @@ pub(crate) struct Config {
     /// The chaos mode's seed, if it is on (see `processor::chaos`).
     pub(crate) chaos: Option<u64>,
     pub(crate) deadlock: crate::deadlock::DeadlockConfig,
+    pub(crate) max_spare_threads: usize,
+    pub(crate) spare_keep_alive: Duration,
 }
 
 impl RuntimeBuilder {
@@ -324,6 +337,44 @@ impl RuntimeBuilder {
         self
     }
 
+    /// OS threads the runtime may keep beyond its processors for [`blocking`](crate::blocking)
+    /// calls, `1..=4096` (default 64): spare threads parked until a call hands them a processor,
+    /// plus threads inside a call. The runtime starts them as calls need them, never more than
+    /// this; a call that finds every one of them inside a call waits in a queue (its processor
+    /// runs other ULTs meanwhile) until one finishes, which then runs it. So at most this many
+    /// blocking calls run at once, and the process has at most `processors + max_spare_threads`
+    /// threads of this runtime.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(1).max_spare_threads(2).build()?;
+    /// let v = rt.block_on(|| elite_rt::blocking(|| 6 * 7));
+    /// assert_eq!(v, 42);
+    /// let err = elite_rt::Runtime::builder().max_spare_threads(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("max_spare_threads"));
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn max_spare_threads(mut self, n: usize) -> Self {
+        self.max_spare_threads = n;
+        self
+    }
+
+    /// How long a spare thread of [`blocking`](crate::blocking) calls waits, parked, for a
+    /// processor or a call before it exits, in `1 ms..=1 day` (default 10 s): a burst of calls
+    /// leaves no more threads behind than this keeps. Whole milliseconds count.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = elite_rt::Runtime::builder().spare_keep_alive(Duration::from_millis(500)).build()?;
+    /// # drop(rt);
+    /// let err = elite_rt::Runtime::builder().spare_keep_alive(Duration::ZERO).build().unwrap_err();
+    /// assert!(err.to_string().contains("spare_keep_alive"));
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn spare_keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.spare_keep_alive = keep_alive;
+        self
+    }
+
     /// Use heap stacks without guard pages, with a canary checked at every switch, so a program can
     /// keep more ULTs alive than `vm.max_map_count` allows guarded stacks (about 32 000 by default).
     ///
@@ -366,6 +417,10 @@ impl RuntimeBuilder {
         range("stack_pool_limit", self.stack_pool_limit, 2, usize::MAX)?;
         range("node_stack_pool_limit", self.node_stack_pool_limit, 1, usize::MAX)?;
         range("spin_rounds", self.spin_rounds, 0, 1_000_000)?;
+        range("max_spare_threads", self.max_spare_threads, 1, MAX_SPARE_THREADS)?;
+        // In milliseconds (the error's unit).
+        let keep_alive_ms = usize::try_from(self.spare_keep_alive.as_millis()).unwrap_or(usize::MAX);
+        range("spare_keep_alive (in milliseconds)", keep_alive_ms, 1, 86_400_000)?;
         if let SpinPolicy::Fixed(n) = self.spin_policy {
             range("spin_policy", n as usize, 0, 1_000_000)?;
         }
@@ -429,6 +484,8 @@ impl RuntimeBuilder {
             detached_panic_hook: self.detached_panic_hook,
             chaos,
             deadlock: self.deadlock,
+            max_spare_threads: self.max_spare_threads,
+            spare_keep_alive: Duration::from_millis(keep_alive_ms as u64),
         })
     }
 }

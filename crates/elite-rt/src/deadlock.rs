@@ -448,11 +448,14 @@ pub(crate) fn register(shared: &Arc<Shared>) {
 /// `Shared::spawn_outside` hold an [`OutsideCall`]), or an OS thread that waits in an elite
 /// primitive with a timeout (it runs again when the timeout expires).
 ///
-/// A blocking call in flight counts too: its closure runs on an OS thread outside the processors
-/// and may wake any ULT when it returns, so `elite_rt::blocking` holds an [`OutsideCall`] on its
-/// runtime (`Watch::outside_call`) for as long as its closure runs, and this function sees it.
+/// A blocking call in flight counts too: its closure runs on an OS thread outside the processors,
+/// its ULT becomes ready when it returns, and it may wake any other ULT. The blocking registry
+/// counts calls from the moment their ULT leaves its processor until it is made ready again
+/// (queued calls included: `blocking::Registry::in_flight`), and this function reads that count.
 pub(crate) fn external_wakers_possible(shared: &Shared) -> bool {
-    shared.watch.outside_calls.load(Ordering::SeqCst) > 0 || OS_TIMED_WAITS.load(Ordering::SeqCst) > 0
+    shared.watch.outside_calls.load(Ordering::SeqCst) > 0
+        || shared.blocking.in_flight() > 0
+        || OS_TIMED_WAITS.load(Ordering::SeqCst) > 0
 }
 
 /// The park counts of one quiet runtime, in registry order.

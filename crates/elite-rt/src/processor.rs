@@ -1,9 +1,12 @@
 //! A processor: one pinned OS thread running ULTs, and the state split by who may touch it.
 //!
-//! * [`Core`]: written only by the processor's own OS thread (pools, own start-queue end, deathrow,
-//!   timers, the current ULT). ULT code running on this processor reaches it too, through
+//! * [`Core`]: written only by the OS thread running the processor (pools, own start-queue end,
+//!   deathrow, timers, the current ULT). ULT code running on this processor reaches it too, through
 //!   [`Processor::core`], because it runs on the same OS thread while the loop is suspended in
-//!   `resume`; the loop never holds a borrow of it across a switch.
+//!   `resume`; the loop never holds a borrow of it across a switch. Which OS thread that is changes
+//!   only at a blocking call's handoff, from one round of the loop to the next, under the
+//!   hand-over protocol of `crate::blocking` (the processors live in a [`ProcessorSet`] and OS
+//!   threads take them over; see there for who owns the `Core` at each moment).
 //! * [`Remote`]: what other threads reach: the wake-up and clean-up stacks, the start-queue stealer,
 //!   the runqueue (under its own lock), the park slot, the counters.
 //!
@@ -30,7 +33,7 @@
 //! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
 //! publishing its exit, `publish_from_ult`, which hands out only its result.)
 
-use crate::atomics::Ordering;
+use crate::atomics::{AtomicPtr, Ordering};
 use crate::park::ParkSlot;
 use crate::pool::{Got, LocalPool};
 use crate::queue::deathrow::Deathrow;
@@ -62,7 +65,9 @@ pub(crate) enum Switch {
     Yield,
     /// Block: after the switch the resumer (a processor) calls `action(data, me, itself)`, which
     /// must arrange for someone to wake `me` later (or wake it at once). `data` points into the
-    /// blocked ULT's frozen stack.
+    /// blocked ULT's frozen stack. The action of a blocking call (`crate::blocking::switched`) may
+    /// also hand the processor to another OS thread: the resumer's thread then touches nothing of
+    /// the processor after the action returns and leaves the loop at the top of the next round.
     Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
     /// Sleep until the deadline.
     Sleep(Instant),
@@ -125,6 +130,10 @@ pub(crate) struct Core {
     staging: Worker<TcbRef>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
+    /// Pinned ULTs started here and not exited (`Builder::pinned`): while there are any, blocking
+    /// calls made here run on this thread instead of handing the processor, and with it the
+    /// pinned ULTs, to another OS thread (`crate::blocking::switched`).
+    pinned_here: u32,
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
     notes: Vec<NoteBatch>,
     id_seq: u64,
@@ -201,9 +210,17 @@ thread_local! {
 #[inline(never)]
 pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
     let p = CURRENT.with(|c| c.get());
-    // SAFETY: the pointer is set by `Processor::run_thread` for the lifetime of the processor's
-    // loop on this thread and cleared before the processor is dropped; ULTs only run inside it.
+    // SAFETY: the pointer is set by `Processor::run` (and the blocking handoff) while this thread
+    // runs the processor, and cleared before it stops running it; a processor lives in its
+    // `ProcessorSet` as long as any thread that may run it. ULTs only run inside the loop.
     unsafe { p.as_ref() }
+}
+
+/// Names `p` (or none) as the processor running on this OS thread: at a take-over, and around a
+/// blocking call, during which the thread runs none.
+#[inline]
+pub(crate) fn set_current_processor(p: Option<&Processor>) {
+    CURRENT.with(|c| c.set(p.map_or(ptr::null(), |p| p as *const Processor)));
 }
 
 impl Processor {
@@ -219,6 +236,7 @@ impl Processor {
             admit_one: false,
             staging: Worker::new_fifo(),
             inline_child: None,
+            pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| NoteBatch::default()).collect(),
             id_seq: 0,
             tick: 0,
@@ -247,9 +265,11 @@ impl Processor {
     #[inline]
     #[allow(clippy::mut_from_ref)]
     fn core(&self) -> &mut Core {
-        // SAFETY: only this processor's OS thread calls this (the processor is reachable only
-        // through its thread's CURRENT pointer), and no caller holds the borrow across a switch or
-        // across another call to `core`, so borrows never overlap.
+        // SAFETY: only the OS thread running this processor calls this (the processor is
+        // reachable only through that thread's CURRENT pointer, and the blocking handoff passes it
+        // from one thread to the next under a lock, between two rounds of the loop), and no caller
+        // holds the borrow across a switch or across another call to `core`, so borrows never
+        // overlap.
         unsafe { &mut *self.core.get() }
     }
 
@@ -266,25 +286,39 @@ impl Processor {
         self.current.get()
     }
 
-    /// Entry point of the processor's OS thread.
-    pub(crate) fn run_thread(self) {
+    /// Runs the processor on the calling OS thread, the worker `w`, until `w.stop` is raised (by
+    /// shutdown, or by this thread's own blocking handoff). `pinned` is the CPU the thread is
+    /// pinned to, if any: a thread that takes over another processor pins itself to its CPU.
+    pub(crate) fn run(&self, w: &crate::blocking::Worker, pinned: &mut Option<usize>) {
         let cpu = self.shared.config.topology.processor(self.index).cpu;
-        if self.shared.config.pin && elite_affinity::pin_current_thread(cpu).is_err() {
-            self.shared.pin_failures.fetch_add(1, Ordering::Relaxed);
+        if self.shared.config.pin && *pinned != Some(cpu) {
+            if elite_affinity::pin_current_thread(cpu).is_ok() {
+                *pinned = Some(cpu);
+            } else {
+                self.shared.pin_failures.fetch_add(1, Ordering::Relaxed);
+            }
         }
         self.remote().park.register(std::thread::current());
-        CURRENT.with(|c| c.set(&self));
+        set_current_processor(Some(self));
         // A panic in the loop is a runtime bug: abort rather than limp on.
         let guard = crate::AbortOnPanic("the processor loop");
-        self.run_loop();
+        self.run_loop(w);
         std::mem::forget(guard);
-        CURRENT.with(|c| c.set(ptr::null()));
+        set_current_processor(None);
     }
 
-    fn run_loop(&self) {
-        let shared = &*self.shared;
+    /// Whether the ULT that just switched out was resumed by the join fast path (a joiner's stack)
+    /// rather than by the loop's bottom frame.
+    #[inline]
+    pub(crate) fn running_inline(&self) -> bool {
+        self.core().inline_child.is_some()
+    }
+
+    fn run_loop(&self, w: &crate::blocking::Worker) {
         loop {
-            if shared.is_shutting_down() {
+            // Raised by shutdown, and by a blocking handoff of this thread (the processor then
+            // belongs to another thread: this one leaves without touching it).
+            if w.stop.load(Ordering::Relaxed) {
                 return;
             }
             self.maintain();
@@ -681,7 +715,15 @@ impl Processor {
         // SAFETY: as above; the context holds its stack until the ULT exits.
         tcb.guard_at.set(unsafe { (*tcb.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
         tcb.life.set(Life::Started);
+        if tcb.pinned.get() {
+            self.core().pinned_here += 1;
+        }
         self.run_ult(t);
+    }
+
+    /// Whether a pinned ULT lives on this processor (started here, not exited).
+    pub(crate) fn hosts_pinned(&self) -> bool {
+        self.core().pinned_here > 0
     }
 
     /// A context on a new stack: its coroutine's function is the trampoline that runs one ULT
@@ -901,6 +943,9 @@ impl Processor {
         let ctx = unsafe { (*tcb.context.get()).take() };
         if let Some(ctx) = ctx {
             self.put_context(ctx);
+        }
+        if tcb.pinned.get() {
+            self.core().pinned_here -= 1; // it started here (pinned ULTs never move)
         }
         if self.core().inline_child == Some(t) {
             // Its joiner started it inline and is waiting right below us on this OS thread with
@@ -1203,6 +1248,67 @@ impl Processor {
             Err(t) => {
                 remote.stats.start_overflow_global.bump();
                 shared.global_start.push(t);
+            }
+        }
+    }
+}
+
+/// The processors of a runtime, where OS threads find them (DESIGN §2, "an owned part moved into
+/// the worker thread"): a processor is created by the first thread that runs it (its counter
+/// source is opened there) and then passed from thread to thread by the blocking handoff
+/// (`crate::blocking`), so it lives here rather than on one thread's stack. Every worker thread
+/// and the [`Runtime`](crate::Runtime) hold the set; the processors are freed with the last of
+/// them, so a thread's frames that still name a processor it handed over stay valid.
+pub(crate) struct ProcessorSet {
+    slots: Box<[AtomicPtr<Processor>]>,
+}
+
+impl ProcessorSet {
+    pub(crate) fn new(n: usize) -> ProcessorSet {
+        ProcessorSet { slots: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect() }
+    }
+
+    /// Processor `i`, made on the calling thread if it does not exist yet. Only a thread that
+    /// holds processor `i` under the hand-over protocol calls this (the first is the thread
+    /// started for it).
+    pub(crate) fn take(&self, i: usize, shared: &Arc<Shared>) -> &Processor {
+        let mut p = self.slots[i].load(Ordering::Acquire);
+        if p.is_null() {
+            p = Box::into_raw(Box::new(Processor::new(i, shared.clone())));
+            self.slots[i].store(p, Ordering::Release);
+        }
+        // SAFETY: non-null slots hold a live box, freed only when the set is dropped.
+        unsafe { &*p }
+    }
+
+    /// Shutdown: gives back the memory the processors' pools hold (their pooled stacks) now,
+    /// rather than when the last thread holding the set exits.
+    ///
+    /// # Safety
+    /// No thread runs any of the processors any more (every loop has stopped for shutdown).
+    pub(crate) unsafe fn retire(&self) {
+        for slot in self.slots.iter() {
+            let p = slot.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: per the contract nobody else touches the owned part; the box is live.
+                let core = unsafe { &mut *(*p).core.get() };
+                core.stack_pool = LocalPool::new(0);
+            }
+        }
+    }
+}
+
+impl Drop for ProcessorSet {
+    fn drop(&mut self) {
+        for slot in self.slots.iter() {
+            let p = slot.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: made by `Box::into_raw` in `take`; the last holder of the set drops it,
+                // after every thread that could run a processor has let go of the set. Dropping a
+                // processor on another thread than the one that made it is fine: its owned part
+                // holds pointers, pooled contexts (sent between threads by design, see `Context`)
+                // and the counter source, whose file is closed by any thread.
+                drop(unsafe { Box::from_raw(p) });
             }
         }
     }

@@ -86,7 +86,8 @@ where
 ///
 /// Panics when called outside a ULT (use [`Runtime::spawn`](crate::Runtime::spawn) or
 /// [`Runtime::block_on`](crate::Runtime::block_on) there), or when the runtime cannot get stacks
-/// any more ([`Builder::spawn`] returns that as an error instead).
+/// any more ([`Builder::spawn`] returns that as an error instead). Inside a
+/// [`blocking`](crate::blocking) call it spawns on the runtime of the ULT that made the call.
 ///
 /// ```
 /// let rt = elite_rt::Runtime::builder().processors(1).build().unwrap();
@@ -103,7 +104,7 @@ where
             let spec = UltSpec { stack_size: Some(p.shared.config.stack_size), ..UltSpec::default() };
             spawn_checked(p, spec, f)
         }
-        None => Err(SpawnError::NoRuntime),
+        None => spawn_in_call(|s| UltSpec::default().with_default_stack(s.config.stack_size), f),
     };
     spawned.unwrap_or_else(|e| panic!("elite_rt::spawn failed: {e}"))
 }
@@ -130,6 +131,25 @@ where
         });
     }
     Ok(spawn_on(p, spec, f))
+}
+
+/// Spawns from inside a blocking call (`crate::blocking`), on the runtime of the ULT that made
+/// it, as from outside that runtime; `NoRuntime` on any other thread.
+fn spawn_in_call<F, T>(
+    spec: impl FnOnce(&crate::runtime::Shared) -> UltSpec,
+    f: F,
+) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let Some(shared) = crate::blocking::calling_runtime() else {
+        return Err(SpawnError::NoRuntime);
+    };
+    if shared.is_shutting_down() {
+        return Err(SpawnError::ShuttingDown);
+    }
+    Ok(shared.spawn_outside(spec(shared), f))
 }
 
 /// Configures a ULT before spawning it, like `std::thread::Builder`.
@@ -210,9 +230,11 @@ impl Builder {
     /// [`RuntimeBuilder::central`](crate::RuntimeBuilder::central) has no per-processor runqueue
     /// to pin to: the spawn returns [`SpawnError::Unsupported`].
     ///
-    /// "Its OS thread" is its processor's thread. (Should a processor ever hand its place to
-    /// another OS thread, for example around a blocking call, a pinned ULT follows its processor:
-    /// the runtime's blocking calls document how they keep this promise.)
+    /// A [`blocking`](crate::blocking) call normally hands its processor to a spare OS thread
+    /// while it runs; on a processor where a pinned ULT lives (started and not exited) it does
+    /// not: the call runs on the processor's own thread, the processor out of service
+    /// meanwhile (counted in [`BlockingStats::pinned_inline`](crate::BlockingStats::pinned_inline)), so
+    /// that the pinned ULT never sees another OS thread.
     ///
     /// ```
     /// let rt = elite_rt::Runtime::builder().processors(2).build()?;
@@ -245,7 +267,11 @@ impl Builder {
         T: Send + 'static,
     {
         let Some(p) = current_processor() else {
-            return Err(SpawnError::NoRuntime);
+            let Some(shared) = crate::blocking::calling_runtime() else {
+                return Err(SpawnError::NoRuntime);
+            };
+            let spec = self.spec(shared.config.stack_size)?;
+            return spawn_in_call(|_| spec, f);
         };
         let spec = self.spec(p.shared.config.stack_size)?;
         spawn_checked(p, spec, f)
