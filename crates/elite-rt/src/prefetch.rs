@@ -1,0 +1,366 @@
+//! Data blocks and prefetching: getting the data of the ULT that runs next into the cache before
+//! it runs (ELiTE section 2.3.5, the application interface of the "active threads" strategy).
+//!
+//! A ULT may declare one *data block*, the memory it mostly works on: at spawn
+//! ([`Builder::data`](crate::Builder::data)) or from inside ([`set_data_block`]). When the runtime
+//! prefetches ([`RuntimeBuilder::prefetch`](crate::RuntimeBuilder::prefetch), on by default), it
+//! issues prefetch instructions for the lines a ULT that declared a block will touch first, at two
+//! points:
+//!
+//! * **the processor loop**, when it has chosen the ULT to run: for that ULT, and for the ULT that
+//!   the runqueue would hand out after it (its best entry, peeked), whose lines then arrive while
+//!   the chosen one runs;
+//! * **a waker**, when a ULT running here makes another ready on this same processor (a release,
+//!   an unlock, a send): for the woken ULT, whose lines arrive while the waker goes on.
+//!
+//! What is prefetched for a ULT: the first [`PREFETCH_MAX_BYTES`] of its block; the lines of its
+//! stack that the switch into it reads (the registers saved where it suspended, and the frames
+//! just above) and writes (the parent link at the stack's top); and the lines of its control block
+//! that the switch touches. Prefetch instructions are hints: they never fault, never change
+//! memory, and are dropped by the processor when it is busy. So a [`DataBlock`] is only an
+//! address range, never dereferenced: declaring memory that is freed later, or was never
+//! valid, is harmless (it only wastes the prefetch), and needs no `unsafe`.
+//!
+//! A ULT that declares nothing costs nothing beyond one predictable branch on a line the switch
+//! touches anyway: the loop and the waker test the ULT's prefetch word, and the suspension path
+//! tests it too (to note where the stack was left).
+//!
+//! # Where it lives in the control block
+//!
+//! * line 1 (identity, written at spawn): whether a block was declared at spawn, and the depth of
+//!   the stack pointer below the stack's top at the ULT's last suspension (written by the ULT on
+//!   its way out of each run, only when it has a block);
+//! * line 3 (execution, touched by every switch): the *prefetch word*, the block's first line and
+//!   its length in lines, packed in one word (0: no block), set when the ULT gets its stack and
+//!   by [`set_data_block`];
+//! * line 4 (links and rarities): the block itself, as declared, for the policies
+//!   ([`UltInfo::data`](crate::policy::UltInfo::data)).
+//!
+//! The block and the word are written by the ULT itself or by its spawner before publication,
+//! and read by the processor holding the ULT or by a waker that owns its wake-up (see
+//! `affinity`); the wake-up and runqueue protocols carry them like the rest of the TCB.
+
+use crate::processor::current_processor;
+use crate::tcb::TcbRef;
+use std::fmt;
+
+/// Most bytes of a block prefetched for one switch (64 cache lines): a larger block's first
+/// 4 KiB are prefetched, the rest is left to the hardware prefetchers (a sequential walk).
+pub const PREFETCH_MAX_BYTES: usize = 4096;
+
+/// Bytes of a cache line (the prefetch step).
+const LINE: usize = 64;
+
+/// The stack lines prefetched around the stack pointer a ULT suspended at (the saved registers
+/// below it, the switch frames and the caller's frame above it), in lines below and above.
+const STACK_LINES_BELOW: usize = 1;
+const STACK_LINES_ABOVE: usize = 3;
+
+/// A ULT's data block: the start and length of the memory it mostly works on, for the runtime to
+/// prefetch before the ULT runs (see the [module docs](self)).
+///
+/// Only an address range: the runtime never reads or writes through it (prefetch instructions
+/// cannot fault), so any range is safe to declare, even one that is freed later.
+///
+/// ```
+/// use elite_rt::DataBlock;
+///
+/// let data = vec![0u64; 64];
+/// let block = DataBlock::of(&data[..]);
+/// assert_eq!(block.len(), 512);
+/// assert_eq!(block.addr(), data.as_ptr() as usize);
+/// // The bytes two blocks share (what the `gravity` policy weighs).
+/// let half = DataBlock::of(&data[32..]);
+/// assert_eq!(block.overlap(&half), 256);
+/// assert!(DataBlock::NONE.is_empty());
+/// ```
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct DataBlock {
+    addr: usize,
+    len: usize,
+}
+
+impl DataBlock {
+    /// No block.
+    pub const NONE: DataBlock = DataBlock { addr: 0, len: 0 };
+
+    /// The `len` bytes from `ptr`. The pointer is never dereferenced (see the type's docs), so
+    /// it need not be valid.
+    pub fn new(ptr: *const u8, len: usize) -> DataBlock {
+        let addr = ptr as usize;
+        // A range that would wrap around the address space is cut at its end.
+        DataBlock { addr, len: len.min(usize::MAX - addr) }
+    }
+
+    /// The memory of `data`.
+    pub fn of<T>(data: &[T]) -> DataBlock {
+        DataBlock::new(data.as_ptr() as *const u8, std::mem::size_of_val(data))
+    }
+
+    /// The memory of `value`.
+    pub fn of_val<T: ?Sized>(value: &T) -> DataBlock {
+        DataBlock::new(value as *const T as *const u8, std::mem::size_of_val(value))
+    }
+
+    /// The first byte's address.
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes this block and `other` have in common.
+    #[inline]
+    pub fn overlap(&self, other: &DataBlock) -> usize {
+        let start = self.addr.max(other.addr);
+        let end = (self.addr + self.len).min(other.addr + other.len);
+        end.saturating_sub(start)
+    }
+
+    /// The prefetch word of this block: its first line's number (address / 64) shifted left by 8,
+    /// or'ed with the lines to prefetch (1 to 64); 0 for an empty block.
+    fn word(&self) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
+        let first = self.addr / LINE;
+        let last = (self.addr + self.len - 1) / LINE;
+        let lines = (last - first + 1).min(PREFETCH_MAX_BYTES / LINE);
+        // User-space addresses lie far below 2^62, whose line numbers fit in 56 bits; a block
+        // above that is no memory of this process: nothing to prefetch.
+        if first >> 56 != 0 {
+            return 0;
+        }
+        (first << 8) | lines
+    }
+}
+
+impl fmt::Debug for DataBlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DataBlock({:#x}, {} bytes)", self.addr, self.len)
+    }
+}
+
+impl<T> From<&[T]> for DataBlock {
+    fn from(data: &[T]) -> DataBlock {
+        DataBlock::of(data)
+    }
+}
+
+impl<T> From<&Vec<T>> for DataBlock {
+    fn from(data: &Vec<T>) -> DataBlock {
+        DataBlock::of(&data[..])
+    }
+}
+
+/// Declares `block` as the calling ULT's data block from now on (replacing any earlier one; an
+/// empty block withdraws it), for the runtime to prefetch before the ULT next runs (see the
+/// [module docs](self)). Outside a ULT it does nothing. [`Builder::data`](crate::Builder::data)
+/// declares it at spawn.
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+/// let sum = rt.block_on(|| {
+///     let data = vec![1u64; 1024];
+///     let h = elite_rt::spawn(move || {
+///         elite_rt::set_data_block(&data);
+///         let mut sum = 0;
+///         for chunk in data.chunks(128) {
+///             sum += chunk.iter().sum::<u64>();
+///             elite_rt::yield_now(); // runs on with its block prefetched
+///         }
+///         sum
+///     });
+///     h.join().unwrap()
+/// });
+/// assert_eq!(sum, 1024);
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
+pub fn set_data_block(block: impl Into<DataBlock>) {
+    let block = block.into();
+    if let Some(t) = current_processor().and_then(|p| p.current_ult()) {
+        let tcb = t.tcb();
+        tcb.data.set(block);
+        tcb.has_data.set(!block.is_empty());
+        tcb.prefetch.set(block.word());
+    }
+}
+
+/// The per-TCB fields of this module, as `Tcb` holds them (see the module docs for the lines).
+pub(crate) struct UltBlock;
+
+impl UltBlock {
+    /// A spawn: the block declared at spawn (`None`: none). Writes line 4 only when declared.
+    #[inline]
+    pub(crate) fn on_spawn(t: TcbRef, block: Option<DataBlock>) {
+        let tcb = t.tcb();
+        match block {
+            Some(b) if !b.is_empty() => {
+                tcb.data.set(b);
+                tcb.has_data.set(true);
+            }
+            _ => tcb.has_data.set(false),
+        }
+    }
+
+    /// The ULT gets its stack: its prefetch word from the block declared at spawn.
+    #[inline]
+    pub(crate) fn on_start(t: TcbRef) {
+        let tcb = t.tcb();
+        let word = if tcb.has_data.get() { tcb.data.get().word() } else { 0 };
+        tcb.prefetch.set(word);
+    }
+
+    /// The block `t` declared, if any (for the policies).
+    #[inline]
+    pub(crate) fn block(t: TcbRef) -> DataBlock {
+        let tcb = t.tcb();
+        if tcb.has_data.get() {
+            tcb.data.get()
+        } else {
+            DataBlock::NONE
+        }
+    }
+}
+
+/// Called by the running ULT `me` on its way out of a run (in its own code, just before the
+/// switch): with a block, notes how deep its stack pointer is, for the prefetch of its stack.
+#[inline(always)]
+pub(crate) fn note_suspension(me: TcbRef) {
+    let tcb = me.tcb();
+    if tcb.prefetch.get() == 0 {
+        return;
+    }
+    let top = tcb.yielder.get() as usize;
+    let depth = top.saturating_sub(stack_pointer());
+    tcb.sp_depth.set(u32::try_from(depth).unwrap_or(0));
+}
+
+/// The current stack pointer (an address in the caller's frame where no asm is available).
+#[inline(always)]
+fn stack_pointer() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let sp: usize;
+        // SAFETY: reads the stack pointer into a register; no memory is touched.
+        unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+        sp
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let sp: usize;
+        // SAFETY: reads the stack pointer into a register; no memory is touched.
+        unsafe { std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+        sp
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let marker = 0u8;
+        std::hint::black_box(&marker) as *const u8 as usize
+    }
+}
+
+/// Prefetches what running `t` will touch first, if it declared a block (one predictable branch
+/// otherwise): the lines of its block, of its stack around where it suspended and at the stack's
+/// top, and of its control block. `t` is a started ULT (it has a stack). Whether it had a block.
+#[inline]
+pub(crate) fn ult(t: TcbRef) -> bool {
+    let tcb = t.tcb();
+    let word = tcb.prefetch.get();
+    if word == 0 {
+        return false;
+    }
+    ult_lines(t, word);
+    true
+}
+
+/// The body of [`ult`], kept out of line.
+#[inline(never)]
+fn ult_lines(t: TcbRef, word: usize) {
+    let tcb = t.tcb();
+    // The control block: line 1 (identity, written by the switch) and 5 (the runqueue's links).
+    let base = t.as_ptr() as usize;
+    line(base);
+    line(base + 4 * LINE);
+    // The stack: the parent link at the top, the lines around the saved stack pointer.
+    let top = tcb.yielder.get() as usize;
+    if top != 0 {
+        line(top);
+        let sp = top.saturating_sub(tcb.sp_depth.get() as usize);
+        let from = (sp & !(LINE - 1)).saturating_sub(STACK_LINES_BELOW * LINE);
+        for k in 0..STACK_LINES_BELOW + STACK_LINES_ABOVE {
+            line(from + k * LINE);
+        }
+    }
+    block(word);
+}
+
+/// Prefetches the lines of a prefetch word.
+#[inline]
+fn block(word: usize) {
+    let (first, lines) = ((word >> 8) * LINE, word & 0xff);
+    for k in 0..lines {
+        line(first + k * LINE);
+    }
+}
+
+/// Prefetches the cache line holding `addr` into every level (a hint: never faults).
+#[inline(always)]
+fn line(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 only hints the cache; it neither faults nor changes memory, whatever the
+    // address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: PRFM only hints the cache; it neither faults nor changes memory, whatever the address.
+    unsafe {
+        std::arch::asm!("prfm pldl1keep, [{}]", in(reg) addr, options(nostack, preserves_flags, readonly))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = addr;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_measure_overlap_and_pack_their_lines() {
+        let a = DataBlock::new(1000 as *const u8, 100); // 1000..1100
+        let b = DataBlock::new(1050 as *const u8, 100); // 1050..1150
+        assert_eq!(a.overlap(&b), 50);
+        assert_eq!(b.overlap(&a), 50);
+        assert_eq!(a.overlap(&DataBlock::new(2000 as *const u8, 10)), 0);
+        assert_eq!(a.overlap(&DataBlock::NONE), 0);
+        // 1000..1100 spans lines 15 (960..1024) and 16 (1024..1088) and 17 (1088..1152).
+        assert_eq!(a.word(), 15 << 8 | 3);
+        assert_eq!(DataBlock::NONE.word(), 0);
+        // Large blocks are cut at PREFETCH_MAX_BYTES.
+        assert_eq!(DataBlock::new(64 as *const u8, 1 << 20).word() & 0xff, PREFETCH_MAX_BYTES / 64);
+        // A range running off the end of the address space is cut there.
+        assert_eq!(DataBlock::new(usize::MAX as *const u8, 10).len(), 0);
+        assert_eq!(DataBlock::new((usize::MAX - 100) as *const u8, 10).word(), 0);
+        let v = [0u32; 10];
+        assert_eq!(DataBlock::of_val(&v), DataBlock::of(&v[..]));
+        assert_eq!(format!("{:?}", DataBlock::new(16 as *const u8, 4)), "DataBlock(0x10, 4 bytes)");
+    }
+
+    #[test]
+    fn prefetching_any_address_is_harmless() {
+        for addr in [0usize, 1, 4096, usize::MAX - 63, 0xdead_beef_0000] {
+            line(addr);
+            block(DataBlock::new(addr as *const u8, 300).word());
+        }
+        assert!(stack_pointer() != 0);
+    }
+}
