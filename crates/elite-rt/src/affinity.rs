@@ -121,12 +121,15 @@ pub(crate) fn ult_info(t: TcbRef, needs: Needs) -> UltInfo {
         return info;
     }
     let rec = &tcb.affinity;
+    let data =
+        if needs.data { crate::prefetch::UltBlock::block(t) } else { crate::prefetch::DataBlock::NONE };
     UltInfo {
         stamp: rec.stamp.get(),
         misses: rec.misses.get(),
         footprint: rec.footprint.get(),
         footprint_bytes: rec.bytes.get(),
         state: rec.state.get(),
+        data,
         ..info
     }
 }

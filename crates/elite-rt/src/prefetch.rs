@@ -8,15 +8,18 @@
 //! points:
 //!
 //! * **the processor loop**, when it has chosen the ULT to run: for that ULT, and for the ULT that
-//!   the runqueue would hand out after it (its best entry, peeked), whose lines then arrive while
-//!   the chosen one runs;
+//!   the runqueue would hand out after it (its best entry, peeked), in two steps: when a ULT is
+//!   the runqueue's next, the lines of its control block (whose addresses need no read); when
+//!   it is chosen, one run later, the lines of its stack, context and block, whose addresses
+//!   are in those lines, by then cached (reading them cold would stall the loop for as long as
+//!   the miss it saves);
 //! * **a waker**, when a ULT running here makes another ready on this same processor (a release,
 //!   an unlock, a send): for the woken ULT, whose lines arrive while the waker goes on.
 //!
 //! What is prefetched for a ULT: the first [`PREFETCH_MAX_BYTES`] of its block; the lines of its
 //! stack that the switch into it reads (the registers saved where it suspended, and the frames
-//! just above) and writes (the parent link at the stack's top); and the lines of its control block
-//! that the switch touches. Prefetch instructions are hints: they never fault, never change
+//! just above) and writes (the parent link at the stack's top); its execution context; and the
+//! lines of its control block that the switch touches. Prefetch instructions are hints: they never fault, never change
 //! memory, and are dropped by the processor when it is busy. So a [`DataBlock`] is only an
 //! address range, never dereferenced: declaring memory that is freed later, or was never
 //! valid, is harmless (it only wastes the prefetch), and needs no `unsafe`.
@@ -268,9 +271,11 @@ fn stack_pointer() -> usize {
     }
 }
 
-/// Prefetches what running `t` will touch first, if it declared a block (one predictable branch
-/// otherwise): the lines of its block, of its stack around where it suspended and at the stack's
-/// top, and of its control block. `t` is a started ULT (it has a stack). Whether it had a block.
+/// Prefetches what switching into `t` touches and what `t` reads first, if it declared a block
+/// (one predictable branch otherwise): the lines of its stack around where it suspended and at
+/// the stack's top, of its execution context, and of its block. Reads `t`'s control block (lines
+/// 1 and 3), which [`control_block`] prefetched one step earlier when `t` was the runqueue's next.
+/// `t` is a started ULT (it has a stack). Whether it had a block.
 #[inline]
 pub(crate) fn ult(t: TcbRef) -> bool {
     let tcb = t.tcb();
@@ -286,11 +291,8 @@ pub(crate) fn ult(t: TcbRef) -> bool {
 #[inline(never)]
 fn ult_lines(t: TcbRef, word: usize) {
     let tcb = t.tcb();
-    // The control block: line 1 (identity, written by the switch) and 5 (the runqueue's links).
-    let base = t.as_ptr() as usize;
-    line(base);
-    line(base + 4 * LINE);
-    // The stack: the parent link at the top, the lines around the saved stack pointer.
+    // The stack: the parent link at the top (written by the switch in), the lines around the
+    // saved stack pointer (the registers the switch restores, the frames the ULT returns to).
     let top = tcb.yielder.get() as usize;
     if top != 0 {
         line(top);
@@ -300,7 +302,25 @@ fn ult_lines(t: TcbRef, word: usize) {
             line(from + k * LINE);
         }
     }
+    // The execution context (the coroutine's saved stack pointer), read by the switch.
+    // SAFETY: the caller's processor holds `t` (it is about to run it, or is making it ready
+    // here), so nobody changes its context meanwhile; only the address is taken.
+    if let Some(ctx) = unsafe { (*tcb.context.get()).as_deref() } {
+        line(ctx as *const _ as usize);
+    }
     block(word);
+}
+
+/// Prefetches the lines of `t`'s control block that choosing and switching into it touch (line 1,
+/// identity and the stack depth; 3, execution and the prefetch word; 5, the runqueue's links),
+/// without reading any of them: for the ULT the runqueue will hand out next, whose other lines
+/// [`ult`] prefetches once these have arrived.
+#[inline]
+pub(crate) fn control_block(t: TcbRef) {
+    let base = t.as_ptr() as usize;
+    line(base);
+    line(base + 2 * LINE);
+    line(base + 4 * LINE);
 }
 
 /// Prefetches the lines of a prefetch word.

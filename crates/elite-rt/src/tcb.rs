@@ -326,6 +326,11 @@ pub(crate) struct Tcb {
     pub(crate) life: LifeCell,
     /// Whether `name` is set (so that a reset reads the name's line only then).
     pub(crate) named: Cell<bool>,
+    /// Whether `data` holds a block the ULT declared (see `prefetch`); written at spawn.
+    pub(crate) has_data: Cell<bool>,
+    /// How far below its stack's top the ULT's stack pointer was when it last suspended (see
+    /// `prefetch`); written by the ULT itself, only when it declared a block.
+    pub(crate) sp_depth: Cell<u32>,
     // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Line 3. Execution: owned by the processor holding the ULT.
@@ -347,15 +352,17 @@ pub(crate) struct Tcb {
     /// The ULT's ULT-local values (`crate::local`): null until its first access, and null again
     /// after its end, so a spawn never writes it.
     pub(crate) locals: Cell<*mut crate::local::LocalMap>,
-    /// Keeps line 4 on a line of its own (checked by a test).
-    _pad: [usize; 1],
+    /// The prefetch word of the ULT's data block (0: none; see `prefetch`).
+    pub(crate) prefetch: Cell<usize>,
     // Line 4.
     /// The link of whichever lock-free stack (wake-up or clean-up) the TCB is on.
     pub(crate) next: AtomicPtr<Tcb>,
     pub(crate) waiter: UnsafeCell<Waiter>,
     pub(crate) name: UnsafeCell<Option<Arc<str>>>,
+    /// The data block the ULT declared, when `has_data` (see `prefetch`).
+    pub(crate) data: Cell<crate::prefetch::DataBlock>,
     /// Keeps line 5 on a line of its own (checked by a test).
-    _pad4: [usize; 3],
+    _pad4: [usize; 1],
     // Lines 5 and 6.
     /// Links in the runqueue holding the ULT (see `queue::run`).
     pub(crate) run_link: crate::queue::run::RunLink,
@@ -397,6 +404,8 @@ impl Tcb {
             stack_size: Cell::new(0),
             life: LifeCell::new(Life::Free),
             named: Cell::new(false),
+            has_data: Cell::new(false),
+            sp_depth: Cell::new(0),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
@@ -405,11 +414,12 @@ impl Tcb {
             exit_prev: Cell::new(0),
             guard_at: Cell::new(0),
             locals: Cell::new(ptr::null_mut()),
-            _pad: [0; 1],
+            prefetch: Cell::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             waiter: UnsafeCell::new(Waiter::None),
             name: UnsafeCell::new(None),
-            _pad4: [0; 3],
+            data: Cell::new(crate::prefetch::DataBlock::NONE),
+            _pad4: [0; 1],
             run_link: crate::queue::run::RunLink::new(),
             affinity: crate::affinity::UltRecord::new(),
         }
@@ -563,6 +573,9 @@ mod layout {
         let at = |f: *const u8| (f as usize - &t as *const Tcb as usize) / 64;
         assert_eq!(at(&t.join as *const _ as *const u8), 0);
         assert_eq!(at(&t.named as *const _ as *const u8), 0);
+        assert_eq!(at(&t.sp_depth as *const _ as *const u8), 0);
+        assert_eq!(at(&t.prefetch as *const _ as *const u8), 2);
+        assert_eq!(at(&t.data as *const _ as *const u8), 3);
         assert_eq!(at(t.inline.get() as *const u8), 1);
         assert_eq!(at(&t.context as *const _ as *const u8), 2);
         assert_eq!(at(&t.exit_prev as *const _ as *const u8), 2);

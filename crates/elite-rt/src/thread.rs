@@ -17,11 +17,13 @@ pub(crate) struct UltSpec {
     stack_size: Option<usize>,
     /// Bytes of data declared for the cache-affinity estimator (`Builder::footprint`).
     pub(crate) footprint: Option<usize>,
+    /// The data block declared for prefetching (`Builder::data`).
+    pub(crate) data: Option<crate::prefetch::DataBlock>,
 }
 
 impl UltSpec {
     pub(crate) fn named(name: &str) -> UltSpec {
-        UltSpec { name: Some(Arc::from(name)), stack_size: None, footprint: None }
+        UltSpec { name: Some(Arc::from(name)), stack_size: None, footprint: None, data: None }
     }
 
     pub(crate) fn with_default_stack(mut self, size: usize) -> UltSpec {
@@ -39,6 +41,7 @@ where
     let tcb = t.tcb();
     let (task, vtable) = new_task(f, tcb.inline.get());
     tcb.id.set(id);
+    crate::prefetch::UltBlock::on_spawn(t, spec.data);
     if spec.name.is_some() {
         tcb.named.set(true);
         // SAFETY: the TCB is free and not yet published: the spawner owns every field. (A free
@@ -90,7 +93,12 @@ where
 {
     let spawned = match current_processor() {
         Some(p) => {
-            let spec = UltSpec { name: None, stack_size: Some(p.shared.config.stack_size), footprint: None };
+            let spec = UltSpec {
+                name: None,
+                stack_size: Some(p.shared.config.stack_size),
+                footprint: None,
+                data: None,
+            };
             spawn_checked(p, spec, f)
         }
         None => Err(SpawnError::NoRuntime),
@@ -137,6 +145,7 @@ pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
     footprint: Option<usize>,
+    data: Option<crate::prefetch::DataBlock>,
 }
 
 impl Builder {
@@ -182,6 +191,34 @@ impl Builder {
         self
     }
 
+    /// Declares the ULT's data block (default: none): the memory it mostly works on, which the
+    /// runtime prefetches before switching to the ULT (ELiTE 2.3.5; see
+    /// [`RuntimeBuilder::prefetch`](crate::RuntimeBuilder::prefetch) and
+    /// [`set_data_block`](crate::set_data_block), which changes it later from inside the ULT).
+    /// Only the range is kept: the runtime never reads or writes through it, so any range is safe.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+    /// let sum = rt.block_on(|| {
+    ///     let data: Arc<[u64]> = vec![1u64; 512].into();
+    ///     let mine = data.clone();
+    ///     elite_rt::Builder::new()
+    ///         .data(&data[..])
+    ///         .spawn(move || mine.iter().sum::<u64>())
+    ///         .unwrap()
+    ///         .join()
+    ///         .unwrap()
+    /// });
+    /// assert_eq!(sum, 512);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn data(mut self, block: impl Into<crate::prefetch::DataBlock>) -> Builder {
+        self.data = Some(block.into());
+        self
+    }
+
     /// Spawns the ULT on the runtime running the caller.
     pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
@@ -217,7 +254,12 @@ impl Builder {
             Some(s) => round_to_pages(s),
             None => default_stack,
         };
-        Ok(UltSpec { name: self.name.map(Arc::from), stack_size: Some(size), footprint: self.footprint })
+        Ok(UltSpec {
+            name: self.name.map(Arc::from),
+            stack_size: Some(size),
+            footprint: self.footprint,
+            data: self.data,
+        })
     }
 }
 
@@ -499,6 +541,7 @@ fn suspend(why: Switch) {
     let Some(me) = p.current_ult() else {
         crate::fatal("no current ULT on a processor");
     };
+    crate::prefetch::note_suspension(me);
     let y = me.tcb().yielder.get();
     // SAFETY: the yielder lives on this ULT's stack for as long as the ULT runs (set when it started).
     unsafe { (*y).suspend(why) };

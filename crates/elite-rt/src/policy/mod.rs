@@ -14,7 +14,7 @@
 //! let err = "fifo".parse::<Policy>().unwrap_err();
 //! assert_eq!(
 //!     err.to_string(),
-//!     "unknown policy `fifo`: expected one of no-affinity, virtual-time, minimum-misses, reload-transient"
+//!     "unknown policy `fifo`: expected one of no-affinity, virtual-time, minimum-misses, reload-transient, gravity"
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -124,16 +124,21 @@
 //! # Ok::<(), elite_rt::BuildError>(())
 //! ```
 
+mod gravity;
 mod minimum_misses;
 mod no_affinity;
 mod reload_transient;
+pub mod rounds;
 mod virtual_time;
 
+pub use gravity::{Gravity, REPEL_FACTOR};
 pub use minimum_misses::MinimumMisses;
 pub use no_affinity::NoAffinity;
 pub use reload_transient::ReloadTransient;
+pub use rounds::{ROUND_GROUP, ROUND_RUNS};
 pub use virtual_time::VirtualTime;
 
+use crate::prefetch::DataBlock;
 use elite_affinity::{CacheModel, Footprint};
 use std::fmt;
 use std::str::FromStr;
@@ -159,8 +164,8 @@ pub struct Policy {
 
 impl Policy {
     /// The names [`FromStr`] accepts, in the order of ELiTE's table.
-    pub const NAMES: [&'static str; 4] =
-        ["no-affinity", "virtual-time", "minimum-misses", "reload-transient"];
+    pub const NAMES: [&'static str; 5] =
+        ["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity"];
 
     /// A policy made of custom hooks.
     pub fn new(hooks: impl Hooks) -> Policy {
@@ -185,6 +190,11 @@ impl Policy {
     /// [`ReloadTransient`]: the smallest expected reload transient first.
     pub fn reload_transient() -> Policy {
         Policy::new(ReloadTransient)
+    }
+
+    /// [`Gravity`]: synchronization partners that share data drawn together (ELiTE 3.3).
+    pub fn gravity() -> Policy {
+        Policy::new(Gravity)
     }
 
     /// The policy's name (its hooks' [`Hooks::name`]).
@@ -234,6 +244,7 @@ impl FromStr for Policy {
             "virtual-time" => Ok(Policy::virtual_time()),
             "minimum-misses" => Ok(Policy::minimum_misses()),
             "reload-transient" => Ok(Policy::reload_transient()),
+            "gravity" => Ok(Policy::gravity()),
             other => Err(UnknownPolicy { name: other.to_string() }),
         }
     }
@@ -269,6 +280,7 @@ impl std::error::Error for UnknownPolicy {}
 /// assert!(Needs::MISSES.stamps && Needs::MISSES.misses);
 /// assert!(Needs::NOTHING.with_run_hook().records());
 /// assert!(Needs::STAMPS.with_wakers().wakers);
+/// assert!(Needs::NOTHING.with_data().records());
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -283,11 +295,15 @@ pub struct Needs {
     pub run_hook: bool,
     /// Show the waking ULT to [`Hooks::wake_target`] ([`WakerInfo::ult`]).
     pub wakers: bool,
+    /// Show each ULT's declared data block ([`UltInfo::data`]; read from the ULT's control block
+    /// only for policies that ask).
+    pub data: bool,
 }
 
 impl Needs {
     /// Nothing: no per-run work at all (No Affinity).
-    pub const NOTHING: Needs = Needs { stamps: false, misses: false, run_hook: false, wakers: false };
+    pub const NOTHING: Needs =
+        Needs { stamps: false, misses: false, run_hook: false, wakers: false, data: false };
     /// Run stamps (Virtual Time).
     pub const STAMPS: Needs = Needs { stamps: true, ..Needs::NOTHING };
     /// Stamps and cache misses (Minimum Misses, Reload Transient).
@@ -303,9 +319,14 @@ impl Needs {
         Needs { wakers: true, ..self }
     }
 
+    /// These needs, plus each ULT's declared data block in its [`UltInfo`].
+    pub const fn with_data(self) -> Needs {
+        Needs { data: true, ..self }
+    }
+
     /// Whether the runtime keeps per-ULT records at all.
     pub const fn records(&self) -> bool {
-        self.stamps || self.misses || self.run_hook || self.wakers
+        self.stamps || self.misses || self.run_hook || self.wakers || self.data
     }
 }
 
@@ -333,6 +354,10 @@ pub struct UltInfo {
     pub footprint_bytes: usize,
     /// The policy's own word for this ULT, 0 at spawn (see [`Hooks::record_run`]).
     pub state: u64,
+    /// The data block it declared ([`Builder::data`](crate::Builder::data),
+    /// [`set_data_block`](crate::set_data_block)), when the policy [`Needs::data`];
+    /// [`DataBlock::NONE`] otherwise or when it declared none.
+    pub data: DataBlock,
 }
 
 impl UltInfo {
@@ -346,6 +371,7 @@ impl UltInfo {
             footprint: Footprint::EMPTY,
             footprint_bytes: 0,
             state: 0,
+            data: DataBlock::NONE,
         }
     }
 
@@ -367,6 +393,16 @@ impl UltInfo {
     /// With `state`.
     pub const fn with_state(self, state: u64) -> UltInfo {
         UltInfo { state, ..self }
+    }
+
+    /// With `footprint_bytes`.
+    pub const fn with_footprint_bytes(self, footprint_bytes: usize) -> UltInfo {
+        UltInfo { footprint_bytes, ..self }
+    }
+
+    /// With the data block `data`.
+    pub const fn with_data(self, data: DataBlock) -> UltInfo {
+        UltInfo { data, ..self }
     }
 }
 
@@ -503,9 +539,13 @@ mod tests {
     #[test]
     fn needs_per_policy() {
         assert_eq!(Policy::no_affinity().hooks().needs(), Needs::NOTHING);
-        assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS);
+        assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS.with_run_hook());
         assert_eq!(Policy::minimum_misses().hooks().needs(), Needs::MISSES);
-        assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES);
+        assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES.with_run_hook());
+        assert_eq!(
+            Policy::gravity().hooks().needs(),
+            Needs::MISSES.with_wakers().with_run_hook().with_data()
+        );
     }
 
     #[test]
