@@ -409,7 +409,7 @@ fn cachegrind_probe(exe: &std::path::Path, bench: &str, policy: &str, quick: boo
 }
 
 /// The total of cachegrind's `LL misses:` summary line (`==1== LL misses:  1,234  (...)`).
-fn ll_misses(summary: &str) -> Option<u64> {
+pub(crate) fn ll_misses(summary: &str) -> Option<u64> {
     let line = summary.lines().find(|l| l.contains("LL misses:"))?;
     let after = line.split("LL misses:").nth(1)?;
     let number: String = after.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();

@@ -51,7 +51,9 @@ use std::process::{Command, ExitCode, Stdio};
 use std::rc::Rc;
 
 use elite_grid::active::SolveOptions;
-use elite_grid::experiment::{measure, runtime_builder, Config, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE};
+use elite_grid::experiment::{
+    measure, runtime_builder, Config, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE,
+};
 use elite_grid::matrix::Problem;
 
 use super::Context;
@@ -80,7 +82,8 @@ const SYSTEMS: [(&str, &str, &str); 5] = [
 ];
 
 /// The affinity policies, without prefetch.
-const AFFINITY: &[&str] = &["elite/virtual-time", "elite/minimum-misses", "elite/reload-transient", "elite/gravity"];
+const AFFINITY: &[&str] =
+    &["elite/virtual-time", "elite/minimum-misses", "elite/reload-transient", "elite/gravity"];
 
 /// Every system but the baseline, prefetch included.
 const ALL_BUT_BASELINE: &[&str] = &[
@@ -185,7 +188,8 @@ const BASELINE_SYSTEM: &str = "elite/no-affinity";
 fn chosen_systems(ctx: &mut Context) -> Vec<(&'static str, &'static str, &'static str)> {
     let mut chosen = Vec::new();
     for &(policy, plain, with_prefetch) in &SYSTEMS {
-        let asked = policy == BASELINE || ctx.policies.is_empty() || ctx.policies.iter().any(|p| p.name() == policy);
+        let asked =
+            policy == BASELINE || ctx.policies.is_empty() || ctx.policies.iter().any(|p| p.name() == policy);
         if !asked {
             continue;
         }
@@ -251,17 +255,14 @@ fn cachegrind_bench(
             let exe = exe.clone();
             let system = if pf { with_prefetch } else { plain };
             contenders.push(
-                Contender::new(system, params, cells as u64, move || cachegrind_probe(&exe, policy, pf, size))
-                    .run_once_only(),
+                Contender::new(system, params, cells as u64, move || {
+                    cachegrind_probe(&exe, policy, pf, size)
+                })
+                .run_once_only(),
             );
         }
     }
-    Some(Bench {
-        name: "adaptive_grid",
-        metric: Metric::Count("ll_misses"),
-        contenders,
-        targets: Vec::new(),
-    })
+    Some(Bench { name: "adaptive_grid", metric: Metric::Count("ll_misses"), contenders, targets: Vec::new() })
 }
 
 /// Runs the probe under cachegrind; the sample carries the LL misses, the answer the cells.
