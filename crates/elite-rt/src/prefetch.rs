@@ -16,26 +16,25 @@
 //! * **a waker**, when a ULT running here makes another ready on this same processor (a release,
 //!   an unlock, a send): for the woken ULT, whose lines arrive while the waker goes on.
 //!
-//! What is prefetched for a ULT: the first [`PREFETCH_MAX_BYTES`] of its block; the lines of its
-//! stack that the switch into it reads (the registers saved where it suspended, and the frames
-//! just above) and writes (the parent link at the stack's top); its execution context; and the
-//! lines of its control block that the switch touches. Prefetch instructions are hints: they never fault, never change
+//! What is prefetched for a ULT: the first [`PREFETCH_MAX_BYTES`] of its block; the top lines of
+//! its stack (the parent link the switch writes there, and the frames and saved registers of a
+//! ULT suspended near its stack's top); its execution context; and the lines of its control
+//! block that the switch touches. Prefetch instructions are hints: they never fault, never change
 //! memory, and are dropped by the processor when it is busy. So a [`DataBlock`] is only an
 //! address range, never dereferenced: declaring memory that is freed later, or was never
 //! valid, is harmless (it only wastes the prefetch), and needs no `unsafe`.
 //!
-//! A ULT that declares nothing costs nothing beyond one predictable branch on a line the switch
-//! touches anyway: the loop and the waker test the ULT's prefetch word, and the suspension path
-//! tests it too (to note where the stack was left).
+//! A ULT that declares nothing, and every ULT while prefetch is off, costs one load and one
+//! predictable branch where the loop chooses it and where a waker makes it ready: its prefetch
+//! word is 0 then (the word is only set when the runtime prefetches). The suspension path is
+//! untouched.
 //!
 //! # Where it lives in the control block
 //!
-//! * line 1 (identity, written at spawn): whether a block was declared at spawn, and the depth of
-//!   the stack pointer below the stack's top at the ULT's last suspension (written by the ULT on
-//!   its way out of each run, only when it has a block);
+//! * line 1 (identity, written at spawn): whether a block was declared at spawn;
 //! * line 3 (execution, touched by every switch): the *prefetch word*, the block's first line and
-//!   its length in lines, packed in one word (0: no block), set when the ULT gets its stack and
-//!   by [`set_data_block`];
+//!   its length in lines, packed in one word (0: no block, or prefetch off), set when the ULT
+//!   gets its stack and by [`set_data_block`];
 //! * line 4 (links and rarities): the block itself, as declared, for the policies
 //!   ([`UltInfo::data`](crate::policy::UltInfo::data)).
 //!
@@ -54,10 +53,11 @@ pub const PREFETCH_MAX_BYTES: usize = 4096;
 /// Bytes of a cache line (the prefetch step).
 const LINE: usize = 64;
 
-/// The stack lines prefetched around the stack pointer a ULT suspended at (the saved registers
-/// below it, the switch frames and the caller's frame above it), in lines below and above.
-const STACK_LINES_BELOW: usize = 1;
-const STACK_LINES_ABOVE: usize = 3;
+/// The stack lines prefetched below the line of a ULT's stack top (its yielder): the frames of a
+/// ULT suspended near the top of its stack, as one that waits in its main loop is, and the
+/// registers the switch saved below them. (Noting the depth at each suspension would cover deep
+/// suspensions too, but costs every ULT's suspension path, measured: 15 instructions a switch.)
+const STACK_LINES: usize = 8;
 
 /// A ULT's data block: the start and length of the memory it mostly works on, for the runtime to
 /// prefetch before the ULT runs (see the [module docs](self)).
@@ -189,11 +189,13 @@ impl<T> From<&Vec<T>> for DataBlock {
 /// ```
 pub fn set_data_block(block: impl Into<DataBlock>) {
     let block = block.into();
-    if let Some(t) = current_processor().and_then(|p| p.current_ult()) {
-        let tcb = t.tcb();
-        tcb.data.set(block);
-        tcb.has_data.set(!block.is_empty());
-        tcb.prefetch.set(block.word());
+    if let Some(p) = current_processor() {
+        if let Some(t) = p.current_ult() {
+            let tcb = t.tcb();
+            tcb.data.set(block);
+            tcb.has_data.set(!block.is_empty());
+            tcb.prefetch.set(if p.prefetch { block.word() } else { 0 });
+        }
     }
 }
 
@@ -214,11 +216,12 @@ impl UltBlock {
         }
     }
 
-    /// The ULT gets its stack: its prefetch word from the block declared at spawn.
+    /// The ULT gets its stack: its prefetch word from the block declared at spawn, when the
+    /// runtime prefetches (`on`; 0 otherwise, so that the hooks need not test the setting).
     #[inline]
-    pub(crate) fn on_start(t: TcbRef) {
+    pub(crate) fn on_start(t: TcbRef, on: bool) {
         let tcb = t.tcb();
-        let word = if tcb.has_data.get() { tcb.data.get().word() } else { 0 };
+        let word = if on && tcb.has_data.get() { tcb.data.get().word() } else { 0 };
         tcb.prefetch.set(word);
     }
 
@@ -234,72 +237,38 @@ impl UltBlock {
     }
 }
 
-/// Called by the running ULT `me` on its way out of a run (in its own code, just before the
-/// switch): with a block, notes how deep its stack pointer is, for the prefetch of its stack.
-#[inline(always)]
-pub(crate) fn note_suspension(me: TcbRef) {
-    let tcb = me.tcb();
-    if tcb.prefetch.get() == 0 {
-        return;
-    }
-    let top = tcb.yielder.get() as usize;
-    let depth = top.saturating_sub(stack_pointer());
-    tcb.sp_depth.set(u32::try_from(depth).unwrap_or(0));
-}
-
-/// The current stack pointer (an address in the caller's frame where no asm is available).
-#[inline(always)]
-fn stack_pointer() -> usize {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let sp: usize;
-        // SAFETY: reads the stack pointer into a register; no memory is touched.
-        unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
-        sp
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        let sp: usize;
-        // SAFETY: reads the stack pointer into a register; no memory is touched.
-        unsafe { std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
-        sp
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        let marker = 0u8;
-        std::hint::black_box(&marker) as *const u8 as usize
-    }
-}
-
 /// Prefetches what switching into `t` touches and what `t` reads first, if it declared a block
 /// (one predictable branch otherwise): the lines of its stack around where it suspended and at
 /// the stack's top, of its execution context, and of its block. Reads `t`'s control block (lines
 /// 1 and 3), which [`control_block`] prefetched one step earlier when `t` was the runqueue's next.
-/// `t` is a started ULT (it has a stack). Whether it had a block.
+/// Whether it prefetched (the ULT has a block, has started and the runtime prefetches).
+///
+/// The word is 0 while the runtime does not prefetch and for ULTs without a block, so the test
+/// of the setting costs nothing here. A word left by an earlier life of a reused control block
+/// (a ULT that ended without passing `UltBlock::on_start`'s reset) is caught by the test of the
+/// ULT's life in the out-of-line part.
 #[inline]
 pub(crate) fn ult(t: TcbRef) -> bool {
-    let tcb = t.tcb();
-    let word = tcb.prefetch.get();
-    if word == 0 {
-        return false;
-    }
-    ult_lines(t, word);
-    true
+    let word = t.tcb().prefetch.get();
+    word != 0 && ult_lines(t, word)
 }
 
 /// The body of [`ult`], kept out of line.
 #[inline(never)]
-fn ult_lines(t: TcbRef, word: usize) {
+fn ult_lines(t: TcbRef, word: usize) -> bool {
     let tcb = t.tcb();
+    if tcb.life.get() != crate::tcb::Life::Started {
+        return false;
+    }
+    #[cfg(test)]
+    tests::PREFETCHES.with(|n| n.set(n.get() + 1));
     // The stack: the parent link at the top (written by the switch in), the lines around the
     // saved stack pointer (the registers the switch restores, the frames the ULT returns to).
     let top = tcb.yielder.get() as usize;
     if top != 0 {
-        line(top);
-        let sp = top.saturating_sub(tcb.sp_depth.get() as usize);
-        let from = (sp & !(LINE - 1)).saturating_sub(STACK_LINES_BELOW * LINE);
-        for k in 0..STACK_LINES_BELOW + STACK_LINES_ABOVE {
-            line(from + k * LINE);
+        let top_line = top & !(LINE - 1);
+        for k in 0..=STACK_LINES {
+            line(top_line.saturating_sub(k * LINE));
         }
     }
     // The execution context (the coroutine's saved stack pointer), read by the switch.
@@ -309,6 +278,7 @@ fn ult_lines(t: TcbRef, word: usize) {
         line(ctx as *const _ as usize);
     }
     block(word);
+    true
 }
 
 /// Prefetches the lines of `t`'s control block that choosing and switching into it touch (line 1,
@@ -353,6 +323,134 @@ fn line(addr: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{Hooks, Needs, Policy, ProcessorView, UltInfo};
+    use crate::{Builder, Runtime};
+    use std::cell::Cell;
+    use std::sync::{Arc, Mutex};
+
+    thread_local! {
+        /// Prefetches of a ULT's lines issued by this OS thread (a processor's): counted only in
+        /// test builds.
+        pub(super) static PREFETCHES: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// The prefetches this processor issued so far (read from a ULT running on it).
+    fn prefetches() -> u64 {
+        PREFETCHES.with(Cell::get)
+    }
+
+    /// A policy that notes every data block a run's end shows it (No Affinity's order).
+    #[derive(Debug, Default)]
+    struct SeesBlocks {
+        seen: Arc<Mutex<Vec<DataBlock>>>,
+    }
+
+    impl Hooks for SeesBlocks {
+        fn name(&self) -> &'static str {
+            "sees-blocks"
+        }
+        fn needs(&self) -> Needs {
+            Needs::NOTHING.with_run_hook().with_data()
+        }
+        fn priority(&self, _ult: &UltInfo, _here: &ProcessorView<'_>) -> u64 {
+            0
+        }
+        fn record_run(&self, ult: &UltInfo, _here: &ProcessorView<'_>, _state: &mut u64) {
+            self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(ult.data);
+        }
+    }
+
+    /// Runs two ULTs that declared `block` at spawn and yield `yields` times each (taking turns),
+    /// on a one-processor runtime with prefetch `on`; the prefetches its processor issued meanwhile.
+    fn yielding_ults(on: bool, block: DataBlock, yields: u64) -> u64 {
+        let rt = Runtime::builder().processors(1).prefetch(on).build().expect("a runtime");
+        rt.block_on(move || {
+            let before = prefetches();
+            let spawn = || {
+                Builder::new()
+                    .data(block)
+                    .spawn(move || {
+                        for _ in 0..yields {
+                            crate::yield_now();
+                        }
+                    })
+                    .expect("spawned")
+            };
+            let (a, b) = (spawn(), spawn());
+            a.join().expect("no panic");
+            b.join().expect("no panic");
+            prefetches() - before
+        })
+    }
+
+    #[test]
+    fn the_processor_prefetches_a_declared_block_only_when_on() {
+        let data = vec![0u64; 512];
+        let on = yielding_ults(true, DataBlock::of(&data[..]), 20);
+        assert!(on >= 20, "about one prefetch per switch into either ULT, got {on}");
+        assert_eq!(yielding_ults(false, DataBlock::of(&data[..]), 20), 0, "prefetch off");
+        assert_eq!(yielding_ults(true, DataBlock::NONE, 20), 0, "no block, nothing to prefetch");
+    }
+
+    #[test]
+    fn empty_huge_and_wild_blocks_run_fine() {
+        let data = [0u8; 16];
+        for block in [
+            DataBlock::NONE,
+            DataBlock::new(data.as_ptr(), 0),
+            DataBlock::new(data.as_ptr(), 1 << 40),
+            DataBlock::new(std::ptr::null(), 1 << 20),
+            DataBlock::new(0xdead_0000_0000 as *const u8, 4096),
+            DataBlock::new((usize::MAX - 10) as *const u8, usize::MAX),
+        ] {
+            yielding_ults(true, block, 3);
+        }
+        // A ULT that declares, changes and withdraws its block from inside.
+        let rt = Runtime::builder().processors(1).build().expect("a runtime");
+        let sum = rt.block_on(|| {
+            let v = vec![1u64; 4096];
+            let mut sum = 0;
+            for chunk in v.chunks(1024) {
+                crate::set_data_block(chunk);
+                crate::yield_now();
+                sum += chunk.iter().sum::<u64>();
+            }
+            crate::set_data_block(DataBlock::NONE);
+            crate::yield_now();
+            sum
+        });
+        assert_eq!(sum, 4096);
+        // Outside a ULT it does nothing.
+        crate::set_data_block(&data[..]);
+    }
+
+    #[test]
+    fn the_declared_block_reaches_the_policy() {
+        let hooks = SeesBlocks::default();
+        let seen = hooks.seen.clone();
+        let rt = Runtime::builder().processors(1).policy(Policy::new(hooks)).build().expect("a runtime");
+        let data = vec![0u64; 100];
+        let later = vec![0u64; 7];
+        let (first, second) = (DataBlock::of(&data[..]), DataBlock::of(&later[..]));
+        rt.block_on(move || {
+            Builder::new()
+                .data(&data)
+                .spawn(move || {
+                    crate::yield_now();
+                    crate::set_data_block(&later);
+                    crate::yield_now();
+                    drop((data, later));
+                })
+                .expect("spawned")
+                .join()
+                .expect("no panic");
+        });
+        let seen = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        assert!(seen.contains(&first), "the block declared at spawn: {seen:?}");
+        assert!(seen.contains(&second), "the block set from inside: {seen:?}");
+        let at = |b| seen.iter().position(|s| *s == b);
+        assert!(at(first) < at(second), "in that order: {seen:?}");
+    }
 
     #[test]
     fn blocks_measure_overlap_and_pack_their_lines() {
@@ -381,6 +479,5 @@ mod tests {
             line(addr);
             block(DataBlock::new(addr as *const u8, 300).word());
         }
-        assert!(stack_pointer() != 0);
     }
 }

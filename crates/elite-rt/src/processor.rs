@@ -175,7 +175,7 @@ pub(crate) struct Processor {
     check_canary: bool,
     stack_size: usize,
     /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
-    prefetch: bool,
+    pub(crate) prefetch: bool,
 }
 
 thread_local! {
@@ -278,9 +278,7 @@ impl Processor {
             self.maintain();
             if let Some(t) = self.take_ready() {
                 // Prefetch hook (`crate::prefetch`): the chosen ULT's data, and the next one's.
-                if self.prefetch {
-                    self.prefetch_chosen(t);
-                }
+                self.prefetch_chosen(t);
                 self.dispatch(t);
                 continue;
             }
@@ -308,10 +306,11 @@ impl Processor {
 
     /// Prefetches what `t`, chosen to run now, will touch first and, when it declared a block,
     /// the control block of the ULT the runqueue would hand out after it (see `crate::prefetch`).
-    /// For ULTs without a block: one load of a line the switch reads anyway, and a branch.
+    /// For ULTs without a block, and whenever prefetch is off (no ULT has a prefetch word then):
+    /// one load of a line the switch reads anyway, and a branch.
     #[inline]
     fn prefetch_chosen(&self, t: TcbRef) {
-        if t.tcb().life.get() == Life::Started && crate::prefetch::ult(t) {
+        if crate::prefetch::ult(t) {
             if let Some(next) = self.runq().peek_best() {
                 crate::prefetch::control_block(next);
             }
@@ -670,7 +669,7 @@ impl Processor {
         unsafe { ptr::write(tcb.context.get(), Some(ctx)) };
         // SAFETY: as above; the context holds its stack until the ULT exits.
         tcb.guard_at.set(unsafe { (*tcb.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
-        crate::prefetch::UltBlock::on_start(t);
+        crate::prefetch::UltBlock::on_start(t, self.prefetch);
         tcb.life.set(Life::Started);
         self.run_ult(t);
     }
@@ -996,10 +995,9 @@ impl Processor {
             self.enqueue(t);
             self.shared.notify_any();
         } else if target == self.index {
-            // Prefetch hook (`crate::prefetch`): the woken ULT's data, while the waker goes on.
-            if self.prefetch {
-                let _ = crate::prefetch::ult(t);
-            }
+            // Prefetch hook (`crate::prefetch`): the woken ULT's data, while the waker goes on
+            // (a load and a branch without a block or with prefetch off).
+            let _ = crate::prefetch::ult(t);
             self.make_ready(t);
             if self.remote().runq.len() > 0 {
                 self.shared.notify_any();

@@ -328,9 +328,6 @@ pub(crate) struct Tcb {
     pub(crate) named: Cell<bool>,
     /// Whether `data` holds a block the ULT declared (see `prefetch`); written at spawn.
     pub(crate) has_data: Cell<bool>,
-    /// How far below its stack's top the ULT's stack pointer was when it last suspended (see
-    /// `prefetch`); written by the ULT itself, only when it declared a block.
-    pub(crate) sp_depth: Cell<u32>,
     // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Line 3. Execution: owned by the processor holding the ULT.
@@ -405,7 +402,6 @@ impl Tcb {
             life: LifeCell::new(Life::Free),
             named: Cell::new(false),
             has_data: Cell::new(false),
-            sp_depth: Cell::new(0),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
@@ -573,7 +569,6 @@ mod layout {
         let at = |f: *const u8| (f as usize - &t as *const Tcb as usize) / 64;
         assert_eq!(at(&t.join as *const _ as *const u8), 0);
         assert_eq!(at(&t.named as *const _ as *const u8), 0);
-        assert_eq!(at(&t.sp_depth as *const _ as *const u8), 0);
         assert_eq!(at(&t.prefetch as *const _ as *const u8), 2);
         assert_eq!(at(&t.data as *const _ as *const u8), 3);
         assert_eq!(at(t.inline.get() as *const u8), 1);

@@ -541,7 +541,6 @@ fn suspend(why: Switch) {
     let Some(me) = p.current_ult() else {
         crate::fatal("no current ULT on a processor");
     };
-    crate::prefetch::note_suspension(me);
     let y = me.tcb().yielder.get();
     // SAFETY: the yielder lives on this ULT's stack for as long as the ULT runs (set when it started).
     unsafe { (*y).suspend(why) };
