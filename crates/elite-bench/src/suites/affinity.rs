@@ -244,6 +244,10 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
     let policies = chosen_policies(ctx);
     let mut benches = vec![sweep_bench(ctx, &SYNTHETIC, &policies, &processors, true)];
     benches.push(sweep_bench(ctx, &NO_LOCALITY, &policies, &processors, false));
+    // Producer/consumer pairs for the gravity policy (module `pairs`).
+    if let Some(bench) = super::pairs::bench(ctx) {
+        benches.push(bench);
+    }
     if ctx.cachegrind {
         if let Some(bench) = cachegrind_bench(ctx, &policies) {
             benches.push(bench);

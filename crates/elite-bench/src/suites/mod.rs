@@ -3,6 +3,7 @@
 pub mod affinity;
 pub mod grid;
 pub mod micro;
+pub mod pairs;
 pub mod sync;
 
 use crate::harness::{Bench, Sample};
