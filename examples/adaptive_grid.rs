@@ -148,18 +148,41 @@
 //!
 //! ## Why the policies differ
 //!
-//! Not written yet: today the runtime has only `no-affinity` and cannot prefetch, so there is no
-//! difference to explain. What to look for once there is: at the default size the ULTs' data
-//! (10 MB of patch blocks, plus the unknowns, doorbells, stacks and TCBs of 21 375 ULTs) is well
-//! over ten times a core's 2 MiB L2, and every sweep of a patch touches about 20 lines of it (see
-//! "Where the time goes"); under `no-affinity` a patch
-//! that yields goes behind every other ready patch, so its lines are long gone when it runs
-//! again. A policy that runs a patch while its lines, and its neighbours', are still cached saves
-//! those misses; one that keeps neighbouring patches on one processor saves the cross-processor
-//! wake-ups. Watch the relaxations per cell too: a policy changes the order of the relaxations
-//! and so the work to converge, and a higher smoothing rate bought with more relaxations is not a
-//! faster solve. Measure the misses with `valgrind --tool=cachegrind --cache-sim=yes
-//! --LL=2097152,16,64` at one processor before explaining a rate.
+//! Measured with `cargo run --release --example adaptive_grid` (defaults: size 13, 21 375 ULTs;
+//! one run each, 2-core Xeon VM shared with other builds, so differences under ~10% are noise),
+//! ratio to `no-affinity` without prefetch:
+//!
+//! | policy | 1 proc | 1 proc +prefetch | 2 procs | 2 procs +prefetch |
+//! | --- | --- | --- | --- | --- |
+//! | no-affinity | 1.00 (20.5 M/s) | 1.07 | 1.00 (38.5 M/s) | 1.00 |
+//! | virtual-time | 1.28 | **1.39** | 1.16 | **1.23** |
+//! | minimum-misses | 0.88 | 1.01 | 0.70 | 0.73 |
+//! | reload-transient | 1.05 | 1.22 | 0.52 | 0.60 |
+//! | gravity | 1.19 | 1.32 | 0.68 | 0.76 |
+//!
+//! The 1.3x target is met at one processor (virtual-time with prefetch, 1.39) and missed at two
+//! (1.23); an earlier, noisier run of the same command gave 1.86 and 1.54.
+//!
+//! * **no-affinity** runs the most recently readied ULT first, and a patch that yields goes
+//!   behind every other ready patch: when it runs again, 21 000 other patches' blocks, stacks
+//!   and TCBs (over ten times a 2 MiB L2) have gone through the cache, so each sweep starts cold.
+//! * **virtual-time** keys woken patches by how recently they ran here and lets yielders take
+//!   turns in *rounds* of at most 512 ULTs that ran together (`elite_rt::policy::rounds`): a
+//!   patch runs again while its lines and its neighbours' are still cached. It does ~4% more
+//!   relaxations per cell (neighbours are staler), far less than the misses it saves.
+//! * **minimum-misses** has no hardware counter here: it runs on misses *estimated* from the
+//!   declared footprint, which is the same for every patch, so its key barely tells patches
+//!   apart and it pays the estimator's bookkeeping on every run: slower than no-affinity.
+//! * **reload-transient** gets rounds too but its wake-up key (the model's reload transient)
+//!   orders woken patches by an estimate that is nearly flat across patches; at two processors
+//!   it does 35% more relaxations per cell and loses.
+//! * **gravity** orders like virtual-time within a processor (hence its 1-processor figure),
+//!   but at two processors its forces move woken patches to their waker's processor: patches
+//!   share little declared data with each neighbour, yet the moves break the Morton-order
+//!   locality that the stealing split gave, and it does 10-20% more relaxations.
+//! * **prefetch** helps every policy at one processor (+5-17%): the block (about 500 bytes),
+//!   the top of the stack and the control block arrive while the previous patch finishes. At two
+//!   processors the effect is within the noise for no-affinity.
 //!
 //! ## Where the time goes
 //!
