@@ -36,7 +36,8 @@
 //!   its length in lines, packed in one word (0: no block, or prefetch off), set when the ULT
 //!   gets its stack and by [`set_data_block`];
 //! * line 4 (links and rarities): the block itself, as declared, for the policies
-//!   ([`UltInfo::data`](crate::policy::UltInfo::data)).
+//!   (the bytes a waker shares with the ULT it wakes,
+//!   [`WakerInfo::shared_bytes`](crate::policy::WakerInfo::shared_bytes)).
 //!
 //! The block and the word are written by the ULT itself or by its spawner before publication,
 //! and read by the processor holding the ULT or by a waker that owns its wake-up (see
@@ -323,7 +324,7 @@ fn line(addr: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Hooks, Needs, Policy, ProcessorView, UltInfo};
+    use crate::policy::{Hooks, Needs, Policy, ProcessorView, UltInfo, WakerInfo};
     use crate::{Builder, Runtime};
     use std::cell::Cell;
     use std::sync::{Arc, Mutex};
@@ -339,24 +340,36 @@ mod tests {
         PREFETCHES.with(Cell::get)
     }
 
-    /// A policy that notes every data block a run's end shows it (No Affinity's order).
+    /// A policy that notes the shared bytes of every wake-up by a ULT (No Affinity's order).
     #[derive(Debug, Default)]
-    struct SeesBlocks {
-        seen: Arc<Mutex<Vec<DataBlock>>>,
+    struct SeesShared {
+        /// The non-zero shared bytes seen, in order.
+        seen: Arc<Mutex<Vec<usize>>>,
+        /// Wake-ups by a ULT.
+        by_ults: Arc<std::sync::atomic::AtomicUsize>,
     }
 
-    impl Hooks for SeesBlocks {
+    impl Hooks for SeesShared {
         fn name(&self) -> &'static str {
-            "sees-blocks"
+            "sees-shared"
         }
         fn needs(&self) -> Needs {
-            Needs::NOTHING.with_run_hook().with_data()
+            Needs::NOTHING.with_wakers().with_data()
         }
         fn priority(&self, _ult: &UltInfo, _here: &ProcessorView<'_>) -> u64 {
             0
         }
-        fn record_run(&self, ult: &UltInfo, _here: &ProcessorView<'_>, _state: &mut u64) {
-            self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(ult.data);
+        fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, _state: &mut u64) -> usize {
+            if waker.ult.is_some() {
+                self.by_ults.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if waker.shared_bytes > 0 {
+                    self.seen
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(waker.shared_bytes);
+                }
+            }
+            ult.last_processor
         }
     }
 
@@ -425,31 +438,46 @@ mod tests {
     }
 
     #[test]
-    fn the_declared_block_reaches_the_policy() {
-        let hooks = SeesBlocks::default();
-        let seen = hooks.seen.clone();
+    fn the_shared_part_of_declared_blocks_reaches_the_policy() {
+        let hooks = SeesShared::default();
+        let (seen, by_ults) = (hooks.seen.clone(), hooks.by_ults.clone());
         let rt = Runtime::builder().processors(1).policy(Policy::new(hooks)).build().expect("a runtime");
-        let data = vec![0u64; 100];
-        let later = vec![0u64; 7];
-        let (first, second) = (DataBlock::of(&data[..]), DataBlock::of(&later[..]));
         rt.block_on(move || {
-            Builder::new()
-                .data(&data)
+            let data: Arc<[u64]> = vec![0u64; 100].into();
+            let other = vec![0u64; 7];
+            let (go, done) =
+                (Arc::new(crate::sync::Semaphore::new(0)), Arc::new(crate::sync::Semaphore::new(0)));
+            let (go2, done2) = (go.clone(), done.clone());
+            // B declares the second half of A's block; after its first wake-up it declares
+            // memory of its own, which A's does not overlap.
+            let b = Builder::new()
+                .data(&data[50..])
                 .spawn(move || {
-                    crate::yield_now();
-                    crate::set_data_block(&later);
-                    crate::yield_now();
-                    drop((data, later));
+                    go2.acquire();
+                    crate::set_data_block(&other);
+                    done2.release();
+                    go2.acquire();
+                    drop(other);
                 })
-                .expect("spawned")
-                .join()
-                .expect("no panic");
+                .expect("spawned");
+            let a = Builder::new()
+                .data(&data[..])
+                .spawn(move || {
+                    // One processor: B runs up to its wait meanwhile.
+                    for _ in 0..3 {
+                        crate::yield_now();
+                    }
+                    go.release(); // shares 400 bytes with B
+                    done.acquire();
+                    go.release(); // shares nothing now
+                })
+                .expect("spawned");
+            a.join().expect("no panic");
+            b.join().expect("no panic");
         });
+        assert!(by_ults.load(std::sync::atomic::Ordering::SeqCst) >= 2, "two wake-ups by ULTs at least");
         let seen = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        assert!(seen.contains(&first), "the block declared at spawn: {seen:?}");
-        assert!(seen.contains(&second), "the block set from inside: {seen:?}");
-        let at = |b| seen.iter().position(|s| *s == b);
-        assert!(at(first) < at(second), "in that order: {seen:?}");
+        assert_eq!(seen, vec![400], "the overlap of the two blocks, once");
     }
 
     #[test]

@@ -995,10 +995,10 @@ impl Processor {
             self.enqueue(t);
             self.shared.notify_any();
         } else if target == self.index {
+            self.make_ready(t);
             // Prefetch hook (`crate::prefetch`): the woken ULT's data, while the waker goes on
             // (a load and a branch without a block or with prefetch off).
             let _ = crate::prefetch::ult(t);
-            self.make_ready(t);
             if self.remote().runq.len() > 0 {
                 self.shared.notify_any();
             }

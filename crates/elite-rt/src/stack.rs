@@ -92,9 +92,10 @@ pub(crate) struct UltStack {
     len: usize,
     /// Usable bytes (what the ULT asked for, rounded to pages).
     usable: usize,
-    /// Bytes between the top of the allocation and the stack's base (less than a page), which
-    /// puts the base at its colour's offset within its page.
-    colour_offset: usize,
+    /// The stack's base (where corosensei starts it): the top of the allocation less the
+    /// colour's offset (less than a page), which puts the base at its colour's offset within its
+    /// page. Kept, not recomputed: corosensei asks for it at every resume.
+    base: usize,
     kind: StackKind,
 }
 
@@ -130,7 +131,8 @@ impl UltStack {
             return Err(io::Error::last_os_error());
         }
         let colour_offset = next_colour() * COLOUR_STEP;
-        let stack = UltStack { low: low as usize, len, usable, colour_offset, kind: StackKind::Guarded };
+        let base = low as usize + len - colour_offset;
+        let stack = UltStack { low: low as usize, len, usable, base, kind: StackKind::Guarded };
         // SAFETY: the range [low + page, low + len) lies inside the mapping made above.
         let rc = unsafe {
             libc::mprotect(
@@ -160,7 +162,8 @@ impl UltStack {
         // stack: the highest such address at or below the top.
         let top = low as usize + len;
         let colour_offset = (top + next_colour() * COLOUR_STEP) % page_size();
-        let stack = UltStack { low: low as usize, len, usable, colour_offset, kind: StackKind::Unguarded };
+        let base = top - colour_offset;
+        let stack = UltStack { low: low as usize, len, usable, base, kind: StackKind::Unguarded };
         stack.write_canary();
         Ok(stack)
     }
@@ -245,7 +248,7 @@ unsafe impl Stack for UltStack {
     fn base(&self) -> StackPointer {
         // A mapping or heap block never starts at address zero, and the colour's offset is smaller
         // than the colour room above the usable part, so the base is non-zero.
-        StackPointer::new(self.low + self.len - self.colour_offset).unwrap_or(StackPointer::MIN)
+        StackPointer::new(self.base).unwrap_or(StackPointer::MIN)
     }
 
     #[inline]

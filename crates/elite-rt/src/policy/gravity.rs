@@ -25,7 +25,7 @@ const PULL_MAX: u64 = (1 << (64 - PULL_SHIFT)) - 1; // 11 bits: the pull, in lin
 ///
 /// The data two ULTs share is the overlap of the data blocks they declared
 /// ([`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block)), in cache
-/// lines: `shared`. (ELiTE used the cache misses taken while modifying the shared region; a
+/// lines: `shared` (the runtime hands it over as [`WakerInfo::shared_bytes`]). (ELiTE used the cache misses taken while modifying the shared region; a
 /// counter that tells shared misses from private ones does not exist on the machines this runs
 /// on, so the declaration stands in for it.) `B`'s affinity to the processor `Y` it last ran on
 /// is its *private* part there: the lines of its footprint the cache model expects cached at the
@@ -91,11 +91,11 @@ impl Forces {
 }
 
 impl Gravity {
-    /// Where `b`, whose forces are `f`, goes when woken by the ULT `a` from processor `x`;
-    /// updates `f`.
-    fn force(b: &UltInfo, a: &UltInfo, x: usize, f: &mut Forces) -> usize {
+    /// Where `b`, whose forces are `f`, goes when woken from processor `x` by a ULT with which it
+    /// shares `shared_bytes` of declared data; updates `f`.
+    fn force(b: &UltInfo, shared_bytes: usize, x: usize, f: &mut Forces) -> usize {
         let y = b.last_processor;
-        let shared = (a.data.overlap(&b.data)).div_ceil(LINE) as u64;
+        let shared = shared_bytes.div_ceil(LINE) as u64;
         if shared == 0 {
             return y;
         }
@@ -157,11 +157,11 @@ impl Hooks for Gravity {
 
     fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, state: &mut u64) -> usize {
         rounds::mark_woken(state);
-        let (Some(x), Some(a)) = (waker.processor, waker.ult.as_ref()) else {
+        let (Some(x), Some(_)) = (waker.processor, waker.ult.as_ref()) else {
             return ult.last_processor;
         };
         let mut forces = Forces::unpack(*state);
-        let target = Gravity::force(ult, a, x, &mut forces);
+        let target = Gravity::force(ult, waker.shared_bytes, x, &mut forces);
         *state = forces.pack_into(*state);
         target
     }
@@ -179,19 +179,21 @@ mod tests {
 
     /// A ULT `id` last run on `processor` with `lines` of footprint cached and `misses` in its
     /// last run, declaring `data`.
-    fn ult(id: u64, processor: usize, lines: u64, misses: u64, data: DataBlock) -> UltInfo {
+    fn ult(id: u64, processor: usize, lines: u64, misses: u64, data: DataBlock) -> (UltInfo, DataBlock) {
         let model = CacheModel::new(32768, 64).expect("valid");
         let mut f = Footprint::EMPTY;
         if lines > 0 {
             f.record_run(&model, processor, 0.0, lines, 1);
         }
-        UltInfo::new(id, processor).with_footprint(f).with_misses(misses).with_data(data)
+        (UltInfo::new(id, processor).with_footprint(f).with_misses(misses), data)
     }
 
-    /// Wakes `b` (whose word is `state`) by `a` from `a`'s processor.
-    fn wake(b: &UltInfo, a: &UltInfo, state: &mut u64) -> usize {
-        let waker = WakerInfo::new(Some(a.last_processor)).with_ult(*a);
-        Gravity.wake_target(&b.with_state(*state), &waker, state)
+    /// Wakes `b` (whose word is `state`) by `a` from `a`'s processor, as the runtime does: the
+    /// shared bytes are the overlap of their blocks.
+    fn wake(b: &(UltInfo, DataBlock), a: &(UltInfo, DataBlock), state: &mut u64) -> usize {
+        let waker =
+            WakerInfo::new(Some(a.0.last_processor)).with_ult(a.0).with_shared_bytes(a.1.overlap(&b.1));
+        Gravity.wake_target(&b.0.with_state(*state), &waker, state)
     }
 
     #[test]
@@ -205,8 +207,8 @@ mod tests {
         let c = ult(3, 1, 64, 64, block(1 << 24, 4096));
         assert_eq!(wake(&c, &a, &mut 0), 1);
         let mut s = 0;
-        assert_eq!(Gravity.wake_target(&b, &WakerInfo::new(Some(0)), &mut s), 1);
-        assert_eq!(Gravity.wake_target(&b, &WakerInfo::new(None), &mut s), 1);
+        assert_eq!(Gravity.wake_target(&b.0, &WakerInfo::new(Some(0)), &mut s), 1);
+        assert_eq!(Gravity.wake_target(&b.0, &WakerInfo::new(None), &mut s), 1);
     }
 
     #[test]
@@ -215,7 +217,7 @@ mod tests {
         let shared = block(1 << 20, 16 << 10);
         let a = ult(1, 0, 256, 256, shared);
         let b = ult(2, 1, 2000, 2000, block((1 << 20) - (100 << 10), 116 << 10));
-        let resident = b.footprint.lines() as u64;
+        let resident = b.0.footprint.lines() as u64;
         let private = resident - 256;
         let wakes_needed = private.div_ceil(256);
         let mut state = 0;
@@ -242,17 +244,17 @@ mod tests {
         let mut state = 0;
         assert_eq!(wake(&heavy, &a, &mut state), 0, "stays, but repelled");
         let here = ProcessorView::new(0, 5).with_vtime(100);
-        let repelled = heavy.with_state(state).with_stamp(99);
+        let repelled = heavy.0.with_state(state).with_stamp(99);
         assert_eq!(Gravity.priority(&repelled, &here), 0, "below every other ready ULT");
         let mut yielder_state = 0;
-        Gravity.record_run(&a, &here, &mut yielder_state);
-        assert!(Gravity.yield_priority(&a.with_state(yielder_state), &here) > 0);
+        Gravity.record_run(&a.0, &here, &mut yielder_state);
+        assert!(Gravity.yield_priority(&a.0.with_state(yielder_state), &here) > 0);
         // A light partner is bound, not repelled.
         let light = ult(3, 0, 16, 16, shared);
         let mut state = REPELLED;
         assert_eq!(wake(&light, &a, &mut state), 0);
         assert!(!Forces::unpack(state).repelled);
-        assert!(Gravity.priority(&light.with_state(state).with_stamp(99), &here) > WOKEN_KEYS);
+        assert!(Gravity.priority(&light.0.with_state(state).with_stamp(99), &here) > WOKEN_KEYS);
     }
 
     #[test]

@@ -138,7 +138,6 @@ pub use reload_transient::ReloadTransient;
 pub use rounds::{ROUND_GROUP, ROUND_RUNS};
 pub use virtual_time::VirtualTime;
 
-use crate::prefetch::DataBlock;
 use elite_affinity::{CacheModel, Footprint};
 use std::fmt;
 use std::str::FromStr;
@@ -280,7 +279,7 @@ impl std::error::Error for UnknownPolicy {}
 /// assert!(Needs::MISSES.stamps && Needs::MISSES.misses);
 /// assert!(Needs::NOTHING.with_run_hook().records());
 /// assert!(Needs::STAMPS.with_wakers().wakers);
-/// assert!(Needs::NOTHING.with_data().records());
+/// assert!(Needs::NOTHING.with_wakers().with_data().data);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -295,8 +294,9 @@ pub struct Needs {
     pub run_hook: bool,
     /// Show the waking ULT to [`Hooks::wake_target`] ([`WakerInfo::ult`]).
     pub wakers: bool,
-    /// Show each ULT's declared data block ([`UltInfo::data`]; read from the ULT's control block
-    /// only for policies that ask).
+    /// At a wake-up by a ULT (with [`wakers`](Needs::wakers)), the bytes the waker's and the woken
+    /// ULT's declared data blocks have in common ([`WakerInfo::shared_bytes`]; read from the two
+    /// control blocks only for policies that ask).
     pub data: bool,
 }
 
@@ -319,14 +319,14 @@ impl Needs {
         Needs { wakers: true, ..self }
     }
 
-    /// These needs, plus each ULT's declared data block in its [`UltInfo`].
+    /// These needs, plus the data the waker and the woken ULT share, in [`WakerInfo`].
     pub const fn with_data(self) -> Needs {
         Needs { data: true, ..self }
     }
 
     /// Whether the runtime keeps per-ULT records at all.
     pub const fn records(&self) -> bool {
-        self.stamps || self.misses || self.run_hook || self.wakers || self.data
+        self.stamps || self.misses || self.run_hook || self.wakers
     }
 }
 
@@ -354,10 +354,6 @@ pub struct UltInfo {
     pub footprint_bytes: usize,
     /// The policy's own word for this ULT, 0 at spawn (see [`Hooks::record_run`]).
     pub state: u64,
-    /// The data block it declared ([`Builder::data`](crate::Builder::data),
-    /// [`set_data_block`](crate::set_data_block)), when the policy [`Needs::data`];
-    /// [`DataBlock::NONE`] otherwise or when it declared none.
-    pub data: DataBlock,
 }
 
 impl UltInfo {
@@ -371,7 +367,6 @@ impl UltInfo {
             footprint: Footprint::EMPTY,
             footprint_bytes: 0,
             state: 0,
-            data: DataBlock::NONE,
         }
     }
 
@@ -398,11 +393,6 @@ impl UltInfo {
     /// With `footprint_bytes`.
     pub const fn with_footprint_bytes(self, footprint_bytes: usize) -> UltInfo {
         UltInfo { footprint_bytes, ..self }
-    }
-
-    /// With the data block `data`.
-    pub const fn with_data(self, data: DataBlock) -> UltInfo {
-        UltInfo { data, ..self }
     }
 }
 
@@ -450,12 +440,21 @@ pub struct WakerInfo {
     /// The waking ULT, when a ULT wakes another from its own code (not a timer, an exit, or
     /// an OS thread) and the policy [`Needs::wakers`].
     pub ult: Option<UltInfo>,
+    /// The bytes the waking ULT's and the woken ULT's declared data blocks
+    /// ([`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block))
+    /// have in common, when the waker is a ULT and the policy [`Needs::data`]; 0 otherwise.
+    pub shared_bytes: usize,
 }
 
 impl WakerInfo {
     /// A waker on `processor` (`None`: outside the runtime), not a ULT. For tests of hooks.
     pub const fn new(processor: Option<usize>) -> WakerInfo {
-        WakerInfo { processor, ult: None }
+        WakerInfo { processor, ult: None, shared_bytes: 0 }
+    }
+
+    /// With `shared_bytes` (see [`DataBlock::overlap`](crate::DataBlock::overlap)).
+    pub const fn with_shared_bytes(self, shared_bytes: usize) -> WakerInfo {
+        WakerInfo { shared_bytes, ..self }
     }
 
     /// A waker that is the ULT `ult`.
