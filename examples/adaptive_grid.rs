@@ -148,20 +148,26 @@
 //!
 //! ## Why the policies differ
 //!
-//! Measured with `cargo run --release --example adaptive_grid` (defaults: size 13, 21 375 ULTs;
-//! one run each, 2-core Xeon VM shared with other builds, so differences under ~10% are noise),
+//! Measured with `target/release/elite-bench grid` (the same solves under the bench harness:
+//! size 13, 21 375 ULTs, 5 interleaved rounds, medians; the 2-core VM was shared with other
+//! builds, load average 2-2.7, so single rounds ranged from a quarter to 1.5 times the median),
 //! ratio to `no-affinity` without prefetch:
 //!
 //! | policy | 1 proc | 1 proc +prefetch | 2 procs | 2 procs +prefetch |
 //! | --- | --- | --- | --- | --- |
-//! | no-affinity | 1.00 (20.5 M/s) | 1.07 | 1.00 (38.5 M/s) | 1.00 |
-//! | virtual-time | 1.28 | **1.39** | 1.16 | **1.23** |
-//! | minimum-misses | 0.88 | 1.01 | 0.70 | 0.73 |
-//! | reload-transient | 1.05 | 1.22 | 0.52 | 0.60 |
-//! | gravity | 1.19 | 1.32 | 0.68 | 0.76 |
+//! | no-affinity | 1.00 (18.6 M/s) | 1.02 | 1.00 (34.4 M/s) | 1.16 |
+//! | virtual-time | **1.37** | 1.24 | **1.25** | 1.15 |
+//! | minimum-misses | 0.91 | 1.08 | 0.79 | 0.79 |
+//! | reload-transient | 0.99 | 1.32 | 0.71 | 1.13 |
+//! | gravity | 1.16 | 1.23 | 1.22 | **1.27** |
 //!
-//! The 1.3x target is met at one processor (virtual-time with prefetch, 1.39) and missed at two
-//! (1.23); an earlier, noisier run of the same command gave 1.86 and 1.54.
+//! The 1.3x target is met at one processor (virtual-time, 1.37) and missed at two (1.25; 1.27
+//! with prefetch). One quiet run of this example gave 1.28 and 1.39 (with prefetch) at one
+//! processor, 1.16 and 1.23 at two. Per CPU second (`elite-bench grid-probe POLICY [--prefetch]
+//! --size 13 --processors 1`, five interleaved runs), virtual-time did 26.3 M relaxations/s and
+//! 28.4 with prefetch, no-affinity 18.7 (from 14.6 to 26.9) and 19.0: virtual-time's rate hardly
+//! moves when other programs share the core, no-affinity's falls, and in the quietest round the
+//! two were level. So much of the gain here is robustness against a polluted cache.
 //!
 //! * **no-affinity** runs the most recently readied ULT first, and a patch that yields goes
 //!   behind every other ready patch: when it runs again, 21 000 other patches' blocks, stacks
@@ -173,16 +179,22 @@
 //! * **minimum-misses** has no hardware counter here: it runs on misses *estimated* from the
 //!   declared footprint, which is the same for every patch, so its key barely tells patches
 //!   apart and it pays the estimator's bookkeeping on every run: slower than no-affinity.
-//! * **reload-transient** gets rounds too but its wake-up key (the model's reload transient)
-//!   orders woken patches by an estimate that is nearly flat across patches; at two processors
-//!   it does 35% more relaxations per cell and loses.
-//! * **gravity** orders like virtual-time within a processor (hence its 1-processor figure),
-//!   but at two processors its forces move woken patches to their waker's processor: patches
-//!   share little declared data with each neighbour, yet the moves break the Morton-order
-//!   locality that the stealing split gave, and it does 10-20% more relaxations.
-//! * **prefetch** helps every policy at one processor (+5-17%): the block (about 500 bytes),
-//!   the top of the stack and the control block arrive while the previous patch finishes. At two
-//!   processors the effect is within the noise for no-affinity.
+//! * **reload-transient** gets rounds too but keys woken patches by the model's reload
+//!   transient, an estimate from the declared footprint that is nearly flat across patches: the
+//!   order it gives is close to arbitrary, and it does 17% more relaxations per cell at one
+//!   processor (154 against 132) and 25% more at two; only with prefetch does it come out ahead.
+//! * **gravity** orders like virtual-time within a processor (the same 137 relaxations per
+//!   cell at one processor) and pays the counting policies' bookkeeping on top, hence 1.16
+//!   against 1.37. Its forces never act here: the patches' declared blocks (their own
+//!   coefficients, declared only in the `+prefetch` runs) do not overlap, so no wake-up finds
+//!   shared data and no patch moves; its two-processor figures (1.22, 1.27) are virtual-time's
+//!   within the noise. A grid whose ULTs declared the unknowns they read from their
+//!   neighbours would give it something to pull on (not tried).
+//! * **prefetch**: the block (about 500 bytes), the top of the stack and the control block arrive
+//!   while the previous patch finishes. Per CPU second it gave virtual-time +8% (above) and one
+//!   quiet run of this example +5-17% to every policy at one processor; under the bench's load
+//!   its medians moved by up to 10% either way, within the noise. It stays on by default: it
+//!   costs ULTs without a block next to nothing (`crate::prefetch` in elite-rt has the counts).
 //!
 //! ## Where the time goes
 //!

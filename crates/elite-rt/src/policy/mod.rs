@@ -1,6 +1,6 @@
 //! Scheduling policies: which ready ULT a processor runs next, and where a woken ULT goes.
 //!
-//! A [`Policy`] is a value: pick one of ELiTE's four by name or by constructor, or wrap your own
+//! A [`Policy`] is a value: pick one of ELiTE's four, or `gravity` (section 3.3), by name or by constructor, or wrap your own
 //! [`Hooks`], and hand it to [`RuntimeBuilder::policy`](crate::RuntimeBuilder::policy).
 //!
 //! ```
@@ -27,6 +27,7 @@
 //! | `virtual-time` ([`VirtualTime`]) | sequence numbers | the ULT whose last run ended most recently *here* | a stamp per run | a counter increment and a store |
 //! | `minimum-misses` ([`MinimumMisses`]) | cache misses | the ULT with the fewest misses in its last run | a counter source | two source calls, the cache model's update |
 //! | `reload-transient` ([`ReloadTransient`]) | cache misses | the ULT with the smallest expected reload transient here | a counter source | as `minimum-misses`, plus a model lookup per enqueue |
+//! | `gravity` ([`Gravity`]) | synchronization and shared data | as `virtual-time`; a woken ULT may move to its waker's processor | a counter source, the wakers, declared data blocks | as `minimum-misses`, plus an overlap of two blocks per wake-up by a ULT |
 //!
 //! - **No Affinity** keys each runqueue entry with the processor's entry sequence number: the
 //!   newest entry runs first. A hand-off chain (wake one, block) then stays hot by itself, but a
@@ -34,9 +35,15 @@
 //!   whatever their caches hold.
 //! - **Virtual Time**: each processor counts the runs that end on it; when a run ends the ULT is
 //!   stamped with that count. The key is the stamp when the ULT last ran on the processor whose
-//!   runqueue it enters, and 0 (behind every such ULT) when it last ran elsewhere: the most
-//!   recently run ULT, whose data is most likely still cached, runs first. It needs no counters
-//!   and works on any hardware.
+//!   runqueue it enters, and the lowest such key (behind every such ULT) when it last ran
+//!   elsewhere: the most recently run ULT, whose data is most likely still cached, runs first.
+//!   It needs no counters and works on any hardware. ULTs that yield take turns in rounds with
+//!   the ULTs they ran with, behind every woken ULT ([`rounds`]; also under Reload Transient and
+//!   Gravity).
+//! - **Gravity** (section 3.3): when a ULT wakes another, the data their declared blocks share
+//!   draws the woken ULT to the waker's processor (at once when the shared part outweighs its
+//!   private cached lines, after enough wake-ups otherwise), and compute-heavy partners on one
+//!   processor are keyed lowest so that a thief separates them (see [`Gravity`]).
 //! - **Minimum Misses**: the key is `u64::MAX - misses of the last run`, so the ULT that missed
 //!   least runs first. It favours ULTs that block often (short runs, few misses); with uniform
 //!   ULTs its keys carry no information about what is cached *now*, and ties run in the order
@@ -72,6 +79,12 @@
 //! - Known, uneven footprints (declared with [`Builder::footprint`](crate::Builder::footprint) or
 //!   [`set_footprint`](crate::set_footprint)) or a hardware counter: `reload-transient`.
 //! - `minimum-misses` mainly as ELiTE's baseline.
+//! - Pairs or small groups of ULTs that synchronize over shared data declared with
+//!   [`Builder::data`](crate::Builder::data), started on different processors: `gravity`
+//!   (`elite-bench affinity --bench pairs`: every pair co-located from the first rounds, 2.3x
+//!   No Affinity's hand-overs per second on two processors). On the adaptive grid, whose
+//!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
+//!   (`examples/adaptive_grid.rs`).
 //!
 //! # Hooks, and writing a policy
 //!
