@@ -144,6 +144,10 @@ pub(crate) fn wake_target(
     by: Option<TcbRef>,
 ) -> usize {
     let info = ult_info(t, needs);
+    if t.tcb().pinned.get() {
+        // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
+        return info.last_processor;
+    }
     let mut waker_info = WakerInfo::new(waker);
     if needs.wakers {
         if let Some(by) = by {

@@ -25,19 +25,20 @@
 //! valid, is harmless (it only wastes the prefetch), and needs no `unsafe`.
 //!
 //! A ULT that declares nothing, and every ULT while prefetch is off, costs one load and one
-//! predictable branch where the loop chooses it and where a waker makes it ready: its prefetch
-//! word is 0 then (the word is only set when the runtime prefetches). The suspension path is
-//! untouched.
+//! predictable branch where the loop chooses it and where a waker makes it ready, on a line
+//! both touch anyway: its `prefetching` flag is false then (it is only set when the runtime
+//! prefetches). The suspension path is untouched.
 //!
 //! # Where it lives in the control block
 //!
-//! * line 1 (identity, written at spawn): whether a block was declared at spawn;
-//! * line 3 (execution, touched by every switch): the *prefetch word*, the block's first line and
-//!   its length in lines, packed in one word (0: no block, or prefetch off), set when the ULT
-//!   gets its stack and by [`set_data_block`];
-//! * line 4 (links and rarities): the block itself, as declared, for the policies
-//!   (the bytes a waker shares with the ULT it wakes,
-//!   [`WakerInfo::shared_bytes`](crate::policy::WakerInfo::shared_bytes)).
+//! * line 1 (identity, touched by every choice and every wake-up): whether a block was declared
+//!   at spawn, and the `prefetching` flag (a prefetch word is set: a block, and the runtime
+//!   prefetches), set when the ULT gets its stack and by [`set_data_block`];
+//! * line 4 (links and rarities): the block itself, as declared, for the policies (the bytes a
+//!   waker shares with the ULT it wakes,
+//!   [`WakerInfo::shared_bytes`](crate::policy::WakerInfo::shared_bytes)), and the *prefetch
+//!   word*, the block's first line and its length in lines packed in one word, read only when
+//!   the flag is set.
 //!
 //! The block and the word are written by the ULT itself or by its spawner before publication,
 //! and read by the processor holding the ULT or by a waker that owns its wake-up (see
@@ -195,7 +196,9 @@ pub fn set_data_block(block: impl Into<DataBlock>) {
             let tcb = t.tcb();
             tcb.data.set(block);
             tcb.has_data.set(!block.is_empty());
-            tcb.prefetch.set(if p.prefetch { block.word() } else { 0 });
+            let word = if p.prefetch { block.word() } else { 0 };
+            tcb.prefetch.set(word);
+            tcb.prefetching.set(word != 0);
         }
     }
 }
@@ -224,6 +227,7 @@ impl UltBlock {
         let tcb = t.tcb();
         let word = if on && tcb.has_data.get() { tcb.data.get().word() } else { 0 };
         tcb.prefetch.set(word);
+        tcb.prefetching.set(word != 0);
     }
 
     /// The block `t` declared, if any (for the policies).
@@ -239,32 +243,32 @@ impl UltBlock {
 }
 
 /// Prefetches what switching into `t` touches and what `t` reads first, if it declared a block
-/// (one predictable branch otherwise): the lines of its stack around where it suspended and at
-/// the stack's top, of its execution context, and of its block. Reads `t`'s control block (lines
-/// 1 and 3), which [`control_block`] prefetched one step earlier when `t` was the runqueue's next.
-/// Whether it prefetched (the ULT has a block, has started and the runtime prefetches).
+/// (one predictable branch otherwise): the top lines of its stack, its execution context, and
+/// its block. Reads `t`'s control block (lines 1, 3 and 4), which [`control_block`] prefetched
+/// one step earlier when `t` was the runqueue's next. Whether it prefetched (the ULT has a
+/// block, has started and the runtime prefetches).
 ///
-/// The word is 0 while the runtime does not prefetch and for ULTs without a block, so the test
-/// of the setting costs nothing here. A word left by an earlier life of a reused control block
-/// (a ULT that ended without passing `UltBlock::on_start`'s reset) is caught by the test of the
+/// The flag is false while the runtime does not prefetch and for ULTs without a block, so the
+/// test of the setting costs nothing here. A flag left by an earlier life of a reused control
+/// block (a ULT that ended without passing `UltBlock::on_start`) is caught by the test of the
 /// ULT's life in the out-of-line part.
 #[inline]
 pub(crate) fn ult(t: TcbRef) -> bool {
-    let word = t.tcb().prefetch.get();
-    word != 0 && ult_lines(t, word)
+    t.tcb().prefetching.get() && ult_lines(t)
 }
 
 /// The body of [`ult`], kept out of line.
 #[inline(never)]
-fn ult_lines(t: TcbRef, word: usize) -> bool {
+fn ult_lines(t: TcbRef) -> bool {
     let tcb = t.tcb();
+    let word = tcb.prefetch.get();
     if tcb.life.get() != crate::tcb::Life::Started {
         return false;
     }
     #[cfg(test)]
     tests::PREFETCHES.with(|n| n.set(n.get() + 1));
-    // The stack: the parent link at the top (written by the switch in), the lines around the
-    // saved stack pointer (the registers the switch restores, the frames the ULT returns to).
+    // The stack: the parent link at the top (written by the switch in), and the lines below it
+    // (the frames the ULT returns to, the registers the switch restores).
     let top = tcb.yielder.get() as usize;
     if top != 0 {
         let top_line = top & !(LINE - 1);
@@ -283,7 +287,7 @@ fn ult_lines(t: TcbRef, word: usize) -> bool {
 }
 
 /// Prefetches the lines of `t`'s control block that choosing and switching into it touch (line 1,
-/// identity and the stack depth; 3, execution and the prefetch word; 5, the runqueue's links),
+/// identity and the flag; 3, execution; 4, the prefetch word; 5, the runqueue's links),
 /// without reading any of them: for the ULT the runqueue will hand out next, whose other lines
 /// [`ult`] prefetches once these have arrived.
 #[inline]
@@ -291,6 +295,7 @@ pub(crate) fn control_block(t: TcbRef) {
     let base = t.as_ptr() as usize;
     line(base);
     line(base + 2 * LINE);
+    line(base + 3 * LINE);
     line(base + 4 * LINE);
 }
 
