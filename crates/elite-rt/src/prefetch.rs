@@ -225,9 +225,14 @@ impl UltBlock {
     #[inline]
     pub(crate) fn on_start(t: TcbRef, on: bool) {
         let tcb = t.tcb();
-        let word = if on && tcb.has_data.get() { tcb.data.get().word() } else { 0 };
-        tcb.prefetch.set(word);
-        tcb.prefetching.set(word != 0);
+        if on && tcb.has_data.get() {
+            let word = tcb.data.get().word();
+            tcb.prefetch.set(word);
+            tcb.prefetching.set(word != 0);
+        } else {
+            // Line 1 only: the word is read only while the flag is set.
+            tcb.prefetching.set(false);
+        }
     }
 
     /// The block `t` declared, if any (for the policies).

@@ -34,7 +34,9 @@ impl UltSpec {
     }
 }
 
-/// Fills a free TCB for a new ULT. The caller then publishes it on a start-queue.
+/// Fills a free TCB for a new ULT. The caller then publishes it on a start-queue. Inline: on
+/// its own it takes the spec by memory (measured: +45 instructions a spawn).
+#[inline]
 pub(crate) fn init_tcb<F, T>(t: TcbRef, spec: UltSpec, id: u64, processor: usize, f: F)
 where
     F: FnOnce() -> T + Send,
