@@ -19,7 +19,7 @@
 //!   [`ROUND_RUNS`] times, while the groups formed after it wait; then it is the next group's
 //!   turn;
 //! * ULTs made ready by a wake-up run before every yielder (their keys, in the policy's own
-//!   order, lie at and above [`WOKEN_KEYS`]).
+//!   order, lie at and above `WOKEN_KEYS`).
 //!
 //! A group's members ran together in their last round, so each runs again within about
 //! `ROUND_GROUP × ROUND_RUNS` runs of its previous run with its data, its stack and its control
@@ -34,7 +34,7 @@
 //! The policy word: bits 0-2 the runs so far in the round, bit 3 the wake-up mark, bits 4-11 the
 //! processor of the round (modulo 256: a ULT that moves between two processors whose indices
 //! differ by a multiple of 256 keeps its round), bits 12-43 its group (wrapping after 2^41 runs
-//! of one processor); bits 44-63 are left to the policy ([`ROUND_BITS`]).
+//! of one processor); bits 44-63 are left to the policy (`ROUND_BITS`).
 
 use super::ProcessorView;
 
