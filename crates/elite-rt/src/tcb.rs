@@ -298,8 +298,9 @@ static EMPTY_VTABLE: TaskVTable = {
 /// 2. the task itself, inline (closure, then outcome);
 /// 3. execution: the processor running the ULT (context, wait word);
 /// 4. links and rarities: the wake-up and clean-up stacks' link (written by a waker or a joiner,
-///    read by the owner), the join waiter (only a joiner that blocks) and the name (only a named
-///    ULT);
+///    read by the owner), the join waiter (only a joiner that blocks), the name (only a named
+///    ULT), and the declared data block with its prefetch word (only a ULT that declares one;
+///    line 1's flags say whether there is one, see `prefetch`);
 /// 5. and 6. scheduling by policy: the runqueue's links (touched when the ULT enters or leaves a
 ///    runqueue) and the policy's per-ULT record (touched at the end of a run and at enqueue, only
 ///    under a policy that keeps records).
