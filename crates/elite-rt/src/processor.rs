@@ -192,6 +192,8 @@ pub(crate) struct Processor {
     central: bool,
     check_canary: bool,
     stack_size: usize,
+    /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
+    pub(crate) prefetch: bool,
     /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
     chaos: chaos::Chaos,
     /// `central || chaos.on`: one test on the wake path for both.
@@ -255,6 +257,7 @@ impl Processor {
             central: c.central,
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
             stack_size: c.stack_size,
+            prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
             central_or_chaos: c.central || c.chaos.is_some(),
             shared,
@@ -323,6 +326,8 @@ impl Processor {
             }
             self.maintain();
             if let Some(t) = self.take_ready() {
+                // Prefetch hook (`crate::prefetch`): the chosen ULT's data, and the next one's.
+                self.prefetch_chosen(t);
                 self.dispatch(t);
                 continue;
             }
@@ -345,6 +350,19 @@ impl Processor {
             self.start_ult(t);
         } else {
             self.run_ult(t);
+        }
+    }
+
+    /// Prefetches what `t`, chosen to run now, will touch first and, when it declared a block,
+    /// the control block of the ULT the runqueue would hand out after it (see `crate::prefetch`).
+    /// For ULTs without a block, and whenever prefetch is off (no ULT has a prefetch word then):
+    /// one load of a line the switch reads anyway, and a branch.
+    #[inline]
+    fn prefetch_chosen(&self, t: TcbRef) {
+        if crate::prefetch::ult(t) {
+            if let Some(next) = self.runq().peek_best() {
+                crate::prefetch::control_block(next);
+            }
         }
     }
 
@@ -714,6 +732,7 @@ impl Processor {
         unsafe { ptr::write(tcb.context.get(), Some(ctx)) };
         // SAFETY: as above; the context holds its stack until the ULT exits.
         tcb.guard_at.set(unsafe { (*tcb.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
+        crate::prefetch::UltBlock::on_start(t, self.prefetch);
         tcb.life.set(Life::Started);
         if tcb.pinned.get() {
             self.core().pinned_here += 1;
@@ -1061,6 +1080,9 @@ impl Processor {
     fn wake_to(&self, t: TcbRef, target: usize) {
         if target == self.index {
             self.make_ready(t);
+            // Prefetch hook (`crate::prefetch`): the woken ULT's data, while the waker goes on
+            // (a load and a branch without a block or with prefetch off).
+            let _ = crate::prefetch::ult(t);
             if self.remote().runq.len() > 0 {
                 self.shared.notify_any();
             }
