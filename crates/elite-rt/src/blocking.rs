@@ -138,7 +138,9 @@
 //! `in_flight` counts calls from the moment their ULT leaves its processor in `switched` (before
 //! the lock is released) until it is back on a wake-up stack or ready on a processor (or cancelled
 //! at shutdown). A ULT in a call is neither ready nor blocked on any runtime object: a deadlock
-//! detector must not report a deadlock while [`Registry::in_flight`] is not zero.
+//! detector must not report a deadlock while [`Registry::in_flight`] is not zero. Before it parks
+//! for its call, the ULT records [`WaitKind::BlockingCall`](crate::deadlock::WaitKind) as what it
+//! waits on (`deadlock::note_wait`), so its TCB never shows what it last blocked on before.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
 use crate::processor::{current_processor, set_current_processor, Processor, ProcessorSet};
@@ -212,9 +214,11 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
-    if current_processor().and_then(|p| p.current_ult()).is_none() {
+    let Some(me) = current_processor().and_then(|p| p.current_ult()) else {
         return f(); // not a ULT: nothing to keep in service
-    }
+    };
+    // What it waits on from now, for the deadlock report: not what it last blocked on before.
+    crate::deadlock::note_wait(me, crate::deadlock::WaitKind::BlockingCall, 0);
     let mut call = Call::<F, R> { f: Some(f), out: None };
     loop {
         let call_ref = CallRef { data: &mut call as *mut Call<F, R> as *mut (), run: run_call::<F, R> };
@@ -819,4 +823,56 @@ fn start_spare(st: &mut State, shared: &Arc<Shared>, p: usize, giver: usize) -> 
     st.extra += 1;
     st.stats.spares_started += 1;
     Some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::deadlock::WaitKind;
+    use crate::tcb::TcbRef;
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc as std_mpsc;
+    use std::time::{Duration, Instant};
+
+    /// The kind `t`'s TCB records as what it waits on.
+    fn kind(t: TcbRef) -> usize {
+        t.tcb().waits_on.load(Ordering::Relaxed) & 0xff
+    }
+
+    /// A ULT inside a blocking call is recorded as waiting on its call, not on what it blocked on
+    /// before (here a channel receive), which a deadlock report would otherwise show.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_call_replaces_the_last_wait_record() {
+        let rt = crate::Runtime::builder().processors(1).build().expect("build runtime");
+        let (tcb_tx, tcb_rx) = std_mpsc::channel::<usize>();
+        let (tx, rx) = crate::sync::mpsc::channel::<u32>();
+        let (in_tx, in_rx) = std_mpsc::channel::<()>();
+        let (go_tx, go_rx) = std_mpsc::channel::<()>();
+        let h = rt.spawn(move || {
+            let me = crate::processor::current_processor().and_then(|p| p.current_ult()).expect("a ULT");
+            tcb_tx.send(me.as_ptr() as usize).expect("send the TCB");
+            let v = rx.recv().expect("the value");
+            crate::blocking(move || {
+                in_tx.send(()).expect("say the call runs");
+                go_rx.recv().expect("the release");
+            });
+            v
+        });
+        let t = TcbRef::from_ptr(tcb_rx.recv().expect("the TCB") as *mut crate::tcb::Tcb).expect("non-null");
+        // The TCB lives until the handle is joined (below).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while kind(t) != WaitKind::ChannelRecv as usize {
+            assert!(Instant::now() < deadline, "the receive was never recorded");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        tx.send(7).expect("send");
+        in_rx.recv().expect("the call started");
+        assert_eq!(
+            kind(t),
+            WaitKind::BlockingCall as usize,
+            "a ULT in a call recorded as waiting on something else"
+        );
+        go_tx.send(()).expect("release");
+        assert_eq!(h.join().expect("the ULT"), 7);
+    }
 }
