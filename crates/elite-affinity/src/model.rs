@@ -273,8 +273,7 @@ impl CacheModel {
     /// misses: `N - (N - valid)(1 - 1/N)^misses`.
     #[inline]
     pub fn footprint_after_run(&self, valid: f32, misses: u64) -> f32 {
-        let valid = self.clamp(valid);
-        (self.n - (self.n - valid) * self.decay(misses)).clamp(valid, self.n)
+        self.grow_in_range(self.clamp(valid), misses)
     }
 
     /// The expected lines of a `footprint` still cached after `foreign_misses` misses of others:
@@ -289,13 +288,26 @@ impl CacheModel {
     /// [`closed_form::reload_transient`].
     #[inline]
     pub fn reload_transient(&self, valid: f32, footprint: f32) -> f32 {
-        let (valid, footprint) = (self.clamp(valid), self.clamp(footprint));
+        self.reload_transient_in_range(self.clamp(valid), self.clamp(footprint))
+    }
+
+    /// [`reload_transient`](Self::reload_transient) for arguments already in `[0, N]` (not NaN):
+    /// the path of a [`Footprint`], whose lines the model keeps in range.
+    #[inline]
+    fn reload_transient_in_range(&self, valid: f32, footprint: f32) -> f32 {
         if valid >= footprint {
             return 0.0;
         }
         let high = self.harmonic_at(self.n - valid);
         let low = self.harmonic_at(self.n - footprint);
         (self.n * (high - low)).max(0.0)
+    }
+
+    /// [`footprint_after_run`](Self::footprint_after_run) for `valid` already in `[0, N]` (not
+    /// NaN): the same result, without clamping the argument again.
+    #[inline]
+    pub(crate) fn grow_in_range(&self, valid: f32, misses: u64) -> f32 {
+        (self.n - (self.n - valid) * self.decay(misses)).max(valid).min(self.n)
     }
 
     /// The reload transient of a `footprint` after `foreign_misses` misses of others: what
@@ -308,7 +320,7 @@ impl CacheModel {
 
     /// `lines` clamped to `[0, N]`, NaN to 0.
     #[inline]
-    fn clamp(&self, lines: f32) -> f32 {
+    pub(crate) fn clamp(&self, lines: f32) -> f32 {
         lines.max(0.0).min(self.n)
     }
 
@@ -402,12 +414,15 @@ impl std::error::Error for ModelError {}
 /// assert!(on_0 < on_1, "processor 0 still holds some of its lines");
 /// # Ok::<(), elite_affinity::ModelError>(())
 /// ```
+///
+/// Its lines are always in `[0, N]` and never NaN: only [`Footprint::EMPTY`] and the model's own
+/// results (clamped) are stored in it, which lets the hot paths skip clamping them again.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Footprint {
-    lines: f32,
+    pub(crate) lines: f32,
     /// `NONE` before the first run.
-    processor: u32,
-    clock: u64,
+    pub(crate) processor: u32,
+    pub(crate) clock: u64,
 }
 
 impl Footprint {
@@ -442,14 +457,17 @@ impl Footprint {
         if self.processor as usize != processor || self.processor == Footprint::NONE {
             return 0.0;
         }
-        model.still_valid(self.lines, clock.saturating_sub(self.clock))
+        // `lines` is in `[0, N]` (only `EMPTY` and the model's own results are stored here), so
+        // `still_valid`'s clamp would change nothing.
+        self.lines * model.decay(clock.saturating_sub(self.clock))
     }
 
     /// The expected misses to rebuild the footprint in a run on `processor` whose clock reads
     /// `clock`: the Reload Transient policy's priority (lower runs first).
     #[inline]
     pub fn reload_transient_on(&self, model: &CacheModel, processor: usize, clock: u64) -> f32 {
-        model.reload_transient(self.valid_on(model, processor, clock), self.lines)
+        // Both in `[0, N]`: `valid_on` decays `lines`, which the model keeps in range.
+        model.reload_transient_in_range(self.valid_on(model, processor, clock), self.lines)
     }
 
     /// Records a run on `processor` that began with `valid_at_start` lines cached (from
@@ -464,7 +482,21 @@ impl Footprint {
         misses: u64,
         clock_after: u64,
     ) {
-        self.lines = model.footprint_after_run(valid_at_start, misses);
+        self.record_in_range(model, processor, model.clamp(valid_at_start), misses, clock_after);
+    }
+
+    /// [`record_run`](Self::record_run) with `valid_at_start` already in `[0, N]` (not NaN), as
+    /// [`valid_on`](Self::valid_on) returns it.
+    #[inline]
+    pub(crate) fn record_in_range(
+        &mut self,
+        model: &CacheModel,
+        processor: usize,
+        valid_at_start: f32,
+        misses: u64,
+        clock_after: u64,
+    ) {
+        self.lines = model.grow_in_range(valid_at_start, misses);
         self.processor = u32::try_from(processor).unwrap_or(Footprint::NONE - 1);
         self.clock = clock_after;
     }

@@ -244,6 +244,9 @@ static NO_PMU: Once = Once::new();
 pub(crate) struct Local {
     /// `needs.records()`: the check on every run's end.
     records: bool,
+    /// The counter source is a hardware counter: the only one whose clock moves between runs,
+    /// so the only one a run's beginning must read (see [`begin_run`](Self::begin_run)).
+    hardware: bool,
     /// The needs are stamps alone (Virtual Time): a run's end is a stamp, inline.
     stamps_only: bool,
     /// The counter source and the model, when the policy needs misses.
@@ -261,7 +264,8 @@ pub(crate) struct Local {
 struct Counting {
     source: AnySource,
     model: Arc<CacheModel>,
-    /// The clock when the running ULT's run began.
+    /// The clock when the running ULT's run began (read for a hardware counter only: see
+    /// [`Local::begin_run`]).
     began: u64,
 }
 
@@ -302,6 +306,7 @@ impl Local {
         }
         Local {
             records: needs.records(),
+            hardware: matches!(&counting, Some(Counting { source: AnySource::Hardware(_), .. })),
             stamps_only: needs == Needs::STAMPS,
             counting,
             policy: policy.clone(),
@@ -336,11 +341,16 @@ impl Local {
         self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
     }
 
-    /// A run begins here: the counter source's clock, which the end of the run needs.
+    /// A run begins here: the counter source's clock, which the end of the run needs. Only a
+    /// hardware counter is read: the estimator's and a script's clocks move only when a run
+    /// ends, so at the end of a run the clock of its start is still [`CounterSource::clock`]
+    /// before `end_run` (and `begin_run` of theirs does nothing else).
     #[inline(always)]
     pub(crate) fn begin_run(&mut self) {
-        if let Some(c) = &mut self.counting {
-            c.began = c.source.begin_run();
+        if self.hardware {
+            if let Some(c) = &mut self.counting {
+                c.began = c.source.begin_run();
+            }
         }
     }
 
@@ -376,11 +386,21 @@ impl Local {
         let rec = &tcb.affinity;
         if let Some(c) = &mut self.counting {
             // One dispatch on the kind of source, then a path made for it.
-            let (model, at) = (&*c.model, (self.processor, c.began));
+            let (model, processor) = (&*c.model, self.processor);
             match &mut c.source {
-                AnySource::Estimated(source) => count_run(source, model, at, t),
-                AnySource::Hardware(source) => count_run_apart(source, model, at, t),
-                AnySource::Scripted(source) => count_run_apart(source, model, at, t),
+                AnySource::Estimated(source) => {
+                    // The estimator's whole run in one pass (the same values as `count_run`).
+                    let mut footprint = rec.footprint.get();
+                    let misses = source.count_run(model, &mut footprint, processor, rec.bytes.get());
+                    rec.misses.set(misses);
+                    rec.footprint.set(footprint);
+                }
+                AnySource::Hardware(source) => count_run_apart(source, model, (processor, c.began), t),
+                AnySource::Scripted(source) => {
+                    // Its clock has not moved since the run began (see `begin_run`).
+                    let began = source.clock();
+                    count_run_apart(source, model, (processor, began), t)
+                }
             }
         }
         if self.needs.stamps {
@@ -398,7 +418,7 @@ impl Local {
 
 /// Ends the run of `t` on `source`, which began on processor `at.0` with its clock at `at.1`,
 /// and updates the misses and the footprint `t` shows to the policy.
-#[inline(always)]
+#[inline]
 fn count_run<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) {
     let (processor, began) = at;
     let tcb = t.tcb();

@@ -1,7 +1,7 @@
 //! The estimator: misses from declared footprints and the cache model.
 
 use super::{CounterSource, RunInfo, SourceKind};
-use crate::CacheModel;
+use crate::{CacheModel, Footprint};
 
 /// Estimated misses for machines without a PMU.
 ///
@@ -55,14 +55,20 @@ impl EstimatedSource {
         }
     }
 
+    /// The lines `bytes` of data occupy, rounded up.
+    #[inline]
+    fn lines(&self, bytes: usize) -> u64 {
+        let bytes = bytes as u64;
+        match self.line_shift {
+            Some(shift) => (bytes >> shift) + u64::from(bytes & (self.line_size - 1) != 0),
+            None => bytes.div_ceil(self.line_size),
+        }
+    }
+
     /// The estimate for one run, without counting it.
     #[inline]
     pub fn estimate(&self, run: &RunInfo) -> u64 {
-        let bytes = run.footprint_bytes as u64;
-        let lines = match self.line_shift {
-            Some(shift) => (bytes >> shift) + u64::from(bytes & (self.line_size - 1) != 0),
-            None => bytes.div_ceil(self.line_size),
-        };
+        let lines = self.lines(run.footprint_bytes);
         // NaN or negative `valid_at_start` counts as nothing cached. `lines` is below 2^59, so
         // the signed conversions (one instruction each on x86-64, where the unsigned ones take
         // several) are exact.
@@ -75,6 +81,60 @@ impl EstimatedSource {
             // fallback on baseline x86-64 (about 25 instructions a run).
             (missing + 0.5) as i64 as u64
         }
+    }
+}
+
+impl EstimatedSource {
+    /// A whole run of a ULT on `processor` that declared `footprint_bytes`, in one pass: the
+    /// same as [`begin_run`](CounterSource::begin_run), [`Footprint::valid_on`] with the clock
+    /// it returns, [`end_run`](CounterSource::end_run) and [`Footprint::record_run`] with the
+    /// clock after it (the estimator's clock moves only at the end of a run, so the clock at
+    /// the start is the clock now). Updates `footprint` and returns the run's misses.
+    ///
+    /// It gives what the four calls give, with less work: the lines of a [`Footprint`] are in
+    /// range, so nothing is clamped twice, and the estimate is rounded in integers.
+    ///
+    /// ```
+    /// use elite_affinity::{CacheModel, CounterSource, EstimatedSource, Footprint, RunInfo};
+    ///
+    /// let model = CacheModel::new(32768, 64)?;
+    /// let (mut fused, mut apart) = (EstimatedSource::new(&model), EstimatedSource::new(&model));
+    /// let (mut a, mut b) = (Footprint::EMPTY, Footprint::EMPTY);
+    /// for run in 0..4 {
+    ///     let bytes = 1000 * (run + 1);
+    ///     let misses = fused.count_run(&model, &mut a, 0, bytes);
+    ///     let valid = b.valid_on(&model, 0, apart.begin_run());
+    ///     assert_eq!(misses, apart.end_run(&RunInfo::new(1, bytes, valid)));
+    ///     b.record_run(&model, 0, valid, misses, apart.clock());
+    ///     assert_eq!(a, b);
+    /// }
+    /// # Ok::<(), elite_affinity::ModelError>(())
+    /// ```
+    #[inline]
+    pub fn count_run(
+        &mut self,
+        model: &CacheModel,
+        footprint: &mut Footprint,
+        processor: usize,
+        footprint_bytes: usize,
+    ) -> u64 {
+        let valid = footprint.valid_on(model, processor, self.clock);
+        let lines = self.lines(footprint_bytes);
+        // `valid` is in `[0, N]` with `N <= 2^24` and not NaN (a footprint's lines decayed), so
+        // its whole part fits a `u32` exactly and `valid - whole` is exact. With `lines - whole
+        // = d >= 1`, `lines - valid = d - frac` rounds half up to `d` when `frac <= 0.5` and to
+        // `d - 1` otherwise: the value `estimate` computes in `f64`, in integers.
+        debug_assert!((0.0..=CacheModel::MAX_LINES as f32).contains(&valid));
+        // SAFETY: `valid` is finite and in `[0, 2^24]` (above), within `u32`'s range.
+        let whole = unsafe { valid.to_int_unchecked::<u32>() };
+        let frac = valid - whole as f32;
+        let misses = match lines.checked_sub(u64::from(whole)) {
+            Some(d) if d > 0 => d - u64::from(frac > 0.5),
+            _ => 0,
+        };
+        self.clock = self.clock.saturating_add(misses);
+        footprint.record_in_range(model, processor, valid, misses, self.clock);
+        misses
     }
 }
 
@@ -122,6 +182,45 @@ mod tests {
         let odd = EstimatedSource::new(&CacheModel::new(1024, 48).expect("valid"));
         assert_eq!(odd.estimate(&RunInfo::new(0, 96, 0.0)), 2);
         assert_eq!(odd.estimate(&RunInfo::new(0, 97, 0.0)), 3);
+    }
+
+    /// `count_run` gives what `begin_run`, `valid_on`, `end_run` and `record_run` give, run
+    /// after run, for ULTs of many sizes (below, around and above the cache, and bytes that are
+    /// not whole lines) moving between processors, with line sizes a power of two or not.
+    #[test]
+    fn count_run_is_the_four_calls_in_one() {
+        let mut x = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (lines, line_size) in [(1024, 64), (32768, 64), (100, 48), (2, 64)] {
+            let model = CacheModel::new(lines, line_size).expect("valid");
+            let (mut fused, mut apart) = (EstimatedSource::new(&model), EstimatedSource::new(&model));
+            let mut ults = [(Footprint::EMPTY, Footprint::EMPTY); 8];
+            for _ in 0..20_000 {
+                let i = (next() % 8) as usize;
+                let processor = (next() % 3 == 0) as usize;
+                let bytes = match next() % 4 {
+                    0 => 0,
+                    1 => (next() % 64) as usize,
+                    _ => (next() % (4 * lines * u64::from(line_size))) as usize,
+                };
+                let (a, b) = &mut ults[i];
+                let misses = fused.count_run(&model, a, processor, bytes);
+                let valid = b.valid_on(&model, processor, apart.begin_run());
+                assert_eq!(
+                    misses,
+                    apart.end_run(&RunInfo::new(i as u64, bytes, valid)),
+                    "{bytes} bytes, {valid} valid"
+                );
+                b.record_run(&model, processor, valid, misses, apart.clock());
+                assert_eq!(a, b);
+                assert_eq!(fused.clock(), apart.clock());
+            }
+        }
     }
 
     /// Two ULTs of 256 lines alternate on one processor with a 1024-line cache: each run misses
