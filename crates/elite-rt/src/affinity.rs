@@ -267,6 +267,9 @@ struct Counting {
     /// The clock when the running ULT's run began (read for a hardware counter only: see
     /// [`Local::begin_run`]).
     began: u64,
+    /// The source's [`clock`](CounterSource::clock), copied after each call that moves it: what
+    /// [`ProcessorView::clock`] shows, without a dispatch on the kind of source per key.
+    clock: u64,
 }
 
 impl Local {
@@ -288,6 +291,7 @@ impl Local {
                 },
                 model: Arc::clone(model),
                 began: 0,
+                clock: 0,
             }),
             _ => None,
         };
@@ -322,7 +326,7 @@ impl Local {
     fn view(&self) -> ProcessorView<'_> {
         let view = ProcessorView::new(self.processor, self.seq).with_vtime(self.vtime);
         match &self.counting {
-            Some(c) => view.with_clock(c.source.clock(), &c.model),
+            Some(c) => view.with_clock(c.clock, &c.model),
             None => view,
         }
     }
@@ -350,6 +354,7 @@ impl Local {
         if self.hardware {
             if let Some(c) = &mut self.counting {
                 c.began = c.source.begin_run();
+                c.clock = c.began;
             }
         }
     }
@@ -394,12 +399,15 @@ impl Local {
                     let misses = source.count_run(model, &mut footprint, processor, rec.bytes.get());
                     rec.misses.set(misses);
                     rec.footprint.set(footprint);
+                    c.clock = source.clock();
                 }
-                AnySource::Hardware(source) => count_run_apart(source, model, (processor, c.began), t),
+                AnySource::Hardware(source) => {
+                    c.clock = count_run_apart(source, model, (processor, c.began), t)
+                }
                 AnySource::Scripted(source) => {
                     // Its clock has not moved since the run began (see `begin_run`).
                     let began = source.clock();
-                    count_run_apart(source, model, (processor, began), t)
+                    c.clock = count_run_apart(source, model, (processor, began), t);
                 }
             }
         }
@@ -417,9 +425,9 @@ impl Local {
 }
 
 /// Ends the run of `t` on `source`, which began on processor `at.0` with its clock at `at.1`,
-/// and updates the misses and the footprint `t` shows to the policy.
+/// and updates the misses and the footprint `t` shows to the policy; returns the clock after it.
 #[inline]
-fn count_run<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) {
+fn count_run<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) -> u64 {
     let (processor, began) = at;
     let tcb = t.tcb();
     let rec = &tcb.affinity;
@@ -428,15 +436,17 @@ fn count_run<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u
     let valid = footprint.valid_on(model, processor, began);
     let misses = source.end_run(&RunInfo::new(tcb.id.get(), rec.bytes.get(), valid));
     rec.misses.set(misses);
-    footprint.record_run(model, processor, valid, misses, source.clock());
+    let clock = source.clock();
+    footprint.record_run(model, processor, valid, misses, clock);
     rec.footprint.set(footprint);
+    clock
 }
 
 /// [`count_run`] in a function of its own, so that the other sources' code does not weigh on
 /// the estimator's path (the one machines without a PMU take on every run).
 #[inline(never)]
-fn count_run_apart<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) {
-    count_run(source, model, at, t);
+fn count_run_apart<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) -> u64 {
+    count_run(source, model, at, t)
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use super::{Hooks, Needs, ProcessorView, UltInfo};
 /// it performs well in ELiTE's measurements, but the misses of the *last* run say nothing about
 /// what is cached *now*, so where ULTs differ it can keep preferring the ones that block early
 /// (ELiTE's "anomalous behaviour"), and where they do not its keys tie and ULTs run oldest entry
-/// first. Costs two counter-source calls and the cache model's update per run.
+/// first. Costs the counter source's estimate (or, with a hardware counter, two reads) and the
+/// cache model's update per run; no run count.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MinimumMisses;
 
@@ -21,7 +22,8 @@ impl Hooks for MinimumMisses {
     }
 
     fn needs(&self) -> Needs {
-        Needs::MISSES
+        // The misses, without the run count: the key reads neither stamps nor `vtime`.
+        Needs { stamps: false, ..Needs::MISSES }
     }
 
     #[inline]

@@ -25,7 +25,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | `no-affinity` ([`NoAffinity`]) | processor location | the ULT made ready last (LIFO) | nothing | none |
 //! | `virtual-time` ([`VirtualTime`]) | sequence numbers | the ULT whose last run ended most recently *here* | a stamp per run | a counter increment and a store |
-//! | `minimum-misses` ([`MinimumMisses`]) | cache misses | the ULT with the fewest misses in its last run | a counter source | two source calls, the cache model's update |
+//! | `minimum-misses` ([`MinimumMisses`]) | cache misses | the ULT with the fewest misses in its last run | a counter source | one estimator pass (or two source calls) and the cache model's update |
 //! | `reload-transient` ([`ReloadTransient`]) | cache misses | the ULT with the smallest expected reload transient here | a counter source | as `minimum-misses`, plus a model lookup per enqueue |
 //! | `gravity` ([`Gravity`]) | synchronization and shared data | as `virtual-time`; a woken ULT may move to its waker's processor | a counter source, the wakers, declared data blocks | as `minimum-misses`, plus an overlap of two blocks per wake-up by a ULT |
 //!
@@ -298,7 +298,9 @@ impl std::error::Error for UnknownPolicy {}
 #[non_exhaustive]
 pub struct Needs {
     /// Keep each ULT's record ([`UltInfo`]'s stamp, misses, footprint and state) and stamp it
-    /// with its processor's run count ([`ProcessorView::vtime`]) when a run ends.
+    /// with its processor's run count ([`ProcessorView::vtime`]) when a run ends. A policy that
+    /// needs [`misses`](Needs::misses) but reads neither stamps nor the run count (Minimum
+    /// Misses) leaves it off: its records are kept, and no run is counted.
     pub stamps: bool,
     /// Open a counter source on every processor and record each run's misses and the ULT's
     /// cache footprint ([`UltInfo::misses`], [`UltInfo::footprint`]); builds the cache model.
@@ -552,7 +554,8 @@ mod tests {
     fn needs_per_policy() {
         assert_eq!(Policy::no_affinity().hooks().needs(), Needs::NOTHING);
         assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS.with_run_hook());
-        assert_eq!(Policy::minimum_misses().hooks().needs(), Needs::MISSES);
+        assert_eq!(Policy::minimum_misses().hooks().needs(), Needs { stamps: false, ..Needs::MISSES });
+        assert!(Policy::minimum_misses().hooks().needs().records());
         assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES.with_run_hook());
         assert_eq!(
             Policy::gravity().hooks().needs(),
