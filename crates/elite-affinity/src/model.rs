@@ -300,14 +300,28 @@ impl CacheModel {
         }
         let high = self.harmonic_at(self.n - valid);
         let low = self.harmonic_at(self.n - footprint);
-        (self.n * (high - low)).max(0.0)
+        // Not NaN (in-range arguments, a table of finite values): a comparison for `max`.
+        let reload = self.n * (high - low);
+        if reload < 0.0 {
+            0.0
+        } else {
+            reload
+        }
     }
 
     /// [`footprint_after_run`](Self::footprint_after_run) for `valid` already in `[0, N]` (not
     /// NaN): the same result, without clamping the argument again.
     #[inline]
     pub(crate) fn grow_in_range(&self, valid: f32, misses: u64) -> f32 {
-        (self.n - (self.n - valid) * self.decay(misses)).max(valid).min(self.n)
+        // Nothing here is NaN (`valid` in range, the decay in `[0, 1]`), so plain comparisons
+        // (one instruction each) stand in for `max` and `min`, which also order NaNs.
+        let grown = self.n - (self.n - valid) * self.decay(misses);
+        let grown = if grown < valid { valid } else { grown };
+        if grown > self.n {
+            self.n
+        } else {
+            grown
+        }
     }
 
     /// The reload transient of a `footprint` after `foreign_misses` misses of others: what
