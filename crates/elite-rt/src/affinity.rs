@@ -31,8 +31,13 @@
 //!
 //! What a run costs depends on the policy's [`Needs`], decided once when the runtime is built:
 //! nothing at all (No Affinity: `begin_run` and `end_run` are one predictable branch), a counter
-//! increment and a store (stamps: Virtual Time), or two counter-source calls and the cache
-//! model's update (misses: Minimum Misses, Reload Transient).
+//! increment and a store (stamps: Virtual Time), or the misses and the cache model's update
+//! (misses: Minimum Misses, Reload Transient, Gravity). With the estimator (every machine
+//! without a PMU) the latter is one pass at the end of the run
+//! ([`EstimatedSource::count_run`]), in a version of the run's end made for the policy's needs
+//! and chosen once per processor (`Local::record_estimated`); `begin_run` reads only a hardware
+//! counter, the one clock that moves between runs. Keys and run hooks read a copy of the clock
+//! kept in [`Local`], not the source.
 //!
 //! # No PMU
 //!
@@ -251,6 +256,9 @@ pub(crate) struct Local {
     stamps_only: bool,
     /// The counter source and the model, when the policy needs misses.
     counting: Option<Counting>,
+    /// The end of a run that is more than a stamp: [`Local::record`], or a version of it made
+    /// for the policy's needs with the estimator (chosen once, in [`Local::new`]).
+    record: fn(&mut Local, TcbRef),
     policy: Policy,
     needs: Needs,
     processor: usize,
@@ -308,8 +316,17 @@ impl Local {
             }
             let _ = affinity.sources[processor].set(source.kind().clone());
         }
+        let estimated = matches!(&counting, Some(Counting { source: AnySource::Estimated(_), .. }));
+        let record: fn(&mut Local, TcbRef) = match (estimated, needs.stamps, needs.run_hook) {
+            (true, false, false) => Local::record_estimated::<false, false>,
+            (true, true, false) => Local::record_estimated::<true, false>,
+            (true, false, true) => Local::record_estimated::<false, true>,
+            (true, true, true) => Local::record_estimated::<true, true>,
+            (false, ..) => Local::record,
+        };
         Local {
             records: needs.records(),
+            record,
             hardware: matches!(&counting, Some(Counting { source: AnySource::Hardware(_), .. })),
             stamps_only: needs == Needs::STAMPS,
             counting,
@@ -367,7 +384,8 @@ impl Local {
                 self.vtime += 1;
                 t.tcb().affinity.stamp.set(self.vtime);
             } else {
-                self.record(t);
+                let record = self.record;
+                record(self, t);
             }
         }
     }
@@ -384,7 +402,8 @@ impl Local {
         self.begin_run();
     }
 
-    /// Updates the record of `t` after a run here.
+    /// Updates the record of `t` after a run here: any source (the estimator's processors take
+    /// [`record_estimated`](Self::record_estimated) instead).
     #[inline(never)]
     fn record(&mut self, t: TcbRef) {
         let tcb = t.tcb();
@@ -416,11 +435,46 @@ impl Local {
             rec.stamp.set(self.vtime);
         }
         if self.needs.run_hook {
-            let info = ult_info(t, self.needs);
-            let mut state = info.state;
-            self.policy.hooks().record_run(&info, &self.view(), &mut state);
-            rec.state.set(state);
+            self.run_hook(t);
         }
+    }
+
+    /// [`record`](Self::record) for a processor whose source is the estimator, and a policy
+    /// whose needs' `stamps` and `run_hook` are `STAMPS` and `HOOK`: the checks and the
+    /// dispatch on the kind of source are settled once, when [`Local::new`] chooses it (the
+    /// machines without a PMU take this path on every run).
+    #[inline(never)]
+    fn record_estimated<const STAMPS: bool, const HOOK: bool>(&mut self, t: TcbRef) {
+        let rec = &t.tcb().affinity;
+        let processor = self.processor;
+        let Some(Counting { source: AnySource::Estimated(source), model, clock, .. }) = &mut self.counting
+        else {
+            // SAFETY: `Local::new` chooses this function only when `counting` holds the
+            // estimator, and neither `counting` nor its source is replaced afterwards.
+            unsafe { std::hint::unreachable_unchecked() }
+        };
+        let mut footprint = rec.footprint.get();
+        let misses = source.count_run(model, &mut footprint, processor, rec.bytes.get());
+        rec.misses.set(misses);
+        rec.footprint.set(footprint);
+        *clock = source.clock();
+        if STAMPS {
+            self.vtime += 1;
+            rec.stamp.set(self.vtime);
+        }
+        if HOOK {
+            self.run_hook(t);
+        }
+    }
+
+    /// Calls the policy's [`record_run`](crate::policy::Hooks::record_run) for the run of `t`
+    /// that just ended here, and keeps the policy word it leaves.
+    #[inline]
+    fn run_hook(&mut self, t: TcbRef) {
+        let info = ult_info(t, self.needs);
+        let mut state = info.state;
+        self.policy.hooks().record_run(&info, &self.view(), &mut state);
+        t.tcb().affinity.state.set(state);
     }
 }
 
@@ -489,5 +543,42 @@ mod tests {
         // A respawn resets the record.
         on_spawn(needs, t, None);
         assert_eq!(ult_info(t, needs), UltInfo::new(info.id, info.last_processor));
+    }
+
+    /// With the estimator, each counting policy's run end (`record_estimated`, chosen for its
+    /// needs) leaves the records that the source's and the model's own calls give, run after
+    /// run, for two ULTs taking turns.
+    #[test]
+    fn the_estimators_run_end_keeps_the_records_of_the_four_calls() {
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let ults: Vec<TcbRef> = chunk.tcbs().take(2).collect();
+        let cache = ModelCache::ASSUMED;
+        let model = CacheModel::for_cache(&cache).expect("a model");
+        let bytes = [40 << 10, 3000];
+        for policy in [Policy::minimum_misses(), Policy::reload_transient(), Policy::gravity()] {
+            let needs = policy.hooks().needs();
+            let affinity = Affinity::new(needs, &cache, 1);
+            let mut local = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
+            let mut source = EstimatedSource::new(&model);
+            let mut expected = [Footprint::EMPTY; 2];
+            for (t, b) in ults.iter().zip(bytes) {
+                on_spawn(needs, *t, Some(b));
+            }
+            for run in 0..12u64 {
+                let i = (run % 2) as usize;
+                let t = ults[i];
+                local.begin_run();
+                local.end_run(t);
+                let valid = expected[i].valid_on(&model, 0, source.begin_run());
+                let misses = source.end_run(&RunInfo::new(0, bytes[i], valid));
+                expected[i].record_run(&model, 0, valid, misses, source.clock());
+                let info = ult_info(t, needs);
+                assert_eq!((info.misses, info.footprint), (misses, expected[i]), "{policy} run {run}");
+                assert_eq!(info.stamp, if needs.stamps { run + 1 } else { 0 }, "{policy}");
+                assert_eq!(local.view().clock, source.clock(), "{policy}");
+            }
+            assert!(source.clock() > 0);
+        }
     }
 }
