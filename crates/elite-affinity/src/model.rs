@@ -338,12 +338,19 @@ impl CacheModel {
         lines.max(0.0).min(self.n)
     }
 
-    /// `H(x)` for `x` in `[0, N]`, linearly interpolated between grid points.
+    /// `H(x)` for `x` in `[0, N]` (not NaN), linearly interpolated between grid points. Its
+    /// only callers pass `N` minus lines in `[0, N]`.
     #[inline]
     fn harmonic_at(&self, x: f32) -> f32 {
+        debug_assert!((0.0..=self.n).contains(&x), "{x} outside [0, {}]", self.n);
         let (i, t) = harmonic_index(x);
-        let low = self.harmonic[i];
-        low + t * (self.harmonic[i + 1] - low)
+        debug_assert!(i + 1 < self.harmonic.len());
+        // SAFETY: for `x` in `[0, N]`, `harmonic_index` gives `i <= 64 + 64 floor(log2 N) + 63`
+        // (below 1: `i < 64`; from `2^e` to `2^(e + 1)` with `e <= floor(log2 N)`: `64 + 64 e
+        // + k`, `k < 64`), and the table has `64 (floor(log2 N) + 2) + 1` entries (`new`), so
+        // `i + 1` is in bounds.
+        let (low, high) = unsafe { (*self.harmonic.get_unchecked(i), *self.harmonic.get_unchecked(i + 1)) };
+        low + t * (high - low)
     }
 }
 
