@@ -110,7 +110,8 @@ impl EstimatedSource {
     /// }
     /// # Ok::<(), elite_affinity::ModelError>(())
     /// ```
-    #[inline]
+    // Always inlined: a call would pass the footprint through memory, on every run's end.
+    #[inline(always)]
     pub fn count_run(
         &mut self,
         model: &CacheModel,
