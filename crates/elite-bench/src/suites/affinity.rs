@@ -83,9 +83,9 @@
 //!
 //! `no_locality` is the same pattern with 1 KiB working sets: all of them (1 MiB) fit in the L2,
 //! and no order saves an L2 miss. It measures what each policy's bookkeeping costs per
-//! synchronization (a few nanoseconds of treap and stamps for Virtual Time; two counter-source
-//! calls and the cache model's update per run for Minimum Misses and Reload Transient, and a
-//! model lookup per enqueue for the latter). One group's 48 KiB is the size of the L1, so the
+//! synchronization (a few nanoseconds of treap and stamps for Virtual Time; the estimator's
+//! pass, which updates the cache model's footprint, per run for Minimum Misses and Reload
+//! Transient, and a model lookup per enqueue for the latter). One group's 48 KiB is the size of the L1, so the
 //! order still shows a little there: Virtual Time and Reload Transient regain part of their
 //! cost in L1 hits.
 //!
