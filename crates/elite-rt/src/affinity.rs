@@ -47,7 +47,7 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
-use crate::policy::{Needs, Policy, ProcessorView, UltInfo, WakerInfo};
+use crate::policy::{rounds, Needs, Policy, ProcessorView, UltInfo, WakerInfo};
 use crate::prefetch::UltBlock;
 use crate::processor::current_processor;
 use crate::tcb::TcbRef;
@@ -317,12 +317,11 @@ impl Local {
             let _ = affinity.sources[processor].set(source.kind().clone());
         }
         let estimated = matches!(&counting, Some(Counting { source: AnySource::Estimated(_), .. }));
-        let record: fn(&mut Local, TcbRef) = match (estimated, needs.stamps, needs.run_hook) {
+        let record: fn(&mut Local, TcbRef) = match (estimated, needs.stamps, needs.rounds) {
             (true, false, false) => Local::record_estimated::<false, false>,
             (true, true, false) => Local::record_estimated::<true, false>,
-            (true, false, true) => Local::record_estimated::<false, true>,
             (true, true, true) => Local::record_estimated::<true, true>,
-            (false, ..) => Local::record,
+            _ => Local::record,
         };
         Local {
             records: needs.records(),
@@ -434,17 +433,20 @@ impl Local {
             self.vtime += 1;
             rec.stamp.set(self.vtime);
         }
+        if self.needs.rounds {
+            rec.state.set(rounds::end_run(self.processor, self.vtime, rec.state.get()));
+        }
         if self.needs.run_hook {
             self.run_hook(t);
         }
     }
 
     /// [`record`](Self::record) for a processor whose source is the estimator, and a policy
-    /// whose needs' `stamps` and `run_hook` are `STAMPS` and `HOOK`: the checks and the
+    /// whose needs' `stamps` and `rounds` are `STAMPS` and `ROUNDS`: the checks and the
     /// dispatch on the kind of source are settled once, when [`Local::new`] chooses it (the
     /// machines without a PMU take this path on every run).
     #[inline(never)]
-    fn record_estimated<const STAMPS: bool, const HOOK: bool>(&mut self, t: TcbRef) {
+    fn record_estimated<const STAMPS: bool, const ROUNDS: bool>(&mut self, t: TcbRef) {
         let rec = &t.tcb().affinity;
         let processor = self.processor;
         let Some(Counting { source: AnySource::Estimated(source), model, clock, .. }) = &mut self.counting
@@ -462,7 +464,10 @@ impl Local {
             self.vtime += 1;
             rec.stamp.set(self.vtime);
         }
-        if HOOK {
+        if ROUNDS {
+            rec.state.set(rounds::end_run(processor, self.vtime, rec.state.get()));
+        }
+        if self.needs.run_hook {
             self.run_hook(t);
         }
     }
@@ -562,6 +567,7 @@ mod tests {
             let mut local = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
             let mut source = EstimatedSource::new(&model);
             let mut expected = [Footprint::EMPTY; 2];
+            let mut words = [0u64; 2];
             for (t, b) in ults.iter().zip(bytes) {
                 on_spawn(needs, *t, Some(b));
             }
@@ -577,6 +583,11 @@ mod tests {
                 assert_eq!((info.misses, info.footprint), (misses, expected[i]), "{policy} run {run}");
                 assert_eq!(info.stamp, if needs.stamps { run + 1 } else { 0 }, "{policy}");
                 assert_eq!(local.view().clock, source.clock(), "{policy}");
+                // The round the runtime keeps itself, for the policies that need rounds.
+                if needs.rounds {
+                    words[i] = rounds::end_run(0, run + 1, words[i]);
+                }
+                assert_eq!(info.state, words[i], "{policy} run {run}");
             }
             assert!(source.clock() > 0);
         }

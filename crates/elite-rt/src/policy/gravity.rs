@@ -131,7 +131,7 @@ impl Hooks for Gravity {
     }
 
     fn needs(&self) -> Needs {
-        Needs::MISSES.with_wakers().with_run_hook().with_data()
+        Needs::MISSES.with_wakers().with_rounds().with_data()
     }
 
     #[inline]
@@ -151,6 +151,8 @@ impl Hooks for Gravity {
     }
 
     #[inline]
+    /// The round's update ([`rounds`](super::rounds)); the runtime applies it itself at each
+    /// run's end (the policy needs rounds, not the run hook), so this is for direct calls.
     fn record_run(&self, _ult: &UltInfo, here: &ProcessorView<'_>, state: &mut u64) {
         rounds::record_run(here, state);
     }

@@ -315,12 +315,18 @@ pub struct Needs {
     /// ULT's declared data blocks have in common ([`WakerInfo::shared_bytes`]; read from the two
     /// control blocks only for policies that ask).
     pub data: bool,
+    /// Keep a round for yielders in the low bits of the policy word ([`rounds`]), updated by the
+    /// runtime itself at each run's end, with the run count (the built-in policies that order
+    /// yielders in rounds: Virtual Time, Reload Transient, Gravity). The same transitions as
+    /// calling the rounds' update from [`Hooks::record_run`], without the call through the
+    /// policy and the ULT's record it is handed on every run.
+    pub(crate) rounds: bool,
 }
 
 impl Needs {
     /// Nothing: no per-run work at all (No Affinity).
     pub const NOTHING: Needs =
-        Needs { stamps: false, misses: false, run_hook: false, wakers: false, data: false };
+        Needs { stamps: false, misses: false, run_hook: false, wakers: false, data: false, rounds: false };
     /// Run stamps (Virtual Time).
     pub const STAMPS: Needs = Needs { stamps: true, ..Needs::NOTHING };
     /// Stamps and cache misses (Minimum Misses, Reload Transient).
@@ -341,9 +347,15 @@ impl Needs {
         Needs { data: true, ..self }
     }
 
+    /// These needs, plus rounds for yielders kept by the runtime (see [`Needs::rounds`]; they
+    /// need the run count, so stamps too).
+    pub(crate) const fn with_rounds(self) -> Needs {
+        Needs { rounds: true, stamps: true, ..self }
+    }
+
     /// Whether the runtime keeps per-ULT records at all.
     pub const fn records(&self) -> bool {
-        self.stamps || self.misses || self.run_hook || self.wakers
+        self.stamps || self.misses || self.run_hook || self.wakers || self.rounds
     }
 }
 
@@ -555,14 +567,11 @@ mod tests {
     #[test]
     fn needs_per_policy() {
         assert_eq!(Policy::no_affinity().hooks().needs(), Needs::NOTHING);
-        assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS.with_run_hook());
+        assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS.with_rounds());
         assert_eq!(Policy::minimum_misses().hooks().needs(), Needs { stamps: false, ..Needs::MISSES });
         assert!(Policy::minimum_misses().hooks().needs().records());
-        assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES.with_run_hook());
-        assert_eq!(
-            Policy::gravity().hooks().needs(),
-            Needs::MISSES.with_wakers().with_run_hook().with_data()
-        );
+        assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES.with_rounds());
+        assert_eq!(Policy::gravity().hooks().needs(), Needs::MISSES.with_wakers().with_rounds().with_data());
     }
 
     #[test]

@@ -34,7 +34,7 @@ impl Hooks for ReloadTransient {
     }
 
     fn needs(&self) -> Needs {
-        Needs::MISSES.with_run_hook()
+        Needs::MISSES.with_rounds()
     }
 
     #[inline]
@@ -56,6 +56,8 @@ impl Hooks for ReloadTransient {
     }
 
     #[inline]
+    /// The round's update ([`rounds`](super::rounds)); the runtime applies it itself at each
+    /// run's end (the policy needs rounds, not the run hook), so this is for direct calls.
     fn record_run(&self, _ult: &UltInfo, here: &ProcessorView<'_>, state: &mut u64) {
         rounds::record_run(here, state);
     }

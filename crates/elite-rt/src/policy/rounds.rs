@@ -31,6 +31,10 @@
 //! blocks and a few lines of data each are about a quarter of a 2 MiB L2; 4 runs a round
 //! balanced the rate against the extra relaxations of sweeping against staler neighbours.
 //!
+//! The runtime keeps the round itself at the end of every run, for the policies whose needs
+//! include rounds ([`Needs::rounds`](super::Needs)): no call through the policy per run. Their
+//! [`record_run`](super::Hooks::record_run) does the same when called directly.
+//!
 //! The policy word: bits 0-2 the runs so far in the round, bit 3 the wake-up mark, bits 4-11 the
 //! processor of the round (modulo 256: a ULT that moves between two processors whose indices
 //! differ by a multiple of 256 keeps its round), bits 12-43 its group (wrapping after 2^41 runs
@@ -95,21 +99,28 @@ impl Round {
 /// run): the round goes on, or a new one begins. The bits above [`ROUND_BITS`] are kept.
 #[inline]
 pub(crate) fn record_run(here: &ProcessorView<'_>, state: &mut u64) {
+    *state = end_run(here.processor, here.vtime, *state);
+}
+
+/// [`record_run`] on plain values: the policy word after a run on `processor` whose run count,
+/// this run included, is `vtime`. The runtime calls it itself for policies that need rounds
+/// ([`Needs::rounds`](super::Needs)).
+#[inline(always)]
+pub(crate) fn end_run(processor: usize, vtime: u64, word: u64) -> u64 {
     // On the bits of the word rather than through `Round` (the same transitions, fewer
     // instructions on every run's end): the round goes on when the ULT is not fresh (a fresh
     // ULT's round is 0: its first run begins a round, like one after a wake-up), not woken, on
     // the round's processor, and short of `ROUND_RUNS` runs.
-    let word = *state;
-    let processor = here.processor as u64 & PROCESSOR_MASK;
+    let processor = processor as u64 & PROCESSOR_MASK;
     let goes_on = word & ROUND_MASK != 0
         && word & (WOKEN | PROCESSOR_MASK << PROCESSOR_SHIFT) == processor << PROCESSOR_SHIFT
         && (word & (WOKEN - 1)) + 1 < ROUND_RUNS;
-    *state = if goes_on {
+    if goes_on {
         word + 1 // `runs + 1 < ROUND_RUNS <= 8`: no carry out of the runs' bits
     } else {
-        let group = (here.vtime / ROUND_GROUP) & ((1 << GROUP_BITS) - 1);
+        let group = (vtime / ROUND_GROUP) & ((1 << GROUP_BITS) - 1);
         (word & !ROUND_MASK) | processor << PROCESSOR_SHIFT | group << GROUP_SHIFT
-    };
+    }
 }
 
 /// The key of a ULT that yielded, its policy word `state` updated by its run's end.

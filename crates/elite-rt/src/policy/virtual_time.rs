@@ -31,7 +31,7 @@ impl Hooks for VirtualTime {
     }
 
     fn needs(&self) -> Needs {
-        Needs::STAMPS.with_run_hook()
+        Needs::STAMPS.with_rounds()
     }
 
     #[inline]
@@ -49,6 +49,8 @@ impl Hooks for VirtualTime {
     }
 
     #[inline]
+    /// The round's update ([`rounds`](super::rounds)); the runtime applies it itself at each
+    /// run's end (the policy needs rounds, not the run hook), so this is for direct calls.
     fn record_run(&self, _ult: &UltInfo, here: &ProcessorView<'_>, state: &mut u64) {
         rounds::record_run(here, state);
     }
