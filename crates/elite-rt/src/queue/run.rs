@@ -2,9 +2,13 @@
 //!
 //! # Structure
 //!
-//! A treap (a binary search tree by key that is also a max-heap by a random priority per entry,
-//! hence balanced in expectation) linked through the entries' own TCBs ([`RunLink`]): no
-//! allocation, ever. The tree keeps pointers to its two ends:
+//! Entries of key 0 (every yield under the default `yield_priority`, and whatever a policy keys
+//! 0) wait in the *zero lane*, a FIFO list; all others in a treap (a binary search tree by key that
+//! is also a max-heap by a random priority per entry, hence balanced in expectation). Both are
+//! linked through the entries' own TCBs ([`RunLink`]): no allocation, ever. Key 0 is the lowest
+//! key there is, so the lane is the low end of the whole order: it serves only when the tree is
+//! empty, oldest first, and a thief takes from it first, newest first. The tree keeps pointers to
+//! its two ends:
 //!
 //! * **best** (`max`): the highest key; equal keys keep their order of arrival, the oldest
 //!   nearest the best end, so equal keys run oldest first;
@@ -16,13 +20,17 @@
 //!
 //! | operation | cost |
 //! | --- | --- |
-//! | push, key above the best (No Affinity's entry numbers) or at or below the worst (yields, key 0) | O(1): hung under that end, then fewer than 2 rotations on average |
+//! | push or pop in the zero lane (yields under the default key 0) | O(1): a few pointer writes |
+//! | push, key above the best (No Affinity's entry numbers) or at or below the worst | O(1): hung under that end, then fewer than 2 rotations on average |
 //! | push, any other key | O(log n) descent, fewer than 2 rotations on average |
 //! | pop the best | O(1) amortized (unlink the end; the next best is its in-order neighbour) |
 //! | a thief takes `k` from the worst end | O(k) amortized |
 //!
 //! Each removal at an end is O(1) because an end has no child on its outer side: it is replaced
-//! by its one inner child, which keeps both the search order and the heap order.
+//! by its one inner child, which keeps both the search order and the heap order. The zero lane
+//! exists because a round-robin of yields among many ULTs (a yield behind everyone, the oldest
+//! yielder next) paid the treap's random-priority rotations on every yield (callgrind,
+//! `probe mutex 1`: see the commit that added it).
 //!
 //! # Protocol
 //!
@@ -37,9 +45,11 @@ use crate::tcb::TcbRef;
 use crossbeam_utils::Backoff;
 use std::cell::{Cell, UnsafeCell};
 
-/// The links of a TCB in a runqueue's tree; meaningful only while it is in one.
+/// The links of a TCB in a runqueue's tree or zero lane; meaningful only while it is in one.
 pub(crate) struct RunLink {
+    /// Tree: the left child. Zero lane: the next older entry.
     left: Cell<Option<TcbRef>>,
+    /// Tree: the right child. Zero lane: the next newer entry.
     right: Cell<Option<TcbRef>>,
     parent: Cell<Option<TcbRef>>,
     key: Cell<u64>,
@@ -69,13 +79,20 @@ fn key(t: TcbRef) -> u64 {
     link(t).key.get()
 }
 
-/// The tree; touched only under the runqueue's lock.
+/// The tree and the zero lane; touched only under the runqueue's lock.
 struct Tree {
     root: Option<TcbRef>,
-    /// The lowest key (the newest of equal lowest keys).
+    /// The lowest key in the tree (the newest of equal lowest keys).
     min: Option<TcbRef>,
-    /// The highest key (the oldest of equal highest keys).
+    /// The highest key in the tree (the oldest of equal highest keys).
     max: Option<TcbRef>,
+    /// Entries in the tree.
+    tree_len: usize,
+    /// The zero lane's oldest entry.
+    zero_head: Option<TcbRef>,
+    /// The zero lane's newest entry.
+    zero_tail: Option<TcbRef>,
+    /// Entries in the tree and the zero lane.
     len: usize,
     /// xorshift32 state for the priorities.
     rng: u32,
@@ -83,7 +100,85 @@ struct Tree {
 
 impl Tree {
     const fn new() -> Tree {
-        Tree { root: None, min: None, max: None, len: 0, rng: 0x9E37_79B9 }
+        Tree {
+            root: None,
+            min: None,
+            max: None,
+            tree_len: 0,
+            zero_head: None,
+            zero_tail: None,
+            len: 0,
+            rng: 0x9E37_79B9,
+        }
+    }
+
+    /// Adds `t` with key `k`: key 0 to the zero lane, others to the tree.
+    #[inline]
+    fn push(&mut self, k: u64, t: TcbRef) {
+        self.len += 1;
+        if k == 0 {
+            self.push_zero(t);
+        } else {
+            self.push_tree(k, t);
+        }
+    }
+
+    /// Takes the highest key (the oldest of equal highest keys): the tree's best, else the zero
+    /// lane's oldest.
+    #[inline]
+    fn pop_max(&mut self) -> Option<TcbRef> {
+        let t = if self.tree_len > 0 { self.pop_tree_max() } else { self.pop_zero_oldest() }?;
+        self.len -= 1;
+        Some(t)
+    }
+
+    /// Takes the lowest key (the newest of equal lowest keys): the zero lane's newest, else the
+    /// tree's worst.
+    #[inline]
+    fn pop_min(&mut self) -> Option<TcbRef> {
+        let t = if self.zero_tail.is_some() { self.pop_zero_newest() } else { self.pop_tree_min() }?;
+        self.len -= 1;
+        Some(t)
+    }
+
+    /// Appends `t` (key 0) to the zero lane as its newest entry.
+    #[inline]
+    fn push_zero(&mut self, t: TcbRef) {
+        let n = link(t);
+        n.key.set(0);
+        n.right.set(None);
+        n.left.set(self.zero_tail);
+        match self.zero_tail {
+            Some(tail) => link(tail).right.set(Some(t)),
+            None => self.zero_head = Some(t),
+        }
+        self.zero_tail = Some(t);
+    }
+
+    /// Takes the zero lane's oldest entry.
+    #[inline]
+    fn pop_zero_oldest(&mut self) -> Option<TcbRef> {
+        let h = self.zero_head?;
+        let newer = link(h).right.get();
+        match newer {
+            Some(n) => link(n).left.set(None),
+            None => self.zero_tail = None,
+        }
+        self.zero_head = newer;
+        Some(h)
+    }
+
+    /// Takes the zero lane's newest entry.
+    #[inline]
+    fn pop_zero_newest(&mut self) -> Option<TcbRef> {
+        let t = self.zero_tail?;
+        let older = link(t).left.get();
+        match older {
+            Some(o) => link(o).right.set(None),
+            None => self.zero_head = None,
+        }
+        self.zero_tail = older;
+        Some(t)
     }
 
     #[inline]
@@ -96,16 +191,16 @@ impl Tree {
         x
     }
 
-    /// Inserts `t` with `k`. Among equal keys a newer entry goes nearer the worst end, so that
-    /// the best end hands out equal keys oldest first.
+    /// Inserts `t` with `k` (not 0) into the tree. Among equal keys a newer entry goes nearer the
+    /// worst end, so that the best end hands out equal keys oldest first.
     #[inline]
-    fn push(&mut self, k: u64, t: TcbRef) {
+    fn push_tree(&mut self, k: u64, t: TcbRef) {
         let n = link(t);
         n.key.set(k);
         n.left.set(None);
         n.right.set(None);
         n.prio.set(self.next_prio());
-        self.len += 1;
+        self.tree_len += 1;
         let (Some(min), Some(max), Some(root)) = (self.min, self.max, self.root) else {
             n.parent.set(None);
             (self.root, self.min, self.max) = (Some(t), Some(t), Some(t));
@@ -195,9 +290,9 @@ impl Tree {
         }
     }
 
-    /// Takes the highest key (the oldest of equal highest keys).
+    /// Takes the tree's highest key (the oldest of equal highest keys).
     #[inline]
-    fn pop_max(&mut self) -> Option<TcbRef> {
+    fn pop_tree_max(&mut self) -> Option<TcbRef> {
         let m = self.max?;
         let lm = link(m);
         // The maximum has no right child: its left child takes its place.
@@ -210,7 +305,7 @@ impl Tree {
         if let Some(i) = inner {
             link(i).parent.set(parent);
         }
-        self.len -= 1;
+        self.tree_len -= 1;
         self.max = match inner {
             Some(mut at) => {
                 while let Some(r) = link(at).right.get() {
@@ -220,15 +315,15 @@ impl Tree {
             }
             None => parent,
         };
-        if self.len == 0 {
+        if self.tree_len == 0 {
             self.min = None;
         }
         Some(m)
     }
 
-    /// Takes the lowest key (the newest of equal lowest keys).
+    /// Takes the tree's lowest key (the newest of equal lowest keys).
     #[inline]
-    fn pop_min(&mut self) -> Option<TcbRef> {
+    fn pop_tree_min(&mut self) -> Option<TcbRef> {
         let m = self.min?;
         let lm = link(m);
         // The minimum has no left child: its right child takes its place.
@@ -241,7 +336,7 @@ impl Tree {
         if let Some(i) = inner {
             link(i).parent.set(parent);
         }
-        self.len -= 1;
+        self.tree_len -= 1;
         self.min = match inner {
             Some(mut at) => {
                 while let Some(l) = link(at).left.get() {
@@ -251,7 +346,7 @@ impl Tree {
             }
             None => parent,
         };
-        if self.len == 0 {
+        if self.tree_len == 0 {
             self.max = None;
         }
         Some(m)
@@ -384,10 +479,23 @@ mod tests {
             }
             let mut order = Vec::new();
             walk(tree.root, None, &mut order);
-            assert_eq!(order.len(), tree.len);
+            assert_eq!(order.len(), tree.tree_len);
             assert!(order.windows(2).all(|w| key(w[0]) <= key(w[1])), "search order");
+            assert!(order.iter().all(|&t| key(t) > 0), "key 0 only in the zero lane");
             assert_eq!(tree.min, order.first().copied());
             assert_eq!(tree.max, order.last().copied());
+            // The zero lane: linked both ways, keys 0, counted.
+            let mut zeros = 0;
+            let (mut at, mut older) = (tree.zero_head, None);
+            while let Some(t) = at {
+                assert_eq!(key(t), 0);
+                assert_eq!(link(t).left.get(), older, "zero lane back link");
+                zeros += 1;
+                older = Some(t);
+                at = link(t).right.get();
+            }
+            assert_eq!(tree.zero_tail, older);
+            assert_eq!(tree.tree_len + zeros, tree.len);
         });
     }
 
