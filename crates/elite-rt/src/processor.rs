@@ -116,6 +116,8 @@ pub(crate) struct Core {
     staging: Worker<TcbRef>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
+    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
+    nested: u32,
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
     notes: Vec<NoteBatch>,
     id_seq: u64,
@@ -206,6 +208,7 @@ impl Processor {
             admit_one: false,
             staging: Worker::new_fifo(),
             inline_child: None,
+            nested: 0,
             notes: (0..shared.processors.len()).map(|_| NoteBatch::default()).collect(),
             id_seq: 0,
             tick: 0,
@@ -623,7 +626,9 @@ impl Processor {
         if let Some(j) = joiner {
             self.core().affinity.pause(j);
         }
+        self.core().nested += 1;
         self.start_ult(t);
+        self.core().nested -= 1;
         if joiner.is_some() {
             self.core().affinity.resume();
         }
@@ -747,46 +752,83 @@ impl Processor {
         }
     }
 
-    /// Switches into `t` and finishes whatever transition it switched out with.
-    fn run_ult(&self, t: TcbRef) {
-        let tcb = t.tcb();
-        tcb.processor.store(self.index, Ordering::Relaxed);
+    /// Switches into `t` and finishes whatever transition it switched out with; then, when the
+    /// transition left a ULT in the `next` slot and nothing else waits here, switches into that one
+    /// at once (see [`Processor::hand_off`]), and so on.
+    fn run_ult(&self, mut t: TcbRef) {
         let stats = &self.remote().stats;
         let check_canary = self.check_canary;
-        // SAFETY: this processor owns the started ULT; the context is Some from `start_ult` until
-        // `exit` takes it, after this borrow ends. The ULT's own code never touches the field.
-        let ctx =
-            unsafe { (*tcb.context.get()).as_mut() }.unwrap_or_else(|| crate::fatal("ULT without a context"));
-        let result = loop {
-            self.current.set(Some(t));
-            tcb.resumer.set(Resumer(self));
-            stats.switches.bump();
-            self.core().affinity.begin_run();
-            let result = ctx.co.resume(Resumer(self));
-            self.current.set(None);
-            self.core().affinity.end_run(t);
-            if check_canary {
-                self.check_canary(t);
-            }
-            if let CoroutineResult::Yield(Switch::Yield) = result {
-                stats.yields.bump();
-                // Nothing else to run here: resume at once without touching any queue.
-                if self.nothing_else_local() {
-                    continue;
+        loop {
+            let tcb = t.tcb();
+            tcb.processor.store(self.index, Ordering::Relaxed);
+            // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
+            // until `exit` takes it, after this borrow ends. The ULT's own code never touches the
+            // field.
+            let ctx = unsafe { (*tcb.context.get()).as_mut() }
+                .unwrap_or_else(|| crate::fatal("ULT without a context"));
+            let result = loop {
+                self.current.set(Some(t));
+                tcb.resumer.set(Resumer(self));
+                stats.switches.bump();
+                self.core().affinity.begin_run();
+                let result = ctx.co.resume(Resumer(self));
+                self.current.set(None);
+                self.core().affinity.end_run(t);
+                if check_canary {
+                    self.check_canary(t);
                 }
+                if let CoroutineResult::Yield(Switch::Yield) = result {
+                    stats.yields.bump();
+                    // Nothing else to run here: resume at once without touching any queue.
+                    if self.nothing_else_local() {
+                        continue;
+                    }
+                }
+                break result;
+            };
+            match result {
+                CoroutineResult::Yield(Switch::Exit) => self.exit(t),
+                CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
+                // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
+                // resumed, which cannot happen before `action` publishes it.
+                CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t, self) },
+                CoroutineResult::Yield(Switch::Sleep(deadline)) => {
+                    self.core().timers.insert(deadline, t);
+                    return;
+                }
+                // The trampoline never returns; only a forced unwind (shutdown) ends it.
+                CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
             }
-            break result;
-        };
-        match result {
-            CoroutineResult::Yield(Switch::Exit) => self.exit(t),
-            CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
-            // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
-            // resumed, which cannot happen before `action` publishes it.
-            CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t, self) },
-            CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
-            // The trampoline never returns; only a forced unwind (shutdown) ends it.
-            CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
+            match self.hand_off() {
+                Some(n) => t = n,
+                None => return,
+            }
         }
+    }
+
+    /// The direct hand-off: after a transition, the ULT in the `next` slot (the one the
+    /// transition made ready: a woken receiver, a joiner, the next yielder in line) runs at once,
+    /// without a round of the loop, when the loop would pick it anyway: no wake-up, clean-up note
+    /// or timer waits, and this is not the 61st step in a row (then the loop runs, and with it
+    /// the shutdown check and the shared start-queue levels). Never inside the join fast path,
+    /// whose caller waits on this stack for its child's switch.
+    #[inline]
+    fn hand_off(&self) -> Option<TcbRef> {
+        let core = self.core();
+        let n = core.next?;
+        core.tick = core.tick.wrapping_add(1);
+        if core.tick.is_multiple_of(61) || core.nested > 0 {
+            return None;
+        }
+        let remote = self.remote();
+        if !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !core.timers.is_empty() {
+            return None;
+        }
+        if n.tcb().life.get() != Life::Started {
+            return None; // (never in the slot today; the loop's dispatch starts such a one)
+        }
+        core.next = None;
+        Some(n)
     }
 
     /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).

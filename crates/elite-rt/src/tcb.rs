@@ -336,7 +336,7 @@ pub(crate) struct Tcb {
     /// whenever its code runs.
     pub(crate) resumer: Cell<Resumer>,
     /// The blocking-wait word of the synchronization objects (`sync::wait`): the wait's sequence
-    /// number in the high bits, its outcome and the suspended flag in the low three. Never reset,
+    /// number in the high bits, its outcome in the low two. Never reset,
     /// so a stale timer entry of an earlier wait (even of an earlier ULT in this TCB) cannot match.
     pub(crate) wait: AtomicU64,
     /// The join state `publish` found, for `settle` after the last switch.

@@ -107,10 +107,8 @@ impl<T> Chan<T> {
         let mut mine: Slot<T> = Some(value);
         let node = WaitNode::new();
         node.slot.set(&mut mine as *mut Slot<T> as *mut ());
-        g.send_waiters.push_back(&node);
-        drop(g);
         let unwind = OnUnwind::new(|| self.inner.lock().send_waiters.remove(&node));
-        node.wait(None);
+        node.block(g, None, |inner, n| inner.send_waiters.push_back(n));
         unwind.disarm();
         match mine {
             None => Try::Sent,
@@ -163,10 +161,8 @@ impl<T> Chan<T> {
             let mut mine: Slot<T> = None;
             let node = WaitNode::new();
             node.slot.set(&mut mine as *mut Slot<T> as *mut ());
-            g.recv_waiters.push_back(&node);
-            drop(g);
             let unwind = OnUnwind::new(|| self.inner.lock().recv_waiters.remove(&node));
-            let notified = node.wait(deadline);
+            let notified = node.block(g, deadline, |inner, n| inner.recv_waiters.push_back(n));
             unwind.disarm();
             if !notified {
                 // Our deadline won: a sender that popped us took its value back.

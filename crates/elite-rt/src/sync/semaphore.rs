@@ -106,10 +106,8 @@ impl Semaphore {
             return true;
         }
         let node = WaitNode::new();
-        s.waiters.push_back(&node);
-        drop(s);
         let unwind = OnUnwind::new(|| self.abandon(&node));
-        let notified = node.wait(deadline);
+        let notified = node.block(s, deadline, |s, n| s.waiters.push_back(n));
         unwind.disarm();
         if !notified {
             // Timed out: the notify that failed on us left the tag alone; leave the queue.
