@@ -1,0 +1,159 @@
+//! Small probes of the sync and micro workloads, for `valgrind --tool=callgrind` (instructions per
+//! operation) and `--tool=cachegrind` (simulated misses), and for quick wall-clock checks.
+//!
+//! ```text
+//! cargo build --release -p elite-bench --example probe
+//! valgrind --tool=callgrind target/release/examples/probe ping_pong 1 100000
+//! target/release/examples/probe mutex 2 1024 2000
+//! ```
+//!
+//! `probe <workload> <processors> [sizes...]`; each prints the wall time per operation and the
+//! runtime's counters. Workloads (the same as the benches of the same name, without the harness):
+//! `yield N`, `spawn_join N`, `spawn_bulk N`, `ping_pong N`, `mutex THREADS ITERS`,
+//! `sync_peak ITERS` (4096 ULTs, 8 KiB stacks). A callgrind run divides the instructions of the
+//! whole program by the operations; run two sizes and take the difference to drop the start-up.
+
+use elite_rt::sync::{mpsc, Mutex, Semaphore};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn arg(args: &[String], i: usize, default: u64) -> u64 {
+    args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(what) = args.get(1).cloned() else {
+        eprintln!(
+            "usage: probe <yield|spawn_join|spawn_bulk|ping_pong|mutex|sync_peak> <processors> [sizes]"
+        );
+        std::process::exit(2);
+    };
+    let procs = arg(&args, 2, 1) as usize;
+    let rt = elite_rt::Runtime::builder().processors(procs).build().expect("runtime");
+    let (ops, answer, expect, secs) = match what.as_str() {
+        "yield" => {
+            let n = arg(&args, 3, 1_000_000);
+            rt.block_on(move || {
+                let t = Instant::now();
+                for _ in 0..n {
+                    elite_rt::yield_now();
+                }
+                (n, n, n, t.elapsed().as_secs_f64())
+            })
+        }
+        "spawn_join" => {
+            let n = arg(&args, 3, 1_000_000);
+            rt.block_on(move || {
+                let t = Instant::now();
+                let mut sum = 0;
+                for i in 0..n {
+                    sum += elite_rt::spawn(move || i).join().unwrap();
+                }
+                (n, sum, n * n.saturating_sub(1) / 2, t.elapsed().as_secs_f64())
+            })
+        }
+        "spawn_bulk" => {
+            let n = arg(&args, 3, 1_000_000);
+            rt.block_on(move || {
+                let t = Instant::now();
+                let hs: Vec<_> = (0..n).map(|i| elite_rt::spawn(move || i)).collect();
+                let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+                (n, sum, n * n.saturating_sub(1) / 2, t.elapsed().as_secs_f64())
+            })
+        }
+        "ping_pong" => {
+            let n = arg(&args, 3, 1_000_000);
+            rt.block_on(move || {
+                let (ping_tx, ping_rx) = mpsc::sync_channel::<u64>(0);
+                let (pong_tx, pong_rx) = mpsc::sync_channel::<u64>(0);
+                let partner = elite_rt::spawn(move || {
+                    for _ in 0..n {
+                        let v = ping_rx.recv().unwrap();
+                        pong_tx.send(v + 1).unwrap();
+                    }
+                });
+                let t = Instant::now();
+                let mut c = 0u64;
+                for _ in 0..n {
+                    ping_tx.send(c + 1).unwrap();
+                    c = pong_rx.recv().unwrap();
+                }
+                let s = t.elapsed().as_secs_f64();
+                partner.join().unwrap();
+                (n, c, 2 * n, s)
+            })
+        }
+        "mutex" => {
+            let threads = arg(&args, 3, 1024);
+            let iters = arg(&args, 4, 2000);
+            rt.block_on(move || {
+                let m = Arc::new(Mutex::new(0u64));
+                let t = Instant::now();
+                let hs: Vec<_> = (0..threads)
+                    .map(|_| {
+                        let m = m.clone();
+                        elite_rt::spawn(move || {
+                            for _ in 0..iters {
+                                *m.lock().unwrap() += 1;
+                                elite_rt::yield_now();
+                            }
+                        })
+                    })
+                    .collect();
+                hs.into_iter().for_each(|h| h.join().unwrap());
+                let s = t.elapsed().as_secs_f64();
+                let c = *m.lock().unwrap();
+                (threads * iters, c, threads * iters, s)
+            })
+        }
+        "sync_peak" => {
+            const RING: usize = 4096;
+            let iters = arg(&args, 3, 1000);
+            rt.block_on(move || {
+                let sems: Arc<Vec<Semaphore>> =
+                    Arc::new((0..RING).map(|i| Semaphore::new(usize::from(i % 4 == 0))).collect());
+                let gate = Arc::new(Semaphore::new(0));
+                let started = Arc::new(AtomicUsize::new(0));
+                let all = Arc::new(Semaphore::new(0));
+                let hs: Vec<_> = (0..RING)
+                    .map(|i| {
+                        let (sems, gate, started, all) =
+                            (sems.clone(), gate.clone(), started.clone(), all.clone());
+                        elite_rt::Builder::new()
+                            .stack_size(8 * 1024)
+                            .spawn(move || {
+                                if started.fetch_add(1, Ordering::AcqRel) == RING - 1 {
+                                    all.release();
+                                }
+                                gate.acquire();
+                                let mut c = 0u64;
+                                for _ in 0..iters {
+                                    sems[i].acquire();
+                                    c += 1;
+                                    sems[(i + 1) % RING].release();
+                                }
+                                c
+                            })
+                            .unwrap()
+                    })
+                    .collect();
+                all.acquire();
+                let t = Instant::now();
+                gate.add_permits(RING);
+                let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+                (RING as u64 * iters, sum, RING as u64 * iters, t.elapsed().as_secs_f64())
+            })
+        }
+        other => {
+            eprintln!("unknown workload {other}");
+            std::process::exit(2);
+        }
+    };
+    assert_eq!(answer, expect, "wrong answer");
+    println!("{what} processors={procs}: {:.1} ns/op ({ops} ops)", secs * 1e9 / ops as f64);
+    if std::env::var_os("PROBE_STATS").is_some() {
+        println!("{:#?}", rt.stats());
+    }
+}
