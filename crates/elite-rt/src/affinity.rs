@@ -142,6 +142,9 @@ pub(crate) fn wake_target(
     waker: Option<usize>,
     by: Option<TcbRef>,
 ) -> usize {
+    if policy.default_wake_and_yield() {
+        return t.tcb().processor.load(crate::atomics::Ordering::Relaxed); // the default hook's answer
+    }
     let info = ult_info(t, needs);
     let mut waker_info = WakerInfo::new(waker);
     if needs.wakers {
@@ -324,6 +327,9 @@ impl Local {
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
         self.seq += 1;
+        if self.policy.default_wake_and_yield() {
+            return 0; // the default hook's answer
+        }
         self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
     }
 

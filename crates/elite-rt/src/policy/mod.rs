@@ -155,6 +155,9 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Policy {
     hooks: Arc<dyn Hooks>,
+    /// One of ELiTE's four, which keep the default [`Hooks::wake_target`] and
+    /// [`Hooks::yield_priority`]: the runtime computes those two itself, without the calls.
+    builtin: bool,
 }
 
 impl Policy {
@@ -164,27 +167,39 @@ impl Policy {
 
     /// A policy made of custom hooks.
     pub fn new(hooks: impl Hooks) -> Policy {
-        Policy { hooks: Arc::new(hooks) }
+        Policy { hooks: Arc::new(hooks), builtin: false }
+    }
+
+    /// One of ELiTE's four (see `builtin`).
+    fn builtin(hooks: impl Hooks) -> Policy {
+        Policy { builtin: true, ..Policy::new(hooks) }
     }
 
     /// [`NoAffinity`]: LIFO, the default.
     pub fn no_affinity() -> Policy {
-        Policy::new(NoAffinity)
+        Policy::builtin(NoAffinity)
     }
 
     /// [`VirtualTime`]: the most recently run here first.
     pub fn virtual_time() -> Policy {
-        Policy::new(VirtualTime)
+        Policy::builtin(VirtualTime)
     }
 
     /// [`MinimumMisses`]: the fewest misses in the last run first.
     pub fn minimum_misses() -> Policy {
-        Policy::new(MinimumMisses)
+        Policy::builtin(MinimumMisses)
     }
 
     /// [`ReloadTransient`]: the smallest expected reload transient first.
     pub fn reload_transient() -> Policy {
-        Policy::new(ReloadTransient)
+        Policy::builtin(ReloadTransient)
+    }
+
+    /// Whether [`Hooks::wake_target`] and [`Hooks::yield_priority`] are the defaults (a woken ULT
+    /// goes where it last ran; a yield is keyed 0), so that the runtime may skip the calls.
+    #[inline]
+    pub(crate) fn default_wake_and_yield(&self) -> bool {
+        self.builtin
     }
 
     /// The policy's name (its hooks' [`Hooks::name`]).
@@ -506,6 +521,22 @@ mod tests {
         assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS);
         assert_eq!(Policy::minimum_misses().hooks().needs(), Needs::MISSES);
         assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES);
+    }
+
+    #[test]
+    fn the_four_keep_the_default_wake_target_and_yield_key() {
+        // The runtime skips those two hooks for them (`default_wake_and_yield`): check that the
+        // hooks they carry really are the defaults.
+        let u = UltInfo::new(1, 3).with_stamp(9).with_misses(4);
+        for name in Policy::NAMES {
+            let p: Policy = name.parse().unwrap();
+            assert!(p.default_wake_and_yield(), "{name}");
+            let mut state = 0;
+            assert_eq!(p.hooks().wake_target(&u, &WakerInfo::new(Some(1)), &mut state), 3, "{name}");
+            assert_eq!(state, 0, "{name}");
+            assert_eq!(p.hooks().yield_priority(&u, &ProcessorView::new(3, 5)), 0, "{name}");
+        }
+        assert!(!Policy::new(NoAffinity).default_wake_and_yield());
     }
 
     #[test]
