@@ -1018,8 +1018,12 @@ impl Processor {
             self.enqueue(t);
             self.shared.notify_any();
         } else if target == self.index {
+            // Idle processors are told when the runqueue turns non-empty (they may steal from
+            // it), not at every entry: one that parks later sees the entries in its re-check
+            // (`crate::park`), and one parked before was woken by the first entry.
+            let was_empty = self.remote().runq.len() == 0;
             self.make_ready(t);
-            if self.remote().runq.len() > 0 {
+            if was_empty && self.remote().runq.len() > 0 {
                 self.shared.notify_any();
             }
         } else {

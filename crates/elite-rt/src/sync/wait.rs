@@ -169,8 +169,9 @@ impl WaitNode {
     /// returns is dropped once the object's lock is released (a condition variable's mutex guard,
     /// released only when the node is linked).
     ///
-    /// A ULT switches out still holding the lock; `link`, the timer and the unlock run after the
-    /// switch, on its processor's stack (module docs). An OS thread links, unlocks and parks.
+    /// Called by the ULT or thread that made the node. A ULT switches out still holding the lock;
+    /// `link`, the timer and the unlock run after the switch, on its processor's stack (module
+    /// docs). An OS thread links, unlocks and parks.
     /// After `false` the node may still be linked: the caller unlinks it under the object's lock.
     #[inline]
     pub(crate) fn block<S, R>(
@@ -183,7 +184,7 @@ impl WaitNode {
             Who::Ult { tcb, seq } => {
                 let (t, seq) = (*tcb, *seq);
                 self.timed.set(deadline.is_some());
-                crate::thread::park_current(move |me, p| {
+                let after_switch = move |me, p: &Processor| {
                     let mut g = guard;
                     let after = link(&mut g, self);
                     if let Some(d) = deadline {
@@ -191,7 +192,10 @@ impl WaitNode {
                     }
                     drop(g);
                     drop(after);
-                });
+                };
+                debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
+                // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
+                unsafe { crate::thread::park_ult(t, after_switch) };
                 t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
             }
             Who::Thread { state, .. } => {
