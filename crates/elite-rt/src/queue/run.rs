@@ -2,13 +2,19 @@
 //!
 //! # Structure
 //!
-//! Entries of key 0 (every yield under the default `yield_priority`, and whatever a policy keys
-//! 0) wait in the *zero lane*, a FIFO list; all others in a treap (a binary search tree by key that
-//! is also a max-heap by a random priority per entry, hence balanced in expectation). Both are
-//! linked through the entries' own TCBs ([`RunLink`]): no allocation, ever. Key 0 is the lowest
-//! key there is, so the lane is the low end of the whole order: it serves only when the tree is
-//! empty, oldest first, and a thief takes from it first, newest first. The tree keeps pointers to
-//! its two ends:
+//! A treap (a binary search tree by key that is also a max-heap by a random priority per entry,
+//! hence balanced in expectation) and two lists beside it, all linked through the entries' own
+//! TCBs ([`RunLink`]): no allocation, ever.
+//!
+//! * The *zero lane* holds the entries of key 0 (every yield under the default `yield_priority`,
+//!   and whatever a policy keys 0) in arrival order. Key 0 is the lowest key there is, so the lane
+//!   is the low end of the whole order: it serves only when the rest is empty, oldest first, and a
+//!   thief takes from it first, newest first.
+//! * The *top lane* holds a run of entries each pushed with a key above everything queued (No
+//!   Affinity's entry numbers always are), highest last: the high end of the whole order, served
+//!   first, highest first. A push that does not rise above it moves the lane into the tree first
+//!   (each entry at the tree's best end), so every entry moves at most once per stay.
+//! * The tree holds the rest, and keeps pointers to its two ends:
 //!
 //! * **best** (`max`): the highest key; equal keys keep their order of arrival, the oldest
 //!   nearest the best end, so equal keys run oldest first;
@@ -20,7 +26,8 @@
 //!
 //! | operation | cost |
 //! | --- | --- |
-//! | push or pop in the zero lane (yields under the default key 0) | O(1): a few pointer writes |
+//! | push or pop in a lane (yields under the default key 0; No Affinity's entries) | O(1): a few pointer writes |
+//! | a push below the top lane's last | moves the lane into the tree: O(1) amortized per entry moved |
 //! | push, key above the best (No Affinity's entry numbers) or at or below the worst | O(1): hung under that end, then fewer than 2 rotations on average |
 //! | push, any other key | O(log n) descent, fewer than 2 rotations on average |
 //! | pop the best | O(1) amortized (unlink the end; the next best is its in-order neighbour) |
@@ -29,8 +36,9 @@
 //! Each removal at an end is O(1) because an end has no child on its outer side: it is replaced
 //! by its one inner child, which keeps both the search order and the heap order. The zero lane
 //! exists because a round-robin of yields among many ULTs (a yield behind everyone, the oldest
-//! yielder next) paid the treap's random-priority rotations on every yield (callgrind,
-//! `probe mutex 1`: see the commit that added it).
+//! yielder next) paid the treap's random-priority rotations on every yield, the top lane because
+//! No Affinity's LIFO paid them on every wake-up (callgrind, `elite-bench`'s `examples/probe`:
+//! see the commits that added them).
 //!
 //! # Protocol
 //!
@@ -79,7 +87,64 @@ fn key(t: TcbRef) -> u64 {
     link(t).key.get()
 }
 
-/// The tree and the zero lane; touched only under the runqueue's lock.
+/// A list of entries linked through their [`RunLink`]s (`left`: the next lower, `right`: the next
+/// higher), with O(1) access at both ends.
+struct Lane {
+    /// The lowest entry.
+    lo: Option<TcbRef>,
+    /// The highest entry.
+    hi: Option<TcbRef>,
+}
+
+impl Lane {
+    const fn new() -> Lane {
+        Lane { lo: None, hi: None }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.hi.is_none()
+    }
+
+    /// Adds `t` (with its key set) above every entry.
+    #[inline]
+    fn push_hi(&mut self, t: TcbRef) {
+        let n = link(t);
+        n.right.set(None);
+        n.left.set(self.hi);
+        match self.hi {
+            Some(h) => link(h).right.set(Some(t)),
+            None => self.lo = Some(t),
+        }
+        self.hi = Some(t);
+    }
+
+    #[inline]
+    fn pop_hi(&mut self) -> Option<TcbRef> {
+        let t = self.hi?;
+        let below = link(t).left.get();
+        match below {
+            Some(b) => link(b).right.set(None),
+            None => self.lo = None,
+        }
+        self.hi = below;
+        Some(t)
+    }
+
+    #[inline]
+    fn pop_lo(&mut self) -> Option<TcbRef> {
+        let t = self.lo?;
+        let above = link(t).right.get();
+        match above {
+            Some(a) => link(a).left.set(None),
+            None => self.hi = None,
+        }
+        self.lo = above;
+        Some(t)
+    }
+}
+
+/// The tree and the two lanes; touched only under the runqueue's lock.
 struct Tree {
     root: Option<TcbRef>,
     /// The lowest key in the tree (the newest of equal lowest keys).
@@ -88,11 +153,12 @@ struct Tree {
     max: Option<TcbRef>,
     /// Entries in the tree.
     tree_len: usize,
-    /// The zero lane's oldest entry.
-    zero_head: Option<TcbRef>,
-    /// The zero lane's newest entry.
-    zero_tail: Option<TcbRef>,
-    /// Entries in the tree and the zero lane.
+    /// The zero lane: entries of key 0, oldest at `lo`.
+    zeros: Lane,
+    /// The top lane: entries whose keys rose with each push and lie above the tree's, highest at
+    /// `hi`.
+    top: Lane,
+    /// Entries in the tree and the lanes.
     len: usize,
     /// xorshift32 state for the priorities.
     rng: u32,
@@ -105,79 +171,72 @@ impl Tree {
             min: None,
             max: None,
             tree_len: 0,
-            zero_head: None,
-            zero_tail: None,
+            zeros: Lane::new(),
+            top: Lane::new(),
             len: 0,
             rng: 0x9E37_79B9,
         }
     }
 
-    /// Adds `t` with key `k`: key 0 to the zero lane, others to the tree.
+    /// Adds `t` with key `k`: key 0 to the zero lane; a key above everything else (and above the
+    /// top lane's last, strictly) to the top lane; any other to the tree, after moving the top
+    /// lane into it (the tree takes keys below the top lane's only).
     #[inline]
     fn push(&mut self, k: u64, t: TcbRef) {
         self.len += 1;
         if k == 0 {
-            self.push_zero(t);
-        } else {
-            self.push_tree(k, t);
+            link(t).key.set(0);
+            self.zeros.push_hi(t);
+            return;
+        }
+        let above = match self.top.hi {
+            Some(h) => k > key(h),
+            None => self.max.is_none_or(|m| k > key(m)),
+        };
+        if above {
+            link(t).key.set(k);
+            self.top.push_hi(t);
+            return;
+        }
+        self.flush_top();
+        self.push_tree(k, t);
+    }
+
+    /// Moves the top lane into the tree, lowest first (each lands at the tree's best end).
+    #[cold]
+    fn flush_top(&mut self) {
+        while let Some(t) = self.top.pop_lo() {
+            self.push_tree(key(t), t);
         }
     }
 
-    /// Takes the highest key (the oldest of equal highest keys): the tree's best, else the zero
-    /// lane's oldest.
+    /// Takes the highest key (the oldest of equal highest keys): the top lane's last, else the
+    /// tree's best, else the zero lane's oldest.
     #[inline]
     fn pop_max(&mut self) -> Option<TcbRef> {
-        let t = if self.tree_len > 0 { self.pop_tree_max() } else { self.pop_zero_oldest() }?;
+        let t = if !self.top.is_empty() {
+            self.top.pop_hi()
+        } else if self.tree_len > 0 {
+            self.pop_tree_max()
+        } else {
+            self.zeros.pop_lo()
+        }?;
         self.len -= 1;
         Some(t)
     }
 
     /// Takes the lowest key (the newest of equal lowest keys): the zero lane's newest, else the
-    /// tree's worst.
+    /// tree's worst, else the top lane's first.
     #[inline]
     fn pop_min(&mut self) -> Option<TcbRef> {
-        let t = if self.zero_tail.is_some() { self.pop_zero_newest() } else { self.pop_tree_min() }?;
+        let t = if !self.zeros.is_empty() {
+            self.zeros.pop_hi()
+        } else if self.tree_len > 0 {
+            self.pop_tree_min()
+        } else {
+            self.top.pop_lo()
+        }?;
         self.len -= 1;
-        Some(t)
-    }
-
-    /// Appends `t` (key 0) to the zero lane as its newest entry.
-    #[inline]
-    fn push_zero(&mut self, t: TcbRef) {
-        let n = link(t);
-        n.key.set(0);
-        n.right.set(None);
-        n.left.set(self.zero_tail);
-        match self.zero_tail {
-            Some(tail) => link(tail).right.set(Some(t)),
-            None => self.zero_head = Some(t),
-        }
-        self.zero_tail = Some(t);
-    }
-
-    /// Takes the zero lane's oldest entry.
-    #[inline]
-    fn pop_zero_oldest(&mut self) -> Option<TcbRef> {
-        let h = self.zero_head?;
-        let newer = link(h).right.get();
-        match newer {
-            Some(n) => link(n).left.set(None),
-            None => self.zero_tail = None,
-        }
-        self.zero_head = newer;
-        Some(h)
-    }
-
-    /// Takes the zero lane's newest entry.
-    #[inline]
-    fn pop_zero_newest(&mut self) -> Option<TcbRef> {
-        let t = self.zero_tail?;
-        let older = link(t).left.get();
-        match older {
-            Some(o) => link(o).right.set(None),
-            None => self.zero_head = None,
-        }
-        self.zero_tail = older;
         Some(t)
     }
 
@@ -484,18 +543,28 @@ mod tests {
             assert!(order.iter().all(|&t| key(t) > 0), "key 0 only in the zero lane");
             assert_eq!(tree.min, order.first().copied());
             assert_eq!(tree.max, order.last().copied());
-            // The zero lane: linked both ways, keys 0, counted.
-            let mut zeros = 0;
-            let (mut at, mut older) = (tree.zero_head, None);
-            while let Some(t) = at {
-                assert_eq!(key(t), 0);
-                assert_eq!(link(t).left.get(), older, "zero lane back link");
-                zeros += 1;
-                older = Some(t);
-                at = link(t).right.get();
+            // The lanes: linked both ways; zeros all 0, the top lane rising strictly and above
+            // the tree.
+            fn walk_lane(lane: &Lane) -> Vec<TcbRef> {
+                let mut out = Vec::new();
+                let (mut at, mut below) = (lane.lo, None);
+                while let Some(t) = at {
+                    assert_eq!(link(t).left.get(), below, "lane back link");
+                    out.push(t);
+                    below = Some(t);
+                    at = link(t).right.get();
+                }
+                assert_eq!(lane.hi, below);
+                out
             }
-            assert_eq!(tree.zero_tail, older);
-            assert_eq!(tree.tree_len + zeros, tree.len);
+            let zeros = walk_lane(&tree.zeros);
+            assert!(zeros.iter().all(|&t| key(t) == 0));
+            let top = walk_lane(&tree.top);
+            assert!(top.windows(2).all(|w| key(w[0]) < key(w[1])), "top lane rises");
+            if let (Some(&first), Some(&m)) = (top.first(), order.last()) {
+                assert!(key(first) > key(m), "top lane above the tree");
+            }
+            assert_eq!(tree.tree_len + zeros.len() + top.len(), tree.len);
         });
     }
 
@@ -604,28 +673,49 @@ mod tests {
                 }
             }
             assert_eq!(q.len(), model.len());
-            if step % 97 == 0 {
+            if step % 7 == 0 {
                 check(&q);
             }
         }
     }
 
     /// The tree stays shallow: a sorted insertion order (the worst case of a plain search tree)
-    /// gives a depth of a small multiple of log2(n).
+    /// gives a depth of a small multiple of log2(n). Falling keys go to the tree (rising ones
+    /// would stay in the top lane).
     #[test]
     fn stays_balanced_for_sorted_keys() {
         let (_chunks, t) = tcbs(4096);
         let q = RunQueue::new();
         for (i, &tcb) in t.iter().enumerate() {
-            q.push(i as u64, tcb);
+            q.push(5000 - i as u64, tcb);
         }
         check(&q);
         let depth = q.with(|tree| {
+            assert_eq!(tree.tree_len, 4096, "falling keys all in the tree");
             fn depth(t: Option<TcbRef>) -> usize {
                 t.map_or(0, |t| 1 + depth(link(t).left.get()).max(depth(link(t).right.get())))
             }
             depth(tree.root)
         });
         assert!(depth <= 40, "depth {depth} for 4096 sorted keys (log2 = 12)");
+    }
+
+    /// Rising keys stay in the top lane until a lower one comes, which moves them into the tree.
+    #[test]
+    fn rising_keys_use_the_top_lane_until_a_lower_key_comes() {
+        let (_chunks, t) = tcbs(6);
+        let q = RunQueue::new();
+        for (i, &tcb) in t[..4].iter().enumerate() {
+            q.push(10 + i as u64, tcb);
+        }
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 4)));
+        q.push(11, t[4]); // not above 13: the lane moves into the tree
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (5, 5)));
+        q.push(20, t[5]); // above the tree's best again
+        q.with(|tree| assert_eq!(tree.tree_len, 5));
+        check(&q);
+        let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+        // 11 twice: t[1] (pushed first) before t[4].
+        assert_eq!(out, vec![t[5], t[3], t[2], t[1], t[4], t[0]]);
     }
 }
