@@ -87,7 +87,7 @@ fn rendezvous_pairs_pass_every_token() {
                             let mut r = rng(p + 1000);
                             for _ in 0..ROUNDS {
                                 let v = ping_rx.recv().unwrap();
-                                if r() % 4 == 0 {
+                                if r().is_multiple_of(4) {
                                     elite_rt::yield_now();
                                 }
                                 pong_tx.send(v + 1).unwrap();
@@ -99,7 +99,7 @@ fn rendezvous_pairs_pass_every_token() {
                             let mut c = 0u64;
                             for _ in 0..ROUNDS {
                                 ping_tx.send(c + 1).unwrap();
-                                if r() % 4 == 0 {
+                                if r().is_multiple_of(4) {
                                     elite_rt::yield_now();
                                 }
                                 c = pong_rx.recv().unwrap();
@@ -152,7 +152,7 @@ fn timed_receivers_racing_rendezvous_senders_lose_nothing() {
                                         seen.lock().unwrap().push((s, v));
                                     }
                                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                                        if r() % 2 == 0 {
+                                        if r().is_multiple_of(2) {
                                             elite_rt::yield_now();
                                         }
                                     }
@@ -170,7 +170,7 @@ fn timed_receivers_racing_rendezvous_senders_lose_nothing() {
                             let mut r = rng(s + 5);
                             for v in 0..PER_SENDER {
                                 tx.send((s, v)).unwrap();
-                                if r() % 8 == 0 {
+                                if r().is_multiple_of(8) {
                                     elite_rt::yield_now();
                                 }
                             }
@@ -215,7 +215,7 @@ fn blocking_mutex_and_semaphore_ring_keep_exact_counts() {
                                 {
                                     let mut g = m.lock().unwrap();
                                     *g += 1;
-                                    if r() % 4 == 0 {
+                                    if r().is_multiple_of(4) {
                                         elite_rt::yield_now(); // hold it across a switch: others block
                                     }
                                 }
