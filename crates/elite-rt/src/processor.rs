@@ -27,6 +27,7 @@
 use crate::atomics::Ordering;
 use crate::park::ParkSlot;
 use crate::pool::{Got, LocalPool};
+use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
 use crate::queue::run::RunQueue;
@@ -72,7 +73,7 @@ pub(crate) struct Remote {
     /// The own start-queue: pushed and popped by the owner, stolen from by others.
     pub(crate) start: Deque<crate::tcb::Tcb>,
     pub(crate) wakeup: CachePadded<TcbStack>,
-    pub(crate) cleanup: CachePadded<TcbStack>,
+    pub(crate) cleanup: CachePadded<CleanupStack>,
     pub(crate) runq: CachePadded<RunQueue>,
     pub(crate) park: CachePadded<ParkSlot>,
     pub(crate) stats: CachePadded<Counters>,
@@ -87,7 +88,7 @@ impl Remote {
             node,
             start: Deque::new(start_limit),
             wakeup: CachePadded::new(TcbStack::new()),
-            cleanup: CachePadded::new(TcbStack::new()),
+            cleanup: CachePadded::new(CleanupStack::new()),
             runq: CachePadded::new(RunQueue::new()),
             park: CachePadded::new(ParkSlot::new()),
             stats: CachePadded::new(Counters::default()),
@@ -119,7 +120,7 @@ pub(crate) struct Core {
     /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
     nested: u32,
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
-    notes: Vec<NoteBatch>,
+    notes: Vec<Option<Box<NoteBatch>>>,
     id_seq: u64,
     tick: u32,
     rounds: u32,
@@ -144,22 +145,6 @@ pub(crate) enum Inline {
     /// recycles the TCB directly ([`Processor::reclaim_inline`]).
     Finished,
 }
-
-/// Clean-up notes bound for one processor, privately linked through `Tcb::next`.
-struct NoteBatch {
-    first: *mut crate::tcb::Tcb,
-    last: *mut crate::tcb::Tcb,
-    len: usize,
-}
-
-impl Default for NoteBatch {
-    fn default() -> Self {
-        NoteBatch { first: ptr::null_mut(), last: ptr::null_mut(), len: 0 }
-    }
-}
-
-/// Clean-up notes a processor holds back before pushing them as one chain.
-const NOTE_BATCH: usize = 32;
 
 /// Most never-started ULTs moved from a node or the global start-queue in one take.
 const START_BATCH: usize = 16;
@@ -209,7 +194,7 @@ impl Processor {
             staging: Worker::new_fifo(),
             inline_child: None,
             nested: 0,
-            notes: (0..shared.processors.len()).map(|_| NoteBatch::default()).collect(),
+            notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
             tick: 0,
             rounds: 0,
@@ -323,11 +308,13 @@ impl Processor {
             }
         }
         if !remote.cleanup.is_empty() {
-            for t in remote.cleanup.drain() {
-                remote.stats.cleanup_notes.bump();
-                // The joiner reset the TCB: count it off and pool the pointer.
-                self.core().deathrow.remove(t);
-                self.pool_tcb(t);
+            for batch in remote.cleanup.drain() {
+                remote.stats.cleanup_notes.add(batch.len() as u64);
+                for t in batch.tcbs() {
+                    // The joiner reset the TCB: count it off and pool the pointer.
+                    self.core().deathrow.remove(t);
+                    self.pool_tcb(t);
+                }
             }
         }
         if !self.core().timers.is_empty() {
@@ -1037,28 +1024,21 @@ impl Processor {
         self.core().timers.insert_wait(deadline, t, seq);
     }
 
-    /// A joiner running here let go of `t`, which exited on processor `exit` (another one): queue a
-    /// clean-up note for it. Notes go out in chains of `NOTE_BATCH`, and all of them whenever this
-    /// processor runs out of work, every 61st start-queue take and every 64th loop round, so a
-    /// note waits a bounded time.
+    /// A joiner running here let go of `t`, which exited on processor `exit` (another one): note it
+    /// for that processor (`queue::cleanup`). Notes go out in batches of `NOTE_BATCH`, and all of
+    /// them whenever this processor runs out of work, every 61st start-queue take and every 64th
+    /// loop round, so a note waits a bounded time.
     #[inline]
     pub(crate) fn note_joined(&self, t: TcbRef, exit: usize) {
-        let batch = &mut self.core().notes[exit];
-        t.tcb().next.store(batch.first, Ordering::Relaxed);
-        if batch.first.is_null() {
-            batch.last = t.as_ptr();
-        }
-        batch.first = t.as_ptr();
-        batch.len += 1;
-        if batch.len >= NOTE_BATCH {
+        let batch = self.core().notes[exit].get_or_insert_with(NoteBatch::new);
+        if batch.add(t) {
             self.flush_notes_to(exit);
         }
     }
 
     fn flush_notes_to(&self, exit: usize) {
-        let batch = std::mem::take(&mut self.core().notes[exit]);
-        if let (Some(first), Some(last)) = (TcbRef::from_ptr(batch.first), TcbRef::from_ptr(batch.last)) {
-            self.shared.processors[exit].cleanup.push_chain(first, last);
+        if let Some(batch) = self.core().notes[exit].take() {
+            self.shared.processors[exit].cleanup.push(batch);
         }
     }
 
@@ -1066,7 +1046,7 @@ impl Processor {
     #[cold]
     fn flush_notes(&self) {
         for exit in 0..self.shared.processors.len() {
-            if self.core().notes[exit].len > 0 {
+            if self.core().notes[exit].is_some() {
                 self.flush_notes_to(exit);
             }
         }

@@ -6,8 +6,8 @@
 //!   queue's release/acquire carries them to the processor that starts it).
 //! * The processor holding the ULT (running it, or having it in its runqueue or timers) owns the
 //!   coroutine, the yielder and `life`; ownership moves with the TCB through queues and stacks.
-//! * `join` and `waiter` follow the join protocol below; `next` is the link of whichever lock-free
-//!   stack (wake-up or clean-up) the TCB is on, never both at once.
+//! * `join` and `waiter` follow the join protocol below; `next` is the link of the wake-up stack
+//!   (clean-up notes travel as pointers in batches, `queue::cleanup`).
 //! * `life` says whether the TCB is on a deathrow (`Exited`); that processor alone owns it then.
 //! * `run_link` belongs to the runqueue holding the TCB (under its lock); `affinity`, the policy's
 //!   per-ULT record, to the processor holding the ULT, and to its waker while it is being woken
@@ -299,9 +299,8 @@ static EMPTY_VTABLE: TaskVTable = {
 ///    joiner (the joiner also resets the TCB here for its next use, see [`Tcb::reset`]);
 /// 2. the task itself, inline (closure, then outcome);
 /// 3. execution: the processor running the ULT (context, wait word);
-/// 4. links and rarities: the wake-up and clean-up stacks' link (written by a waker or a joiner,
-///    read by the owner), the join waiter (only a joiner that blocks) and the name (only a named
-///    ULT);
+/// 4. links and rarities: the wake-up stack's link (written by a waker, read by the owner), the
+///    join waiter (only a joiner that blocks) and the name (only a named ULT);
 /// 5. and 6. scheduling by policy: the runqueue's links (touched when the ULT enters or leaves a
 ///    runqueue) and the policy's per-ULT record (touched at the end of a run and at enqueue, only
 ///    under a policy that keeps records).
@@ -350,7 +349,7 @@ pub(crate) struct Tcb {
     /// Keeps line 4 on a line of its own (checked by a test).
     _pad: [usize; 1],
     // Line 4.
-    /// The link of whichever lock-free stack (wake-up or clean-up) the TCB is on.
+    /// The link of the wake-up stack while the TCB is on one.
     pub(crate) next: AtomicPtr<Tcb>,
     pub(crate) waiter: UnsafeCell<Waiter>,
     pub(crate) name: UnsafeCell<Option<Arc<str>>>,

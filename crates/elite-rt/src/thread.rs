@@ -468,7 +468,7 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
             // SAFETY: this handle's claim keeps the shared state alive until the release below.
             let s = unsafe { &*shared };
             if complete {
-                s.processors[exit].cleanup.push(t);
+                s.processors[exit].cleanup.push(crate::queue::cleanup::NoteBatch::one(t));
             }
             // SAFETY: `shared` is live and this handle holds a claim on it, given up here (last touch).
             unsafe { crate::runtime::release_outside_claim(shared) };

@@ -11,8 +11,9 @@
 //! loom reports as a deadlock). What a pusher writes before a push is a loom `UnsafeCell` that the owner
 //! reads after the drain, so a publication that does not happen-before the read is a reported race.
 //!
-//! * [`tcb_stack`]: the wake-up stack (pushes) and the clean-up stack (chains), drained by the owner
-//!   while others push, and nodes pushed again after the drain that took them.
+//! * [`tcb_stack`]: the wake-up stack (the same stack carries the clean-up notes' batches),
+//!   drained by the owner while others push, and nodes pushed again after the drain that took
+//!   them.
 //! * [`deque`]: a processor's own start-queue (`queue::deque`), the owner pushing and popping
 //!   while thieves steal: every entry taken once, with its pusher's payload.
 //! * [`mutex`]: the mutex state word (`sync::lock_word`) with the mutex's list-and-park glue in
@@ -140,11 +141,6 @@ impl Nodes {
     pub(super) fn publish(&self, id: usize, round: usize) {
         // SAFETY: a loom cell access; loom itself reports one that races with another.
         self.0[id].payload.with_mut(|p| unsafe { *p = expected(id, round) });
-    }
-
-    /// Links `a -> b` privately, before the chain is pushed whole.
-    pub(super) fn link(&self, a: usize, b: usize) {
-        self.0[a].next.store(self.get(b).as_ptr(), Ordering::Relaxed);
     }
 }
 
