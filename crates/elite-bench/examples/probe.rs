@@ -8,8 +8,9 @@
 //! ```
 //!
 //! `probe <workload> <processors> [sizes...]`; each prints the wall time per operation and the
-//! runtime's counters. Workloads (the same as the benches of the same name, without the harness):
-//! `yield N`, `spawn_join N`, `spawn_bulk N`, `ping_pong N`, `mutex THREADS ITERS`,
+//! runtime's counters (`PROBE_STATS=1`); `PROBE_SPIN_ROUNDS=n` sets the idle spin rounds. Workloads (the same as the benches of the same name, without the harness):
+//! `yield N`, `spawn_join N`, `spawn_bulk N` (after an untimed pass, as the bench; `PROBE_COLD=1`: without, `PROBE_WARM_N`: its size; `PROBE_EXTRA_PASSES=k`: k more untimed passes;
+//! `PROBE_PHASES=1`: the spawn and the join phases' times), `ping_pong N`, `mutex THREADS ITERS`,
 //! `sync_peak ITERS` (4096 ULTs, 8 KiB stacks). A callgrind run divides the instructions of the
 //! whole program by the operations; run two sizes and take the difference to drop the start-up.
 
@@ -31,7 +32,11 @@ fn main() {
         std::process::exit(2);
     };
     let procs = arg(&args, 2, 1) as usize;
-    let rt = elite_rt::Runtime::builder().processors(procs).build().expect("runtime");
+    let mut builder = elite_rt::Runtime::builder().processors(procs);
+    if let Some(n) = std::env::var("PROBE_SPIN_ROUNDS").ok().and_then(|s| s.parse().ok()) {
+        builder = builder.spin_rounds(n);
+    }
+    let rt = builder.build().expect("runtime");
     let (ops, answer, expect, secs) = match what.as_str() {
         "yield" => {
             let n = arg(&args, 3, 1_000_000);
@@ -56,10 +61,35 @@ fn main() {
         }
         "spawn_bulk" => {
             let n = arg(&args, 3, 1_000_000);
+            // A first pass, as the bench's warm-up: the timed pass reuses pooled TCBs.
+            if std::env::var_os("PROBE_COLD").is_none() {
+                let w = std::env::var("PROBE_WARM_N").ok().and_then(|s| s.parse().ok()).unwrap_or(n);
+                rt.block_on(move || {
+                    let hs: Vec<_> = (0..w).map(|i| elite_rt::spawn(move || i)).collect();
+                    hs.into_iter().for_each(|h| drop(h.join()));
+                });
+            }
+            // More untimed passes (for profilers that cannot leave the warm-up out).
+            let extra = std::env::var("PROBE_EXTRA_PASSES").ok().and_then(|s| s.parse().ok()).unwrap_or(0u32);
+            for _ in 0..extra {
+                rt.block_on(move || {
+                    let hs: Vec<_> = (0..n).map(|i| elite_rt::spawn(move || i)).collect();
+                    hs.into_iter().for_each(|h| drop(h.join()));
+                });
+            }
             rt.block_on(move || {
                 let t = Instant::now();
                 let hs: Vec<_> = (0..n).map(|i| elite_rt::spawn(move || i)).collect();
+                let spawned = t.elapsed().as_secs_f64();
                 let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+                if std::env::var_os("PROBE_PHASES").is_some() {
+                    let all = t.elapsed().as_secs_f64();
+                    println!(
+                        "spawn phase {:.1} ns/ULT, join phase {:.1} ns/ULT",
+                        spawned * 1e9 / n as f64,
+                        (all - spawned) * 1e9 / n as f64
+                    );
+                }
                 (n, sum, n * n.saturating_sub(1) / 2, t.elapsed().as_secs_f64())
             })
         }
