@@ -56,7 +56,7 @@ mod mutex;
 mod park;
 mod tcb_stack;
 
-use crate::atomics::{AtomicPtr, Ordering};
+use crate::atomics::AtomicPtr;
 use crate::queue::tcb_stack::Link;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
