@@ -993,6 +993,35 @@ impl Processor {
     /// wake-up stack. Only code running on this processor's OS thread calls this.
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
+        // The common case inline: a built-in policy sends `t` where it last ran, which is here.
+        if self.shared.config.policy.default_wake_and_yield()
+            && !self.central
+            && t.tcb().processor.load(Ordering::Relaxed) == self.index
+        {
+            if self.remote().runq.len() != 0 {
+                return self.make_ready_queued(t);
+            }
+            let core = self.core();
+            if core.next.is_none() {
+                core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+                return;
+            }
+        }
+        self.wake_slow(t);
+    }
+
+    /// [`Processor::make_ready`] with the runqueue known non-empty (so not into the `next` slot).
+    #[inline(never)]
+    fn make_ready_queued(&self, t: TcbRef) {
+        if let Some(n) = self.core().next.take() {
+            self.enqueue(n);
+        }
+        self.enqueue(t);
+    }
+
+    /// [`Processor::wake`] past its common case.
+    #[inline(never)]
+    fn wake_slow(&self, t: TcbRef) {
         let config = &self.shared.config;
         let target = crate::affinity::wake_target(
             &config.policy,
@@ -1008,9 +1037,17 @@ impl Processor {
             // Idle processors are told when the runqueue turns non-empty (they may steal from
             // it), not at every entry: one that parks later sees the entries in its re-check
             // (`crate::park`), and one parked before was woken by the first entry.
-            let was_empty = self.remote().runq.len() == 0;
+            if self.remote().runq.len() != 0 {
+                self.make_ready(t);
+                return;
+            }
+            let core = self.core();
+            if core.next.is_none() {
+                core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+                return;
+            }
             self.make_ready(t);
-            if was_empty && self.remote().runq.len() > 0 {
+            if self.remote().runq.len() > 0 {
                 self.shared.notify_any();
             }
         } else {

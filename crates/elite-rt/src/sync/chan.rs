@@ -113,6 +113,10 @@ impl<T> Chan<T> {
                 g.queue.push_back(value);
                 return Try::Sent;
             }
+            if block {
+                // Full, a receiver alive and none waiting: what `try_send_locked` would find.
+                return self.send_blocking(g, value);
+            }
         }
         self.send_slow(g, value, block)
     }
@@ -132,7 +136,13 @@ impl<T> Chan<T> {
                 return other;
             }
         };
-        // Block with the value in our slot until a receiver takes it or the last one leaves.
+        self.send_blocking(g, value)
+    }
+
+    /// Blocks with `value` in our slot, under the lock `g` of a full channel, until a receiver
+    /// takes it or the last one leaves.
+    #[cold]
+    fn send_blocking(&self, g: SpinGuard<'_, Inner<T>>, value: T) -> Try<T> {
         let mut mine: Slot<T> = Some(value);
         let node = WaitNode::new();
         node.slot.set(&mut mine as *mut Slot<T> as *mut ());

@@ -238,19 +238,26 @@ impl WaitNode {
     /// Resolves the wait as notified; called under the object's lock, with the node unlinked.
     /// `None`: the waiter timed out first (it is gone; notify someone else). `Some(w)`: the waiter
     /// is notified; call [`Wake::wake`] once the object's lock is released.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn notify(&self) -> Option<Wake> {
+        if let Who::Ult { tcb, seq } = &self.who {
+            if !self.timed.get() {
+                // Untimed, and linked only after its ULT switched out: nobody but us, under the
+                // object's lock, can resolve it (module docs), so a store does.
+                tcb.tcb().wait.store((*seq << SEQ_SHIFT) | NOTIFIED, Ordering::Release);
+                return Some(Self::wake_ult(*tcb));
+            }
+        }
+        self.notify_slow()
+    }
+
+    /// [`WaitNode::notify`] of a timed wait or of an OS thread.
+    #[cold]
+    fn notify_slow(&self) -> Option<Wake> {
         match &self.who {
             Who::Ult { tcb, seq } => {
                 let t = *tcb;
-                let w = &t.tcb().wait;
-                if self.timed.get() {
-                    resolve(w, *seq, NOTIFIED)?; // fails: the deadline won
-                } else {
-                    // Untimed, and linked only after its ULT switched out: nobody but us, under
-                    // the object's lock, can resolve it (module docs), so a store does.
-                    w.store((*seq << SEQ_SHIFT) | NOTIFIED, Ordering::Release);
-                }
+                resolve(&t.tcb().wait, *seq, NOTIFIED)?; // fails: the deadline won
                 Some(Self::wake_ult(t))
             }
             Who::Thread { thread, state } => {
@@ -263,7 +270,7 @@ impl WaitNode {
 
     /// The wake-up of a notified ULT `t`: deferred past the object's lock when we are a ULT of its
     /// runtime, done now otherwise (module docs).
-    #[inline]
+    #[inline(always)]
     fn wake_ult(t: TcbRef) -> Wake {
         match current_processor().filter(|p| p.current_ult().is_some() && p.shared.is_own(t)) {
             Some(p) => Wake::Ult(t, p),
