@@ -11,7 +11,10 @@
 //! runtime's counters (`PROBE_STATS=1`); `PROBE_SPIN_ROUNDS=n` sets the idle spin rounds. Workloads (the same as the benches of the same name, without the harness):
 //! `yield N`, `spawn_join N`, `spawn_bulk N` (after an untimed pass, as the bench; `PROBE_COLD=1`: without, `PROBE_WARM_N`: its size; `PROBE_EXTRA_PASSES=k`: k more untimed passes;
 //! `PROBE_PHASES=1`: the spawn and the join phases' times), `ping_pong N`, `mutex THREADS ITERS`,
-//! `sync_peak ITERS` (4096 ULTs, 8 KiB stacks). A callgrind run divides the instructions of the
+//! `sync_peak ITERS` (4096 ULTs, 8 KiB stacks; `PROBE_PLACEMENT=1`: how many ring edges join ULTs
+//! on different processors at their first and last acquire). `PROBE_POLICY=waker|steal1|waker-steal1`
+//! runs a custom No Affinity whose woken ULTs go to the waker's processor on every wake and/or
+//! whose thieves take one ULT (experiments on placement). A callgrind run divides the instructions of the
 //! whole program by the operations; run two sizes and take the difference to drop the start-up.
 
 use elite_rt::sync::{mpsc, Mutex, Semaphore};
@@ -35,6 +38,12 @@ fn main() {
     let mut builder = elite_rt::Runtime::builder().processors(procs);
     if let Some(n) = std::env::var("PROBE_SPIN_ROUNDS").ok().and_then(|s| s.parse().ok()) {
         builder = builder.spin_rounds(n);
+    }
+    if let Ok(name) = std::env::var("PROBE_POLICY") {
+        builder = builder.policy(elite_rt::policy::Policy::new(Variant {
+            waker: name.contains("waker"),
+            steal1: name.contains("steal1"),
+        }));
     }
     let rt = builder.build().expect("runtime");
     let (ops, answer, expect, secs) = match what.as_str() {
@@ -147,10 +156,13 @@ fn main() {
                 let gate = Arc::new(Semaphore::new(0));
                 let started = Arc::new(AtomicUsize::new(0));
                 let all = Arc::new(Semaphore::new(0));
+                // Where each ring ULT ran its first and its last acquire (PROBE_PLACEMENT).
+                let at: Arc<Vec<[AtomicUsize; 2]>> =
+                    Arc::new((0..RING).map(|_| [AtomicUsize::new(0), AtomicUsize::new(0)]).collect());
                 let hs: Vec<_> = (0..RING)
                     .map(|i| {
-                        let (sems, gate, started, all) =
-                            (sems.clone(), gate.clone(), started.clone(), all.clone());
+                        let (sems, gate, started, all, at) =
+                            (sems.clone(), gate.clone(), started.clone(), all.clone(), at.clone());
                         elite_rt::Builder::new()
                             .stack_size(8 * 1024)
                             .spawn(move || {
@@ -161,9 +173,13 @@ fn main() {
                                 let mut c = 0u64;
                                 for _ in 0..iters {
                                     sems[i].acquire();
+                                    if c == 0 {
+                                        at[i][0].store(elite_rt::current().processor(), Ordering::Relaxed);
+                                    }
                                     c += 1;
                                     sems[(i + 1) % RING].release();
                                 }
+                                at[i][1].store(elite_rt::current().processor(), Ordering::Relaxed);
                                 c
                             })
                             .unwrap()
@@ -173,7 +189,16 @@ fn main() {
                 let t = Instant::now();
                 gate.add_permits(RING);
                 let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
-                (RING as u64 * iters, sum, RING as u64 * iters, t.elapsed().as_secs_f64())
+                let secs = t.elapsed().as_secs_f64();
+                if std::env::var_os("PROBE_PLACEMENT").is_some() {
+                    for (k, when) in ["first", "last"].iter().enumerate() {
+                        let p = |i: usize| at[i % RING][k].load(Ordering::Relaxed);
+                        let cross = (0..RING).filter(|&i| p(i) != p(i + 1)).count();
+                        let on0 = (0..RING).filter(|&i| p(i) == 0).count();
+                        println!("{when} acquires: {cross} of {RING} ring edges cross processors; {on0} ULTs on processor 0");
+                    }
+                }
+                (RING as u64 * iters, sum, RING as u64 * iters, secs)
             })
         }
         other => {
@@ -185,5 +210,41 @@ fn main() {
     println!("{what} processors={procs}: {:.1} ns/op ({ops} ops)", secs * 1e9 / ops as f64);
     if std::env::var_os("PROBE_STATS").is_some() {
         println!("{:#?}", rt.stats());
+    }
+}
+
+/// No Affinity's order with PROBE_POLICY's changes: `waker` sends a woken ULT to its waker's
+/// processor, `steal1` makes a thief take one ready ULT instead of half.
+#[derive(Debug)]
+struct Variant {
+    waker: bool,
+    steal1: bool,
+}
+
+impl elite_rt::policy::Hooks for Variant {
+    fn name(&self) -> &'static str {
+        "probe-variant"
+    }
+    fn priority(&self, _ult: &elite_rt::policy::UltInfo, here: &elite_rt::policy::ProcessorView<'_>) -> u64 {
+        here.seq
+    }
+    fn wake_target(
+        &self,
+        ult: &elite_rt::policy::UltInfo,
+        waker: &elite_rt::policy::WakerInfo,
+        _state: &mut u64,
+    ) -> usize {
+        if self.waker {
+            waker.processor.unwrap_or(ult.last_processor)
+        } else {
+            ult.last_processor
+        }
+    }
+    fn steal_count(&self, len: usize) -> usize {
+        if self.steal1 {
+            len.min(1)
+        } else {
+            len.div_ceil(2)
+        }
     }
 }

@@ -42,7 +42,7 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
-use crate::policy::{Needs, Policy, ProcessorView, UltInfo, WakerInfo};
+use crate::policy::{Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo};
 use crate::processor::current_processor;
 use crate::tcb::TcbRef;
 use elite_affinity::{
@@ -142,11 +142,18 @@ pub(crate) fn wake_target(
     waker: Option<usize>,
     by: Option<TcbRef>,
 ) -> usize {
-    if policy.default_wake_and_yield() {
-        return t.tcb().processor.load(crate::atomics::Ordering::Relaxed); // the default hook's answer
+    let last = || t.tcb().processor.load(crate::atomics::Ordering::Relaxed);
+    match policy.wake_rule() {
+        WakeRule::LastRan => return last(), // the default hook's answer
+        // No Affinity's hook's answer.
+        WakeRule::Waker => return if by.is_some() { waker.unwrap_or_else(last) } else { last() },
+        WakeRule::Hook => {}
     }
     let info = ult_info(t, needs);
     let mut waker_info = WakerInfo::new(waker);
+    if by.is_some() {
+        waker_info = waker_info.handing_off();
+    }
     if needs.wakers {
         if let Some(by) = by {
             waker_info = waker_info.with_ult(ult_info(by, needs));
@@ -327,7 +334,7 @@ impl Local {
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
         self.seq += 1;
-        if self.policy.default_wake_and_yield() {
+        if self.policy.default_yield() {
             return 0; // the default hook's answer
         }
         self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())

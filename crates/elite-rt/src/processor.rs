@@ -26,6 +26,7 @@
 
 use crate::atomics::Ordering;
 use crate::park::ParkSlot;
+use crate::policy::WakeRule;
 use crate::pool::{Got, LocalPool};
 use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
@@ -993,11 +994,14 @@ impl Processor {
     /// wake-up stack. Only code running on this processor's OS thread calls this.
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
-        // The common case inline: a built-in policy sends `t` where it last ran, which is here.
-        if self.shared.config.policy.default_wake_and_yield()
-            && !self.central
-            && t.tcb().processor.load(Ordering::Relaxed) == self.index
-        {
+        // The common case inline: a built-in policy sends `t` here (No Affinity: a hand-off from
+        // a ULT running here; otherwise where it last ran, when that is here).
+        let here = match self.shared.config.policy.wake_rule() {
+            WakeRule::Waker if self.current_ult().is_some() => true,
+            WakeRule::Waker | WakeRule::LastRan => t.tcb().processor.load(Ordering::Relaxed) == self.index,
+            WakeRule::Hook => false,
+        };
+        if here && !self.central {
             if self.remote().runq.len() != 0 {
                 return self.make_ready_queued(t);
             }
