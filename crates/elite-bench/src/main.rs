@@ -110,6 +110,21 @@
 //! of an affinity workload at 1 processor and prints its sample line: the command to run under
 //! cachegrind (or callgrind) by hand.
 //!
+//! ## Suite `blocking`
+//!
+//! What [`elite_rt::blocking`] costs; see [`suites::blocking`]. No peers but the operating
+//! system's threads, no targets.
+//!
+//! - `blocking_call` (`ns_per_op`, 1 and 2 processors): `blocking(move || i)`; `elite` back to
+//!   back, `elite/isolated` one call after every 200 µs of busy work (the spare thread asleep),
+//!   `std-thread` a thread spawned and joined per call. Answer: the sum of the values.
+//! - `blocking_sleep` (`ns_per_op`, 1 and 2 processors): a call that sleeps 1 ms; `std-thread`
+//!   the same sleep on a plain thread. Answer: the number of calls.
+//!
+//! `elite-bench blocking-probe <op> <n>` runs `n` operations (`yield`, `spawn_join`,
+//! `ping_pong`, `blocking`) in the root ULT of a one-processor runtime and prints its answer: the
+//! program to count instructions per operation of with callgrind (two values of `n`, difference).
+//!
 //! ## Adding a suite
 //!
 //! A suite is one module under `src/suites/` with a `benches` function returning
@@ -142,7 +157,8 @@ struct Options {
 
 const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
-    "       elite-bench affinity-probe <bench> <policy> [--quick]"
+    "       elite-bench affinity-probe <bench> <policy> [--quick]\n",
+    "       elite-bench blocking-probe <yield|spawn_join|ping_pong|blocking> <n>"
 );
 
 fn main() -> ExitCode {
@@ -152,6 +168,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some(suites::affinity::PROBE_COMMAND) {
         return suites::affinity::probe_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(suites::blocking::PROBE_COMMAND) {
+        return suites::blocking::probe_main(&args[1..]);
     }
     match parse_args(&args) {
         Ok(Some(options)) => run(&options),

@@ -143,6 +143,10 @@ pub(crate) fn wake_target(
     by: Option<TcbRef>,
 ) -> usize {
     let last = || t.tcb().processor.load(crate::atomics::Ordering::Relaxed);
+    if t.tcb().pinned.get() {
+        // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
+        return last();
+    }
     match policy.wake_rule() {
         WakeRule::LastRan => return last(), // the default hook's answer
         // No Affinity's hook's answer.

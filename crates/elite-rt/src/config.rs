@@ -8,6 +8,7 @@ use crate::sync::SpinPolicy;
 use crate::Runtime;
 use elite_affinity::{ModelCache, Topology, TopologyError};
 use std::fmt;
+use std::time::Duration;
 
 /// Most processors a runtime may have.
 pub const MAX_PROCESSORS: usize = 4096;
@@ -40,7 +41,29 @@ pub struct RuntimeBuilder {
     spin_policy: SpinPolicy,
     central: bool,
     detached_panic_hook: DetachedPanicHook,
+    chaos: ChaosSetting,
+    deadlock: crate::deadlock::DeadlockConfig,
+    max_spare_threads: usize,
+    spare_keep_alive: Duration,
 }
+
+/// Whether the chaos mode is on: as `ELITE_CHAOS` says (the default), off, or with a seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChaosSetting {
+    FromEnv,
+    Off,
+    Seed(u64),
+}
+
+/// The environment variable that turns the chaos mode on for every runtime whose builder did
+/// not choose ([`RuntimeBuilder::chaos`]): a seed, decimal or `0x` hexadecimal.
+pub const CHAOS_ENV: &str = "ELITE_CHAOS";
+
+/// Default of [`RuntimeBuilder::max_spare_threads`].
+pub(crate) const DEFAULT_MAX_SPARE_THREADS: usize = 64;
+
+/// Largest [`RuntimeBuilder::max_spare_threads`].
+pub const MAX_SPARE_THREADS: usize = 4096;
 
 impl Default for RuntimeBuilder {
     fn default() -> Self {
@@ -61,6 +84,10 @@ impl Default for RuntimeBuilder {
             spin_policy: SpinPolicy::Adaptive,
             central: false,
             detached_panic_hook: DetachedPanicHook::print(),
+            chaos: ChaosSetting::FromEnv,
+            deadlock: crate::deadlock::DeadlockConfig::default(),
+            max_spare_threads: DEFAULT_MAX_SPARE_THREADS,
+            spare_keep_alive: Duration::from_secs(10),
         }
     }
 }
@@ -87,6 +114,11 @@ pub(crate) struct Config {
     pub(crate) spin_policy: SpinPolicy,
     pub(crate) central: bool,
     pub(crate) detached_panic_hook: DetachedPanicHook,
+    /// The chaos mode's seed, if it is on (see `processor::chaos`).
+    pub(crate) chaos: Option<u64>,
+    pub(crate) deadlock: crate::deadlock::DeadlockConfig,
+    pub(crate) max_spare_threads: usize,
+    pub(crate) spare_keep_alive: Duration,
 }
 
 impl RuntimeBuilder {
@@ -257,6 +289,92 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Runs the runtime in **chaos mode** with `seed`: a testing aid that makes the scheduler's
+    /// decisions at random, so that a test meets interleavings the usual decisions never
+    /// produce. Every yield migrates the ULT to another processor, one wake-up in two goes to a
+    /// random processor instead of the policy's choice, the next ULT to run is picked at random
+    /// (the runqueue's best or worst, or a never-started ULT), and ULTs yield at random at the
+    /// synchronization primitives' decision points (a lock found contended, a wake-up
+    /// delivered). [Pinned](crate::Builder::pinned) ULTs still never move. Programs stay
+    /// correct under it, only slower; statistics and placement are what the dice made them.
+    ///
+    /// Without this call (or [`no_chaos`](Self::no_chaos)) the environment decides: with
+    /// `ELITE_CHAOS=<seed>` set (decimal, or hexadecimal after `0x`), every runtime built runs in
+    /// chaos mode with that seed; a value that is not a number fails [`build`](Self::build) with
+    /// [`BuildError::Environment`]. `.ci/run` runs the test suite once that way.
+    ///
+    /// A seed fixes the decisions each processor makes, not how the operating system interleaves
+    /// the processors' threads: on one processor, with no timers and no threads outside the
+    /// runtime acting while ULTs run, a seed replays the same schedule; on more, a failure found
+    /// with a seed may need several runs to recur. The cost when off is one predictable branch
+    /// on the yield, wake and pick paths.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(2).chaos(42).build()?;
+    /// assert_eq!(rt.chaos_seed(), Some(42));
+    /// let sum = rt.block_on(|| {
+    ///     let hs: Vec<_> = (0..100u64)
+    ///         .map(|i| elite_rt::spawn(move || { elite_rt::yield_now(); i }))
+    ///         .collect();
+    ///     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    /// });
+    /// assert_eq!(sum, 4950);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn chaos(mut self, seed: u64) -> Self {
+        self.chaos = ChaosSetting::Seed(seed);
+        self
+    }
+
+    pub(crate) fn deadlock_mut(&mut self) -> &mut crate::deadlock::DeadlockConfig {
+        &mut self.deadlock
+    }
+
+    /// Keeps the chaos mode off even when `ELITE_CHAOS` is set: for a test that checks placement
+    /// or exact counts, which the chaos mode randomizes on purpose.
+    pub fn no_chaos(mut self) -> Self {
+        self.chaos = ChaosSetting::Off;
+        self
+    }
+
+    /// OS threads the runtime may keep beyond its processors for [`blocking`](crate::blocking)
+    /// calls, `1..=4096` (default 64): spare threads parked until a call hands them a processor,
+    /// plus threads inside a call. The runtime starts them as calls need them, never more than
+    /// this; a call that finds every one of them inside a call waits in a queue (its processor
+    /// runs other ULTs meanwhile) until one finishes, which then runs it. So at most this many
+    /// blocking calls run at once, and the process has at most `processors + max_spare_threads`
+    /// threads of this runtime.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(1).max_spare_threads(2).build()?;
+    /// let v = rt.block_on(|| elite_rt::blocking(|| 6 * 7));
+    /// assert_eq!(v, 42);
+    /// let err = elite_rt::Runtime::builder().max_spare_threads(0).build().unwrap_err();
+    /// assert!(err.to_string().contains("max_spare_threads"));
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn max_spare_threads(mut self, n: usize) -> Self {
+        self.max_spare_threads = n;
+        self
+    }
+
+    /// How long a spare thread of [`blocking`](crate::blocking) calls waits, parked, for a
+    /// processor or a call before it exits, in `1 ms..=1 day` (default 10 s): a burst of calls
+    /// leaves no more threads behind than this keeps. Whole milliseconds count.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = elite_rt::Runtime::builder().spare_keep_alive(Duration::from_millis(500)).build()?;
+    /// # drop(rt);
+    /// let err = elite_rt::Runtime::builder().spare_keep_alive(Duration::ZERO).build().unwrap_err();
+    /// assert!(err.to_string().contains("spare_keep_alive"));
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn spare_keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.spare_keep_alive = keep_alive;
+        self
+    }
+
     /// Use heap stacks without guard pages, with a canary checked at every switch, so a program can
     /// keep more ULTs alive than `vm.max_map_count` allows guarded stacks (about 32 000 by default).
     ///
@@ -299,9 +417,19 @@ impl RuntimeBuilder {
         range("stack_pool_limit", self.stack_pool_limit, 2, usize::MAX)?;
         range("node_stack_pool_limit", self.node_stack_pool_limit, 1, usize::MAX)?;
         range("spin_rounds", self.spin_rounds, 0, 1_000_000)?;
+        range("max_spare_threads", self.max_spare_threads, 1, MAX_SPARE_THREADS)?;
+        // In milliseconds (the error's unit).
+        let keep_alive_ms = usize::try_from(self.spare_keep_alive.as_millis()).unwrap_or(usize::MAX);
+        range("spare_keep_alive (in milliseconds)", keep_alive_ms, 1, 86_400_000)?;
         if let SpinPolicy::Fixed(n) = self.spin_policy {
             range("spin_policy", n as usize, 0, 1_000_000)?;
         }
+        let chaos = match self.chaos {
+            ChaosSetting::Off => None,
+            ChaosSetting::Seed(seed) => Some(seed),
+            ChaosSetting::FromEnv => chaos_from_env()?,
+        };
+        self.deadlock.validate()?;
         let mut model_cache = None;
         let topology = match (&self.topology, self.processors) {
             (Some(spec), n) => {
@@ -354,8 +482,32 @@ impl RuntimeBuilder {
             spin_policy: self.spin_policy,
             central: self.central,
             detached_panic_hook: self.detached_panic_hook,
+            chaos,
+            deadlock: self.deadlock,
+            max_spare_threads: self.max_spare_threads,
+            spare_keep_alive: Duration::from_millis(keep_alive_ms as u64),
         })
     }
+}
+
+/// The seed `ELITE_CHAOS` gives, if it is set and not empty.
+fn chaos_from_env() -> Result<Option<u64>, BuildError> {
+    let Ok(value) = std::env::var(CHAOS_ENV) else {
+        return Ok(None);
+    };
+    let v = value.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    parsed.map(Some).map_err(|_| BuildError::Environment {
+        var: CHAOS_ENV,
+        value,
+        expected: "a seed: an unsigned 64-bit number, decimal or hexadecimal after 0x",
+    })
 }
 
 /// Why a runtime could not be built.
@@ -384,6 +536,15 @@ pub enum BuildError {
     Topology(TopologyError),
     /// The operating system refused to start a processor's thread.
     Thread(std::io::Error),
+    /// An environment variable the builder reads holds something it cannot use.
+    Environment {
+        /// The variable.
+        var: &'static str,
+        /// What it holds.
+        value: String,
+        /// What it should hold.
+        expected: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -399,6 +560,9 @@ impl fmt::Display for BuildError {
             BuildError::Conflict { field, reason } => write!(f, "invalid `{field}`: {reason}"),
             BuildError::Topology(e) => write!(f, "invalid `topology`: {e}"),
             BuildError::Thread(e) => write!(f, "could not start a processor thread: {e}"),
+            BuildError::Environment { var, value, expected } => {
+                write!(f, "invalid environment variable {var}={value:?}: expected {expected}")
+            }
         }
     }
 }
@@ -420,6 +584,7 @@ mod tests {
     /// With `processors(1)` the one processor is alone on the machine's shared caches; the cache
     /// model must still describe the cache private to a core of the machine, not its L3.
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation forbids")]
     fn the_model_cache_is_the_machines() {
         let machine = Topology::detect().model_cache();
         for n in [1, 2, 3] {

@@ -34,7 +34,7 @@
 
 use crate::atomics::thread::{self, Thread};
 use crate::atomics::{fence, AtomicU8, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 const RUNNING: u8 = 0;
 const PARKED: u8 = 1;
@@ -43,20 +43,29 @@ const NOTIFIED: u8 = 2;
 /// The part of a processor that wakers touch to unpark it.
 pub(crate) struct ParkSlot {
     state: AtomicU8,
-    /// Set by the processor's own thread at start-up, before it can first announce PARKED; a waker
-    /// reads it only after seeing PARKED, so it is always set by then. (It lies outside the protocol
-    /// above, which is why it stays a `std` `OnceLock` under loom.)
-    thread: OnceLock<Thread>,
+    /// The OS thread running the processor: set by each thread that takes the processor over (at
+    /// start-up, and at a blocking call's handoff, see `crate::blocking`) before it can announce
+    /// PARKED; a waker reads it only after its CAS saw PARKED, which that thread stored after
+    /// registering, so it finds the thread that parked. A waker that reads it without seeing PARKED
+    /// (shutdown) may unpark a thread that ran the processor before: a spurious wake-up, which every
+    /// park of the runtime re-checks. (It lies outside the protocol above, which is why it stays a
+    /// `std` lock under loom; the lock is never held across a loom operation.)
+    thread: Mutex<Option<Thread>>,
 }
 
 impl ParkSlot {
     pub(crate) fn new() -> ParkSlot {
-        ParkSlot { state: AtomicU8::new(RUNNING), thread: OnceLock::new() }
+        ParkSlot { state: AtomicU8::new(RUNNING), thread: Mutex::new(None) }
     }
 
-    /// Records the OS thread that runs this processor (once, at start-up).
+    /// Records the OS thread that runs this processor from now on.
     pub(crate) fn register(&self, t: Thread) {
-        let _ = self.thread.set(t);
+        *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+    }
+
+    /// The registered thread (a clone, so that no lock is held while unparking it).
+    fn thread(&self) -> Option<Thread> {
+        self.thread.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Wakes this processor if it is parked. Call after publishing work it should see.
@@ -73,7 +82,7 @@ impl ParkSlot {
     #[cold]
     fn notify_slow(&self) -> bool {
         if self.state.compare_exchange(PARKED, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
-            if let Some(t) = self.thread.get() {
+            if let Some(t) = self.thread() {
                 t.unpark();
             }
             return true;
@@ -81,10 +90,15 @@ impl ParkSlot {
         false
     }
 
-    /// Unparks unconditionally (shutdown).
+    /// Unparks unconditionally (shutdown). Call after publishing the shutdown flag: the fence
+    /// makes this a waker like any other (the flag is the published work, which the parker's
+    /// re-check reads after its own fence), so no ordering between the flag and this slot's state
+    /// word has to be derived from their `SeqCst` stores alone (which loom cannot check; the model
+    /// `loom_models::shutdown` can with the fence).
     pub(crate) fn force_unpark(&self) {
+        fence(Ordering::SeqCst);
         self.state.store(NOTIFIED, Ordering::SeqCst);
-        if let Some(t) = self.thread.get() {
+        if let Some(t) = self.thread() {
             t.unpark();
         }
     }
@@ -98,6 +112,11 @@ impl ParkSlot {
     fn retract(&self, idle: &Idle) {
         self.state.store(RUNNING, Ordering::SeqCst);
         idle.num_parked.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether the processor is parked (announced PARKED and not yet woken).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.still_parked()
     }
 
     fn still_parked(&self) -> bool {

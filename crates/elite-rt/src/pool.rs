@@ -3,8 +3,11 @@
 //! Each processor owns a [`LocalPool`] (a plain `Vec`, no atomics: only its processor touches it).
 //! When it overflows, half of it moves up to the node's [`NodePool`] in one batch; when it runs dry it
 //! refills half its capacity from the node in one batch. Only when the node is empty too does the
-//! caller allocate fresh memory (ELiTE section 2.2: "global pools are not useful"). Batching keeps the
-//! node's lock off the common path.
+//! caller allocate fresh memory (ELiTE section 2.2: "global pools are not useful"), except for
+//! TCBs, which are never returned to the system: a processor whose node has none left refills from
+//! another node's pool first (`Processor::tcb_from_other_nodes`), so that ULTs spawned on one node
+//! and ending on another cannot pile TCBs up there for ever. Batching keeps the node's lock off the
+//! common path.
 
 use std::sync::Mutex;
 

@@ -1,9 +1,12 @@
 //! A processor: one pinned OS thread running ULTs, and the state split by who may touch it.
 //!
-//! * [`Core`]: written only by the processor's own OS thread (pools, own start-queue end, deathrow,
-//!   timers, the current ULT). ULT code running on this processor reaches it too, through
+//! * [`Core`]: written only by the OS thread running the processor (pools, own start-queue end,
+//!   deathrow, timers, the current ULT). ULT code running on this processor reaches it too, through
 //!   [`Processor::core`], because it runs on the same OS thread while the loop is suspended in
-//!   `resume`; the loop never holds a borrow of it across a switch.
+//!   `resume`; the loop never holds a borrow of it across a switch. Which OS thread that is changes
+//!   only at a blocking call's handoff, from one round of the loop to the next, under the
+//!   hand-over protocol of `crate::blocking` (the processors live in a [`ProcessorSet`] and OS
+//!   threads take them over; see there for who owns the `Core` at each moment).
 //! * [`Remote`]: what other threads reach: the wake-up and clean-up stacks, the start-queue stealer,
 //!   the runqueue (under its own lock), the park slot, the counters.
 //!
@@ -16,7 +19,13 @@
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
 //!    start-queue (those ULTs have no stack and no cache footprint yet), then the low-affinity part
 //!    of its runqueue.
-//! 5. Otherwise spin a little, then park (see `crate::park`).
+//! 5. Otherwise spin a little, then park (see `crate::park`). The park is noted for the deadlock
+//!    report (with or without a timer), and a processor that leaves it while a report is being
+//!    taken waits until it is (`crate::deadlock`).
+//!
+//! In chaos mode (`chaos`) step 2 picks at random, a yield migrates the ULT, and a wake-up may
+//! go to a random processor; a pinned ULT (`Builder::pinned`) is never stolen (a thief hands it
+//! back through its processor's wake-up stack), never sent elsewhere, and starts where spawned.
 //!
 //! Every transition of a ULT (yield, park, sleep, exit) is finished after the switch by whoever
 //! resumed it: the loop, on the processor's own stack, or a joiner running it through the join fast
@@ -24,7 +33,7 @@
 //! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
 //! publishing its exit, `publish_from_ult`, which hands out only its result.)
 
-use crate::atomics::Ordering;
+use crate::atomics::{AtomicPtr, Ordering};
 use crate::park::ParkSlot;
 use crate::policy::WakeRule;
 use crate::pool::{Got, LocalPool};
@@ -42,6 +51,9 @@ use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::SpawnError;
 use corosensei::CoroutineResult;
+
+mod chaos;
+pub(crate) use chaos::decision_point;
 use crossbeam_deque::Worker;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, UnsafeCell};
@@ -55,7 +67,9 @@ pub(crate) enum Switch {
     Yield,
     /// Block: after the switch the resumer (a processor) calls `action(data, me, itself)`, which
     /// must arrange for someone to wake `me` later (or wake it at once). `data` points into the
-    /// blocked ULT's frozen stack.
+    /// blocked ULT's frozen stack. The action of a blocking call (`crate::blocking::switched`) may
+    /// also hand the processor to another OS thread: the resumer's thread then touches nothing of
+    /// the processor after the action returns and leaves the loop at the top of the next round.
     Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
     /// Sleep until the deadline.
     Sleep(Instant),
@@ -120,6 +134,10 @@ pub(crate) struct Core {
     inline_child: Option<TcbRef>,
     /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
     nested: u32,
+    /// Pinned ULTs started here and not exited (`Builder::pinned`): while there are any, blocking
+    /// calls made here run on this thread instead of handing the processor, and with it the
+    /// pinned ULTs, to another OS thread (`crate::blocking::switched`).
+    pinned_here: u32,
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
     notes: Vec<Option<Box<NoteBatch>>>,
     id_seq: u64,
@@ -162,6 +180,10 @@ pub(crate) struct Processor {
     central: bool,
     check_canary: bool,
     stack_size: usize,
+    /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
+    chaos: chaos::Chaos,
+    /// `central || chaos.on`: one test on the wake path for both.
+    central_or_chaos: bool,
 }
 
 thread_local! {
@@ -176,9 +198,17 @@ thread_local! {
 #[inline(never)]
 pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
     let p = CURRENT.with(|c| c.get());
-    // SAFETY: the pointer is set by `Processor::run_thread` for the lifetime of the processor's
-    // loop on this thread and cleared before the processor is dropped; ULTs only run inside it.
+    // SAFETY: the pointer is set by `Processor::run` (and the blocking handoff) while this thread
+    // runs the processor, and cleared before it stops running it; a processor lives in its
+    // `ProcessorSet` as long as any thread that may run it. ULTs only run inside the loop.
     unsafe { p.as_ref() }
+}
+
+/// Names `p` (or none) as the processor running on this OS thread: at a take-over, and around a
+/// blocking call, during which the thread runs none.
+#[inline]
+pub(crate) fn set_current_processor(p: Option<&Processor>) {
+    CURRENT.with(|c| c.set(p.map_or(ptr::null(), |p| p as *const Processor)));
 }
 
 impl Processor {
@@ -195,6 +225,7 @@ impl Processor {
             staging: Worker::new_fifo(),
             inline_child: None,
             nested: 0,
+            pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
             tick: 0,
@@ -213,6 +244,8 @@ impl Processor {
             central: c.central,
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
             stack_size: c.stack_size,
+            chaos: chaos::Chaos::new(c.chaos, index),
+            central_or_chaos: c.central || c.chaos.is_some(),
             shared,
         }
     }
@@ -221,9 +254,11 @@ impl Processor {
     #[inline]
     #[allow(clippy::mut_from_ref)]
     fn core(&self) -> &mut Core {
-        // SAFETY: only this processor's OS thread calls this (the processor is reachable only
-        // through its thread's CURRENT pointer), and no caller holds the borrow across a switch or
-        // across another call to `core`, so borrows never overlap.
+        // SAFETY: only the OS thread running this processor calls this (the processor is
+        // reachable only through that thread's CURRENT pointer, and the blocking handoff passes it
+        // from one thread to the next under a lock, between two rounds of the loop), and no caller
+        // holds the borrow across a switch or across another call to `core`, so borrows never
+        // overlap.
         unsafe { &mut *self.core.get() }
     }
 
@@ -240,25 +275,39 @@ impl Processor {
         self.current.get()
     }
 
-    /// Entry point of the processor's OS thread.
-    pub(crate) fn run_thread(self) {
+    /// Runs the processor on the calling OS thread, the worker `w`, until `w.stop` is raised (by
+    /// shutdown, or by this thread's own blocking handoff). `pinned` is the CPU the thread is
+    /// pinned to, if any: a thread that takes over another processor pins itself to its CPU.
+    pub(crate) fn run(&self, w: &crate::blocking::Worker, pinned: &mut Option<usize>) {
         let cpu = self.shared.config.topology.processor(self.index).cpu;
-        if self.shared.config.pin && elite_affinity::pin_current_thread(cpu).is_err() {
-            self.shared.pin_failures.fetch_add(1, Ordering::Relaxed);
+        if self.shared.config.pin && *pinned != Some(cpu) {
+            if elite_affinity::pin_current_thread(cpu).is_ok() {
+                *pinned = Some(cpu);
+            } else {
+                self.shared.pin_failures.fetch_add(1, Ordering::Relaxed);
+            }
         }
         self.remote().park.register(std::thread::current());
-        CURRENT.with(|c| c.set(&self));
+        set_current_processor(Some(self));
         // A panic in the loop is a runtime bug: abort rather than limp on.
         let guard = crate::AbortOnPanic("the processor loop");
-        self.run_loop();
+        self.run_loop(w);
         std::mem::forget(guard);
-        CURRENT.with(|c| c.set(ptr::null()));
+        set_current_processor(None);
     }
 
-    fn run_loop(&self) {
-        let shared = &*self.shared;
+    /// Whether the ULT that just switched out was resumed by the join fast path (a joiner's stack)
+    /// rather than by the loop's bottom frame.
+    #[inline]
+    pub(crate) fn running_inline(&self) -> bool {
+        self.core().inline_child.is_some()
+    }
+
+    fn run_loop(&self, w: &crate::blocking::Worker) {
         loop {
-            if shared.is_shutting_down() {
+            // Raised by shutdown, and by a blocking handoff of this thread (the processor then
+            // belongs to another thread: this one leaves without touching it).
+            if w.stop.load(Ordering::Relaxed) {
                 return;
             }
             self.maintain();
@@ -375,6 +424,9 @@ impl Processor {
     /// asked for it).
     #[inline]
     fn take_ready(&self) -> Option<TcbRef> {
+        if self.chaos.on {
+            return self.chaos_take_ready();
+        }
         let core = self.core();
         if let Some(t) = core.next.take() {
             return Some(t);
@@ -510,10 +562,16 @@ impl Processor {
         let mut buf = std::mem::take(&mut self.core().scratch);
         let policy = &self.shared.config.policy;
         victim.runq.steal(|n| policy.hooks().steal_count(n), &mut buf);
-        let mut it = buf.drain(..);
-        let first = it.next();
-        for t in it {
-            self.make_ready(t);
+        let mut first = None;
+        for t in buf.drain(..) {
+            if t.tcb().pinned.get() {
+                // Pinned to the victim (`Builder::pinned`): straight back, through its wake-up stack.
+                self.shared.wake_remote(t, t.tcb().processor.load(Ordering::Relaxed));
+            } else if first.is_none() {
+                first = Some(t);
+            } else {
+                self.make_ready(t);
+            }
         }
         self.core().scratch = buf;
         first
@@ -533,6 +591,9 @@ impl Processor {
     /// Step 5: look for work a few rounds, then park.
     #[cold]
     fn idle(&self) {
+        if self.chaos.on {
+            self.chaos_idle();
+        }
         self.flush_notes();
         let remote = self.remote();
         for _ in 0..self.shared.config.spin_rounds {
@@ -551,10 +612,12 @@ impl Processor {
         }
         remote.stats.parks.bump();
         let deadline = self.core().timers.next_deadline();
+        self.shared.watch.note_park(self.index, deadline.is_some()); // for the deadlock report
         let parked = self
             .shared
             .idle
             .park(&remote.park, deadline, || self.has_work() || self.shared.is_shutting_down());
+        self.shared.watch.after_park(); // waits while a deadlock report is being taken
         if parked == crate::park::Parked::Slept {
             remote.stats.wakeups.bump();
         }
@@ -645,7 +708,15 @@ impl Processor {
         // SAFETY: as above; the context holds its stack until the ULT exits.
         tcb.guard_at.set(unsafe { (*tcb.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
         tcb.life.set(Life::Started);
+        if tcb.pinned.get() {
+            self.core().pinned_here += 1;
+        }
         self.run_ult(t);
+    }
+
+    /// Whether a pinned ULT lives on this processor (started here, not exited).
+    pub(crate) fn hosts_pinned(&self) -> bool {
+        self.core().pinned_here > 0
     }
 
     /// A context on a new stack: its coroutine's function is the trampoline that runs one ULT
@@ -767,8 +838,9 @@ impl Processor {
                 }
                 if let CoroutineResult::Yield(Switch::Yield) = result {
                     stats.yields.bump();
-                    // Nothing else to run here: resume at once without touching any queue.
-                    if self.nothing_else_local() {
+                    // Nothing else to run here: resume at once without touching any queue (unless
+                    // the chaos mode moves the ULT).
+                    if self.nothing_else_local() && !self.chaos.on {
                         continue;
                     }
                 }
@@ -779,7 +851,16 @@ impl Processor {
                 CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
                 // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
                 // resumed, which cannot happen before `action` publishes it.
-                CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t, self) },
+                CoroutineResult::Yield(Switch::Park { data, action }) => {
+                    // SAFETY: as above.
+                    unsafe { action(data, t, self) };
+                    // A blocking call's action may have handed this processor to another OS
+                    // thread (`crate::blocking::switched`), or shutdown began: leave the loop's
+                    // frames without touching the processor again (the loop checks the same flag).
+                    if crate::blocking::worker_stopped() {
+                        return;
+                    }
+                }
                 CoroutineResult::Yield(Switch::Sleep(deadline)) => {
                     self.core().timers.insert(deadline, t);
                     return;
@@ -805,8 +886,8 @@ impl Processor {
         let core = self.core();
         let n = core.next?;
         core.tick = core.tick.wrapping_add(1);
-        if core.tick.is_multiple_of(61) || core.nested > 0 {
-            return None;
+        if core.tick.is_multiple_of(61) || core.nested > 0 || self.chaos.on {
+            return None; // (the chaos mode's loop picks the next ULT at random)
         }
         let remote = self.remote();
         if !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !core.timers.is_empty() {
@@ -837,6 +918,9 @@ impl Processor {
     /// A ULT yielded while other work waits: it goes behind the other ready ULTs (the policy's
     /// yield key) and one never-started ULT is admitted first.
     fn requeue_yielded(&self, t: TcbRef) {
+        if self.chaos.on && self.chaos_migrate(t) {
+            return;
+        }
         let core = self.core();
         if let Some(n) = core.next.take() {
             self.make_ready(n);
@@ -899,6 +983,9 @@ impl Processor {
         if let Some(ctx) = ctx {
             self.put_context(ctx);
         }
+        if tcb.pinned.get() {
+            self.core().pinned_here -= 1; // it started here (pinned ULTs never move)
+        }
         if self.core().inline_child == Some(t) {
             // Its joiner started it inline and is waiting right below us on this OS thread with
             // the only handle: nobody else can observe the join state (see `Inline::Finished`).
@@ -943,7 +1030,7 @@ impl Processor {
         // Before COMPLETE: once it is out, a joiner elsewhere may reset the TCB (`Tcb::reset`), so
         // nothing of this processor's writes to the TCB may follow it (`settle` writes none).
         tcb.life.set(Life::Exited);
-        let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
+        let prev = tcb.join.publish_complete();
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
             unsafe { tcb.drop_task() };
@@ -997,11 +1084,12 @@ impl Processor {
         // The common case inline: a built-in policy sends `t` here (No Affinity: a hand-off from
         // a ULT running here; otherwise where it last ran, when that is here).
         let here = match self.shared.config.policy.wake_rule() {
-            WakeRule::Waker if self.current_ult().is_some() => true,
+            // (A pinned ULT goes back where it ran, whatever the rule.)
+            WakeRule::Waker if self.current_ult().is_some() && !t.tcb().pinned.get() => true,
             WakeRule::Waker | WakeRule::LastRan => t.tcb().processor.load(Ordering::Relaxed) == self.index,
             WakeRule::Hook => false,
         };
-        if here && !self.central {
+        if here && !self.central_or_chaos {
             if self.remote().runq.len() != 0 {
                 return self.make_ready_queued(t);
             }
@@ -1034,10 +1122,16 @@ impl Processor {
             Some(self.index),
             self.current_ult(),
         );
-        if self.central {
-            self.enqueue(t);
-            self.shared.notify_any();
-        } else if target == self.index {
+        if self.central_or_chaos {
+            return self.wake_central_or_chaos(t, target);
+        }
+        self.wake_to(t, target);
+    }
+
+    /// [`Processor::wake`]'s delivery to `target`.
+    #[inline]
+    fn wake_to(&self, t: TcbRef, target: usize) {
+        if target == self.index {
             // Idle processors are told when the runqueue turns non-empty (they may steal from
             // it), not at every entry: one that parks later sees the entries in its re-check
             // (`crate::park`), and one parked before was woken by the first entry.
@@ -1056,6 +1150,19 @@ impl Processor {
             }
         } else {
             self.shared.wake_remote(t, target);
+        }
+    }
+
+    /// [`Processor::wake`] on a `central` runtime (one runqueue) or in chaos mode (a random target
+    /// one time in two), out of line: the usual wake-up pays one test for both.
+    #[cold]
+    #[inline(never)]
+    fn wake_central_or_chaos(&self, t: TcbRef, target: usize) {
+        if self.central {
+            self.enqueue(t);
+            self.shared.notify_any();
+        } else {
+            self.wake_to(t, self.chaos_wake_target(t, target));
         }
     }
 
@@ -1111,6 +1218,11 @@ impl Processor {
     /// Returns a reset TCB to this processor's pool (touching only the pointer).
     #[inline]
     fn pool_tcb(&self, t: TcbRef) {
+        // A free TCB names no waiter: `settle` (which ran on this processor before anything could
+        // bring the TCB here) took a registered one, and a joiner that registered after the exit
+        // cleared its own (see `Tcb::reset`).
+        // SAFETY: the TCB is finished and this processor pools it: nobody else accesses it.
+        debug_assert!(matches!(unsafe { &*t.tcb().waiter.get() }, Waiter::None));
         let shared = &*self.shared;
         if self.central {
             shared.nodes[0].tcbs.put_one(t);
@@ -1139,10 +1251,33 @@ impl Processor {
             }
             Got::Empty => {
                 stats.tcb_pool_misses.bump();
-                stats.tcb_fresh.bump();
-                self.alloc_chunk()
+                match self.tcb_from_other_nodes() {
+                    Some(t) => {
+                        stats.tcb_pool_underflows.bump();
+                        t
+                    }
+                    None => {
+                        stats.tcb_fresh.bump();
+                        self.alloc_chunk()
+                    }
+                }
             }
         }
+    }
+
+    /// This processor's pool and its node's are empty: refill from another node's pool before
+    /// allocating fresh TCBs. TCBs are never returned to the system (they live in chunks), so
+    /// without this a steady flow of ULTs spawned on one node and ending on another (stolen, or
+    /// woken there) would pile TCBs up in the second node's pool while the first allocates for
+    /// ever (the soak test found it on a 2x2 topology).
+    #[cold]
+    fn tcb_from_other_nodes(&self) -> Option<TcbRef> {
+        let nodes = &self.shared.nodes;
+        let here = self.remote().node;
+        (1..nodes.len()).find_map(|k| match self.core().tcb_pool.get(&nodes[(here + k) % nodes.len()].tcbs) {
+            Got::Hit(t) | Got::Underflow(t) => Some(t),
+            Got::Empty => None,
+        })
     }
 
     #[cold]
@@ -1190,6 +1325,67 @@ impl Processor {
             Err(t) => {
                 remote.stats.start_overflow_global.bump();
                 shared.global_start.push(t);
+            }
+        }
+    }
+}
+
+/// The processors of a runtime, where OS threads find them (DESIGN §2, "an owned part moved into
+/// the worker thread"): a processor is created by the first thread that runs it (its counter
+/// source is opened there) and then passed from thread to thread by the blocking handoff
+/// (`crate::blocking`), so it lives here rather than on one thread's stack. Every worker thread
+/// and the [`Runtime`](crate::Runtime) hold the set; the processors are freed with the last of
+/// them, so a thread's frames that still name a processor it handed over stay valid.
+pub(crate) struct ProcessorSet {
+    slots: Box<[AtomicPtr<Processor>]>,
+}
+
+impl ProcessorSet {
+    pub(crate) fn new(n: usize) -> ProcessorSet {
+        ProcessorSet { slots: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect() }
+    }
+
+    /// Processor `i`, made on the calling thread if it does not exist yet. Only a thread that
+    /// holds processor `i` under the hand-over protocol calls this (the first is the thread
+    /// started for it).
+    pub(crate) fn take(&self, i: usize, shared: &Arc<Shared>) -> &Processor {
+        let mut p = self.slots[i].load(Ordering::Acquire);
+        if p.is_null() {
+            p = Box::into_raw(Box::new(Processor::new(i, shared.clone())));
+            self.slots[i].store(p, Ordering::Release);
+        }
+        // SAFETY: non-null slots hold a live box, freed only when the set is dropped.
+        unsafe { &*p }
+    }
+
+    /// Shutdown: gives back the memory the processors' pools hold (their pooled stacks) now,
+    /// rather than when the last thread holding the set exits.
+    ///
+    /// # Safety
+    /// No thread runs any of the processors any more (every loop has stopped for shutdown).
+    pub(crate) unsafe fn retire(&self) {
+        for slot in self.slots.iter() {
+            let p = slot.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: per the contract nobody else touches the owned part; the box is live.
+                let core = unsafe { &mut *(*p).core.get() };
+                core.stack_pool = LocalPool::new(0);
+            }
+        }
+    }
+}
+
+impl Drop for ProcessorSet {
+    fn drop(&mut self) {
+        for slot in self.slots.iter() {
+            let p = slot.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: made by `Box::into_raw` in `take`; the last holder of the set drops it,
+                // after every thread that could run a processor has let go of the set. Dropping a
+                // processor on another thread than the one that made it is fine: its owned part
+                // holds pointers, pooled contexts (sent between threads by design, see `Context`)
+                // and the counter source, whose file is closed by any thread.
+                drop(unsafe { Box::from_raw(p) });
             }
         }
     }

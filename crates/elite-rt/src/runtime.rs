@@ -4,16 +4,22 @@
 //!
 //! Dropping a [`Runtime`]:
 //!
-//! 1. raises the shutdown flag and unparks every processor;
-//! 2. joins the processors' OS threads: each finishes the switch it is in and leaves its loop (a
-//!    ULT that never yields, blocks or returns keeps its processor and therefore the drop waiting:
-//!    user-level threads cannot be preempted);
+//! 1. closes the registry of worker threads (`crate::blocking`: every worker is told to stop,
+//!    offers of processors and queued blocking calls are revoked), raises the shutdown flag and
+//!    unparks every processor and worker;
+//! 2. waits until every processor's loop has stopped: each finishes the switch it is in and leaves
+//!    its loop (a ULT that never yields, blocks or returns keeps its processor and therefore the
+//!    drop waiting: user-level threads cannot be preempted); then joins every worker thread except
+//!    those inside a blocking call, which may sleep for as long as their call does: such a thread
+//!    cancels its ULT itself when the call returns, then exits;
 //! 3. walks every TCB the runtime ever allocated and cancels each ULT that had not finished,
-//!    whatever it was doing (queued, ready, blocked, sleeping): its
+//!    whatever it was doing (queued, ready, blocked, sleeping, queued for a blocking call; not
+//!    one whose blocking call runs, see step 2): its
 //!    [`JoinHandle`](crate::JoinHandle) returns `Err` with a [`Cancelled`](crate::Cancelled) payload,
 //!    its closure is dropped, and a started ULT's stack is unwound (its values dropped, on the
 //!    thread dropping the runtime) and unmapped;
-//! 4. frees pooled stacks. TCB memory is freed when the last join handle is gone.
+//! 4. frees pooled stacks. TCB memory is freed when the last join handle is gone (and the last
+//!    thread inside a blocking call has exited).
 //!
 //! A runtime dropped on a processor (by one of its own ULTs, or a ULT of another runtime) raises the
 //! flag and returns; steps 2 to 4 run on a thread of their own (a processor of this runtime leaves
@@ -46,7 +52,7 @@ use crate::atomics::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use crate::config::Config;
 use crate::park::Idle;
 use crate::pool::NodePool;
-use crate::processor::{current_processor, Processor, Remote};
+use crate::processor::{current_processor, ProcessorSet, Remote};
 use crate::queue::run::RunQueue;
 use crate::queue::start::NodeStartQueue;
 use crate::stats::{Counter, ProcessorStats, RuntimeStats};
@@ -76,6 +82,8 @@ pub(crate) struct Shared {
     /// The cache model and each processor's counter source (see `affinity`).
     pub(crate) affinity: crate::affinity::Affinity,
     pub(crate) idle: Idle,
+    /// The worker threads, spare threads and queue of blocking calls (`crate::blocking`).
+    pub(crate) blocking: crate::blocking::Registry,
     shutdown: AtomicBool,
     /// Set when a stack allocation failed, cleared when a stack comes back; spawns fail fast while set.
     pub(crate) stacks_exhausted: AtomicBool,
@@ -87,6 +95,8 @@ pub(crate) struct Shared {
     outside_ids: AtomicUsize,
     /// Handles created minus released outside the processors, plus `HANDLE_BIAS` while the runtime lives.
     outside_handles: AtomicI64,
+    /// What the deadlock report reads besides the queues (see `crate::deadlock`).
+    pub(crate) watch: crate::deadlock::Watch,
 }
 
 /// The runtime's own share of `outside_handles` while it lives.
@@ -157,6 +167,7 @@ impl Shared {
                 return p.wake(t);
             }
         }
+        let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
         let target = crate::affinity::wake_target(&self.config.policy, self.config.needs, t, waker, None);
         self.wake_remote(t, target);
     }
@@ -200,9 +211,17 @@ impl Shared {
         tcbs
     }
 
-    /// A TCB for a spawn from outside the runtime (no local pool there).
+    /// Every TCB the runtime allocated so far (for the deadlock report's walk).
+    pub(crate) fn tcbs(&self) -> Vec<TcbRef> {
+        let chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        chunks.iter().flat_map(|c| c.tcbs()).collect()
+    }
+
+    /// A TCB for a spawn from outside the runtime (no local pool there): from a node's pool, node
+    /// 0 first, before a fresh chunk (otherwise TCBs that flow from node 0 to another node and
+    /// end there would make every spawn from outside allocate a chunk: the soak test found it).
     fn outside_tcb(self: &Arc<Self>) -> TcbRef {
-        if let Some(t) = self.nodes[0].tcbs.take_one() {
+        if let Some(t) = self.nodes.iter().find_map(|n| n.tcbs.take_one()) {
             return t;
         }
         let mut tcbs = self.new_chunk();
@@ -219,6 +238,7 @@ impl Shared {
         F: FnOnce() -> T + Send,
         T: Send,
     {
+        let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
         let t = self.outside_tcb();
         crate::affinity::on_spawn(self.config.needs, t, spec.footprint);
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
@@ -236,42 +256,86 @@ impl Shared {
     /// block any more. Phase two unwinds the stacks of the ULTs that had started: their destructors
     /// run on this thread (outside any processor, so a join there returns at once, a yield or sleep
     /// acts on this OS thread), and the stacks are freed.
-    fn cancel_unfinished(&self) {
+    ///
+    /// `in_call` are the ULTs whose blocking call still runs: their threads cancel them (see
+    /// [`Shared::cancel_late`]).
+    fn cancel_unfinished(&self, in_call: &[TcbRef]) {
         let chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
         let unfinished: Vec<TcbRef> = chunks
             .iter()
             .flat_map(|c| c.tcbs())
             .filter(|t| matches!(t.tcb().life.get(), Life::Queued | Life::Started))
+            .filter(|t| !in_call.contains(t))
             .collect();
         drop(chunks);
         for &t in &unfinished {
-            let tcb = t.tcb();
-            if !tcb.task.get().is_null() {
-                // SAFETY: every processor thread has been joined, so this thread owns every
-                // unfinished ULT; its task never completed and nobody else can run it now. (A null
-                // task: a detached ULT cancelled while dropping its own result.)
-                unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(Cancelled)) };
-            }
-            tcb.life.set(Life::Exited);
-            tcb.exit_processor.set(0);
-            let prev = tcb.join.fetch_or(JoinState::COMPLETE, Ordering::AcqRel);
-            if prev & JoinState::DETACHED != 0 {
-                // SAFETY: detached and complete: this thread is the last owner of the task.
-                unsafe { tcb.drop_task() };
-            } else if prev & JoinState::WAITER != 0 {
-                // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
-                self.wake_joiner(unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) });
-            }
+            // SAFETY: every processor has stopped, so this thread owns every unfinished ULT but
+            // those in `in_call`, left to their calls' threads.
+            unsafe { self.cancel(t) };
         }
         crate::tcb::FORCED_UNWIND.with(|f| f.set(true));
         for &t in &unfinished {
             // SAFETY: as above, this thread owns the suspended context.
-            if let Some(mut ctx) = unsafe { (*t.tcb().context.get()).take() } {
-                ctx.co.force_unwind(); // the ULT's values are dropped here
-                drop(ctx); // and its stack freed
-            }
+            unsafe { Self::unwind(t) };
         }
         crate::tcb::FORCED_UNWIND.with(|f| f.set(false));
+    }
+
+    /// Cancels `t`, a ULT whose blocking call returned after the runtime shut down (the walk of
+    /// step 3 left it to the thread that ran its call, which calls this): what the walk does to
+    /// every other unfinished ULT.
+    pub(crate) fn cancel_late(&self, t: TcbRef) {
+        // SAFETY: the call's thread owns `t`: the walk skipped it (it was in `in_call`), no
+        // processor runs any more, and its call has returned.
+        unsafe { self.cancel(t) };
+        let outer = crate::tcb::FORCED_UNWIND.with(|f| f.replace(true));
+        // SAFETY: as above.
+        unsafe { Self::unwind(t) };
+        crate::tcb::FORCED_UNWIND.with(|f| f.set(outer));
+    }
+
+    /// Shutdown, phase one for `t`: completes it with a [`Cancelled`] outcome, so that no join
+    /// of it blocks any more.
+    ///
+    /// # Safety
+    /// The caller owns the unfinished ULT `t` (no processor runs, nobody else will touch it).
+    unsafe fn cancel(&self, t: TcbRef) {
+        let tcb = t.tcb();
+        if !tcb.task.get().is_null() {
+            // SAFETY: per the contract the task never completed and nobody else can run it now.
+            // (A null task: a detached ULT cancelled while dropping its own result.)
+            unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(Cancelled)) };
+        }
+        tcb.life.set(Life::Exited);
+        tcb.exit_processor.set(0);
+        let prev = tcb.join.publish_complete();
+        if prev & JoinState::DETACHED != 0 {
+            // SAFETY: detached and complete: this thread is the last owner of the task.
+            unsafe { tcb.drop_task() };
+        } else if prev & JoinState::WAITER != 0 {
+            // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
+            self.wake_joiner(unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) });
+        }
+    }
+
+    /// Shutdown, phase two for `t`: unwinds its stack, if it has one (its values are dropped on
+    /// the calling thread, which has `FORCED_UNWIND` set), and frees it.
+    ///
+    /// # Safety
+    /// As for [`Shared::cancel`], and `t` was cancelled.
+    unsafe fn unwind(t: TcbRef) {
+        // SAFETY: per the contract the caller owns the suspended context.
+        if let Some(mut ctx) = unsafe { (*t.tcb().context.get()).take() } {
+            ctx.co.force_unwind(); // the ULT's values are dropped here
+            drop(ctx); // and its stack freed
+        }
+    }
+
+    /// Blocking calls in flight now (running, or queued at the cap); see
+    /// `crate::blocking::Registry::in_flight` for what a deadlock detector may conclude from it.
+    #[allow(dead_code)] // for the deadlock detector
+    pub(crate) fn blocking_in_flight(&self) -> usize {
+        self.blocking.in_flight()
     }
 }
 
@@ -290,7 +354,8 @@ impl Shared {
 /// ([Shutdown](crate#shutdown)).
 pub struct Runtime {
     shared: Arc<Shared>,
-    threads: Vec<thread::JoinHandle<()>>,
+    /// The processors, which worker threads pass among themselves (`crate::blocking`).
+    set: Arc<ProcessorSet>,
 }
 
 impl Runtime {
@@ -322,6 +387,8 @@ impl Runtime {
             .collect();
         let affinity =
             crate::affinity::Affinity::new(config.needs, &config.model_cache, topo.num_processors());
+        let num_processors = topo.num_processors();
+        let (n, cap, keep_alive) = (topo.num_processors(), config.max_spare_threads, config.spare_keep_alive);
         let shared = Arc::new(Shared {
             config,
             affinity,
@@ -330,6 +397,7 @@ impl Runtime {
             global_start: Injector::new(),
             central_runq: RunQueue::new(),
             idle: Idle::new(),
+            blocking: crate::blocking::Registry::new(n, cap, keep_alive),
             shutdown: AtomicBool::new(false),
             stacks_exhausted: AtomicBool::new(false),
             pin_failures: AtomicUsize::new(0),
@@ -337,17 +405,12 @@ impl Runtime {
             outside_spawns: Counter::default(),
             outside_ids: AtomicUsize::new(0),
             outside_handles: AtomicI64::new(HANDLE_BIAS),
+            watch: crate::deadlock::Watch::new(num_processors),
         });
-        let mut rt = Runtime { shared: shared.clone(), threads: Vec::new() };
-        for i in 0..shared.processors.len() {
-            let shared = shared.clone();
-            let t = thread::Builder::new()
-                .name(format!("elite-p{i}"))
-                // With an alternate signal stack for the overflow report (see `crate::fault`).
-                .spawn(move || crate::fault::with_alt_stack(|| Processor::new(i, shared).run_thread()))
-                .map_err(BuildError::Thread)?; // `rt` is dropped here and stops what started
-            rt.threads.push(t);
-        }
+        crate::deadlock::register(&shared);
+        let rt = Runtime { set: Arc::new(ProcessorSet::new(shared.processors.len())), shared };
+        // One worker thread per processor, each offered its processor.
+        rt.shared.blocking.start(&rt.shared, &rt.set).map_err(BuildError::Thread)?; // `rt` is dropped here and stops what started
         Ok(rt)
     }
 
@@ -375,7 +438,9 @@ impl Runtime {
         &self.shared.config.policy
     }
 
-    /// Processors whose OS thread could not be pinned to its CPU (the runtime runs on regardless).
+    /// Times a thread taking a processor over could not pin itself to the processor's CPU (the
+    /// runtime runs on regardless): once per processor at start-up, and once more for each failed
+    /// pin of a spare thread taking a processor over at a [`blocking`](crate::blocking) call.
     pub fn pin_failures(&self) -> usize {
         self.shared.pin_failures.load(Ordering::Relaxed)
     }
@@ -383,13 +448,22 @@ impl Runtime {
     /// Runs `f` as the root ULT and blocks the calling thread until it returns its value.
     ///
     /// A panic in `f` is resumed on the caller. Called from a ULT, it blocks that ULT only.
+    ///
+    /// While it waits, the calling thread watches for a deadlock: when every ULT is blocked and
+    /// nothing can wake one for the grace period, it reports each blocked ULT and what it waits
+    /// on, as [`RuntimeBuilder::on_deadlock`] says (by default on stderr, waiting on); see
+    /// [`deadlock`](crate::deadlock), and [`try_block_on`](Self::try_block_on) for the report
+    /// as an error.
     pub fn block_on<F, R>(&self, f: F) -> R
     where
         F: FnOnce() -> R + Send,
         R: Send,
     {
         let h = self.spawn_with(UltSpec::named("root"), f);
-        match h.join() {
+        // The caller's wait watches for a deadlock (`crate::deadlock`): never an `Err` here.
+        let out = crate::deadlock::join_root(&self.shared, h, false)
+            .unwrap_or_else(|_| crate::fatal("block_on's watch gave up"));
+        match out {
             Ok(r) => r,
             Err(payload) => std::panic::resume_unwind(payload),
         }
@@ -431,6 +505,7 @@ impl Runtime {
                 .collect(),
             outside_spawns: self.shared.outside_spawns.get(),
             counter_sources: self.shared.affinity.sources(),
+            blocking: self.shared.blocking.stats(),
         }
     }
 }
@@ -438,23 +513,24 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         let shared = self.shared.clone();
-        let threads = std::mem::take(&mut self.threads);
-        // 1. raise the flag, unpark everyone.
+        let set = self.set.clone();
+        // 1. close the registry (every worker's loop stops at its next round), raise the flag,
+        //    unpark everyone.
+        shared.blocking.close();
         shared.shutdown.store(true, Ordering::SeqCst);
         for p in shared.processors.iter() {
             p.park.force_unpark();
         }
         if current_processor().is_none() {
-            finish_shutdown(shared, threads);
+            finish_shutdown(shared, set);
             return;
         }
         // Dropped on a processor (by a ULT, or by code its loop runs): joining its own processor
         // here would wait forever, and unwinding another runtime's ULTs here would run their
         // destructors inside this processor's context. Finish on a thread of its own; a processor
         // of this runtime leaves its loop at the ULT's next switch.
-        let spawned = thread::Builder::new()
-            .name("elite-shutdown".into())
-            .spawn(move || finish_shutdown(shared, threads));
+        let spawned =
+            thread::Builder::new().name("elite-shutdown".into()).spawn(move || finish_shutdown(shared, set));
         if spawned.is_err() {
             crate::fatal("could not start a thread to shut the runtime down (dropped from its own ULT)");
         }
@@ -462,13 +538,13 @@ impl Drop for Runtime {
 }
 
 /// Shutdown steps 2 to 5 (see the module docs); the flag is raised and processors unparked.
-fn finish_shutdown(shared: Arc<Shared>, threads: Vec<thread::JoinHandle<()>>) {
-    // 2. join the threads.
-    for t in threads {
-        let _ = t.join();
-    }
+fn finish_shutdown(shared: Arc<Shared>, set: Arc<ProcessorSet>) {
+    // 2. wait for every processor to stop, join the threads not inside a blocking call.
+    let in_call = shared.blocking.stop_all();
     // 3. cancel what did not finish; 4. free pooled stacks now rather than with the last handle.
-    shared.cancel_unfinished();
+    shared.cancel_unfinished(&in_call);
+    // SAFETY: every processor's loop has stopped (step 2), and nothing runs them any more.
+    unsafe { set.retire() };
     for n in shared.nodes.iter() {
         n.stacks.clear();
     }
@@ -477,6 +553,7 @@ fn finish_shutdown(shared: Arc<Shared>, threads: Vec<thread::JoinHandle<()>>) {
     let on_processors =
         shared.processors.iter().fold(0u64, |sum, p| sum.wrapping_add(p.handles.get())) as i64;
     let delta = on_processors - HANDLE_BIAS;
+    shared.watch.finish(); // nothing of this runtime runs any more (for `crate::deadlock`)
     let live = shared.outside_handles.fetch_add(delta, Ordering::AcqRel) + delta;
     if live == 0 {
         // SAFETY: `for_handles` came from `Arc::into_raw` just above and no handle is left to use it.

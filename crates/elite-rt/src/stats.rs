@@ -111,9 +111,11 @@ counters! {
     tcb_pool_misses,
     /// Batches of TCBs moved from the local pool up to the node pool.
     tcb_pool_overflows,
-    /// Batches of TCBs taken from the node pool into the local pool.
+    /// Batches of TCBs taken from the node pool into the local pool (from another node's pool
+    /// when the own node had none).
     tcb_pool_underflows,
-    /// TCBs freshly allocated (neither pool could serve).
+    /// TCBs served by a freshly allocated chunk (no pool of any node had one; the chunk's other
+    /// TCBs go to the pools).
     tcb_fresh,
     /// Stacks served by the local stack pool.
     stack_pool_hits,
@@ -155,6 +157,45 @@ pub struct RuntimeStats {
     /// The counter source of each processor, in processor order: `None` where none is open
     /// (the policy needs no cache misses, or the processor has not started yet).
     pub counter_sources: Vec<Option<elite_affinity::SourceKind>>,
+    /// Blocking calls and the spare threads that serve them (runtime-wide).
+    pub blocking: BlockingStats,
+}
+
+/// What [`blocking`](crate::blocking) calls did since the runtime started, and where its spare
+/// threads are now (see the protocol in the crate docs, "Blocking calls").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BlockingStats {
+    /// Blocking calls made by ULTs of this runtime (calls from outside a ULT, or from inside
+    /// another blocking call, just run their function and are not counted).
+    pub calls: u64,
+    /// Calls whose processor was handed to a spare thread while the call ran.
+    pub handoffs: u64,
+    /// Handoffs whose call ended before the spare thread had taken the processor over: the
+    /// calling thread took its processor back (the short-call path).
+    pub reclaimed: u64,
+    /// Calls that found every allowed spare thread inside a call and waited in the queue
+    /// ([`RuntimeBuilder::max_spare_threads`](crate::RuntimeBuilder::max_spare_threads)).
+    pub queued: u64,
+    /// Calls run on their processor's own thread, the processor out of service meanwhile,
+    /// because the operating system refused a new thread.
+    pub unserved: u64,
+    /// Calls run on their processor's own thread, the processor out of service meanwhile,
+    /// because a pinned ULT lives on that processor ([`Builder::pinned`](crate::Builder::pinned):
+    /// handing the processor to another OS thread would move it).
+    pub pinned_inline: u64,
+    /// Spare threads started.
+    pub spares_started: u64,
+    /// Times a thread parked as a spare (after its call, or when started for a call that ended
+    /// first).
+    pub spares_parked: u64,
+    /// Spare threads that exited (at shutdown; a thread inside a call at shutdown exits when its
+    /// call returns).
+    pub spares_exited: u64,
+    /// Threads of this runtime beyond its processors now: parked spares and threads in calls.
+    pub threads: u64,
+    /// Calls in flight now: running, or queued.
+    pub in_flight: u64,
 }
 
 impl RuntimeStats {
@@ -184,7 +225,24 @@ impl fmt::Display for RuntimeStats {
             }
             writeln!(f, " {sum:>12}")?;
         }
-        write!(f, "outside_spawns          {:>12}", self.outside_spawns)?;
+        writeln!(f, "outside_spawns          {:>12}", self.outside_spawns)?;
+        let b = &self.blocking;
+        write!(
+            f,
+            "blocking calls          {:>12} (handoffs {}, reclaimed {}, queued {}, unserved {}, pinned inline {}); spare threads: \
+             {} started, {} parks, {} exited, {} now; {} calls in flight",
+            b.calls,
+            b.handoffs,
+            b.reclaimed,
+            b.queued,
+            b.unserved,
+            b.pinned_inline,
+            b.spares_started,
+            b.spares_parked,
+            b.spares_exited,
+            b.threads,
+            b.in_flight
+        )?;
         for (p, source) in self.counter_sources.iter().enumerate() {
             if let Some(source) = source {
                 write!(f, "\ncounter source p{p}:      {source}")?;

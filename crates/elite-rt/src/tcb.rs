@@ -9,11 +9,14 @@
 //! * `join` and `waiter` follow the join protocol below; `next` is the link of the wake-up stack
 //!   (clean-up notes travel as pointers in batches, `queue::cleanup`).
 //! * `life` says whether the TCB is on a deathrow (`Exited`); that processor alone owns it then.
+//! * `pinned` is the spawner's, before publication (read by wakers, thieves and the chaos mode);
+//!   `waits_on` is written by the ULT (or its processor, after the switch) when it blocks, and
+//!   read by the deadlock report while it stays blocked (`crate::deadlock`).
 //! * `run_link` belongs to the runqueue holding the TCB (under its lock); `affinity`, the policy's
 //!   per-ULT record, to the processor holding the ULT, and to its waker while it is being woken
 //!   (see `affinity`).
 //!
-//! # The join protocol (one state word, [`JoinState`])
+//! # The join protocol (one state word, [`JoinWord`]; its transitions in `join_state`)
 //!
 //! ```text
 //! exit, publish (the ULT itself, last thing on its stack): result stored; prev = fetch_or(COMPLETE)
@@ -99,13 +102,8 @@ impl Drop for Context {
 // argument given at `Tcb`'s impl.
 unsafe impl Send for Context {}
 
-/// Bits of the join state word.
-pub(crate) struct JoinState;
-impl JoinState {
-    pub(crate) const COMPLETE: usize = 1;
-    pub(crate) const WAITER: usize = 2;
-    pub(crate) const DETACHED: usize = 4;
-}
+pub(crate) mod join_state;
+pub(crate) use join_state::{JoinState, JoinWord};
 
 /// Where a TCB is in its life; written by the processor holding it, read by the shutdown walk after
 /// every processor thread has been joined.
@@ -308,7 +306,7 @@ static EMPTY_VTABLE: TaskVTable = {
 pub(crate) struct Tcb {
     // Line 1.
     /// The join protocol's state word.
-    pub(crate) join: AtomicUsize,
+    pub(crate) join: JoinWord,
     // Task: written by the spawner, consumed per the join protocol.
     pub(crate) task: Cell<*mut ()>,
     pub(crate) vtable: Cell<&'static TaskVTable>,
@@ -325,6 +323,9 @@ pub(crate) struct Tcb {
     pub(crate) life: LifeCell,
     /// Whether `name` is set (so that a reset reads the name's line only then).
     pub(crate) named: Cell<bool>,
+    /// Whether the ULT is pinned to the processor it starts on (`Builder::pinned`): written at
+    /// every spawn, read by wakers (the wake target), thieves and the chaos mode.
+    pub(crate) pinned: Cell<bool>,
     // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Line 3. Execution: owned by the processor holding the ULT.
@@ -346,8 +347,9 @@ pub(crate) struct Tcb {
     /// The ULT's ULT-local values (`crate::local`): null until its first access, and null again
     /// after its end, so a spawn never writes it.
     pub(crate) locals: Cell<*mut crate::local::LocalMap>,
-    /// Keeps line 4 on a line of its own (checked by a test).
-    _pad: [usize; 1],
+    /// What the ULT last blocked on (`deadlock::note_wait`: kind and address), for the deadlock
+    /// report; written when it blocks, read by the report while it stays blocked.
+    pub(crate) waits_on: AtomicUsize,
     // Line 4.
     /// The link of the wake-up stack while the TCB is on one.
     pub(crate) next: AtomicPtr<Tcb>,
@@ -386,7 +388,7 @@ unsafe impl Sync for Tcb {}
 impl Tcb {
     fn empty(chunk: *const Chunk) -> Tcb {
         Tcb {
-            join: AtomicUsize::new(0),
+            join: JoinWord::new(),
             task: Cell::new(ptr::null_mut()),
             vtable: Cell::new(&EMPTY_VTABLE),
             chunk,
@@ -396,6 +398,7 @@ impl Tcb {
             stack_size: Cell::new(0),
             life: LifeCell::new(Life::Free),
             named: Cell::new(false),
+            pinned: Cell::new(false),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
@@ -404,7 +407,7 @@ impl Tcb {
             exit_prev: Cell::new(0),
             guard_at: Cell::new(0),
             locals: Cell::new(ptr::null_mut()),
-            _pad: [0; 1],
+            waits_on: AtomicUsize::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             waiter: UnsafeCell::new(Waiter::None),
             name: UnsafeCell::new(None),
@@ -419,22 +422,24 @@ impl Tcb {
     /// detached ULT or one joined on that same processor, the joiner for one joined elsewhere
     /// (the last party to touch it: the clean-up note's push publishes the reset, and the exiting
     /// processor then only counts it off its deathrow and pools the pointer, touching no line of
-    /// the TCB). A free TCB's waiter is `None` already (the exit takes a registered waiter, and a
-    /// joiner that registered after the exit clears its own).
+    /// the TCB). The waiter field is not touched: a joiner that registered and then gave up (a
+    /// ULT of another runtime, unwound by that runtime's shutdown, whose handle is dropped) may
+    /// reset the TCB while the exit's `settle` still takes the registration; by the time the TCB
+    /// reaches a pool (after `settle`, on the exiting processor) the field is `None` (checked
+    /// there in debug builds; the loom model `loom_models::join` found the race when this
+    /// function read the field).
     ///
     /// # Safety
     /// The caller is that party: the ULT is finished and nobody else reads the TCB any more.
     #[inline]
     pub(crate) unsafe fn reset(&self) {
         self.life.set(Life::Free);
-        self.join.store(0, Ordering::Relaxed);
+        self.join.reset();
         if self.named.get() {
             self.named.set(false);
             // SAFETY: per the contract, nobody else reads the name.
             unsafe { *self.name.get() = None };
         }
-        // SAFETY: as above.
-        debug_assert!(matches!(unsafe { &*self.waiter.get() }, Waiter::None));
     }
 
     /// The processor whose deathrow holds the exited ULT.
@@ -562,12 +567,14 @@ mod layout {
         let at = |f: *const u8| (f as usize - &t as *const Tcb as usize) / 64;
         assert_eq!(at(&t.join as *const _ as *const u8), 0);
         assert_eq!(at(&t.named as *const _ as *const u8), 0);
+        assert_eq!(at(&t.pinned as *const _ as *const u8), 0);
         assert_eq!(at(t.inline.get() as *const u8), 1);
         assert_eq!(at(&t.context as *const _ as *const u8), 2);
         assert_eq!(at(&t.exit_prev as *const _ as *const u8), 2);
         assert_eq!(at(&t.next as *const _ as *const u8), 3);
         assert_eq!(at(&t.name as *const _ as *const u8), 3);
         assert_eq!(at(&t.locals as *const _ as *const u8), 2);
+        assert_eq!(at(&t.waits_on as *const _ as *const u8), 2);
         assert_eq!(at(&t.run_link as *const _ as *const u8), 4);
         assert_eq!(at(&t.affinity as *const _ as *const u8), 4);
     }

@@ -17,11 +17,13 @@ pub(crate) struct UltSpec {
     stack_size: Option<usize>,
     /// Bytes of data declared for the cache-affinity estimator (`Builder::footprint`).
     pub(crate) footprint: Option<usize>,
+    /// Never leaves the processor it starts on (`Builder::pinned`).
+    pub(crate) pinned: bool,
 }
 
 impl UltSpec {
     pub(crate) fn named(name: &str) -> UltSpec {
-        UltSpec { name: Some(Arc::from(name)), stack_size: None, footprint: None }
+        UltSpec { name: Some(Arc::from(name)), ..UltSpec::default() }
     }
 
     pub(crate) fn with_default_stack(mut self, size: usize) -> UltSpec {
@@ -49,6 +51,7 @@ where
     tcb.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE) as u32);
     tcb.task.set(task);
     tcb.vtable.set(vtable);
+    tcb.pinned.set(spec.pinned);
     // `join` is already 0: free TCBs are reset by `recycle` (or fresh).
     tcb.life.set(Life::Queued);
     tcb.processor.store(processor, Ordering::Relaxed);
@@ -63,10 +66,17 @@ where
 {
     let t = p.alloc_tcb();
     crate::affinity::on_spawn(p.shared.config.needs, t, spec.footprint);
+    let pinned = spec.pinned;
     init_tcb(t, spec, p.next_id(), p.index, f);
     p.remote().stats.spawns.bump();
     p.remote().handles.bump();
-    p.push_start(t);
+    if pinned {
+        // Straight to this processor's ready set: a start-queue entry could be stolen, and a
+        // pinned ULT starts where it was spawned (see `Builder::pinned`).
+        p.make_ready(t);
+    } else {
+        p.push_start(t);
+    }
     JoinHandle::new(t)
 }
 
@@ -76,7 +86,8 @@ where
 ///
 /// Panics when called outside a ULT (use [`Runtime::spawn`](crate::Runtime::spawn) or
 /// [`Runtime::block_on`](crate::Runtime::block_on) there), or when the runtime cannot get stacks
-/// any more ([`Builder::spawn`] returns that as an error instead).
+/// any more ([`Builder::spawn`] returns that as an error instead). Inside a
+/// [`blocking`](crate::blocking) call it spawns on the runtime of the ULT that made the call.
 ///
 /// ```
 /// let rt = elite_rt::Runtime::builder().processors(1).build().unwrap();
@@ -90,10 +101,10 @@ where
 {
     let spawned = match current_processor() {
         Some(p) => {
-            let spec = UltSpec { name: None, stack_size: Some(p.shared.config.stack_size), footprint: None };
+            let spec = UltSpec { stack_size: Some(p.shared.config.stack_size), ..UltSpec::default() };
             spawn_checked(p, spec, f)
         }
-        None => Err(SpawnError::NoRuntime),
+        None => spawn_in_call(|s| UltSpec::default().with_default_stack(s.config.stack_size), f),
     };
     spawned.unwrap_or_else(|e| panic!("elite_rt::spawn failed: {e}"))
 }
@@ -108,6 +119,11 @@ where
     if p.shared.is_shutting_down() {
         return Err(SpawnError::ShuttingDown);
     }
+    if spec.pinned && p.shared.config.central {
+        return Err(SpawnError::Unsupported {
+            what: "a pinned ULT on a central runtime (RuntimeBuilder::central keeps no per-processor runqueue to pin it to)",
+        });
+    }
     if p.shared.stacks_exhausted.load(Ordering::Relaxed) {
         return Err(SpawnError::Stack {
             size: spec.stack_size.unwrap_or(0),
@@ -115,6 +131,25 @@ where
         });
     }
     Ok(spawn_on(p, spec, f))
+}
+
+/// Spawns from inside a blocking call (`crate::blocking`), on the runtime of the ULT that made
+/// it, as from outside that runtime; `NoRuntime` on any other thread.
+fn spawn_in_call<F, T>(
+    spec: impl FnOnce(&crate::runtime::Shared) -> UltSpec,
+    f: F,
+) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let Some(shared) = crate::blocking::calling_runtime() else {
+        return Err(SpawnError::NoRuntime);
+    };
+    if shared.is_shutting_down() {
+        return Err(SpawnError::ShuttingDown);
+    }
+    Ok(shared.spawn_outside(spec(shared), f))
 }
 
 /// Configures a ULT before spawning it, like `std::thread::Builder`.
@@ -137,6 +172,7 @@ pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
     footprint: Option<usize>,
+    pinned: bool,
 }
 
 impl Builder {
@@ -182,6 +218,48 @@ impl Builder {
         self
     }
 
+    /// Pins the ULT (default: not pinned): it starts on the processor of the ULT that spawns it
+    /// and never leaves that processor's OS thread. Thieves do not take it, and every wake-up
+    /// brings it back to that processor whatever the [policy](crate::policy) or the chaos mode
+    /// ([`RuntimeBuilder::chaos`](crate::RuntimeBuilder::chaos)) would choose. For ULTs that keep
+    /// OS-thread-bound state across switches (a `thread_local!`, a handle that must be used
+    /// from the thread that made it); they give up load balancing, so pin only those.
+    ///
+    /// Spawned from outside the runtime ([`Builder::spawn_on`] on an OS thread), a pinned ULT
+    /// starts on whichever processor takes it first and stays there. A runtime built with
+    /// [`RuntimeBuilder::central`](crate::RuntimeBuilder::central) has no per-processor runqueue
+    /// to pin to: the spawn returns [`SpawnError::Unsupported`].
+    ///
+    /// A [`blocking`](crate::blocking) call normally hands its processor to a spare OS thread
+    /// while it runs; on a processor where a pinned ULT lives (started and not exited) it does
+    /// not: the call runs on the processor's own thread, the processor out of service
+    /// meanwhile (counted in [`BlockingStats::pinned_inline`](crate::BlockingStats::pinned_inline)), so
+    /// that the pinned ULT never sees another OS thread.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(2).build()?;
+    /// let same = rt.block_on(|| {
+    ///     elite_rt::Builder::new()
+    ///         .pinned(true)
+    ///         .spawn(|| {
+    ///             let first = std::thread::current().id();
+    ///             (0..100).all(|_| {
+    ///                 elite_rt::yield_now();
+    ///                 std::thread::current().id() == first
+    ///             })
+    ///         })
+    ///         .unwrap()
+    ///         .join()
+    ///         .unwrap()
+    /// });
+    /// assert!(same);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn pinned(mut self, pinned: bool) -> Builder {
+        self.pinned = pinned;
+        self
+    }
+
     /// Spawns the ULT on the runtime running the caller.
     pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
@@ -189,7 +267,11 @@ impl Builder {
         T: Send + 'static,
     {
         let Some(p) = current_processor() else {
-            return Err(SpawnError::NoRuntime);
+            let Some(shared) = crate::blocking::calling_runtime() else {
+                return Err(SpawnError::NoRuntime);
+            };
+            let spec = self.spec(shared.config.stack_size)?;
+            return spawn_in_call(|_| spec, f);
         };
         let spec = self.spec(p.shared.config.stack_size)?;
         spawn_checked(p, spec, f)
@@ -202,6 +284,11 @@ impl Builder {
         T: Send + 'static,
     {
         let spec = self.spec(rt.default_stack_size())?;
+        if spec.pinned && rt.shared().config.central {
+            return Err(SpawnError::Unsupported {
+                what: "a pinned ULT on a central runtime (RuntimeBuilder::central keeps no per-processor runqueue to pin it to)",
+            });
+        }
         Ok(rt.spawn_spec(spec, f))
     }
 
@@ -217,7 +304,12 @@ impl Builder {
             Some(s) => round_to_pages(s),
             None => default_stack,
         };
-        Ok(UltSpec { name: self.name.map(Arc::from), stack_size: Some(size), footprint: self.footprint })
+        Ok(UltSpec {
+            name: self.name.map(Arc::from),
+            stack_size: Some(size),
+            footprint: self.footprint,
+            pinned: self.pinned,
+        })
     }
 }
 
@@ -243,6 +335,11 @@ pub enum SpawnError {
         /// Largest allowed.
         max: usize,
     },
+    /// The runtime cannot give the ULT what the builder asked for.
+    Unsupported {
+        /// What was asked for, and why it cannot be had.
+        what: &'static str,
+    },
     /// No stack could be allocated.
     Stack {
         /// Bytes of the stack that was needed.
@@ -262,6 +359,7 @@ impl fmt::Display for SpawnError {
             SpawnError::InvalidStackSize { requested, min, max } => {
                 write!(f, "invalid `stack_size`: {requested} bytes is out of range, expected {min}..={max}")
             }
+            SpawnError::Unsupported { what } => write!(f, "not supported: {what}"),
             SpawnError::Stack { size, error } => write!(
                 f,
                 "could not allocate a {size}-byte ULT stack ({error}); each guarded stack costs two kernel \
@@ -301,7 +399,7 @@ impl<T> JoinHandle<T> {
         let t = self.tcb;
         let tcb = t.tcb();
         let mut here = current_processor();
-        if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+        if !tcb.join.is_complete() {
             if let Some(p) = here {
                 if p.shared.is_own(t) && p.start_inline(t) == Inline::Finished {
                     // SAFETY: the child finished inside `start_inline`; this handle is the only
@@ -312,7 +410,7 @@ impl<T> JoinHandle<T> {
                     return out;
                 }
             }
-            if tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+            if !tcb.join.is_complete() {
                 wait_for_exit(t);
                 // Blocking may have moved this ULT to another OS thread: look it up again.
                 here = current_processor();
@@ -324,6 +422,43 @@ impl<T> JoinHandle<T> {
                                 // SAFETY: COMPLETE was observed with Acquire, so the exiter is done with the join state.
         unsafe { let_go(t, here, true) }; // the clean-up note
         out
+    }
+
+    /// `join` from an OS thread that is not a processor, waking every `period` to call
+    /// `give_up`; when that returns true before the ULT finished, the handle is dropped (the ULT
+    /// detached) and `None` returned. (The deadlock watch of `block_on`, `crate::deadlock`.)
+    pub(crate) fn join_watched(
+        self,
+        period: Duration,
+        mut give_up: impl FnMut() -> bool,
+    ) -> Option<std::thread::Result<T>> {
+        let t = self.tcb;
+        let tcb = t.tcb();
+        if !tcb.join.is_complete() {
+            // As in `wait_for_exit` for an OS thread.
+            // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
+            unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
+            if tcb.join.register_waiter() & JoinState::COMPLETE != 0 {
+                // SAFETY: the exiter did not see WAITER: the field is still ours.
+                unsafe { *tcb.waiter.get() = Waiter::None };
+            } else {
+                let _counted = crate::deadlock::OsWait::enter(false);
+                while !tcb.join.is_complete() {
+                    std::thread::park_timeout(period);
+                    if !tcb.join.is_complete() && give_up() {
+                        // Detach: the exiter saw WAITER and will unpark this thread once, in vain.
+                        drop(self);
+                        return None;
+                    }
+                }
+            }
+        }
+        // SAFETY: COMPLETE was observed with Acquire and the handle is the only reader of the output.
+        let out = unsafe { self.take_output() };
+        std::mem::forget(self);
+        // SAFETY: as above; not on a processor.
+        unsafe { let_go(t, None, true) };
+        Some(out)
     }
 
     /// Moves the finished ULT's outcome out of its task.
@@ -338,7 +473,7 @@ impl<T> JoinHandle<T> {
 
     /// Whether the ULT has finished (a later `join` will not block).
     pub fn is_finished(&self) -> bool {
-        self.tcb.tcb().join.load(Ordering::Acquire) & JoinState::COMPLETE != 0
+        self.tcb.tcb().join.is_complete()
     }
 
     /// The ULT's id and name.
@@ -371,9 +506,10 @@ fn wait_for_exit(t: TcbRef) {
             crate::runtime::claim_outside(&p.shared);
         }
         park_current(move |me, p| {
+            crate::deadlock::note_wait(me, crate::deadlock::WaitKind::Join, t.as_ptr() as usize);
             // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
             unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
-            let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
+            let prev = tcb.join.register_waiter();
             if prev & JoinState::COMPLETE != 0 {
                 // The ULT exited before it could see WAITER: nobody else will wake us, nor read
                 // the waiter field, which we clear (a free TCB's waiter is `None`).
@@ -391,7 +527,7 @@ fn wait_for_exit(t: TcbRef) {
         // An OS thread (or a processor's own loop code, which has no ULT to block): park.
         // SAFETY: as above.
         unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
-        let prev = tcb.join.fetch_or(JoinState::WAITER, Ordering::AcqRel);
+        let prev = tcb.join.register_waiter();
         if prev & JoinState::COMPLETE != 0 {
             // As above: the field is ours alone; a free TCB's waiter is `None`.
             // SAFETY: the exiter did not see WAITER.
@@ -399,7 +535,8 @@ fn wait_for_exit(t: TcbRef) {
             return;
         }
     }
-    while tcb.join.load(Ordering::Acquire) & JoinState::COMPLETE == 0 {
+    let _counted = current_ult_processor().is_none().then(|| crate::deadlock::OsWait::enter(false));
+    while !tcb.join.is_complete() {
         if current_ult_processor().is_some() {
             crate::fatal("a joining ULT was woken before the ULT it joins finished");
         }
@@ -422,7 +559,7 @@ fn release(t: TcbRef) {
 /// [`release`] for a caller that already knows the processor it runs on (if any).
 #[inline]
 fn release_on(t: TcbRef, here: Option<&Processor>) {
-    let prev = t.tcb().join.fetch_or(JoinState::DETACHED, Ordering::AcqRel);
+    let prev = t.tcb().join.detach();
     // SAFETY: the AcqRel RMW decides: with COMPLETE in `prev` the exiter is done with the TCB and
     // left it to us; without, the exiter sees DETACHED and recycles it.
     unsafe { let_go(t, here, prev & JoinState::COMPLETE != 0) };

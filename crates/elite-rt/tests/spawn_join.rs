@@ -506,7 +506,9 @@ fn interleaved_sleepers_wake_in_deadline_order() {
 fn sleepers_due_together_resume_in_deadline_order() {
     let _g = shared();
     hang_guard(60, "due-together sleepers", || {
-        let rt = rt(1);
+        // The order in which ready ULTs run is what this checks: not under the chaos mode
+        // (`ELITE_CHAOS`), whose runqueue picks are random.
+        let rt = Runtime::builder().no_chaos().processors(1).build().unwrap();
         let order = rt.block_on(|| {
             let log = Arc::new(Mutex::new(Vec::new()));
             let started = Arc::new(AtomicUsize::new(0));
@@ -515,14 +517,21 @@ fn sleepers_due_together_resume_in_deadline_order() {
                     let (log, started) = (log.clone(), started.clone());
                     spawn(move || {
                         started.fetch_add(1, SeqCst);
-                        elite_rt::sleep(Duration::from_millis(10 * (k + 1)));
+                        elite_rt::sleep(Duration::from_millis(20 * (k + 1)));
                         log.lock().unwrap().push(k);
                     })
                 })
                 .collect();
-            ult_sleep_until(30, "the sleepers to start", || started.load(SeqCst) == 4);
-            // Hold the only processor past every deadline (at most 40 ms after the last start).
-            std::thread::sleep(Duration::from_millis(100));
+            // Yield (no timer of the root's own) until every sleeper sleeps: a polling sleep of
+            // the root could fall due in the same round as the first sleeper on a loaded machine,
+            // which then waits in the runqueue behind the later ones (LIFO across rounds).
+            let guard = std::time::Instant::now() + Duration::from_secs(30);
+            while started.load(SeqCst) < 4 {
+                assert!(std::time::Instant::now() < guard, "hang guard: sleepers never started");
+                elite_rt::yield_now();
+            }
+            // Hold the only processor past every deadline (at most 80 ms after the last start).
+            std::thread::sleep(Duration::from_millis(200));
             for h in hs {
                 h.join().unwrap();
             }

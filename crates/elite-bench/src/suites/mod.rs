@@ -1,6 +1,7 @@
 //! The suites: each is one module that turns a [`Context`] into [`Bench`]es.
 
 pub mod affinity;
+pub mod blocking;
 pub mod micro;
 pub mod sync;
 
@@ -26,6 +27,7 @@ pub static SUITES: &[Suite] = &[
     Suite { name: "micro", benches: micro::benches, may_child: Some(micro::may_child) },
     Suite { name: "sync", benches: sync::benches, may_child: Some(sync::may_child) },
     Suite { name: "affinity", benches: affinity::benches, may_child: None },
+    Suite { name: "blocking", benches: blocking::benches, may_child: None },
 ];
 
 /// What a suite may know about the invocation while building its benches.

@@ -79,3 +79,89 @@ fn deque_three_pushes_one_thief() {
 fn deque_two_pushes_two_thieves() {
     check("deque_two_pushes_two_thieves", || owner_and_thieves(2, 2));
 }
+
+/// Two entries already in the deque when a thief starts: the owner pops both (the first through
+/// the fenced path, where lowering `bottom` races the thief's read of it; the second, if the thief
+/// took the other one, as the last entry by CAS), against one steal or two.
+fn pops_against_steals(steals: usize) {
+    let nodes = Nodes::new(2);
+    let d = Arc::new(Deque::<Node>::new(2));
+    for id in 0..2 {
+        nodes.publish(id, 0);
+        d.push(nodes.get(id).as_ptr()).unwrap();
+    }
+    let thief = {
+        let d = Arc::clone(&d);
+        thread::spawn(move || {
+            let mut got = Vec::new();
+            for _ in 0..steals {
+                loop {
+                    match d.steal() {
+                        Stolen::Success(p) => got.extend(NodeRef::from_ptr(p).map(|t| t.id())),
+                        Stolen::Retry => {
+                            thread::yield_now();
+                            continue;
+                        }
+                        Stolen::Empty => {}
+                    }
+                    break;
+                }
+            }
+            got
+        })
+    };
+    let mut tally = Tally::new(2);
+    for _ in 0..2 {
+        if let Some(p) = d.pop() {
+            tally.take(NodeRef::from_ptr(p).unwrap());
+        }
+    }
+    for id in thief.join().unwrap() {
+        tally.take(nodes.get(id));
+    }
+    assert!(d.is_empty());
+    tally.assert_each(1);
+}
+
+/// The owner's pop of two entries (fenced path, then the last one) against one steal.
+#[test]
+fn deque_pops_of_two_against_a_steal() {
+    check("deque_pops_of_two_against_a_steal", || pops_against_steals(1));
+}
+
+/// The same against a thief that tries twice.
+#[test]
+fn deque_pops_of_two_against_two_steals() {
+    check("deque_pops_of_two_against_two_steals", || pops_against_steals(2));
+}
+
+/// The join fast path's probe (`Processor::start_inline`): the owner pops the newest entry and,
+/// when it is not the child it looks for, pushes it back; a thief steals meanwhile. Nothing is
+/// lost or taken twice, and a pushed-back entry keeps its payload.
+#[test]
+fn deque_pop_and_push_back_against_a_steal() {
+    check("deque_pop_and_push_back_against_a_steal", || {
+        let nodes = Nodes::new(2);
+        let d = Arc::new(Deque::<Node>::new(2));
+        for id in 0..2 {
+            nodes.publish(id, 0);
+            d.push(nodes.get(id).as_ptr()).unwrap();
+        }
+        let thief = {
+            let d = Arc::clone(&d);
+            thread::spawn(move || steal_all(&d).into_iter().map(|t| t.id()).collect::<Vec<_>>())
+        };
+        if let Some(p) = d.pop() {
+            // Not the child looked for: back on top (there is room, nothing was pushed since).
+            d.push(p).unwrap();
+        }
+        let mut tally = Tally::new(2);
+        for id in thief.join().unwrap() {
+            tally.take(nodes.get(id));
+        }
+        while let Some(p) = d.pop() {
+            tally.take(NodeRef::from_ptr(p).unwrap());
+        }
+        tally.assert_each(1);
+    });
+}

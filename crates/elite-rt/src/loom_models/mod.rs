@@ -15,11 +15,30 @@
 //!   drained by the owner while others push, and nodes pushed again after the drain that took
 //!   them.
 //! * [`deque`]: a processor's own start-queue (`queue::deque`), the owner pushing and popping
-//!   while thieves steal: every entry taken once, with its pusher's payload.
+//!   while thieves steal: every entry taken once, with its pusher's payload; the owner's pops of
+//!   the last entries (the fenced path and the single-entry CAS) against one and two steals, and
+//!   the join fast path's pop-and-push-back against a steal.
+//! * [`start_levels`]: overflow from a processor's own start-queue to its node's bounded queue
+//!   (`queue::bound`) and on to the global one, with concurrent spawners and takers: every entry
+//!   taken once, and the node never holds more than its limit.
+//! * [`join`]: the join state word (`tcb::join_state`): an exit against a join, a detach, and a
+//!   waiter that gives up: the TCB recycled once, the result taken or dropped once, a waiter
+//!   woken at most once.
+//! * [`shutdown`]: a runtime's shutdown against a wake-up from outside: the ULT run or
+//!   cancelled exactly once, never lost, its wait node never read after its stack is freed.
 //! * [`mutex`]: the mutex state word (`sync::lock_word`) with the mutex's list-and-park glue in
 //!   miniature: mutual exclusion, no lost wake-up, the hand-over after `max_losses` lost races.
 //! * [`park`]: the idle protocol (announce PARKED, re-check, park / publish, notify) with one and two
 //!   wakers, over the wake-up stack.
+//!
+//! # What loom cannot check
+//!
+//! Loom takes `SeqCst` loads and stores for `Acquire`/`Release` ones: it does not order two
+//! `SeqCst` stores to different words in one total order with the fences of other threads (C++20
+//! [atomics.order] p4), so a protocol whose correctness rests on that alone looks broken under
+//! loom. The shutdown's unpark did (the flag and the park slot's state, both `SeqCst` stores, read
+//! by a parker after its fence); it now fences before its store, like every other waker, which
+//! both C++ and loom order (`park::ParkSlot::force_unpark`).
 //!
 //! # Why an owner yields before a drain that races with pushes
 //!
@@ -52,8 +71,11 @@
 //! 3. Nothing else: `.ci/run` runs every test under `loom_models`.
 
 mod deque;
+mod join;
 mod mutex;
 mod park;
+mod shutdown;
+mod start_levels;
 mod tcb_stack;
 
 use crate::atomics::AtomicPtr;

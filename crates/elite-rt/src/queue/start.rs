@@ -7,10 +7,10 @@
 //! * each node's queue: bounded, shared by the processors of the node;
 //! * the global queue: unbounded.
 //!
-//! A spawn that finds a level full goes to the next one. The bounds are counted in `len` with a
-//! reserve-then-push step so concurrent spawners never overshoot a node's limit.
+//! A spawn that finds a level full goes to the next one. A node's bound is a count of reserved
+//! slots ([`super::bound`]): reserve, then push, so concurrent spawners never overshoot it.
 
-use crate::atomics::{AtomicUsize, Ordering};
+use crate::queue::bound::Bound;
 use crate::queue::deque::{Deque, Stolen};
 use crate::tcb::{Tcb, TcbRef};
 use crossbeam_deque::{Injector, Steal, Worker};
@@ -18,26 +18,18 @@ use crossbeam_deque::{Injector, Steal, Worker};
 /// A node's bounded start-queue.
 pub(crate) struct NodeStartQueue {
     queue: Injector<TcbRef>,
-    len: AtomicUsize,
-    limit: usize,
+    bound: Bound,
 }
 
 impl NodeStartQueue {
     pub(crate) fn new(limit: usize) -> NodeStartQueue {
-        NodeStartQueue { queue: Injector::new(), len: AtomicUsize::new(0), limit }
+        NodeStartQueue { queue: Injector::new(), bound: Bound::new(limit) }
     }
 
     /// Pushes `t` unless the queue is full; gives it back if it is.
     #[inline]
     pub(crate) fn try_push(&self, t: TcbRef) -> Result<(), TcbRef> {
-        // A full queue is seen with a load (a spawner that overflows here keeps doing so while
-        // the queue stays full: no read-modify-write on the line the takers update).
-        if self.len.load(Ordering::Relaxed) >= self.limit {
-            return Err(t);
-        }
-        // Reserve a slot first so the bound holds under concurrent pushers.
-        if self.len.fetch_add(1, Ordering::Relaxed) >= self.limit {
-            self.len.fetch_sub(1, Ordering::Relaxed);
+        if !self.bound.reserve() {
             return Err(t);
         }
         self.queue.push(t);
@@ -52,7 +44,7 @@ impl NodeStartQueue {
             return self.take().map(|t| (t, 1));
         }
         let (t, n) = take_global_batch(&self.queue, staging, room)?;
-        self.len.fetch_sub(n, Ordering::Relaxed);
+        self.bound.release(n);
         Some((t, n))
     }
 
@@ -65,7 +57,7 @@ impl NodeStartQueue {
         loop {
             match self.queue.steal() {
                 Steal::Success(t) => {
-                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    self.bound.release(1);
                     return Some(t);
                 }
                 Steal::Empty => return None,

@@ -1,6 +1,7 @@
 //! [`Barrier`]: lets a fixed number of threads meet; the last to arrive is the leader.
 
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
+use crate::deadlock::WaitKind;
 use std::fmt;
 
 struct State {
@@ -49,7 +50,14 @@ impl BarrierWaitResult {
 impl Barrier {
     /// A barrier for `n` threads (0 acts as 1, as with std).
     pub const fn new(n: usize) -> Barrier {
-        Barrier { n, state: SpinLock::new(State { arrived: 0, generation: 0, waiters: WaitList::new() }) }
+        Barrier {
+            n,
+            state: SpinLock::new(State {
+                arrived: 0,
+                generation: 0,
+                waiters: WaitList::of(WaitKind::Barrier),
+            }),
+        }
     }
 
     /// Waits until all `n` have arrived.

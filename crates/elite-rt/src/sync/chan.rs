@@ -18,6 +18,7 @@
 //! Values are dropped only outside the lock: no user code runs while it is held.
 
 use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode, Wakes};
+use crate::deadlock::WaitKind;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
@@ -63,8 +64,8 @@ impl<T> Chan<T> {
                 cap,
                 senders: 1,
                 receivers,
-                recv_waiters: WaitList::new(),
-                send_waiters: WaitList::new(),
+                recv_waiters: WaitList::of(WaitKind::ChannelRecv),
+                send_waiters: WaitList::of(WaitKind::ChannelSend),
             }),
         })
     }

@@ -2,6 +2,7 @@
 
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
 use super::MutexGuard;
+use crate::deadlock::WaitKind;
 use std::fmt;
 use std::sync::{LockResult, PoisonError};
 use std::time::{Duration, Instant};
@@ -48,7 +49,7 @@ impl WaitTimeoutResult {
 impl Condvar {
     /// A condition variable with no waiters.
     pub const fn new() -> Condvar {
-        Condvar { waiters: SpinLock::new(WaitList::new()) }
+        Condvar { waiters: SpinLock::new(WaitList::of(WaitKind::Condvar)) }
     }
 
     /// Releases the guard's mutex, blocks until notified, and locks the mutex again.

@@ -117,6 +117,7 @@ impl Spinner {
     /// calling runtime's policy.
     #[inline]
     pub(crate) fn new(avg_hold: u64) -> Spinner {
+        crate::processor::decision_point();
         let policy = current_processor().map(|p| p.shared.config.spin_policy).unwrap_or_default();
         let rounds = match policy {
             SpinPolicy::Block => 0,

@@ -39,6 +39,7 @@ use super::lock_word::LockWord;
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
 use super::{ticks, Spinner};
 use crate::atomics::{AtomicBool, AtomicU64, Ordering};
+use crate::deadlock::WaitKind;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -118,7 +119,7 @@ impl<T> Mutex<T> {
             poison: AtomicBool::new(false),
             avg_hold: AtomicU64::new(0),
             holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0, count: 0 }),
-            waiters: SpinLock::new(WaitList::new()),
+            waiters: SpinLock::new(WaitList::of(WaitKind::Mutex)),
             data: UnsafeCell::new(value),
         }
     }

@@ -15,6 +15,7 @@
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
 use super::Spinner;
 use crate::atomics::{AtomicBool, Ordering};
+use crate::deadlock::WaitKind;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -67,8 +68,8 @@ impl<T> RwLock<T> {
             state: SpinLock::new(State {
                 readers: 0,
                 writer: false,
-                read_waiters: WaitList::new(),
-                write_waiters: WaitList::new(),
+                read_waiters: WaitList::of(WaitKind::RwLockRead),
+                write_waiters: WaitList::of(WaitKind::RwLockWrite),
             }),
             poison: AtomicBool::new(false),
             data: UnsafeCell::new(value),

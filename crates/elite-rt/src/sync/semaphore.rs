@@ -1,6 +1,7 @@
 //! [`Semaphore`]: a counting semaphore whose `acquire` blocks the ULT.
 
 use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode};
+use crate::deadlock::WaitKind;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -40,7 +41,7 @@ pub struct Semaphore {
 impl Semaphore {
     /// A semaphore with `permits` permits available.
     pub const fn new(permits: usize) -> Semaphore {
-        Semaphore { state: SpinLock::new(State { permits, waiters: WaitList::new() }) }
+        Semaphore { state: SpinLock::new(State { permits, waiters: WaitList::of(WaitKind::Semaphore) }) }
     }
 
     /// Takes a permit, waiting until one is available.

@@ -50,6 +50,16 @@
 //! waiter, and the waiter's unwind guard takes the same lock before its stack (and the node) go
 //! away, so the wake finishes while the TCB and the runtime are still alive.
 //!
+//! # What the deadlock report and the chaos mode read here
+//!
+//! Each list knows what kind of object it belongs to ([`WaitList::of`]); linking a ULT's node
+//! records that kind and the list's address in the ULT's TCB (`deadlock::note_wait`, one relaxed
+//! store), which the deadlock report reads while the ULT stays blocked (with the processors
+//! frozen, see `crate::deadlock`). An OS thread's wait is counted for that report, timed or not.
+//! [`Wake::wake`] ends with the chaos mode's decision point (a random yield, only in chaos mode),
+//! after the wake-up was delivered and the object's lock released; never between linking a node
+//! and blocking (`has_unresolved_wait`).
+//!
 //! # Shutdown
 //!
 //! A ULT blocked at shutdown is force-unwound where it blocked. Each primitive arms an
@@ -58,6 +68,7 @@
 //! (a lock, a permit).
 
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use crate::deadlock::WaitKind;
 use crate::processor::{current_processor, Processor};
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};
@@ -86,6 +97,13 @@ pub(crate) fn word(seq: u64, notified: bool) -> u64 {
 pub(crate) fn is_pending(t: TcbRef, seq: u64) -> bool {
     let w = t.tcb().wait.load(Ordering::Acquire);
     w >> SEQ_SHIFT == seq && w & RESOLVED == 0
+}
+
+/// True while `t` has started a wait (made its `WaitNode`) that is not resolved yet: from then
+/// until it is notified or times out it must not switch but to block (the chaos mode asks).
+pub(crate) fn has_unresolved_wait(t: TcbRef) -> bool {
+    let w = t.tcb().wait.load(Ordering::Relaxed);
+    w >> SEQ_SHIFT != 0 && w & RESOLVED == 0
 }
 
 /// The processor's timer for wait `seq` of `t` came due: resolve the wait as timed out. Returns
@@ -203,7 +221,9 @@ impl WaitNode {
                 let after = link(&mut g, self);
                 drop(g);
                 drop(after);
-                Self::park_thread(state, deadline)
+                // Counted for the deadlock report (`crate::deadlock`): a timed wait of an OS
+                // thread runs again by itself, an untimed one only when someone wakes it.
+                crate::deadlock::OsWait::during(deadline.is_some(), || Self::park_thread(state, deadline))
             }
         }
     }
@@ -299,6 +319,13 @@ pub(crate) enum Wake {
 impl Wake {
     #[inline]
     pub(crate) fn wake(self) {
+        self.deliver();
+        crate::processor::decision_point();
+    }
+
+    /// The wake-up without the chaos mode's decision point (a batch has one, after its last).
+    #[inline]
+    fn deliver(self) {
         match self {
             Wake::Nothing => {}
             // SAFETY: the processor runs the notifier, which has not switched since `notify`.
@@ -321,8 +348,9 @@ impl Wakes {
 
     pub(crate) fn wake_all(self) {
         for w in self.0 {
-            w.wake();
+            w.deliver(); // no switch between two: each `Wake::Ult` names the notifier's processor
         }
+        crate::processor::decision_point();
     }
 }
 
@@ -331,6 +359,8 @@ pub(crate) struct WaitList {
     head: *const WaitNode,
     tail: *const WaitNode,
     len: usize,
+    /// What its waiters wait on, for the deadlock report (`crate::deadlock`).
+    kind: WaitKind,
 }
 
 // SAFETY: the list only holds addresses of nodes whose waiters keep them alive while linked; it
@@ -338,8 +368,24 @@ pub(crate) struct WaitList {
 unsafe impl Send for WaitList {}
 
 impl WaitList {
+    /// A list of waiters on something the deadlock report names [`WaitKind::Other`].
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) const fn new() -> WaitList {
-        WaitList { head: ptr::null(), tail: ptr::null(), len: 0 }
+        WaitList::of(WaitKind::Other)
+    }
+
+    /// A list of waiters on a `kind` of object: a ULT linked here is reported as waiting on
+    /// `kind`, at this list's address (inside the object), if the runtime deadlocks.
+    pub(crate) const fn of(kind: WaitKind) -> WaitList {
+        WaitList { head: ptr::null(), tail: ptr::null(), len: 0, kind }
+    }
+
+    /// Records in a linking ULT's TCB what it is about to block on (`deadlock::note_wait`).
+    #[inline]
+    fn note(&self, n: &WaitNode) {
+        if let Who::Ult { tcb, .. } = &n.who {
+            crate::deadlock::note_wait(*tcb, self.kind, self as *const WaitList as usize);
+        }
     }
 
     #[inline]
@@ -355,6 +401,7 @@ impl WaitList {
     /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
     pub(crate) fn push_back(&mut self, n: &WaitNode) {
         debug_assert!(!n.linked.get());
+        self.note(n);
         n.linked.set(true);
         n.next.set(ptr::null());
         n.prev.set(self.tail);
@@ -370,6 +417,7 @@ impl WaitList {
     /// Puts `n` first (a waiter that lost a race for the object keeps its place).
     pub(crate) fn push_front(&mut self, n: &WaitNode) {
         debug_assert!(!n.linked.get());
+        self.note(n);
         n.linked.set(true);
         n.prev.set(ptr::null());
         n.next.set(self.head);

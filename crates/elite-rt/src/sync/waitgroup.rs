@@ -1,6 +1,7 @@
 //! [`WaitGroup`]: wait until a count of outstanding tasks drops to zero.
 
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
+use crate::deadlock::WaitKind;
 use std::fmt;
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ pub struct WaitGroup {
 impl WaitGroup {
     /// A wait group with count zero.
     pub const fn new() -> WaitGroup {
-        WaitGroup { state: SpinLock::new(State { count: 0, waiters: WaitList::new() }) }
+        WaitGroup { state: SpinLock::new(State { count: 0, waiters: WaitList::of(WaitKind::WaitGroup) }) }
     }
 
     /// Raises the count by `n`.

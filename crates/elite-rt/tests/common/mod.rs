@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: hang guards and polling with a bound.
 #![allow(dead_code)]
 
+pub mod load;
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 

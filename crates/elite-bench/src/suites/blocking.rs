@@ -1,0 +1,296 @@
+//! Suite `blocking`: what [`elite_rt::blocking`] costs.
+//!
+//! | bench | what one operation is | processors | systems |
+//! | --- | --- | --- | --- |
+//! | `blocking_call` | one call of a function that returns at once | 1, 2 | elite, elite/isolated, std-thread |
+//! | `blocking_sleep` | one call that sleeps 1 ms | 1, 2 | elite, std-thread |
+//!
+//! - `blocking_call`, `elite`: the root ULT calls `blocking(move || i)` back to back. Each call
+//!   hands the processor to the runtime's spare thread and (the call being over before that
+//!   thread has woken up) takes it back; the spare, unparked by every call, seldom gets to sleep
+//!   between two of them. `elite/isolated`: each call comes after 200 µs of busy work on the
+//!   processor, long enough for the spare to go back to sleep, and only the call is timed: the
+//!   cost of a call that must wake the spare (a futex wake-up), sometimes losing the processor to
+//!   it (the ULT then goes on on the spare's thread). `std-thread`: `std::thread::spawn(move ||
+//!   i).join()`, what a program without spare threads would do to keep its thread free.
+//!   Answer: the sum of the returned values.
+//! - `blocking_sleep`: the call is `std::thread::sleep(1 ms)`; `std-thread` sleeps 1 ms on a plain
+//!   thread. The difference is what getting back to a processor costs after a call that really
+//!   slept (the spare took the processor over, so the ULT comes back through its wake-up stack).
+//!   Answer: the number of calls.
+//!
+//! No targets: the issue that introduced `blocking` asked for these figures in the docs.
+
+use std::time::{Duration, Instant};
+
+use super::Context;
+use crate::harness::{panic_message, warm_then_time, Bench, Contender, Metric, Params, Sample};
+
+/// How much work each system gets.
+struct Sizes {
+    /// blocking_call: back-to-back calls per pass.
+    calls: u64,
+    /// blocking_call: isolated calls per pass (each after 200 µs of busy work).
+    isolated: u64,
+    /// blocking_call: thread spawns per pass (std-thread).
+    threads: u64,
+    /// blocking_sleep: 1 ms calls per pass.
+    sleeps: u64,
+}
+
+impl Sizes {
+    const FULL: Sizes = Sizes { calls: 200_000, isolated: 500, threads: 2_000, sleeps: 100 };
+    const QUICK: Sizes = Sizes { calls: 20_000, isolated: 100, threads: 200, sleeps: 20 };
+}
+
+/// The busy work before each isolated call.
+const ISOLATION: Duration = Duration::from_micros(200);
+
+/// The sleep of `blocking_sleep`.
+const SLEEP: Duration = Duration::from_millis(1);
+
+/// The benches of the suite.
+pub fn benches(ctx: &mut Context) -> Vec<Bench> {
+    let sizes = if ctx.quick { &Sizes::QUICK } else { &Sizes::FULL };
+    let procs: Vec<usize> = if ctx.cpus > 1 { vec![1, 2] } else { vec![1] };
+    let params = |processors: usize, n: u64| Params::new(processors).with("n", n);
+    let sum_below = |n: u64| n * n.saturating_sub(1) / 2;
+
+    let mut call = Vec::new();
+    for &p in &procs {
+        let n = sizes.calls;
+        call.push(Contender::new("elite", params(p, n), sum_below(n), move || elite_calls(p, n)));
+    }
+    for &p in &procs {
+        let n = sizes.isolated;
+        call.push(Contender::new("elite/isolated", params(p, n), sum_below(n), move || elite_isolated(p, n)));
+    }
+    let n = sizes.threads;
+    call.push(Contender::new("std-thread", params(1, n), sum_below(n), move || std_spawn_join(n)));
+
+    let mut sleep = Vec::new();
+    for &p in &procs {
+        let n = sizes.sleeps;
+        sleep.push(Contender::new("elite", params(p, n), n, move || elite_sleeps(p, n)));
+    }
+    let n = sizes.sleeps;
+    sleep.push(Contender::new("std-thread", params(1, n), n, move || std_sleeps(n)));
+
+    vec![
+        Bench { name: "blocking_call", metric: Metric::NsPerOp, contenders: call, targets: Vec::new() },
+        Bench { name: "blocking_sleep", metric: Metric::NsPerOp, contenders: sleep, targets: Vec::new() },
+    ]
+}
+
+fn elite_runtime(processors: usize) -> Result<elite_rt::Runtime, String> {
+    elite_rt::Runtime::builder()
+        .processors(processors)
+        .build()
+        .map_err(|e| format!("cannot build the elite runtime: {e}"))
+}
+
+/// Checks that every call of the passes counted as one, and that none is left in flight (the
+/// count drops an instant after the last call's ULT is back: waited for, up to a second).
+fn check_stats(rt: &elite_rt::Runtime, calls: u64) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let b = rt.stats().blocking;
+        if b.calls == calls && b.in_flight == 0 {
+            return Ok(());
+        }
+        if b.calls != calls || Instant::now() > deadline {
+            return Err(format!("expected {calls} blocking calls, none in flight: {b:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// elite `blocking_call`: `blocking(move || i)` for i in 0..n, back to back.
+fn elite_calls(processors: usize, n: u64) -> Result<Sample, String> {
+    let rt = elite_runtime(processors)?;
+    let sample = warm_then_time(n, || {
+        rt.block_on(move || {
+            let start = Instant::now();
+            let mut sum = 0u64;
+            for i in 0..n {
+                sum += elite_rt::blocking(move || i);
+            }
+            Ok((start.elapsed(), sum))
+        })
+    })?;
+    check_stats(&rt, 2 * n)?;
+    Ok(sample)
+}
+
+/// elite/isolated `blocking_call`: each call after `ISOLATION` of busy work; only calls timed.
+fn elite_isolated(processors: usize, n: u64) -> Result<Sample, String> {
+    let rt = elite_runtime(processors)?;
+    let sample = warm_then_time(n, || {
+        rt.block_on(move || {
+            let mut spent = Duration::ZERO;
+            let mut sum = 0u64;
+            for i in 0..n {
+                let busy = Instant::now();
+                while busy.elapsed() < ISOLATION {
+                    std::hint::spin_loop();
+                }
+                let start = Instant::now();
+                sum += elite_rt::blocking(move || i);
+                spent += start.elapsed();
+            }
+            Ok((spent, sum))
+        })
+    })?;
+    check_stats(&rt, 2 * n)?;
+    Ok(sample)
+}
+
+/// std-thread `blocking_call`: a thread spawned and joined per call.
+fn std_spawn_join(n: u64) -> Result<Sample, String> {
+    warm_then_time(n, || {
+        let start = Instant::now();
+        let mut sum = 0u64;
+        for i in 0..n {
+            sum += std::thread::spawn(move || i)
+                .join()
+                .map_err(|payload| format!("a thread panicked: {}", panic_message(&*payload)))?;
+        }
+        Ok((start.elapsed(), sum))
+    })
+}
+
+/// elite `blocking_sleep`: `blocking(|| sleep(1 ms))` n times.
+fn elite_sleeps(processors: usize, n: u64) -> Result<Sample, String> {
+    let rt = elite_runtime(processors)?;
+    let sample = warm_then_time(n, || {
+        rt.block_on(move || {
+            let start = Instant::now();
+            let mut count = 0u64;
+            for _ in 0..n {
+                elite_rt::blocking(|| std::thread::sleep(SLEEP));
+                count += 1;
+            }
+            Ok((start.elapsed(), count))
+        })
+    })?;
+    check_stats(&rt, 2 * n)?;
+    Ok(sample)
+}
+
+/// std-thread `blocking_sleep`: the same sleeps on a plain thread.
+fn std_sleeps(n: u64) -> Result<Sample, String> {
+    warm_then_time(n, || {
+        let start = Instant::now();
+        let mut count = 0u64;
+        for _ in 0..n {
+            std::thread::sleep(SLEEP);
+            count += 1;
+        }
+        Ok((start.elapsed(), count))
+    })
+}
+
+/// The probe's command: `elite-bench blocking-probe <op> <n>`.
+pub const PROBE_COMMAND: &str = "blocking-probe";
+
+/// `elite-bench blocking-probe <op> <n>`: `n` operations in the root ULT of a one-processor
+/// runtime, for counting instructions per operation with `valgrind --tool=callgrind` (run it with
+/// two values of `n`; the difference of the totals over the difference of `n` leaves start-up and
+/// shut-down out). `op`: `yield` (`yield_now`), `spawn_join` (spawn a ULT and join it),
+/// `ping_pong` (a round trip with a second ULT over two elite channels), `blocking`
+/// (`blocking(move || i)`). Prints `ops=<n> answer=<checked sum>`.
+pub fn probe_main(args: &[String]) -> std::process::ExitCode {
+    let usage = "usage: elite-bench blocking-probe <yield|spawn_join|ping_pong|blocking> <n>";
+    let (Some(op), Some(Ok(n))) = (args.first(), args.get(1).map(|n| n.parse::<u64>())) else {
+        eprintln!("{usage}");
+        return std::process::ExitCode::from(2);
+    };
+    let expected = match op.as_str() {
+        "blocking" | "spawn_join" => n * n.saturating_sub(1) / 2,
+        "yield" | "ping_pong" => n,
+        _ => {
+            eprintln!("{usage}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let rt = match elite_runtime(1) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("elite-bench: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let answer = match op.as_str() {
+        "yield" => Some(rt.block_on(move || probe_yield(n))),
+        "spawn_join" => rt.block_on(move || probe_spawn_join(n)),
+        "ping_pong" => rt.block_on(move || probe_ping_pong(n)),
+        _ => Some(rt.block_on(move || probe_blocking(n))),
+    };
+    match answer {
+        Some(a) if a == expected => {
+            println!("ops={n} answer={a}");
+            std::process::ExitCode::SUCCESS
+        }
+        Some(a) => {
+            eprintln!("elite-bench: wrong answer {a}, expected {expected}");
+            std::process::ExitCode::FAILURE
+        }
+        None => {
+            eprintln!("elite-bench: a ULT of the probe panicked");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+// One function per operation, never inlined: each loop is compiled on its own, whatever else the
+// probe does (so a probe built against another version of elite-rt without one of them counts the
+// others alike).
+
+#[inline(never)]
+fn probe_yield(n: u64) -> u64 {
+    let mut count = 0;
+    for _ in 0..n {
+        elite_rt::yield_now();
+        count += 1;
+    }
+    count
+}
+
+#[inline(never)]
+fn probe_spawn_join(n: u64) -> Option<u64> {
+    let mut sum = 0;
+    for i in 0..n {
+        sum += elite_rt::spawn(move || i).join().ok()?;
+    }
+    Some(sum)
+}
+
+#[inline(never)]
+fn probe_ping_pong(n: u64) -> Option<u64> {
+    let (to_echo, echo_in) = elite_rt::sync::mpsc::channel::<u64>();
+    let (echo_out, back) = elite_rt::sync::mpsc::channel::<u64>();
+    let echo = elite_rt::spawn(move || {
+        while let Ok(v) = echo_in.recv() {
+            if echo_out.send(v + 1).is_err() {
+                break;
+            }
+        }
+    });
+    let mut sum = 0;
+    for i in 0..n {
+        to_echo.send(i).ok()?;
+        sum += back.recv().ok()? - i;
+    }
+    drop(to_echo);
+    echo.join().ok()?;
+    Some(sum)
+}
+
+#[inline(never)]
+fn probe_blocking(n: u64) -> u64 {
+    let mut sum = 0;
+    for i in 0..n {
+        sum += elite_rt::blocking(move || i);
+    }
+    sum
+}
