@@ -324,7 +324,7 @@ impl Wake {
     }
 
     /// The wake-up without the chaos mode's decision point (a batch has one, after its last).
-    #[inline]
+    #[inline(always)]
     fn deliver(self) {
         match self {
             Wake::Nothing => {}
