@@ -30,9 +30,13 @@
 //! ```
 //! Exactly one of notifier and timer resolves a timed wait (the CAS); an untimed wait has only one
 //! possible resolver, the notifier that unlinked the node under the object's lock. The waiter
-//! runs again only after it was made ready, through its processor's `next` slot or runqueue (the
-//! same OS thread) or a wake-up stack (`Release` push, `Acquire` drain), so whatever the notifier
-//! wrote into the object or the node is visible to it then. The lock held across the switch costs
+//! runs again only after it was made ready, through the `next` slot or runqueue of the notifier's
+//! own processor (the notifier's OS thread: No Affinity's rule for hand-offs, or any policy whose
+//! target is the notifier's processor) or a wake-up stack (`Release` push, `Acquire` drain), so
+//! whatever the notifier wrote into the object or the node is visible to it then. Woken on the
+//! notifier's processor, it may run there while the processor it blocked on is still finishing
+//! the switch's tail: that tail touches neither the node nor the ULT once it has released the
+//! object's lock (it returns to the loop, `tests/sync_handoff`). The lock held across the switch costs
 //! other parties a wait of one coroutine switch at most; it is the "spin lock that guarded it"
 //! of DESIGN §3 step 4.
 //!
