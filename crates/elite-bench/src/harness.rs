@@ -61,6 +61,25 @@ where
     Ok(Sample::per_op(elapsed, ops, answer))
 }
 
+thread_local! {
+    /// Side values of the run in progress (see [`record_side`]).
+    static SIDE: std::cell::RefCell<Vec<(&'static str, f64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records a side value of the run in progress, besides its sample: a workload whose run also
+/// yields other figures worth reporting (the grid's solve time and relaxations per cell) calls
+/// this before it returns its sample. Each name becomes a row of its own next to the
+/// contender's, metric [`Metric::Count`]`(name)` (lower is better), with the values of the
+/// measured rounds; a row whose contender failed fails too.
+pub fn record_side(name: &'static str, value: f64) {
+    SIDE.with(|s| s.borrow_mut().push((name, value)));
+}
+
+/// Takes the side values recorded since the last call.
+fn take_sides() -> Vec<(&'static str, f64)> {
+    SIDE.with(|s| std::mem::take(&mut *s.borrow_mut()))
+}
+
 /// A workload: one call is one sample.
 pub type Workload = Box<dyn FnMut() -> Result<Sample, String>>;
 
@@ -81,6 +100,12 @@ impl Params {
 
     /// Adds the parameter `name`.
     pub fn with(mut self, name: &'static str, value: u64) -> Params {
+        self.values.push((name, json!(value)));
+        self
+    }
+
+    /// Adds the boolean parameter `name`.
+    pub fn with_flag(mut self, name: &'static str, value: bool) -> Params {
         self.values.push((name, json!(value)));
         self
     }
@@ -551,8 +576,10 @@ fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> Benc
             failure: None,
         })
         .collect();
+    // Rows of side values (see `record_side`), by contender, in the order their names came.
+    let mut sides: Vec<Vec<Row>> = contenders.iter().map(|_| Vec::new()).collect();
     for round in 0..=REPS {
-        for (contender, row) in contenders.iter_mut().zip(&mut rows) {
+        for ((contender, row), side_rows) in contenders.iter_mut().zip(&mut rows).zip(&mut sides) {
             progress.show(name, contender.system, round);
             progress.done += 1;
             if row.failure.is_some() || (contender.once && round != 1) {
@@ -562,6 +589,7 @@ fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> Benc
                 "{name} {} (processors {}, round {round})",
                 contender.system, contender.params.processors
             ));
+            take_sides();
             let outcome = run_once(contender).and_then(|sample| {
                 // A pass timed at zero would be an infinite rate.
                 let value = metric.value(&sample, row.params.processors);
@@ -572,14 +600,48 @@ fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> Benc
                 }
             });
             watchdog.leave();
+            let side_values = take_sides();
             match outcome {
-                Ok(value) if round > 0 => row.samples.push(value),
+                Ok(value) if round > 0 => {
+                    row.samples.push(value);
+                    for (name, value) in side_values {
+                        let at = match side_rows.iter().position(|r| r.metric == Metric::Count(name)) {
+                            Some(at) => at,
+                            None => {
+                                side_rows.push(Row {
+                                    bench: row.bench,
+                                    system: row.system,
+                                    metric: Metric::Count(name),
+                                    params: row.params.clone(),
+                                    samples: Vec::with_capacity(REPS),
+                                    failure: None,
+                                });
+                                side_rows.len() - 1
+                            }
+                        };
+                        side_rows[at].samples.push(value);
+                    }
+                }
                 Ok(_) => {}
                 Err(failure) => row.failure = Some(failure),
             }
         }
     }
+    for (row, side_rows) in rows.iter().zip(&mut sides) {
+        for side in side_rows.iter_mut() {
+            if let Some(why) = &row.failure {
+                side.failure = Some(format!("its contender failed: {why}"));
+            }
+        }
+    }
+    // Each contender's side rows follow its own row.
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .zip(sides)
+        .flat_map(|(row, side_rows)| std::iter::once(row).chain(side_rows))
+        .collect();
     // The derived rows pair samples by round, so they are made before the samples are sorted.
+    let mut rows = rows;
     let derived: Vec<Row> =
         targets.iter().filter_map(|target| derived_row(name, metric, &rows, target)).collect();
     rows.extend(derived);
@@ -595,8 +657,9 @@ fn derived_row(bench: &'static str, metric: Metric, rows: &[Row], target: &Targe
     let Target::WithinOfBest { system, others, tag, metric: name, .. } = *target else {
         return None;
     };
-    let tagged =
-        |system: &str| rows.iter().find(|r| r.system == system && r.params.text(tag.0) == Some(tag.1));
+    let tagged = |system: &str| {
+        rows.iter().find(|r| r.system == system && r.metric == metric && r.params.text(tag.0) == Some(tag.1))
+    };
     let judged = tagged(system)?;
     let candidates: Vec<&Row> = others.iter().filter_map(|other| tagged(other)).collect();
     let mut row = Row {

@@ -147,9 +147,9 @@ struct Options {
     json: Option<String>,
     /// Shrink the sizes (`--quick`).
     quick: bool,
-    /// `--policy NAME`, repeatable: the scheduling policies of suite `affinity`.
+    /// `--policy NAME`, repeatable: the scheduling policies of suites `affinity` and `grid`.
     policies: Vec<elite_rt::policy::Policy>,
-    /// `--cachegrind`: suite `affinity` adds its simulated-cache-miss bench.
+    /// `--cachegrind`: suites `affinity` and `grid` add their simulated-cache-miss benches.
     cachegrind: bool,
     /// `--bench NAME`, repeatable: only these benches of the suite.
     benches: Vec<String>,
@@ -158,6 +158,7 @@ struct Options {
 const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
     "       elite-bench affinity-probe <bench> <policy> [--quick]\n",
+    "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|blocking> <n>"
 );
 
@@ -168,6 +169,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some(suites::affinity::PROBE_COMMAND) {
         return suites::affinity::probe_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(suites::grid::PROBE_COMMAND) {
+        return suites::grid::probe_main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some(suites::blocking::PROBE_COMMAND) {
         return suites::blocking::probe_main(&args[1..]);
@@ -192,8 +196,8 @@ fn valid_choices() -> String {
         "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout)\n        \
          --quick       shrunken sizes, the whole suite in well under a minute\n        \
          --bench NAME  only this bench of the suite; repeatable\n        \
-         --policy NAME (affinity) only this scheduling policy; repeatable; one of {}\n        \
-         --cachegrind  (affinity) add the simulated last-level misses of each policy (needs valgrind)\n        \
+         --policy NAME (affinity, grid) only this scheduling policy; repeatable; one of {}\n        \
+         --cachegrind  (affinity, grid) add the simulated last-level misses of each policy (needs valgrind)\n        \
          --help        this text",
         names.join(", "),
         elite_rt::policy::Policy::NAMES.join(", ")
@@ -247,8 +251,8 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
         }
     }
     let suite = suite.ok_or_else(|| "no suite given".to_string())?;
-    if (!policies.is_empty() || cachegrind) && suite.name != "affinity" {
-        return Err("--policy and --cachegrind belong to suite `affinity`".into());
+    if (!policies.is_empty() || cachegrind) && !["affinity", "grid"].contains(&suite.name) {
+        return Err("--policy and --cachegrind belong to suites `affinity` and `grid`".into());
     }
     Ok(Some(Options { suite, json, quick, policies, cachegrind, benches }))
 }
@@ -352,7 +356,7 @@ mod tests {
             assert!(err.contains(name), "{err}");
         }
         let err = parse_args(&args(&["micro", "--policy", "virtual-time"])).err().expect("an error");
-        assert!(err.contains("suite `affinity`"), "{err}");
+        assert!(err.contains("suites `affinity` and `grid`"), "{err}");
         assert!(parse_args(&args(&["affinity", "--policy"])).is_err());
     }
 }

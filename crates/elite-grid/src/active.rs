@@ -149,6 +149,9 @@ struct PatchState {
     relaxations: AtomicU64,
 }
 
+/// Lines of unknowns a patch's footprint counts (see `run_patch`).
+const FOOTPRINT_UNKNOWN_LINES: usize = 6;
+
 /// [`Shared::alarm`]: nothing happened.
 const QUIET: u8 = 0;
 /// [`Shared::alarm`]: the watchdog saw the time limit pass.
@@ -209,6 +212,10 @@ pub struct Solution {
     pub ults: usize,
     /// Time from the first ring to quiescence: spawning, stack allocation and joining are not in it.
     pub elapsed: Duration,
+    /// CPU time the process used over the same span (every thread; `None` where the system does
+    /// not say): at one processor, the solve's time without the time other programs took the
+    /// CPU away, which a shared machine's wall clock includes.
+    pub cpu: Option<Duration>,
 }
 
 impl Solution {
@@ -341,13 +348,14 @@ fn solve_root(shared: &Arc<Shared>, time_limit: Duration) -> Result<Solution, So
             return Err(SolveError::TimeLimit { limit: time_limit, relaxations: 0 });
         }
     }
-    let start = Instant::now();
+    let (start, cpu_start) = (Instant::now(), process_cpu_time());
     for state in shared.states.iter() {
         state.bell.ring(&shared.quiescence);
     }
     shared.quiescence.drop_token();
     shared.quiescence.wait();
     let elapsed = start.elapsed();
+    let cpu = process_cpu_time().zip(cpu_start).map(|(end, start)| end.saturating_sub(start));
     match shared.alarm.load(Ordering::Acquire) {
         QUIET => {}
         TIMED_OUT => {
@@ -378,7 +386,21 @@ fn solve_root(shared: &Arc<Shared>, time_limit: Duration) -> Result<Solution, So
         notifications: total.notifications,
         ults: count,
         elapsed,
+        cpu,
     })
+}
+
+/// The CPU time this process has used so far (user and system, every thread).
+pub(crate) fn process_cpu_time() -> Option<Duration> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: `getrusage` writes a `rusage` to the pointer, which points to enough memory.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: the call succeeded, so it initialized `usage`.
+    let usage = unsafe { usage.assume_init() };
+    let of = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Some(of(usage.ru_utime) + of(usage.ru_stime))
 }
 
 /// Sets the stop flag, rings every doorbell and joins every ULT.
@@ -440,6 +462,10 @@ fn run_patch(shared: &Shared, p: usize, ready: &WaitGroup) -> Tally {
     let patch = shared.patches.patch(p);
     let state = &shared.states[p];
     let q = &shared.quiescence;
+    // The data a sweep touches, for the policies that estimate cache misses (their estimator
+    // takes each run to touch this much): the block, and the lines of unknowns it reads (its
+    // own and, in Morton order, mostly those of a few neighbouring patches).
+    elite_rt::set_footprint(std::mem::size_of_val(patch.block()) + FOOTPRINT_UNKNOWN_LINES * 64);
     if shared.prefetch {
         crate::experiment::declare_data_block(patch.block());
     }

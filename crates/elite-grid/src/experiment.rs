@@ -32,16 +32,15 @@ pub const POLICIES: &[&str] =
 /// The policy every rate is compared with.
 pub const BASELINE: &str = "no-affinity";
 
-/// Whether the runtime can prefetch a ULT's declared data (ELiTE section 2.3.5). While false, a
-/// run with prefetch is the same as one without, and callers skip it.
-pub const PREFETCH_AVAILABLE: bool = false;
+/// Whether the runtime can prefetch a ULT's declared data (ELiTE section 2.3.5): it can
+/// (`elite_rt::set_data_block`, `RuntimeBuilder::prefetch`).
+pub const PREFETCH_AVAILABLE: bool = true;
 
 /// Declares `block` as the running ULT's data, for the runtime to prefetch before it next runs
-/// the ULT. A no-op until elite-rt has `set_data_block` (issue 5, "Prefetch"), which this will
-/// call.
+/// the ULT (`elite_rt::set_data_block`).
 #[inline]
 pub fn declare_data_block(block: &[u64]) {
-    let _ = block;
+    elite_rt::set_data_block(block);
 }
 
 /// The stack size of the solver's ULTs. A patch's ULT needs little stack (its frames and two
@@ -202,6 +201,8 @@ pub struct Measurement {
     pub notifications: u64,
     /// Time of the solve proper.
     pub elapsed: Duration,
+    /// The process's CPU time over the solve (see [`Solution::cpu`]).
+    pub cpu: Option<Duration>,
     /// `||b - A u||_inf`.
     pub residual: f64,
     /// What the termination guarantees for it.
@@ -219,6 +220,11 @@ impl Measurement {
     /// Smoothing operations per second.
     pub fn rate(&self) -> f64 {
         self.relaxations as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Smoothing operations per second of the process's CPU time (see [`Solution::cpu`]).
+    pub fn cpu_rate(&self) -> Option<f64> {
+        self.cpu.map(|cpu| self.relaxations as f64 / cpu.as_secs_f64().max(1e-9))
     }
 
     /// Whether the answer is right: residual and error within what the solver guarantees.
@@ -254,6 +260,7 @@ impl Measurement {
             sleeps: s.sleeps,
             notifications: s.notifications,
             elapsed: s.elapsed,
+            cpu: s.cpu,
             residual: problem.residual(&s.values),
             residual_bound,
             error: problem.error(&s.values),
@@ -282,6 +289,7 @@ pub fn measure(
         }
     }
     let rt = runtime_builder(&config.policy)?
+        .prefetch(config.prefetch)
         .processors(config.processors)
         .stack_size(STACK_SIZE)
         .build()
@@ -298,9 +306,10 @@ pub fn measure(
 /// until no unknown moves by more than `tolerance` in a sweep. Checked like [`measure`].
 pub fn measure_sequential(problem: &Problem, tolerance: f64) -> Measurement {
     let mut u = vec![0.0; problem.len()];
-    let start = Instant::now();
+    let (start, cpu_start) = (Instant::now(), crate::active::process_cpu_time());
     let sweeps = problem.gauss_seidel(&mut u, tolerance, usize::MAX);
     let elapsed = start.elapsed();
+    let cpu = crate::active::process_cpu_time().zip(cpu_start).map(|(end, start)| end.saturating_sub(start));
     let solution = Solution {
         values: u,
         relaxations: (sweeps * problem.len()) as u64,
@@ -309,6 +318,7 @@ pub fn measure_sequential(problem: &Problem, tolerance: f64) -> Measurement {
         notifications: 0,
         ults: 0,
         elapsed,
+        cpu,
     };
     let config = Config { policy: "sequential".into(), prefetch: false, processors: 1 };
     Measurement::checked(problem, config, 0, solution, ProcessorStats::default(), tolerance)

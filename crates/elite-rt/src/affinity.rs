@@ -43,6 +43,7 @@
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
 use crate::policy::{Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo};
+use crate::prefetch::UltBlock;
 use crate::processor::current_processor;
 use crate::tcb::TcbRef;
 use elite_affinity::{
@@ -161,6 +162,10 @@ pub(crate) fn wake_target(
     if needs.wakers {
         if let Some(by) = by {
             waker_info = waker_info.with_ult(ult_info(by, needs));
+            if needs.data {
+                let shared = UltBlock::block(by).overlap(&UltBlock::block(t));
+                waker_info = waker_info.with_shared_bytes(shared);
+            }
         }
     }
     let mut state = info.state;

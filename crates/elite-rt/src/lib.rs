@@ -281,6 +281,8 @@ pub mod policy;
 #[cfg(not(loom))]
 mod pool;
 #[cfg(not(loom))]
+mod prefetch;
+#[cfg(not(loom))]
 mod processor;
 #[cfg(not(loom))]
 mod queue;
@@ -334,6 +336,8 @@ pub use local::{AccessError, UltLocalKey};
 pub use panics::DetachedPanic;
 #[cfg(not(loom))]
 pub use policy::Policy;
+#[cfg(not(loom))]
+pub use prefetch::{set_data_block, DataBlock, PREFETCH_MAX_BYTES};
 #[cfg(not(loom))]
 pub use runtime::Runtime;
 #[cfg(not(loom))]

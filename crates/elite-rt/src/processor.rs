@@ -180,6 +180,8 @@ pub(crate) struct Processor {
     central: bool,
     check_canary: bool,
     stack_size: usize,
+    /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
+    pub(crate) prefetch: bool,
     /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
     chaos: chaos::Chaos,
     /// `central || chaos.on`: one test on the wake path for both.
@@ -244,6 +246,7 @@ impl Processor {
             central: c.central,
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
             stack_size: c.stack_size,
+            prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
             central_or_chaos: c.central || c.chaos.is_some(),
             shared,
@@ -312,6 +315,8 @@ impl Processor {
             }
             self.maintain();
             if let Some(t) = self.take_ready() {
+                // Prefetch hook (`crate::prefetch`): the chosen ULT's data, and the next one's.
+                self.prefetch_chosen(t);
                 self.dispatch(t);
                 continue;
             }
@@ -334,6 +339,19 @@ impl Processor {
             self.start_ult(t);
         } else {
             self.run_ult(t);
+        }
+    }
+
+    /// Prefetches what `t`, chosen to run now, will touch first and, when it declared a block,
+    /// the control block of the ULT the runqueue would hand out after it (see `crate::prefetch`).
+    /// For ULTs without a block, and whenever prefetch is off (no ULT has a prefetch word then):
+    /// one load of a line the switch reads anyway, and a branch.
+    #[inline]
+    fn prefetch_chosen(&self, t: TcbRef) {
+        if crate::prefetch::ult(t) {
+            if let Some(next) = self.runq().peek_best() {
+                crate::prefetch::control_block(next);
+            }
         }
     }
 
@@ -707,6 +725,7 @@ impl Processor {
         unsafe { ptr::write(tcb.context.get(), Some(ctx)) };
         // SAFETY: as above; the context holds its stack until the ULT exits.
         tcb.guard_at.set(unsafe { (*tcb.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
+        crate::prefetch::UltBlock::on_start(t, self.prefetch);
         tcb.life.set(Life::Started);
         if tcb.pinned.get() {
             self.core().pinned_here += 1;
@@ -897,6 +916,7 @@ impl Processor {
             return None; // (never in the slot today; the loop's dispatch starts such a one)
         }
         core.next = None;
+        self.prefetch_chosen(n); // as the loop does for the ULT it picks
         Some(n)
     }
 
@@ -1090,6 +1110,7 @@ impl Processor {
             WakeRule::Hook => false,
         };
         if here && !self.central_or_chaos {
+            let _ = crate::prefetch::ult(t); // (as in `wake_to`)
             if self.remote().runq.len() != 0 {
                 return self.make_ready_queued(t);
             }
@@ -1132,6 +1153,9 @@ impl Processor {
     #[inline]
     fn wake_to(&self, t: TcbRef, target: usize) {
         if target == self.index {
+            // Prefetch hook (`crate::prefetch`): the woken ULT's data, while the waker goes on
+            // (a load and a branch without a block or with prefetch off).
+            let _ = crate::prefetch::ult(t);
             // Idle processors are told when the runqueue turns non-empty (they may steal from
             // it), not at every entry: one that parks later sees the entries in its re-check
             // (`crate::park`), and one parked before was woken by the first entry.

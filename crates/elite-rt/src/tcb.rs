@@ -298,7 +298,9 @@ static EMPTY_VTABLE: TaskVTable = {
 /// 2. the task itself, inline (closure, then outcome);
 /// 3. execution: the processor running the ULT (context, wait word);
 /// 4. links and rarities: the wake-up stack's link (written by a waker, read by the owner), the
-///    join waiter (only a joiner that blocks) and the name (only a named ULT);
+///    join waiter (only a joiner that blocks), the name (only a named ULT), and the declared data
+///    block with its prefetch word (only a ULT that declares one; line 1's flags say whether there
+///    is one, see `prefetch`);
 /// 5. and 6. scheduling by policy: the runqueue's links (touched when the ULT enters or leaves a
 ///    runqueue) and the policy's per-ULT record (touched at the end of a run and at enqueue, only
 ///    under a policy that keeps records).
@@ -326,6 +328,11 @@ pub(crate) struct Tcb {
     /// Whether the ULT is pinned to the processor it starts on (`Builder::pinned`): written at
     /// every spawn, read by wakers (the wake target), thieves and the chaos mode.
     pub(crate) pinned: Cell<bool>,
+    /// Whether `data` holds a block the ULT declared (see `prefetch`); written at spawn.
+    pub(crate) has_data: Cell<bool>,
+    /// Whether `prefetch` holds a word to prefetch (a block, and the runtime prefetches): the
+    /// one test the loop and the wakers make, on this line, which both touch anyway.
+    pub(crate) prefetching: Cell<bool>,
     // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Line 3. Execution: owned by the processor holding the ULT.
@@ -355,8 +362,10 @@ pub(crate) struct Tcb {
     pub(crate) next: AtomicPtr<Tcb>,
     pub(crate) waiter: UnsafeCell<Waiter>,
     pub(crate) name: UnsafeCell<Option<Arc<str>>>,
-    /// Keeps line 5 on a line of its own (checked by a test).
-    _pad4: [usize; 3],
+    /// The data block the ULT declared, when `has_data` (see `prefetch`).
+    pub(crate) data: Cell<crate::prefetch::DataBlock>,
+    /// The prefetch word of the ULT's data block, when `prefetching` (see `prefetch`).
+    pub(crate) prefetch: Cell<usize>,
     // Lines 5 and 6.
     /// Links in the runqueue holding the ULT (see `queue::run`).
     pub(crate) run_link: crate::queue::run::RunLink,
@@ -399,6 +408,8 @@ impl Tcb {
             life: LifeCell::new(Life::Free),
             named: Cell::new(false),
             pinned: Cell::new(false),
+            has_data: Cell::new(false),
+            prefetching: Cell::new(false),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
@@ -411,7 +422,8 @@ impl Tcb {
             next: AtomicPtr::new(ptr::null_mut()),
             waiter: UnsafeCell::new(Waiter::None),
             name: UnsafeCell::new(None),
-            _pad4: [0; 3],
+            data: Cell::new(crate::prefetch::DataBlock::NONE),
+            prefetch: Cell::new(0),
             run_link: crate::queue::run::RunLink::new(),
             affinity: crate::affinity::UltRecord::new(),
         }
@@ -568,6 +580,9 @@ mod layout {
         assert_eq!(at(&t.join as *const _ as *const u8), 0);
         assert_eq!(at(&t.named as *const _ as *const u8), 0);
         assert_eq!(at(&t.pinned as *const _ as *const u8), 0);
+        assert_eq!(at(&t.prefetching as *const _ as *const u8), 0);
+        assert_eq!(at(&t.prefetch as *const _ as *const u8), 3);
+        assert_eq!(at(&t.data as *const _ as *const u8), 3);
         assert_eq!(at(t.inline.get() as *const u8), 1);
         assert_eq!(at(&t.context as *const _ as *const u8), 2);
         assert_eq!(at(&t.exit_prev as *const _ as *const u8), 2);

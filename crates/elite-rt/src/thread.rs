@@ -19,6 +19,8 @@ pub(crate) struct UltSpec {
     pub(crate) footprint: Option<usize>,
     /// Never leaves the processor it starts on (`Builder::pinned`).
     pub(crate) pinned: bool,
+    /// The data block declared for prefetching (`Builder::data`).
+    pub(crate) data: Option<crate::prefetch::DataBlock>,
 }
 
 impl UltSpec {
@@ -32,7 +34,9 @@ impl UltSpec {
     }
 }
 
-/// Fills a free TCB for a new ULT. The caller then publishes it on a start-queue.
+/// Fills a free TCB for a new ULT. The caller then publishes it on a start-queue. Inline: on
+/// its own it takes the spec by memory (measured: +45 instructions a spawn).
+#[inline]
 pub(crate) fn init_tcb<F, T>(t: TcbRef, spec: UltSpec, id: u64, processor: usize, f: F)
 where
     F: FnOnce() -> T + Send,
@@ -41,6 +45,7 @@ where
     let tcb = t.tcb();
     let (task, vtable) = new_task(f, tcb.inline.get());
     tcb.id.set(id);
+    crate::prefetch::UltBlock::on_spawn(t, spec.data);
     if spec.name.is_some() {
         tcb.named.set(true);
         // SAFETY: the TCB is free and not yet published: the spawner owns every field. (A free
@@ -173,6 +178,7 @@ pub struct Builder {
     stack_size: Option<usize>,
     footprint: Option<usize>,
     pinned: bool,
+    data: Option<crate::prefetch::DataBlock>,
 }
 
 impl Builder {
@@ -215,6 +221,34 @@ impl Builder {
     /// ```
     pub fn footprint(mut self, bytes: usize) -> Builder {
         self.footprint = Some(bytes);
+        self
+    }
+
+    /// Declares the ULT's data block (default: none): the memory it mostly works on, which the
+    /// runtime prefetches before switching to the ULT (ELiTE 2.3.5; see
+    /// [`RuntimeBuilder::prefetch`](crate::RuntimeBuilder::prefetch) and
+    /// [`set_data_block`](crate::set_data_block), which changes it later from inside the ULT).
+    /// Only the range is kept: the runtime never reads or writes through it, so any range is safe.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+    /// let sum = rt.block_on(|| {
+    ///     let data: Arc<[u64]> = vec![1u64; 512].into();
+    ///     let mine = data.clone();
+    ///     elite_rt::Builder::new()
+    ///         .data(&data[..])
+    ///         .spawn(move || mine.iter().sum::<u64>())
+    ///         .unwrap()
+    ///         .join()
+    ///         .unwrap()
+    /// });
+    /// assert_eq!(sum, 512);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn data(mut self, block: impl Into<crate::prefetch::DataBlock>) -> Builder {
+        self.data = Some(block.into());
         self
     }
 
@@ -309,6 +343,7 @@ impl Builder {
             stack_size: Some(size),
             footprint: self.footprint,
             pinned: self.pinned,
+            data: self.data,
         })
     }
 }

@@ -229,6 +229,25 @@ fn waits_the_runtime_can_see_are_not_reported() {
         });
         assert_eq!(rt.try_block_on(move || rx.recv().unwrap()).expect("no deadlock"), 5);
         os.join().unwrap();
+        // A blocking call in flight (its ULT is neither ready nor blocked on an object), joined
+        // by the root, and one whose return sends to a waiting ULT.
+        rt.try_block_on(move || {
+            let call = named("caller", move || elite_rt::blocking(move || std::thread::sleep(long)));
+            call.join().unwrap()
+        })
+        .expect("a blocking call in flight is no deadlock");
+        rt.try_block_on(move || {
+            let (tx, rx) = mpsc::channel::<u32>();
+            let _caller = named("caller", move || {
+                let v = elite_rt::blocking(move || {
+                    std::thread::sleep(long);
+                    9
+                });
+                tx.send(v).unwrap();
+            });
+            assert_eq!(rx.recv().unwrap(), 9);
+        })
+        .expect("a receiver waiting on a blocking call is no deadlock");
     });
 }
 

@@ -75,15 +75,15 @@ impl Watchdog {
 }
 
 /// The runs in flight, for a process that dies by `abort` (the runtime's fatal errors, the
-/// watchdog): a signal handler prints them. Each slot holds a leaked NUL-terminated line (never
-/// freed, so that the handler can read it at any moment).
+/// watchdog): a signal handler prints them. Each slot holds a NUL-terminated line that is never
+/// freed (see `keep`), so that the handler can read it at any moment.
 static IN_FLIGHT: [AtomicPtr<u8>; 64] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 64];
 
 extern "C" fn print_in_flight(_: libc::c_int) {
     for slot in &IN_FLIGHT {
         let line = slot.load(SeqCst);
         if !line.is_null() {
-            // SAFETY: a slot holds null or a leaked NUL-terminated line; `write` and `strlen` are
+            // SAFETY: a slot holds null or a NUL-terminated line that is never freed; `write` and `strlen` are
             // async-signal-safe.
             unsafe { libc::write(2, line as *const libc::c_void, libc::strlen(line as *const libc::c_char)) };
         }
@@ -100,7 +100,7 @@ fn in_flight_slot() -> &'static AtomicPtr<u8> {
         // SAFETY: installs a handler that only calls async-signal-safe functions.
         unsafe { libc::signal(libc::SIGABRT, handler as libc::sighandler_t) };
     });
-    let mine = Box::leak(Box::new(0u8)) as *mut u8; // a placeholder until the first line
+    let mine = keep(std::ffi::CString::default()); // a placeholder until the first line
     IN_FLIGHT
         .iter()
         .find(|s| s.compare_exchange(std::ptr::null_mut(), mine, SeqCst, SeqCst).is_ok())
@@ -110,7 +110,16 @@ fn in_flight_slot() -> &'static AtomicPtr<u8> {
 /// Puts `line` in `slot` for the abort handler.
 fn announce(slot: &AtomicPtr<u8>, line: String) {
     let c = std::ffi::CString::new(line).expect("no NUL in the line");
-    slot.store(c.into_raw() as *mut u8, SeqCst); // leaked on purpose (see `IN_FLIGHT`)
+    slot.store(keep(c), SeqCst);
+}
+
+/// Keeps `line` alive (and reachable, so that LeakSanitizer sees no leak) for the rest of the
+/// process, and returns where its bytes lie (they never move: the `CString` owns a heap buffer).
+fn keep(line: std::ffi::CString) -> *mut u8 {
+    static KEEP: std::sync::Mutex<Vec<std::ffi::CString>> = std::sync::Mutex::new(Vec::new());
+    let at = line.as_ptr() as *mut u8;
+    KEEP.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+    at
 }
 
 /// Runs `scenario` as the root ULT under every planned seed and processor count; panics, naming

@@ -244,6 +244,10 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
     let policies = chosen_policies(ctx);
     let mut benches = vec![sweep_bench(ctx, &SYNTHETIC, &policies, &processors, true)];
     benches.push(sweep_bench(ctx, &NO_LOCALITY, &policies, &processors, false));
+    // Producer/consumer pairs for the gravity policy (module `pairs`).
+    if let Some(bench) = super::pairs::bench(ctx) {
+        benches.push(bench);
+    }
     if ctx.cachegrind {
         if let Some(bench) = cachegrind_bench(ctx, &policies) {
             benches.push(bench);
@@ -409,7 +413,7 @@ fn cachegrind_probe(exe: &std::path::Path, bench: &str, policy: &str, quick: boo
 }
 
 /// The total of cachegrind's `LL misses:` summary line (`==1== LL misses:  1,234  (...)`).
-fn ll_misses(summary: &str) -> Option<u64> {
+pub(crate) fn ll_misses(summary: &str) -> Option<u64> {
     let line = summary.lines().find(|l| l.contains("LL misses:"))?;
     let after = line.split("LL misses:").nth(1)?;
     let number: String = after.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();

@@ -2,7 +2,9 @@
 
 pub mod affinity;
 pub mod blocking;
+pub mod grid;
 pub mod micro;
+pub mod pairs;
 pub mod sync;
 
 use crate::harness::{Bench, Sample};
@@ -27,6 +29,7 @@ pub static SUITES: &[Suite] = &[
     Suite { name: "micro", benches: micro::benches, may_child: Some(micro::may_child) },
     Suite { name: "sync", benches: sync::benches, may_child: Some(sync::may_child) },
     Suite { name: "affinity", benches: affinity::benches, may_child: None },
+    Suite { name: "grid", benches: grid::benches, may_child: None },
     Suite { name: "blocking", benches: blocking::benches, may_child: None },
 ];
 
@@ -38,9 +41,9 @@ pub struct Context {
     pub cpus: usize,
     /// Lines for the report, such as peers that were skipped and why.
     pub notes: Vec<String>,
-    /// `--policy`: the scheduling policies to run (suite `affinity`); empty: all.
+    /// `--policy`: the scheduling policies to run (suites `affinity` and `grid`); empty: all.
     pub policies: Vec<elite_rt::policy::Policy>,
-    /// `--cachegrind`: add the simulated-cache-miss benches (suite `affinity`).
+    /// `--cachegrind`: add the simulated-cache-miss benches (suites `affinity` and `grid`).
     pub cachegrind: bool,
     /// The Go program, once a suite asked for it: built, or why not.
     go: Option<Result<GoPeer, String>>,

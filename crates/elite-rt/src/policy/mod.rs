@@ -1,6 +1,6 @@
 //! Scheduling policies: which ready ULT a processor runs next, and where a woken ULT goes.
 //!
-//! A [`Policy`] is a value: pick one of ELiTE's four by name or by constructor, or wrap your own
+//! A [`Policy`] is a value: pick one of ELiTE's four, or `gravity` (section 3.3), by name or by constructor, or wrap your own
 //! [`Hooks`], and hand it to [`RuntimeBuilder::policy`](crate::RuntimeBuilder::policy).
 //!
 //! ```
@@ -14,7 +14,7 @@
 //! let err = "fifo".parse::<Policy>().unwrap_err();
 //! assert_eq!(
 //!     err.to_string(),
-//!     "unknown policy `fifo`: expected one of no-affinity, virtual-time, minimum-misses, reload-transient"
+//!     "unknown policy `fifo`: expected one of no-affinity, virtual-time, minimum-misses, reload-transient, gravity"
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -27,6 +27,7 @@
 //! | `virtual-time` ([`VirtualTime`]) | sequence numbers | the ULT whose last run ended most recently *here* | a stamp per run | a counter increment and a store |
 //! | `minimum-misses` ([`MinimumMisses`]) | cache misses | the ULT with the fewest misses in its last run | a counter source | two source calls, the cache model's update |
 //! | `reload-transient` ([`ReloadTransient`]) | cache misses | the ULT with the smallest expected reload transient here | a counter source | as `minimum-misses`, plus a model lookup per enqueue |
+//! | `gravity` ([`Gravity`]) | synchronization and shared data | as `virtual-time`; a woken ULT may move to its waker's processor | a counter source, the wakers, declared data blocks | as `minimum-misses`, plus an overlap of two blocks per wake-up by a ULT |
 //!
 //! - **No Affinity** keys each runqueue entry with the processor's entry sequence number: the
 //!   newest entry runs first. A hand-off chain (wake one, block) then stays hot by itself, but a
@@ -35,9 +36,15 @@
 //!   its waker's processor, the other three send it back where it last ran.
 //! - **Virtual Time**: each processor counts the runs that end on it; when a run ends the ULT is
 //!   stamped with that count. The key is the stamp when the ULT last ran on the processor whose
-//!   runqueue it enters, and 0 (behind every such ULT) when it last ran elsewhere: the most
-//!   recently run ULT, whose data is most likely still cached, runs first. It needs no counters
-//!   and works on any hardware.
+//!   runqueue it enters, and the lowest such key (behind every such ULT) when it last ran
+//!   elsewhere: the most recently run ULT, whose data is most likely still cached, runs first.
+//!   It needs no counters and works on any hardware. ULTs that yield take turns in rounds with
+//!   the ULTs they ran with, behind every woken ULT ([`rounds`]; also under Reload Transient and
+//!   Gravity).
+//! - **Gravity** (section 3.3): when a ULT wakes another, the data their declared blocks share
+//!   draws the woken ULT to the waker's processor (at once when the shared part outweighs its
+//!   private cached lines, after enough wake-ups otherwise), and compute-heavy partners on one
+//!   processor are keyed lowest so that a thief separates them (see [`Gravity`]).
 //! - **Minimum Misses**: the key is `u64::MAX - misses of the last run`, so the ULT that missed
 //!   least runs first. It favours ULTs that block often (short runs, few misses); with uniform
 //!   ULTs its keys carry no information about what is cached *now*, and ties run in the order
@@ -73,6 +80,12 @@
 //! - Known, uneven footprints (declared with [`Builder::footprint`](crate::Builder::footprint) or
 //!   [`set_footprint`](crate::set_footprint)) or a hardware counter: `reload-transient`.
 //! - `minimum-misses` mainly as ELiTE's baseline.
+//! - Pairs or small groups of ULTs that synchronize over shared data declared with
+//!   [`Builder::data`](crate::Builder::data), started on different processors: `gravity`
+//!   (`elite-bench affinity --bench pairs`: every pair co-located from the first rounds, 2.3x
+//!   No Affinity's hand-overs per second on two processors). On the adaptive grid, whose
+//!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
+//!   (`examples/adaptive_grid.rs`).
 //!
 //! # Hooks, and writing a policy
 //!
@@ -125,14 +138,18 @@
 //! # Ok::<(), elite_rt::BuildError>(())
 //! ```
 
+mod gravity;
 mod minimum_misses;
 mod no_affinity;
 mod reload_transient;
+pub mod rounds;
 mod virtual_time;
 
+pub use gravity::{Gravity, REPEL_FACTOR};
 pub use minimum_misses::MinimumMisses;
 pub use no_affinity::NoAffinity;
 pub use reload_transient::ReloadTransient;
+pub use rounds::{ROUND_GROUP, ROUND_RUNS};
 pub use virtual_time::VirtualTime;
 
 use elite_affinity::{CacheModel, Footprint};
@@ -156,8 +173,10 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Policy {
     hooks: Arc<dyn Hooks>,
-    /// One of ELiTE's four, which keep the default [`Hooks::yield_priority`] and one of two
-    /// [`Hooks::wake_target`]s: the runtime computes those itself, without the calls.
+    /// A built-in policy that keeps the default [`Hooks::yield_priority`] and one of two
+    /// [`Hooks::wake_target`]s (No Affinity, Minimum Misses): the runtime computes those itself,
+    /// without the calls. (Virtual Time, Reload Transient and gravity key yields in rounds and
+    /// mark wake-ups: their hooks are called.)
     builtin: bool,
     /// How the runtime answers [`Hooks::wake_target`].
     wake: WakeRule,
@@ -177,15 +196,15 @@ pub(crate) enum WakeRule {
 
 impl Policy {
     /// The names [`FromStr`] accepts, in the order of ELiTE's table.
-    pub const NAMES: [&'static str; 4] =
-        ["no-affinity", "virtual-time", "minimum-misses", "reload-transient"];
+    pub const NAMES: [&'static str; 5] =
+        ["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity"];
 
     /// A policy made of custom hooks.
     pub fn new(hooks: impl Hooks) -> Policy {
         Policy { hooks: Arc::new(hooks), builtin: false, wake: WakeRule::Hook }
     }
 
-    /// One of ELiTE's four (see `builtin`), whose wake target is `wake`.
+    /// A built-in policy with the default yield key (see `builtin`), whose wake target is `wake`.
     fn builtin(hooks: impl Hooks, wake: WakeRule) -> Policy {
         Policy { builtin: true, wake, ..Policy::new(hooks) }
     }
@@ -197,7 +216,7 @@ impl Policy {
 
     /// [`VirtualTime`]: the most recently run here first.
     pub fn virtual_time() -> Policy {
-        Policy::builtin(VirtualTime, WakeRule::LastRan)
+        Policy::new(VirtualTime)
     }
 
     /// [`MinimumMisses`]: the fewest misses in the last run first.
@@ -207,7 +226,7 @@ impl Policy {
 
     /// [`ReloadTransient`]: the smallest expected reload transient first.
     pub fn reload_transient() -> Policy {
-        Policy::builtin(ReloadTransient, WakeRule::LastRan)
+        Policy::new(ReloadTransient)
     }
 
     /// Whether [`Hooks::yield_priority`] is the default (a yield is keyed 0), so that the runtime
@@ -221,6 +240,11 @@ impl Policy {
     #[inline]
     pub(crate) fn wake_rule(&self) -> WakeRule {
         self.wake
+    }
+
+    /// [`Gravity`]: synchronization partners that share data drawn together (ELiTE 3.3).
+    pub fn gravity() -> Policy {
+        Policy::new(Gravity)
     }
 
     /// The policy's name (its hooks' [`Hooks::name`]).
@@ -270,6 +294,7 @@ impl FromStr for Policy {
             "virtual-time" => Ok(Policy::virtual_time()),
             "minimum-misses" => Ok(Policy::minimum_misses()),
             "reload-transient" => Ok(Policy::reload_transient()),
+            "gravity" => Ok(Policy::gravity()),
             other => Err(UnknownPolicy { name: other.to_string() }),
         }
     }
@@ -305,6 +330,7 @@ impl std::error::Error for UnknownPolicy {}
 /// assert!(Needs::MISSES.stamps && Needs::MISSES.misses);
 /// assert!(Needs::NOTHING.with_run_hook().records());
 /// assert!(Needs::STAMPS.with_wakers().wakers);
+/// assert!(Needs::NOTHING.with_wakers().with_data().data);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -319,11 +345,16 @@ pub struct Needs {
     pub run_hook: bool,
     /// Show the waking ULT to [`Hooks::wake_target`] ([`WakerInfo::ult`]).
     pub wakers: bool,
+    /// At a wake-up by a ULT (with [`wakers`](Needs::wakers)), the bytes the waker's and the woken
+    /// ULT's declared data blocks have in common ([`WakerInfo::shared_bytes`]; read from the two
+    /// control blocks only for policies that ask).
+    pub data: bool,
 }
 
 impl Needs {
     /// Nothing: no per-run work at all (No Affinity).
-    pub const NOTHING: Needs = Needs { stamps: false, misses: false, run_hook: false, wakers: false };
+    pub const NOTHING: Needs =
+        Needs { stamps: false, misses: false, run_hook: false, wakers: false, data: false };
     /// Run stamps (Virtual Time).
     pub const STAMPS: Needs = Needs { stamps: true, ..Needs::NOTHING };
     /// Stamps and cache misses (Minimum Misses, Reload Transient).
@@ -337,6 +368,11 @@ impl Needs {
     /// These needs, plus the waking ULT's record in [`Hooks::wake_target`].
     pub const fn with_wakers(self) -> Needs {
         Needs { wakers: true, ..self }
+    }
+
+    /// These needs, plus the data the waker and the woken ULT share, in [`WakerInfo`].
+    pub const fn with_data(self) -> Needs {
+        Needs { data: true, ..self }
     }
 
     /// Whether the runtime keeps per-ULT records at all.
@@ -404,6 +440,11 @@ impl UltInfo {
     pub const fn with_state(self, state: u64) -> UltInfo {
         UltInfo { state, ..self }
     }
+
+    /// With `footprint_bytes`.
+    pub const fn with_footprint_bytes(self, footprint_bytes: usize) -> UltInfo {
+        UltInfo { footprint_bytes, ..self }
+    }
 }
 
 /// What a policy may read about the processor whose runqueue a ULT enters.
@@ -454,12 +495,21 @@ pub struct WakerInfo {
     /// release, a send), whatever the policy needs; false for a timer, an exit (a join) and a
     /// thread outside the runtime.
     pub hand_off: bool,
+    /// The bytes the waking ULT's and the woken ULT's declared data blocks
+    /// ([`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block))
+    /// have in common, when the waker is a ULT and the policy [`Needs::data`]; 0 otherwise.
+    pub shared_bytes: usize,
 }
 
 impl WakerInfo {
     /// A waker on `processor` (`None`: outside the runtime), not a ULT. For tests of hooks.
     pub const fn new(processor: Option<usize>) -> WakerInfo {
-        WakerInfo { processor, ult: None, hand_off: false }
+        WakerInfo { processor, ult: None, hand_off: false, shared_bytes: 0 }
+    }
+
+    /// With `shared_bytes` (see [`DataBlock::overlap`](crate::DataBlock::overlap)).
+    pub const fn with_shared_bytes(self, shared_bytes: usize) -> WakerInfo {
+        WakerInfo { shared_bytes, ..self }
     }
 
     /// A waker that is the ULT `ult` (a hand-off).
@@ -548,34 +598,44 @@ mod tests {
     #[test]
     fn needs_per_policy() {
         assert_eq!(Policy::no_affinity().hooks().needs(), Needs::NOTHING);
-        assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS);
+        assert_eq!(Policy::virtual_time().hooks().needs(), Needs::STAMPS.with_run_hook());
         assert_eq!(Policy::minimum_misses().hooks().needs(), Needs::MISSES);
-        assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES);
+        assert_eq!(Policy::reload_transient().hooks().needs(), Needs::MISSES.with_run_hook());
+        assert_eq!(
+            Policy::gravity().hooks().needs(),
+            Needs::MISSES.with_wakers().with_run_hook().with_data()
+        );
     }
 
     #[test]
-    fn the_four_hooks_agree_with_the_wake_rule_and_yield_key_the_runtime_uses() {
-        // The runtime skips those two hooks for them (`wake_rule`, `default_yield`): check that
-        // the hooks they carry give the same answers.
+    fn the_hooks_agree_with_the_wake_rule_and_yield_key_the_runtime_uses() {
+        // The runtime skips those two hooks where `wake_rule` and `default_yield` say so: check
+        // that the hooks each policy carries give the same answers there.
         let u = UltInfo::new(1, 3).with_stamp(9).with_misses(4);
+        let mut skipped = Vec::new();
         for name in Policy::NAMES {
             let p: Policy = name.parse().unwrap();
-            assert!(p.default_yield(), "{name}");
             let (mut state, waker) = (0, WakerInfo::new(Some(1)));
             let want = match p.wake_rule() {
-                WakeRule::LastRan => 3,
-                WakeRule::Waker => 1,
-                WakeRule::Hook => panic!("{name} calls its wake hook"),
+                WakeRule::LastRan => Some(3),
+                WakeRule::Waker => Some(1),
+                WakeRule::Hook => None,
             };
-            assert_eq!(p.hooks().wake_target(&u, &waker.handing_off(), &mut state), want, "{name}");
-            // Not a hand-off (a timer, an exit), or from outside the runtime: where it last ran,
-            // under either rule.
-            assert_eq!(p.hooks().wake_target(&u, &waker, &mut state), 3, "{name}");
-            let outside = WakerInfo::new(None).handing_off();
-            assert_eq!(p.hooks().wake_target(&u, &outside, &mut state), 3, "{name}");
-            assert_eq!(state, 0, "{name}");
-            assert_eq!(p.hooks().yield_priority(&u, &ProcessorView::new(3, 5)), 0, "{name}");
+            if let Some(want) = want {
+                skipped.push(name);
+                assert_eq!(p.hooks().wake_target(&u, &waker.handing_off(), &mut state), want, "{name}");
+                // Not a hand-off (a timer, an exit), or from outside the runtime: where it last
+                // ran, under either rule.
+                assert_eq!(p.hooks().wake_target(&u, &waker, &mut state), 3, "{name}");
+                let outside = WakerInfo::new(None).handing_off();
+                assert_eq!(p.hooks().wake_target(&u, &outside, &mut state), 3, "{name}");
+                assert_eq!(state, 0, "{name}");
+            }
+            if p.default_yield() {
+                assert_eq!(p.hooks().yield_priority(&u, &ProcessorView::new(3, 5)), 0, "{name}");
+            }
         }
+        assert_eq!(skipped, ["no-affinity", "minimum-misses"]);
         assert_eq!(Policy::no_affinity().wake_rule(), WakeRule::Waker);
         assert!(!Policy::new(NoAffinity).default_yield());
         assert_eq!(Policy::new(NoAffinity).wake_rule(), WakeRule::Hook);

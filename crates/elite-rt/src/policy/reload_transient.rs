@@ -1,7 +1,8 @@
 //! Reload Transient (ELiTE section 3.1): the ULT expected to take the fewest misses to rebuild its
 //! cache footprint runs first.
 
-use super::{Hooks, Needs, ProcessorView, UltInfo};
+use super::rounds::{self, WOKEN_KEYS};
+use super::{Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
 
 /// Fixed-point scale of the key: reload transients (in cache lines, at most a few times the
 /// cache's lines) are kept to 1/1024 of a line.
@@ -19,6 +20,11 @@ const SCALE: f32 = 1024.0;
 /// then). The lookups are table reads of a few nanoseconds. ELiTE found it best on large NUMA
 /// machines where memory latency dominates; its bookkeeping (two counter-source calls and the
 /// model's update per run, a lookup per enqueue) is the highest of the four.
+///
+/// A ULT that yields takes turns in rounds with the ULTs it last ran with, behind every ULT made
+/// ready by a wake-up, as under [`VirtualTime`](super::VirtualTime) (see
+/// [`rounds`](super::rounds)): its reload transient right after its run is nil, so keyed by it
+/// the yielder would run again at once.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReloadTransient;
 
@@ -28,17 +34,34 @@ impl Hooks for ReloadTransient {
     }
 
     fn needs(&self) -> Needs {
-        Needs::MISSES
+        Needs::MISSES.with_run_hook()
     }
 
     #[inline]
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
         let Some(model) = here.model else {
-            return 0;
+            return WOKEN_KEYS;
         };
         let reload = ult.footprint.reload_transient_on(model, here.processor, here.clock);
-        // `as` saturates; the reload transient is finite and non-negative.
-        u64::MAX - (reload * SCALE) as u64
+        // `as` saturates; the reload transient is finite and non-negative (and far below 2^53
+        // lines, so that the key stays above every yielder's).
+        (u64::MAX - (reload * SCALE) as u64).max(WOKEN_KEYS)
+    }
+
+    #[inline]
+    fn yield_priority(&self, ult: &UltInfo, _here: &ProcessorView<'_>) -> u64 {
+        rounds::yield_key(ult.state)
+    }
+
+    #[inline]
+    fn record_run(&self, _ult: &UltInfo, here: &ProcessorView<'_>, state: &mut u64) {
+        rounds::record_run(here, state);
+    }
+
+    #[inline]
+    fn wake_target(&self, ult: &UltInfo, _waker: &WakerInfo, state: &mut u64) -> usize {
+        rounds::mark_woken(state);
+        ult.last_processor
     }
 }
 
@@ -65,7 +88,14 @@ mod tests {
         assert!(key(older) > key(elsewhere));
         // A ULT with nothing cached anywhere costs nothing to reload.
         assert_eq!(key(Footprint::EMPTY), u64::MAX);
-        // Without a model (a misconfigured caller) every key is 0.
-        assert_eq!(p.priority(&UltInfo::new(1, 0).with_footprint(recent), &ProcessorView::new(0, 1)), 0);
+        // Without a model (a misconfigured caller) every woken ULT gets the lowest woken key.
+        assert_eq!(
+            p.priority(&UltInfo::new(1, 0).with_footprint(recent), &ProcessorView::new(0, 1)),
+            WOKEN_KEYS
+        );
+        // A yielder ranks below all of them.
+        let mut state = 0;
+        p.record_run(&UltInfo::new(1, 0), &here.with_vtime(3), &mut state);
+        assert!(p.yield_priority(&UltInfo::new(1, 0).with_state(state), &here) < key(elsewhere));
     }
 }

@@ -489,6 +489,16 @@ impl RunQueue {
         self.with(Tree::pop_max)
     }
 
+    /// The ULT with the highest key, left in place: a hint for the prefetch of the ULT that will
+    /// run next (`crate::prefetch`), stale as soon as the lock is released.
+    #[inline]
+    pub(crate) fn peek_best(&self) -> Option<TcbRef> {
+        if self.len() == 0 {
+            return None;
+        }
+        self.with(|tree| tree.max)
+    }
+
     /// Takes up to `want(len)` entries of lowest key for a thief, lowest first.
     pub(crate) fn steal(&self, want: impl FnOnce(usize) -> usize, into: &mut Vec<TcbRef>) {
         if self.len() == 0 {

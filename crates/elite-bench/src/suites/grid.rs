@@ -1,0 +1,376 @@
+//! Suite `grid`: the adaptive-grid solver of ELiTE section 3.2 (figure 3.2.2) under every
+//! scheduling policy, with and without prefetch (section 2.3.5).
+//!
+//! | bench | one operation | metric | processors | systems |
+//! | --- | --- | --- | --- | --- |
+//! | `adaptive_grid` | one smoothing operation (the relaxation of one unknown) | ops_per_sec | 1, 2 | `elite/<policy>`, `elite/<policy>+prefetch` |
+//! | `adaptive_grid` (side rows) | the solve's time and its relaxations per cell, per run | `solve_s`, `relaxations_per_cell` | 1, 2 | the same |
+//! | `adaptive_grid` (`--cachegrind`) | simulated last-level misses of one solve | ll_misses | 1 | the same |
+//!
+//! Every sample is one call of [`elite_grid::experiment::measure`], the very procedure that
+//! `examples/adaptive_grid.rs` runs: a fresh runtime built with the policy, one ULT per patch of 8
+//! cells, the solve timed from the first ring to quiescence, the answer checked (residual and
+//! error within what the solver's termination guarantees; a run outside them fails its row).
+//! The problem is the example's at `--size 13` (171 000 cells, 21 375 ULTs; `--quick`: size 9,
+//! 1 326 ULTs), built once per invocation. `elite/<policy>+prefetch` runs the same solve with
+//! every patch's ULT declaring its data block (`elite_rt::set_data_block`), which the runtime
+//! then prefetches before it switches to the ULT; `elite/<policy>` declares nothing.
+//!
+//! Besides the rate, each contender gets two side rows, the median of its runs' solve time
+//! (`solve_s`) and relaxations per cell (`relaxations_per_cell`): a policy changes the order of
+//! the relaxations and so the work the solve needs, and a higher rate bought with more work is not
+//! a faster solve. Why the policies differ is written in the example's docs ("Why the policies
+//! differ").
+//!
+//! `--policy NAME` (repeatable) keeps only the named policies (no-affinity, the baseline, is
+//! always kept); `--bench NAME` as for every suite.
+//!
+//! ## Simulated misses (`--cachegrind`)
+//!
+//! With `--cachegrind`, for each policy with and without prefetch, `valgrind --tool=cachegrind
+//! --cache-sim=yes --LL=2097152,16,64` runs `elite-bench grid-probe <policy> [--prefetch]
+//! --size 12` (one solve at 1 processor, 10 667 ULTs; `--quick`: size 9) and the row reports the
+//! `LL misses` of the whole process (building the mesh included, the same for every policy). A
+//! solve at one processor does the same work in the same order on every run, so each runs once
+//! (about two minutes each). Cachegrind models no prefetching, hardware or software: prefetch
+//! rows show its instructions and the misses it cannot remove, not its benefit. By hand:
+//!
+//! ```text
+//! cargo build --release -p elite-bench
+//! valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64 --cachegrind-out-file=/dev/null \
+//!     target/release/elite-bench grid-probe virtual-time --size 12
+//! ```
+//!
+//! ## Targets
+//!
+//! Those of issue 5: the best policy at least 1.3x `no-affinity`'s smoothing rate at the default
+//! size, at 1 and at 2 processors (printed with and without prefetch counted; a miss does not
+//! fail the run, a wrong answer does).
+
+use std::process::{Command, ExitCode, Stdio};
+use std::rc::Rc;
+
+use elite_grid::active::SolveOptions;
+use elite_grid::experiment::{
+    measure, runtime_builder, Config, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE,
+};
+use elite_grid::matrix::Problem;
+
+use super::Context;
+use crate::harness::{record_side, Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
+use crate::peers::sample_line;
+
+/// The child command that runs one solve (for cachegrind).
+pub const PROBE_COMMAND: &str = "grid-probe";
+
+/// The refinement level of a full run (the example's default) and of `--quick`.
+const SIZE: (u8, u8) = (13, 9);
+
+/// The refinement level of the cachegrind probe (full, `--quick`).
+const PROBE_SIZE: (u8, u8) = (12, 9);
+
+/// Cells per patch (per ULT).
+const PATCH: usize = 8;
+
+/// The system name of each policy, without and with prefetch, in [`POLICIES`]' order.
+const SYSTEMS: [(&str, &str, &str); 5] = [
+    ("no-affinity", "elite/no-affinity", "elite/no-affinity+prefetch"),
+    ("virtual-time", "elite/virtual-time", "elite/virtual-time+prefetch"),
+    ("minimum-misses", "elite/minimum-misses", "elite/minimum-misses+prefetch"),
+    ("reload-transient", "elite/reload-transient", "elite/reload-transient+prefetch"),
+    ("gravity", "elite/gravity", "elite/gravity+prefetch"),
+];
+
+/// The affinity policies, without prefetch.
+const AFFINITY: &[&str] =
+    &["elite/virtual-time", "elite/minimum-misses", "elite/reload-transient", "elite/gravity"];
+
+/// Every system but the baseline, prefetch included.
+const ALL_BUT_BASELINE: &[&str] = &[
+    "elite/no-affinity+prefetch",
+    "elite/virtual-time",
+    "elite/virtual-time+prefetch",
+    "elite/minimum-misses",
+    "elite/minimum-misses+prefetch",
+    "elite/reload-transient",
+    "elite/reload-transient+prefetch",
+    "elite/gravity",
+    "elite/gravity+prefetch",
+];
+
+/// The affinity policies with prefetch.
+const AFFINITY_PREFETCH: &[&str] = &[
+    "elite/virtual-time+prefetch",
+    "elite/minimum-misses+prefetch",
+    "elite/reload-transient+prefetch",
+    "elite/gravity+prefetch",
+];
+
+/// The benches of the suite.
+pub fn benches(ctx: &mut Context) -> Vec<Bench> {
+    let processors: Vec<usize> = if ctx.cpus > 1 {
+        vec![1, 2]
+    } else {
+        ctx.notes.push("grid: this machine has 1 CPU: the 2-processor rows are left out".into());
+        vec![1]
+    };
+    let size = if ctx.quick { SIZE.1 } else { SIZE.0 };
+    let problem = match (Model { level: size }).problem() {
+        Ok(p) => Rc::new(p),
+        Err(e) => {
+            ctx.notes.push(format!("grid: cannot build the problem of size {size}: {e}"));
+            return Vec::new();
+        }
+    };
+    let systems = chosen_systems(ctx);
+    let prefetch: &[bool] = if PREFETCH_AVAILABLE {
+        &[false, true]
+    } else {
+        ctx.notes.push("grid: elite-rt cannot prefetch: the +prefetch rows are left out".into());
+        &[false]
+    };
+    let ults = problem.len().div_ceil(PATCH);
+    let mut contenders = Vec::new();
+    for &p in &processors {
+        for &(policy, plain, with_prefetch) in &systems {
+            for &pf in prefetch {
+                let config = Config { policy: policy.to_string(), prefetch: pf, processors: p };
+                let params = Params::new(p)
+                    .with("size", size as u64)
+                    .with("cells", problem.len() as u64)
+                    .with("ults", ults as u64)
+                    .with("patch", PATCH as u64)
+                    .with_flag("prefetch", pf);
+                let problem = Rc::clone(&problem);
+                let system = if pf { with_prefetch } else { plain };
+                contenders.push(Contender::new(system, params, problem.len() as u64, move || {
+                    solve_once(&problem, &config)
+                }));
+            }
+        }
+    }
+    let mut targets = Vec::new();
+    for &p in &processors {
+        targets.push(Target::Relative {
+            subject: Subject::Best(AFFINITY),
+            baseline: BASELINE_SYSTEM,
+            processors: p,
+            bound: Bound::AtLeast(1.3),
+        });
+        if PREFETCH_AVAILABLE {
+            targets.push(Target::Relative {
+                subject: Subject::Best(ALL_BUT_BASELINE),
+                baseline: BASELINE_SYSTEM,
+                processors: p,
+                bound: Bound::AtLeast(1.3),
+            });
+            targets.push(Target::Relative {
+                subject: Subject::Best(AFFINITY_PREFETCH),
+                baseline: "elite/no-affinity+prefetch",
+                processors: p,
+                bound: Bound::AtLeast(1.3),
+            });
+        }
+    }
+    let mut benches = vec![Bench { name: "adaptive_grid", metric: Metric::OpsPerSec, contenders, targets }];
+    if ctx.cachegrind {
+        if let Some(bench) = cachegrind_bench(ctx, &systems, prefetch) {
+            benches.push(bench);
+        }
+    }
+    benches
+}
+
+/// The baseline's system name.
+const BASELINE_SYSTEM: &str = "elite/no-affinity";
+
+/// The policies to run: those of `--policy` (the baseline always), of those the runtime has.
+fn chosen_systems(ctx: &mut Context) -> Vec<(&'static str, &'static str, &'static str)> {
+    let mut chosen = Vec::new();
+    for &(policy, plain, with_prefetch) in &SYSTEMS {
+        let asked =
+            policy == BASELINE || ctx.policies.is_empty() || ctx.policies.iter().any(|p| p.name() == policy);
+        if !asked {
+            continue;
+        }
+        match runtime_builder(policy) {
+            Ok(_) => chosen.push((policy, plain, with_prefetch)),
+            Err(e) => ctx.notes.push(format!("grid: {plain} left out: {e}")),
+        }
+    }
+    chosen
+}
+
+/// One checked solve under `config`: the sample is the time per relaxation and the answer the
+/// number of cells (a solve outside the residual or error bound fails instead); the solve time
+/// and the relaxations per cell go to side rows.
+fn solve_once(problem: &Problem, config: &Config) -> Result<Sample, String> {
+    let options = SolveOptions { patch_size: PATCH, ..SolveOptions::default() };
+    let m = measure(problem, &options, config, |_| {}).map_err(|e| e.to_string())?;
+    if let Some(why) = m.failure() {
+        return Err(format!("wrong answer: {why}"));
+    }
+    record_side("solve_s", m.elapsed.as_secs_f64());
+    record_side("relaxations_per_cell", m.relaxations as f64 / m.cells as f64);
+    Ok(Sample::per_op(m.elapsed, m.relaxations, m.cells as u64))
+}
+
+/// The `ll_misses` bench of `--cachegrind`, or `None` (with a note) without valgrind.
+fn cachegrind_bench(
+    ctx: &mut Context,
+    systems: &[(&'static str, &'static str, &'static str)],
+    prefetch: &[bool],
+) -> Option<Bench> {
+    let valgrind =
+        Command::new("valgrind").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !matches!(valgrind, Ok(status) if status.success()) {
+        ctx.notes.push("grid --cachegrind: skipped: no `valgrind` on the PATH".into());
+        return None;
+    }
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            ctx.notes.push(format!("grid --cachegrind: skipped: cannot find this executable: {e}"));
+            return None;
+        }
+    };
+    let size = if ctx.quick { PROBE_SIZE.1 } else { PROBE_SIZE.0 };
+    let cells = match (Model { level: size }).problem() {
+        Ok(p) => p.len(),
+        Err(e) => {
+            ctx.notes.push(format!("grid --cachegrind: skipped: {e}"));
+            return None;
+        }
+    };
+    let mut contenders = Vec::new();
+    for &(policy, plain, with_prefetch) in systems {
+        for &pf in prefetch {
+            let params = Params::new(1)
+                .with("size", size as u64)
+                .with("cells", cells as u64)
+                .with("ults", cells.div_ceil(PATCH) as u64)
+                .with("patch", PATCH as u64)
+                .with_flag("prefetch", pf)
+                .with("ll_bytes", 2 << 20);
+            let exe = exe.clone();
+            let system = if pf { with_prefetch } else { plain };
+            contenders.push(
+                Contender::new(system, params, cells as u64, move || {
+                    cachegrind_probe(&exe, policy, pf, size)
+                })
+                .run_once_only(),
+            );
+        }
+    }
+    Some(Bench { name: "adaptive_grid", metric: Metric::Count("ll_misses"), contenders, targets: Vec::new() })
+}
+
+/// Runs the probe under cachegrind; the sample carries the LL misses, the answer the cells.
+fn cachegrind_probe(exe: &std::path::Path, policy: &str, prefetch: bool, size: u8) -> Result<Sample, String> {
+    let mut command = Command::new("valgrind");
+    command
+        .args([
+            "--tool=cachegrind",
+            "--cache-sim=yes",
+            "--LL=2097152,16,64",
+            "--cachegrind-out-file=/dev/null",
+        ])
+        .arg(exe)
+        .args([PROBE_COMMAND, policy, "--size", &size.to_string()]);
+    if prefetch {
+        command.arg("--prefetch");
+    }
+    let output = command.stdin(Stdio::null()).output().map_err(|e| format!("cannot run valgrind: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no message)");
+        return Err(format!("valgrind {}: {}", output.status, last.trim()));
+    }
+    let answer = stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("ns_per_op=").and_then(|rest| rest.split_once(" answer=")))
+        .and_then(|(_, answer)| answer.trim().parse::<u64>().ok())
+        .ok_or_else(|| format!("the probe printed no sample line: {:?}", stdout.trim()))?;
+    let misses = super::affinity::ll_misses(&stderr).ok_or("no `LL misses` line in valgrind's summary")?;
+    Ok(Sample::count(misses, answer))
+}
+
+/// `elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N]`: one checked
+/// solve, printing its sample line (answer: the cells) and, on stderr, its rate, solve time and
+/// relaxations per cell; for running under cachegrind or callgrind.
+pub fn probe_main(args: &[String]) -> ExitCode {
+    let usage = format!(
+        "usage: elite-bench {PROBE_COMMAND} <policy> [--prefetch] [--size LEVEL] [--processors N]\n\
+         policies: {}; LEVEL {}..={}",
+        POLICIES.join(", "),
+        Model::MIN_LEVEL,
+        Model::MAX_LEVEL
+    );
+    let mut policy = None;
+    let mut prefetch = false;
+    let mut size = PROBE_SIZE.0;
+    let mut processors = 1;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--prefetch" => prefetch = true,
+            "--size" => match rest.next().and_then(|v| v.parse::<u8>().ok()) {
+                Some(v) if (Model::MIN_LEVEL..=Model::MAX_LEVEL).contains(&v) => size = v,
+                _ => {
+                    eprintln!("elite-bench {PROBE_COMMAND}: --size needs a level\n{usage}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--processors" => match rest.next().and_then(|v| v.parse::<usize>().ok()) {
+                Some(v) if (1..=elite_rt::MAX_PROCESSORS).contains(&v) => processors = v,
+                _ => {
+                    eprintln!("elite-bench {PROBE_COMMAND}: --processors needs a count\n{usage}");
+                    return ExitCode::from(2);
+                }
+            },
+            name if policy.is_none() && !name.starts_with('-') => policy = Some(name.to_string()),
+            other => {
+                eprintln!("elite-bench {PROBE_COMMAND}: unexpected `{other}`\n{usage}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let Some(policy) = policy else {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    };
+    let problem = match (Model { level: size }).problem() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("elite-bench {PROBE_COMMAND}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = Config { policy, prefetch, processors };
+    let options = SolveOptions { patch_size: PATCH, ..SolveOptions::default() };
+    match measure(&problem, &options, &config, |_| {}) {
+        Ok(m) if m.ok() => {
+            eprintln!(
+                "{}: {:.2} M relaxations/s ({:.2} per CPU second), solve {:.3} s, {:.2} relaxations per cell, {} ULTs",
+                config.system(),
+                m.rate() / 1e6,
+                m.cpu_rate().unwrap_or(0.0) / 1e6,
+                m.elapsed.as_secs_f64(),
+                m.relaxations as f64 / m.cells as f64,
+                m.ults
+            );
+            println!("{}", sample_line(&Sample::per_op(m.elapsed, m.relaxations, m.cells as u64)));
+            ExitCode::SUCCESS
+        }
+        Ok(m) => {
+            eprintln!("elite-bench {PROBE_COMMAND}: wrong answer: {}", m.failure().unwrap_or_default());
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("elite-bench {PROBE_COMMAND}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The hot paths (spawn, switch, wake) without a harness, for instruction counts under callgrind:
+//! one processor, `N` operations of one kind. Run it at two counts and take the difference over
+//! the difference of the counts, which cancels the start-up and shut-down:
+//!
+//! ```sh
+//! cargo build --release -p elite-rt --example hot_path_probe
+//! for n in 100000 200000; do
+//!   valgrind --tool=callgrind --callgrind-out-file=/tmp/cg_$n.out \
+//!     target/release/examples/hot_path_probe yield $n 2>&1 | grep refs
+//! done
+//! ```
+//!
+//! Kinds: `spawn` (spawn and join one ULT), `yield` (two ULTs yield in turn: one switch each),
+//! `wake` (two ULTs hand a semaphore permit back and forth: a wake-up and a switch each), and
+//! `wake-data` (the same, both ULTs having declared a data block, so that the prefetch runs).
+//! `--no-prefetch` builds the runtime with prefetch off.
+
+use elite_rt::sync::Semaphore;
+use std::sync::Arc;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data N [--no-prefetch]";
+    let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
+        return Err(usage.into());
+    };
+    let n: u64 = n.parse().map_err(|e| format!("N must be a count: {e}\n{usage}"))?;
+    let prefetch = !args.iter().any(|a| a == "--no-prefetch");
+    let rt = elite_rt::Runtime::builder().processors(1).prefetch(prefetch).build()?;
+    let kind = kind.clone();
+    let done = rt.block_on(move || match kind.as_str() {
+        "spawn" => Ok((0..n).map(|i| elite_rt::spawn(move || i).join().unwrap_or(0)).sum::<u64>() + 1),
+        "yield" => {
+            let other = elite_rt::spawn(move || {
+                for _ in 0..n {
+                    elite_rt::yield_now();
+                }
+                n
+            });
+            for _ in 0..n {
+                elite_rt::yield_now();
+            }
+            other.join().map_err(|_| "the other ULT panicked".to_string())
+        }
+        "wake" | "wake-data" => {
+            let data = kind == "wake-data";
+            let (ping, pong) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+            let (ping2, pong2) = (ping.clone(), pong.clone());
+            let block = vec![0u64; 64];
+            let mut builder = elite_rt::Builder::new();
+            if data {
+                builder = builder.data(&block);
+                elite_rt::set_data_block(&block);
+            }
+            let other = builder
+                .spawn(move || {
+                    for _ in 0..n {
+                        ping2.acquire();
+                        pong2.release();
+                    }
+                    n
+                })
+                .map_err(|e| e.to_string())?;
+            for _ in 0..n {
+                ping.release();
+                pong.acquire();
+            }
+            other.join().map_err(|_| "the other ULT panicked".to_string())
+        }
+        other => Err(format!("unknown kind `{other}`\n{usage}")),
+    })?;
+    println!("{done}");
+    Ok(())
+}
