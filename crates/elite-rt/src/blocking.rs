@@ -55,22 +55,33 @@
 //!
 //! # States (all under the registry's lock, [`State`])
 //!
-//! Per worker ([`Slot`]): its `role` and a pending `offer`.
+//! Per worker ([`Slot`]): its `role` and a pending `offer`. A processor's offer names its giver
+//! `g` (the worker whose call handed it over; none for the start-up offers).
 //!
 //! ```text
 //! role   Running(p) --ULT's call; offer p to a spare (parked, or started)--> InCall
 //!        Running(p) --ULT's call, no spare and `extra == cap`: queue it--> Running(p)
-//!        InCall --call done, offer of p still pending: revoke it--> Running(p)    (reclaim)
+//!        InCall --call done, its own offer of p (giver: it) still pending: revoke it--> Running(p)
+//!                                                                                  (reclaim)
 //!        InCall --call done, p taken: ULT to a wake-up stack; next queued call--> InCall
 //!        InCall --call done, p taken, queue empty--> Spare (on `spares`)
-//!        Spare --takes offer Processor(p)--> Running(p)
+//!        Spare --takes offer Processor(p, g)--> Running(p)
 //!        Spare --takes offer Call(q)--> InCall
 //!        Spare --no offer for the keep-alive--> Exited (slot freed, `extra - 1`)
 //!        Running(p) --loop stopped by shutdown: p counted stopped--> Exited
 //!        Spare, InCall (its call done) --closed--> Exited
-//! offer  None --handoff, or a revoked spare given the queue's head--> Processor(p) | Call(q)
-//!        Processor(p) | Call(q) --taken by the worker, or revoked (reclaim, close)--> None
+//! offer  None --handoff by g, or a revoked spare given the queue's head--> Processor(p, g) | Call(q)
+//!        Processor(p, g) | Call(q) --taken by the worker, or revoked (g's reclaim, close)--> None
 //! ```
+//!
+//! Why the giver: between a handoff and the end of its call, the taker may take p, hand it on
+//! with a call of its own, end that call (a spare again, on `spares`), and be offered p once more
+//! by whoever runs p now. That offer is the newer giver's: it alone may revoke it (its reclaim),
+//! and the first giver, whose call ends, finds no offer of its own and becomes a spare. Taking it
+//! back instead would leave p running on a thread that p's park slot does not name (see "Why no
+//! wake-up is lost"); `a_reclaim_takes_back_only_its_own_handoff` in `tests/blocking.rs` is that
+//! interleaving. A giver makes no other offer while in its call, so `(p, giver)` names one
+//! handoff.
 //!
 //! Invariants: each processor is, at every moment, either the `Running` role of exactly one
 //! worker, or the pending `Processor` offer of exactly one worker, or stopped (shutdown); a worker
@@ -96,7 +107,9 @@
 //!   registers itself before it can park for p, and a waker reads the registration only after its
 //!   CAS saw PARKED (`crate::park`), so it unparks the thread that parked. A handoff happens only
 //!   while p's thread is running (in the loop, not parked), so the old registration is never the
-//!   one a parked p needs.
+//!   one a parked p needs. A reclaim does not register again: the giver revokes only its own
+//!   offer, still pending, so no thread took p over since the giver last ran it, and the slot still
+//!   names the giver.
 //! * A spare waits for an offer with `std::thread::park` in a loop that checks its offer under the
 //!   lock; whoever makes the offer unparks it after the unlock, and the park token covers an unpark
 //!   that comes before the park.
@@ -125,7 +138,9 @@
 //! `in_flight` counts calls from the moment their ULT leaves its processor in `switched` (before
 //! the lock is released) until it is back on a wake-up stack or ready on a processor (or cancelled
 //! at shutdown). A ULT in a call is neither ready nor blocked on any runtime object: a deadlock
-//! detector must not report a deadlock while [`Registry::in_flight`] is not zero.
+//! detector must not report a deadlock while [`Registry::in_flight`] is not zero. Before it parks
+//! for its call, the ULT records [`WaitKind::BlockingCall`](crate::deadlock::WaitKind) as what it
+//! waits on (`deadlock::note_wait`), so its TCB never shows what it last blocked on before.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
 use crate::processor::{current_processor, set_current_processor, Processor, ProcessorSet};
@@ -199,9 +214,11 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
-    if current_processor().and_then(|p| p.current_ult()).is_none() {
+    let Some(me) = current_processor().and_then(|p| p.current_ult()) else {
         return f(); // not a ULT: nothing to keep in service
-    }
+    };
+    // What it waits on from now, for the deadlock report: not what it last blocked on before.
+    crate::deadlock::note_wait(me, crate::deadlock::WaitKind::BlockingCall, 0);
     let mut call = Call::<F, R> { f: Some(f), out: None };
     loop {
         let call_ref = CallRef { data: &mut call as *mut Call<F, R> as *mut (), run: run_call::<F, R> };
@@ -331,11 +348,18 @@ enum Role {
 /// What a worker is asked to do next.
 enum Offer {
     None,
-    /// Take processor `p` over.
-    Processor(usize),
+    /// Take processor `p` over, handed over by worker `giver` (its slot; [`STARTUP`] for the
+    /// first offer of each processor). The giver revokes only an offer that names it.
+    Processor {
+        p: usize,
+        giver: usize,
+    },
     /// Run a call taken from the queue.
     Call(Queued),
 }
+
+/// The giver of the start-up offers: no worker.
+const STARTUP: usize = usize::MAX;
 
 /// A call that waits for a thread: its ULT is suspended, its processor runs others.
 struct Queued {
@@ -434,8 +458,13 @@ impl Registry {
         let _ = self.set.set(Arc::downgrade(set));
         let mut st = self.lock();
         for p in 0..self.processors {
-            let started =
-                self.start_worker(&mut st, shared, set.clone(), format!("elite-p{p}"), Offer::Processor(p));
+            let started = self.start_worker(
+                &mut st,
+                shared,
+                set.clone(),
+                format!("elite-p{p}"),
+                Offer::Processor { p, giver: STARTUP },
+            );
             if let Err(e) = started {
                 // No thread will ever run the processors from `p` on: they count as stopped for
                 // the drop that follows.
@@ -482,7 +511,7 @@ impl Registry {
             let st_ref = &mut *st;
             let slot = &mut st_ref.slots[w.id];
             match std::mem::replace(&mut slot.offer, Offer::None) {
-                Offer::Processor(p) => {
+                Offer::Processor { p, .. } => {
                     // An offer is never pending once closed (`close` revokes them), so `stop`
                     // was not raised by shutdown: lower the one of the last handoff.
                     slot.role = Role::Running(p);
@@ -621,7 +650,7 @@ impl Registry {
         for slot in st.slots.iter_mut() {
             slot.worker.stop.store(true, Ordering::Relaxed);
             match std::mem::replace(&mut slot.offer, Offer::None) {
-                Offer::Processor(_) => stopped += 1,
+                Offer::Processor { .. } => stopped += 1,
                 Offer::Call(_) => revoked_calls += 1,
                 Offer::None => {}
             }
@@ -732,10 +761,10 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     registry.in_flight.fetch_add(1, Ordering::SeqCst);
     let taker = match st.spares.pop() {
         Some(s) => {
-            st.slots[s].offer = Offer::Processor(p.index);
+            st.slots[s].offer = Offer::Processor { p: p.index, giver: w.id };
             Some(s)
         }
-        None if st.extra < registry.cap => start_spare(&mut st, shared, p.index),
+        None if st.extra < registry.cap => start_spare(&mut st, shared, p.index, w.id),
         None => {
             st.queue.push_back(Queued { ult: t, call });
             st.stats.queued += 1;
@@ -769,7 +798,12 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     unsafe { call.run(shared) };
     // 3. Take `p` back if the taker has not started; otherwise give `t` back and become a spare.
     let mut st = registry.lock();
-    if !st.closed && matches!(st.slots[s].offer, Offer::Processor(q) if q == p.index) {
+    // Only the offer this thread made: `s` may have taken it, left `p` (a spare again), and been
+    // offered `p` once more by the worker that ran it last; that offer is not ours to revoke (we
+    // would run `p` while its park slot names that worker, see "Why no wake-up is lost").
+    if !st.closed
+        && matches!(st.slots[s].offer, Offer::Processor { p: q, giver } if q == p.index && giver == w.id)
+    {
         st.slots[s].offer = Offer::None; // it wakes, finds nothing, and parks again
         registry.rehire(&mut st, s);
         st.slots[w.id].role = Role::Running(p.index);
@@ -789,12 +823,64 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
 }
 
 /// Starts a spare worker offered processor `p`; `None` when the system refuses a thread.
-fn start_spare(st: &mut State, shared: &Arc<Shared>, p: usize) -> Option<usize> {
+fn start_spare(st: &mut State, shared: &Arc<Shared>, p: usize, giver: usize) -> Option<usize> {
     let registry = &shared.blocking;
     let set = registry.set.get().and_then(Weak::upgrade)?;
     let name = format!("elite-spare{}", st.stats.spares_started);
-    let id = registry.start_worker(st, shared, set, name, Offer::Processor(p)).ok()?;
+    let id = registry.start_worker(st, shared, set, name, Offer::Processor { p, giver }).ok()?;
     st.extra += 1;
     st.stats.spares_started += 1;
     Some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::deadlock::WaitKind;
+    use crate::tcb::TcbRef;
+    use std::sync::atomic::Ordering;
+    use std::sync::mpsc as std_mpsc;
+    use std::time::{Duration, Instant};
+
+    /// The kind `t`'s TCB records as what it waits on.
+    fn kind(t: TcbRef) -> usize {
+        t.tcb().waits_on.load(Ordering::Relaxed) & 0xff
+    }
+
+    /// A ULT inside a blocking call is recorded as waiting on its call, not on what it blocked on
+    /// before (here a channel receive), which a deadlock report would otherwise show.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_call_replaces_the_last_wait_record() {
+        let rt = crate::Runtime::builder().processors(1).build().expect("build runtime");
+        let (tcb_tx, tcb_rx) = std_mpsc::channel::<usize>();
+        let (tx, rx) = crate::sync::mpsc::channel::<u32>();
+        let (in_tx, in_rx) = std_mpsc::channel::<()>();
+        let (go_tx, go_rx) = std_mpsc::channel::<()>();
+        let h = rt.spawn(move || {
+            let me = crate::processor::current_processor().and_then(|p| p.current_ult()).expect("a ULT");
+            tcb_tx.send(me.as_ptr() as usize).expect("send the TCB");
+            let v = rx.recv().expect("the value");
+            crate::blocking(move || {
+                in_tx.send(()).expect("say the call runs");
+                go_rx.recv().expect("the release");
+            });
+            v
+        });
+        let t = TcbRef::from_ptr(tcb_rx.recv().expect("the TCB") as *mut crate::tcb::Tcb).expect("non-null");
+        // The TCB lives until the handle is joined (below).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while kind(t) != WaitKind::ChannelRecv as usize {
+            assert!(Instant::now() < deadline, "the receive was never recorded");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        tx.send(7).expect("send");
+        in_rx.recv().expect("the call started");
+        assert_eq!(
+            kind(t),
+            WaitKind::BlockingCall as usize,
+            "a ULT in a call recorded as waiting on something else"
+        );
+        go_tx.send(()).expect("release");
+        assert_eq!(h.join().expect("the ULT"), 7);
+    }
 }

@@ -59,7 +59,8 @@
 //! checks the snapshot once more, and walks the ULTs: each one that has started and not finished
 //! is blocked, and its TCB says on what (the synchronization objects record it when a ULT
 //! blocks: the kind of object and the address of its wait queue, which lies inside the object;
-//! a join records the ULT it joins). Then the configured action runs ([`OnDeadlock`]), or
+//! a join records the ULT it joins; a [`blocking`](crate::blocking) call records itself, so a ULT
+//! in a call never shows what it blocked on before). Then the configured action runs ([`OnDeadlock`]), or
 //! `try_block_on` returns the report as its error.
 //!
 //! # Why it cannot misfire on a program the runtime can see
@@ -138,10 +139,13 @@ pub enum WaitKind {
     ChannelRecv,
     /// [`JoinHandle::join`] of another ULT.
     Join,
+    /// A [`blocking`](crate::blocking) call: the ULT waits for its call, which runs on an OS
+    /// thread. (Never part of a report: the watcher sees calls in flight as possible wakers.)
+    BlockingCall,
 }
 
 impl WaitKind {
-    const ALL: [WaitKind; 11] = [
+    const ALL: [WaitKind; 12] = [
         WaitKind::Other,
         WaitKind::Mutex,
         WaitKind::RwLockRead,
@@ -153,6 +157,7 @@ impl WaitKind {
         WaitKind::ChannelSend,
         WaitKind::ChannelRecv,
         WaitKind::Join,
+        WaitKind::BlockingCall,
     ];
 
     fn describe(self) -> &'static str {
@@ -168,6 +173,7 @@ impl WaitKind {
             WaitKind::ChannelSend => "a channel (to send)",
             WaitKind::ChannelRecv => "a channel (to receive)",
             WaitKind::Join => "a join",
+            WaitKind::BlockingCall => "its blocking call",
         }
     }
 }

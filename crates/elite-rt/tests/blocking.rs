@@ -570,3 +570,87 @@ fn blocking_calls_keep_pinned_ults_on_their_os_thread() {
         assert_eq!(rt.stats().blocking.handoffs, b.handoffs + 1);
     });
 }
+
+/// The reclaim after a call takes back only the handoff its own caller made. Three workers share
+/// one processor p, each handing it on in turn: W runs p and hands it to spare S1 with call A; S1
+/// runs p and hands it to spare S2 with call B; B returns (S1 becomes a spare again) and S2 hands
+/// p to S1 with call C. When A returns while that second offer to S1 is still pending, W must not
+/// take it for the offer of its own handoff: W would run p while p's park slot still names S2, the
+/// last thread that took p over, so the next wake-up of p, once idle, would unpark S2 and p would
+/// sleep for ever (the hang of the mixed stress load). A's call spins on the handoff count to
+/// return the instant C's offer is made, before S1 can wake and take it; each round then lets p
+/// park and wakes it from outside, which hangs (the guard fails) if the slot names the wrong
+/// thread.
+#[test]
+fn a_reclaim_takes_back_only_its_own_handoff() {
+    let _g = shared();
+    for pin in [false, true] {
+        hang_guard(60, "reclaim of another worker's handoff", move || {
+            let rt = Arc::new(
+                Runtime::builder()
+                    .processors(1)
+                    .max_spare_threads(2)
+                    .pin_threads(pin)
+                    .build()
+                    .expect("build runtime"),
+            );
+            let r = rt.clone();
+            rt.block_on(move || {
+                for round in 0..20u64 {
+                    let b_in = Arc::new(AtomicBool::new(false));
+                    let b_go = Arc::new(AtomicBool::new(false));
+                    let handoffs = r.stats().blocking.handoffs;
+                    // A: the first handoff; returns as soon as a third one (C's) is made.
+                    let ra = r.clone();
+                    let a = spawn(move || {
+                        blocking(move || {
+                            let deadline = Instant::now() + Duration::from_secs(20);
+                            while ra.stats().blocking.handoffs < handoffs + 3 {
+                                assert!(Instant::now() < deadline, "C's handoff never came");
+                                std::hint::spin_loop();
+                            }
+                            round
+                        })
+                    });
+                    elite_rt::yield_now(); // A calls, p goes to another thread
+                                           // B: the second handoff; returns when told, once p runs on a third thread.
+                    let (bi, bg) = (b_in.clone(), b_go.clone());
+                    let b = spawn(move || {
+                        blocking(move || {
+                            bi.store(true, SeqCst);
+                            os_wait(20, "B's release", || bg.load(SeqCst));
+                            round + 1
+                        })
+                    });
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    while !b_in.load(SeqCst) {
+                        assert!(Instant::now() < deadline, "B's call never started");
+                        elite_rt::yield_now();
+                    }
+                    // p runs here on the third thread; B's thread becomes a spare again.
+                    let parked = r.stats().blocking.spares_parked;
+                    b_go.store(true, SeqCst);
+                    while r.stats().blocking.spares_parked == parked {
+                        assert!(Instant::now() < deadline, "B's thread never became a spare");
+                        elite_rt::yield_now();
+                    }
+                    // C: the third handoff, to B's thread, made while A spins for it.
+                    let c = blocking(|| round + 2);
+                    assert_eq!(a.join().expect("A"), round);
+                    assert_eq!(b.join().expect("B"), round + 1);
+                    assert_eq!(c, round + 2);
+                    // Let p park, then wake it from outside: lost if its slot names another thread.
+                    let (tx, rx) = mpsc::channel::<u64>();
+                    let waker = std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(5));
+                        tx.send(round).expect("send from outside");
+                    });
+                    assert_eq!(rx.recv().expect("the outside send"), round);
+                    waker.join().expect("waker thread");
+                }
+            });
+            settled(&rt);
+            assert_eq!(rt.stats().blocking.in_flight, 0);
+        });
+    }
+}

@@ -1,6 +1,6 @@
 //! A round of mixed load for the stress and soak tests: spawn and join trees, a contended mutex, a
-//! channel pipeline, condvar turn-taking, barrier phases, sleeps, yields, joined and detached
-//! panics; every part checks its own invariant (sums, counts, exactly-once delivery).
+//! channel pipeline, condvar turn-taking, barrier phases, sleeps, blocking calls, yields, joined
+//! and detached panics; every part checks its own invariant (sums, counts, exactly-once delivery).
 
 use super::ult_sleep_until;
 use elite_rt::sync::{mpsc, Barrier, Condvar, Mutex};
@@ -165,6 +165,21 @@ pub fn mixed_round(rt: &Runtime, load: &Load, reports: &Arc<AtomicUsize>) {
             })
             .collect();
 
+        // 6b. Blocking calls: short sleeps in the kernel, two calls per ULT.
+        let ncallers = 4u64;
+        let callers: Vec<_> = (0..ncallers)
+            .map(|k| {
+                spawn(move || {
+                    let v = elite_rt::blocking(move || {
+                        std::thread::sleep(Duration::from_micros(200 * (k + 1)));
+                        k * 10
+                    });
+                    elite_rt::yield_now();
+                    v + elite_rt::blocking(move || k)
+                })
+            })
+            .collect();
+
         // 7. Panics: joined ones arrive as `Err`, detached ones at the hook.
         let joined_panics: Vec<_> =
             (0..8).map(|_| spawn(|| -> u32 { panic!("{}", PANIC_MESSAGE) })).collect();
@@ -189,6 +204,8 @@ pub fn mixed_round(rt: &Runtime, load: &Load, reports: &Arc<AtomicUsize>) {
         for h in phases.into_iter().chain(sleepers) {
             h.join().unwrap();
         }
+        let called: u64 = callers.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(called, (0..ncallers).map(|k| k * 11).sum::<u64>(), "blocking calls' results");
         for h in joined_panics {
             let err = h.join().expect_err("a panicking ULT joined as Ok");
             assert_eq!(super::payload_str(&*err), Some(PANIC_MESSAGE));
