@@ -148,8 +148,11 @@ pub(crate) fn wake_target(
         // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
         return last();
     }
-    if policy.wake_rule() == WakeRule::LastRan {
-        return last(); // the default hook's answer
+    match policy.wake_rule() {
+        WakeRule::LastRan => return last(), // the default hook's answer
+        // No Affinity's hook's answer.
+        WakeRule::Waker => return if by.is_some() { waker.unwrap_or_else(last) } else { last() },
+        WakeRule::Hook => {}
     }
     let info = ult_info(t, needs);
     let mut waker_info = WakerInfo::new(waker);

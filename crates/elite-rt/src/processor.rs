@@ -1101,9 +1101,12 @@ impl Processor {
     /// wake-up stack. Only code running on this processor's OS thread calls this.
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
-        // The common case inline: a built-in policy sends `t` where it last ran, which is here.
+        // The common case inline: a built-in policy sends `t` here (No Affinity: a hand-off from
+        // a ULT running here; otherwise where it last ran, when that is here).
         let here = match self.shared.config.policy.wake_rule() {
-            WakeRule::LastRan => t.tcb().processor.load(Ordering::Relaxed) == self.index,
+            // (A pinned ULT goes back where it ran, whatever the rule.)
+            WakeRule::Waker if self.current_ult().is_some() && !t.tcb().pinned.get() => true,
+            WakeRule::Waker | WakeRule::LastRan => t.tcb().processor.load(Ordering::Relaxed) == self.index,
             WakeRule::Hook => false,
         };
         if here && !self.central_or_chaos {
@@ -1133,8 +1136,13 @@ impl Processor {
     #[inline(never)]
     fn wake_slow(&self, t: TcbRef) {
         let config = &self.shared.config;
-        let by = self.current_ult();
-        let target = crate::affinity::wake_target(&config.policy, config.needs, t, Some(self.index), by);
+        let target = crate::affinity::wake_target(
+            &config.policy,
+            config.needs,
+            t,
+            Some(self.index),
+            self.current_ult(),
+        );
         if self.central_or_chaos {
             return self.wake_central_or_chaos(t, target);
         }

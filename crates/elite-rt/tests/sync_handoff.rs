@@ -6,34 +6,32 @@
 //! ULT still on its stack), a notification were lost, or a timed-out waiter kept a value.
 //!
 //! Bounded in time (hang guards, no timing assertions), on 1 and 2 processors and a synthetic
-//! 2-node topology, so that wake-ups go through the waker's own processor and through wake-up
-//! stacks; and under a policy that wakes a ULT on the waker's processor, the only kind under which
-//! a node published before its waiter is off its stack can be resumed by another processor.
+//! 2-node topology. Under the default policy (No Affinity) a ULT woken by a hand-off goes to its
+//! waker's processor, the only kind of wake under which a node published before its waiter is off
+//! its stack can be resumed by another processor; under a policy that wakes a ULT where it last
+//! ran, wake-ups go through other processors' wake-up stacks.
 
 mod common;
 
 use common::hang_guard;
-use elite_rt::policy::{Hooks, Policy, ProcessorView, UltInfo, WakerInfo};
+use elite_rt::policy::{Hooks, Policy, ProcessorView, UltInfo};
 use elite_rt::sync::{mpmc, mpsc, Mutex, Semaphore, SpinPolicy};
 use elite_rt::Runtime;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Wakes a ULT on the waker's processor (No Affinity wakes it where it last ran, which is the
-/// processor still switching it out: a node published too early would go unnoticed there).
+/// No Affinity's order, but a woken ULT goes where it last ran (the default wake hook): a wake
+/// from another processor goes through that processor's wake-up stack.
 #[derive(Debug)]
-struct WakeHere;
+struct WakeWhereItRan;
 
-impl Hooks for WakeHere {
+impl Hooks for WakeWhereItRan {
     fn name(&self) -> &'static str {
-        "wake-here"
+        "wake-where-it-ran"
     }
     fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
         here.seq
-    }
-    fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, _state: &mut u64) -> usize {
-        waker.processor.unwrap_or(ult.last_processor)
     }
 }
 
@@ -44,12 +42,12 @@ fn runtimes_with(spin: SpinPolicy) -> Vec<(&'static str, Runtime)> {
         ("2 processors", b().processors(2).build().unwrap()),
         ("2 nodes x 2", b().topology("2x2").build().unwrap()),
         (
-            "2 processors, woken on the waker's",
-            b().processors(2).policy(Policy::new(WakeHere)).build().unwrap(),
+            "2 processors, woken where it ran",
+            b().processors(2).policy(Policy::new(WakeWhereItRan)).build().unwrap(),
         ),
         (
-            "2 nodes x 2, woken on the waker's",
-            b().topology("2x2").policy(Policy::new(WakeHere)).build().unwrap(),
+            "2 nodes x 2, woken where it ran",
+            b().topology("2x2").policy(Policy::new(WakeWhereItRan)).build().unwrap(),
         ),
     ]
 }

@@ -32,7 +32,8 @@
 //! - **No Affinity** keys each runqueue entry with the processor's entry sequence number: the
 //!   newest entry runs first. A hand-off chain (wake one, block) then stays hot by itself, but a
 //!   batch of ULTs made ready together runs in the reverse of the order they were made ready,
-//!   whatever their caches hold.
+//!   whatever their caches hold. A ULT woken by a hand-off (an unlock, a release, a send) goes to
+//!   its waker's processor, the other three send it back where it last ran.
 //! - **Virtual Time**: each processor counts the runs that end on it; when a run ends the ULT is
 //!   stamped with that count. The key is the stamp when the ULT last ran on the processor whose
 //!   runqueue it enters, and the lowest such key (behind every such ULT) when it last ran
@@ -172,8 +173,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Policy {
     hooks: Arc<dyn Hooks>,
-    /// A built-in policy that keeps the default [`Hooks::yield_priority`] and
-    /// [`Hooks::wake_target`] (No Affinity, Minimum Misses): the runtime computes those itself,
+    /// A built-in policy that keeps the default [`Hooks::yield_priority`] and one of two
+    /// [`Hooks::wake_target`]s (No Affinity, Minimum Misses): the runtime computes those itself,
     /// without the calls. (Virtual Time, Reload Transient and gravity key yields in rounds and
     /// mark wake-ups: their hooks are called.)
     builtin: bool,
@@ -186,8 +187,11 @@ pub struct Policy {
 pub(crate) enum WakeRule {
     /// Call the hook (a custom policy).
     Hook,
-    /// Where the ULT last ran (the trait default; No Affinity, Minimum Misses).
+    /// Where the ULT last ran (the trait default; the three affinity policies).
     LastRan,
+    /// The waker's processor when a ULT hands off to it from its own code, else where it last
+    /// ran ([`NoAffinity`]).
+    Waker,
 }
 
 impl Policy {
@@ -207,7 +211,7 @@ impl Policy {
 
     /// [`NoAffinity`]: LIFO, the default.
     pub fn no_affinity() -> Policy {
-        Policy::builtin(NoAffinity, WakeRule::LastRan)
+        Policy::builtin(NoAffinity, WakeRule::Waker)
     }
 
     /// [`VirtualTime`]: the most recently run here first.
@@ -612,10 +616,16 @@ mod tests {
         for name in Policy::NAMES {
             let p: Policy = name.parse().unwrap();
             let (mut state, waker) = (0, WakerInfo::new(Some(1)));
-            if p.wake_rule() == WakeRule::LastRan {
+            let want = match p.wake_rule() {
+                WakeRule::LastRan => Some(3),
+                WakeRule::Waker => Some(1),
+                WakeRule::Hook => None,
+            };
+            if let Some(want) = want {
                 skipped.push(name);
-                // A hand-off, a timer or an exit, or from outside the runtime: where it last ran.
-                assert_eq!(p.hooks().wake_target(&u, &waker.handing_off(), &mut state), 3, "{name}");
+                assert_eq!(p.hooks().wake_target(&u, &waker.handing_off(), &mut state), want, "{name}");
+                // Not a hand-off (a timer, an exit), or from outside the runtime: where it last
+                // ran, under either rule.
                 assert_eq!(p.hooks().wake_target(&u, &waker, &mut state), 3, "{name}");
                 let outside = WakerInfo::new(None).handing_off();
                 assert_eq!(p.hooks().wake_target(&u, &outside, &mut state), 3, "{name}");
@@ -626,7 +636,7 @@ mod tests {
             }
         }
         assert_eq!(skipped, ["no-affinity", "minimum-misses"]);
-        assert_eq!(Policy::no_affinity().wake_rule(), WakeRule::LastRan);
+        assert_eq!(Policy::no_affinity().wake_rule(), WakeRule::Waker);
         assert!(!Policy::new(NoAffinity).default_yield());
         assert_eq!(Policy::new(NoAffinity).wake_rule(), WakeRule::Hook);
     }
