@@ -704,7 +704,7 @@ mod tests {
         }
         check(&q);
         let depth = q.with(|tree| {
-            assert_eq!(tree.tree_len, 4096, "falling keys all in the tree");
+            assert_eq!(tree.tree_len, n, "falling keys all in the tree");
             fn depth(t: Option<TcbRef>) -> usize {
                 t.map_or(0, |t| 1 + depth(link(t).left.get()).max(depth(link(t).right.get())))
             }
