@@ -47,7 +47,7 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
-use crate::policy::{rounds, Needs, Policy, ProcessorView, UltInfo, WakerInfo};
+use crate::policy::{rounds, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo};
 use crate::prefetch::UltBlock;
 use crate::processor::current_processor;
 use crate::tcb::TcbRef;
@@ -148,12 +148,22 @@ pub(crate) fn wake_target(
     waker: Option<usize>,
     by: Option<TcbRef>,
 ) -> usize {
-    let info = ult_info(t, needs);
+    let last = || t.tcb().processor.load(crate::atomics::Ordering::Relaxed);
     if t.tcb().pinned.get() {
         // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
-        return info.last_processor;
+        return last();
     }
+    match policy.wake_rule() {
+        WakeRule::LastRan => return last(), // the default hook's answer
+        // No Affinity's hook's answer.
+        WakeRule::Waker => return if by.is_some() { waker.unwrap_or_else(last) } else { last() },
+        WakeRule::Hook => {}
+    }
+    let info = ult_info(t, needs);
     let mut waker_info = WakerInfo::new(waker);
+    if by.is_some() {
+        waker_info = waker_info.handing_off();
+    }
     if needs.wakers {
         if let Some(by) = by {
             waker_info = waker_info.with_ult(ult_info(by, needs));
@@ -358,6 +368,9 @@ impl Local {
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
         self.seq += 1;
+        if self.policy.default_yield() {
+            return 0; // the default hook's answer
+        }
         self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
     }
 

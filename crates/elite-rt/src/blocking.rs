@@ -290,6 +290,14 @@ thread_local! {
 }
 
 /// The worker the calling thread is: a thread running a processor's loop is always one.
+/// Whether the calling worker was told to leave the loop it runs (`Worker::stop`: its blocking
+/// handoff gave the processor to another thread, or shutdown). Read after a park's action, which
+/// may be [`switched`], before the loop's bottom frame touches the processor again.
+#[inline]
+pub(crate) fn worker_stopped() -> bool {
+    this_worker().stop.load(Ordering::Relaxed)
+}
+
 fn this_worker<'a>() -> &'a Worker {
     let w = WORKER.with(|c| c.get());
     if w.is_null() {

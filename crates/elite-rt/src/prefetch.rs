@@ -425,6 +425,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
     fn the_processor_prefetches_a_declared_block_only_when_on() {
         let data = vec![0u64; 512];
         let on = yielding_ults(true, DataBlock::of(&data[..]), 20);
@@ -434,6 +435,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
     fn empty_huge_and_wild_blocks_run_fine() {
         let data = [0u8; 16];
         for block in [
@@ -466,6 +468,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
     fn the_shared_part_of_declared_blocks_reaches_the_policy() {
         let hooks = SeesShared::default();
         let (seen, by_ults) = (hooks.seen.clone(), hooks.by_ults.clone());

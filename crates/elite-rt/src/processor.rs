@@ -35,7 +35,9 @@
 
 use crate::atomics::{AtomicPtr, Ordering};
 use crate::park::ParkSlot;
+use crate::policy::WakeRule;
 use crate::pool::{Got, LocalPool};
+use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
 use crate::queue::run::RunQueue;
@@ -86,7 +88,7 @@ pub(crate) struct Remote {
     /// The own start-queue: pushed and popped by the owner, stolen from by others.
     pub(crate) start: Deque<crate::tcb::Tcb>,
     pub(crate) wakeup: CachePadded<TcbStack>,
-    pub(crate) cleanup: CachePadded<TcbStack>,
+    pub(crate) cleanup: CachePadded<CleanupStack>,
     pub(crate) runq: CachePadded<RunQueue>,
     pub(crate) park: CachePadded<ParkSlot>,
     pub(crate) stats: CachePadded<Counters>,
@@ -101,7 +103,7 @@ impl Remote {
             node,
             start: Deque::new(start_limit),
             wakeup: CachePadded::new(TcbStack::new()),
-            cleanup: CachePadded::new(TcbStack::new()),
+            cleanup: CachePadded::new(CleanupStack::new()),
             runq: CachePadded::new(RunQueue::new()),
             park: CachePadded::new(ParkSlot::new()),
             stats: CachePadded::new(Counters::default()),
@@ -130,12 +132,14 @@ pub(crate) struct Core {
     staging: Worker<TcbRef>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
+    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
+    nested: u32,
     /// Pinned ULTs started here and not exited (`Builder::pinned`): while there are any, blocking
     /// calls made here run on this thread instead of handing the processor, and with it the
     /// pinned ULTs, to another OS thread (`crate::blocking::switched`).
     pinned_here: u32,
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
-    notes: Vec<NoteBatch>,
+    notes: Vec<Option<Box<NoteBatch>>>,
     id_seq: u64,
     tick: u32,
     rounds: u32,
@@ -160,22 +164,6 @@ pub(crate) enum Inline {
     /// recycles the TCB directly ([`Processor::reclaim_inline`]).
     Finished,
 }
-
-/// Clean-up notes bound for one processor, privately linked through `Tcb::next`.
-struct NoteBatch {
-    first: *mut crate::tcb::Tcb,
-    last: *mut crate::tcb::Tcb,
-    len: usize,
-}
-
-impl Default for NoteBatch {
-    fn default() -> Self {
-        NoteBatch { first: ptr::null_mut(), last: ptr::null_mut(), len: 0 }
-    }
-}
-
-/// Clean-up notes a processor holds back before pushing them as one chain.
-const NOTE_BATCH: usize = 32;
 
 /// Most never-started ULTs moved from a node or the global start-queue in one take.
 const START_BATCH: usize = 16;
@@ -238,8 +226,9 @@ impl Processor {
             admit_one: false,
             staging: Worker::new_fifo(),
             inline_child: None,
+            nested: 0,
             pinned_here: 0,
-            notes: (0..shared.processors.len()).map(|_| NoteBatch::default()).collect(),
+            notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
             tick: 0,
             rounds: 0,
@@ -387,11 +376,13 @@ impl Processor {
             }
         }
         if !remote.cleanup.is_empty() {
-            for t in remote.cleanup.drain() {
-                remote.stats.cleanup_notes.bump();
-                // The joiner reset the TCB: count it off and pool the pointer.
-                self.core().deathrow.remove(t);
-                self.pool_tcb(t);
+            for batch in remote.cleanup.drain() {
+                remote.stats.cleanup_notes.add(batch.len() as u64);
+                for t in batch.tcbs() {
+                    // The joiner reset the TCB: count it off and pool the pointer.
+                    self.core().deathrow.remove(t);
+                    self.pool_tcb(t);
+                }
             }
         }
         if !self.core().timers.is_empty() {
@@ -704,7 +695,9 @@ impl Processor {
         if let Some(j) = joiner {
             self.core().affinity.pause(j);
         }
+        self.core().nested += 1;
         self.start_ult(t);
+        self.core().nested -= 1;
         if joiner.is_some() {
             self.core().affinity.resume();
         }
@@ -837,47 +830,94 @@ impl Processor {
         }
     }
 
-    /// Switches into `t` and finishes whatever transition it switched out with.
-    fn run_ult(&self, t: TcbRef) {
-        let tcb = t.tcb();
-        tcb.processor.store(self.index, Ordering::Relaxed);
+    /// Switches into `t` and finishes whatever transition it switched out with; then, when the
+    /// transition left a ULT in the `next` slot and nothing else waits here, switches into that one
+    /// at once (see [`Processor::hand_off`]), and so on.
+    fn run_ult(&self, mut t: TcbRef) {
         let stats = &self.remote().stats;
         let check_canary = self.check_canary;
-        // SAFETY: this processor owns the started ULT; the context is Some from `start_ult` until
-        // `exit` takes it, after this borrow ends. The ULT's own code never touches the field.
-        let ctx =
-            unsafe { (*tcb.context.get()).as_mut() }.unwrap_or_else(|| crate::fatal("ULT without a context"));
-        let result = loop {
-            self.current.set(Some(t));
-            tcb.resumer.set(Resumer(self));
-            stats.switches.bump();
-            self.core().affinity.begin_run();
-            let result = ctx.co.resume(Resumer(self));
-            self.current.set(None);
-            self.core().affinity.end_run(t);
-            if check_canary {
-                self.check_canary(t);
-            }
-            if let CoroutineResult::Yield(Switch::Yield) = result {
-                stats.yields.bump();
-                // Nothing else to run here: resume at once without touching any queue (unless
-                // the chaos mode moves the ULT).
-                if self.nothing_else_local() && !self.chaos.on {
-                    continue;
+        loop {
+            let tcb = t.tcb();
+            tcb.processor.store(self.index, Ordering::Relaxed);
+            // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
+            // until `exit` takes it, after this borrow ends. The ULT's own code never touches the
+            // field.
+            let ctx = unsafe { (*tcb.context.get()).as_mut() }
+                .unwrap_or_else(|| crate::fatal("ULT without a context"));
+            let result = loop {
+                self.current.set(Some(t));
+                tcb.resumer.set(Resumer(self));
+                stats.switches.bump();
+                self.core().affinity.begin_run();
+                let result = ctx.co.resume(Resumer(self));
+                self.current.set(None);
+                self.core().affinity.end_run(t);
+                if check_canary {
+                    self.check_canary(t);
                 }
+                if let CoroutineResult::Yield(Switch::Yield) = result {
+                    stats.yields.bump();
+                    // Nothing else to run here: resume at once without touching any queue (unless
+                    // the chaos mode moves the ULT).
+                    if self.nothing_else_local() && !self.chaos.on {
+                        continue;
+                    }
+                }
+                break result;
+            };
+            match result {
+                CoroutineResult::Yield(Switch::Exit) => self.exit(t),
+                CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
+                // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
+                // resumed, which cannot happen before `action` publishes it.
+                CoroutineResult::Yield(Switch::Park { data, action }) => {
+                    // SAFETY: as above.
+                    unsafe { action(data, t, self) };
+                    // A blocking call's action may have handed this processor to another OS
+                    // thread (`crate::blocking::switched`), or shutdown began: leave the loop's
+                    // frames without touching the processor again (the loop checks the same flag).
+                    if crate::blocking::worker_stopped() {
+                        return;
+                    }
+                }
+                CoroutineResult::Yield(Switch::Sleep(deadline)) => {
+                    self.core().timers.insert(deadline, t);
+                    return;
+                }
+                // The trampoline never returns; only a forced unwind (shutdown) ends it.
+                CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
             }
-            break result;
-        };
-        match result {
-            CoroutineResult::Yield(Switch::Exit) => self.exit(t),
-            CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
-            // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
-            // resumed, which cannot happen before `action` publishes it.
-            CoroutineResult::Yield(Switch::Park { data, action }) => unsafe { action(data, t, self) },
-            CoroutineResult::Yield(Switch::Sleep(deadline)) => self.core().timers.insert(deadline, t),
-            // The trampoline never returns; only a forced unwind (shutdown) ends it.
-            CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
+            match self.hand_off() {
+                Some(n) => t = n,
+                None => return,
+            }
         }
+    }
+
+    /// The direct hand-off: after a transition, the ULT in the `next` slot (the one the
+    /// transition made ready: a woken receiver, a joiner, the next yielder in line) runs at once,
+    /// without a round of the loop, when the loop would pick it anyway: no wake-up, clean-up note
+    /// or timer waits, and this is not the 61st step in a row (then the loop runs, and with it
+    /// the shutdown check and the shared start-queue levels). Never inside the join fast path,
+    /// whose caller waits on this stack for its child's switch.
+    #[inline]
+    fn hand_off(&self) -> Option<TcbRef> {
+        let core = self.core();
+        let n = core.next?;
+        core.tick = core.tick.wrapping_add(1);
+        if core.tick.is_multiple_of(61) || core.nested > 0 || self.chaos.on {
+            return None; // (the chaos mode's loop picks the next ULT at random)
+        }
+        let remote = self.remote();
+        if !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !core.timers.is_empty() {
+            return None;
+        }
+        if n.tcb().life.get() != Life::Started {
+            return None; // (never in the slot today; the loop's dispatch starts such a one)
+        }
+        core.next = None;
+        self.prefetch_chosen(n); // as the loop does for the ULT it picks
+        Some(n)
     }
 
     /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).
@@ -1061,6 +1101,40 @@ impl Processor {
     /// wake-up stack. Only code running on this processor's OS thread calls this.
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
+        // The common case inline: a built-in policy sends `t` here (No Affinity: a hand-off from
+        // a ULT running here; otherwise where it last ran, when that is here).
+        let here = match self.shared.config.policy.wake_rule() {
+            // (A pinned ULT goes back where it ran, whatever the rule.)
+            WakeRule::Waker if self.current_ult().is_some() && !t.tcb().pinned.get() => true,
+            WakeRule::Waker | WakeRule::LastRan => t.tcb().processor.load(Ordering::Relaxed) == self.index,
+            WakeRule::Hook => false,
+        };
+        if here && !self.central_or_chaos {
+            let _ = crate::prefetch::ult(t); // (as in `wake_to`)
+            if self.remote().runq.len() != 0 {
+                return self.make_ready_queued(t);
+            }
+            let core = self.core();
+            if core.next.is_none() {
+                core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+                return;
+            }
+        }
+        self.wake_slow(t);
+    }
+
+    /// [`Processor::make_ready`] with the runqueue known non-empty (so not into the `next` slot).
+    #[inline(never)]
+    fn make_ready_queued(&self, t: TcbRef) {
+        if let Some(n) = self.core().next.take() {
+            self.enqueue(n);
+        }
+        self.enqueue(t);
+    }
+
+    /// [`Processor::wake`] past its common case.
+    #[inline(never)]
+    fn wake_slow(&self, t: TcbRef) {
         let config = &self.shared.config;
         let target = crate::affinity::wake_target(
             &config.policy,
@@ -1079,10 +1153,22 @@ impl Processor {
     #[inline]
     fn wake_to(&self, t: TcbRef, target: usize) {
         if target == self.index {
-            self.make_ready(t);
             // Prefetch hook (`crate::prefetch`): the woken ULT's data, while the waker goes on
             // (a load and a branch without a block or with prefetch off).
             let _ = crate::prefetch::ult(t);
+            // Idle processors are told when the runqueue turns non-empty (they may steal from
+            // it), not at every entry: one that parks later sees the entries in its re-check
+            // (`crate::park`), and one parked before was woken by the first entry.
+            if self.remote().runq.len() != 0 {
+                self.make_ready(t);
+                return;
+            }
+            let core = self.core();
+            if core.next.is_none() {
+                core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+                return;
+            }
+            self.make_ready(t);
             if self.remote().runq.len() > 0 {
                 self.shared.notify_any();
             }
@@ -1110,28 +1196,21 @@ impl Processor {
         self.core().timers.insert_wait(deadline, t, seq);
     }
 
-    /// A joiner running here let go of `t`, which exited on processor `exit` (another one): queue a
-    /// clean-up note for it. Notes go out in chains of `NOTE_BATCH`, and all of them whenever this
-    /// processor runs out of work, every 61st start-queue take and every 64th loop round, so a
-    /// note waits a bounded time.
+    /// A joiner running here let go of `t`, which exited on processor `exit` (another one): note it
+    /// for that processor (`queue::cleanup`). Notes go out in batches of `NOTE_BATCH`, and all of
+    /// them whenever this processor runs out of work, every 61st start-queue take and every 64th
+    /// loop round, so a note waits a bounded time.
     #[inline]
     pub(crate) fn note_joined(&self, t: TcbRef, exit: usize) {
-        let batch = &mut self.core().notes[exit];
-        t.tcb().next.store(batch.first, Ordering::Relaxed);
-        if batch.first.is_null() {
-            batch.last = t.as_ptr();
-        }
-        batch.first = t.as_ptr();
-        batch.len += 1;
-        if batch.len >= NOTE_BATCH {
+        let batch = self.core().notes[exit].get_or_insert_with(NoteBatch::new);
+        if batch.add(t) {
             self.flush_notes_to(exit);
         }
     }
 
     fn flush_notes_to(&self, exit: usize) {
-        let batch = std::mem::take(&mut self.core().notes[exit]);
-        if let (Some(first), Some(last)) = (TcbRef::from_ptr(batch.first), TcbRef::from_ptr(batch.last)) {
-            self.shared.processors[exit].cleanup.push_chain(first, last);
+        if let Some(batch) = self.core().notes[exit].take() {
+            self.shared.processors[exit].cleanup.push(batch);
         }
     }
 
@@ -1139,7 +1218,7 @@ impl Processor {
     #[cold]
     fn flush_notes(&self) {
         for exit in 0..self.shared.processors.len() {
-            if self.core().notes[exit].len > 0 {
+            if self.core().notes[exit].is_some() {
                 self.flush_notes_to(exit);
             }
         }

@@ -13,7 +13,6 @@ use crate::tcb::{Chunk, Life, TcbRef};
 use crate::timer::{Due, Timers};
 use std::collections::HashSet;
 use std::ptr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,20 +25,17 @@ fn tcbs(n: usize) -> (Arc<()>, Box<Chunk>, Vec<TcbRef>) {
 }
 
 #[test]
-fn tcb_stack_drains_newest_first_with_chains_in_place() {
+fn tcb_stack_drains_newest_first() {
     let (_owner, _chunk, t) = tcbs(5);
     let s = TcbStack::new();
     assert!(s.is_empty());
     assert_eq!(s.drain().count(), 0);
-    s.push(t[0]);
-    s.push(t[1]);
-    // A privately linked chain t2 -> t3, pushed with one CAS.
-    t[2].tcb().next.store(t[3].as_ptr(), Ordering::Relaxed);
-    s.push_chain(t[2], t[3]);
-    s.push(t[4]);
+    for &x in &t {
+        s.push(x);
+    }
     assert!(!s.is_empty());
     let got: Vec<TcbRef> = s.drain().collect();
-    assert_eq!(got, [t[4], t[2], t[3], t[1], t[0]]);
+    assert_eq!(got, [t[4], t[3], t[2], t[1], t[0]]);
     assert!(s.is_empty());
     // Drained entries may be pushed again at once (the iterator read each link before yielding).
     for x in s.drain() {
@@ -61,14 +57,10 @@ fn tcb_stack_takes_every_concurrent_push_exactly_once() {
         .map(|(p, mine)| {
             let (s, mine) = (s.clone(), mine.to_vec());
             std::thread::spawn(move || {
-                for pair in mine.chunks(2) {
-                    if p % 2 == 0 {
-                        // Chains of two, as clean-up notes go out.
-                        pair[0].tcb().next.store(pair[1].as_ptr(), Ordering::Relaxed);
-                        s.push_chain(pair[0], pair[1]);
-                    } else {
-                        s.push(pair[0]);
-                        s.push(pair[1]);
+                for (i, &x) in mine.iter().enumerate() {
+                    s.push(x);
+                    if (i + p) % 3 == 0 {
+                        std::thread::yield_now();
                     }
                 }
             })

@@ -6,8 +6,8 @@
 //!   queue's release/acquire carries them to the processor that starts it).
 //! * The processor holding the ULT (running it, or having it in its runqueue or timers) owns the
 //!   coroutine, the yielder and `life`; ownership moves with the TCB through queues and stacks.
-//! * `join` and `waiter` follow the join protocol below; `next` is the link of whichever lock-free
-//!   stack (wake-up or clean-up) the TCB is on, never both at once.
+//! * `join` and `waiter` follow the join protocol below; `next` is the link of the wake-up stack
+//!   (clean-up notes travel as pointers in batches, `queue::cleanup`).
 //! * `life` says whether the TCB is on a deathrow (`Exited`); that processor alone owns it then.
 //! * `pinned` is the spawner's, before publication (read by wakers, thieves and the chaos mode);
 //!   `waits_on` is written by the ULT (or its processor, after the switch) when it blocks, and
@@ -297,10 +297,10 @@ static EMPTY_VTABLE: TaskVTable = {
 ///    joiner (the joiner also resets the TCB here for its next use, see [`Tcb::reset`]);
 /// 2. the task itself, inline (closure, then outcome);
 /// 3. execution: the processor running the ULT (context, wait word);
-/// 4. links and rarities: the wake-up and clean-up stacks' link (written by a waker or a joiner,
-///    read by the owner), the join waiter (only a joiner that blocks), the name (only a named
-///    ULT), and the declared data block with its prefetch word (only a ULT that declares one;
-///    line 1's flags say whether there is one, see `prefetch`);
+/// 4. links and rarities: the wake-up stack's link (written by a waker, read by the owner), the
+///    join waiter (only a joiner that blocks), the name (only a named ULT), and the declared data
+///    block with its prefetch word (only a ULT that declares one; line 1's flags say whether there
+///    is one, see `prefetch`);
 /// 5. and 6. scheduling by policy: the runqueue's links (touched when the ULT enters or leaves a
 ///    runqueue) and the policy's per-ULT record (touched at the end of a run and at enqueue, only
 ///    under a policy that keeps records).
@@ -343,7 +343,7 @@ pub(crate) struct Tcb {
     /// whenever its code runs.
     pub(crate) resumer: Cell<Resumer>,
     /// The blocking-wait word of the synchronization objects (`sync::wait`): the wait's sequence
-    /// number in the high bits, its outcome and the suspended flag in the low three. Never reset,
+    /// number in the high bits, its outcome in the low two. Never reset,
     /// so a stale timer entry of an earlier wait (even of an earlier ULT in this TCB) cannot match.
     pub(crate) wait: AtomicU64,
     /// The join state `publish` found, for `settle` after the last switch.
@@ -358,7 +358,7 @@ pub(crate) struct Tcb {
     /// report; written when it blocks, read by the report while it stays blocked.
     pub(crate) waits_on: AtomicUsize,
     // Line 4.
-    /// The link of whichever lock-free stack (wake-up or clean-up) the TCB is on.
+    /// The link of the wake-up stack while the TCB is on one.
     pub(crate) next: AtomicPtr<Tcb>,
     pub(crate) waiter: UnsafeCell<Waiter>,
     pub(crate) name: UnsafeCell<Option<Arc<str>>>,

@@ -640,7 +640,7 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
             // SAFETY: this handle's claim keeps the shared state alive until the release below.
             let s = unsafe { &*shared };
             if complete {
-                s.processors[exit].cleanup.push(t);
+                s.processors[exit].cleanup.push(crate::queue::cleanup::NoteBatch::one(t));
             }
             // SAFETY: `shared` is live and this handle holds a claim on it, given up here (last touch).
             unsafe { crate::runtime::release_outside_claim(shared) };
@@ -652,6 +652,19 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
 /// running it through the join fast path) calls `after(me, processor)` on its own stack, with the
 /// processor that runs that code.
 pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
+    let Some(me) = current_processor().and_then(|p| p.current_ult()) else {
+        crate::fatal("park outside a ULT");
+    };
+    // SAFETY: `me` is the ULT running this code.
+    unsafe { park_ult(me, after) }
+}
+
+/// [`park_current`] for a caller that knows which ULT it is (no thread-local lookup).
+///
+/// # Safety
+/// `me` is the ULT running the caller.
+#[inline]
+pub(crate) unsafe fn park_ult<F: FnOnce(TcbRef, &Processor)>(me: TcbRef, after: F) {
     unsafe fn call<F: FnOnce(TcbRef, &Processor)>(data: *mut (), me: TcbRef, p: &Processor) {
         // SAFETY: `data` is the `Option<F>` below, alive on the suspended ULT's stack; taken once.
         if let Some(f) = unsafe { (*(data as *mut Option<F>)).take() } {
@@ -659,7 +672,10 @@ pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
         }
     }
     let mut slot = Some(after);
-    suspend(Switch::Park { data: &mut slot as *mut Option<F> as *mut (), action: call::<F> });
+    let y = me.tcb().yielder.get();
+    // SAFETY: `me` runs this code (contract), so its yielder, set when it started on its context,
+    // lives on its stack.
+    unsafe { (*y).suspend(Switch::Park { data: &mut slot as *mut Option<F> as *mut (), action: call::<F> }) };
 }
 
 /// Switches the running ULT back to its processor with `why`.
@@ -680,10 +696,14 @@ fn suspend(why: Switch) {
 /// Outside a ULT it yields the OS thread.
 #[inline]
 pub fn yield_now() {
-    if current_ult_processor().is_some() {
-        suspend(Switch::Yield);
-    } else {
-        std::thread::yield_now();
+    match current_processor().and_then(|p| p.current_ult()) {
+        Some(me) => {
+            let y = me.tcb().yielder.get();
+            // SAFETY: `me` runs this code, so its yielder (set when it started on its context)
+            // lives on its stack.
+            unsafe { (*y).suspend(Switch::Yield) };
+        }
+        None => std::thread::yield_now(),
     }
 }
 

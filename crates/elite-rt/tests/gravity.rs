@@ -20,7 +20,7 @@ struct Pair {
 /// Runs the pairs under `policy` on two processors; the fraction of hand-overs in the second
 /// half of the rounds where the consumer ran on the processor its producer last ran on.
 fn colocated(policy: Policy) -> f64 {
-    let rt = Runtime::builder().processors(2).policy(policy).build().expect("a runtime");
+    let rt = Runtime::builder().processors(2).policy(policy).no_chaos().build().expect("a runtime");
     let pairs: Arc<Vec<Pair>> = Arc::new(
         (0..PAIRS)
             .map(|_| Pair {

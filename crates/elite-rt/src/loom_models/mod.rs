@@ -11,8 +11,9 @@
 //! loom reports as a deadlock). What a pusher writes before a push is a loom `UnsafeCell` that the owner
 //! reads after the drain, so a publication that does not happen-before the read is a reported race.
 //!
-//! * [`tcb_stack`]: the wake-up stack (pushes) and the clean-up stack (chains), drained by the owner
-//!   while others push, and nodes pushed again after the drain that took them.
+//! * [`tcb_stack`]: the wake-up stack (the same stack carries the clean-up notes' batches),
+//!   drained by the owner while others push, and nodes pushed again after the drain that took
+//!   them.
 //! * [`deque`]: a processor's own start-queue (`queue::deque`), the owner pushing and popping
 //!   while thieves steal: every entry taken once, with its pusher's payload; the owner's pops of
 //!   the last entries (the fenced path and the single-entry CAS) against one and two steals, and
@@ -77,7 +78,7 @@ mod shutdown;
 mod start_levels;
 mod tcb_stack;
 
-use crate::atomics::{AtomicPtr, Ordering};
+use crate::atomics::AtomicPtr;
 use crate::queue::tcb_stack::Link;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -162,11 +163,6 @@ impl Nodes {
     pub(super) fn publish(&self, id: usize, round: usize) {
         // SAFETY: a loom cell access; loom itself reports one that races with another.
         self.0[id].payload.with_mut(|p| unsafe { *p = expected(id, round) });
-    }
-
-    /// Links `a -> b` privately, before the chain is pushed whole.
-    pub(super) fn link(&self, a: usize, b: usize) {
-        self.0[a].next.store(self.get(b).as_ptr(), Ordering::Relaxed);
     }
 }
 

@@ -44,43 +44,6 @@ fn wakeup_stack_two_nodes_per_waker() {
     check("wakeup_stack_two_nodes_per_waker", || wakeup_stack(2));
 }
 
-/// The clean-up stack: a joiner links its notes `0 -> 1 -> 2` privately and pushes them with one
-/// `push_chain`, another pushes note 3 alone, and the owner drains while they do (taking none, the
-/// lone note, the whole chain, or all four: never part of the chain).
-#[test]
-fn cleanup_stack_chain_and_push() {
-    check("cleanup_stack_chain_and_push", || {
-        let nodes = Nodes::new(4);
-        let stack = Arc::new(LinkStack::<NodeRef>::new());
-        let joiner = {
-            let (nodes, stack) = (Arc::clone(&nodes), Arc::clone(&stack));
-            thread::spawn(move || {
-                for id in 0..3 {
-                    nodes.publish(id, 0);
-                }
-                nodes.link(0, 1);
-                nodes.link(1, 2);
-                stack.push_chain(nodes.get(0), nodes.get(2));
-            })
-        };
-        let other = {
-            let (nodes, stack) = (Arc::clone(&nodes), Arc::clone(&stack));
-            thread::spawn(move || {
-                nodes.publish(3, 0);
-                stack.push(nodes.get(3));
-            })
-        };
-
-        let mut tally = Tally::new(4);
-        thread::yield_now(); // see `loom_models`
-        stack.drain().for_each(|t| tally.take(t));
-        joiner.join().unwrap();
-        other.join().unwrap();
-        stack.drain().for_each(|t| tally.take(t));
-        tally.assert_each(1);
-    });
-}
-
 /// No ABA: the owner pushes what it drained back onto its own stack (a ULT woken again right away)
 /// while a waker pushes; a node reappears only after the drain that took it, and each push is taken
 /// once.

@@ -32,7 +32,8 @@
 //! - **No Affinity** keys each runqueue entry with the processor's entry sequence number: the
 //!   newest entry runs first. A hand-off chain (wake one, block) then stays hot by itself, but a
 //!   batch of ULTs made ready together runs in the reverse of the order they were made ready,
-//!   whatever their caches hold.
+//!   whatever their caches hold. A ULT woken by a hand-off (an unlock, a release, a send) goes to
+//!   its waker's processor, the other three send it back where it last ran.
 //! - **Virtual Time**: each processor counts the runs that end on it; when a run ends the ULT is
 //!   stamped with that count. The key is the stamp when the ULT last ran on the processor whose
 //!   runqueue it enters, and the lowest such key (behind every such ULT) when it last ran
@@ -174,6 +175,25 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Policy {
     hooks: Arc<dyn Hooks>,
+    /// A built-in policy that keeps the default [`Hooks::yield_priority`] and one of two
+    /// [`Hooks::wake_target`]s (No Affinity, Minimum Misses): the runtime computes those itself,
+    /// without the calls. (Virtual Time, Reload Transient and gravity key yields in rounds and
+    /// mark wake-ups: their hooks are called.)
+    builtin: bool,
+    /// How the runtime answers [`Hooks::wake_target`].
+    wake: WakeRule,
+}
+
+/// How the runtime answers [`Hooks::wake_target`] (the built-in policies' answers need no call).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WakeRule {
+    /// Call the hook (a custom policy).
+    Hook,
+    /// Where the ULT last ran (the trait default; the three affinity policies).
+    LastRan,
+    /// The waker's processor when a ULT hands off to it from its own code, else where it last
+    /// ran ([`NoAffinity`]).
+    Waker,
 }
 
 impl Policy {
@@ -183,12 +203,17 @@ impl Policy {
 
     /// A policy made of custom hooks.
     pub fn new(hooks: impl Hooks) -> Policy {
-        Policy { hooks: Arc::new(hooks) }
+        Policy { hooks: Arc::new(hooks), builtin: false, wake: WakeRule::Hook }
+    }
+
+    /// A built-in policy with the default yield key (see `builtin`), whose wake target is `wake`.
+    fn builtin(hooks: impl Hooks, wake: WakeRule) -> Policy {
+        Policy { builtin: true, wake, ..Policy::new(hooks) }
     }
 
     /// [`NoAffinity`]: LIFO, the default.
     pub fn no_affinity() -> Policy {
-        Policy::new(NoAffinity)
+        Policy::builtin(NoAffinity, WakeRule::Waker)
     }
 
     /// [`VirtualTime`]: the most recently run here first.
@@ -198,12 +223,25 @@ impl Policy {
 
     /// [`MinimumMisses`]: the fewest misses in the last run first.
     pub fn minimum_misses() -> Policy {
-        Policy::new(MinimumMisses)
+        Policy::builtin(MinimumMisses, WakeRule::LastRan)
     }
 
     /// [`ReloadTransient`]: the smallest expected reload transient first.
     pub fn reload_transient() -> Policy {
         Policy::new(ReloadTransient)
+    }
+
+    /// Whether [`Hooks::yield_priority`] is the default (a yield is keyed 0), so that the runtime
+    /// may skip the call.
+    #[inline]
+    pub(crate) fn default_yield(&self) -> bool {
+        self.builtin
+    }
+
+    /// How the runtime answers [`Hooks::wake_target`] for this policy.
+    #[inline]
+    pub(crate) fn wake_rule(&self) -> WakeRule {
+        self.wake
     }
 
     /// [`Gravity`]: synchronization partners that share data drawn together (ELiTE 3.3).
@@ -469,6 +507,10 @@ pub struct WakerInfo {
     /// The waking ULT, when a ULT wakes another from its own code (not a timer, an exit, or
     /// an OS thread) and the policy [`Needs::wakers`].
     pub ult: Option<UltInfo>,
+    /// Whether a ULT wakes it from its own code (a synchronization hand-off: an unlock, a
+    /// release, a send), whatever the policy needs; false for a timer, an exit (a join) and a
+    /// thread outside the runtime.
+    pub hand_off: bool,
     /// The bytes the waking ULT's and the woken ULT's declared data blocks
     /// ([`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block))
     /// have in common, when the waker is a ULT and the policy [`Needs::data`]; 0 otherwise.
@@ -478,7 +520,7 @@ pub struct WakerInfo {
 impl WakerInfo {
     /// A waker on `processor` (`None`: outside the runtime), not a ULT. For tests of hooks.
     pub const fn new(processor: Option<usize>) -> WakerInfo {
-        WakerInfo { processor, ult: None, shared_bytes: 0 }
+        WakerInfo { processor, ult: None, hand_off: false, shared_bytes: 0 }
     }
 
     /// With `shared_bytes` (see [`DataBlock::overlap`](crate::DataBlock::overlap)).
@@ -486,9 +528,14 @@ impl WakerInfo {
         WakerInfo { shared_bytes, ..self }
     }
 
-    /// A waker that is the ULT `ult`.
+    /// A waker that is the ULT `ult` (a hand-off).
     pub const fn with_ult(self, ult: UltInfo) -> WakerInfo {
-        WakerInfo { ult: Some(ult), ..self }
+        WakerInfo { ult: Some(ult), hand_off: true, ..self }
+    }
+
+    /// A waker that is a ULT waking from its own code (a hand-off), the ULT not described.
+    pub const fn handing_off(self) -> WakerInfo {
+        WakerInfo { hand_off: true, ..self }
     }
 }
 
@@ -575,8 +622,53 @@ mod tests {
     }
 
     #[test]
+    fn the_hooks_agree_with_the_wake_rule_and_yield_key_the_runtime_uses() {
+        // The runtime skips those two hooks where `wake_rule` and `default_yield` say so: check
+        // that the hooks each policy carries give the same answers there.
+        let u = UltInfo::new(1, 3).with_stamp(9).with_misses(4);
+        let mut skipped = Vec::new();
+        for name in Policy::NAMES {
+            let p: Policy = name.parse().unwrap();
+            let (mut state, waker) = (0, WakerInfo::new(Some(1)));
+            let want = match p.wake_rule() {
+                WakeRule::LastRan => Some(3),
+                WakeRule::Waker => Some(1),
+                WakeRule::Hook => None,
+            };
+            if let Some(want) = want {
+                skipped.push(name);
+                assert_eq!(p.hooks().wake_target(&u, &waker.handing_off(), &mut state), want, "{name}");
+                // Not a hand-off (a timer, an exit), or from outside the runtime: where it last
+                // ran, under either rule.
+                assert_eq!(p.hooks().wake_target(&u, &waker, &mut state), 3, "{name}");
+                let outside = WakerInfo::new(None).handing_off();
+                assert_eq!(p.hooks().wake_target(&u, &outside, &mut state), 3, "{name}");
+                assert_eq!(state, 0, "{name}");
+            }
+            if p.default_yield() {
+                assert_eq!(p.hooks().yield_priority(&u, &ProcessorView::new(3, 5)), 0, "{name}");
+            }
+        }
+        assert_eq!(skipped, ["no-affinity", "minimum-misses"]);
+        assert_eq!(Policy::no_affinity().wake_rule(), WakeRule::Waker);
+        assert!(!Policy::new(NoAffinity).default_yield());
+        assert_eq!(Policy::new(NoAffinity).wake_rule(), WakeRule::Hook);
+    }
+
+    #[test]
     fn default_hooks() {
-        let p = Policy::no_affinity();
+        /// Only the two hooks a policy must give.
+        #[derive(Debug)]
+        struct Plain;
+        impl Hooks for Plain {
+            fn name(&self) -> &'static str {
+                "plain"
+            }
+            fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+                here.seq
+            }
+        }
+        let p = Policy::new(Plain);
         let u = UltInfo::new(1, 3);
         let mut state = 0;
         assert_eq!(p.hooks().wake_target(&u, &WakerInfo::new(Some(1)), &mut state), 3);

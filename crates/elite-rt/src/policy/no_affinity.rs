@@ -1,11 +1,17 @@
 //! No Affinity (ELiTE section 3.1): the runqueue is a stack, the ULT made ready last runs first.
 
-use super::{Hooks, ProcessorView, UltInfo};
+use super::{Hooks, ProcessorView, UltInfo, WakerInfo};
 
 /// LIFO scheduling without regard for caches; the baseline the affinity policies are measured
 /// against. The key of a ULT is the processor's runqueue entry number, so the newest entry runs
 /// first and a thief takes the oldest. It gathers nothing, so a run costs no bookkeeping, and
 /// every push lands at the top of the runqueue in O(1).
+///
+/// A ULT woken by a hand-off (another ULT's unlock, release or send) goes to the waker's
+/// processor: with no cache to return to, it follows the data its waker just handed over (the
+/// object's line, a value, a lock), partners in a hand-off stay on one processor, and the wake
+/// needs no other processor's wake-up stack; idle processors even the load by stealing. Woken
+/// otherwise (a join, a timer, a thread outside the runtime), it goes where it last ran.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoAffinity;
 
@@ -17,6 +23,14 @@ impl Hooks for NoAffinity {
     #[inline]
     fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
         here.seq
+    }
+
+    #[inline]
+    fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, _state: &mut u64) -> usize {
+        match waker.processor {
+            Some(p) if waker.hand_off => p,
+            _ => ult.last_processor,
+        }
     }
 }
 

@@ -4,10 +4,13 @@
 //! * [`start`]: start-queues of ULTs that have not run yet (processor, node, global levels).
 //! * [`bound`]: the reserve-then-push bound of a node's start-queue.
 //! * [`run`]: the runqueue of ready ULTs, ordered by the policy's priority.
-//! * [`tcb_stack`]: the lock-free wake-up and clean-up stacks (many pushers, one draining owner).
+//! * [`tcb_stack`]: the lock-free wake-up stack (many pushers, one draining owner), and the stack
+//!   the clean-up stack is made of.
+//! * [`cleanup`]: the clean-up stack, clean-up notes from joiners in batches.
 //! * [`deathrow`]: exited ULTs waiting for their joiner.
 
 pub(crate) mod bound;
+pub(crate) mod cleanup;
 pub(crate) mod deathrow;
 pub(crate) mod deque;
 pub(crate) mod run;

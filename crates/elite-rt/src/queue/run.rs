@@ -3,8 +3,18 @@
 //! # Structure
 //!
 //! A treap (a binary search tree by key that is also a max-heap by a random priority per entry,
-//! hence balanced in expectation) linked through the entries' own TCBs ([`RunLink`]): no
-//! allocation, ever. The tree keeps pointers to its two ends:
+//! hence balanced in expectation) and two lists beside it, all linked through the entries' own
+//! TCBs ([`RunLink`]): no allocation, ever.
+//!
+//! * The *zero lane* holds the entries of key 0 (every yield under the default `yield_priority`,
+//!   and whatever a policy keys 0) in arrival order. Key 0 is the lowest key there is, so the lane
+//!   is the low end of the whole order: it serves only when the rest is empty, oldest first, and a
+//!   thief takes from it first, newest first.
+//! * The *top lane* holds a run of entries each pushed with a key above everything queued (No
+//!   Affinity's entry numbers always are), highest last: the high end of the whole order, served
+//!   first, highest first. A push that does not rise above it moves the lane into the tree first
+//!   (each entry at the tree's best end), so every entry moves at most once per stay.
+//! * The tree holds the rest, and keeps pointers to its two ends:
 //!
 //! * **best** (`max`): the highest key; equal keys keep their order of arrival, the oldest
 //!   nearest the best end, so equal keys run oldest first;
@@ -16,13 +26,19 @@
 //!
 //! | operation | cost |
 //! | --- | --- |
-//! | push, key above the best (No Affinity's entry numbers) or at or below the worst (yields, key 0) | O(1): hung under that end, then fewer than 2 rotations on average |
+//! | push or pop in a lane (yields under the default key 0; No Affinity's entries) | O(1): a few pointer writes |
+//! | a push below the top lane's last | moves the lane into the tree: O(1) amortized per entry moved |
+//! | push, key above the best (No Affinity's entry numbers) or at or below the worst | O(1): hung under that end, then fewer than 2 rotations on average |
 //! | push, any other key | O(log n) descent, fewer than 2 rotations on average |
 //! | pop the best | O(1) amortized (unlink the end; the next best is its in-order neighbour) |
 //! | a thief takes `k` from the worst end | O(k) amortized |
 //!
 //! Each removal at an end is O(1) because an end has no child on its outer side: it is replaced
-//! by its one inner child, which keeps both the search order and the heap order.
+//! by its one inner child, which keeps both the search order and the heap order. The zero lane
+//! exists because a round-robin of yields among many ULTs (a yield behind everyone, the oldest
+//! yielder next) paid the treap's random-priority rotations on every yield, the top lane because
+//! No Affinity's LIFO paid them on every wake-up (callgrind, `elite-bench`'s `examples/probe`:
+//! see the commits that added them).
 //!
 //! # Protocol
 //!
@@ -37,9 +53,11 @@ use crate::tcb::TcbRef;
 use crossbeam_utils::Backoff;
 use std::cell::{Cell, UnsafeCell};
 
-/// The links of a TCB in a runqueue's tree; meaningful only while it is in one.
+/// The links of a TCB in a runqueue's tree or zero lane; meaningful only while it is in one.
 pub(crate) struct RunLink {
+    /// Tree: the left child. Zero lane: the next older entry.
     left: Cell<Option<TcbRef>>,
+    /// Tree: the right child. Zero lane: the next newer entry.
     right: Cell<Option<TcbRef>>,
     parent: Cell<Option<TcbRef>>,
     key: Cell<u64>,
@@ -69,13 +87,78 @@ fn key(t: TcbRef) -> u64 {
     link(t).key.get()
 }
 
-/// The tree; touched only under the runqueue's lock.
+/// A list of entries linked through their [`RunLink`]s (`left`: the next lower, `right`: the next
+/// higher), with O(1) access at both ends.
+struct Lane {
+    /// The lowest entry.
+    lo: Option<TcbRef>,
+    /// The highest entry.
+    hi: Option<TcbRef>,
+}
+
+impl Lane {
+    const fn new() -> Lane {
+        Lane { lo: None, hi: None }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.hi.is_none()
+    }
+
+    /// Adds `t` (with its key set) above every entry.
+    #[inline]
+    fn push_hi(&mut self, t: TcbRef) {
+        let n = link(t);
+        n.right.set(None);
+        n.left.set(self.hi);
+        match self.hi {
+            Some(h) => link(h).right.set(Some(t)),
+            None => self.lo = Some(t),
+        }
+        self.hi = Some(t);
+    }
+
+    #[inline]
+    fn pop_hi(&mut self) -> Option<TcbRef> {
+        let t = self.hi?;
+        let below = link(t).left.get();
+        match below {
+            Some(b) => link(b).right.set(None),
+            None => self.lo = None,
+        }
+        self.hi = below;
+        Some(t)
+    }
+
+    #[inline]
+    fn pop_lo(&mut self) -> Option<TcbRef> {
+        let t = self.lo?;
+        let above = link(t).right.get();
+        match above {
+            Some(a) => link(a).left.set(None),
+            None => self.hi = None,
+        }
+        self.lo = above;
+        Some(t)
+    }
+}
+
+/// The tree and the two lanes; touched only under the runqueue's lock.
 struct Tree {
     root: Option<TcbRef>,
-    /// The lowest key (the newest of equal lowest keys).
+    /// The lowest key in the tree (the newest of equal lowest keys).
     min: Option<TcbRef>,
-    /// The highest key (the oldest of equal highest keys).
+    /// The highest key in the tree (the oldest of equal highest keys).
     max: Option<TcbRef>,
+    /// Entries in the tree.
+    tree_len: usize,
+    /// The zero lane: entries of key 0, oldest at `lo`.
+    zeros: Lane,
+    /// The top lane: entries whose keys rose with each push and lie above the tree's, highest at
+    /// `hi`.
+    top: Lane,
+    /// Entries in the tree and the lanes.
     len: usize,
     /// xorshift32 state for the priorities.
     rng: u32,
@@ -83,7 +166,78 @@ struct Tree {
 
 impl Tree {
     const fn new() -> Tree {
-        Tree { root: None, min: None, max: None, len: 0, rng: 0x9E37_79B9 }
+        Tree {
+            root: None,
+            min: None,
+            max: None,
+            tree_len: 0,
+            zeros: Lane::new(),
+            top: Lane::new(),
+            len: 0,
+            rng: 0x9E37_79B9,
+        }
+    }
+
+    /// Adds `t` with key `k`: key 0 to the zero lane; a key above everything else (and above the
+    /// top lane's last, strictly) to the top lane; any other to the tree, after moving the top
+    /// lane into it (the tree takes keys below the top lane's only).
+    #[inline]
+    fn push(&mut self, k: u64, t: TcbRef) {
+        self.len += 1;
+        if k == 0 {
+            link(t).key.set(0);
+            self.zeros.push_hi(t);
+            return;
+        }
+        let above = match self.top.hi {
+            Some(h) => k > key(h),
+            None => self.max.is_none_or(|m| k > key(m)),
+        };
+        if above {
+            link(t).key.set(k);
+            self.top.push_hi(t);
+            return;
+        }
+        self.flush_top();
+        self.push_tree(k, t);
+    }
+
+    /// Moves the top lane into the tree, lowest first (each lands at the tree's best end).
+    #[cold]
+    fn flush_top(&mut self) {
+        while let Some(t) = self.top.pop_lo() {
+            self.push_tree(key(t), t);
+        }
+    }
+
+    /// Takes the highest key (the oldest of equal highest keys): the top lane's last, else the
+    /// tree's best, else the zero lane's oldest.
+    #[inline]
+    fn pop_max(&mut self) -> Option<TcbRef> {
+        let t = if !self.top.is_empty() {
+            self.top.pop_hi()
+        } else if self.tree_len > 0 {
+            self.pop_tree_max()
+        } else {
+            self.zeros.pop_lo()
+        }?;
+        self.len -= 1;
+        Some(t)
+    }
+
+    /// Takes the lowest key (the newest of equal lowest keys): the zero lane's newest, else the
+    /// tree's worst, else the top lane's first.
+    #[inline]
+    fn pop_min(&mut self) -> Option<TcbRef> {
+        let t = if !self.zeros.is_empty() {
+            self.zeros.pop_hi()
+        } else if self.tree_len > 0 {
+            self.pop_tree_min()
+        } else {
+            self.top.pop_lo()
+        }?;
+        self.len -= 1;
+        Some(t)
     }
 
     #[inline]
@@ -96,16 +250,16 @@ impl Tree {
         x
     }
 
-    /// Inserts `t` with `k`. Among equal keys a newer entry goes nearer the worst end, so that
-    /// the best end hands out equal keys oldest first.
+    /// Inserts `t` with `k` (not 0) into the tree. Among equal keys a newer entry goes nearer the
+    /// worst end, so that the best end hands out equal keys oldest first.
     #[inline]
-    fn push(&mut self, k: u64, t: TcbRef) {
+    fn push_tree(&mut self, k: u64, t: TcbRef) {
         let n = link(t);
         n.key.set(k);
         n.left.set(None);
         n.right.set(None);
         n.prio.set(self.next_prio());
-        self.len += 1;
+        self.tree_len += 1;
         let (Some(min), Some(max), Some(root)) = (self.min, self.max, self.root) else {
             n.parent.set(None);
             (self.root, self.min, self.max) = (Some(t), Some(t), Some(t));
@@ -195,9 +349,9 @@ impl Tree {
         }
     }
 
-    /// Takes the highest key (the oldest of equal highest keys).
+    /// Takes the tree's highest key (the oldest of equal highest keys).
     #[inline]
-    fn pop_max(&mut self) -> Option<TcbRef> {
+    fn pop_tree_max(&mut self) -> Option<TcbRef> {
         let m = self.max?;
         let lm = link(m);
         // The maximum has no right child: its left child takes its place.
@@ -210,7 +364,7 @@ impl Tree {
         if let Some(i) = inner {
             link(i).parent.set(parent);
         }
-        self.len -= 1;
+        self.tree_len -= 1;
         self.max = match inner {
             Some(mut at) => {
                 while let Some(r) = link(at).right.get() {
@@ -220,15 +374,15 @@ impl Tree {
             }
             None => parent,
         };
-        if self.len == 0 {
+        if self.tree_len == 0 {
             self.min = None;
         }
         Some(m)
     }
 
-    /// Takes the lowest key (the newest of equal lowest keys).
+    /// Takes the tree's lowest key (the newest of equal lowest keys).
     #[inline]
-    fn pop_min(&mut self) -> Option<TcbRef> {
+    fn pop_tree_min(&mut self) -> Option<TcbRef> {
         let m = self.min?;
         let lm = link(m);
         // The minimum has no left child: its right child takes its place.
@@ -241,7 +395,7 @@ impl Tree {
         if let Some(i) = inner {
             link(i).parent.set(parent);
         }
-        self.len -= 1;
+        self.tree_len -= 1;
         self.min = match inner {
             Some(mut at) => {
                 while let Some(l) = link(at).left.get() {
@@ -251,7 +405,7 @@ impl Tree {
             }
             None => parent,
         };
-        if self.len == 0 {
+        if self.tree_len == 0 {
             self.max = None;
         }
         Some(m)
@@ -394,10 +548,33 @@ mod tests {
             }
             let mut order = Vec::new();
             walk(tree.root, None, &mut order);
-            assert_eq!(order.len(), tree.len);
+            assert_eq!(order.len(), tree.tree_len);
             assert!(order.windows(2).all(|w| key(w[0]) <= key(w[1])), "search order");
+            assert!(order.iter().all(|&t| key(t) > 0), "key 0 only in the zero lane");
             assert_eq!(tree.min, order.first().copied());
             assert_eq!(tree.max, order.last().copied());
+            // The lanes: linked both ways; zeros all 0, the top lane rising strictly and above
+            // the tree.
+            fn walk_lane(lane: &Lane) -> Vec<TcbRef> {
+                let mut out = Vec::new();
+                let (mut at, mut below) = (lane.lo, None);
+                while let Some(t) = at {
+                    assert_eq!(link(t).left.get(), below, "lane back link");
+                    out.push(t);
+                    below = Some(t);
+                    at = link(t).right.get();
+                }
+                assert_eq!(lane.hi, below);
+                out
+            }
+            let zeros = walk_lane(&tree.zeros);
+            assert!(zeros.iter().all(|&t| key(t) == 0));
+            let top = walk_lane(&tree.top);
+            assert!(top.windows(2).all(|w| key(w[0]) < key(w[1])), "top lane rises");
+            if let (Some(&first), Some(&m)) = (top.first(), order.last()) {
+                assert!(key(first) > key(m), "top lane above the tree");
+            }
+            assert_eq!(tree.tree_len + zeros.len() + top.len(), tree.len);
         });
     }
 
@@ -508,29 +685,50 @@ mod tests {
                 }
             }
             assert_eq!(q.len(), model.len());
-            if step % 97 == 0 {
+            if step % 7 == 0 {
                 check(&q);
             }
         }
     }
 
     /// The tree stays shallow: a sorted insertion order (the worst case of a plain search tree)
-    /// gives a depth of a small multiple of log2(n).
+    /// gives a depth of a small multiple of log2(n). Falling keys go to the tree (rising ones
+    /// would stay in the top lane).
     #[test]
     fn stays_balanced_for_sorted_keys() {
         let n = if cfg!(miri) { 512 } else { 4096 };
         let (_chunks, t) = tcbs(n);
         let q = RunQueue::new();
         for (i, &tcb) in t.iter().enumerate() {
-            q.push(i as u64, tcb);
+            q.push(5000 - i as u64, tcb);
         }
         check(&q);
         let depth = q.with(|tree| {
+            assert_eq!(tree.tree_len, n, "falling keys all in the tree");
             fn depth(t: Option<TcbRef>) -> usize {
                 t.map_or(0, |t| 1 + depth(link(t).left.get()).max(depth(link(t).right.get())))
             }
             depth(tree.root)
         });
         assert!(depth <= 40, "depth {depth} for {n} sorted keys (log2 <= 12)");
+    }
+
+    /// Rising keys stay in the top lane until a lower one comes, which moves them into the tree.
+    #[test]
+    fn rising_keys_use_the_top_lane_until_a_lower_key_comes() {
+        let (_chunks, t) = tcbs(6);
+        let q = RunQueue::new();
+        for (i, &tcb) in t[..4].iter().enumerate() {
+            q.push(10 + i as u64, tcb);
+        }
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 4)));
+        q.push(11, t[4]); // not above 13: the lane moves into the tree
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (5, 5)));
+        q.push(20, t[5]); // above the tree's best again
+        q.with(|tree| assert_eq!(tree.tree_len, 5));
+        check(&q);
+        let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+        // 11 twice: t[1] (pushed first) before t[4].
+        assert_eq!(out, vec![t[5], t[3], t[2], t[1], t[4], t[0]]);
     }
 }

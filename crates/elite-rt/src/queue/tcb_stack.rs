@@ -1,9 +1,9 @@
 //! A lock-free stack of TCBs: any thread pushes, only the owning processor drains.
 //!
 //! This is the shape of both the **wake-up stack** (whoever unblocks a ULT pushes it onto the stack of
-//! the processor the policy picks) and the **clean-up stack** (a joiner pushes the joined TCB onto the
-//! stack of the processor whose deathrow holds it). ELiTE (section 2.2) chose stacks because a push
-//! touches a single cache line of the owner.
+//! the processor the policy picks) and the **clean-up stack** (a joiner pushes its clean-up notes
+//! onto the stack of the processor whose deathrow holds the TCBs, in batches: `queue::cleanup`).
+//! ELiTE (section 2.2) chose stacks because a push touches a single cache line of the owner.
 //!
 //! # Protocol
 //!
@@ -13,13 +13,11 @@
 //! * `drain()`: `swap(head, null)` with `Acquire` takes the whole list at once; the owner then walks
 //!   it privately. Because the owner never pops single entries, there is no ABA: a TCB can reappear on
 //!   the stack only after the drain that took it.
-//! * `push_chain(first, last)` publishes a privately linked chain the same way, with one CAS: a
-//!   joiner batches its clean-up notes per exiting processor so bulk joins do not bounce the
-//!   owner's head line once per ULT.
 //!
 //! The code is [`LinkStack`], generic over [`Link`] (a pointer to a node that carries the stack's
 //! `next` field), so that the loom model (`loom_models::tcb_stack`) runs this very code on light test
-//! nodes; the runtime only ever uses [`TcbStack`], its instance for [`TcbRef`], at no cost.
+//! nodes; the runtime uses [`TcbStack`], its instance for [`TcbRef`], for wake-ups, and an instance
+//! for note batches for clean-up notes (`queue::cleanup`), at no cost.
 
 use crate::atomics::{AtomicPtr, Ordering};
 #[cfg(not(loom))]
@@ -63,7 +61,7 @@ impl Link for TcbRef {
     }
 }
 
-/// The wake-up and clean-up stacks of a processor: TCBs linked through `Tcb::next`.
+/// The wake-up stack of a processor: TCBs linked through `Tcb::next`.
 #[cfg(not(loom))]
 pub(crate) type TcbStack = LinkStack<TcbRef>;
 
@@ -84,20 +82,6 @@ impl<L: Link> LinkStack<L> {
         loop {
             t.next().store(head, Ordering::Relaxed);
             match self.head.compare_exchange_weak(head, t.as_ptr(), Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return,
-                Err(now) => head = now,
-            }
-        }
-    }
-
-    /// Pushes a chain `first -> ... -> last` (linked through [`Link::next`]) with one CAS.
-    #[inline]
-    pub(crate) fn push_chain(&self, first: L, last: L) {
-        let mut head = self.head.load(Ordering::Relaxed);
-        loop {
-            last.next().store(head, Ordering::Relaxed);
-            match self.head.compare_exchange_weak(head, first.as_ptr(), Ordering::Release, Ordering::Relaxed)
-            {
                 Ok(_) => return,
                 Err(now) => head = now,
             }

@@ -79,8 +79,6 @@ impl Barrier {
             return BarrierWaitResult(true);
         }
         let node = WaitNode::new();
-        s.waiters.push_back(&node);
-        drop(s);
         let unwind = OnUnwind::new(|| {
             // Shutdown unwinds us: leave the round we had joined.
             let mut s = self.state.lock();
@@ -89,7 +87,7 @@ impl Barrier {
                 s.arrived -= 1;
             }
         });
-        node.wait(None);
+        node.block(s, None, |s, n| s.waiters.push_back(n));
         unwind.disarm();
         BarrierWaitResult(false)
     }

@@ -91,8 +91,41 @@ impl<T> Chan<T> {
         (Try::Full(value), None)
     }
 
+    /// Sends `value`; with `block`, waits while the channel is full. The common cases (hand the
+    /// value to a waiting receiver, queue it) inline; the rest in [`Chan::send_slow`].
+    #[inline]
     fn send(&self, value: T, block: bool) -> Try<T> {
         let mut g = self.inner.lock();
+        if g.receivers > 0 {
+            if let Some(n) = g.recv_waiters.pop_front() {
+                // SAFETY: a popped receiver node's slot is its live `Slot<T>`.
+                let s = unsafe { slot::<T>(n) };
+                *s = Some(value);
+                if let Some(w) = n.notify() {
+                    drop(g);
+                    w.wake();
+                    return Try::Sent;
+                }
+                // Its deadline won: take the value back and go the long way.
+                let value = s.take().unwrap_or_else(|| crate::fatal("a channel slot lost its value"));
+                return self.send_slow(g, value, block);
+            }
+            if g.cap.is_none_or(|c| g.queue.len() < c) {
+                g.queue.push_back(value);
+                return Try::Sent;
+            }
+            if block {
+                // Full, a receiver alive and none waiting: what `try_send_locked` would find.
+                return self.send_blocking(g, value);
+            }
+        }
+        self.send_slow(g, value, block)
+    }
+
+    /// [`Chan::send`] past its common cases: no receiver left, a receiver whose deadline won, a
+    /// full channel.
+    #[cold]
+    fn send_slow(&self, mut g: SpinGuard<'_, Inner<T>>, value: T, block: bool) -> Try<T> {
         let (r, wake) = Self::try_send_locked(&mut g, value);
         let value = match r {
             Try::Full(v) if block => v,
@@ -104,14 +137,18 @@ impl<T> Chan<T> {
                 return other;
             }
         };
-        // Block with the value in our slot until a receiver takes it or the last one leaves.
+        self.send_blocking(g, value)
+    }
+
+    /// Blocks with `value` in our slot, under the lock `g` of a full channel, until a receiver
+    /// takes it or the last one leaves.
+    #[cold]
+    fn send_blocking(&self, g: SpinGuard<'_, Inner<T>>, value: T) -> Try<T> {
         let mut mine: Slot<T> = Some(value);
         let node = WaitNode::new();
         node.slot.set(&mut mine as *mut Slot<T> as *mut ());
-        g.send_waiters.push_back(&node);
-        drop(g);
         let unwind = OnUnwind::new(|| self.inner.lock().send_waiters.remove(&node));
-        node.wait(None);
+        node.block(g, None, |inner, n| inner.send_waiters.push_back(n));
         unwind.disarm();
         match mine {
             None => Try::Sent,
@@ -140,9 +177,46 @@ impl<T> Chan<T> {
         (None, None)
     }
 
+    /// Receives; `deadline`: `None` for `try_recv`, `Some(None)` to wait as long as it takes. The
+    /// common cases (a queued value and no blocked sender, or a blocked sender's value on a
+    /// rendezvous channel) inline; the rest in [`Chan::recv_slow`].
+    #[inline]
     fn recv(&self, deadline: Option<Option<Instant>>) -> Result<T, RecvTimeoutError> {
+        let mut g = self.inner.lock();
+        if g.send_waiters.is_empty() {
+            if let Some(v) = g.queue.pop_front() {
+                return Ok(v);
+            }
+        } else if g.queue.is_empty() {
+            if let Some(n) = g.send_waiters.pop_front() {
+                // SAFETY: a popped sender node's slot is its live `Slot<T>`, holding its value.
+                if let Some(v) = unsafe { slot::<T>(n) }.take() {
+                    let wake = n.notify();
+                    drop(g);
+                    if let Some(w) = wake {
+                        w.wake();
+                    }
+                    return Ok(v);
+                }
+                crate::fatal("a blocked sender had no value");
+            }
+        }
+        self.recv_slow(g, deadline)
+    }
+
+    /// [`Chan::recv`] past its common cases, starting under the lock `g`.
+    #[cold]
+    fn recv_slow(
+        &self,
+        g: SpinGuard<'_, Inner<T>>,
+        deadline: Option<Option<Instant>>,
+    ) -> Result<T, RecvTimeoutError> {
+        let mut first = Some(g);
         loop {
-            let mut g = self.inner.lock();
+            let mut g = match first.take() {
+                Some(g) => g,
+                None => self.inner.lock(),
+            };
             let (v, wake) = Self::try_recv_locked(&mut g);
             if let Some(v) = v {
                 drop(g);
@@ -164,10 +238,8 @@ impl<T> Chan<T> {
             let mut mine: Slot<T> = None;
             let node = WaitNode::new();
             node.slot.set(&mut mine as *mut Slot<T> as *mut ());
-            g.recv_waiters.push_back(&node);
-            drop(g);
             let unwind = OnUnwind::new(|| self.inner.lock().recv_waiters.remove(&node));
-            let notified = node.wait(deadline);
+            let notified = node.block(g, deadline, |inner, n| inner.recv_waiters.push_back(n));
             unwind.disarm();
             if !notified {
                 // Our deadline won: a sender that popped us took its value back.

@@ -115,11 +115,13 @@ impl Condvar {
     ) -> LockResult<(MutexGuard<'a, T>, WaitTimeoutResult)> {
         let mutex = guard.mutex();
         let node = WaitNode::new();
-        self.waiters.lock().push_back(&node);
-        // Linked before the mutex is released: a notify after our caller's check cannot be lost.
-        drop(guard);
         let unwind = OnUnwind::new(|| self.abandon(&node));
-        let notified = node.wait(deadline);
+        // Linked before the mutex is released (the guard is dropped after the link, and after the
+        // list's lock): a notify after our caller's check cannot be lost.
+        let notified = node.block(self.waiters.lock(), deadline, move |list, n| {
+            list.push_back(n);
+            guard
+        });
         unwind.disarm();
         if !notified {
             self.waiters.lock().remove(&node);

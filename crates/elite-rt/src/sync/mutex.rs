@@ -10,8 +10,9 @@
 //! ```text
 //! lock, slow:   spin phase (the spin policy's, exponential backoff): try_lock; stop spinning
 //!               early when HANDOFF is set (the new owner may need this processor)
-//!               block phase, under the list lock: lock_or_enqueue; free -> own it. Else link the
-//!               node (at the back; at the front after a lost race), release the list, block.
+//!               block phase, under the list lock: lock_or_enqueue; free -> own it. Else block:
+//!               switch out holding the list lock; after the switch the processor links the node
+//!               (at the back; at the front after a lost race) and releases the list (sync::wait)
 //!               woken with the lock handed over -> accept_hand_over, own it; woken plain -> again
 //! unlock, slow: under the list lock: pop the first waiter;
 //!               it lost MAX_LOSSES races already -> hand_over (LOCKED stays set) else release;
@@ -226,22 +227,23 @@ impl<T: ?Sized> Mutex<T> {
             }
             // Block phase.
             let node = WaitNode::new();
-            {
-                let mut list = self.waiters.lock();
-                if self.state.lock_or_enqueue() {
-                    drop(list);
-                    self.begin_hold();
-                    return;
-                }
-                node.tag.set(losses);
-                if losses > 0 {
-                    list.push_front(&node);
-                } else {
-                    list.push_back(&node);
-                }
+            let list = self.waiters.lock();
+            if self.state.lock_or_enqueue() {
+                drop(list);
+                self.begin_hold();
+                return;
             }
+            // WAITERS is set: no unlock can take the fast path until the node is linked and the
+            // list released (which `block` does after our switch).
+            node.tag.set(losses);
             let guard = OnUnwind::new(|| self.abandon(&node));
-            node.wait(None);
+            node.block(list, None, |list, n| {
+                if losses > 0 {
+                    list.push_front(n);
+                } else {
+                    list.push_back(n);
+                }
+            });
             guard.disarm();
             if node.tag.get() == HANDED_OVER {
                 self.state.accept_hand_over();

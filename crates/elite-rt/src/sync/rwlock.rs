@@ -181,21 +181,14 @@ impl<T: ?Sized> RwLock<T> {
     /// Queues as a reader or writer until an unlock grants the lock.
     fn block(&self, write: bool) {
         let node = WaitNode::new();
-        {
-            let mut s = self.state.lock();
-            if write && !s.writer && s.readers == 0 {
-                s.writer = true;
-                return;
-            }
-            if !write && !s.writer && s.write_waiters.is_empty() {
-                s.readers += 1;
-                return;
-            }
-            if write {
-                s.write_waiters.push_back(&node);
-            } else {
-                s.read_waiters.push_back(&node);
-            }
+        let mut s = self.state.lock();
+        if write && !s.writer && s.readers == 0 {
+            s.writer = true;
+            return;
+        }
+        if !write && !s.writer && s.write_waiters.is_empty() {
+            s.readers += 1;
+            return;
         }
         let unwind = OnUnwind::new(|| {
             let mut s = self.state.lock();
@@ -222,7 +215,13 @@ impl<T: ?Sized> RwLock<T> {
                 }
             }
         });
-        node.wait(None);
+        node.block(s, None, |s, n| {
+            if write {
+                s.write_waiters.push_back(n);
+            } else {
+                s.read_waiters.push_back(n);
+            }
+        });
         unwind.disarm();
     }
 

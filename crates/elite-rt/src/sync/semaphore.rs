@@ -1,6 +1,6 @@
 //! [`Semaphore`]: a counting semaphore whose `acquire` blocks the ULT.
 
-use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
+use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode};
 use crate::deadlock::WaitKind;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -81,6 +81,16 @@ impl Semaphore {
     #[inline]
     pub fn release(&self) {
         let mut s = self.state.lock();
+        if s.waiters.is_empty() {
+            s.permits += 1;
+            return;
+        }
+        Self::release_to_waiter(s);
+    }
+
+    /// [`release`](Semaphore::release) with waiters: the permit goes to the first one still waiting.
+    #[cold]
+    fn release_to_waiter(mut s: SpinGuard<'_, State>) {
         while let Some(n) = s.waiters.pop_front() {
             n.tag.set(GRANTED);
             if let Some(w) = n.notify() {
@@ -100,17 +110,23 @@ impl Semaphore {
         }
     }
 
+    #[inline]
     fn acquire_until(&self, deadline: Option<Instant>) -> bool {
         let mut s = self.state.lock();
         if s.permits > 0 {
             s.permits -= 1;
             return true;
         }
+        self.wait_for_permit(s, deadline)
+    }
+
+    /// [`acquire_until`](Semaphore::acquire_until) with no permit available: block until a
+    /// release hands one over or the deadline passes.
+    #[cold]
+    fn wait_for_permit(&self, s: SpinGuard<'_, State>, deadline: Option<Instant>) -> bool {
         let node = WaitNode::new();
-        s.waiters.push_back(&node);
-        drop(s);
         let unwind = OnUnwind::new(|| self.abandon(&node));
-        let notified = node.wait(deadline);
+        let notified = node.block(s, deadline, |s, n| s.waiters.push_back(n));
         unwind.disarm();
         if !notified {
             // Timed out: the notify that failed on us left the tag alone; leave the queue.

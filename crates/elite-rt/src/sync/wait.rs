@@ -5,40 +5,52 @@
 //! thread to the object it waits on, figure 2.4): linking it costs no allocation, and the list is
 //! intrusive and FIFO.
 //!
-//! # The wait protocol
+//! # The wait protocol (ELiTE's scheduler model, DESIGN §3 step 4)
 //!
-//! A ULT's wait is resolved through the `wait` word of its TCB: `seq << 3 | SUSPENDED | TIMED_OUT |
-//! NOTIFIED`, where `seq` numbers the ULT's waits (never reset, so nothing can confuse two waits).
+//! A waiter decides to wait under the object's lock and keeps holding that lock while it switches
+//! out; its node is linked, and the lock released, only after the switch, on the processor's
+//! stack. So a node is never visible to a notifier while code still runs on its waiter's stack,
+//! and a notifier that finds a node can make its ULT ready at once: there is no race between the
+//! waiter's switch and the notifier to settle.
 //!
 //! ```text
-//! waiter (ULT code)      lock object; decide to wait; node = WaitNode::new() (wait = seq << 3)
-//!                        link node; unlock object; node.wait(deadline):
-//!                          switch out; then, on the processor's stack:
-//!                          prev = fetch_or(SUSPENDED)
-//!                          prev resolved?  -> make ready at once (the notifier left that to us)
-//!                          else deadline?  -> arm a timer entry (seq)
+//! waiter (ULT code)      lock object; decide to wait; node = WaitNode::new() (wait = seq << 2)
+//!                        node.block(guard, deadline, link): switch out holding the lock; then,
+//!                        on the processor's stack: link node; arm a timer entry (seq) if there is
+//!                        a deadline; unlock object
 //! notifier               lock object; unlink node; node.notify():
-//!                          CAS wait: seq, unresolved -> | NOTIFIED   (fails: the deadline won)
-//!                          SUSPENDED was set -> push the ULT on a wake-up stack (Wake)
-//!                          else              -> nothing: the waiter's processor wakes it
+//!                          untimed wait -> store wait = seq << 2 | NOTIFIED (nobody else can
+//!                                          resolve it: the node is reachable only through the
+//!                                          object, under its lock)
+//!                          timed wait   -> CAS wait: seq, unresolved -> | NOTIFIED (fails: the
+//!                                          deadline won; notify someone else)
+//!                        then, after unlocking, make the ULT ready (Wake)
 //! timer (processor)      CAS wait: seq, unresolved -> | TIMED_OUT; won -> make ready
 //! waiter, resumed        NOTIFIED: go on; TIMED_OUT: lock object, unlink the node if linked
 //! ```
-//! Exactly one of notifier and timer resolves a wait (the CAS), and exactly one of notifier and the
-//! waiter's own switch wakes it (whoever comes second on SUSPENDED), as in the join protocol. The
-//! RMWs are `AcqRel`, so whatever the notifier wrote into the object or the node before resolving
-//! is visible to the waiter when it runs again.
+//! Exactly one of notifier and timer resolves a timed wait (the CAS); an untimed wait has only one
+//! possible resolver, the notifier that unlinked the node under the object's lock. The waiter
+//! runs again only after it was made ready, through the `next` slot or runqueue of the notifier's
+//! own processor (the notifier's OS thread: No Affinity's rule for hand-offs, or any policy whose
+//! target is the notifier's processor) or a wake-up stack (`Release` push, `Acquire` drain), so
+//! whatever the notifier wrote into the object or the node is visible to it then. Woken on the
+//! notifier's processor, it may run there while the processor it blocked on is still finishing
+//! the switch's tail: that tail touches neither the node nor the ULT once it has released the
+//! object's lock (it returns to the loop, `tests/sync_handoff`). The lock held across the switch costs
+//! other parties a wait of one coroutine switch at most; it is the "spin lock that guarded it"
+//! of DESIGN §3 step 4.
 //!
-//! An OS thread waits the same way with a state byte in its node instead of the TCB word, parking
-//! in `std::thread::park` (whose token makes an early unpark harmless).
+//! An OS thread waits the same way with a state byte in its node instead of the TCB word: it
+//! links the node, unlocks, and parks in `std::thread::park` (whose token makes an early unpark
+//! harmless).
 //!
 //! # Who may wake after the object's lock is released
 //!
-//! A notifier unlinks the node under the object's lock, but pushing a ULT on a wake-up stack may
-//! happen after the lock is released (the common case; the lock stays short). That is safe when
-//! the notifier is a ULT of the waiter's own runtime: the runtime cannot be torn down while one of
-//! its processors runs code. Any other notifier (an OS thread, a ULT of another runtime) wakes
-//! while it still holds the object's lock: the shutdown of the waiter's runtime unwinds the blocked
+//! A notifier unlinks the node under the object's lock, but making a ULT ready may happen after
+//! the lock is released (the common case; the lock stays short). That is safe when the notifier
+//! is a ULT of the waiter's own runtime: the runtime cannot be torn down while one of its
+//! processors runs code. Any other notifier (an OS thread, a ULT of another runtime) wakes while
+//! it still holds the object's lock: the shutdown of the waiter's runtime unwinds the blocked
 //! waiter, and the waiter's unwind guard takes the same lock before its stack (and the node) go
 //! away, so the wake finishes while the TCB and the runtime are still alive.
 //!
@@ -55,7 +67,7 @@
 //! # Shutdown
 //!
 //! A ULT blocked at shutdown is force-unwound where it blocked. Each primitive arms an
-//! [`OnUnwind`] guard for the time its node is linked: on unwind it takes the object's lock,
+//! [`OnUnwind`] guard for the time its node may be linked: on unwind it takes the object's lock,
 //! unlinks the node if it is still linked, and gives back what a notifier may have handed over
 //! (a lock, a permit).
 
@@ -71,24 +83,31 @@ use std::time::Instant;
 
 const NOTIFIED: u64 = 1;
 const TIMED_OUT: u64 = 2;
-const SUSPENDED: u64 = 4;
 const RESOLVED: u64 = NOTIFIED | TIMED_OUT;
+/// The wait word is `seq << SEQ_SHIFT | outcome`.
+const SEQ_SHIFT: u32 = 2;
 
 const T_WAITING: u8 = 0;
 const T_NOTIFIED: u8 = 1;
 const T_TIMED_OUT: u8 = 2;
 
+/// The wait word of wait `seq`, notified or not yet resolved (for tests that set one up).
+#[cfg(test)]
+pub(crate) fn word(seq: u64, notified: bool) -> u64 {
+    seq << SEQ_SHIFT | if notified { NOTIFIED } else { 0 }
+}
+
 /// True while wait `seq` of `t` is neither notified nor timed out (used to drop stale timers).
 pub(crate) fn is_pending(t: TcbRef, seq: u64) -> bool {
     let w = t.tcb().wait.load(Ordering::Acquire);
-    w >> 3 == seq && w & RESOLVED == 0
+    w >> SEQ_SHIFT == seq && w & RESOLVED == 0
 }
 
 /// True while `t` has started a wait (made its `WaitNode`) that is not resolved yet: from then
 /// until it is notified or times out it must not switch but to block (the chaos mode asks).
 pub(crate) fn has_unresolved_wait(t: TcbRef) -> bool {
     let w = t.tcb().wait.load(Ordering::Relaxed);
-    w >> 3 != 0 && w & RESOLVED == 0
+    w >> SEQ_SHIFT != 0 && w & RESOLVED == 0
 }
 
 /// The processor's timer for wait `seq` of `t` came due: resolve the wait as timed out. Returns
@@ -102,7 +121,7 @@ pub(crate) fn time_out(t: TcbRef, seq: u64) -> bool {
 fn resolve(w: &AtomicU64, seq: u64, how: u64) -> Option<u64> {
     let mut cur = w.load(Ordering::Relaxed);
     loop {
-        if cur >> 3 != seq || cur & RESOLVED != 0 {
+        if cur >> SEQ_SHIFT != seq || cur & RESOLVED != 0 {
             return None;
         }
         match w.compare_exchange_weak(cur, cur | how, Ordering::AcqRel, Ordering::Relaxed) {
@@ -127,6 +146,9 @@ pub(crate) struct WaitNode {
     next: Cell<*const WaitNode>,
     linked: Cell<bool>,
     who: Who,
+    /// Whether the wait has a deadline (set before the node is linked): only then can a timer
+    /// race the notifier.
+    timed: Cell<bool>,
     pub(crate) tag: Cell<usize>,
     pub(crate) slot: Cell<*mut ()>,
 }
@@ -134,14 +156,15 @@ pub(crate) struct WaitNode {
 impl WaitNode {
     /// A node for the calling ULT (which starts a new wait in its TCB), or for the calling OS
     /// thread when it is not a ULT.
+    #[inline]
     pub(crate) fn new() -> WaitNode {
         let who = match current_processor().and_then(|p| p.current_ult()) {
             Some(tcb) => {
                 let w = &tcb.tcb().wait;
                 // Only this ULT starts its waits; earlier ones are all resolved (it runs), and a
                 // stale timer's CAS fails on the new sequence number.
-                let seq = (w.load(Ordering::Relaxed) >> 3) + 1;
-                w.store(seq << 3, Ordering::Relaxed);
+                let seq = (w.load(Ordering::Relaxed) >> SEQ_SHIFT) + 1;
+                w.store(seq << SEQ_SHIFT, Ordering::Relaxed);
                 Who::Ult { tcb, seq }
             }
             None => Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) },
@@ -151,6 +174,7 @@ impl WaitNode {
             next: Cell::new(ptr::null()),
             linked: Cell::new(false),
             who,
+            timed: Cell::new(false),
             tag: Cell::new(0),
             slot: Cell::new(ptr::null_mut()),
         }
@@ -162,96 +186,125 @@ impl WaitNode {
         self.linked.get()
     }
 
-    /// Blocks until a notifier resolves the wait (true) or `deadline` passes first (false). The node
-    /// must be linked and the object's lock released. After `false` the node may still be linked:
-    /// the caller unlinks it under the object's lock.
-    pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
+    /// Blocks on the object whose lock `guard` holds, until a notifier resolves the wait (true) or
+    /// `deadline` passes first (false). `link` links the node into the object's state; what it
+    /// returns is dropped once the object's lock is released (a condition variable's mutex guard,
+    /// released only when the node is linked).
+    ///
+    /// Called by the ULT or thread that made the node. A ULT switches out still holding the lock;
+    /// `link`, the timer and the unlock run after the switch, on its processor's stack (module
+    /// docs). An OS thread links, unlocks and parks.
+    /// After `false` the node may still be linked: the caller unlinks it under the object's lock.
+    #[inline]
+    pub(crate) fn block<S, R>(
+        &self,
+        guard: SpinGuard<'_, S>,
+        deadline: Option<Instant>,
+        link: impl FnOnce(&mut S, &WaitNode) -> R,
+    ) -> bool {
         match &self.who {
             Who::Ult { tcb, seq } => {
                 let (t, seq) = (*tcb, *seq);
-                crate::thread::park_current(move |me, p| {
-                    let prev = me.tcb().wait.fetch_or(SUSPENDED, Ordering::AcqRel);
-                    if prev & RESOLVED != 0 {
-                        // Resolved before we were off our stack: the notifier left the wake to us.
-                        p.wake(me);
-                    } else if let Some(d) = deadline {
+                self.timed.set(deadline.is_some());
+                let after_switch = move |me, p: &Processor| {
+                    let mut g = guard;
+                    let after = link(&mut g, self);
+                    if let Some(d) = deadline {
                         p.add_wait_timer(d, me, seq);
                     }
-                });
+                    drop(g);
+                    drop(after);
+                };
+                debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
+                // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
+                unsafe { crate::thread::park_ult(t, after_switch) };
                 t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
             }
-            // Counted for the deadlock report (`crate::deadlock`): a timed wait of an OS thread runs
-            // again by itself, an untimed one only when someone wakes it.
-            Who::Thread { state, .. } => crate::deadlock::OsWait::during(deadline.is_some(), || loop {
-                match state.load(Ordering::Acquire) {
-                    T_NOTIFIED => return true,
-                    T_TIMED_OUT => return false,
-                    _ => {}
-                }
-                match deadline {
-                    None => std::thread::park(),
-                    Some(d) => {
-                        let now = Instant::now();
-                        if now >= d {
-                            if state
-                                .compare_exchange(T_WAITING, T_TIMED_OUT, Ordering::AcqRel, Ordering::Acquire)
-                                .is_ok()
-                            {
-                                return false;
-                            }
-                        } else {
-                            std::thread::park_timeout(d - now);
+            Who::Thread { state, .. } => {
+                let mut g = guard;
+                let after = link(&mut g, self);
+                drop(g);
+                drop(after);
+                // Counted for the deadlock report (`crate::deadlock`): a timed wait of an OS
+                // thread runs again by itself, an untimed one only when someone wakes it.
+                crate::deadlock::OsWait::during(deadline.is_some(), || Self::park_thread(state, deadline))
+            }
+        }
+    }
+
+    /// An OS thread's wait, its node linked: park until notified (true) or the deadline (false).
+    fn park_thread(state: &AtomicU8, deadline: Option<Instant>) -> bool {
+        loop {
+            match state.load(Ordering::Acquire) {
+                T_NOTIFIED => return true,
+                T_TIMED_OUT => return false,
+                _ => {}
+            }
+            match deadline {
+                None => std::thread::park(),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        if state
+                            .compare_exchange(T_WAITING, T_TIMED_OUT, Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok()
+                        {
+                            return false;
                         }
+                    } else {
+                        std::thread::park_timeout(d - now);
                     }
                 }
-            }),
+            }
         }
     }
 
     /// Resolves the wait as notified; called under the object's lock, with the node unlinked.
     /// `None`: the waiter timed out first (it is gone; notify someone else). `Some(w)`: the waiter
     /// is notified; call [`Wake::wake`] once the object's lock is released.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn notify(&self) -> Option<Wake> {
+        if let Who::Ult { tcb, seq } = &self.who {
+            if !self.timed.get() {
+                // Untimed, and linked only after its ULT switched out: nobody but us, under the
+                // object's lock, can resolve it (module docs), so a store does.
+                tcb.tcb().wait.store((*seq << SEQ_SHIFT) | NOTIFIED, Ordering::Release);
+                return Some(Self::wake_ult(*tcb));
+            }
+        }
+        self.notify_slow()
+    }
+
+    /// [`WaitNode::notify`] of a timed wait or of an OS thread.
+    #[cold]
+    fn notify_slow(&self) -> Option<Wake> {
         match &self.who {
             Who::Ult { tcb, seq } => {
                 let t = *tcb;
-                let here = current_processor().filter(|p| p.current_ult().is_some() && p.shared.is_own(t));
-                if let Some(p) = here {
-                    if t.tcb().processor.load(Ordering::Relaxed) == p.index {
-                        // The waiter blocked on this very processor, whose loop finished its
-                        // switch (SUSPENDED is set) before running us, and only this processor's
-                        // timers could resolve the wait otherwise: no other party can race us, so
-                        // a load and a store do what the CAS does elsewhere.
-                        let w = &t.tcb().wait;
-                        let cur = w.load(Ordering::Relaxed);
-                        if cur >> 3 != *seq || cur & RESOLVED != 0 {
-                            return None;
-                        }
-                        w.store(cur | NOTIFIED, Ordering::Release);
-                        return Some(Wake::Ult(t, p));
-                    }
-                }
-                let prev = resolve(&t.tcb().wait, *seq, NOTIFIED)?;
-                if prev & SUSPENDED == 0 {
-                    return Some(Wake::Nothing); // its processor wakes it after the switch
-                }
-                match here {
-                    Some(p) => Some(Wake::Ult(t, p)),
-                    None => {
-                        // Not a ULT of its runtime: wake now, under the object's lock (module docs).
-                        let shared = t.chunk().shared() as *const crate::runtime::Shared;
-                        // SAFETY: the waiter cannot be unwound (and its runtime freed) before its
-                        // guard takes the object's lock, which our caller holds.
-                        unsafe { &*shared }.wake(t, None);
-                        Some(Wake::Nothing)
-                    }
-                }
+                resolve(&t.tcb().wait, *seq, NOTIFIED)?; // fails: the deadline won
+                Some(Self::wake_ult(t))
             }
             Who::Thread { thread, state } => {
                 let th = thread.clone(); // the node may be gone once the state says NOTIFIED
                 state.compare_exchange(T_WAITING, T_NOTIFIED, Ordering::AcqRel, Ordering::Relaxed).ok()?;
                 Some(Wake::Thread(th))
+            }
+        }
+    }
+
+    /// The wake-up of a notified ULT `t`: deferred past the object's lock when we are a ULT of its
+    /// runtime, done now otherwise (module docs).
+    #[inline(always)]
+    fn wake_ult(t: TcbRef) -> Wake {
+        match current_processor().filter(|p| p.current_ult().is_some() && p.shared.is_own(t)) {
+            Some(p) => Wake::Ult(t, p),
+            None => {
+                // Not a ULT of its runtime: wake now, under the object's lock (module docs).
+                let shared = t.chunk().shared() as *const crate::runtime::Shared;
+                // SAFETY: the waiter cannot be unwound (and its runtime freed) before its guard
+                // takes the object's lock, which our caller holds.
+                unsafe { &*shared }.wake(t, None);
+                Wake::Nothing
             }
         }
     }
@@ -275,7 +328,7 @@ impl Wake {
     }
 
     /// The wake-up without the chaos mode's decision point (a batch has one, after its last).
-    #[inline]
+    #[inline(always)]
     fn deliver(self) {
         match self {
             Wake::Nothing => {}
@@ -442,8 +495,10 @@ impl<F: FnMut()> Drop for OnUnwind<F> {
 }
 
 /// The short internal lock of a synchronization object: test-and-test-and-set, never held across
-/// a switch or a call into user code, so a holder always finishes within a few hundred
-/// instructions (unless its OS thread is preempted by the kernel; spinners then yield the CPU).
+/// a call into user code, and across a switch only by a waiter switching out to its processor,
+/// which releases it right after (see [`WaitNode::block`]), so a holder always finishes within a
+/// few hundred instructions (unless its OS thread is preempted by the kernel; spinners then yield
+/// the CPU).
 pub(crate) struct SpinLock<T> {
     locked: AtomicBool,
     value: UnsafeCell<T>,

@@ -101,15 +101,13 @@ impl WaitGroup {
     }
 
     fn wait_until(&self, deadline: Option<std::time::Instant>) -> bool {
-        let mut s = self.state.lock();
+        let s = self.state.lock();
         if s.count == 0 {
             return true;
         }
         let node = WaitNode::new();
-        s.waiters.push_back(&node);
-        drop(s);
         let unwind = OnUnwind::new(|| self.state.lock().waiters.remove(&node));
-        let notified = node.wait(deadline);
+        let notified = node.block(s, deadline, |s, n| s.waiters.push_back(n));
         unwind.disarm();
         if !notified {
             let mut s = self.state.lock();
