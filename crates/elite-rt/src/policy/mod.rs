@@ -70,10 +70,10 @@
 //! Reload Transient synchronize 1.36x and 1.34x as fast as No Affinity on one processor (45%
 //! fewer simulated last-level misses) and about 1.08x on two; Minimum Misses gains nothing
 //! there (its key, the last run's misses, does not tell which ULT is cached now). Where nothing
-//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 780 instructions
-//! per synchronization Virtual Time adds about 100, Minimum Misses 100, Reload Transient 170 and
-//! Gravity 250 (callgrind), and on the wall clock Virtual Time costs up to 10% and the two
-//! counting policies up to 17% of a synchronization of 175-220 ns. In short:
+//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 630 instructions
+//! per synchronization (with its hand-off wake rule) Virtual Time adds about 250, Minimum Misses
+//! 180, Reload Transient 335 and Gravity 405 (callgrind; the README has the runs and the wall
+//! clock). In short:
 //!
 //! - ULTs that hand work to each other one at a time (ping-pong, pipelines): `no-affinity`; LIFO
 //!   is already local there and costs nothing.
