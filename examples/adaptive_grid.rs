@@ -162,7 +162,12 @@
 //! | gravity | 1.16 | 1.23 | 1.22 | **1.27** |
 //!
 //! The 1.3x target is met at one processor (virtual-time, 1.37) and missed at two (1.25; 1.27
-//! with prefetch). One quiet run of this example gave 1.28 and 1.39 (with prefetch) at one
+//! with prefetch). Since then no-affinity sends a ULT woken by another ULT's send, unlock or
+//! release to the waker's processor: neighbouring patches that wake each other stay on one
+//! processor, which took no-affinity from 34 to 51 M/s at two processors in a quiet run
+//! (2026-11-23 12:18: virtual-time 1.30x at one processor, every policy 0.72-0.93x at two;
+//! README, "The adaptive-grid solver"). The affinity policies still send a woken patch back to
+//! the processor its data was on. One quiet run of this example gave 1.28 and 1.39 (with prefetch) at one
 //! processor, 1.16 and 1.23 at two. Per CPU second (`elite-bench grid-probe POLICY [--prefetch]
 //! --size 13 --processors 1`, five interleaved runs), virtual-time did 26.3 M relaxations/s and
 //! 28.4 with prefetch, no-affinity 18.7 (from 14.6 to 26.9) and 19.0: virtual-time's rate hardly
