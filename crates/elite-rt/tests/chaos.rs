@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::hang_guard;
+use common::{describe, hang_guard};
 use elite_rt::sync::{mpsc, Mutex};
 use elite_rt::{spawn, BuildError, Runtime};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 
 const CHILD_ENV: &str = "ELITE_CHAOS_TEST_CHILD";
@@ -109,23 +109,7 @@ fn two_processors_keep_the_invariants_under_one_seed() {
 // ---- the environment variable, in child processes ----
 
 fn run_child(scenario: &str, chaos: &str) -> Output {
-    let exe = std::env::current_exe().expect("the test binary");
-    Command::new(exe)
-        .args(["--exact", "chaos_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, scenario)
-        .env("ELITE_CHAOS", chaos)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run the child")
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    common::run_child("chaos_child", &[(CHILD_ENV, scenario), ("ELITE_CHAOS", chaos)])
 }
 
 #[test]

@@ -8,12 +8,12 @@
 
 mod common;
 
-use common::hang_guard;
+use common::{describe, hang_guard};
 use elite_rt::deadlock::{Deadlock, OnDeadlock, WaitKind};
 use elite_rt::sync::{mpsc, Barrier, Condvar, Mutex, RwLock, Semaphore, WaitGroup};
 use elite_rt::{BuildError, Builder, JoinHandle, Runtime};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -290,22 +290,7 @@ fn the_grace_period_is_validated() {
 // ---- child processes ----
 
 fn run_child(scenario: &str) -> Output {
-    let exe = std::env::current_exe().expect("the test binary");
-    Command::new(exe)
-        .args(["--exact", "deadlock_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, scenario)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run the child")
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    common::run_child("deadlock_child", &[(CHILD_ENV, scenario)])
 }
 
 #[test]

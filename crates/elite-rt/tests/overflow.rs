@@ -6,31 +6,18 @@
 //! Each scenario runs in a child process (this test binary re-executed with the scenario in
 //! `CHILD_ENV`), whose death the parent inspects.
 
+mod common;
+
+use common::describe;
 use elite_rt::{Builder, Runtime};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const CHILD_ENV: &str = "ELITE_OVERFLOW_CHILD";
 
 /// Runs `scenario` in a child process and returns what it left behind.
 fn run_child(scenario: &str) -> Output {
-    let exe = std::env::current_exe().expect("the test binary");
-    Command::new(exe)
-        .args(["--exact", "overflow_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, scenario)
-        // A backtrace would only add noise to the assertions' messages.
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run the child")
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    common::run_child("overflow_child", &[(CHILD_ENV, scenario)])
 }
 
 /// The word the child printed after `key=` on stdout (libtest may have begun the line).

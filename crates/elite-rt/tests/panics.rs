@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{hang_guard, payload_str, wait_until};
+use common::{describe, hang_guard, payload_str, wait_until};
 use elite_rt::{current, spawn, try_current, Builder, Runtime, SpawnError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -326,22 +326,7 @@ fn cancelled_detached_ults_are_not_reported() {
 const CHILD_ENV: &str = "ELITE_PANICS_CHILD";
 
 fn run_child(scenario: &str) -> std::process::Output {
-    let exe = std::env::current_exe().expect("the test binary");
-    std::process::Command::new(exe)
-        .args(["--exact", "panics_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, scenario)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run the child")
-}
-
-fn describe(out: &std::process::Output) -> String {
-    format!(
-        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    common::run_child("panics_child", &[(CHILD_ENV, scenario)])
 }
 
 /// The default hook prints one line naming the ULT; std's hook printed the location once, at the

@@ -3,6 +3,7 @@
 
 pub mod load;
 
+use std::process::{Command, Output};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -66,4 +67,27 @@ pub fn ult_sleep_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
 /// The message of a panic payload, if it is a `&str` or a `String`.
 pub fn payload_str(p: &(dyn std::any::Any + Send)) -> Option<&str> {
     p.downcast_ref::<&str>().copied().or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
+}
+
+/// Runs the ignored test `child` of the calling test binary alone in a child process, with `env`
+/// set (the scenario the child half reads), and returns what it left behind. Backtraces are off:
+/// they would only add noise to the assertions' messages.
+pub fn run_child(child: &str, env: &[(&str, &str)]) -> Output {
+    let exe = std::env::current_exe().expect("the test binary");
+    Command::new(exe)
+        .args(["--exact", child, "--ignored", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run the child")
+}
+
+/// A child's exit status and output, for an assertion's message.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status: {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
