@@ -382,8 +382,17 @@ fn cachegrind_bench(ctx: &mut Context, policies: &[(Policy, &'static str)]) -> O
 
 /// Runs the probe of `bench` under `policy` in cachegrind; the sample carries the LL misses.
 fn cachegrind_probe(exe: &std::path::Path, bench: &str, policy: &str, quick: bool) -> Result<Sample, String> {
-    let mut command = Command::new("valgrind");
-    command
+    let mut args = vec![PROBE_COMMAND, bench, policy];
+    if quick {
+        args.push("--quick");
+    }
+    cachegrind_sample(exe, &args)
+}
+
+/// Runs `exe args` under cachegrind (the LL of BENCHMARKS.md) and reads back the probe's checked
+/// answer (its `ns_per_op=… answer=…` line) and the simulated LL misses, as one sample.
+pub(crate) fn cachegrind_sample(exe: &std::path::Path, args: &[&str]) -> Result<Sample, String> {
+    let output = Command::new("valgrind")
         .args([
             "--tool=cachegrind",
             "--cache-sim=yes",
@@ -391,11 +400,10 @@ fn cachegrind_probe(exe: &std::path::Path, bench: &str, policy: &str, quick: boo
             "--cachegrind-out-file=/dev/null",
         ])
         .arg(exe)
-        .args([PROBE_COMMAND, bench, policy]);
-    if quick {
-        command.arg("--quick");
-    }
-    let output = command.stdin(Stdio::null()).output().map_err(|e| format!("cannot run valgrind: {e}"))?;
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run valgrind: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {

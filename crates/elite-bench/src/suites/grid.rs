@@ -267,34 +267,12 @@ fn cachegrind_bench(
 
 /// Runs the probe under cachegrind; the sample carries the LL misses, the answer the cells.
 fn cachegrind_probe(exe: &std::path::Path, policy: &str, prefetch: bool, size: u8) -> Result<Sample, String> {
-    let mut command = Command::new("valgrind");
-    command
-        .args([
-            "--tool=cachegrind",
-            "--cache-sim=yes",
-            "--LL=2097152,16,64",
-            "--cachegrind-out-file=/dev/null",
-        ])
-        .arg(exe)
-        .args([PROBE_COMMAND, policy, "--size", &size.to_string()]);
+    let size = size.to_string();
+    let mut args = vec![PROBE_COMMAND, policy, "--size", &size];
     if prefetch {
-        command.arg("--prefetch");
+        args.push("--prefetch");
     }
-    let output = command.stdin(Stdio::null()).output().map_err(|e| format!("cannot run valgrind: {e}"))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no message)");
-        return Err(format!("valgrind {}: {}", output.status, last.trim()));
-    }
-    let answer = stdout
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("ns_per_op=").and_then(|rest| rest.split_once(" answer=")))
-        .and_then(|(_, answer)| answer.trim().parse::<u64>().ok())
-        .ok_or_else(|| format!("the probe printed no sample line: {:?}", stdout.trim()))?;
-    let misses = super::affinity::ll_misses(&stderr).ok_or("no `LL misses` line in valgrind's summary")?;
-    Ok(Sample::count(misses, answer))
+    super::affinity::cachegrind_sample(exe, &args)
 }
 
 /// `elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N]`: one checked

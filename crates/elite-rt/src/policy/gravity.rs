@@ -1,7 +1,7 @@
 //! Gravity (ELiTE section 3.3, "Towards Optimal Affinity Scheduling"): forces between ULTs that
 //! synchronize draw those that share data onto one processor and push compute-heavy ones apart.
 
-use super::rounds::{self, ROUND_BITS, WOKEN_KEYS};
+use super::rounds::{self, ROUND_BITS};
 use super::{Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
 
 /// A synchronization partner that streams more than this many times the lines it shares with its
@@ -138,10 +138,8 @@ impl Hooks for Gravity {
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
         if ult.state & REPELLED != 0 {
             0
-        } else if ult.last_processor == here.processor {
-            WOKEN_KEYS + ult.stamp
         } else {
-            WOKEN_KEYS
+            super::VirtualTime.priority(ult, here) // within a processor, Virtual Time's order
         }
     }
 
@@ -171,6 +169,7 @@ impl Hooks for Gravity {
 
 #[cfg(test)]
 mod tests {
+    use super::rounds::WOKEN_KEYS;
     use super::*;
     use crate::prefetch::DataBlock;
     use elite_affinity::{CacheModel, Footprint};
