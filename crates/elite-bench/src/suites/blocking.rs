@@ -24,7 +24,7 @@
 use std::time::{Duration, Instant};
 
 use super::Context;
-use crate::harness::{panic_message, warm_then_time, Bench, Contender, Metric, Params, Sample};
+use crate::harness::{warm_then_time, Bench, Contender, Metric, Params, Sample};
 
 /// How much work each system gets.
 struct Sizes {
@@ -66,7 +66,9 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         call.push(Contender::new("elite/isolated", params(p, n), sum_below(n), move || elite_isolated(p, n)));
     }
     let n = sizes.threads;
-    call.push(Contender::new("std-thread", params(1, n), sum_below(n), move || std_spawn_join(n)));
+    call.push(Contender::new("std-thread", params(1, n), sum_below(n), move || {
+        super::micro::std_spawn_join(n)
+    }));
 
     let mut sleep = Vec::new();
     for &p in &procs {
@@ -143,20 +145,6 @@ fn elite_isolated(processors: usize, n: u64) -> Result<Sample, String> {
     })?;
     check_stats(&rt, 2 * n)?;
     Ok(sample)
-}
-
-/// std-thread `blocking_call`: a thread spawned and joined per call.
-fn std_spawn_join(n: u64) -> Result<Sample, String> {
-    warm_then_time(n, || {
-        let start = Instant::now();
-        let mut sum = 0u64;
-        for i in 0..n {
-            sum += std::thread::spawn(move || i)
-                .join()
-                .map_err(|payload| format!("a thread panicked: {}", panic_message(&*payload)))?;
-        }
-        Ok((start.elapsed(), sum))
-    })
 }
 
 /// elite `blocking_sleep`: `blocking(|| sleep(1 ms))` n times.

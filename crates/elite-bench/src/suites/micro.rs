@@ -434,8 +434,9 @@ fn std_yield(n: u64) -> Result<Sample, String> {
     })
 }
 
-/// std-thread `spawn_join`: `std::thread::spawn` of a thread returning i, joined, for i in 0..n.
-fn std_spawn_join(n: u64) -> Result<Sample, String> {
+/// std-thread `spawn_join`: `std::thread::spawn` of a thread returning i, joined, for i in 0..n
+/// (also the std-thread peer of the blocking suite's `blocking_call`).
+pub(crate) fn std_spawn_join(n: u64) -> Result<Sample, String> {
     warm_then_time(n, || {
         let start = Instant::now();
         let mut sum = 0u64;
