@@ -566,6 +566,10 @@ mod tests {
         }
     }
 
+    /// Boxes `v` into slot `index` of `map`.
+    ///
+    /// # Safety
+    /// `map` is live and not borrowed elsewhere (as [`LocalMap::store`] requires).
     unsafe fn put<T>(map: *mut LocalMap, index: usize, v: T) -> Result<(), AccessError> {
         let raw = Box::into_raw(Box::new(v)) as *mut ();
         // SAFETY: a fresh box and its matching drop function.
