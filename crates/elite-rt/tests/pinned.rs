@@ -4,27 +4,11 @@
 
 mod common;
 
-use common::hang_guard;
-use elite_rt::policy::{Hooks, Policy, ProcessorView, UltInfo, WakerInfo};
+use common::{hang_guard, Alternate};
+use elite_rt::policy::Policy;
 use elite_rt::sync::mpsc;
 use elite_rt::{Builder, Runtime, SpawnError};
 use std::thread::ThreadId;
-
-/// Wakes every ULT on the other processor of two: a policy that moves whatever it may.
-#[derive(Debug)]
-struct Alternate;
-
-impl Hooks for Alternate {
-    fn name(&self) -> &'static str {
-        "alternate"
-    }
-    fn priority(&self, _: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        here.seq
-    }
-    fn wake_target(&self, ult: &UltInfo, _: &WakerInfo, _: &mut u64) -> usize {
-        (ult.last_processor + 1) % 2
-    }
-}
 
 /// The OS threads a ULT ran on, one entry per resumption.
 type Trail = Vec<ThreadId>;

@@ -4,28 +4,12 @@
 
 mod common;
 
-use common::{hang_guard, wait_until};
-use elite_rt::policy::{Hooks, Policy, ProcessorView, UltInfo, WakerInfo};
+use common::{hang_guard, wait_until, Alternate};
+use elite_rt::policy::Policy;
 use elite_rt::{spawn, ult_local, yield_now, Runtime};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-
-/// Sends every woken ULT to the processor it did not last run on, so each block moves it.
-#[derive(Debug)]
-struct Alternate;
-
-impl Hooks for Alternate {
-    fn name(&self) -> &'static str {
-        "alternate"
-    }
-    fn priority(&self, _: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        here.seq
-    }
-    fn wake_target(&self, ult: &UltInfo, _: &WakerInfo, _: &mut u64) -> usize {
-        (ult.last_processor + 1) % 2
-    }
-}
 
 ult_local! {
     static MINE: Cell<u64> = Cell::new(u64::MAX);

@@ -3,6 +3,7 @@
 
 pub mod load;
 
+use elite_rt::policy::{Hooks, ProcessorView, UltInfo, WakerInfo};
 use std::process::{Command, Output};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -90,4 +91,21 @@ pub fn describe(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// A test policy for two processors: every woken ULT goes to the processor it did not last run
+/// on, so each block moves it.
+#[derive(Debug)]
+pub struct Alternate;
+
+impl Hooks for Alternate {
+    fn name(&self) -> &'static str {
+        "alternate"
+    }
+    fn priority(&self, _: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+        here.seq
+    }
+    fn wake_target(&self, ult: &UltInfo, _: &WakerInfo, _: &mut u64) -> usize {
+        (ult.last_processor + 1) % 2
+    }
 }
