@@ -13,7 +13,9 @@
 //! # The loop (DESIGN §4)
 //!
 //! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
-//! 2. Run the `next` slot's ULT, else the runqueue's best.
+//! 2. Run the `next` slot's ULT, else the runqueue's best; but every 61st round (and after a
+//!    yield) start one ULT from the start-queues first, so that ready ULTs that keep each other
+//!    going cannot keep never-started ones waiting for ever.
 //! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
@@ -128,6 +130,8 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
+    /// Rounds of the loop since the start-queues last went first (see `take_ready`).
+    ready_rounds: u32,
     /// Private landing place of batch takes from the node and global start-queues (see `unstage`).
     staging: Worker<TcbRef>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
@@ -164,6 +168,9 @@ pub(crate) enum Inline {
     /// recycles the TCB directly ([`Processor::reclaim_inline`]).
     Finished,
 }
+
+/// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
+const START_TURN: u32 = 61;
 
 /// Most never-started ULTs moved from a node or the global start-queue in one take.
 const START_BATCH: usize = 16;
@@ -224,6 +231,7 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
+            ready_rounds: 0,
             staging: Worker::new_fifo(),
             inline_child: None,
             nested: 0,
@@ -439,13 +447,24 @@ impl Processor {
     }
 
     /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
-    /// asked for it).
+    /// asked for it); every [`START_TURN`]-th round a start-queue entry first.
     #[inline]
     fn take_ready(&self) -> Option<TcbRef> {
         if self.chaos.on {
             return self.chaos_take_ready();
         }
         let core = self.core();
+        // Every START_TURN-th round a start-queue entry goes first: ULTs that keep each other
+        // ready without ever yielding (a ping-pong through the `next` slot, sleepers woken by
+        // timers on a saturated processor) would otherwise keep never-started ULTs from starting
+        // for ever (`tests/regressions.rs`, `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`).
+        core.ready_rounds += 1;
+        if core.ready_rounds >= START_TURN {
+            core.ready_rounds = 0;
+            if let Some(t) = self.take_start() {
+                return Some(t);
+            }
+        }
         if let Some(t) = core.next.take() {
             return Some(t);
         }
