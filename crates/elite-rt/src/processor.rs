@@ -550,7 +550,14 @@ impl Processor {
     /// Pops the newest entry of the own start-queue.
     #[inline]
     fn pop_start(&self) -> Option<TcbRef> {
-        TcbRef::from_ptr(self.remote().start.pop()?)
+        let start = &self.remote().start;
+        let t = TcbRef::from_ptr(start.pop()?);
+        // The entry the next pop would take: its lines arrive while this one starts (a burst of
+        // spawns is started newest first, one after the other).
+        if let Some(n) = start.peek_newest() {
+            crate::prefetch::start_lines(n);
+        }
+        t
     }
 
     /// Moves what a batch take put in `staging` into the own start-queue, where thieves see it.
@@ -558,6 +565,9 @@ impl Processor {
     fn unstage(&self) {
         let core = self.core();
         while let Some(t) = core.staging.pop() {
+            // The batch's TCBs were written by their spawners, most likely on another processor:
+            // their lines start coming while the taker starts the first of the batch.
+            crate::prefetch::start_lines(t.as_ptr());
             // Room was checked before the take (`room`), and only this owner pushes.
             if self.remote().start.push(t.as_ptr()).is_err() {
                 self.push_start_overflow(t);
@@ -1282,9 +1292,15 @@ impl Processor {
         if self.central {
             return shared.nodes[0].tcbs.take_one().unwrap_or_else(|| self.alloc_chunk());
         }
-        match self.core().tcb_pool.get(&shared.nodes[self.remote().node].tcbs) {
+        let pool = &mut self.core().tcb_pool;
+        match pool.get(&shared.nodes[self.remote().node].tcbs) {
             Got::Hit(t) => {
                 stats.tcb_pool_hits.bump();
+                // The next spawn's TCB (pooled TCBs were last touched by their joiners, often
+                // long ago or on another processor).
+                if let Some(n) = pool.peek() {
+                    crate::prefetch::start_lines(n.as_ptr());
+                }
                 t
             }
             Got::Underflow(t) => {
