@@ -43,20 +43,20 @@ use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
 use crate::queue::run::RunQueue;
-use crate::queue::start::{steal_one, take_global, take_global_batch};
+use crate::queue::shared::TAKE_MAX;
+use crate::queue::start::steal_one;
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
 use crate::tcb::{Context, Resumer};
-use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
+use crate::tcb::{JoinState, Life, Tcb, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::SpawnError;
 use corosensei::CoroutineResult;
 
 mod chaos;
 pub(crate) use chaos::decision_point;
-use crossbeam_deque::Worker;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -88,7 +88,7 @@ pub(crate) enum Switch {
 pub(crate) struct Remote {
     pub(crate) node: usize,
     /// The own start-queue: pushed and popped by the owner, stolen from by others.
-    pub(crate) start: Deque<crate::tcb::Tcb>,
+    pub(crate) start: Deque<Tcb>,
     pub(crate) wakeup: CachePadded<TcbStack>,
     pub(crate) cleanup: CachePadded<CleanupStack>,
     pub(crate) runq: CachePadded<RunQueue>,
@@ -132,8 +132,9 @@ pub(crate) struct Core {
     admit_one: bool,
     /// Rounds of the loop since the start-queues last went first (see `take_ready`).
     ready_rounds: u32,
-    /// Private landing place of batch takes from the node and global start-queues (see `unstage`).
-    staging: Worker<TcbRef>,
+    /// The oldest half of a full own start-queue on its way down a level (`push_start_overflow`):
+    /// a buffer kept here, not on the spawning ULT's (possibly small) stack.
+    spill: Vec<*mut Tcb>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
     /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
@@ -172,8 +173,8 @@ pub(crate) enum Inline {
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 61;
 
-/// Most never-started ULTs moved from a node or the global start-queue in one take.
-const START_BATCH: usize = 16;
+/// Most entries a full own start-queue moves down a level at once (half its limit, up to this).
+const SPILL_MAX: usize = 512;
 
 /// A processor as its OS thread sees it.
 pub(crate) struct Processor {
@@ -232,7 +233,7 @@ impl Processor {
             next: None,
             admit_one: false,
             ready_rounds: 0,
-            staging: Worker::new_fifo(),
+            spill: Vec::new(),
             inline_child: None,
             nested: 0,
             pinned_here: 0,
@@ -491,9 +492,10 @@ impl Processor {
     #[inline]
     fn take_start(&self) -> Option<TcbRef> {
         if self.central {
-            let t = take_global(&self.shared.global_start)?;
+            // The ablation keeps taking one entry at a time.
+            let t = TcbRef::from_ptr(self.shared.global_start.take()?);
             self.remote().stats.start_global.bump();
-            return Some(t);
+            return t;
         }
         let core = self.core();
         core.tick = core.tick.wrapping_add(1);
@@ -521,26 +523,38 @@ impl Processor {
             self.flush_notes();
         }
         // From the shared levels take a batch into the own start-queue (room permitting): one
-        // synchronization on the shared queue serves several starts.
-        let room = self.core().start_limit.saturating_sub(remote.start.len()).min(START_BATCH);
+        // lock of the shared queue serves several starts.
+        let room = self.core().start_limit.saturating_sub(remote.start.len()).clamp(1, TAKE_MAX);
         let node = &self.shared.nodes[remote.node];
-        if let Some((t, n)) = node.start.take_batch(&self.core().staging, room) {
-            self.unstage();
-            remote.stats.start_node.add(n as u64);
+        let mut batch = [ptr::null_mut(); TAKE_MAX];
+        let mut n = node.start.take_batch(room, &mut batch);
+        let global = n == 0;
+        if global {
+            n = self.shared.global_start.take_batch(room, &mut batch);
+        }
+        if n > 0 {
+            // The first runs now; the rest go on the own queue, the oldest on top, so that they
+            // start in the order they were spawned (and thieves take the newest of them).
+            for &e in batch[1..n].iter().rev() {
+                // Their TCBs were written by their spawners, most likely on another processor:
+                // their lines come while the taker starts the first of the batch.
+                crate::prefetch::start_lines(e);
+                // Room was checked before the take (`room`), and only this owner pushes.
+                if let Err(e) = remote.start.push(e) {
+                    self.push_start_overflow(e);
+                }
+            }
+            let (stat, level_left) = if global {
+                (&remote.stats.start_global, !self.shared.global_start.is_empty())
+            } else {
+                (&remote.stats.start_node, !node.start.is_empty())
+            };
+            stat.add(n as u64);
             remote.stats.start_moved.add(n as u64 - 1);
-            if !node.start.is_empty() || n > 1 {
+            if level_left || n > 1 {
                 self.shared.notify_any(); // pass the wake-up on (see `crate::park`)
             }
-            return Some(t);
-        }
-        if let Some((t, n)) = take_global_batch(&self.shared.global_start, &self.core().staging, room) {
-            self.unstage();
-            remote.stats.start_global.add(n as u64);
-            remote.stats.start_moved.add(n as u64 - 1);
-            if !self.shared.global_start.is_empty() || n > 1 {
-                self.shared.notify_any();
-            }
-            return Some(t);
+            return TcbRef::from_ptr(batch[0]);
         }
         let t = self.pop_start()?;
         remote.stats.start_local.bump();
@@ -558,21 +572,6 @@ impl Processor {
             crate::prefetch::start_lines(n);
         }
         t
-    }
-
-    /// Moves what a batch take put in `staging` into the own start-queue, where thieves see it.
-    #[inline]
-    fn unstage(&self) {
-        let core = self.core();
-        while let Some(t) = core.staging.pop() {
-            // The batch's TCBs were written by their spawners, most likely on another processor:
-            // their lines start coming while the taker starts the first of the batch.
-            crate::prefetch::start_lines(t.as_ptr());
-            // Room was checked before the take (`room`), and only this owner pushes.
-            if self.remote().start.push(t.as_ptr()).is_err() {
-                self.push_start_overflow(t);
-            }
-        }
     }
 
     /// Step 4: steal, nearest group first, random victim inside a group.
@@ -1368,22 +1367,42 @@ impl Processor {
         let shared = &*self.shared;
         let core = self.core();
         if self.central {
-            shared.global_start.push(t);
-        } else if self.remote().start.push_within(t.as_ptr(), core.start_limit).is_err() {
+            shared.push_global(t.as_ptr());
+        } else if let Err(t) = self.remote().start.push_within(t.as_ptr(), core.start_limit) {
             self.push_start_overflow(t);
         }
         shared.notify_any();
     }
 
+    /// The own start-queue is full: its oldest half moves down to the node's level in one batch
+    /// (what the node cannot hold goes on to the global level), then `t` goes on the own queue.
+    /// The newest entries stay here, where this processor starts them next; the oldest, which it
+    /// would start last, go where other processors of the node take them in batches.
     #[cold]
-    fn push_start_overflow(&self, t: TcbRef) {
+    fn push_start_overflow(&self, t: *mut Tcb) {
         let shared = &*self.shared;
         let remote = self.remote();
-        match shared.nodes[remote.node].start.try_push(t) {
-            Ok(()) => remote.stats.start_overflow_node.bump(),
-            Err(t) => {
-                remote.stats.start_overflow_global.bump();
-                shared.global_start.push(t);
+        let core = self.core();
+        let half = (core.start_limit / 2).clamp(1, SPILL_MAX);
+        let mut spill = std::mem::take(&mut core.spill);
+        spill.resize(half, ptr::null_mut());
+        let k = remote.start.take_oldest(&mut spill);
+        let to_node = shared.nodes[remote.node].start.push_batch(&spill[..k]);
+        remote.stats.start_overflow_node.add(to_node as u64);
+        if to_node < k {
+            remote.stats.start_overflow_global.add((k - to_node) as u64);
+            shared.push_global_batch(&spill[to_node..k]);
+        }
+        self.core().spill = spill;
+        // Room now (at least one entry left), unless thieves emptied the queue meanwhile and a
+        // limit of 1 met... in any case: what still does not fit goes down a level too.
+        if let Err(t) = remote.start.push_within(t, core.start_limit) {
+            match shared.nodes[remote.node].start.push(t) {
+                Ok(()) => remote.stats.start_overflow_node.bump(),
+                Err(t) => {
+                    remote.stats.start_overflow_global.bump();
+                    shared.push_global(t);
+                }
             }
         }
     }
