@@ -1394,8 +1394,8 @@ impl Processor {
             shared.push_global_batch(&spill[to_node..k]);
         }
         self.core().spill = spill;
-        // Room now (at least one entry left), unless thieves emptied the queue meanwhile and a
-        // limit of 1 met... in any case: what still does not fit goes down a level too.
+        // There is room now: the claim took at least one entry, or thieves emptied the queue
+        // before it. (Should `t` still not fit, it goes down a level too.)
         if let Err(t) = remote.start.push_within(t, core.start_limit) {
             match shared.nodes[remote.node].start.push(t) {
                 Ok(()) => remote.stats.start_overflow_node.bump(),
