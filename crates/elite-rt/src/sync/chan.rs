@@ -92,8 +92,9 @@ impl<T> Chan<T> {
     }
 
     /// Sends `value`; with `block`, waits while the channel is full. The common cases (hand the
-    /// value to a waiting receiver, queue it) inline; the rest in [`Chan::send_slow`].
-    #[inline]
+    /// value to a waiting receiver, queue it) inline, and so is the wait of a full channel
+    /// (`send_blocking`: see "Switch depth" in `sync::wait`); the rest in [`Chan::send_slow`].
+    #[inline(always)]
     fn send(&self, value: T, block: bool) -> Try<T> {
         let mut g = self.inner.lock();
         if g.receivers > 0 {
@@ -141,8 +142,8 @@ impl<T> Chan<T> {
     }
 
     /// Blocks with `value` in our slot, under the lock `g` of a full channel, until a receiver
-    /// takes it or the last one leaves.
-    #[cold]
+    /// takes it or the last one leaves. Inlined into [`Chan::send`] (a shallow wait).
+    #[inline]
     fn send_blocking(&self, g: SpinGuard<'_, Inner<T>>, value: T) -> Try<T> {
         let mut mine: Slot<T> = Some(value);
         let node = WaitNode::new();
@@ -373,6 +374,7 @@ pub(crate) mod mpsc {
 
     impl<T> Sender<T> {
         /// Sends `value`; never blocks. `Err` gives the value back when the receiver is gone.
+        #[inline]
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             match self.chan.send(value, false) {
                 Try::Sent => Ok(()),
@@ -384,6 +386,7 @@ pub(crate) mod mpsc {
     impl<T> SyncSender<T> {
         /// Sends `value`, blocking while the channel is full. `Err` gives the value back when the
         /// receiver is gone (also if it goes while this waits).
+        #[inline]
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             match self.chan.send(value, true) {
                 Try::Sent => Ok(()),
@@ -582,6 +585,7 @@ pub(crate) mod mpmc {
 
     impl<T> Sender<T> {
         /// Sends `value`, blocking while the channel is full; `Err` once every receiver is gone.
+        #[inline]
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             match self.chan.send(value, true) {
                 Try::Sent => Ok(()),
