@@ -47,16 +47,18 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
-use crate::policy::{rounds, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo};
+use crate::policy::{rounds, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo, HAND_OFF_LINES};
 use crate::prefetch::UltBlock;
 use crate::processor::current_processor;
 use crate::tcb::TcbRef;
+use crossbeam_utils::CachePadded;
 use elite_affinity::{
     AnySource, CacheModel, CounterSource, EstimatedSource, Footprint, ModelCache, RunInfo, ScriptedSource,
     SourceKind,
 };
 use std::cell::Cell;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 
 /// The policy's record of one ULT (see the module docs for who writes it).
@@ -144,25 +146,40 @@ pub(crate) fn ult_info(t: TcbRef, needs: Needs) -> UltInfo {
 pub(crate) fn wake_target(
     policy: &Policy,
     needs: Needs,
+    affinity: &Affinity,
     t: TcbRef,
     waker: Option<usize>,
     by: Option<TcbRef>,
 ) -> usize {
-    let last = || t.tcb().processor.load(crate::atomics::Ordering::Relaxed);
+    let home = t.tcb().processor.load(crate::atomics::Ordering::Relaxed);
     if t.tcb().pinned.get() {
         // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
-        return last();
+        return home;
     }
+    // A hand-off from a ULT on another processor than `t`'s home: what the hand-off rule reads.
+    let crossing = match waker {
+        Some(x) if by.is_some() && x != home => Some(x),
+        _ => None,
+    };
     match policy.wake_rule() {
-        WakeRule::LastRan => return last(), // the default hook's answer
+        // The hand-off rule's answer (Minimum Misses' hook's).
+        WakeRule::HandOff => {
+            return match crossing {
+                Some(x) if affinity.home_lines(needs, t, home) <= HAND_OFF_LINES => x,
+                _ => home,
+            }
+        }
         // No Affinity's hook's answer.
-        WakeRule::Waker => return if by.is_some() { waker.unwrap_or_else(last) } else { last() },
+        WakeRule::Waker => return if by.is_some() { waker.unwrap_or(home) } else { home },
         WakeRule::Hook => {}
     }
     let info = ult_info(t, needs);
     let mut waker_info = WakerInfo::new(waker);
     if by.is_some() {
         waker_info = waker_info.handing_off();
+    }
+    if crossing.is_some() {
+        waker_info = waker_info.with_home_lines(affinity.home_lines(needs, t, home));
     }
     if needs.wakers {
         if let Some(by) = by {
@@ -229,11 +246,24 @@ impl fmt::Debug for CounterChoice {
     }
 }
 
-/// The runtime-wide part: the cache model and what each processor opened.
+/// The runtime-wide part: the cache model, what each processor opened, and each processor's
+/// published miss clock.
 pub(crate) struct Affinity {
     /// The model of the topology's model cache, when the policy needs misses.
     model: Option<Arc<CacheModel>>,
     sources: Box<[OnceLock<SourceKind>]>,
+    /// Each processor's miss clock as of the end of its last run, while the policy needs misses:
+    /// what a waker on another processor reads to tell how much of a woken ULT's footprint its
+    /// home still holds (the hand-off rule, [`Affinity::home_lines`]).
+    ///
+    /// Protocol: written only by its processor (a relaxed store at the end of each run, in
+    /// `Local::record*`), read by any waker (a relaxed load). A hint, not a synchronization:
+    /// whatever value a reader sees is one the clock had (a single word, stored whole) or 0, at
+    /// worst a few runs old, and it only chooses where a ULT runs; nothing else is published
+    /// through it, so no ordering is needed.
+    clocks: Box<[Arc<CachePadded<AtomicU64>>]>,
+    /// Bytes per cache line, for the declared footprints of policies without a model.
+    line_size: u32,
 }
 
 impl Affinity {
@@ -243,7 +273,30 @@ impl Affinity {
             let model = CacheModel::for_cache(cache).or_else(|_| CacheModel::for_cache(&ModelCache::ASSUMED));
             Arc::new(model.unwrap_or_else(|e| crate::fatal(&format!("the assumed cache has no model: {e}"))))
         });
-        Affinity { model, sources: (0..processors).map(|_| OnceLock::new()).collect() }
+        Affinity {
+            model,
+            sources: (0..processors).map(|_| OnceLock::new()).collect(),
+            clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
+            line_size: cache.line_size.max(1),
+        }
+    }
+
+    /// The lines of `t`'s data expected still cached on its home processor `home` (the one it
+    /// last ran on), as [`WakerInfo::home_lines`] gives them to the hand-off rule: with a cache
+    /// model, its footprint decayed by the misses `home` published since its run ended; without
+    /// one, its declared footprint in lines (see [`hand_off`](crate::policy::hand_off)). Any
+    /// thread may ask; the caller owns the wake-up of `t`, so its record is settled.
+    #[inline]
+    pub(crate) fn home_lines(&self, needs: Needs, t: TcbRef, home: usize) -> f32 {
+        let rec = &t.tcb().affinity;
+        match &self.model {
+            Some(model) if needs.misses => {
+                // (Relaxed: a hint, see `clocks`.)
+                let clock = self.clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
+                rec.footprint.get().valid_on(model, home, clock)
+            }
+            _ => rec.bytes.get().div_ceil(self.line_size as usize) as f32,
+        }
     }
 
     /// The source each processor opened (`None`: none, or not yet started).
@@ -288,6 +341,18 @@ struct Counting {
     /// The source's [`clock`](CounterSource::clock), copied after each call that moves it: what
     /// [`ProcessorView::clock`] shows, without a dispatch on the kind of source per key.
     clock: u64,
+    /// This processor's slot of [`Affinity`]'s published clocks (see its protocol).
+    published: Arc<CachePadded<AtomicU64>>,
+}
+
+impl Counting {
+    /// Keeps the source's clock after a run, and publishes it for wakers elsewhere.
+    #[inline(always)]
+    fn set_clock(&mut self, clock: u64) {
+        self.clock = clock;
+        // Relaxed: a hint (see `Affinity::clocks`).
+        self.published.store(clock, Ordering::Relaxed);
+    }
 }
 
 impl Local {
@@ -310,6 +375,7 @@ impl Local {
                 model: Arc::clone(model),
                 began: 0,
                 clock: 0,
+                published: Arc::clone(&affinity.clocks[processor]),
             }),
             _ => None,
         };
@@ -430,15 +496,18 @@ impl Local {
                     let misses = source.count_run(model, &mut footprint, processor, rec.bytes.get());
                     rec.misses.set(misses);
                     rec.footprint.set(footprint);
-                    c.clock = source.clock();
+                    let clock = source.clock();
+                    c.set_clock(clock);
                 }
                 AnySource::Hardware(source) => {
-                    c.clock = count_run_apart(source, model, (processor, c.began), t)
+                    let clock = count_run_apart(source, model, (processor, c.began), t);
+                    c.set_clock(clock);
                 }
                 AnySource::Scripted(source) => {
                     // Its clock has not moved since the run began (see `begin_run`).
                     let began = source.clock();
-                    c.clock = count_run_apart(source, model, (processor, began), t);
+                    let clock = count_run_apart(source, model, (processor, began), t);
+                    c.set_clock(clock);
                 }
             }
         }
@@ -462,7 +531,8 @@ impl Local {
     fn record_estimated<const STAMPS: bool, const ROUNDS: bool>(&mut self, t: TcbRef) {
         let rec = &t.tcb().affinity;
         let processor = self.processor;
-        let Some(Counting { source: AnySource::Estimated(source), model, clock, .. }) = &mut self.counting
+        let Some(Counting { source: AnySource::Estimated(source), model, clock, published, .. }) =
+            &mut self.counting
         else {
             // SAFETY: `Local::new` chooses this function only when `counting` holds the
             // estimator, and neither `counting` nor its source is replaced afterwards.
@@ -473,6 +543,8 @@ impl Local {
         rec.misses.set(misses);
         rec.footprint.set(footprint);
         *clock = source.clock();
+        // Relaxed: a hint (see `Affinity::clocks`).
+        published.store(*clock, Ordering::Relaxed);
         if STAMPS {
             self.vtime += 1;
             rec.stamp.set(self.vtime);

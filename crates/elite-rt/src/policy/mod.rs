@@ -141,6 +141,7 @@
 //! ```
 
 mod gravity;
+pub mod hand_off;
 mod minimum_misses;
 mod no_affinity;
 mod reload_transient;
@@ -148,6 +149,7 @@ pub mod rounds;
 mod virtual_time;
 
 pub use gravity::{Gravity, REPEL_FACTOR};
+pub use hand_off::HAND_OFF_LINES;
 pub use minimum_misses::MinimumMisses;
 pub use no_affinity::NoAffinity;
 pub use reload_transient::ReloadTransient;
@@ -189,8 +191,9 @@ pub struct Policy {
 pub(crate) enum WakeRule {
     /// Call the hook (a custom policy).
     Hook,
-    /// Where the ULT last ran (the trait default; the three affinity policies).
-    LastRan,
+    /// The [hand-off rule](hand_off) ([`MinimumMisses`]): where the ULT last ran, or its
+    /// waker's processor after a hand-off when little of its data is cached where it last ran.
+    HandOff,
     /// The waker's processor when a ULT hands off to it from its own code, else where it last
     /// ran ([`NoAffinity`]).
     Waker,
@@ -223,7 +226,7 @@ impl Policy {
 
     /// [`MinimumMisses`]: the fewest misses in the last run first.
     pub fn minimum_misses() -> Policy {
-        Policy::builtin(MinimumMisses, WakeRule::LastRan)
+        Policy::builtin(MinimumMisses, WakeRule::HandOff)
     }
 
     /// [`ReloadTransient`]: the smallest expected reload transient first.
@@ -515,12 +518,22 @@ pub struct WakerInfo {
     /// ([`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block))
     /// have in common, when the waker is a ULT and the policy [`Needs::data`]; 0 otherwise.
     pub shared_bytes: usize,
+    /// At a hand-off from a processor other than the one the woken ULT last ran on (its home),
+    /// the lines of its data expected still cached at home: the cache model's expectation for
+    /// a policy that [`Needs::misses`], its declared footprint in lines otherwise (see
+    /// [`hand_off`]); 0 otherwise (not a hand-off, or a waker at home).
+    pub home_lines: f32,
 }
 
 impl WakerInfo {
     /// A waker on `processor` (`None`: outside the runtime), not a ULT. For tests of hooks.
     pub const fn new(processor: Option<usize>) -> WakerInfo {
-        WakerInfo { processor, ult: None, hand_off: false, shared_bytes: 0 }
+        WakerInfo { processor, ult: None, hand_off: false, shared_bytes: 0, home_lines: 0.0 }
+    }
+
+    /// With `home_lines` (see [`hand_off`]).
+    pub const fn with_home_lines(self, home_lines: f32) -> WakerInfo {
+        WakerInfo { home_lines, ..self }
     }
 
     /// With `shared_bytes` (see [`DataBlock::overlap`](crate::DataBlock::overlap)).
@@ -630,14 +643,19 @@ mod tests {
         for name in Policy::NAMES {
             let p: Policy = name.parse().unwrap();
             let (mut state, waker) = (0, WakerInfo::new(Some(1)));
+            // A hand-off from processor 1 with a large footprint still cached at home (3).
+            let hot_home = waker.handing_off().with_home_lines(1000.0);
             let want = match p.wake_rule() {
-                WakeRule::LastRan => Some(3),
+                WakeRule::HandOff => Some(3),
                 WakeRule::Waker => Some(1),
                 WakeRule::Hook => None,
             };
             if let Some(want) = want {
                 skipped.push(name);
-                assert_eq!(p.hooks().wake_target(&u, &waker.handing_off(), &mut state), want, "{name}");
+                assert_eq!(p.hooks().wake_target(&u, &hot_home, &mut state), want, "{name}");
+                // With little at home, both rules follow the waker.
+                let cold_home = waker.handing_off().with_home_lines(HAND_OFF_LINES);
+                assert_eq!(p.hooks().wake_target(&u, &cold_home, &mut state), 1, "{name}");
                 // Not a hand-off (a timer, an exit), or from outside the runtime: where it last
                 // ran, under either rule.
                 assert_eq!(p.hooks().wake_target(&u, &waker, &mut state), 3, "{name}");

@@ -2,7 +2,7 @@
 //! cache footprint runs first.
 
 use super::rounds::{self, WOKEN_KEYS};
-use super::{Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
+use super::{hand_off, Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
 
 /// Fixed-point scale of the key: reload transients (in cache lines, at most a few times the
 /// cache's lines) are kept to 1/1024 of a line.
@@ -63,9 +63,9 @@ impl Hooks for ReloadTransient {
     }
 
     #[inline]
-    fn wake_target(&self, ult: &UltInfo, _waker: &WakerInfo, state: &mut u64) -> usize {
+    fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, state: &mut u64) -> usize {
         rounds::mark_woken(state);
-        ult.last_processor
+        hand_off::target(ult.last_processor, waker)
     }
 }
 

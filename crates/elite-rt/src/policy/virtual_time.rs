@@ -2,7 +2,7 @@
 //! ULTs that yield take turns in rounds with the ULTs they ran with.
 
 use super::rounds::{self, WOKEN_KEYS};
-use super::{Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
+use super::{hand_off, Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
 
 /// Each processor counts the runs that end on it and stamps the ULT with that count; a ULT
 /// entering the runqueue of the processor it last ran on is keyed by its stamp (higher: more
@@ -56,9 +56,9 @@ impl Hooks for VirtualTime {
     }
 
     #[inline]
-    fn wake_target(&self, ult: &UltInfo, _waker: &WakerInfo, state: &mut u64) -> usize {
+    fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, state: &mut u64) -> usize {
         rounds::mark_woken(state);
-        ult.last_processor
+        hand_off::target(ult.last_processor, waker)
     }
 }
 
