@@ -47,7 +47,9 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
-use crate::policy::{rounds, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo, HAND_OFF_LINES};
+use crate::policy::{
+    keys, rounds, Kind, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo, HAND_OFF_LINES,
+};
 use crate::prefetch::UltBlock;
 use crate::processor::current_processor;
 use crate::tcb::TcbRef;
@@ -162,12 +164,16 @@ pub(crate) fn wake_target(
         _ => None,
     };
     match policy.wake_rule() {
-        // The hand-off rule's answer (Minimum Misses' hook's).
-        WakeRule::HandOff => {
+        // The hand-off rule's answer (the hooks' of Minimum Misses, and after the round's mark,
+        // of Virtual Time and Reload Transient).
+        rule @ (WakeRule::HandOff | WakeRule::HandOffInRounds) => {
+            if rule == WakeRule::HandOffInRounds {
+                mark_woken(t);
+            }
             return match crossing {
                 Some(x) if affinity.home_lines(needs, t, home) <= HAND_OFF_LINES => x,
                 _ => home,
-            }
+            };
         }
         // No Affinity's hook's answer.
         WakeRule::Waker => return if by.is_some() { waker.unwrap_or(home) } else { home },
@@ -196,6 +202,16 @@ pub(crate) fn wake_target(
         t.tcb().affinity.state.set(state);
     }
     target
+}
+
+/// Marks in `t`'s round that a wake-up made it ready ([`rounds`]); the caller owns the wake-up
+/// of `t`.
+#[inline]
+pub(crate) fn mark_woken(t: TcbRef) {
+    let state = &t.tcb().affinity.state;
+    let mut word = state.get();
+    rounds::mark_woken(&mut word);
+    state.set(word);
 }
 
 /// The counter source each processor opens, when the policy needs cache misses
@@ -323,6 +339,8 @@ pub(crate) struct Local {
     /// for the policy's needs with the estimator (chosen once, in [`Local::new`]).
     record: fn(&mut Local, TcbRef),
     policy: Policy,
+    /// `policy.kind()`: whose keys to compute, or to ask the hooks for.
+    kind: Kind,
     needs: Needs,
     processor: usize,
     /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
@@ -406,6 +424,7 @@ impl Local {
             stamps_only: needs == Needs::STAMPS,
             counting,
             policy: policy.clone(),
+            kind: policy.kind(),
             needs,
             processor,
             vtime: 0,
@@ -423,21 +442,43 @@ impl Local {
         }
     }
 
-    /// The key of `t` entering this processor's runqueue.
+    /// The key of `t` entering this processor's runqueue: a built-in policy's computed here, from
+    /// the record fields it reads (the same functions its hook calls), a custom policy's by its
+    /// hook.
     #[inline]
     pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
         self.seq += 1;
-        self.policy.hooks().priority(&ult_info(t, self.needs), &self.view())
+        let tcb = t.tcb();
+        let rec = &tcb.affinity;
+        let virtual_time = || {
+            let last = tcb.processor.load(crate::atomics::Ordering::Relaxed);
+            keys::virtual_time(last, rec.stamp.get(), self.processor)
+        };
+        match self.kind {
+            Kind::NoAffinity => self.seq,
+            Kind::VirtualTime => virtual_time(),
+            Kind::MinimumMisses => u64::MAX - rec.misses.get(),
+            Kind::ReloadTransient => match &self.counting {
+                Some(c) => keys::reload_transient(&rec.footprint.get(), &c.model, self.processor, c.clock),
+                None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
+            },
+            Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),
+            Kind::Custom => self.policy.hooks().priority(&ult_info(t, self.needs), &self.view()),
+        }
     }
 
-    /// The key of `t` entering this processor's runqueue after a yield.
+    /// The key of `t` entering this processor's runqueue after a yield: computed here for a
+    /// built-in policy, by the hook for a custom one.
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
         self.seq += 1;
-        if self.policy.default_yield() {
-            return 0; // the default hook's answer
+        match self.kind {
+            Kind::NoAffinity | Kind::MinimumMisses => 0, // the default hook's answer
+            Kind::VirtualTime | Kind::ReloadTransient | Kind::Gravity => {
+                rounds::yield_key(t.tcb().affinity.state.get())
+            }
+            Kind::Custom => self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view()),
         }
-        self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
     }
 
     /// A run begins here: the counter source's clock, which the end of the run needs. Only a
@@ -675,6 +716,62 @@ mod tests {
                 assert_eq!(info.state, words[i], "{policy} run {run}");
             }
             assert!(source.clock() > 0);
+        }
+    }
+
+    /// The keys the runtime computes itself for each built-in policy (enqueue and yield) are
+    /// the ones its hooks give, for ULTs with varied records on two processors (runs here and
+    /// elsewhere, misses, footprints, rounds, gravity's repelled mark).
+    #[test]
+    fn the_runtime_computes_the_keys_the_builtin_hooks_give() {
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let ults: Vec<TcbRef> = chunk.tcbs().take(5).collect();
+        let cache = ModelCache::ASSUMED;
+        for name in Policy::NAMES {
+            let policy: Policy = name.parse().unwrap();
+            assert_ne!(policy.kind(), Kind::Custom, "{name}");
+            let needs = policy.hooks().needs();
+            let affinity = Affinity::new(needs, &cache, 2);
+            // Misses that vary with the run and the footprint.
+            let script = CounterChoice::scripted(|p| {
+                ScriptedSource::from_fn(move |run, n| {
+                    (run.footprint_bytes as u64 / 64) * (1 + (n + p as u64) % 3)
+                })
+            });
+            let mut locals: Vec<Local> =
+                (0..2).map(|p| Local::new(p, &policy, needs, &script, &affinity)).collect();
+            for (i, t) in ults.iter().enumerate() {
+                on_spawn(needs, *t, Some(1000 << i));
+            }
+            let mut checked = 0;
+            for run in 0..40usize {
+                let (i, p) = (run * 3 % ults.len(), run / 7 % 2);
+                let t = ults[i];
+                t.tcb().processor.store(p, crate::atomics::Ordering::Relaxed);
+                locals[p].begin_run();
+                locals[p].end_run(t);
+                if run % 6 == 5 {
+                    // Gravity's repelled mark (and, for the others, a bit they do not read).
+                    let state = &t.tcb().affinity.state;
+                    state.set(state.get() ^ (1 << rounds::ROUND_BITS));
+                }
+                for local in &mut locals {
+                    for &u in &ults {
+                        let info = ult_info(u, needs);
+                        let key = local.priority(u);
+                        assert_eq!(key, policy.hooks().priority(&info, &local.view()), "{name} run {run}");
+                        let key = local.yield_priority(u);
+                        assert_eq!(
+                            key,
+                            policy.hooks().yield_priority(&info, &local.view()),
+                            "{name} run {run}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+            assert_eq!(checked, 40 * 2 * ults.len());
         }
     }
 }

@@ -1107,6 +1107,13 @@ impl Processor {
             // (A pinned ULT goes back where it ran, whatever the rule.)
             WakeRule::Waker if self.current_ult().is_some() && !t.tcb().pinned.get() => true,
             WakeRule::Waker | WakeRule::HandOff => t.tcb().processor.load(Ordering::Relaxed) == self.index,
+            WakeRule::HandOffInRounds => {
+                let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
+                if home && !t.tcb().pinned.get() {
+                    crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+                }
+                home
+            }
             WakeRule::Hook => false,
         };
         if here && !self.central_or_chaos {

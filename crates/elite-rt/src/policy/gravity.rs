@@ -139,11 +139,7 @@ impl Hooks for Gravity {
 
     #[inline]
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        if ult.state & REPELLED != 0 {
-            0
-        } else {
-            super::VirtualTime.priority(ult, here) // within a processor, Virtual Time's order
-        }
+        key(ult.state, || super::VirtualTime.priority(ult, here))
     }
 
     #[inline]
@@ -167,6 +163,18 @@ impl Hooks for Gravity {
         let target = Gravity::force(ult, waker, x, &mut forces);
         *state = forces.pack_into(*state);
         target
+    }
+}
+
+/// The key of a ULT whose policy word is `state`, with `virtual_time` its key under Virtual Time
+/// (within a processor, gravity keeps Virtual Time's order): [`Gravity::priority`] on plain
+/// values (the runtime computes it itself).
+#[inline(always)]
+pub(crate) fn key(state: u64, virtual_time: impl FnOnce() -> u64) -> u64 {
+    if state & REPELLED != 0 {
+        0
+    } else {
+        virtual_time()
     }
 }
 

@@ -156,6 +156,14 @@ pub use reload_transient::ReloadTransient;
 pub use rounds::{ROUND_GROUP, ROUND_RUNS};
 pub use virtual_time::VirtualTime;
 
+/// The built-in policies' keys on plain values, which their hooks call too: the runtime computes
+/// them itself (see [`Policy`]'s `kind`).
+pub(crate) mod keys {
+    pub(crate) use super::gravity::key as gravity;
+    pub(crate) use super::reload_transient::key as reload_transient;
+    pub(crate) use super::virtual_time::key as virtual_time;
+}
+
 use elite_affinity::{CacheModel, Footprint};
 use std::fmt;
 use std::str::FromStr;
@@ -177,23 +185,38 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Policy {
     hooks: Arc<dyn Hooks>,
-    /// A built-in policy that keeps the default [`Hooks::yield_priority`] and one of two
-    /// [`Hooks::wake_target`]s (No Affinity, Minimum Misses): the runtime computes those itself,
-    /// without the calls. (Virtual Time, Reload Transient and gravity key yields in rounds and
-    /// mark wake-ups: their hooks are called.)
-    builtin: bool,
+    /// Which built-in policy this is, if any: the runtime computes a built-in policy's keys
+    /// (enqueue and yield) itself, from the same functions its hooks call, without a call
+    /// through the hooks per enqueue; a custom policy's hooks are called.
+    kind: Kind,
     /// How the runtime answers [`Hooks::wake_target`].
     wake: WakeRule,
 }
 
-/// How the runtime answers [`Hooks::wake_target`] (the built-in policies' answers need no call).
+/// Which policy's keys the runtime computes itself (see [`Policy`]'s `kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Custom hooks: the runtime calls them.
+    Custom,
+    NoAffinity,
+    VirtualTime,
+    MinimumMisses,
+    ReloadTransient,
+    Gravity,
+}
+
+/// How the runtime answers [`Hooks::wake_target`] (the built-in policies' answers need no call,
+/// but for gravity's forces).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WakeRule {
-    /// Call the hook (a custom policy).
+    /// Call the hook (a custom policy, gravity).
     Hook,
     /// The [hand-off rule](hand_off) ([`MinimumMisses`]): where the ULT last ran, or its
     /// waker's processor after a hand-off when little of its data is cached where it last ran.
     HandOff,
+    /// The hand-off rule, after marking the wake-up in the ULT's round ([`rounds`]: Virtual
+    /// Time, Reload Transient).
+    HandOffInRounds,
     /// The waker's processor when a ULT hands off to it from its own code, else where it last
     /// ran ([`NoAffinity`]).
     Waker,
@@ -206,39 +229,38 @@ impl Policy {
 
     /// A policy made of custom hooks.
     pub fn new(hooks: impl Hooks) -> Policy {
-        Policy { hooks: Arc::new(hooks), builtin: false, wake: WakeRule::Hook }
+        Policy { hooks: Arc::new(hooks), kind: Kind::Custom, wake: WakeRule::Hook }
     }
 
-    /// A built-in policy with the default yield key (see `builtin`), whose wake target is `wake`.
-    fn builtin(hooks: impl Hooks, wake: WakeRule) -> Policy {
-        Policy { builtin: true, wake, ..Policy::new(hooks) }
+    /// The built-in policy `kind`, whose wake target is `wake`.
+    fn builtin(hooks: impl Hooks, kind: Kind, wake: WakeRule) -> Policy {
+        Policy { kind, wake, ..Policy::new(hooks) }
     }
 
     /// [`NoAffinity`]: LIFO, the default.
     pub fn no_affinity() -> Policy {
-        Policy::builtin(NoAffinity, WakeRule::Waker)
+        Policy::builtin(NoAffinity, Kind::NoAffinity, WakeRule::Waker)
     }
 
     /// [`VirtualTime`]: the most recently run here first.
     pub fn virtual_time() -> Policy {
-        Policy::new(VirtualTime)
+        Policy::builtin(VirtualTime, Kind::VirtualTime, WakeRule::HandOffInRounds)
     }
 
     /// [`MinimumMisses`]: the fewest misses in the last run first.
     pub fn minimum_misses() -> Policy {
-        Policy::builtin(MinimumMisses, WakeRule::HandOff)
+        Policy::builtin(MinimumMisses, Kind::MinimumMisses, WakeRule::HandOff)
     }
 
     /// [`ReloadTransient`]: the smallest expected reload transient first.
     pub fn reload_transient() -> Policy {
-        Policy::new(ReloadTransient)
+        Policy::builtin(ReloadTransient, Kind::ReloadTransient, WakeRule::HandOffInRounds)
     }
 
-    /// Whether [`Hooks::yield_priority`] is the default (a yield is keyed 0), so that the runtime
-    /// may skip the call.
+    /// Which built-in policy's keys the runtime computes itself ([`Kind::Custom`]: none).
     #[inline]
-    pub(crate) fn default_yield(&self) -> bool {
-        self.builtin
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// How the runtime answers [`Hooks::wake_target`] for this policy.
@@ -249,7 +271,7 @@ impl Policy {
 
     /// [`Gravity`]: synchronization partners that share data drawn together (ELiTE 3.3).
     pub fn gravity() -> Policy {
-        Policy::new(Gravity)
+        Policy::builtin(Gravity, Kind::Gravity, WakeRule::Hook)
     }
 
     /// The policy's name (its hooks' [`Hooks::name`]).
@@ -635,42 +657,51 @@ mod tests {
     }
 
     #[test]
-    fn the_hooks_agree_with_the_wake_rule_and_yield_key_the_runtime_uses() {
-        // The runtime skips those two hooks where `wake_rule` and `default_yield` say so: check
-        // that the hooks each policy carries give the same answers there.
+    fn the_hooks_agree_with_the_wake_rule_the_runtime_uses() {
+        // The runtime skips the wake hook where `wake_rule` says so: check that the hooks each
+        // policy carries give the same answers, and leave the same policy word, there. (The keys
+        // the runtime computes itself are checked against the hooks in `affinity`'s tests.)
         let u = UltInfo::new(1, 3).with_stamp(9).with_misses(4);
         let mut skipped = Vec::new();
         for name in Policy::NAMES {
             let p: Policy = name.parse().unwrap();
-            let (mut state, waker) = (0, WakerInfo::new(Some(1)));
+            let waker = WakerInfo::new(Some(1));
             // A hand-off from processor 1 with a large footprint still cached at home (3).
             let hot_home = waker.handing_off().with_home_lines(1000.0);
-            let want = match p.wake_rule() {
-                WakeRule::HandOff => Some(3),
-                WakeRule::Waker => Some(1),
-                WakeRule::Hook => None,
+            // With little at home: the hand-off rule follows the waker.
+            let cold_home = waker.handing_off().with_home_lines(HAND_OFF_LINES);
+            let outside = WakerInfo::new(None).handing_off();
+            let (want, marks) = match p.wake_rule() {
+                WakeRule::HandOff => ([3, 1, 3, 3], false),
+                WakeRule::HandOffInRounds => ([3, 1, 3, 3], true),
+                WakeRule::Waker => ([1, 1, 3, 3], false),
+                WakeRule::Hook => continue,
             };
-            if let Some(want) = want {
-                skipped.push(name);
-                assert_eq!(p.hooks().wake_target(&u, &hot_home, &mut state), want, "{name}");
-                // With little at home, both rules follow the waker.
-                let cold_home = waker.handing_off().with_home_lines(HAND_OFF_LINES);
-                assert_eq!(p.hooks().wake_target(&u, &cold_home, &mut state), 1, "{name}");
-                // Not a hand-off (a timer, an exit), or from outside the runtime: where it last
-                // ran, under either rule.
-                assert_eq!(p.hooks().wake_target(&u, &waker, &mut state), 3, "{name}");
-                let outside = WakerInfo::new(None).handing_off();
-                assert_eq!(p.hooks().wake_target(&u, &outside, &mut state), 3, "{name}");
-                assert_eq!(state, 0, "{name}");
-            }
-            if p.default_yield() {
-                assert_eq!(p.hooks().yield_priority(&u, &ProcessorView::new(3, 5)), 0, "{name}");
+            skipped.push(name);
+            // Not a hand-off (a timer, an exit), or from outside the runtime: where it last ran.
+            for (waker, want) in [hot_home, cold_home, waker, outside].iter().zip(want) {
+                let mut state = 0;
+                assert_eq!(p.hooks().wake_target(&u, waker, &mut state), want, "{name} {waker:?}");
+                let mut marked = 0;
+                if marks {
+                    rounds::mark_woken(&mut marked);
+                }
+                assert_eq!(state, marked, "{name}");
             }
         }
-        assert_eq!(skipped, ["no-affinity", "minimum-misses"]);
-        assert_eq!(Policy::no_affinity().wake_rule(), WakeRule::Waker);
-        assert!(!Policy::new(NoAffinity).default_yield());
+        assert_eq!(skipped, ["no-affinity", "virtual-time", "minimum-misses", "reload-transient"]);
+        assert_eq!(Policy::gravity().wake_rule(), WakeRule::Hook);
         assert_eq!(Policy::new(NoAffinity).wake_rule(), WakeRule::Hook);
+        assert_eq!(Policy::new(NoAffinity).kind(), Kind::Custom);
+        for (name, kind) in Policy::NAMES.iter().zip([
+            Kind::NoAffinity,
+            Kind::VirtualTime,
+            Kind::MinimumMisses,
+            Kind::ReloadTransient,
+            Kind::Gravity,
+        ]) {
+            assert_eq!(name.parse::<Policy>().unwrap().kind(), kind);
+        }
     }
 
     #[test]

@@ -36,11 +36,7 @@ impl Hooks for VirtualTime {
 
     #[inline]
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        if ult.last_processor == here.processor {
-            WOKEN_KEYS + ult.stamp
-        } else {
-            WOKEN_KEYS
-        }
+        key(ult.last_processor, ult.stamp, here.processor)
     }
 
     #[inline]
@@ -59,6 +55,17 @@ impl Hooks for VirtualTime {
     fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, state: &mut u64) -> usize {
         rounds::mark_woken(state);
         hand_off::target(ult.last_processor, waker)
+    }
+}
+
+/// The key of a ULT last run on `last_processor`, stamped `stamp` there, entering the runqueue
+/// of `here`: [`VirtualTime::priority`] on plain values (the runtime computes it itself).
+#[inline(always)]
+pub(crate) fn key(last_processor: usize, stamp: u64, here: usize) -> u64 {
+    if last_processor == here {
+        WOKEN_KEYS + stamp
+    } else {
+        WOKEN_KEYS
     }
 }
 
