@@ -1130,11 +1130,18 @@ impl Processor {
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
         // The common case inline: a built-in policy sends `t` here (No Affinity: a hand-off from
-        // a ULT running here; otherwise where it last ran, when that is here).
+        // a ULT running here; the hand-off rule: where it last ran, when that is here).
         let here = match self.shared.config.policy.wake_rule() {
             // (A pinned ULT goes back where it ran, whatever the rule.)
             WakeRule::Waker if self.current_ult().is_some() && !t.tcb().pinned.get() => true,
-            WakeRule::Waker | WakeRule::LastRan => t.tcb().processor.load(Ordering::Relaxed) == self.index,
+            WakeRule::Waker | WakeRule::HandOff => t.tcb().processor.load(Ordering::Relaxed) == self.index,
+            WakeRule::HandOffInRounds => {
+                let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
+                if home && !t.tcb().pinned.get() {
+                    crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+                }
+                home
+            }
             WakeRule::Hook => false,
         };
         if here && !self.central_or_chaos {
@@ -1167,6 +1174,7 @@ impl Processor {
         let target = crate::affinity::wake_target(
             &config.policy,
             config.needs,
+            &self.shared.affinity,
             t,
             Some(self.index),
             self.current_ult(),

@@ -661,9 +661,12 @@ pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
 
 /// [`park_current`] for a caller that knows which ULT it is (no thread-local lookup).
 ///
+/// Always inlined: its frame would sit between the blocking primitive and the switch (see
+/// "Switch depth" in `crate::sync::wait`).
+///
 /// # Safety
 /// `me` is the ULT running the caller.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn park_ult<F: FnOnce(TcbRef, &Processor)>(me: TcbRef, after: F) {
     unsafe fn call<F: FnOnce(TcbRef, &Processor)>(data: *mut (), me: TcbRef, p: &Processor) {
         // SAFETY: `data` is the `Option<F>` below, alive on the suspended ULT's stack; taken once.

@@ -64,6 +64,20 @@
 //! after the wake-up was delivered and the object's lock released; never between linking a node
 //! and blocking (`has_unresolved_wait`).
 //!
+//! # Switch depth
+//!
+//! Every call frame between a primitive's entry point and the coroutine switch costs twice per
+//! wait: the switch leaves the return-stack buffer full of the other context's return
+//! addresses, so when the waiter resumes, each `ret` back out of those frames is mispredicted
+//! (and the notifier's frames on the way in were pushed for nothing). In a ping-pong between two
+//! ULTs every operation blocks, so these mispredictions are most of what a round trip costs
+//! above the bare switch. Hence the blocking paths are shallow: [`WaitNode::block`] and
+//! [`crate::thread::park_ult`] are `#[inline(always)]`, and each primitive inlines its common
+//! blocking wait (an untimed one) into its entry point, keeping only what is rare (timed waits,
+//! disconnection, lost races) out of line. Keep it so when changing a primitive: a new helper
+//! between `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's
+//! path.
+//!
 //! # Shutdown
 //!
 //! A ULT blocked at shutdown is force-unwound where it blocked. Each primitive arms an
@@ -195,7 +209,10 @@ impl WaitNode {
     /// `link`, the timer and the unlock run after the switch, on its processor's stack (module
     /// docs). An OS thread links, unlocks and parks.
     /// After `false` the node may still be linked: the caller unlinks it under the object's lock.
-    #[inline]
+    ///
+    /// Always inlined, as [`crate::thread::park_ult`] under it: see "Switch depth" in the module
+    /// docs.
+    #[inline(always)]
     pub(crate) fn block<S, R>(
         &self,
         guard: SpinGuard<'_, S>,
