@@ -47,16 +47,20 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
-use crate::policy::{rounds, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo};
+use crate::policy::{
+    keys, rounds, Kind, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo, HAND_OFF_LINES,
+};
 use crate::prefetch::UltBlock;
 use crate::processor::current_processor;
 use crate::tcb::TcbRef;
+use crossbeam_utils::CachePadded;
 use elite_affinity::{
     AnySource, CacheModel, CounterSource, EstimatedSource, Footprint, ModelCache, RunInfo, ScriptedSource,
     SourceKind,
 };
 use std::cell::Cell;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 
 /// The policy's record of one ULT (see the module docs for who writes it).
@@ -144,25 +148,44 @@ pub(crate) fn ult_info(t: TcbRef, needs: Needs) -> UltInfo {
 pub(crate) fn wake_target(
     policy: &Policy,
     needs: Needs,
+    affinity: &Affinity,
     t: TcbRef,
     waker: Option<usize>,
     by: Option<TcbRef>,
 ) -> usize {
-    let last = || t.tcb().processor.load(crate::atomics::Ordering::Relaxed);
+    let home = t.tcb().processor.load(crate::atomics::Ordering::Relaxed);
     if t.tcb().pinned.get() {
         // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
-        return last();
+        return home;
     }
+    // A hand-off from a ULT on another processor than `t`'s home: what the hand-off rule reads.
+    let crossing = match waker {
+        Some(x) if by.is_some() && x != home => Some(x),
+        _ => None,
+    };
     match policy.wake_rule() {
-        WakeRule::LastRan => return last(), // the default hook's answer
+        // The hand-off rule's answer (the hooks' of Minimum Misses, and after the round's mark,
+        // of Virtual Time and Reload Transient).
+        rule @ (WakeRule::HandOff | WakeRule::HandOffInRounds) => {
+            if rule == WakeRule::HandOffInRounds {
+                mark_woken(t);
+            }
+            return match crossing {
+                Some(x) if affinity.home_lines(needs, t, home) <= HAND_OFF_LINES => x,
+                _ => home,
+            };
+        }
         // No Affinity's hook's answer.
-        WakeRule::Waker => return if by.is_some() { waker.unwrap_or_else(last) } else { last() },
+        WakeRule::Waker => return if by.is_some() { waker.unwrap_or(home) } else { home },
         WakeRule::Hook => {}
     }
     let info = ult_info(t, needs);
     let mut waker_info = WakerInfo::new(waker);
     if by.is_some() {
         waker_info = waker_info.handing_off();
+    }
+    if crossing.is_some() {
+        waker_info = waker_info.with_home_lines(affinity.home_lines(needs, t, home));
     }
     if needs.wakers {
         if let Some(by) = by {
@@ -179,6 +202,16 @@ pub(crate) fn wake_target(
         t.tcb().affinity.state.set(state);
     }
     target
+}
+
+/// Marks in `t`'s round that a wake-up made it ready ([`rounds`]); the caller owns the wake-up
+/// of `t`.
+#[inline]
+pub(crate) fn mark_woken(t: TcbRef) {
+    let state = &t.tcb().affinity.state;
+    let mut word = state.get();
+    rounds::mark_woken(&mut word);
+    state.set(word);
 }
 
 /// The counter source each processor opens, when the policy needs cache misses
@@ -229,11 +262,24 @@ impl fmt::Debug for CounterChoice {
     }
 }
 
-/// The runtime-wide part: the cache model and what each processor opened.
+/// The runtime-wide part: the cache model, what each processor opened, and each processor's
+/// published miss clock.
 pub(crate) struct Affinity {
     /// The model of the topology's model cache, when the policy needs misses.
     model: Option<Arc<CacheModel>>,
     sources: Box<[OnceLock<SourceKind>]>,
+    /// Each processor's miss clock as of the end of its last run, while the policy needs misses:
+    /// what a waker on another processor reads to tell how much of a woken ULT's footprint its
+    /// home still holds (the hand-off rule, [`Affinity::home_lines`]).
+    ///
+    /// Protocol: written only by its processor (a relaxed store at the end of each run, in
+    /// `Local::record*`), read by any waker (a relaxed load). A hint, not a synchronization:
+    /// whatever value a reader sees is one the clock had (a single word, stored whole) or 0, at
+    /// worst a few runs old, and it only chooses where a ULT runs; nothing else is published
+    /// through it, so no ordering is needed.
+    clocks: Box<[Arc<CachePadded<AtomicU64>>]>,
+    /// Bytes per cache line, for the declared footprints of policies without a model.
+    line_size: u32,
 }
 
 impl Affinity {
@@ -243,7 +289,30 @@ impl Affinity {
             let model = CacheModel::for_cache(cache).or_else(|_| CacheModel::for_cache(&ModelCache::ASSUMED));
             Arc::new(model.unwrap_or_else(|e| crate::fatal(&format!("the assumed cache has no model: {e}"))))
         });
-        Affinity { model, sources: (0..processors).map(|_| OnceLock::new()).collect() }
+        Affinity {
+            model,
+            sources: (0..processors).map(|_| OnceLock::new()).collect(),
+            clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
+            line_size: cache.line_size.max(1),
+        }
+    }
+
+    /// The lines of `t`'s data expected still cached on its home processor `home` (the one it
+    /// last ran on), as [`WakerInfo::home_lines`] gives them to the hand-off rule: with a cache
+    /// model, its footprint decayed by the misses `home` published since its run ended; without
+    /// one, its declared footprint in lines (see [`hand_off`](crate::policy::hand_off)). Any
+    /// thread may ask; the caller owns the wake-up of `t`, so its record is settled.
+    #[inline]
+    pub(crate) fn home_lines(&self, needs: Needs, t: TcbRef, home: usize) -> f32 {
+        let rec = &t.tcb().affinity;
+        match &self.model {
+            Some(model) if needs.misses => {
+                // (Relaxed: a hint, see `clocks`.)
+                let clock = self.clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
+                rec.footprint.get().valid_on(model, home, clock)
+            }
+            _ => rec.bytes.get().div_ceil(self.line_size as usize) as f32,
+        }
     }
 
     /// The source each processor opened (`None`: none, or not yet started).
@@ -270,6 +339,8 @@ pub(crate) struct Local {
     /// for the policy's needs with the estimator (chosen once, in [`Local::new`]).
     record: fn(&mut Local, TcbRef),
     policy: Policy,
+    /// `policy.kind()`: whose keys to compute, or to ask the hooks for.
+    kind: Kind,
     needs: Needs,
     processor: usize,
     /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
@@ -288,6 +359,18 @@ struct Counting {
     /// The source's [`clock`](CounterSource::clock), copied after each call that moves it: what
     /// [`ProcessorView::clock`] shows, without a dispatch on the kind of source per key.
     clock: u64,
+    /// This processor's slot of [`Affinity`]'s published clocks (see its protocol).
+    published: Arc<CachePadded<AtomicU64>>,
+}
+
+impl Counting {
+    /// Keeps the source's clock after a run, and publishes it for wakers elsewhere.
+    #[inline(always)]
+    fn set_clock(&mut self, clock: u64) {
+        self.clock = clock;
+        // Relaxed: a hint (see `Affinity::clocks`).
+        self.published.store(clock, Ordering::Relaxed);
+    }
 }
 
 impl Local {
@@ -310,6 +393,7 @@ impl Local {
                 model: Arc::clone(model),
                 began: 0,
                 clock: 0,
+                published: Arc::clone(&affinity.clocks[processor]),
             }),
             _ => None,
         };
@@ -340,6 +424,7 @@ impl Local {
             stamps_only: needs == Needs::STAMPS,
             counting,
             policy: policy.clone(),
+            kind: policy.kind(),
             needs,
             processor,
             vtime: 0,
@@ -357,21 +442,43 @@ impl Local {
         }
     }
 
-    /// The key of `t` entering this processor's runqueue.
+    /// The key of `t` entering this processor's runqueue: a built-in policy's computed here, from
+    /// the record fields it reads (the same functions its hook calls), a custom policy's by its
+    /// hook.
     #[inline]
     pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
         self.seq += 1;
-        self.policy.hooks().priority(&ult_info(t, self.needs), &self.view())
+        let tcb = t.tcb();
+        let rec = &tcb.affinity;
+        let virtual_time = || {
+            let last = tcb.processor.load(crate::atomics::Ordering::Relaxed);
+            keys::virtual_time(last, rec.stamp.get(), self.processor)
+        };
+        match self.kind {
+            Kind::NoAffinity => self.seq,
+            Kind::VirtualTime => virtual_time(),
+            Kind::MinimumMisses => u64::MAX - rec.misses.get(),
+            Kind::ReloadTransient => match &self.counting {
+                Some(c) => keys::reload_transient(&rec.footprint.get(), &c.model, self.processor, c.clock),
+                None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
+            },
+            Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),
+            Kind::Custom => self.policy.hooks().priority(&ult_info(t, self.needs), &self.view()),
+        }
     }
 
-    /// The key of `t` entering this processor's runqueue after a yield.
+    /// The key of `t` entering this processor's runqueue after a yield: computed here for a
+    /// built-in policy, by the hook for a custom one.
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
         self.seq += 1;
-        if self.policy.default_yield() {
-            return 0; // the default hook's answer
+        match self.kind {
+            Kind::NoAffinity | Kind::MinimumMisses => 0, // the default hook's answer
+            Kind::VirtualTime | Kind::ReloadTransient | Kind::Gravity => {
+                rounds::yield_key(t.tcb().affinity.state.get())
+            }
+            Kind::Custom => self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view()),
         }
-        self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
     }
 
     /// A run begins here: the counter source's clock, which the end of the run needs. Only a
@@ -430,15 +537,18 @@ impl Local {
                     let misses = source.count_run(model, &mut footprint, processor, rec.bytes.get());
                     rec.misses.set(misses);
                     rec.footprint.set(footprint);
-                    c.clock = source.clock();
+                    let clock = source.clock();
+                    c.set_clock(clock);
                 }
                 AnySource::Hardware(source) => {
-                    c.clock = count_run_apart(source, model, (processor, c.began), t)
+                    let clock = count_run_apart(source, model, (processor, c.began), t);
+                    c.set_clock(clock);
                 }
                 AnySource::Scripted(source) => {
                     // Its clock has not moved since the run began (see `begin_run`).
                     let began = source.clock();
-                    c.clock = count_run_apart(source, model, (processor, began), t);
+                    let clock = count_run_apart(source, model, (processor, began), t);
+                    c.set_clock(clock);
                 }
             }
         }
@@ -462,7 +572,8 @@ impl Local {
     fn record_estimated<const STAMPS: bool, const ROUNDS: bool>(&mut self, t: TcbRef) {
         let rec = &t.tcb().affinity;
         let processor = self.processor;
-        let Some(Counting { source: AnySource::Estimated(source), model, clock, .. }) = &mut self.counting
+        let Some(Counting { source: AnySource::Estimated(source), model, clock, published, .. }) =
+            &mut self.counting
         else {
             // SAFETY: `Local::new` chooses this function only when `counting` holds the
             // estimator, and neither `counting` nor its source is replaced afterwards.
@@ -473,6 +584,8 @@ impl Local {
         rec.misses.set(misses);
         rec.footprint.set(footprint);
         *clock = source.clock();
+        // Relaxed: a hint (see `Affinity::clocks`).
+        published.store(*clock, Ordering::Relaxed);
         if STAMPS {
             self.vtime += 1;
             rec.stamp.set(self.vtime);
@@ -603,6 +716,62 @@ mod tests {
                 assert_eq!(info.state, words[i], "{policy} run {run}");
             }
             assert!(source.clock() > 0);
+        }
+    }
+
+    /// The keys the runtime computes itself for each built-in policy (enqueue and yield) are
+    /// the ones its hooks give, for ULTs with varied records on two processors (runs here and
+    /// elsewhere, misses, footprints, rounds, gravity's repelled mark).
+    #[test]
+    fn the_runtime_computes_the_keys_the_builtin_hooks_give() {
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let ults: Vec<TcbRef> = chunk.tcbs().take(5).collect();
+        let cache = ModelCache::ASSUMED;
+        for name in Policy::NAMES {
+            let policy: Policy = name.parse().unwrap();
+            assert_ne!(policy.kind(), Kind::Custom, "{name}");
+            let needs = policy.hooks().needs();
+            let affinity = Affinity::new(needs, &cache, 2);
+            // Misses that vary with the run and the footprint.
+            let script = CounterChoice::scripted(|p| {
+                ScriptedSource::from_fn(move |run, n| {
+                    (run.footprint_bytes as u64 / 64) * (1 + (n + p as u64) % 3)
+                })
+            });
+            let mut locals: Vec<Local> =
+                (0..2).map(|p| Local::new(p, &policy, needs, &script, &affinity)).collect();
+            for (i, t) in ults.iter().enumerate() {
+                on_spawn(needs, *t, Some(1000 << i));
+            }
+            let mut checked = 0;
+            for run in 0..40usize {
+                let (i, p) = (run * 3 % ults.len(), run / 7 % 2);
+                let t = ults[i];
+                t.tcb().processor.store(p, crate::atomics::Ordering::Relaxed);
+                locals[p].begin_run();
+                locals[p].end_run(t);
+                if run % 6 == 5 {
+                    // Gravity's repelled mark (and, for the others, a bit they do not read).
+                    let state = &t.tcb().affinity.state;
+                    state.set(state.get() ^ (1 << rounds::ROUND_BITS));
+                }
+                for local in &mut locals {
+                    for &u in &ults {
+                        let info = ult_info(u, needs);
+                        let key = local.priority(u);
+                        assert_eq!(key, policy.hooks().priority(&info, &local.view()), "{name} run {run}");
+                        let key = local.yield_priority(u);
+                        assert_eq!(
+                            key,
+                            policy.hooks().yield_priority(&info, &local.view()),
+                            "{name} run {run}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+            assert_eq!(checked, 40 * 2 * ults.len());
         }
     }
 }

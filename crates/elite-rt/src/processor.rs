@@ -13,7 +13,9 @@
 //! # The loop (DESIGN §4)
 //!
 //! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
-//! 2. Run the `next` slot's ULT, else the runqueue's best.
+//! 2. Run the `next` slot's ULT, else the runqueue's best; but every 61st round (and after a
+//!    yield) start one ULT from the start-queues first, so that ready ULTs that keep each other
+//!    going cannot keep never-started ones waiting for ever.
 //! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
@@ -128,6 +130,8 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
+    /// Rounds of the loop since the start-queues last went first (see `take_ready`).
+    ready_rounds: u32,
     /// Private landing place of batch takes from the node and global start-queues (see `unstage`).
     staging: Worker<TcbRef>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
@@ -164,6 +168,9 @@ pub(crate) enum Inline {
     /// recycles the TCB directly ([`Processor::reclaim_inline`]).
     Finished,
 }
+
+/// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
+const START_TURN: u32 = 61;
 
 /// Most never-started ULTs moved from a node or the global start-queue in one take.
 const START_BATCH: usize = 16;
@@ -224,6 +231,7 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
+            ready_rounds: 0,
             staging: Worker::new_fifo(),
             inline_child: None,
             nested: 0,
@@ -439,13 +447,24 @@ impl Processor {
     }
 
     /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
-    /// asked for it).
+    /// asked for it); every [`START_TURN`]-th round a start-queue entry first.
     #[inline]
     fn take_ready(&self) -> Option<TcbRef> {
         if self.chaos.on {
             return self.chaos_take_ready();
         }
         let core = self.core();
+        // Every START_TURN-th round a start-queue entry goes first: ULTs that keep each other
+        // ready without ever yielding (a ping-pong through the `next` slot, sleepers woken by
+        // timers on a saturated processor) would otherwise keep never-started ULTs from starting
+        // for ever (`tests/regressions.rs`, `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`).
+        core.ready_rounds += 1;
+        if core.ready_rounds >= START_TURN {
+            core.ready_rounds = 0;
+            if let Some(t) = self.take_start() {
+                return Some(t);
+            }
+        }
         if let Some(t) = core.next.take() {
             return Some(t);
         }
@@ -531,7 +550,14 @@ impl Processor {
     /// Pops the newest entry of the own start-queue.
     #[inline]
     fn pop_start(&self) -> Option<TcbRef> {
-        TcbRef::from_ptr(self.remote().start.pop()?)
+        let start = &self.remote().start;
+        let t = TcbRef::from_ptr(start.pop()?);
+        // The entry the next pop would take: its lines arrive while this one starts (a burst of
+        // spawns is started newest first, one after the other).
+        if let Some(n) = start.peek_newest() {
+            crate::prefetch::start_lines(n);
+        }
+        t
     }
 
     /// Moves what a batch take put in `staging` into the own start-queue, where thieves see it.
@@ -539,6 +565,9 @@ impl Processor {
     fn unstage(&self) {
         let core = self.core();
         while let Some(t) = core.staging.pop() {
+            // The batch's TCBs were written by their spawners, most likely on another processor:
+            // their lines start coming while the taker starts the first of the batch.
+            crate::prefetch::start_lines(t.as_ptr());
             // Room was checked before the take (`room`), and only this owner pushes.
             if self.remote().start.push(t.as_ptr()).is_err() {
                 self.push_start_overflow(t);
@@ -1102,11 +1131,18 @@ impl Processor {
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
         // The common case inline: a built-in policy sends `t` here (No Affinity: a hand-off from
-        // a ULT running here; otherwise where it last ran, when that is here).
+        // a ULT running here; the hand-off rule: where it last ran, when that is here).
         let here = match self.shared.config.policy.wake_rule() {
             // (A pinned ULT goes back where it ran, whatever the rule.)
             WakeRule::Waker if self.current_ult().is_some() && !t.tcb().pinned.get() => true,
-            WakeRule::Waker | WakeRule::LastRan => t.tcb().processor.load(Ordering::Relaxed) == self.index,
+            WakeRule::Waker | WakeRule::HandOff => t.tcb().processor.load(Ordering::Relaxed) == self.index,
+            WakeRule::HandOffInRounds => {
+                let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
+                if home && !t.tcb().pinned.get() {
+                    crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+                }
+                home
+            }
             WakeRule::Hook => false,
         };
         if here && !self.central_or_chaos {
@@ -1139,6 +1175,7 @@ impl Processor {
         let target = crate::affinity::wake_target(
             &config.policy,
             config.needs,
+            &self.shared.affinity,
             t,
             Some(self.index),
             self.current_ult(),
@@ -1263,9 +1300,15 @@ impl Processor {
         if self.central {
             return shared.nodes[0].tcbs.take_one().unwrap_or_else(|| self.alloc_chunk());
         }
-        match self.core().tcb_pool.get(&shared.nodes[self.remote().node].tcbs) {
+        let pool = &mut self.core().tcb_pool;
+        match pool.get(&shared.nodes[self.remote().node].tcbs) {
             Got::Hit(t) => {
                 stats.tcb_pool_hits.bump();
+                // The next spawn's TCB (pooled TCBs were last touched by their joiners, often
+                // long ago or on another processor).
+                if let Some(n) = pool.peek() {
+                    crate::prefetch::start_lines(n.as_ptr());
+                }
                 t
             }
             Got::Underflow(t) => {

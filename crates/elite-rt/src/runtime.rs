@@ -168,7 +168,14 @@ impl Shared {
             }
         }
         let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
-        let target = crate::affinity::wake_target(&self.config.policy, self.config.needs, t, waker, None);
+        let target = crate::affinity::wake_target(
+            &self.config.policy,
+            self.config.needs,
+            &self.affinity,
+            t,
+            waker,
+            None,
+        );
         self.wake_remote(t, target);
     }
 

@@ -2,7 +2,7 @@
 //! synchronize draw those that share data onto one processor and push compute-heavy ones apart.
 
 use super::rounds::{self, ROUND_BITS};
-use super::{Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
+use super::{hand_off, Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
 
 /// A synchronization partner that streams more than this many times the lines it shares with its
 /// waker through the cache in one run is *compute-heavy* (see [`Gravity`]).
@@ -46,7 +46,9 @@ const PULL_MAX: u64 = (1 << (64 - PULL_SHIFT)) - 1; // 11 bits: the pull, in lin
 ///   and keyed below every other ready ULT, so that an idle processor's thief takes it first
 ///   (thieves take the lowest keys) and the pair spreads over two processors;
 /// * none otherwise (no shared data, a waker that is no ULT, or a partner already beside `A`
-///   that is not compute-heavy: its pull is reset).
+///   that is not compute-heavy: its pull is reset). Without shared data, `B` goes where the
+///   other affinity policies send it: home, or after its waker by the
+///   [hand-off rule](super::hand_off) when little of its data is still cached at home.
 ///
 /// Since each side of a pair pulls the other when it wakes it, the partner with the smaller
 /// private working set is the one that moves: ELiTE's "a thread with a great cache affinity
@@ -91,13 +93,14 @@ impl Forces {
 }
 
 impl Gravity {
-    /// Where `b`, whose forces are `f`, goes when woken from processor `x` by a ULT with which it
-    /// shares `shared_bytes` of declared data; updates `f`.
-    fn force(b: &UltInfo, shared_bytes: usize, x: usize, f: &mut Forces) -> usize {
+    /// Where `b`, whose forces are `f`, goes when woken from processor `x` by a ULT, as `waker`
+    /// describes the wake-up; updates `f`.
+    fn force(b: &UltInfo, waker: &WakerInfo, x: usize, f: &mut Forces) -> usize {
         let y = b.last_processor;
-        let shared = shared_bytes.div_ceil(LINE) as u64;
+        let shared = waker.shared_bytes.div_ceil(LINE) as u64;
         if shared == 0 {
-            return y;
+            // No force: the hand-off rule decides, as under the other affinity policies.
+            return hand_off::target(y, waker);
         }
         let resident = b.footprint.lines().max(0.0) as u64;
         let private = resident.saturating_sub(shared);
@@ -136,11 +139,7 @@ impl Hooks for Gravity {
 
     #[inline]
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        if ult.state & REPELLED != 0 {
-            0
-        } else {
-            super::VirtualTime.priority(ult, here) // within a processor, Virtual Time's order
-        }
+        key(ult.state, || super::VirtualTime.priority(ult, here))
     }
 
     #[inline]
@@ -161,9 +160,21 @@ impl Hooks for Gravity {
             return ult.last_processor;
         };
         let mut forces = Forces::unpack(*state);
-        let target = Gravity::force(ult, waker.shared_bytes, x, &mut forces);
+        let target = Gravity::force(ult, waker, x, &mut forces);
         *state = forces.pack_into(*state);
         target
+    }
+}
+
+/// The key of a ULT whose policy word is `state`, with `virtual_time` its key under Virtual Time
+/// (within a processor, gravity keeps Virtual Time's order): [`Gravity::priority`] on plain
+/// values (the runtime computes it itself).
+#[inline(always)]
+pub(crate) fn key(state: u64, virtual_time: impl FnOnce() -> u64) -> u64 {
+    if state & REPELLED != 0 {
+        0
+    } else {
+        virtual_time()
     }
 }
 
@@ -192,8 +203,11 @@ mod tests {
     /// Wakes `b` (whose word is `state`) by `a` from `a`'s processor, as the runtime does: the
     /// shared bytes are the overlap of their blocks.
     fn wake(b: &(UltInfo, DataBlock), a: &(UltInfo, DataBlock), state: &mut u64) -> usize {
-        let waker =
-            WakerInfo::new(Some(a.0.last_processor)).with_ult(a.0).with_shared_bytes(a.1.overlap(&b.1));
+        // Its footprint is all still cached at home (no misses there since its run).
+        let waker = WakerInfo::new(Some(a.0.last_processor))
+            .with_ult(a.0)
+            .with_shared_bytes(a.1.overlap(&b.1))
+            .with_home_lines(b.0.footprint.lines());
         Gravity.wake_target(&b.0.with_state(*state), &waker, state)
     }
 
@@ -204,9 +218,12 @@ mod tests {
         let b = ult(2, 1, 64, 64, buf);
         let mut state = 0;
         assert_eq!(wake(&b, &a, &mut state), 0, "B joins A on processor 0");
-        // Without shared data, or woken from outside, nothing moves.
+        // Without shared data, or woken from outside, nothing moves...
         let c = ult(3, 1, 64, 64, block(1 << 24, 4096));
         assert_eq!(wake(&c, &a, &mut 0), 1);
+        // ... but the hand-off rule: with little of its data at home, it follows its waker.
+        let small = ult(5, 1, 16, 16, block(1 << 24, 1024));
+        assert_eq!(wake(&small, &a, &mut 0), 0);
         let mut s = 0;
         assert_eq!(Gravity.wake_target(&b.0, &WakerInfo::new(Some(0)), &mut s), 1);
         assert_eq!(Gravity.wake_target(&b.0, &WakerInfo::new(None), &mut s), 1);

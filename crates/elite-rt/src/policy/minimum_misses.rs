@@ -1,7 +1,7 @@
 //! Minimum Misses (ELiTE section 3.1): the ULT with the fewest cache misses in its last run runs
 //! first.
 
-use super::{Hooks, Needs, ProcessorView, UltInfo};
+use super::{hand_off, Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
 
 /// The key is `u64::MAX - misses`, with `misses` those of the ULT's last run as its processor's
 /// counter source reported them (a hardware counter, or the estimator driven by the footprint
@@ -29,6 +29,13 @@ impl Hooks for MinimumMisses {
     #[inline]
     fn priority(&self, ult: &UltInfo, _here: &ProcessorView<'_>) -> u64 {
         u64::MAX - ult.misses
+    }
+
+    /// The hand-off rule ([`hand_off`](super::hand_off)): home, unless a hand-off from another
+    /// processor finds little of its data cached there.
+    #[inline]
+    fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, _state: &mut u64) -> usize {
+        hand_off::target(ult.last_processor, waker)
     }
 }
 

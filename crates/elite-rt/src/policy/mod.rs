@@ -141,6 +141,7 @@
 //! ```
 
 mod gravity;
+pub mod hand_off;
 mod minimum_misses;
 mod no_affinity;
 mod reload_transient;
@@ -148,11 +149,20 @@ pub mod rounds;
 mod virtual_time;
 
 pub use gravity::{Gravity, REPEL_FACTOR};
+pub use hand_off::HAND_OFF_LINES;
 pub use minimum_misses::MinimumMisses;
 pub use no_affinity::NoAffinity;
 pub use reload_transient::ReloadTransient;
 pub use rounds::{ROUND_GROUP, ROUND_RUNS};
 pub use virtual_time::VirtualTime;
+
+/// The built-in policies' keys on plain values, which their hooks call too: the runtime computes
+/// them itself (see [`Policy`]'s `kind`).
+pub(crate) mod keys {
+    pub(crate) use super::gravity::key as gravity;
+    pub(crate) use super::reload_transient::key as reload_transient;
+    pub(crate) use super::virtual_time::key as virtual_time;
+}
 
 use elite_affinity::{CacheModel, Footprint};
 use std::fmt;
@@ -175,22 +185,38 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Policy {
     hooks: Arc<dyn Hooks>,
-    /// A built-in policy that keeps the default [`Hooks::yield_priority`] and one of two
-    /// [`Hooks::wake_target`]s (No Affinity, Minimum Misses): the runtime computes those itself,
-    /// without the calls. (Virtual Time, Reload Transient and gravity key yields in rounds and
-    /// mark wake-ups: their hooks are called.)
-    builtin: bool,
+    /// Which built-in policy this is, if any: the runtime computes a built-in policy's keys
+    /// (enqueue and yield) itself, from the same functions its hooks call, without a call
+    /// through the hooks per enqueue; a custom policy's hooks are called.
+    kind: Kind,
     /// How the runtime answers [`Hooks::wake_target`].
     wake: WakeRule,
 }
 
-/// How the runtime answers [`Hooks::wake_target`] (the built-in policies' answers need no call).
+/// Which policy's keys the runtime computes itself (see [`Policy`]'s `kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Custom hooks: the runtime calls them.
+    Custom,
+    NoAffinity,
+    VirtualTime,
+    MinimumMisses,
+    ReloadTransient,
+    Gravity,
+}
+
+/// How the runtime answers [`Hooks::wake_target`] (the built-in policies' answers need no call,
+/// but for gravity's forces).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WakeRule {
-    /// Call the hook (a custom policy).
+    /// Call the hook (a custom policy, gravity).
     Hook,
-    /// Where the ULT last ran (the trait default; the three affinity policies).
-    LastRan,
+    /// The [hand-off rule](hand_off) ([`MinimumMisses`]): where the ULT last ran, or its
+    /// waker's processor after a hand-off when little of its data is cached where it last ran.
+    HandOff,
+    /// The hand-off rule, after marking the wake-up in the ULT's round ([`rounds`]: Virtual
+    /// Time, Reload Transient).
+    HandOffInRounds,
     /// The waker's processor when a ULT hands off to it from its own code, else where it last
     /// ran ([`NoAffinity`]).
     Waker,
@@ -203,39 +229,38 @@ impl Policy {
 
     /// A policy made of custom hooks.
     pub fn new(hooks: impl Hooks) -> Policy {
-        Policy { hooks: Arc::new(hooks), builtin: false, wake: WakeRule::Hook }
+        Policy { hooks: Arc::new(hooks), kind: Kind::Custom, wake: WakeRule::Hook }
     }
 
-    /// A built-in policy with the default yield key (see `builtin`), whose wake target is `wake`.
-    fn builtin(hooks: impl Hooks, wake: WakeRule) -> Policy {
-        Policy { builtin: true, wake, ..Policy::new(hooks) }
+    /// The built-in policy `kind`, whose wake target is `wake`.
+    fn builtin(hooks: impl Hooks, kind: Kind, wake: WakeRule) -> Policy {
+        Policy { kind, wake, ..Policy::new(hooks) }
     }
 
     /// [`NoAffinity`]: LIFO, the default.
     pub fn no_affinity() -> Policy {
-        Policy::builtin(NoAffinity, WakeRule::Waker)
+        Policy::builtin(NoAffinity, Kind::NoAffinity, WakeRule::Waker)
     }
 
     /// [`VirtualTime`]: the most recently run here first.
     pub fn virtual_time() -> Policy {
-        Policy::new(VirtualTime)
+        Policy::builtin(VirtualTime, Kind::VirtualTime, WakeRule::HandOffInRounds)
     }
 
     /// [`MinimumMisses`]: the fewest misses in the last run first.
     pub fn minimum_misses() -> Policy {
-        Policy::builtin(MinimumMisses, WakeRule::LastRan)
+        Policy::builtin(MinimumMisses, Kind::MinimumMisses, WakeRule::HandOff)
     }
 
     /// [`ReloadTransient`]: the smallest expected reload transient first.
     pub fn reload_transient() -> Policy {
-        Policy::new(ReloadTransient)
+        Policy::builtin(ReloadTransient, Kind::ReloadTransient, WakeRule::HandOffInRounds)
     }
 
-    /// Whether [`Hooks::yield_priority`] is the default (a yield is keyed 0), so that the runtime
-    /// may skip the call.
+    /// Which built-in policy's keys the runtime computes itself ([`Kind::Custom`]: none).
     #[inline]
-    pub(crate) fn default_yield(&self) -> bool {
-        self.builtin
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// How the runtime answers [`Hooks::wake_target`] for this policy.
@@ -246,7 +271,7 @@ impl Policy {
 
     /// [`Gravity`]: synchronization partners that share data drawn together (ELiTE 3.3).
     pub fn gravity() -> Policy {
-        Policy::new(Gravity)
+        Policy::builtin(Gravity, Kind::Gravity, WakeRule::Hook)
     }
 
     /// The policy's name (its hooks' [`Hooks::name`]).
@@ -515,12 +540,22 @@ pub struct WakerInfo {
     /// ([`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block))
     /// have in common, when the waker is a ULT and the policy [`Needs::data`]; 0 otherwise.
     pub shared_bytes: usize,
+    /// At a hand-off from a processor other than the one the woken ULT last ran on (its home),
+    /// the lines of its data expected still cached at home: the cache model's expectation for
+    /// a policy that [`Needs::misses`], its declared footprint in lines otherwise (see
+    /// [`hand_off`]); 0 otherwise (not a hand-off, or a waker at home).
+    pub home_lines: f32,
 }
 
 impl WakerInfo {
     /// A waker on `processor` (`None`: outside the runtime), not a ULT. For tests of hooks.
     pub const fn new(processor: Option<usize>) -> WakerInfo {
-        WakerInfo { processor, ult: None, hand_off: false, shared_bytes: 0 }
+        WakerInfo { processor, ult: None, hand_off: false, shared_bytes: 0, home_lines: 0.0 }
+    }
+
+    /// With `home_lines` (see [`hand_off`]).
+    pub const fn with_home_lines(self, home_lines: f32) -> WakerInfo {
+        WakerInfo { home_lines, ..self }
     }
 
     /// With `shared_bytes` (see [`DataBlock::overlap`](crate::DataBlock::overlap)).
@@ -622,37 +657,51 @@ mod tests {
     }
 
     #[test]
-    fn the_hooks_agree_with_the_wake_rule_and_yield_key_the_runtime_uses() {
-        // The runtime skips those two hooks where `wake_rule` and `default_yield` say so: check
-        // that the hooks each policy carries give the same answers there.
+    fn the_hooks_agree_with_the_wake_rule_the_runtime_uses() {
+        // The runtime skips the wake hook where `wake_rule` says so: check that the hooks each
+        // policy carries give the same answers, and leave the same policy word, there. (The keys
+        // the runtime computes itself are checked against the hooks in `affinity`'s tests.)
         let u = UltInfo::new(1, 3).with_stamp(9).with_misses(4);
         let mut skipped = Vec::new();
         for name in Policy::NAMES {
             let p: Policy = name.parse().unwrap();
-            let (mut state, waker) = (0, WakerInfo::new(Some(1)));
-            let want = match p.wake_rule() {
-                WakeRule::LastRan => Some(3),
-                WakeRule::Waker => Some(1),
-                WakeRule::Hook => None,
+            let waker = WakerInfo::new(Some(1));
+            // A hand-off from processor 1 with a large footprint still cached at home (3).
+            let hot_home = waker.handing_off().with_home_lines(1000.0);
+            // With little at home: the hand-off rule follows the waker.
+            let cold_home = waker.handing_off().with_home_lines(HAND_OFF_LINES);
+            let outside = WakerInfo::new(None).handing_off();
+            let (want, marks) = match p.wake_rule() {
+                WakeRule::HandOff => ([3, 1, 3, 3], false),
+                WakeRule::HandOffInRounds => ([3, 1, 3, 3], true),
+                WakeRule::Waker => ([1, 1, 3, 3], false),
+                WakeRule::Hook => continue,
             };
-            if let Some(want) = want {
-                skipped.push(name);
-                assert_eq!(p.hooks().wake_target(&u, &waker.handing_off(), &mut state), want, "{name}");
-                // Not a hand-off (a timer, an exit), or from outside the runtime: where it last
-                // ran, under either rule.
-                assert_eq!(p.hooks().wake_target(&u, &waker, &mut state), 3, "{name}");
-                let outside = WakerInfo::new(None).handing_off();
-                assert_eq!(p.hooks().wake_target(&u, &outside, &mut state), 3, "{name}");
-                assert_eq!(state, 0, "{name}");
-            }
-            if p.default_yield() {
-                assert_eq!(p.hooks().yield_priority(&u, &ProcessorView::new(3, 5)), 0, "{name}");
+            skipped.push(name);
+            // Not a hand-off (a timer, an exit), or from outside the runtime: where it last ran.
+            for (waker, want) in [hot_home, cold_home, waker, outside].iter().zip(want) {
+                let mut state = 0;
+                assert_eq!(p.hooks().wake_target(&u, waker, &mut state), want, "{name} {waker:?}");
+                let mut marked = 0;
+                if marks {
+                    rounds::mark_woken(&mut marked);
+                }
+                assert_eq!(state, marked, "{name}");
             }
         }
-        assert_eq!(skipped, ["no-affinity", "minimum-misses"]);
-        assert_eq!(Policy::no_affinity().wake_rule(), WakeRule::Waker);
-        assert!(!Policy::new(NoAffinity).default_yield());
+        assert_eq!(skipped, ["no-affinity", "virtual-time", "minimum-misses", "reload-transient"]);
+        assert_eq!(Policy::gravity().wake_rule(), WakeRule::Hook);
         assert_eq!(Policy::new(NoAffinity).wake_rule(), WakeRule::Hook);
+        assert_eq!(Policy::new(NoAffinity).kind(), Kind::Custom);
+        for (name, kind) in Policy::NAMES.iter().zip([
+            Kind::NoAffinity,
+            Kind::VirtualTime,
+            Kind::MinimumMisses,
+            Kind::ReloadTransient,
+            Kind::Gravity,
+        ]) {
+            assert_eq!(name.parse::<Policy>().unwrap().kind(), kind);
+        }
     }
 
     #[test]

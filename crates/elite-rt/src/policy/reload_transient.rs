@@ -2,7 +2,8 @@
 //! cache footprint runs first.
 
 use super::rounds::{self, WOKEN_KEYS};
-use super::{Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
+use super::{hand_off, Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
+use elite_affinity::{CacheModel, Footprint};
 
 /// Fixed-point scale of the key: reload transients (in cache lines, at most a few times the
 /// cache's lines) are kept to 1/1024 of a line.
@@ -39,15 +40,10 @@ impl Hooks for ReloadTransient {
 
     #[inline]
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        let Some(model) = here.model else {
-            return WOKEN_KEYS;
-        };
-        let reload = ult.footprint.reload_transient_on(model, here.processor, here.clock);
-        // The reload transient is finite and in `[0, N H(N)]`, below 2^24 × 17 misses for the
-        // largest model, so the scaled value is below 2^39: a signed conversion (one instruction,
-        // where the saturating unsigned one takes a dozen) is exact, and the key stays far above
-        // every yielder's.
-        (u64::MAX - (reload * SCALE) as i64 as u64).max(WOKEN_KEYS)
+        match here.model {
+            Some(model) => key(&ult.footprint, model, here.processor, here.clock),
+            None => WOKEN_KEYS,
+        }
     }
 
     #[inline]
@@ -63,16 +59,28 @@ impl Hooks for ReloadTransient {
     }
 
     #[inline]
-    fn wake_target(&self, ult: &UltInfo, _waker: &WakerInfo, state: &mut u64) -> usize {
+    fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, state: &mut u64) -> usize {
         rounds::mark_woken(state);
-        ult.last_processor
+        hand_off::target(ult.last_processor, waker)
     }
+}
+
+/// The key of a ULT whose footprint is `footprint` entering the runqueue of `processor`, whose
+/// miss clock reads `clock`: [`ReloadTransient::priority`] on plain values (the runtime computes
+/// it itself).
+#[inline(always)]
+pub(crate) fn key(footprint: &Footprint, model: &CacheModel, processor: usize, clock: u64) -> u64 {
+    let reload = footprint.reload_transient_on(model, processor, clock);
+    // The reload transient is finite and in `[0, N H(N)]`, below 2^24 × 17 misses for the
+    // largest model, so the scaled value is below 2^39: a signed conversion (one instruction,
+    // where the saturating unsigned one takes a dozen) is exact, and the key stays far above
+    // every yielder's.
+    (u64::MAX - (reload * SCALE) as i64 as u64).max(WOKEN_KEYS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use elite_affinity::{CacheModel, Footprint};
 
     #[test]
     fn smallest_reload_transient_wins() {

@@ -2,7 +2,7 @@
 //! ULTs that yield take turns in rounds with the ULTs they ran with.
 
 use super::rounds::{self, WOKEN_KEYS};
-use super::{Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
+use super::{hand_off, Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
 
 /// Each processor counts the runs that end on it and stamps the ULT with that count; a ULT
 /// entering the runqueue of the processor it last ran on is keyed by its stamp (higher: more
@@ -36,11 +36,7 @@ impl Hooks for VirtualTime {
 
     #[inline]
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        if ult.last_processor == here.processor {
-            WOKEN_KEYS + ult.stamp
-        } else {
-            WOKEN_KEYS
-        }
+        key(ult.last_processor, ult.stamp, here.processor)
     }
 
     #[inline]
@@ -56,9 +52,20 @@ impl Hooks for VirtualTime {
     }
 
     #[inline]
-    fn wake_target(&self, ult: &UltInfo, _waker: &WakerInfo, state: &mut u64) -> usize {
+    fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, state: &mut u64) -> usize {
         rounds::mark_woken(state);
-        ult.last_processor
+        hand_off::target(ult.last_processor, waker)
+    }
+}
+
+/// The key of a ULT last run on `last_processor`, stamped `stamp` there, entering the runqueue
+/// of `here`: [`VirtualTime::priority`] on plain values (the runtime computes it itself).
+#[inline(always)]
+pub(crate) fn key(last_processor: usize, stamp: u64, here: usize) -> u64 {
+    if last_processor == here {
+        WOKEN_KEYS + stamp
+    } else {
+        WOKEN_KEYS
     }
 }
 

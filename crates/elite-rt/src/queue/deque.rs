@@ -174,6 +174,20 @@ impl<N> Deque<N> {
         won.then(|| self.slots[b1 & self.mask].load(Ordering::Relaxed))
     }
 
+    /// The newest entry, the one the owner's next pop would take, without taking it: a hint for a
+    /// prefetch only (a thief may take it at any moment; the caller must not dereference it).
+    /// Only the owner calls this: it alone writes `bottom` and the slots, so the slot below
+    /// `bottom` holds the newest entry, unless thieves took it meanwhile (then a stale address).
+    #[inline]
+    pub(crate) fn peek_newest(&self) -> Option<*mut N> {
+        let b = self.bottom.load(Ordering::Relaxed);
+        let t = self.top.load(Ordering::Relaxed);
+        if b.wrapping_sub(t) as isize <= 0 {
+            return None;
+        }
+        Some(self.slots[b.wrapping_sub(1) & self.mask].load(Ordering::Relaxed))
+    }
+
     /// Takes the oldest entry. Any thread may call this.
     #[inline]
     pub(crate) fn steal(&self) -> Stolen<N> {
@@ -208,11 +222,13 @@ mod tests {
         }
         assert_eq!(d.push(p(5)), Err(p(5)));
         assert_eq!(d.steal(), Stolen::Success(p(1)));
+        assert_eq!(d.peek_newest(), Some(p(4)));
         assert_eq!(d.pop(), Some(p(4)));
         assert_eq!(d.len(), 2);
         assert_eq!(d.pop(), Some(p(3)));
         assert_eq!(d.pop(), Some(p(2)));
         assert_eq!(d.pop(), None);
+        assert_eq!(d.peek_newest(), None);
         assert_eq!(d.steal(), Stolen::Empty);
         assert!(d.is_empty());
     }
