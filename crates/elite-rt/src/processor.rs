@@ -325,28 +325,28 @@ impl Processor {
             if let Some(t) = self.take_ready() {
                 // Prefetch hook (`crate::prefetch`): the chosen ULT's data, and the next one's.
                 self.prefetch_chosen(t);
-                self.dispatch(t);
+                self.dispatch(t, w);
                 continue;
             }
             if let Some(t) = self.take_start() {
-                self.start_ult(t);
+                self.start_ult(t, w);
                 continue;
             }
             if let Some(t) = self.steal() {
-                self.dispatch(t);
+                self.dispatch(t, w);
                 continue;
             }
             self.idle();
         }
     }
 
-    /// Runs `t`, giving it a stack first if it never ran.
+    /// Runs `t`, giving it a stack first if it never ran; `w` is the calling thread's worker.
     #[inline]
-    fn dispatch(&self, t: TcbRef) {
+    fn dispatch(&self, t: TcbRef, w: &crate::blocking::Worker) {
         if t.tcb().life.get() == Life::Queued {
-            self.start_ult(t);
+            self.start_ult(t, w);
         } else {
-            self.run_ult(t);
+            self.run_ult(t, w);
         }
     }
 
@@ -725,7 +725,7 @@ impl Processor {
             self.core().affinity.pause(j);
         }
         self.core().nested += 1;
-        self.start_ult(t);
+        self.start_ult(t, crate::blocking::current_worker());
         self.core().nested -= 1;
         if joiner.is_some() {
             self.core().affinity.resume();
@@ -742,8 +742,9 @@ impl Processor {
         }
     }
 
-    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it.
-    fn start_ult(&self, t: TcbRef) {
+    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it; `w` is
+    /// the calling thread's worker.
+    fn start_ult(&self, t: TcbRef, w: &crate::blocking::Worker) {
         let tcb = t.tcb();
         let ctx = match self.get_context(tcb.stack_size()) {
             Ok(c) => c,
@@ -759,7 +760,7 @@ impl Processor {
         if tcb.pinned.get() {
             self.core().pinned_here += 1;
         }
-        self.run_ult(t);
+        self.run_ult(t, w);
     }
 
     /// Whether a pinned ULT lives on this processor (started here, not exited).
@@ -862,7 +863,11 @@ impl Processor {
     /// Switches into `t` and finishes whatever transition it switched out with; then, when the
     /// transition left a ULT in the `next` slot and nothing else waits here, switches into that one
     /// at once (see [`Processor::hand_off`]), and so on.
-    fn run_ult(&self, mut t: TcbRef) {
+    ///
+    /// `w` is the calling OS thread's worker (`crate::blocking`), passed down from the loop (or
+    /// looked up once by the join fast path) rather than read from a thread-local after every
+    /// park.
+    fn run_ult(&self, mut t: TcbRef, w: &crate::blocking::Worker) {
         let stats = &self.remote().stats;
         let check_canary = self.check_canary;
         loop {
@@ -905,7 +910,7 @@ impl Processor {
                     // A blocking call's action may have handed this processor to another OS
                     // thread (`crate::blocking::switched`), or shutdown began: leave the loop's
                     // frames without touching the processor again (the loop checks the same flag).
-                    if crate::blocking::worker_stopped() {
+                    if w.stop.load(Ordering::Relaxed) {
                         return;
                     }
                 }
