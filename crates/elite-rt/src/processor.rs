@@ -145,6 +145,7 @@ pub(crate) struct Core {
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
     notes: Vec<Option<Box<NoteBatch>>>,
     id_seq: u64,
+    /// Steps left until the next 61st (see [`Core::step`]).
     tick: u32,
     rounds: u32,
     rng: u64,
@@ -152,6 +153,24 @@ pub(crate) struct Core {
     scratch: Vec<TcbRef>,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
     affinity: crate::affinity::Local,
+}
+
+/// Every how many steps (start-queue takes, hand-offs, yields that found nothing else) the
+/// processor looks past its fast paths: the shared start-queue levels first, the loop's round.
+const TICK_PERIOD: u32 = 61;
+
+impl Core {
+    /// Counts one step; true at every [`TICK_PERIOD`]-th (a countdown: cheaper than a modulo on
+    /// the switch path).
+    #[inline]
+    fn step(&mut self) -> bool {
+        self.tick -= 1;
+        if self.tick == 0 {
+            self.tick = TICK_PERIOD;
+            return true;
+        }
+        false
+    }
 }
 
 /// How the join fast path ([`Processor::start_inline`]) went.
@@ -238,7 +257,7 @@ impl Processor {
             pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
-            tick: 0,
+            tick: TICK_PERIOD,
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             scratch: Vec::new(),
@@ -496,9 +515,8 @@ impl Processor {
             return Some(t);
         }
         let core = self.core();
-        core.tick = core.tick.wrapping_add(1);
+        let shared_turn = core.step();
         let remote = self.remote();
-        let shared_turn = core.tick.is_multiple_of(61);
         if !shared_turn && !remote.start.is_empty() {
             if let Some(t) = self.pop_start() {
                 remote.stats.start_local.bump();
@@ -938,8 +956,7 @@ impl Processor {
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
         let n = core.next?;
-        core.tick = core.tick.wrapping_add(1);
-        if core.tick.is_multiple_of(61) || core.nested > 0 || self.chaos.on {
+        if core.step() || core.nested > 0 || self.chaos.on {
             return None; // (the chaos mode's loop picks the next ULT at random)
         }
         let remote = self.remote();
@@ -958,8 +975,7 @@ impl Processor {
     #[inline]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
-        core.tick = core.tick.wrapping_add(1);
-        if core.tick.is_multiple_of(61) {
+        if core.step() {
             return false; // let the loop look at the shared levels now and then
         }
         core.next.is_none()
