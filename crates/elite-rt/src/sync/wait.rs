@@ -17,7 +17,9 @@
 //! waiter (ULT code)      lock object; decide to wait; node = WaitNode::new() (wait = seq << 2)
 //!                        node.block(guard, deadline, link): switch out holding the lock; then,
 //!                        on the processor's stack: link node; arm a timer entry (seq) if there is
-//!                        a deadline; unlock object
+//!                        a deadline; unlock object (an untimed wait whose link only puts the node
+//!                        into a list: node.block_on(guard, list, front), the same steps done by
+//!                        the processor itself, `Switch::Link`)
 //! notifier               lock object; unlink node; node.notify():
 //!                          untimed wait -> store wait = seq << 2 | NOTIFIED (nobody else can
 //!                                          resolve it: the node is reachable only through the
@@ -71,10 +73,14 @@
 //! addresses, so when the waiter resumes, each `ret` back out of those frames is mispredicted
 //! (and the notifier's frames on the way in were pushed for nothing). In a ping-pong between two
 //! ULTs every operation blocks, so these mispredictions are most of what a round trip costs
-//! above the bare switch. Hence the blocking paths are shallow: [`WaitNode::block`] and
-//! [`crate::thread::park_ult`] are `#[inline(always)]`, and each primitive inlines its common
-//! blocking wait (an untimed one) into its entry point, keeping only what is rare (timed waits,
-//! disconnection, lost races) out of line. Keep it so when changing a primitive: a new helper
+//! above the bare switch. Hence the blocking paths are shallow: [`WaitNode::block`],
+//! [`WaitNode::block_on`] and [`crate::thread::park_ult`] are `#[inline(always)]`, and each
+//! primitive inlines its common blocking wait (an untimed one) into its entry point, keeping only
+//! what is rare (timed waits, disconnection, lost races) out of line. The untimed waits that only
+//! link their node (channels, mutex, rwlock, barrier) use `block_on`: the processor links the node
+//! and unlocks itself (`Switch::Link`, matched in its `run_ult`) instead of calling a closure
+//! through a pointer (about 20 instructions less per round trip of
+//! `blocking-probe ping_pong`, two waits, under callgrind). Keep it so when changing a primitive: a new helper
 //! between `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's
 //! path.
 //!
@@ -264,6 +270,45 @@ impl WaitNode {
         }
     }
 
+    /// An untimed [`WaitNode::block`] whose link is "put the node into `list(state)`" (at its
+    /// front with `front`): returns once a notifier resolved the wait. A ULT switches out with a
+    /// [`Switch::Link`](crate::processor::Switch) that its processor handles directly
+    /// ([`link_after_switch`]), with no closure to move and call behind the switch.
+    ///
+    /// Always inlined, as `block`: see "Switch depth" in the module docs.
+    #[inline(always)]
+    pub(crate) fn block_on<S>(
+        &self,
+        guard: SpinGuard<'_, S>,
+        list: impl FnOnce(&mut S) -> &mut WaitList,
+        front: bool,
+    ) {
+        let mut g = guard;
+        match &self.who {
+            Who::Ult { tcb, .. } => {
+                let t = *tcb;
+                debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
+                debug_assert!(!self.timed.get());
+                let list: *mut WaitList = list(&mut g);
+                // Held across the switch; the processor releases it once the node is linked.
+                let lock = g.into_held();
+                let why = crate::processor::Switch::Link { node: self, list, lock, front };
+                // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
+                unsafe { crate::thread::park_ult_linking(t, why) };
+            }
+            Who::Thread { state, .. } => {
+                let l = list(&mut g);
+                if front {
+                    l.push_front(self);
+                } else {
+                    l.push_back(self);
+                }
+                drop(g);
+                crate::deadlock::OsWait::during(false, || Self::park_thread(state, None));
+            }
+        }
+    }
+
     /// An OS thread's wait, its node linked: park until notified (true) or the deadline (false).
     fn park_thread(state: &AtomicU8, deadline: Option<Instant>) -> bool {
         loop {
@@ -435,6 +480,7 @@ impl WaitList {
     }
 
     /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
+    #[inline]
     pub(crate) fn push_back(&mut self, n: &WaitNode) {
         debug_assert!(!n.linked.get());
         self.note(n);
@@ -451,6 +497,7 @@ impl WaitList {
     }
 
     /// Puts `n` first (a waiter that lost a race for the object keeps its place).
+    #[inline(never)]
     pub(crate) fn push_front(&mut self, n: &WaitNode) {
         debug_assert!(!n.linked.get());
         self.note(n);
@@ -500,6 +547,33 @@ impl WaitList {
         // waiter until a holder of the object's lock unlinks it (see `push_back`).
         unsafe { p.as_ref() }
     }
+}
+
+/// The processor's half of [`WaitNode::block_on`] (a `Switch::Link`): links the node of the ULT
+/// that just switched out into the object's list, then releases the object's lock that the ULT
+/// held across the switch (the wait protocol, module docs: from the unlock on, a notifier may pop
+/// the node and wake the ULT).
+///
+/// # Safety
+/// `node`, `list` and `lock` come from a `block_on` whose ULT has switched out and not been
+/// resumed: the node lives on its frozen stack, and `list` is inside the object whose spin lock
+/// `lock` is held (for this call to release).
+#[inline(always)]
+pub(crate) unsafe fn link_after_switch(
+    node: *const WaitNode,
+    list: *mut WaitList,
+    lock: *const AtomicBool,
+    front: bool,
+) {
+    // SAFETY: per the contract, the list is ours under the held lock and the node alive.
+    let (list, node) = unsafe { (&mut *list, &*node) };
+    if front {
+        list.push_front(node); // (rare: a mutex waiter that lost a race; not inlined)
+    } else {
+        list.push_back(node);
+    }
+    // SAFETY: per the contract, the lock is held (by the switched-out waiter, on our behalf).
+    unsafe { (*lock).store(false, Ordering::Release) };
 }
 
 /// Runs a closure if dropped while armed: the clean-up of a wait when the waiter is force-unwound
@@ -575,6 +649,17 @@ impl<T> SpinLock<T> {
 
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+}
+
+impl<'a, T> SpinGuard<'a, T> {
+    /// Gives up the guard without unlocking: the lock stays held until someone stores `false`
+    /// into the returned flag ([`link_after_switch`]).
+    #[inline(always)]
+    fn into_held(self) -> *const AtomicBool {
+        let l: *const AtomicBool = &self.lock.locked;
+        std::mem::forget(self);
+        l
+    }
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
