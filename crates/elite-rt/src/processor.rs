@@ -893,6 +893,8 @@ impl Processor {
     fn run_ult(&self, mut t: TcbRef, w: &crate::blocking::Worker) {
         let stats = &self.remote().stats;
         let check_canary = self.check_canary;
+        // Fixed for the processor's life: read once here, not at every resume.
+        let (begin_hook, end_hook) = self.core().affinity.run_hooks();
         loop {
             let tcb = t.tcb();
             tcb.processor.store(self.index, Ordering::Relaxed);
@@ -905,10 +907,14 @@ impl Processor {
                 self.current.set(Some(t));
                 tcb.resumer.set(Resumer(self));
                 stats.switches.bump();
-                self.core().affinity.begin_run();
+                if begin_hook {
+                    self.core().affinity.begin_run();
+                }
                 let result = ctx.co.resume(Resumer(self));
                 self.current.set(None);
-                self.core().affinity.end_run(t);
+                if end_hook {
+                    self.core().affinity.end_run(t);
+                }
                 if check_canary {
                     self.check_canary(t);
                 }
