@@ -106,6 +106,9 @@ const TIMED_OUT: u64 = 2;
 const RESOLVED: u64 = NOTIFIED | TIMED_OUT;
 /// The wait word is `seq << SEQ_SHIFT | outcome`.
 const SEQ_SHIFT: u32 = 2;
+/// In a ULT's node, its copy of the wait word (`seq << SEQ_SHIFT`, unresolved) has this bit set
+/// when the wait has a deadline: the outcome bits are free there (the node never records one).
+const NODE_TIMED: u64 = TIMED_OUT;
 
 const T_WAITING: u8 = 0;
 const T_NOTIFIED: u8 = 1;
@@ -152,8 +155,17 @@ fn resolve(w: &AtomicU64, seq: u64, how: u64) -> Option<u64> {
 }
 
 enum Who {
-    Ult { tcb: TcbRef, seq: u64 },
-    Thread { thread: Thread, state: AtomicU8 },
+    /// `word`: the unresolved wait word of this wait, `seq << SEQ_SHIFT`, plus [`NODE_TIMED`]
+    /// for a timed wait (set before the node is linked: only then can a timer race the
+    /// notifier).
+    Ult {
+        tcb: TcbRef,
+        word: Cell<u64>,
+    },
+    Thread {
+        thread: Thread,
+        state: AtomicU8,
+    },
 }
 
 /// One waiter, on its own stack, linked into a [`WaitList`] of the object it waits on.
@@ -163,12 +175,9 @@ enum Who {
 /// lock, or by the waiter after it was notified.
 pub(crate) struct WaitNode {
     prev: Cell<*const WaitNode>,
+    /// The next node in the list, null for the last; [`UNLINKED`] while the node is in no list.
     next: Cell<*const WaitNode>,
-    linked: Cell<bool>,
     who: Who,
-    /// Whether the wait has a deadline (set before the node is linked): only then can a timer
-    /// race the notifier.
-    timed: Cell<bool>,
     pub(crate) tag: Cell<usize>,
     pub(crate) slot: Cell<*mut ()>,
 }
@@ -185,16 +194,14 @@ impl WaitNode {
                 // stale timer's CAS fails on the new sequence number.
                 let seq = (w.load(Ordering::Relaxed) >> SEQ_SHIFT) + 1;
                 w.store(seq << SEQ_SHIFT, Ordering::Relaxed);
-                Who::Ult { tcb, seq }
+                Who::Ult { tcb, word: Cell::new(seq << SEQ_SHIFT) }
             }
             None => Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) },
         };
         WaitNode {
             prev: Cell::new(ptr::null()),
-            next: Cell::new(ptr::null()),
-            linked: Cell::new(false),
+            next: Cell::new(UNLINKED),
             who,
-            timed: Cell::new(false),
             tag: Cell::new(0),
             slot: Cell::new(ptr::null_mut()),
         }
@@ -203,7 +210,7 @@ impl WaitNode {
     /// Whether the node is in a list. Read under the object's lock.
     #[inline]
     pub(crate) fn is_linked(&self) -> bool {
-        self.linked.get()
+        self.next.get() != UNLINKED
     }
 
     /// Blocks on the object whose lock `guard` holds, until a notifier resolves the wait (true) or
@@ -226,9 +233,11 @@ impl WaitNode {
         link: impl FnOnce(&mut S, &WaitNode) -> R,
     ) -> bool {
         match &self.who {
-            Who::Ult { tcb, seq } => {
-                let (t, seq) = (*tcb, *seq);
-                self.timed.set(deadline.is_some());
+            Who::Ult { tcb, word } => {
+                let (t, seq) = (*tcb, word.get() >> SEQ_SHIFT);
+                if deadline.is_some() {
+                    word.set(word.get() | NODE_TIMED);
+                }
                 debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
                 match deadline {
                     // Two closures, so that an untimed wait (the common one, its `None` known where
@@ -288,7 +297,6 @@ impl WaitNode {
             Who::Ult { tcb, .. } => {
                 let t = *tcb;
                 debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
-                debug_assert!(!self.timed.get());
                 let list: *mut WaitList = list(&mut g);
                 // Held across the switch; the processor releases it once the node is linked.
                 let lock = g.into_held();
@@ -341,11 +349,12 @@ impl WaitNode {
     /// is notified; call [`Wake::wake`] once the object's lock is released.
     #[inline(always)]
     pub(crate) fn notify(&self) -> Option<Wake> {
-        if let Who::Ult { tcb, seq } = &self.who {
-            if !self.timed.get() {
+        if let Who::Ult { tcb, word } = &self.who {
+            let w = word.get();
+            if w & NODE_TIMED == 0 {
                 // Untimed, and linked only after its ULT switched out: nobody but us, under the
                 // object's lock, can resolve it (module docs), so a store does.
-                tcb.tcb().wait.store((*seq << SEQ_SHIFT) | NOTIFIED, Ordering::Release);
+                tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
                 return Some(Self::wake_ult(*tcb));
             }
         }
@@ -356,9 +365,9 @@ impl WaitNode {
     #[cold]
     fn notify_slow(&self) -> Option<Wake> {
         match &self.who {
-            Who::Ult { tcb, seq } => {
+            Who::Ult { tcb, word } => {
                 let t = *tcb;
-                resolve(&t.tcb().wait, *seq, NOTIFIED)?; // fails: the deadline won
+                resolve(&t.tcb().wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
                 Some(Self::wake_ult(t))
             }
             Who::Thread { thread, state } => {
@@ -435,6 +444,9 @@ impl Wakes {
     }
 }
 
+/// A node's `next` while it is in no list: an address no node has (nor null, the last node's).
+const UNLINKED: *const WaitNode = ptr::dangling();
+
 /// An intrusive FIFO of [`WaitNode`]s, kept under the object's [`SpinLock`].
 pub(crate) struct WaitList {
     head: *const WaitNode,
@@ -482,9 +494,8 @@ impl WaitList {
     /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
     #[inline]
     pub(crate) fn push_back(&mut self, n: &WaitNode) {
-        debug_assert!(!n.linked.get());
+        debug_assert!(!n.is_linked());
         self.note(n);
-        n.linked.set(true);
         n.next.set(ptr::null());
         n.prev.set(self.tail);
         if let Some(t) = self.node(self.tail) {
@@ -499,9 +510,8 @@ impl WaitList {
     /// Puts `n` first (a waiter that lost a race for the object keeps its place).
     #[inline(never)]
     pub(crate) fn push_front(&mut self, n: &WaitNode) {
-        debug_assert!(!n.linked.get());
+        debug_assert!(!n.is_linked());
         self.note(n);
-        n.linked.set(true);
         n.prev.set(ptr::null());
         n.next.set(self.head);
         if let Some(h) = self.node(self.head) {
@@ -526,7 +536,7 @@ impl WaitList {
 
     /// Unlinks `n` if it is linked (in this list).
     pub(crate) fn remove(&mut self, n: &WaitNode) {
-        if !n.linked.get() {
+        if !n.is_linked() {
             return;
         }
         match self.node(n.prev.get()) {
@@ -537,7 +547,7 @@ impl WaitList {
             Some(x) => x.prev.set(n.prev.get()),
             None => self.tail = n.prev.get(),
         }
-        n.linked.set(false);
+        n.next.set(UNLINKED);
         self.len -= 1;
     }
 
