@@ -331,8 +331,11 @@ pub(crate) struct Local {
     /// The counter source is a hardware counter: the only one whose clock moves between runs,
     /// so the only one a run's beginning must read (see [`begin_run`](Self::begin_run)).
     hardware: bool,
-    /// The needs are stamps alone (Virtual Time): a run's end is a stamp, inline.
+    /// The needs are stamps alone: a run's end is a stamp, inline.
     stamps_only: bool,
+    /// The needs are stamps and rounds, nothing else (Virtual Time): a run's end is a stamp and
+    /// the round's update, inline.
+    stamps_and_rounds: bool,
     /// The counter source and the model, when the policy needs misses.
     counting: Option<Counting>,
     /// The end of a run that is more than a stamp: [`Local::record`], or a version of it made
@@ -422,6 +425,7 @@ impl Local {
             record,
             hardware: matches!(&counting, Some(Counting { source: AnySource::Hardware(_), .. })),
             stamps_only: needs == Needs::STAMPS,
+            stamps_and_rounds: needs == Needs::STAMPS.with_rounds(),
             counting,
             policy: policy.clone(),
             kind: policy.kind(),
@@ -502,6 +506,12 @@ impl Local {
             if self.stamps_only {
                 self.vtime += 1;
                 t.tcb().affinity.stamp.set(self.vtime);
+            } else if self.stamps_and_rounds {
+                // What `record` does for these needs, without the call and its checks.
+                self.vtime += 1;
+                let rec = &t.tcb().affinity;
+                rec.stamp.set(self.vtime);
+                rec.state.set(rounds::end_run(self.processor, self.vtime, rec.state.get()));
             } else {
                 let record = self.record;
                 record(self, t);
@@ -717,6 +727,38 @@ mod tests {
             }
             assert!(source.clock() > 0);
         }
+    }
+
+    /// Virtual Time's run end (inline: stamps and rounds) keeps the stamp and the round that
+    /// the general one (`record`) keeps, run after run, for two ULTs taking turns.
+    #[test]
+    fn virtual_times_inline_run_end_keeps_the_general_records() {
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let ults: Vec<TcbRef> = chunk.tcbs().take(4).collect();
+        let policy = Policy::virtual_time();
+        let needs = policy.hooks().needs();
+        let affinity = Affinity::new(needs, &ModelCache::ASSUMED, 1);
+        let mut inline = Local::new(0, &policy, needs, &CounterChoice::Detect, &affinity);
+        let mut general = Local::new(0, &policy, needs, &CounterChoice::Detect, &affinity);
+        assert!(inline.stamps_and_rounds);
+        for &t in &ults {
+            on_spawn(needs, t, None);
+        }
+        for run in 0..3000usize {
+            let (a, b) = (ults[run % 2], ults[2 + run % 2]);
+            if run % 7 == 3 {
+                mark_woken(a);
+                mark_woken(b);
+            }
+            inline.begin_run();
+            inline.end_run(a);
+            general.begin_run();
+            general.record(b);
+            let (x, y) = (ult_info(a, needs), ult_info(b, needs));
+            assert_eq!((x.stamp, x.state), (y.stamp, y.state), "run {run}");
+        }
+        assert_eq!(ult_info(ults[0], needs).stamp, 2999);
     }
 
     /// The keys the runtime computes itself for each built-in policy (enqueue and yield) are
