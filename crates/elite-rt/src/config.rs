@@ -154,13 +154,15 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Entries a processor's start-queue holds before spawns overflow to its node (default 256, at least 1).
+    /// Entries a processor's start-queue holds before a spawn moves its oldest half to the node
+    /// (default 256, at least 1).
     pub fn start_queue_limit(mut self, n: usize) -> Self {
         self.start_queue_limit = n;
         self
     }
 
-    /// Entries a node's start-queue holds before spawns overflow to the global queue (default 4096, at least 1).
+    /// Entries a node's start-queue holds before what spills into it goes to the global queue
+    /// (default 4096, at least 1).
     pub fn node_start_queue_limit(mut self, n: usize) -> Self {
         self.node_start_queue_limit = n;
         self

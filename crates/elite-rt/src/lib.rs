@@ -289,10 +289,11 @@ mod queue;
 #[cfg(loom)]
 #[allow(dead_code)]
 mod queue {
-    //! Under loom: only the wake-up and clean-up stacks, the own start-queue and a node
-    //! start-queue's bound.
+    //! Under loom: only the wake-up and clean-up stacks, the own start-queue and the shared
+    //! start-queue levels with a node level's bound.
     pub(crate) mod bound;
     pub(crate) mod deque;
+    pub(crate) mod shared;
     pub(crate) mod tcb_stack;
 }
 #[cfg(not(loom))]

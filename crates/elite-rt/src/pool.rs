@@ -51,6 +51,13 @@ impl<T> LocalPool<T> {
         }
     }
 
+    /// The object the next [`LocalPool::get`] would hand out, if the pool holds any (for a
+    /// prefetch of it).
+    #[inline]
+    pub(crate) fn peek(&self) -> Option<&T> {
+        self.items.last()
+    }
+
     /// Returns an object; returns true when this overflowed a batch to `node`.
     #[inline]
     pub(crate) fn put(&mut self, t: T, node: &NodePool<T>) -> bool {

@@ -13,7 +13,9 @@
 //! # The loop (DESIGN §4)
 //!
 //! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
-//! 2. Run the `next` slot's ULT, else the runqueue's best.
+//! 2. Run the `next` slot's ULT, else the runqueue's best; but every 61st round (and after a
+//!    yield) start one ULT from the start-queues first, so that ready ULTs that keep each other
+//!    going cannot keep never-started ones waiting for ever.
 //! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
@@ -41,20 +43,20 @@ use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
 use crate::queue::run::RunQueue;
-use crate::queue::start::{steal_one, take_global, take_global_batch};
+use crate::queue::shared::TAKE_MAX;
+use crate::queue::start::steal_one;
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
 use crate::tcb::{Context, Resumer};
-use crate::tcb::{JoinState, Life, TcbRef, Ult, UltYielder, Waiter};
+use crate::tcb::{JoinState, Life, Tcb, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::SpawnError;
 use corosensei::CoroutineResult;
 
 mod chaos;
 pub(crate) use chaos::decision_point;
-use crossbeam_deque::Worker;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -86,7 +88,7 @@ pub(crate) enum Switch {
 pub(crate) struct Remote {
     pub(crate) node: usize,
     /// The own start-queue: pushed and popped by the owner, stolen from by others.
-    pub(crate) start: Deque<crate::tcb::Tcb>,
+    pub(crate) start: Deque<Tcb>,
     pub(crate) wakeup: CachePadded<TcbStack>,
     pub(crate) cleanup: CachePadded<CleanupStack>,
     pub(crate) runq: CachePadded<RunQueue>,
@@ -128,8 +130,11 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
-    /// Private landing place of batch takes from the node and global start-queues (see `unstage`).
-    staging: Worker<TcbRef>,
+    /// Rounds of the loop since the start-queues last went first (see `take_ready`).
+    ready_rounds: u32,
+    /// The oldest half of a full own start-queue on its way down a level (`push_start_overflow`):
+    /// a buffer kept here, not on the spawning ULT's (possibly small) stack.
+    spill: Vec<*mut Tcb>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
     /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
@@ -141,6 +146,7 @@ pub(crate) struct Core {
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
     notes: Vec<Option<Box<NoteBatch>>>,
     id_seq: u64,
+    /// Steps left until the next 61st (see [`Core::step`]).
     tick: u32,
     rounds: u32,
     rng: u64,
@@ -148,6 +154,24 @@ pub(crate) struct Core {
     scratch: Vec<TcbRef>,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
     affinity: crate::affinity::Local,
+}
+
+/// Every how many steps (start-queue takes, hand-offs, yields that found nothing else) the
+/// processor looks past its fast paths: the shared start-queue levels first, the loop's round.
+const TICK_PERIOD: u32 = 61;
+
+impl Core {
+    /// Counts one step; true at every [`TICK_PERIOD`]-th (a countdown: cheaper than a modulo on
+    /// the switch path).
+    #[inline]
+    fn step(&mut self) -> bool {
+        self.tick -= 1;
+        if self.tick == 0 {
+            self.tick = TICK_PERIOD;
+            return true;
+        }
+        false
+    }
 }
 
 /// How the join fast path ([`Processor::start_inline`]) went.
@@ -165,8 +189,11 @@ pub(crate) enum Inline {
     Finished,
 }
 
-/// Most never-started ULTs moved from a node or the global start-queue in one take.
-const START_BATCH: usize = 16;
+/// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
+const START_TURN: u32 = 61;
+
+/// Most entries a full own start-queue moves down a level at once (half its limit, up to this).
+const SPILL_MAX: usize = 512;
 
 /// A processor as its OS thread sees it.
 pub(crate) struct Processor {
@@ -224,13 +251,14 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
-            staging: Worker::new_fifo(),
+            ready_rounds: 0,
+            spill: Vec::new(),
             inline_child: None,
             nested: 0,
             pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
-            tick: 0,
+            tick: TICK_PERIOD,
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             scratch: Vec::new(),
@@ -317,28 +345,28 @@ impl Processor {
             if let Some(t) = self.take_ready() {
                 // Prefetch hook (`crate::prefetch`): the chosen ULT's data, and the next one's.
                 self.prefetch_chosen(t);
-                self.dispatch(t);
+                self.dispatch(t, w);
                 continue;
             }
             if let Some(t) = self.take_start() {
-                self.start_ult(t);
+                self.start_ult(t, w);
                 continue;
             }
             if let Some(t) = self.steal() {
-                self.dispatch(t);
+                self.dispatch(t, w);
                 continue;
             }
             self.idle();
         }
     }
 
-    /// Runs `t`, giving it a stack first if it never ran.
+    /// Runs `t`, giving it a stack first if it never ran; `w` is the calling thread's worker.
     #[inline]
-    fn dispatch(&self, t: TcbRef) {
+    fn dispatch(&self, t: TcbRef, w: &crate::blocking::Worker) {
         if t.tcb().life.get() == Life::Queued {
-            self.start_ult(t);
+            self.start_ult(t, w);
         } else {
-            self.run_ult(t);
+            self.run_ult(t, w);
         }
     }
 
@@ -439,13 +467,24 @@ impl Processor {
     }
 
     /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
-    /// asked for it).
+    /// asked for it); every [`START_TURN`]-th round a start-queue entry first.
     #[inline]
     fn take_ready(&self) -> Option<TcbRef> {
         if self.chaos.on {
             return self.chaos_take_ready();
         }
         let core = self.core();
+        // Every START_TURN-th round a start-queue entry goes first: ULTs that keep each other
+        // ready without ever yielding (a ping-pong through the `next` slot, sleepers woken by
+        // timers on a saturated processor) would otherwise keep never-started ULTs from starting
+        // for ever (`tests/regressions.rs`, `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`).
+        core.ready_rounds += 1;
+        if core.ready_rounds >= START_TURN {
+            core.ready_rounds = 0;
+            if let Some(t) = self.take_start() {
+                return Some(t);
+            }
+        }
         if let Some(t) = core.next.take() {
             return Some(t);
         }
@@ -472,14 +511,14 @@ impl Processor {
     #[inline]
     fn take_start(&self) -> Option<TcbRef> {
         if self.central {
-            let t = take_global(&self.shared.global_start)?;
+            // The ablation keeps taking one entry at a time.
+            let t = TcbRef::from_ptr(self.shared.global_start.take()?);
             self.remote().stats.start_global.bump();
-            return Some(t);
+            return t;
         }
         let core = self.core();
-        core.tick = core.tick.wrapping_add(1);
+        let shared_turn = core.step();
         let remote = self.remote();
-        let shared_turn = core.tick.is_multiple_of(61);
         if !shared_turn && !remote.start.is_empty() {
             if let Some(t) = self.pop_start() {
                 remote.stats.start_local.bump();
@@ -502,26 +541,38 @@ impl Processor {
             self.flush_notes();
         }
         // From the shared levels take a batch into the own start-queue (room permitting): one
-        // synchronization on the shared queue serves several starts.
-        let room = self.core().start_limit.saturating_sub(remote.start.len()).min(START_BATCH);
+        // lock of the shared queue serves several starts.
+        let room = self.core().start_limit.saturating_sub(remote.start.len()).clamp(1, TAKE_MAX);
         let node = &self.shared.nodes[remote.node];
-        if let Some((t, n)) = node.start.take_batch(&self.core().staging, room) {
-            self.unstage();
-            remote.stats.start_node.add(n as u64);
+        let mut batch = [ptr::null_mut(); TAKE_MAX];
+        let mut n = node.start.take_batch(room, &mut batch);
+        let global = n == 0;
+        if global {
+            n = self.shared.global_start.take_batch(room, &mut batch);
+        }
+        if n > 0 {
+            // The first runs now; the rest go on the own queue, the oldest on top, so that they
+            // start in the order they were spawned (and thieves take the newest of them).
+            for &e in batch[1..n].iter().rev() {
+                // Their TCBs were written by their spawners, most likely on another processor:
+                // their lines come while the taker starts the first of the batch.
+                crate::prefetch::start_lines(e);
+                // Room was checked before the take (`room`), and only this owner pushes.
+                if let Err(e) = remote.start.push(e) {
+                    self.push_start_overflow(e);
+                }
+            }
+            let (stat, level_left) = if global {
+                (&remote.stats.start_global, !self.shared.global_start.is_empty())
+            } else {
+                (&remote.stats.start_node, !node.start.is_empty())
+            };
+            stat.add(n as u64);
             remote.stats.start_moved.add(n as u64 - 1);
-            if !node.start.is_empty() || n > 1 {
+            if level_left || n > 1 {
                 self.shared.notify_any(); // pass the wake-up on (see `crate::park`)
             }
-            return Some(t);
-        }
-        if let Some((t, n)) = take_global_batch(&self.shared.global_start, &self.core().staging, room) {
-            self.unstage();
-            remote.stats.start_global.add(n as u64);
-            remote.stats.start_moved.add(n as u64 - 1);
-            if !self.shared.global_start.is_empty() || n > 1 {
-                self.shared.notify_any();
-            }
-            return Some(t);
+            return TcbRef::from_ptr(batch[0]);
         }
         let t = self.pop_start()?;
         remote.stats.start_local.bump();
@@ -531,19 +582,14 @@ impl Processor {
     /// Pops the newest entry of the own start-queue.
     #[inline]
     fn pop_start(&self) -> Option<TcbRef> {
-        TcbRef::from_ptr(self.remote().start.pop()?)
-    }
-
-    /// Moves what a batch take put in `staging` into the own start-queue, where thieves see it.
-    #[inline]
-    fn unstage(&self) {
-        let core = self.core();
-        while let Some(t) = core.staging.pop() {
-            // Room was checked before the take (`room`), and only this owner pushes.
-            if self.remote().start.push(t.as_ptr()).is_err() {
-                self.push_start_overflow(t);
-            }
+        let start = &self.remote().start;
+        let t = TcbRef::from_ptr(start.pop()?);
+        // The entry the next pop would take: its lines arrive while this one starts (a burst of
+        // spawns is started newest first, one after the other).
+        if let Some(n) = start.peek_newest() {
+            crate::prefetch::start_lines(n);
         }
+        t
     }
 
     /// Step 4: steal, nearest group first, random victim inside a group.
@@ -696,7 +742,7 @@ impl Processor {
             self.core().affinity.pause(j);
         }
         self.core().nested += 1;
-        self.start_ult(t);
+        self.start_ult(t, crate::blocking::current_worker());
         self.core().nested -= 1;
         if joiner.is_some() {
             self.core().affinity.resume();
@@ -713,8 +759,9 @@ impl Processor {
         }
     }
 
-    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it.
-    fn start_ult(&self, t: TcbRef) {
+    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it; `w` is
+    /// the calling thread's worker.
+    fn start_ult(&self, t: TcbRef, w: &crate::blocking::Worker) {
         let tcb = t.tcb();
         let ctx = match self.get_context(tcb.stack_size()) {
             Ok(c) => c,
@@ -730,7 +777,7 @@ impl Processor {
         if tcb.pinned.get() {
             self.core().pinned_here += 1;
         }
-        self.run_ult(t);
+        self.run_ult(t, w);
     }
 
     /// Whether a pinned ULT lives on this processor (started here, not exited).
@@ -833,7 +880,11 @@ impl Processor {
     /// Switches into `t` and finishes whatever transition it switched out with; then, when the
     /// transition left a ULT in the `next` slot and nothing else waits here, switches into that one
     /// at once (see [`Processor::hand_off`]), and so on.
-    fn run_ult(&self, mut t: TcbRef) {
+    ///
+    /// `w` is the calling OS thread's worker (`crate::blocking`), passed down from the loop (or
+    /// looked up once by the join fast path) rather than read from a thread-local after every
+    /// park.
+    fn run_ult(&self, mut t: TcbRef, w: &crate::blocking::Worker) {
         let stats = &self.remote().stats;
         let check_canary = self.check_canary;
         loop {
@@ -876,7 +927,7 @@ impl Processor {
                     // A blocking call's action may have handed this processor to another OS
                     // thread (`crate::blocking::switched`), or shutdown began: leave the loop's
                     // frames without touching the processor again (the loop checks the same flag).
-                    if crate::blocking::worker_stopped() {
+                    if w.stop.load(Ordering::Relaxed) {
                         return;
                     }
                 }
@@ -904,8 +955,7 @@ impl Processor {
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
         let n = core.next?;
-        core.tick = core.tick.wrapping_add(1);
-        if core.tick.is_multiple_of(61) || core.nested > 0 || self.chaos.on {
+        if core.step() || core.nested > 0 || self.chaos.on {
             return None; // (the chaos mode's loop picks the next ULT at random)
         }
         let remote = self.remote();
@@ -924,8 +974,7 @@ impl Processor {
     #[inline]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
-        core.tick = core.tick.wrapping_add(1);
-        if core.tick.is_multiple_of(61) {
+        if core.step() {
             return false; // let the loop look at the shared levels now and then
         }
         core.next.is_none()
@@ -1280,9 +1329,15 @@ impl Processor {
         if self.central {
             return shared.nodes[0].tcbs.take_one().unwrap_or_else(|| self.alloc_chunk());
         }
-        match self.core().tcb_pool.get(&shared.nodes[self.remote().node].tcbs) {
+        let pool = &mut self.core().tcb_pool;
+        match pool.get(&shared.nodes[self.remote().node].tcbs) {
             Got::Hit(t) => {
                 stats.tcb_pool_hits.bump();
+                // The next spawn's TCB (pooled TCBs were last touched by their joiners, often
+                // long ago or on another processor).
+                if let Some(n) = pool.peek() {
+                    crate::prefetch::start_lines(n.as_ptr());
+                }
                 t
             }
             Got::Underflow(t) => {
@@ -1350,22 +1405,42 @@ impl Processor {
         let shared = &*self.shared;
         let core = self.core();
         if self.central {
-            shared.global_start.push(t);
-        } else if self.remote().start.push_within(t.as_ptr(), core.start_limit).is_err() {
+            shared.push_global(t.as_ptr());
+        } else if let Err(t) = self.remote().start.push_within(t.as_ptr(), core.start_limit) {
             self.push_start_overflow(t);
         }
         shared.notify_any();
     }
 
+    /// The own start-queue is full: its oldest half moves down to the node's level in one batch
+    /// (what the node cannot hold goes on to the global level), then `t` goes on the own queue.
+    /// The newest entries stay here, where this processor starts them next; the oldest, which it
+    /// would start last, go where other processors of the node take them in batches.
     #[cold]
-    fn push_start_overflow(&self, t: TcbRef) {
+    fn push_start_overflow(&self, t: *mut Tcb) {
         let shared = &*self.shared;
         let remote = self.remote();
-        match shared.nodes[remote.node].start.try_push(t) {
-            Ok(()) => remote.stats.start_overflow_node.bump(),
-            Err(t) => {
-                remote.stats.start_overflow_global.bump();
-                shared.global_start.push(t);
+        let core = self.core();
+        let half = (core.start_limit / 2).clamp(1, SPILL_MAX);
+        let mut spill = std::mem::take(&mut core.spill);
+        spill.resize(half, ptr::null_mut());
+        let k = remote.start.take_oldest(&mut spill);
+        let to_node = shared.nodes[remote.node].start.push_batch(&spill[..k]);
+        remote.stats.start_overflow_node.add(to_node as u64);
+        if to_node < k {
+            remote.stats.start_overflow_global.add((k - to_node) as u64);
+            shared.push_global_batch(&spill[to_node..k]);
+        }
+        self.core().spill = spill;
+        // There is room now: the claim took at least one entry, or thieves emptied the queue
+        // before it. (Should `t` still not fit, it goes down a level too.)
+        if let Err(t) = remote.start.push_within(t, core.start_limit) {
+            match shared.nodes[remote.node].start.push(t) {
+                Ok(()) => remote.stats.start_overflow_node.bump(),
+                Err(t) => {
+                    remote.stats.start_overflow_global.bump();
+                    shared.push_global(t);
+                }
             }
         }
     }

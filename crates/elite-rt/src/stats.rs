@@ -92,14 +92,18 @@ counters! {
     /// ULTs taken from this processor's node start-queue (a take starts one and moves up to 15 more
     /// into the own start-queue, see `start_moved`).
     start_node,
-    /// ULTs taken from the global start-queue (in batches, as for `start_node`).
+    /// ULTs taken from the global start-queue (in batches, as for `start_node`; one at a time
+    /// in a `central` runtime).
     start_global,
     /// ULTs a node or global take moved into the own start-queue; they count again under
     /// `start_local` when they start, so starts = local + node + global - moved.
     start_moved,
-    /// Spawns that found the own start-queue full and went to the node start-queue.
+    /// Never-started ULTs moved from this processor's full own start-queue to the node
+    /// start-queue: one count per ULT moved (a spawn that finds the own queue full moves its
+    /// oldest half down in one batch, so one such spawn may count up to half the queue's limit).
     start_overflow_node,
-    /// Spawns that found the node start-queue full too and went to the global start-queue.
+    /// Never-started ULTs of such a batch that found the node start-queue full and went to the
+    /// global start-queue, one count per ULT.
     start_overflow_global,
     /// ULTs stolen from processors of the same node (start-queues and runqueues).
     steals_node,

@@ -110,3 +110,46 @@ fn a_runtime_dropped_by_a_ult_of_another_runtime() {
         assert!(err.downcast_ref::<Cancelled>().is_some());
     });
 }
+
+/// Two ULTs that keep each other ready (a ping-pong over channels: each send wakes the other, then
+/// the sender blocks) never leave a processor idle; a ULT spawned meanwhile must still start. The
+/// loop once served ready ULTs before the start-queues without limit, so on one processor the
+/// spawned ULT never ran (and on the 30 000-ULT barrier tests of `tests/stacks.rs`, under load,
+/// woken sleepers kept the runqueue full while the rest of the 30 000 waited to start).
+#[test]
+fn ready_ults_that_never_let_up_do_not_starve_a_spawned_one() {
+    hang_guard(30, "ping-pong against a spawn", || {
+        let rt = rt(1);
+        rt.block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (to_b, b_in) = elite_rt::sync::mpsc::channel::<()>();
+            let (to_a, a_in) = elite_rt::sync::mpsc::channel::<()>();
+            // The start-queue is LIFO for its owner: the stopper, spawned first, starts last.
+            let s = stop.clone();
+            let stopper = elite_rt::spawn(move || s.store(true, SeqCst));
+            let b = elite_rt::spawn(move || {
+                while b_in.recv().is_ok() {
+                    if to_a.send(()).is_err() {
+                        break;
+                    }
+                }
+            });
+            let s = stop.clone();
+            let a = elite_rt::spawn(move || {
+                let mut rounds = 0u64;
+                while !s.load(SeqCst) {
+                    to_b.send(()).unwrap();
+                    a_in.recv().unwrap();
+                    rounds += 1;
+                }
+                drop(to_b); // lets B out of its loop
+                rounds
+            });
+            // The join fast path runs A at once; A blocks in its first receive, this ULT in the
+            // join, the loop starts B, and from then on A and B keep each other ready.
+            assert!(a.join().unwrap() > 0);
+            stopper.join().unwrap();
+            b.join().unwrap();
+        });
+    });
+}

@@ -165,3 +165,67 @@ fn deque_pop_and_push_back_against_a_steal() {
         tally.assert_each(1);
     });
 }
+
+/// A full own start-queue spilling down a level (`Processor::push_start_overflow`): the owner
+/// takes the oldest entries in one claim (`Deque::take_oldest`), pushes two more (the second into
+/// the slot of the oldest, wrapping the ring) and pops, while a thief steals, once or twice.
+/// Every entry is taken once, with its payload, and a thief never gets one that the owner's claim
+/// took, nor a newer entry written into a slot the claim freed.
+fn take_oldest_against_steals(steals: usize) {
+    let nodes = Nodes::new(5);
+    let d = Arc::new(Deque::<Node>::new(4));
+    for id in 0..3 {
+        nodes.publish(id, 0);
+        d.push(nodes.get(id).as_ptr()).unwrap();
+    }
+    let thief = {
+        let d = Arc::clone(&d);
+        thread::spawn(move || {
+            let mut got = Vec::new();
+            for _ in 0..steals {
+                loop {
+                    match d.steal() {
+                        Stolen::Success(p) => got.extend(NodeRef::from_ptr(p).map(|t| t.id())),
+                        Stolen::Retry => {
+                            thread::yield_now();
+                            continue;
+                        }
+                        Stolen::Empty => {}
+                    }
+                    break;
+                }
+            }
+            got
+        })
+    };
+    let mut tally = Tally::new(5);
+    let mut spill = [std::ptr::null_mut(); 2];
+    let k = d.take_oldest(&mut spill);
+    for &p in &spill[..k] {
+        tally.take(NodeRef::from_ptr(p).unwrap());
+    }
+    for id in 3..5 {
+        nodes.publish(id, 0);
+        d.push(nodes.get(id).as_ptr()).unwrap();
+    }
+    while let Some(p) = d.pop() {
+        tally.take(NodeRef::from_ptr(p).unwrap());
+    }
+    for id in thief.join().unwrap() {
+        tally.take(nodes.get(id));
+    }
+    assert!(d.is_empty());
+    tally.assert_each(1);
+}
+
+/// The owner's batch claim of the two oldest against one steal of the oldest.
+#[test]
+fn deque_take_oldest_against_a_steal() {
+    check("deque_take_oldest_against_a_steal", || take_oldest_against_steals(1));
+}
+
+/// The same against a thief that steals twice.
+#[test]
+fn deque_take_oldest_against_two_steals() {
+    check("deque_take_oldest_against_two_steals", || take_oldest_against_steals(2));
+}

@@ -16,11 +16,13 @@
 //!   them.
 //! * [`deque`]: a processor's own start-queue (`queue::deque`), the owner pushing and popping
 //!   while thieves steal: every entry taken once, with its pusher's payload; the owner's pops of
-//!   the last entries (the fenced path and the single-entry CAS) against one and two steals, and
-//!   the join fast path's pop-and-push-back against a steal.
-//! * [`start_levels`]: overflow from a processor's own start-queue to its node's bounded queue
-//!   (`queue::bound`) and on to the global one, with concurrent spawners and takers: every entry
-//!   taken once, and the node never holds more than its limit.
+//!   the last entries (the fenced path and the single-entry CAS) against one and two steals, the
+//!   join fast path's pop-and-push-back against a steal, and a full queue's claim of its oldest
+//!   entries (`take_oldest`, a spill down a level) against one and two steals.
+//! * [`start_levels`]: a processor's full own start-queue spilling its oldest half to its node's
+//!   shared level (`queue::shared`, bounded by `queue::bound`) and on to the global one, with
+//!   concurrent spawners and batch takers: every entry taken once, and the node never holds more
+//!   than its limit.
 //! * [`join`]: the join state word (`tcb::join_state`): an exit against a join, a detach, and a
 //!   waiter that gives up: the TCB recycled once, the result taken or dropped once, a waiter
 //!   woken at most once.

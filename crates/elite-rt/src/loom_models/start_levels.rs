@@ -1,75 +1,53 @@
 //! Models of start-queue overflow between the levels: a spawner's own deque (`queue::deque`, its
-//! limit shrunk to 1) overflows to its node's bounded queue (the reserve-then-push bound of
-//! `queue::bound`, limit 1), which overflows to the global queue; concurrent spawners and takers
-//! (own pop, node and global takes, steals from the other's deque). Every entry is taken exactly
-//! once, with its spawner's payload, and the node queue never holds more than its limit.
+//! limit shrunk to 2) spills its oldest half down to its node's level (`queue::shared`, bounded
+//! to 1 by `queue::bound`), which overflows to the global level (unbounded); concurrent spawners
+//! and takers (own pop, node and global batch takes, steals from the other's deque). Every entry
+//! is taken exactly once, with its spawner's payload, and the node level never holds more than
+//! its limit.
 //!
-//! The deque and the bound are the runtime's own code. The node's and the global queue are
-//! crossbeam `Injector`s in the runtime, which loom cannot see into; here each is a loom `Mutex`
-//! over a `VecDeque` (a linearizable FIFO, as the injector is), and the glue around them mirrors
-//! `NodeStartQueue::try_push`, `take` and `take_batch` and `Processor::push_start` and
-//! `take_start` step for step.
+//! The deque, the shared levels and the bound are the runtime's own code; the glue around them
+//! mirrors `Processor::push_start`, `push_start_overflow` and `take_start_shared` step for step.
 
 use super::{check, Node, NodeRef, Nodes, Tally};
-use crate::queue::bound::Bound;
 use crate::queue::deque::{Deque, Stolen};
+use crate::queue::shared::{SharedStartQueue, TAKE_MAX};
 use crate::queue::tcb_stack::Link;
-use loom::sync::{Arc, Mutex};
+use loom::sync::Arc;
 use loom::thread;
-use std::collections::VecDeque;
 
-/// The node queue's limit, and each own deque's.
-const LIMIT: usize = 1;
+/// Each own deque's limit (its oldest half, one entry, spills).
+const LIMIT: usize = 2;
+/// The node level's limit.
+const NODE_LIMIT: usize = 1;
 
 /// The shared levels: one node and the global queue.
 struct Levels {
-    node_bound: Bound,
-    node: Mutex<VecDeque<NodeRef>>,
-    global: Mutex<VecDeque<NodeRef>>,
+    node: SharedStartQueue<Node>,
+    global: SharedStartQueue<Node>,
 }
-
-// SAFETY: the queues hold addresses of nodes that every thread of the model keeps alive (`Nodes`
-// in an `Arc`); what may be done with a node is the model's protocol, as for a TCB.
-unsafe impl Send for Levels {}
-// SAFETY: as above; all shared state is behind loom's atomics and mutexes.
-unsafe impl Sync for Levels {}
 
 impl Levels {
     fn new() -> Arc<Levels> {
         Arc::new(Levels {
-            node_bound: Bound::new(LIMIT),
-            node: Mutex::new(VecDeque::new()),
-            global: Mutex::new(VecDeque::new()),
+            node: SharedStartQueue::new(Some(NODE_LIMIT)),
+            global: SharedStartQueue::new(None),
         })
     }
 
-    /// `NodeStartQueue::try_push`.
-    fn node_try_push(&self, n: NodeRef) -> Result<(), NodeRef> {
-        if !self.node_bound.reserve() {
-            return Err(n);
+    /// Everything left on both levels, for the end of a model.
+    fn drain(&self) -> Vec<NodeRef> {
+        let mut all = Vec::new();
+        for q in [&self.node, &self.global] {
+            let mut buf = [std::ptr::null_mut(); TAKE_MAX];
+            loop {
+                let n = q.take_batch(TAKE_MAX, &mut buf);
+                if n == 0 {
+                    break;
+                }
+                all.extend(buf[..n].iter().map(|&p| NodeRef::from_ptr(p).unwrap()));
+            }
         }
-        let mut q = self.node.lock().unwrap();
-        q.push_back(n);
-        assert!(q.len() <= LIMIT, "the node queue holds {} entries, its limit is {LIMIT}", q.len());
-        Ok(())
-    }
-
-    /// `NodeStartQueue::take_batch` with room for `room` (`take` when `room` is 1): the oldest
-    /// entry and up to `room - 1` more, then the bound gives back their slots.
-    fn node_take_batch(&self, room: usize) -> Vec<NodeRef> {
-        let taken: Vec<NodeRef> = {
-            let mut q = self.node.lock().unwrap();
-            let n = q.len().min(room);
-            q.drain(..n).collect()
-        };
-        if !taken.is_empty() {
-            self.node_bound.release(taken.len());
-        }
-        taken
-    }
-
-    fn global_take(&self) -> Option<NodeRef> {
-        self.global.lock().unwrap().pop_front()
+        all
     }
 }
 
@@ -80,34 +58,46 @@ struct Processor {
 }
 
 impl Processor {
-    /// `Processor::push_start`: the own deque within its limit, else the node, else global.
-    fn push_start(&self, n: NodeRef) {
-        if self.own.push_within(n.as_ptr(), LIMIT).is_err() {
-            if let Err(n) = self.levels.node_try_push(n) {
-                self.levels.global.lock().unwrap().push_back(n);
+    /// `Processor::push_start`: the own deque within its limit, else `push_start_overflow`.
+    fn push_start(&self, n: *mut Node) {
+        if let Err(n) = self.own.push_within(n, LIMIT) {
+            self.push_start_overflow(n);
+        }
+    }
+
+    /// `Processor::push_start_overflow`: the oldest half down to the node in one batch, what the
+    /// node cannot hold on to the global level, then the new entry on the own deque (or down too).
+    fn push_start_overflow(&self, n: *mut Node) {
+        let mut spill = [std::ptr::null_mut(); LIMIT / 2];
+        let k = self.own.take_oldest(&mut spill);
+        let to_node = self.levels.node.push_batch(&spill[..k]);
+        assert!(self.levels.global.push_batch(&spill[to_node..k]) == k - to_node);
+        if let Err(n) = self.own.push_within(n, LIMIT) {
+            if let Err(n) = self.levels.node.push(n) {
+                self.levels.global.push(n).unwrap();
             }
         }
     }
 
-    /// `Processor::take_start` and a steal: own pop, a node batch (moved into the own deque as
-    /// room allows, as `unstage` does), global, then the other processor's deque.
+    /// `Processor::take_start` and a steal: own pop, a node batch (the rest onto the own deque,
+    /// as room allows), a global batch likewise, then the other processor's deque.
     fn take(&self, victim: &Deque<Node>) -> Option<NodeRef> {
         if let Some(p) = self.own.pop() {
             return NodeRef::from_ptr(p);
         }
-        let room = LIMIT.saturating_sub(self.own.len()).max(1);
-        let mut batch = self.levels.node_take_batch(room).into_iter();
-        if let Some(first) = batch.next() {
-            for rest in batch {
-                if let Err(p) = self.own.push(rest.as_ptr()) {
-                    // `unstage`'s fallback: back up a level.
-                    self.push_start(NodeRef::from_ptr(p).unwrap());
+        let room = LIMIT.saturating_sub(self.own.len()).clamp(1, TAKE_MAX);
+        let mut batch = [std::ptr::null_mut(); TAKE_MAX];
+        let mut n = self.levels.node.take_batch(room, &mut batch);
+        if n == 0 {
+            n = self.levels.global.take_batch(room, &mut batch);
+        }
+        if n > 0 {
+            for &e in batch[1..n].iter().rev() {
+                if let Err(e) = self.own.push(e) {
+                    self.push_start_overflow(e);
                 }
             }
-            return Some(first);
-        }
-        if let Some(n) = self.levels.global_take() {
-            return Some(n);
+            return NodeRef::from_ptr(batch[0]);
         }
         loop {
             match victim.steal() {
@@ -135,7 +125,7 @@ fn levels(spawns: [&'static [usize]; 2], takes: [usize; 2]) {
             thread::spawn(move || {
                 for &id in mine {
                     nodes.publish(id, 0);
-                    p.push_start(nodes.get(id));
+                    p.push_start(nodes.get(id).as_ptr());
                 }
                 (0..takes).filter_map(|_| p.take(&victim)).map(|n| n.id()).collect::<Vec<_>>()
             })
@@ -153,32 +143,29 @@ fn levels(spawns: [&'static [usize]; 2], takes: [usize; 2]) {
             tally.take(NodeRef::from_ptr(p).unwrap());
         }
     }
-    for n in levels.node_take_batch(usize::MAX) {
-        tally.take(n);
-    }
-    while let Some(n) = levels.global_take() {
+    for n in levels.drain() {
         tally.take(n);
     }
     tally.assert_each(1);
 }
 
-/// Two spawners, two entries each: each spawner's second entry overflows its deque; the node
-/// takes one of them and the other goes global. No takes until the end.
+/// Two spawners, three entries each: each spawner's third entry makes its deque spill its oldest;
+/// the node takes one of the two spilled and the other goes global. No takes until the end.
 #[test]
 fn start_levels_two_spawners_overflow() {
-    check("start_levels_two_spawners_overflow", || levels([&[0, 1], &[2, 3]], [0, 0]));
+    check("start_levels_two_spawners_overflow", || levels([&[0, 1, 2], &[3, 4, 5]], [0, 0]));
 }
 
-/// A spawner of three entries (one in its deque, one in the node, one global) against a taker
-/// that takes twice (node, global, steals) while the spawner is pushing.
+/// A spawner of four entries (its deque spills once to the node, once more to the node or to
+/// the global level) against a taker that takes twice (node, global, steals) meanwhile.
 #[test]
 fn start_levels_spawner_against_taker() {
-    check("start_levels_spawner_against_taker", || levels([&[0, 1, 2], &[]], [0, 2]));
+    check("start_levels_spawner_against_taker", || levels([&[0, 1, 2, 3], &[]], [0, 2]));
 }
 
 /// Both spawn and both take: a node slot freed by a take is reserved again by the other
-/// spawner while its own entry is still being pushed.
+/// spawner's spill while its own entry is still being pushed.
 #[test]
 fn start_levels_spawners_and_takers() {
-    check("start_levels_spawners_and_takers", || levels([&[0, 1], &[2]], [1, 1]));
+    check("start_levels_spawners_and_takers", || levels([&[0, 1, 2], &[3]], [1, 1]));
 }

@@ -21,7 +21,16 @@
 //!                                       t >  b - 1 -> a thief took it: bottom = b; empty
 //! steal (thief): t = top (Acquire); fence(SeqCst); b = bottom (Acquire); t >= b -> empty
 //!                e = slot[t]; CAS top t -> t + 1: won -> e, lost -> retry
+//! take_oldest (owner, a full deque spilling down a level):
+//!                t = top; b = bottom; k = min(b - t, max); k == 0 -> none
+//!                e[0..k] = slot[t..t + k]; CAS top t -> t + k: won -> e[0..k], lost -> retry
 //! ```
+//!
+//! `take_oldest` is k steals in one: it claims entries `t..t + k` by the one CAS on `top` that
+//! every thief's claim of entry `t` also needs, so either it wins and no thief gets any of them
+//! (a thief's CAS from `t`, or from any later `top` it read before, fails), or a thief won and
+//! the owner reads afresh. Only the owner calls it, so no pop runs meanwhile, and it takes no
+//! more than `b - t` entries from a `bottom` only it writes.
 //!
 //! The classic pop's `fence(SeqCst)` orders the owner's claim of entry `b - 1` (the lowered bottom)
 //! against a thief's read of `bottom`: either the thief sees the lowered bottom and does not take
@@ -174,6 +183,43 @@ impl<N> Deque<N> {
         won.then(|| self.slots[b1 & self.mask].load(Ordering::Relaxed))
     }
 
+    /// The newest entry, the one the owner's next pop would take, without taking it: a hint for a
+    /// prefetch only (a thief may take it at any moment; the caller must not dereference it).
+    /// Only the owner calls this: it alone writes `bottom` and the slots, so the slot below
+    /// `bottom` holds the newest entry, unless thieves took it meanwhile (then a stale address).
+    #[inline]
+    pub(crate) fn peek_newest(&self) -> Option<*mut N> {
+        let b = self.bottom.load(Ordering::Relaxed);
+        let t = self.top.load(Ordering::Relaxed);
+        if b.wrapping_sub(t) as isize <= 0 {
+            return None;
+        }
+        Some(self.slots[b.wrapping_sub(1) & self.mask].load(Ordering::Relaxed))
+    }
+
+    /// Takes up to `into.len()` of the oldest entries (oldest first) in one claim, racing thieves;
+    /// returns how many. Only the owner calls this.
+    pub(crate) fn take_oldest(&self, into: &mut [*mut N]) -> usize {
+        loop {
+            let t = self.top.load(Ordering::Relaxed);
+            let b = self.bottom.load(Ordering::Relaxed);
+            let len = b.wrapping_sub(t) as isize;
+            if len <= 0 {
+                return 0;
+            }
+            let k = (len as usize).min(into.len());
+            for (i, e) in into[..k].iter_mut().enumerate() {
+                *e = self.slots[t.wrapping_add(i) & self.mask].load(Ordering::Relaxed);
+            }
+            let t2 = t.wrapping_add(k);
+            if self.top.compare_exchange(t, t2, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+                self.top_seen.set(t2);
+                return k;
+            }
+            // A thief took the oldest meanwhile: read again.
+        }
+    }
+
     /// Takes the oldest entry. Any thread may call this.
     #[inline]
     pub(crate) fn steal(&self) -> Stolen<N> {
@@ -208,13 +254,32 @@ mod tests {
         }
         assert_eq!(d.push(p(5)), Err(p(5)));
         assert_eq!(d.steal(), Stolen::Success(p(1)));
+        assert_eq!(d.peek_newest(), Some(p(4)));
         assert_eq!(d.pop(), Some(p(4)));
         assert_eq!(d.len(), 2);
         assert_eq!(d.pop(), Some(p(3)));
         assert_eq!(d.pop(), Some(p(2)));
         assert_eq!(d.pop(), None);
+        assert_eq!(d.peek_newest(), None);
         assert_eq!(d.steal(), Stolen::Empty);
         assert!(d.is_empty());
+    }
+
+    #[test]
+    fn take_oldest_takes_from_the_thieves_end() {
+        let d: Deque<u8> = Deque::new(8);
+        for i in 1..=6 {
+            assert!(d.push(p(i)).is_ok());
+        }
+        assert_eq!(d.steal(), Stolen::Success(p(1)));
+        let mut buf = [ptr::null_mut(); 3];
+        assert_eq!(d.take_oldest(&mut buf), 3);
+        assert_eq!(buf, [p(2), p(3), p(4)]);
+        assert_eq!(d.pop(), Some(p(6)));
+        assert_eq!(d.take_oldest(&mut buf), 1);
+        assert_eq!(buf[0], p(5));
+        assert_eq!(d.take_oldest(&mut buf), 0);
+        assert_eq!(d.steal(), Stolen::Empty);
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //!
 //! * [`deque`]: a processor's own start-queue, a bounded work-stealing deque.
 //! * [`start`]: start-queues of ULTs that have not run yet (processor, node, global levels).
+//! * [`shared`]: a start-queue level shared by processors (a node's, the global one): a locked
+//!   FIFO with a lock-free length hint, taken from in batches.
 //! * [`bound`]: the reserve-then-push bound of a node's start-queue.
 //! * [`run`]: the runqueue of ready ULTs, ordered by the policy's priority.
 //! * [`tcb_stack`]: the lock-free wake-up stack (many pushers, one draining owner), and the stack
@@ -14,5 +16,6 @@ pub(crate) mod cleanup;
 pub(crate) mod deathrow;
 pub(crate) mod deque;
 pub(crate) mod run;
+pub(crate) mod shared;
 pub(crate) mod start;
 pub(crate) mod tcb_stack;

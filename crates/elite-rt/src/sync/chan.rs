@@ -92,8 +92,9 @@ impl<T> Chan<T> {
     }
 
     /// Sends `value`; with `block`, waits while the channel is full. The common cases (hand the
-    /// value to a waiting receiver, queue it) inline; the rest in [`Chan::send_slow`].
-    #[inline]
+    /// value to a waiting receiver, queue it) inline, and so is the wait of a full channel
+    /// (`send_blocking`: see "Switch depth" in `sync::wait`); the rest in [`Chan::send_slow`].
+    #[inline(always)]
     fn send(&self, value: T, block: bool) -> Try<T> {
         let mut g = self.inner.lock();
         if g.receivers > 0 {
@@ -141,8 +142,8 @@ impl<T> Chan<T> {
     }
 
     /// Blocks with `value` in our slot, under the lock `g` of a full channel, until a receiver
-    /// takes it or the last one leaves.
-    #[cold]
+    /// takes it or the last one leaves. Inlined into [`Chan::send`] (a shallow wait).
+    #[inline(always)]
     fn send_blocking(&self, g: SpinGuard<'_, Inner<T>>, value: T) -> Try<T> {
         let mut mine: Slot<T> = Some(value);
         let node = WaitNode::new();
@@ -179,13 +180,18 @@ impl<T> Chan<T> {
 
     /// Receives; `deadline`: `None` for `try_recv`, `Some(None)` to wait as long as it takes. The
     /// common cases (a queued value and no blocked sender, or a blocked sender's value on a
-    /// rendezvous channel) inline; the rest in [`Chan::recv_slow`].
-    #[inline]
+    /// rendezvous channel) inline, and so is the untimed wait of an empty channel
+    /// ([`Chan::recv_blocking`]: see "Switch depth" in `sync::wait`); the rest, timed waits
+    /// included, in [`Chan::recv_slow`].
+    #[inline(always)]
     fn recv(&self, deadline: Option<Option<Instant>>) -> Result<T, RecvTimeoutError> {
         let mut g = self.inner.lock();
         if g.send_waiters.is_empty() {
             if let Some(v) = g.queue.pop_front() {
                 return Ok(v);
+            }
+            if matches!(deadline, Some(None)) && g.senders > 0 {
+                return self.recv_blocking(g);
             }
         } else if g.queue.is_empty() {
             if let Some(n) = g.send_waiters.pop_front() {
@@ -202,6 +208,25 @@ impl<T> Chan<T> {
             }
         }
         self.recv_slow(g, deadline)
+    }
+
+    /// The untimed wait of [`Chan::recv`], under the lock `g` of an empty channel that has a
+    /// sender and no blocked sender: what [`Chan::recv_slow`] would do, minus its checks, and
+    /// inlined into `recv`. Woken without a value (the last sender left), it looks again the long
+    /// way.
+    #[inline(always)]
+    fn recv_blocking(&self, g: SpinGuard<'_, Inner<T>>) -> Result<T, RecvTimeoutError> {
+        let mut mine: Slot<T> = None;
+        let node = WaitNode::new();
+        node.slot.set(&mut mine as *mut Slot<T> as *mut ());
+        let unwind = OnUnwind::new(|| self.inner.lock().recv_waiters.remove(&node));
+        // Untimed: only a notify resolves it.
+        node.block(g, None, |inner, n| inner.recv_waiters.push_back(n));
+        unwind.disarm();
+        match mine.take() {
+            Some(v) => Ok(v),
+            None => self.recv_slow(self.inner.lock(), Some(None)),
+        }
     }
 
     /// [`Chan::recv`] past its common cases, starting under the lock `g`.
@@ -373,6 +398,7 @@ pub(crate) mod mpsc {
 
     impl<T> Sender<T> {
         /// Sends `value`; never blocks. `Err` gives the value back when the receiver is gone.
+        #[inline]
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             match self.chan.send(value, false) {
                 Try::Sent => Ok(()),
@@ -384,6 +410,7 @@ pub(crate) mod mpsc {
     impl<T> SyncSender<T> {
         /// Sends `value`, blocking while the channel is full. `Err` gives the value back when the
         /// receiver is gone (also if it goes while this waits).
+        #[inline]
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             match self.chan.send(value, true) {
                 Try::Sent => Ok(()),
@@ -403,6 +430,7 @@ pub(crate) mod mpsc {
 
     impl<T> Receiver<T> {
         /// Waits for a value. `Err` once every sender is gone and the channel is empty.
+        #[inline]
         pub fn recv(&self) -> Result<T, RecvError> {
             self.chan.recv(Some(None)).map_err(recv_error)
         }
@@ -582,6 +610,7 @@ pub(crate) mod mpmc {
 
     impl<T> Sender<T> {
         /// Sends `value`, blocking while the channel is full; `Err` once every receiver is gone.
+        #[inline]
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             match self.chan.send(value, true) {
                 Try::Sent => Ok(()),
@@ -601,6 +630,7 @@ pub(crate) mod mpmc {
 
     impl<T> Receiver<T> {
         /// Waits for a value; `Err` once every sender is gone and the channel is empty.
+        #[inline]
         pub fn recv(&self) -> Result<T, RecvError> {
             self.chan.recv(Some(None)).map_err(recv_error)
         }

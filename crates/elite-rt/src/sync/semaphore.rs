@@ -67,6 +67,7 @@ impl Semaphore {
     }
 
     /// Takes a permit and returns a guard that releases it when dropped.
+    #[inline]
     pub fn access(&self) -> SemaphorePermit<'_> {
         self.acquire();
         SemaphorePermit { sem: self }
@@ -110,7 +111,7 @@ impl Semaphore {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn acquire_until(&self, deadline: Option<Instant>) -> bool {
         let mut s = self.state.lock();
         if s.permits > 0 {
@@ -121,8 +122,9 @@ impl Semaphore {
     }
 
     /// [`acquire_until`](Semaphore::acquire_until) with no permit available: block until a
-    /// release hands one over or the deadline passes.
-    #[cold]
+    /// release hands one over or the deadline passes. Inlined: a shallow wait (see "Switch depth"
+    /// in `sync::wait`).
+    #[inline(always)]
     fn wait_for_permit(&self, s: SpinGuard<'_, State>, deadline: Option<Instant>) -> bool {
         let node = WaitNode::new();
         let unwind = OnUnwind::new(|| self.abandon(&node));

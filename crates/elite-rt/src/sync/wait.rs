@@ -64,6 +64,20 @@
 //! after the wake-up was delivered and the object's lock released; never between linking a node
 //! and blocking (`has_unresolved_wait`).
 //!
+//! # Switch depth
+//!
+//! Every call frame between a primitive's entry point and the coroutine switch costs twice per
+//! wait: the switch leaves the return-stack buffer full of the other context's return
+//! addresses, so when the waiter resumes, each `ret` back out of those frames is mispredicted
+//! (and the notifier's frames on the way in were pushed for nothing). In a ping-pong between two
+//! ULTs every operation blocks, so these mispredictions are most of what a round trip costs
+//! above the bare switch. Hence the blocking paths are shallow: [`WaitNode::block`] and
+//! [`crate::thread::park_ult`] are `#[inline(always)]`, and each primitive inlines its common
+//! blocking wait (an untimed one) into its entry point, keeping only what is rare (timed waits,
+//! disconnection, lost races) out of line. Keep it so when changing a primitive: a new helper
+//! between `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's
+//! path.
+//!
 //! # Shutdown
 //!
 //! A ULT blocked at shutdown is force-unwound where it blocked. Each primitive arms an
@@ -195,7 +209,10 @@ impl WaitNode {
     /// `link`, the timer and the unlock run after the switch, on its processor's stack (module
     /// docs). An OS thread links, unlocks and parks.
     /// After `false` the node may still be linked: the caller unlinks it under the object's lock.
-    #[inline]
+    ///
+    /// Always inlined, as [`crate::thread::park_ult`] under it: see "Switch depth" in the module
+    /// docs.
+    #[inline(always)]
     pub(crate) fn block<S, R>(
         &self,
         guard: SpinGuard<'_, S>,
@@ -206,18 +223,33 @@ impl WaitNode {
             Who::Ult { tcb, seq } => {
                 let (t, seq) = (*tcb, *seq);
                 self.timed.set(deadline.is_some());
-                let after_switch = move |me, p: &Processor| {
-                    let mut g = guard;
-                    let after = link(&mut g, self);
-                    if let Some(d) = deadline {
-                        p.add_wait_timer(d, me, seq);
-                    }
-                    drop(g);
-                    drop(after);
-                };
                 debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
-                // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
-                unsafe { crate::thread::park_ult(t, after_switch) };
+                match deadline {
+                    // Two closures, so that an untimed wait (the common one, its `None` known where
+                    // `block` is inlined) saves and reads back nothing of a timer.
+                    None => {
+                        let after_switch = move |_, _: &Processor| {
+                            let mut g = guard;
+                            let after = link(&mut g, self);
+                            drop(g);
+                            drop(after);
+                        };
+                        // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs
+                        // this.
+                        unsafe { crate::thread::park_ult(t, after_switch) };
+                    }
+                    Some(d) => {
+                        let after_switch = move |me, p: &Processor| {
+                            let mut g = guard;
+                            let after = link(&mut g, self);
+                            p.add_wait_timer(d, me, seq);
+                            drop(g);
+                            drop(after);
+                        };
+                        // SAFETY: as above.
+                        unsafe { crate::thread::park_ult(t, after_switch) };
+                    }
+                }
                 t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
             }
             Who::Thread { state, .. } => {
