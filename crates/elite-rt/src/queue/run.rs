@@ -227,8 +227,14 @@ impl Tree {
                 self.top.push_hi(t);
                 return;
             }
-            if k >= key(lo) {
+            if k > key(lo) || (k == key(lo) && !self.above_rest(k)) {
                 return self.push_in_top_range(k, t);
+            }
+            if k == key(lo) {
+                // Equal to the lane's lowest (equal keys: Minimum Misses' ties), strictly above
+                // the rest: below it, as the newest of them.
+                self.top.push_lo(t);
+                return;
             }
         }
         // Below the top lane, or no top lane.
@@ -270,11 +276,7 @@ impl Tree {
             self.push_tree_best(l);
         }
         // Below the lane's entries of equal key (it is newer), and strictly above the rest.
-        let above_rest = match self.max {
-            Some(m) => k > key(m),
-            None => self.bottom.hi.is_none_or(|b| k > key(b)),
-        };
-        if above_rest {
+        if self.above_rest(k) {
             self.top.push_lo(t);
         } else if self.tree_len == 0 && self.bottom.lo.is_none_or(|l| k <= key(l)) {
             // Equal to the lowest key queued (equal keys, Minimum Misses' ties): the newest of
@@ -285,6 +287,15 @@ impl Tree {
             self.flush_top();
             self.flush_bottom();
             self.push_tree(k, t);
+        }
+    }
+
+    /// Whether `k` lies strictly above the tree's keys and the bottom lane's.
+    #[inline]
+    fn above_rest(&self, k: u64) -> bool {
+        match self.max {
+            Some(m) => k > key(m),
+            None => self.bottom.hi.is_none_or(|b| k > key(b)),
         }
     }
 
