@@ -73,11 +73,11 @@
 //! Reload Transient synchronize 1.36x and 1.34x as fast as No Affinity on one processor (45%
 //! fewer simulated last-level misses) and about 1.08x on two; Minimum Misses gains nothing
 //! there (its key, the last run's misses, does not tell which ULT is cached now). Where nothing
-//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 600-630
-//! instructions per synchronization on one processor Virtual Time adds about 110, Minimum Misses
-//! 85, Reload Transient 170 and Gravity 200 (callgrind; the README has the runs and the wall
-//! clock); on two, the hand-off rule keeps their woken ULTs beside their wakers as No Affinity
-//! does. In short:
+//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 600
+//! instructions per synchronization on one processor Virtual Time adds about 65, Minimum Misses
+//! 75, Reload Transient 190 and Gravity 165 (callgrind, means of three runs that spread by about
+//! 20; the README has the runs and the wall clock); on two, the hand-off rule keeps their woken
+//! ULTs beside their wakers as No Affinity does. In short:
 //!
 //! - ULTs that hand work to each other one at a time (ping-pong, pipelines): `no-affinity`; LIFO
 //!   is already local there and costs nothing.
