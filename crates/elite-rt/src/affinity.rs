@@ -177,7 +177,15 @@ pub(crate) fn wake_target(
         }
         // No Affinity's hook's answer.
         WakeRule::Waker => return if by.is_some() { waker.unwrap_or(home) } else { home },
-        WakeRule::Hook => {}
+        // Gravity's hook's answer where no force acts.
+        WakeRule::Gravity if gravity_has_no_force(t, by) => {
+            mark_woken(t);
+            return match crossing {
+                Some(x) if affinity.home_lines(needs, t, home) <= HAND_OFF_LINES => x,
+                _ => home,
+            };
+        }
+        WakeRule::Gravity | WakeRule::Hook => {}
     }
     let info = ult_info(t, needs);
     let mut waker_info = WakerInfo::new(waker);
@@ -202,6 +210,14 @@ pub(crate) fn wake_target(
         t.tcb().affinity.state.set(state);
     }
     target
+}
+
+/// Whether no force of [`Gravity`](crate::policy::Gravity) acts on `t` woken by `by`: the waker
+/// is no ULT, or their declared data blocks do not overlap (then its hook marks the round and
+/// applies the hand-off rule, which the runtime does itself).
+#[inline]
+pub(crate) fn gravity_has_no_force(t: TcbRef, by: Option<TcbRef>) -> bool {
+    by.is_none_or(|by| UltBlock::block(by).overlap(&UltBlock::block(t)) == 0)
 }
 
 /// Marks in `t`'s round that a wake-up made it ready ([`rounds`]); the caller owns the wake-up
@@ -331,8 +347,11 @@ pub(crate) struct Local {
     /// The counter source is a hardware counter: the only one whose clock moves between runs,
     /// so the only one a run's beginning must read (see [`begin_run`](Self::begin_run)).
     hardware: bool,
-    /// The needs are stamps alone (Virtual Time): a run's end is a stamp, inline.
+    /// The needs are stamps alone: a run's end is a stamp, inline.
     stamps_only: bool,
+    /// The needs are stamps and rounds, nothing else (Virtual Time): a run's end is a stamp and
+    /// the round's update, inline.
+    stamps_and_rounds: bool,
     /// The counter source and the model, when the policy needs misses.
     counting: Option<Counting>,
     /// The end of a run that is more than a stamp: [`Local::record`], or a version of it made
@@ -422,6 +441,7 @@ impl Local {
             record,
             hardware: matches!(&counting, Some(Counting { source: AnySource::Hardware(_), .. })),
             stamps_only: needs == Needs::STAMPS,
+            stamps_and_rounds: needs == Needs::STAMPS.with_rounds(),
             counting,
             policy: policy.clone(),
             kind: policy.kind(),
@@ -510,6 +530,12 @@ impl Local {
             if self.stamps_only {
                 self.vtime += 1;
                 t.tcb().affinity.stamp.set(self.vtime);
+            } else if self.stamps_and_rounds {
+                // What `record` does for these needs, without the call and its checks.
+                self.vtime += 1;
+                let rec = &t.tcb().affinity;
+                rec.stamp.set(self.vtime);
+                rec.state.set(rounds::end_run(self.processor, self.vtime, rec.state.get()));
             } else {
                 let record = self.record;
                 record(self, t);
@@ -725,6 +751,112 @@ mod tests {
             }
             assert!(source.clock() > 0);
         }
+    }
+
+    /// The wake targets the runtime computes itself for each built-in policy, and the policy
+    /// words it leaves, are those of the same policy's hooks called as a custom policy's, for
+    /// two processors, hand-offs and other wake-ups, small and large footprints (cached at home
+    /// or evicted), and wakers sharing declared data or not (gravity's forces).
+    #[test]
+    fn the_runtime_wakes_where_the_builtin_hooks_send() {
+        use crate::policy::{Gravity, MinimumMisses, NoAffinity, ReloadTransient, VirtualTime};
+        use crate::prefetch::DataBlock;
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let mut tcbs = chunk.tcbs();
+        let (t, by) = (tcbs.next().unwrap(), tcbs.next().unwrap());
+        let cache = ModelCache::ASSUMED;
+        let pairs = [
+            (Policy::no_affinity(), Policy::new(NoAffinity)),
+            (Policy::virtual_time(), Policy::new(VirtualTime)),
+            (Policy::minimum_misses(), Policy::new(MinimumMisses)),
+            (Policy::reload_transient(), Policy::new(ReloadTransient)),
+            (Policy::gravity(), Policy::new(Gravity)),
+        ];
+        let buf = vec![0u8; 1 << 16];
+        let block = |at: usize, len: usize| Some(DataBlock::new(buf[at..].as_ptr(), len));
+        let mut cases = 0;
+        for (builtin, custom) in &pairs {
+            assert_ne!(builtin.wake_rule(), WakeRule::Hook, "{builtin}");
+            let needs = builtin.hooks().needs();
+            let affinity = Affinity::new(needs, &cache, 2);
+            let script = CounterChoice::scripted(|_| {
+                ScriptedSource::from_fn(|run, _| run.footprint_bytes as u64 / 64)
+            });
+            let mut locals: Vec<Local> =
+                (0..2).map(|p| Local::new(p, builtin, needs, &script, &affinity)).collect();
+            for bytes in [1 << 10, 64 << 10] {
+                for evicted in [false, true] {
+                    for (overlap, state) in [(0, 0), (4096, 0x0123_4567_89AB_CDEF), (256, 7 << 44)] {
+                        for (home, local) in locals.iter_mut().enumerate() {
+                            for waker in [None, Some(0), Some(1)] {
+                                for by_ult in [false, true] {
+                                    on_spawn(needs, t, Some(bytes));
+                                    on_spawn(needs, by, Some(1 << 10));
+                                    UltBlock::on_spawn(t, block(8192, 8192));
+                                    UltBlock::on_spawn(by, block(8192 + 8192 - overlap, 4096));
+                                    t.tcb().processor.store(home, crate::atomics::Ordering::Relaxed);
+                                    local.begin_run();
+                                    local.end_run(t);
+                                    if evicted {
+                                        // Another ULT's large run at home: its misses evict `t`.
+                                        by.tcb().affinity.bytes.set(4 << 20);
+                                        local.begin_run();
+                                        local.end_run(by);
+                                        by.tcb().affinity.bytes.set(1 << 10);
+                                    }
+                                    let by = (by_ult && waker.is_some()).then_some(by);
+                                    let mut results = Vec::new();
+                                    for policy in [builtin, custom] {
+                                        t.tcb().affinity.state.set(state);
+                                        let target = wake_target(policy, needs, &affinity, t, waker, by);
+                                        results.push((target, t.tcb().affinity.state.get()));
+                                    }
+                                    assert_eq!(
+                                        results[0], results[1],
+                                        "{builtin}: {bytes} bytes, evicted {evicted}, overlap {overlap}, home {home}, waker {waker:?}, by a ULT {by_ult}"
+                                    );
+                                    cases += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 5 * 2 * 2 * 3 * 2 * 3 * 2);
+    }
+
+    /// Virtual Time's run end (inline: stamps and rounds) keeps the stamp and the round that
+    /// the general one (`record`) keeps, run after run, for two ULTs taking turns.
+    #[test]
+    fn virtual_times_inline_run_end_keeps_the_general_records() {
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let ults: Vec<TcbRef> = chunk.tcbs().take(4).collect();
+        let policy = Policy::virtual_time();
+        let needs = policy.hooks().needs();
+        let affinity = Affinity::new(needs, &ModelCache::ASSUMED, 1);
+        let mut inline = Local::new(0, &policy, needs, &CounterChoice::Detect, &affinity);
+        let mut general = Local::new(0, &policy, needs, &CounterChoice::Detect, &affinity);
+        assert!(inline.stamps_and_rounds);
+        for &t in &ults {
+            on_spawn(needs, t, None);
+        }
+        for run in 0..3000usize {
+            let (a, b) = (ults[run % 2], ults[2 + run % 2]);
+            if run % 7 == 3 {
+                mark_woken(a);
+                mark_woken(b);
+            }
+            inline.begin_run();
+            inline.end_run(a);
+            general.begin_run();
+            general.record(b);
+            let (x, y) = (ult_info(a, needs), ult_info(b, needs));
+            assert_eq!((x.stamp, x.state), (y.stamp, y.state), "run {run}");
+        }
+        assert_eq!(ult_info(ults[0], needs).stamp, 2999);
     }
 
     /// The keys the runtime computes itself for each built-in policy (enqueue and yield) are

@@ -1181,6 +1181,15 @@ impl Processor {
                 }
                 home
             }
+            WakeRule::Gravity => {
+                // Home, and no force acts: the hand-off rule's answer is home.
+                let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
+                let stays = home && crate::affinity::gravity_has_no_force(t, self.current_ult());
+                if stays && !t.tcb().pinned.get() {
+                    crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+                }
+                stays
+            }
             WakeRule::Hook => false,
         };
         if here && !self.central_or_chaos {

@@ -3,17 +3,26 @@
 //! # Structure
 //!
 //! A treap (a binary search tree by key that is also a max-heap by a random priority per entry,
-//! hence balanced in expectation) and two lists beside it, all linked through the entries' own
+//! hence balanced in expectation) and three lists beside it, all linked through the entries' own
 //! TCBs ([`RunLink`]): no allocation, ever.
 //!
 //! * The *zero lane* holds the entries of key 0 (every yield under the default `yield_priority`,
 //!   and whatever a policy keys 0) in arrival order. Key 0 is the lowest key there is, so the lane
 //!   is the low end of the whole order: it serves only when the rest is empty, oldest first, and a
 //!   thief takes from it first, newest first.
-//! * The *top lane* holds a run of entries each pushed with a key above everything queued (No
-//!   Affinity's entry numbers always are), highest last: the high end of the whole order, served
-//!   first, highest first. A push that does not rise above it moves the lane into the tree first
-//!   (each entry at the tree's best end), so every entry moves at most once per stay.
+//! * The *top lane* holds entries whose keys lie above the tree's and the bottom lane's, sorted,
+//!   highest last: the high end of the whole order, served first, highest first. A push above
+//!   it goes on its high end (No Affinity's entry numbers always do), a push between it and the
+//!   rest on its low end (a batch made ready in falling order, once its first entry went above
+//!   everything); a push within its range first moves its entries below the new key into the
+//!   tree (each at the tree's best end).
+//! * The *bottom lane* holds entries whose keys lie at or below the tree's, sorted, lowest and
+//!   newest last: served after the tree, highest (and oldest) first, and a thief's first pick
+//!   after the zero lane. A push at or below everything else goes on its low end (falling keys,
+//!   and equal keys: Minimum Misses' ties), a push between it and the tree on its high end; a
+//!   push within its range first moves its entries at or above the new key into the tree (each
+//!   at the tree's worst end).
+//!
 //! * The tree holds the rest, and keeps pointers to its two ends:
 //!
 //! * **best** (`max`): the highest key; equal keys keep their order of arrival, the oldest
@@ -22,14 +31,19 @@
 //!   giving away (DESIGN §4 step 4, ELiTE 2.3.3: a tree, unlike a heap, splits into its high- and
 //!   low-affinity parts).
 //!
+//! So a batch made ready in rising or falling order of keys (No Affinity's entries; Virtual
+//! Time's and Reload Transient's, whose order each round reverses the last one's) or with
+//! equal keys costs O(1) per entry, and every entry moves into the tree at most once per stay.
+//!
 //! Costs, in expectation over the random priorities, with `n` entries:
 //!
 //! | operation | cost |
 //! | --- | --- |
 //! | push or pop in a lane (yields under the default key 0; No Affinity's entries) | O(1): a few pointer writes |
-//! | a push below the top lane's last | moves the lane into the tree: O(1) amortized per entry moved |
-//! | push, key above the best (No Affinity's entry numbers) or at or below the worst | O(1): hung under that end, then fewer than 2 rotations on average |
-//! | push, any other key | O(log n) descent, fewer than 2 rotations on average |
+//! | push outside the tree's range (rising, falling or equal keys) | O(1): at an end of a lane |
+//! | a push within a lane's range | moves the part of the lane beyond the key into the tree: O(1) amortized per entry moved |
+//! | push into the tree (a move from a lane, at its end) | O(1): hung under that end, then fewer than 2 rotations on average |
+//! | push, key within the tree's range | O(log n) descent, fewer than 2 rotations on average |
 //! | pop the best | O(1) amortized (unlink the end; the next best is its in-order neighbour) |
 //! | a thief takes `k` from the worst end | O(k) amortized |
 //!
@@ -37,8 +51,9 @@
 //! by its one inner child, which keeps both the search order and the heap order. The zero lane
 //! exists because a round-robin of yields among many ULTs (a yield behind everyone, the oldest
 //! yielder next) paid the treap's random-priority rotations on every yield, the top lane because
-//! No Affinity's LIFO paid them on every wake-up (callgrind, `elite-bench`'s `examples/probe`:
-//! see the commits that added them).
+//! No Affinity's LIFO paid them on every wake-up, the bottom lane and the top lane's low end
+//! because the affinity policies' batches paid them on every other round (callgrind,
+//! `elite-bench`'s `examples/probe` and `affinity-probe`: see the commits that added them).
 //!
 //! # Protocol
 //!
@@ -106,6 +121,19 @@ impl Lane {
         self.hi.is_none()
     }
 
+    /// Adds `t` (with its key set) below every entry.
+    #[inline]
+    fn push_lo(&mut self, t: TcbRef) {
+        let n = link(t);
+        n.left.set(None);
+        n.right.set(self.lo);
+        match self.lo {
+            Some(l) => link(l).left.set(Some(t)),
+            None => self.hi = Some(t),
+        }
+        self.lo = Some(t);
+    }
+
     /// Adds `t` (with its key set) above every entry.
     #[inline]
     fn push_hi(&mut self, t: TcbRef) {
@@ -144,7 +172,7 @@ impl Lane {
     }
 }
 
-/// The tree and the two lanes; touched only under the runqueue's lock.
+/// The tree and the three lanes; touched only under the runqueue's lock.
 struct Tree {
     root: Option<TcbRef>,
     /// The lowest key in the tree (the newest of equal lowest keys).
@@ -158,6 +186,9 @@ struct Tree {
     /// The top lane: entries whose keys rose with each push and lie above the tree's, highest at
     /// `hi`.
     top: Lane,
+    /// The bottom lane: entries whose keys fell (or stayed) with each push and lie at or below
+    /// the tree's, newest and lowest at `lo`.
+    bottom: Lane,
     /// Entries in the tree and the lanes.
     len: usize,
     /// xorshift32 state for the priorities.
@@ -173,51 +204,149 @@ impl Tree {
             tree_len: 0,
             zeros: Lane::new(),
             top: Lane::new(),
+            bottom: Lane::new(),
             len: 0,
             rng: 0x9E37_79B9,
         }
     }
 
-    /// Adds `t` with key `k`: key 0 to the zero lane; a key above everything else (and above the
-    /// top lane's last, strictly) to the top lane; any other to the tree, after moving the top
-    /// lane into it (the tree takes keys below the top lane's only).
+    /// Adds `t` with key `k`: key 0 to the zero lane; a key above the tree's (and the bottom
+    /// lane's) to the top lane, a key at or below the tree's to the bottom lane, first moving
+    /// into the tree the part of the lane that `k` does not bound (so that the lanes stay
+    /// sorted and outside the tree's range); a key within the tree's range to the tree.
     #[inline]
     fn push(&mut self, k: u64, t: TcbRef) {
         self.len += 1;
+        link(t).key.set(k);
         if k == 0 {
-            link(t).key.set(0);
             self.zeros.push_hi(t);
             return;
         }
-        let above = match self.top.hi {
-            Some(h) => k > key(h),
-            None => self.max.is_none_or(|m| k > key(m)),
-        };
-        if above {
-            link(t).key.set(k);
-            self.top.push_hi(t);
+        if let (Some(lo), Some(hi)) = (self.top.lo, self.top.hi) {
+            if k > key(hi) {
+                self.top.push_hi(t);
+                return;
+            }
+            if k > key(lo) || (k == key(lo) && !self.above_rest(k)) {
+                return self.push_in_top_range(k, t);
+            }
+            if k == key(lo) {
+                // Equal to the lane's lowest (equal keys: Minimum Misses' ties), strictly above
+                // the rest: below it, as the newest of them.
+                self.top.push_lo(t);
+                return;
+            }
+        }
+        // Below the top lane, or no top lane.
+        if self.max.is_none_or(|m| k > key(m)) {
+            if self.bottom.hi.is_none_or(|b| k > key(b)) {
+                // Between the tree (and the bottom lane) and the top lane: the top lane's lowest.
+                self.top.push_lo(t);
+                return;
+            }
+        } else if self.min.is_some_and(|m| k > key(m)) {
+            self.push_tree(k, t);
             return;
         }
-        self.flush_top();
-        self.push_tree(k, t);
+        // At or below the tree's lowest key (or, with no tree, at or below the bottom lane's
+        // highest): a newer entry of an equal key goes nearer the worst end.
+        match (self.bottom.lo, self.bottom.hi) {
+            (Some(l), _) if k <= key(l) => self.bottom.push_lo(t),
+            (Some(_), Some(h)) if k <= key(h) => {
+                // Within the bottom lane's range: its entries at or above `k` move into the tree
+                // (highest, the oldest of equal keys, first: each at the tree's worst end).
+                while let Some(h) = self.bottom.hi.filter(|&h| key(h) >= k) {
+                    self.bottom.pop_hi();
+                    self.push_tree(key(h), h);
+                }
+                self.bottom.push_hi(t);
+            }
+            // Above the bottom lane (or none), at or below the tree's lowest.
+            _ => self.bottom.push_hi(t),
+        }
+    }
+
+    /// [`push`](Self::push) of a key `k` within the top lane's range: the lane's entries below
+    /// `k` move into the tree (lowest first: each at the tree's best end), and `t` becomes the
+    /// lane's lowest (a falling batch that began above everything stays in the lane).
+    #[inline(never)]
+    fn push_in_top_range(&mut self, k: u64, t: TcbRef) {
+        while let Some(l) = self.top.lo.filter(|&l| key(l) < k) {
+            self.top.pop_lo();
+            self.push_tree_best(l);
+        }
+        // Below the lane's entries of equal key (it is newer), and strictly above the rest.
+        if self.above_rest(k) {
+            self.top.push_lo(t);
+        } else if self.tree_len == 0 && self.bottom.lo.is_none_or(|l| k <= key(l)) {
+            // Equal to the lowest key queued (equal keys, Minimum Misses' ties): the newest of
+            // them, below the others.
+            self.bottom.push_lo(t);
+        } else {
+            // An equal key is queued (rare): the general order, through the tree.
+            self.flush_top();
+            self.flush_bottom();
+            self.push_tree(k, t);
+        }
+    }
+
+    /// Whether `k` lies strictly above the tree's keys and the bottom lane's.
+    #[inline]
+    fn above_rest(&self, k: u64) -> bool {
+        match self.max {
+            Some(m) => k > key(m),
+            None => self.bottom.hi.is_none_or(|b| k > key(b)),
+        }
     }
 
     /// Moves the top lane into the tree, lowest first (each lands at the tree's best end).
     #[cold]
     fn flush_top(&mut self) {
         while let Some(t) = self.top.pop_lo() {
+            self.push_tree_best(t);
+        }
+    }
+
+    /// Inserts `t`, the top lane's lowest entry just taken off it, into the tree at its best end:
+    /// its key is at least the tree's highest, and of equal keys the lane's lowest is the newest,
+    /// so each later one (older) goes nearer the best end.
+    #[inline]
+    fn push_tree_best(&mut self, t: TcbRef) {
+        let k = key(t);
+        match self.max {
+            Some(max) if k == key(max) => {
+                let n = link(t);
+                n.left.set(None);
+                n.right.set(None);
+                n.prio.set(self.next_prio());
+                self.tree_len += 1;
+                Self::attach(max, t, false);
+                self.max = Some(t);
+                self.sift_up(t);
+            }
+            _ => self.push_tree(k, t),
+        }
+    }
+
+    /// Moves the bottom lane into the tree, highest (oldest) first (each lands at the tree's
+    /// worst end, so equal keys keep their order of arrival).
+    #[cold]
+    fn flush_bottom(&mut self) {
+        while let Some(t) = self.bottom.pop_hi() {
             self.push_tree(key(t), t);
         }
     }
 
     /// Takes the highest key (the oldest of equal highest keys): the top lane's last, else the
-    /// tree's best, else the zero lane's oldest.
+    /// tree's best, else the bottom lane's oldest, else the zero lane's oldest.
     #[inline]
     fn pop_max(&mut self) -> Option<TcbRef> {
         let t = if !self.top.is_empty() {
             self.top.pop_hi()
         } else if self.tree_len > 0 {
             self.pop_tree_max()
+        } else if !self.bottom.is_empty() {
+            self.bottom.pop_hi()
         } else {
             self.zeros.pop_lo()
         }?;
@@ -226,11 +355,13 @@ impl Tree {
     }
 
     /// Takes the lowest key (the newest of equal lowest keys): the zero lane's newest, else the
-    /// tree's worst, else the top lane's first.
+    /// bottom lane's newest, else the tree's worst, else the top lane's first.
     #[inline]
     fn pop_min(&mut self) -> Option<TcbRef> {
         let t = if !self.zeros.is_empty() {
             self.zeros.pop_hi()
+        } else if !self.bottom.is_empty() {
+            self.bottom.pop_lo()
         } else if self.tree_len > 0 {
             self.pop_tree_min()
         } else {
@@ -496,7 +627,7 @@ impl RunQueue {
         if self.len() == 0 {
             return None;
         }
-        self.with(|tree| tree.max)
+        self.with(|tree| tree.top.hi.or(tree.max).or(tree.bottom.hi).or(tree.zeros.lo))
     }
 
     /// Takes up to `want(len)` entries of lowest key for a thief, lowest first.
@@ -570,11 +701,20 @@ mod tests {
             let zeros = walk_lane(&tree.zeros);
             assert!(zeros.iter().all(|&t| key(t) == 0));
             let top = walk_lane(&tree.top);
-            assert!(top.windows(2).all(|w| key(w[0]) < key(w[1])), "top lane rises");
+            assert!(top.windows(2).all(|w| key(w[0]) <= key(w[1])), "top lane rises");
             if let (Some(&first), Some(&m)) = (top.first(), order.last()) {
-                assert!(key(first) > key(m), "top lane above the tree");
+                // (Equal only to newer tree entries, moved from the bottom lane.)
+                assert!(key(first) >= key(m), "top lane above the tree");
             }
-            assert_eq!(tree.tree_len + zeros.len() + top.len(), tree.len);
+            let bottom = walk_lane(&tree.bottom);
+            assert!(bottom.windows(2).all(|w| key(w[0]) <= key(w[1])), "bottom lane falls");
+            assert!(bottom.iter().all(|&t| key(t) > 0), "key 0 only in the zero lane");
+            if let Some(&last) = bottom.last() {
+                if let Some(&m) = order.first().or(top.first()) {
+                    assert!(key(last) <= key(m), "bottom lane at or below the rest");
+                }
+            }
+            assert_eq!(tree.tree_len + zeros.len() + top.len() + bottom.len(), tree.len);
         });
     }
 
@@ -657,11 +797,13 @@ mod tests {
             match next() % 10 {
                 0..=5 if !free.is_empty() => {
                     let tcb = free.pop().unwrap();
-                    // A mix of key patterns: small ranges (many ties), increasing, zero.
-                    let key = match next() % 4 {
+                    // A mix of key patterns: small ranges (many ties), increasing, zero,
+                    // decreasing (with some jitter).
+                    let key = match next() % 5 {
                         0 => next() % 8,
                         1 => arrival + 100,
                         2 => 0,
+                        3 => 1_000_000 - 2 * arrival + next() % 5,
                         _ => next() % 1000,
                     };
                     q.push(key, tcb);
@@ -692,19 +834,22 @@ mod tests {
     }
 
     /// The tree stays shallow: a sorted insertion order (the worst case of a plain search tree)
-    /// gives a depth of a small multiple of log2(n). Falling keys go to the tree (rising ones
-    /// would stay in the top lane).
+    /// gives a depth of a small multiple of log2(n). Falling keys stay in the top lane (the
+    /// first went above everything); a key just below the highest moves the rest into the tree,
+    /// one after the other, in sorted order.
     #[test]
     fn stays_balanced_for_sorted_keys() {
         let n = if cfg!(miri) { 512 } else { 4096 };
         let (_chunks, t) = tcbs(n);
         let q = RunQueue::new();
-        for (i, &tcb) in t.iter().enumerate() {
-            q.push(5000 - i as u64, tcb);
+        for (i, &tcb) in t[..n - 1].iter().enumerate() {
+            q.push(10_000 - 2 * i as u64, tcb);
         }
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, n - 1), "falling keys in the top lane"));
+        q.push(9_999, t[n - 1]);
         check(&q);
         let depth = q.with(|tree| {
-            assert_eq!(tree.tree_len, n, "falling keys all in the tree");
+            assert_eq!(tree.tree_len, n - 2, "falling keys but the highest in the tree");
             fn depth(t: Option<TcbRef>) -> usize {
                 t.map_or(0, |t| 1 + depth(link(t).left.get()).max(depth(link(t).right.get())))
             }
@@ -713,7 +858,8 @@ mod tests {
         assert!(depth <= 40, "depth {depth} for {n} sorted keys (log2 <= 12)");
     }
 
-    /// Rising keys stay in the top lane until a lower one comes, which moves them into the tree.
+    /// Rising keys stay in the top lane until a lower one comes, which moves those below it into
+    /// the tree.
     #[test]
     fn rising_keys_use_the_top_lane_until_a_lower_key_comes() {
         let (_chunks, t) = tcbs(6);
@@ -722,13 +868,55 @@ mod tests {
             q.push(10 + i as u64, tcb);
         }
         q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 4)));
-        q.push(11, t[4]); // not above 13: the lane moves into the tree
-        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (5, 5)));
-        q.push(20, t[5]); // above the tree's best again
-        q.with(|tree| assert_eq!(tree.tree_len, 5));
+        q.push(11, t[4]); // not above 13: the entry below 11 moves into the tree
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (1, 5)));
+        q.push(20, t[5]); // above everything again
+        q.with(|tree| assert_eq!(tree.tree_len, 1));
         check(&q);
         let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
         // 11 twice: t[1] (pushed first) before t[4].
         assert_eq!(out, vec![t[5], t[3], t[2], t[1], t[4], t[0]]);
+    }
+
+    /// Falling keys stay in the lanes (here the top lane: they began above everything), an
+    /// equal lowest key goes to the bottom lane, served last, and a thief takes its newest
+    /// first; a key within a lane's range moves the lane's part beyond it into the tree.
+    #[test]
+    fn falling_and_equal_keys_stay_in_the_lanes() {
+        let (_chunks, t) = tcbs(7);
+        let q = RunQueue::new();
+        for (i, &tcb) in t[..4].iter().enumerate() {
+            q.push(20 - 2 * i as u64, tcb); // 20, 18, 16, 14
+        }
+        q.push(14, t[4]); // equal to the lowest: below it, newer
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 5)));
+        q.push(30, t[5]); // above everything: the top lane
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 6)));
+        check(&q);
+        let mut stolen = Vec::new();
+        q.steal(|_| 1, &mut stolen);
+        assert_eq!(stolen, vec![t[4]], "the newest of the lowest");
+        q.push(19, t[6]); // within the top lane: its entries below move into the tree
+        q.with(|tree| assert_eq!(tree.tree_len, 3));
+        check(&q);
+        let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+        assert_eq!(out, vec![t[5], t[0], t[6], t[1], t[2], t[3]]);
+    }
+
+    /// A falling batch that began above everything stays in the top lane, one low entry among
+    /// it (a releaser that ran long before the others) goes to the bottom lane, and an older
+    /// entry below the batch moves into the tree once.
+    #[test]
+    fn a_falling_batch_with_an_outlier_stays_in_the_lanes() {
+        let (_chunks, t) = tcbs(9);
+        let q = RunQueue::new();
+        q.push(20, t[8]); // an older entry below the batch: the top lane, then the tree
+        for (&k, &tcb) in [90u64, 80, 70, 5, 60, 50, 45, 40].iter().zip(&t) {
+            q.push(k, tcb);
+            check(&q);
+        }
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (1, 9), "20 moved into the tree"));
+        let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+        assert_eq!(out, vec![t[0], t[1], t[2], t[4], t[5], t[6], t[7], t[8], t[3]]);
     }
 }
