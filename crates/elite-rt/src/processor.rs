@@ -1181,15 +1181,7 @@ impl Processor {
                 }
                 home
             }
-            WakeRule::Gravity => {
-                // Home, and no force acts: the hand-off rule's answer is home.
-                let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
-                let stays = home && crate::affinity::gravity_has_no_force(t, self.current_ult());
-                if stays && !t.tcb().pinned.get() {
-                    crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
-                }
-                stays
-            }
+            WakeRule::Gravity => self.gravity_wakes_here(t),
             WakeRule::Hook => false,
         };
         if here && !self.central_or_chaos {
@@ -1204,6 +1196,19 @@ impl Processor {
             }
         }
         self.wake_slow(t);
+    }
+
+    /// [`Processor::wake`]'s answer for Gravity: whether `t` stays here. Out of line, so that
+    /// `wake` stays small enough to inline into the blocking paths of the other rules.
+    #[inline(never)]
+    fn gravity_wakes_here(&self, t: TcbRef) -> bool {
+        // Home, and no force acts: the hand-off rule's answer is home.
+        let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
+        let stays = home && crate::affinity::gravity_has_no_force(t, self.current_ult());
+        if stays && !t.tcb().pinned.get() {
+            crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+        }
+        stays
     }
 
     /// [`Processor::make_ready`] with the runqueue known non-empty (so not into the `next` slot).
