@@ -79,10 +79,11 @@
 //! what is rare (timed waits, disconnection, lost races) out of line. The untimed waits that only
 //! link their node (channels, mutex, rwlock, barrier) use `block_on`: the processor links the node
 //! and unlocks itself (`Switch::Link`, matched in its `run_ult`) instead of calling a closure
-//! through a pointer (about 20 instructions less per round trip of
-//! `blocking-probe ping_pong`, two waits, under callgrind). Keep it so when changing a primitive: a new helper
-//! between `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's
-//! path.
+//! through a pointer (about 20 instructions less per round trip of `blocking-probe ping_pong`,
+//! two waits, under callgrind). Keep it so when changing a primitive: a new helper between
+//! `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's path;
+//! and keep [`crate::processor::Processor::wake`] small enough to inline (rare wake rules out of
+//! line), as it sits on every notifier's path.
 //!
 //! # Shutdown
 //!
