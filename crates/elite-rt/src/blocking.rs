@@ -289,16 +289,11 @@ thread_local! {
     static WORKER: Cell<*const Worker> = const { Cell::new(std::ptr::null()) };
 }
 
-/// The worker the calling thread is: a thread running a processor's loop is always one.
-/// Whether the calling worker was told to leave the loop it runs (`Worker::stop`: its blocking
-/// handoff gave the processor to another thread, or shutdown). Read after a park's action, which
+/// The worker the calling thread is: a thread running a processor's loop is always one. Its
+/// `stop` flag tells whether it was told to leave the loop it runs (its blocking handoff gave the
+/// processor to another thread, or shutdown); the processor reads it after a park's action, which
 /// may be [`switched`], before the loop's bottom frame touches the processor again.
-#[inline]
-pub(crate) fn worker_stopped() -> bool {
-    this_worker().stop.load(Ordering::Relaxed)
-}
-
-fn this_worker<'a>() -> &'a Worker {
+pub(crate) fn current_worker<'a>() -> &'a Worker {
     let w = WORKER.with(|c| c.get());
     if w.is_null() {
         crate::fatal("a processor's loop on a thread that is not a worker of the runtime");
@@ -735,7 +730,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     }
     let shared = &p.shared;
     let registry = &shared.blocking;
-    let w = this_worker();
+    let w = current_worker();
     // 1. Find a taker for `p`: a parked spare, a new one, or none (queue the call, or run it here
     //    if no thread can be started).
     let mut st = registry.lock();

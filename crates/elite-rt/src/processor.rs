@@ -144,6 +144,7 @@ pub(crate) struct Core {
     /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
     notes: Vec<Option<Box<NoteBatch>>>,
     id_seq: u64,
+    /// Steps left until the next 61st (see [`Core::step`]).
     tick: u32,
     rounds: u32,
     rng: u64,
@@ -151,6 +152,24 @@ pub(crate) struct Core {
     scratch: Vec<TcbRef>,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
     affinity: crate::affinity::Local,
+}
+
+/// Every how many steps (start-queue takes, hand-offs, yields that found nothing else) the
+/// processor looks past its fast paths: the shared start-queue levels first, the loop's round.
+const TICK_PERIOD: u32 = 61;
+
+impl Core {
+    /// Counts one step; true at every [`TICK_PERIOD`]-th (a countdown: cheaper than a modulo on
+    /// the switch path).
+    #[inline]
+    fn step(&mut self) -> bool {
+        self.tick -= 1;
+        if self.tick == 0 {
+            self.tick = TICK_PERIOD;
+            return true;
+        }
+        false
+    }
 }
 
 /// How the join fast path ([`Processor::start_inline`]) went.
@@ -236,7 +255,7 @@ impl Processor {
             pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
-            tick: 0,
+            tick: TICK_PERIOD,
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             scratch: Vec::new(),
@@ -323,28 +342,28 @@ impl Processor {
             if let Some(t) = self.take_ready() {
                 // Prefetch hook (`crate::prefetch`): the chosen ULT's data, and the next one's.
                 self.prefetch_chosen(t);
-                self.dispatch(t);
+                self.dispatch(t, w);
                 continue;
             }
             if let Some(t) = self.take_start() {
-                self.start_ult(t);
+                self.start_ult(t, w);
                 continue;
             }
             if let Some(t) = self.steal() {
-                self.dispatch(t);
+                self.dispatch(t, w);
                 continue;
             }
             self.idle();
         }
     }
 
-    /// Runs `t`, giving it a stack first if it never ran.
+    /// Runs `t`, giving it a stack first if it never ran; `w` is the calling thread's worker.
     #[inline]
-    fn dispatch(&self, t: TcbRef) {
+    fn dispatch(&self, t: TcbRef, w: &crate::blocking::Worker) {
         if t.tcb().life.get() == Life::Queued {
-            self.start_ult(t);
+            self.start_ult(t, w);
         } else {
-            self.run_ult(t);
+            self.run_ult(t, w);
         }
     }
 
@@ -494,9 +513,8 @@ impl Processor {
             return t;
         }
         let core = self.core();
-        core.tick = core.tick.wrapping_add(1);
+        let shared_turn = core.step();
         let remote = self.remote();
-        let shared_turn = core.tick.is_multiple_of(61);
         if !shared_turn && !remote.start.is_empty() {
             if let Some(t) = self.pop_start() {
                 remote.stats.start_local.bump();
@@ -720,7 +738,7 @@ impl Processor {
             self.core().affinity.pause(j);
         }
         self.core().nested += 1;
-        self.start_ult(t);
+        self.start_ult(t, crate::blocking::current_worker());
         self.core().nested -= 1;
         if joiner.is_some() {
             self.core().affinity.resume();
@@ -737,8 +755,9 @@ impl Processor {
         }
     }
 
-    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it.
-    fn start_ult(&self, t: TcbRef) {
+    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it; `w` is
+    /// the calling thread's worker.
+    fn start_ult(&self, t: TcbRef, w: &crate::blocking::Worker) {
         let tcb = t.tcb();
         let ctx = match self.get_context(tcb.stack_size()) {
             Ok(c) => c,
@@ -754,7 +773,7 @@ impl Processor {
         if tcb.pinned.get() {
             self.core().pinned_here += 1;
         }
-        self.run_ult(t);
+        self.run_ult(t, w);
     }
 
     /// Whether a pinned ULT lives on this processor (started here, not exited).
@@ -857,7 +876,11 @@ impl Processor {
     /// Switches into `t` and finishes whatever transition it switched out with; then, when the
     /// transition left a ULT in the `next` slot and nothing else waits here, switches into that one
     /// at once (see [`Processor::hand_off`]), and so on.
-    fn run_ult(&self, mut t: TcbRef) {
+    ///
+    /// `w` is the calling OS thread's worker (`crate::blocking`), passed down from the loop (or
+    /// looked up once by the join fast path) rather than read from a thread-local after every
+    /// park.
+    fn run_ult(&self, mut t: TcbRef, w: &crate::blocking::Worker) {
         let stats = &self.remote().stats;
         let check_canary = self.check_canary;
         loop {
@@ -900,7 +923,7 @@ impl Processor {
                     // A blocking call's action may have handed this processor to another OS
                     // thread (`crate::blocking::switched`), or shutdown began: leave the loop's
                     // frames without touching the processor again (the loop checks the same flag).
-                    if crate::blocking::worker_stopped() {
+                    if w.stop.load(Ordering::Relaxed) {
                         return;
                     }
                 }
@@ -928,8 +951,7 @@ impl Processor {
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
         let n = core.next?;
-        core.tick = core.tick.wrapping_add(1);
-        if core.tick.is_multiple_of(61) || core.nested > 0 || self.chaos.on {
+        if core.step() || core.nested > 0 || self.chaos.on {
             return None; // (the chaos mode's loop picks the next ULT at random)
         }
         let remote = self.remote();
@@ -948,8 +970,7 @@ impl Processor {
     #[inline]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
-        core.tick = core.tick.wrapping_add(1);
-        if core.tick.is_multiple_of(61) {
+        if core.step() {
             return false; // let the loop look at the shared levels now and then
         }
         core.next.is_none()

@@ -530,9 +530,14 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 /// Blocks until the ULT behind `t` has published COMPLETE.
+///
+/// Inlined into `join`, with the wait of an OS thread out of line: a ULT's wait is a shallow one
+/// (see "Switch depth" in `crate::sync::wait`).
+#[inline]
 fn wait_for_exit(t: TcbRef) {
     let tcb = t.tcb();
-    if let Some(p) = current_ult_processor() {
+    let here = current_processor();
+    if let Some((p, me)) = here.and_then(|p| Some((p, p.current_ult()?))) {
         // A ULT: block; the loop registers us after the switch (the join protocol in `tcb`). A ULT
         // joining one of another runtime holds a claim on its own runtime until woken, so the
         // waker (or the joined runtime's shutdown) can reach it even while its runtime is dropped.
@@ -540,7 +545,7 @@ fn wait_for_exit(t: TcbRef) {
         if foreign {
             crate::runtime::claim_outside(&p.shared);
         }
-        park_current(move |me, p| {
+        let after = move |me, p: &Processor| {
             crate::deadlock::note_wait(me, crate::deadlock::WaitKind::Join, t.as_ptr() as usize);
             // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
             unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
@@ -557,20 +562,32 @@ fn wait_for_exit(t: TcbRef) {
                     unsafe { crate::runtime::release_outside_claim(Arc::as_ptr(&p.shared)) };
                 }
             }
-        });
-    } else {
-        // An OS thread (or a processor's own loop code, which has no ULT to block): park.
-        // SAFETY: as above.
-        unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
-        let prev = tcb.join.register_waiter();
-        if prev & JoinState::COMPLETE != 0 {
-            // As above: the field is ours alone; a free TCB's waiter is `None`.
-            // SAFETY: the exiter did not see WAITER.
-            unsafe { *tcb.waiter.get() = Waiter::None };
-            return;
+        };
+        // SAFETY: `me` is the ULT running this code (the processor's current ULT).
+        unsafe { park_ult(me, after) };
+        if !tcb.join.is_complete() {
+            crate::fatal("a joining ULT was woken before the ULT it joins finished");
         }
+    } else {
+        wait_for_exit_thread(t);
     }
-    let _counted = current_ult_processor().is_none().then(|| crate::deadlock::OsWait::enter(false));
+}
+
+/// [`wait_for_exit`] of an OS thread (or of a processor's own loop code, which has no ULT to
+/// block): park.
+#[cold]
+fn wait_for_exit_thread(t: TcbRef) {
+    let tcb = t.tcb();
+    // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
+    unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
+    let prev = tcb.join.register_waiter();
+    if prev & JoinState::COMPLETE != 0 {
+        // As in `wait_for_exit`: the field is ours alone; a free TCB's waiter is `None`.
+        // SAFETY: the exiter did not see WAITER.
+        unsafe { *tcb.waiter.get() = Waiter::None };
+        return;
+    }
+    let _counted = crate::deadlock::OsWait::enter(false);
     while !tcb.join.is_complete() {
         if current_ult_processor().is_some() {
             crate::fatal("a joining ULT was woken before the ULT it joins finished");
@@ -651,6 +668,7 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
 /// Suspends the running ULT; after the switch, whoever resumed it (the processor loop, or a joiner
 /// running it through the join fast path) calls `after(me, processor)` on its own stack, with the
 /// processor that runs that code.
+#[inline(always)]
 pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
     let Some(me) = current_processor().and_then(|p| p.current_ult()) else {
         crate::fatal("park outside a ULT");

@@ -1,6 +1,8 @@
 //! The scheduling policies: each picks the ULT ELiTE section 3.1 says it picks (deterministic
-//! scenarios on one processor with scripted cache misses), a thief takes the low-affinity part of
-//! a runqueue, and no ULT is lost under stress with any policy.
+//! scenarios on one processor with scripted cache misses), a ULT woken by a hand-off from another
+//! processor follows its waker when little of its data is at home (two processors, scripted), a
+//! thief takes the low-affinity part of a runqueue, and no ULT is lost under stress with any
+//! policy.
 
 mod common;
 
@@ -380,6 +382,106 @@ fn no_ult_is_lost_under_any_policy() {
                 let total = rt.stats().total();
                 assert!(total.switches > 0);
             }
+        }
+    });
+}
+
+/// Where a ULT `B` woken by a hand-off from another processor runs, in a scripted two-processor
+/// scenario: `B`, declaring `footprint` bytes, runs and blocks on processor `o` while the root
+/// spins on the other one, `r` (so that nothing else can run there); optionally a disturber
+/// declaring 512 KiB (8192 misses, eight times the 1024-line model cache) then runs on `o`; then
+/// the root, a ULT on `r`, releases `B`: a hand-off across processors. Returns whether `B` ran
+/// on `r`, its waker's processor, after the release (else it ran at home, on `o`).
+fn follows_its_waker(policy: Policy, footprint: usize, disturb: bool) -> bool {
+    let rt = Runtime::builder()
+        .no_chaos() // which processor runs `B` is what this checks
+        .topology("1 node x 2 cores, 64 KiB L2 per core")
+        .policy(policy)
+        .counters(CounterChoice::scripted(|_| {
+            ScriptedSource::from_fn(|run, _| (run.footprint_bytes / LINE) as u64)
+        }))
+        .build()
+        .expect("build the scripted runtime");
+    let parks = |p: usize| rt.stats().processors[p].parks;
+    rt.block_on(|| {
+        let r = elite_rt::current().processor();
+        let o = 1 - r;
+        // Spins (keeping `r`) until `ult` reported `started`, then until `o` has parked after
+        // that: `ult` blocked or exited. (Up to 200 ms: `o` may have parked before `started` was
+        // seen, which is as good.)
+        let settle = |started: &AtomicBool, what: &str| {
+            spin_until(60, what, || started.load(SeqCst));
+            let (before, since) = (parks(o), std::time::Instant::now());
+            while parks(o) == before && since.elapsed() < std::time::Duration::from_millis(200) {
+                std::thread::yield_now();
+            }
+        };
+        let go = Arc::new(Semaphore::new(0));
+        let (started, ran) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(usize::MAX)));
+        let b = {
+            let (go, started, ran) = (go.clone(), started.clone(), ran.clone());
+            elite_rt::Builder::new()
+                .footprint(footprint)
+                .spawn(move || {
+                    let home = elite_rt::current().processor();
+                    started.store(true, SeqCst);
+                    go.acquire();
+                    ran.store(elite_rt::current().processor(), SeqCst);
+                    home
+                })
+                .expect("spawn B")
+        };
+        settle(&started, "B to start on the other processor");
+        if disturb {
+            let done = Arc::new(AtomicBool::new(false));
+            let d = {
+                let done = done.clone();
+                elite_rt::Builder::new()
+                    .footprint(512 << 10)
+                    .spawn(move || {
+                        done.store(true, SeqCst);
+                        elite_rt::current().processor()
+                    })
+                    .expect("spawn the disturber")
+            };
+            settle(&done, "the disturber to run");
+            assert_eq!(d.join().unwrap(), o, "the disturber ran beside B");
+        }
+        assert_eq!(elite_rt::current().processor(), r, "the root kept its processor");
+        go.release(); // the hand-off, from `r`
+        let home = b.join().unwrap();
+        assert_eq!(home, o, "B ran on the other processor before it blocked");
+        ran.load(SeqCst) == r
+    })
+}
+
+/// The hand-off wake rule (`elite_rt::policy::hand_off`): a ULT woken by a hand-off from another
+/// processor follows its waker when at most `HAND_OFF_LINES` of its data are expected at home:
+/// by the cache model (the footprint of its last run decayed by the misses its home counted
+/// since) for the policies that count misses, by its declared footprint for Virtual Time.
+/// No Affinity always follows; a timer or an exit is not a hand-off.
+#[test]
+fn a_woken_ult_follows_its_waker_when_little_of_its_data_is_at_home() {
+    hang_guard(120, "the hand-off scenarios", || {
+        let small = 1 << 10; // 16 lines
+        let large = 16 << 10; // 256 lines: about 226 expected cached after its run
+        for name in ["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity"] {
+            let policy = || name.parse::<Policy>().unwrap();
+            // Little data: every policy follows its waker.
+            assert!(follows_its_waker(policy(), small, false), "{name}, small footprint");
+            // Much data, all still cached at home: the affinity policies send it home.
+            assert_eq!(
+                follows_its_waker(policy(), large, false),
+                name == "no-affinity",
+                "{name}, large footprint"
+            );
+            // Much data, evicted at home by a disturber's misses: the policies with a cache
+            // model see it lost and follow the waker; Virtual Time (no model) still goes home.
+            assert_eq!(
+                follows_its_waker(policy(), large, true),
+                name != "virtual-time",
+                "{name}, large footprint evicted at home"
+            );
         }
     });
 }

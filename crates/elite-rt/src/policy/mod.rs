@@ -33,7 +33,10 @@
 //!   newest entry runs first. A hand-off chain (wake one, block) then stays hot by itself, but a
 //!   batch of ULTs made ready together runs in the reverse of the order they were made ready,
 //!   whatever their caches hold. A ULT woken by a hand-off (an unlock, a release, a send) goes to
-//!   its waker's processor, the other three send it back where it last ran.
+//!   its waker's processor. The other policies send it back where it last ran, unless the
+//!   [hand-off rule](hand_off) finds that little of its data is still cached there (at most
+//!   [`HAND_OFF_LINES`]: a small declared footprint, or, with a cache model, one the home's
+//!   misses have since evicted): then it follows its waker too.
 //! - **Virtual Time**: each processor counts the runs that end on it; when a run ends the ULT is
 //!   stamped with that count. The key is the stamp when the ULT last ran on the processor whose
 //!   runqueue it enters, and the lowest such key (behind every such ULT) when it last ran
@@ -70,10 +73,11 @@
 //! Reload Transient synchronize 1.36x and 1.34x as fast as No Affinity on one processor (45%
 //! fewer simulated last-level misses) and about 1.08x on two; Minimum Misses gains nothing
 //! there (its key, the last run's misses, does not tell which ULT is cached now). Where nothing
-//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 630 instructions
-//! per synchronization (with its hand-off wake rule) Virtual Time adds about 250, Minimum Misses
-//! 180, Reload Transient 335 and Gravity 405 (callgrind; the README has the runs and the wall
-//! clock). In short:
+//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 600
+//! instructions per synchronization on one processor Virtual Time adds about 170, Minimum Misses
+//! 150, Reload Transient 230 and Gravity 430 (callgrind; the README has the runs and the wall
+//! clock); on two, the hand-off rule keeps their woken ULTs beside their wakers as No Affinity
+//! does. In short:
 //!
 //! - ULTs that hand work to each other one at a time (ping-pong, pipelines): `no-affinity`; LIFO
 //!   is already local there and costs nothing.
@@ -92,7 +96,10 @@
 //! # Hooks, and writing a policy
 //!
 //! The runtime calls the [`Hooks`] of the policy at fixed points; the queues and the switch code
-//! never ask which policy is active. What the runtime gathers for the hooks is declared once, by
+//! never ask which policy is active. (For the built-in policies the runtime computes the keys
+//! of [`priority`](Hooks::priority) and [`yield_priority`](Hooks::yield_priority), and the wake
+//! targets but gravity's, itself, with the functions their hooks call: no call through the
+//! policy per enqueue, yield or wake-up; a test checks the two agree.) What the runtime gathers for the hooks is declared once, by
 //! [`Hooks::needs`], when the runtime is built: a policy that needs no stamps or misses pays for
 //! none (the counter source is not even opened).
 //!

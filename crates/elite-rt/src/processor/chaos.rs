@@ -101,7 +101,7 @@ impl Processor {
     /// every decision.
     pub(super) fn chaos_idle(&self) {
         let core = self.core();
-        core.tick = 0;
+        core.tick = super::TICK_PERIOD;
         core.rounds = 0;
     }
 

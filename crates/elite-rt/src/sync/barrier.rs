@@ -1,6 +1,6 @@
 //! [`Barrier`]: lets a fixed number of threads meet; the last to arrive is the leader.
 
-use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
+use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode, Wakes};
 use crate::deadlock::WaitKind;
 use std::fmt;
 
@@ -61,21 +61,15 @@ impl Barrier {
     }
 
     /// Waits until all `n` have arrived.
+    ///
+    /// Inlined, with the leader's release out of line: the others' wait is a shallow one (see
+    /// "Switch depth" in `sync::wait`).
+    #[inline]
     pub fn wait(&self) -> BarrierWaitResult {
         let mut s = self.state.lock();
         s.arrived += 1;
         if s.arrived >= self.n {
-            s.arrived = 0;
-            s.generation += 1;
-            let mut wakes = Wakes::default();
-            while let Some(node) = s.waiters.pop_front() {
-                // Barrier waits have no deadline, so every notify succeeds.
-                if let Some(w) = node.notify() {
-                    wakes.push(w);
-                }
-            }
-            drop(s);
-            wakes.wake_all();
+            Self::release_round(s);
             return BarrierWaitResult(true);
         }
         let node = WaitNode::new();
@@ -90,6 +84,25 @@ impl Barrier {
         node.block(s, None, |s, n| s.waiters.push_back(n));
         unwind.disarm();
         BarrierWaitResult(false)
+    }
+}
+
+impl Barrier {
+    /// The last arrival (the leader), under the lock `s`: start the next round and wake every
+    /// waiter of this one.
+    #[inline(never)]
+    fn release_round(mut s: SpinGuard<'_, State>) {
+        s.arrived = 0;
+        s.generation += 1;
+        let mut wakes = Wakes::default();
+        while let Some(node) = s.waiters.pop_front() {
+            // Barrier waits have no deadline, so every notify succeeds.
+            if let Some(w) = node.notify() {
+                wakes.push(w);
+            }
+        }
+        drop(s);
+        wakes.wake_all();
     }
 }
 

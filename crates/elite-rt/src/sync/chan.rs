@@ -143,7 +143,7 @@ impl<T> Chan<T> {
 
     /// Blocks with `value` in our slot, under the lock `g` of a full channel, until a receiver
     /// takes it or the last one leaves. Inlined into [`Chan::send`] (a shallow wait).
-    #[inline]
+    #[inline(always)]
     fn send_blocking(&self, g: SpinGuard<'_, Inner<T>>, value: T) -> Try<T> {
         let mut mine: Slot<T> = Some(value);
         let node = WaitNode::new();
@@ -214,7 +214,7 @@ impl<T> Chan<T> {
     /// sender and no blocked sender: what [`Chan::recv_slow`] would do, minus its checks, and
     /// inlined into `recv`. Woken without a value (the last sender left), it looks again the long
     /// way.
-    #[inline]
+    #[inline(always)]
     fn recv_blocking(&self, g: SpinGuard<'_, Inner<T>>) -> Result<T, RecvTimeoutError> {
         let mut mine: Slot<T> = None;
         let node = WaitNode::new();

@@ -53,6 +53,7 @@ impl Condvar {
     }
 
     /// Releases the guard's mutex, blocks until notified, and locks the mutex again.
+    #[inline]
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
         self.wait_until(guard, None).map(|(g, _)| g).map_err(|e| PoisonError::new(e.into_inner().0))
     }
@@ -108,6 +109,9 @@ impl Condvar {
         }
     }
 
+    /// The wait of every `wait*` method; inlined, so that the untimed one is a shallow wait (see
+    /// "Switch depth" in `sync::wait`).
+    #[inline(always)]
     fn wait_until<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,

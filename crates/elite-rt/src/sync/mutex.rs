@@ -34,6 +34,16 @@
 //! itself on some machines: 7 ns on the build VMs, two per measured hold). Their average drives
 //! the adaptive spin policy: above the threshold (half a measured context switch) a waiter blocks
 //! at once.
+//!
+//! # Layout
+//!
+//! What every lock and unlock touches is one cache line: the state word, the poison flag, the
+//! holder's acquisition counter (a `u8`: it only picks one acquisition in eight) and the data
+//! right after them, when it fits in the line's other 56 bytes (and its alignment is at most 8).
+//! The wait list, the hold-time samples and their average, which only contended locks and the
+//! sampled acquisitions touch, live in lines of their own in front of it (`Cold`, 64-aligned;
+//! the data, possibly unsized, must come last). Uncontended, a lock and an unlock touch that one
+//! line; contended between processors, it is the one line that moves. A unit test checks it.
 
 use super::lock_word::LockWord;
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
@@ -50,14 +60,22 @@ pub use super::lock_word::MAX_LOSSES;
 /// `WaitNode::tag` of a waiter to whom an unlock handed the lock.
 const HANDED_OVER: usize = usize::MAX;
 
-/// Holder-only bookkeeping of hold times.
+/// Holder-only bookkeeping of hold times (of the measured acquisitions only).
 struct Holds {
-    /// Time stamp of the current acquisition, 0 when this one is not measured.
+    /// Time stamp of the current acquisition, when it is measured.
     since: u64,
     samples: [u64; 8],
     next: usize,
-    /// Acquisitions, for sampling one in eight.
-    count: u32,
+}
+
+/// What only contended locks and measured acquisitions touch, on cache lines of its own (see
+/// "Layout" in the module docs).
+#[repr(C, align(64))]
+struct Cold {
+    /// Average of the last 8 measured hold times, published for waiters deciding to spin.
+    avg_hold: AtomicU64,
+    holds: UnsafeCell<Holds>,
+    waiters: SpinLock<WaitList>,
 }
 
 /// A mutual exclusion lock with `std::sync::Mutex`'s interface (poisoning included) whose `lock`
@@ -95,13 +113,13 @@ struct Holds {
 /// Waiters are served in FIFO order and cannot starve: see [`MAX_LOSSES`].
 ///
 /// [`SpinPolicy::Adaptive`]: super::SpinPolicy::Adaptive
+#[repr(C)] // the hot line: `state` starts it (after `Cold`), `data` follows (module docs)
 pub struct Mutex<T: ?Sized> {
+    cold: Cold,
     state: LockWord,
     poison: AtomicBool,
-    /// Average of the last 8 measured hold times, published for waiters deciding to spin.
-    avg_hold: AtomicU64,
-    holds: UnsafeCell<Holds>,
-    waiters: SpinLock<WaitList>,
+    /// Acquisitions, holder-only: the one whose count is a multiple of 8 is measured.
+    count: UnsafeCell<u8>,
     data: UnsafeCell<T>,
 }
 
@@ -115,11 +133,14 @@ impl<T> Mutex<T> {
     /// A new unlocked mutex holding `value`.
     pub const fn new(value: T) -> Mutex<T> {
         Mutex {
+            cold: Cold {
+                avg_hold: AtomicU64::new(0),
+                holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0 }),
+                waiters: SpinLock::new(WaitList::of(WaitKind::Mutex)),
+            },
             state: LockWord::new(),
             poison: AtomicBool::new(false),
-            avg_hold: AtomicU64::new(0),
-            holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0, count: 0 }),
-            waiters: SpinLock::new(WaitList::of(WaitKind::Mutex)),
+            count: UnsafeCell::new(0),
             data: UnsafeCell::new(value),
         }
     }
@@ -195,20 +216,31 @@ impl<T: ?Sized> Mutex<T> {
     #[allow(clippy::mut_from_ref)]
     fn holds(&self) -> &mut Holds {
         // SAFETY: only the holder of the lock calls this, and not across another call to it.
-        unsafe { &mut *self.holds.get() }
+        unsafe { &mut *self.cold.holds.get() }
+    }
+
+    /// Whether the current acquisition is a measured one. Holder-only.
+    #[inline]
+    fn measured(&self) -> bool {
+        // SAFETY: only the holder of the lock reads or writes the counter.
+        unsafe { *self.count.get() }.is_multiple_of(8)
     }
 
     #[inline]
-    /// Starts measuring this acquisition's hold time if it is one of the sampled ones.
+    /// Counts this acquisition, and starts measuring its hold time if it is one of the sampled
+    /// ones.
     fn begin_hold(&self) {
-        let h = self.holds();
-        h.count = h.count.wrapping_add(1);
-        h.since = if h.count.is_multiple_of(8) { ticks() } else { 0 };
+        // SAFETY: only the holder of the lock reads or writes the counter.
+        let c = unsafe { &mut *self.count.get() };
+        *c = c.wrapping_add(1);
+        if c.is_multiple_of(8) {
+            self.holds().since = ticks();
+        }
     }
 
     /// The average hold time (ticks) of the last 8 measured acquisitions.
     pub(crate) fn average_hold(&self) -> u64 {
-        self.avg_hold.load(Ordering::Relaxed)
+        self.cold.avg_hold.load(Ordering::Relaxed)
     }
 
     #[cold]
@@ -227,7 +259,7 @@ impl<T: ?Sized> Mutex<T> {
             }
             // Block phase.
             let node = WaitNode::new();
-            let list = self.waiters.lock();
+            let list = self.cold.waiters.lock();
             if self.state.lock_or_enqueue() {
                 drop(list);
                 self.begin_hold();
@@ -258,7 +290,7 @@ impl<T: ?Sized> Mutex<T> {
     /// unlock gave it (the lock itself, or the turn to retry).
     #[cold]
     fn abandon(&self, node: &WaitNode) {
-        let mut list = self.waiters.lock();
+        let mut list = self.cold.waiters.lock();
         if node.is_linked() {
             list.remove(node);
             if list.is_empty() {
@@ -279,7 +311,7 @@ impl<T: ?Sized> Mutex<T> {
 
     #[cold]
     fn wake_next_if_free(&self) {
-        let mut list = self.waiters.lock();
+        let mut list = self.cold.waiters.lock();
         if self.state.is_locked() {
             return; // its holder will unlock and wake
         }
@@ -296,15 +328,19 @@ impl<T: ?Sized> Mutex<T> {
     /// Records the hold time if this acquisition was measured.
     #[inline]
     fn record_hold(&self) {
-        let h = self.holds();
-        if h.since == 0 {
-            return;
+        if self.measured() {
+            self.record_measured_hold();
         }
+    }
+
+    /// [`Mutex::record_hold`] of a measured acquisition, out of line (one in eight).
+    #[inline(never)]
+    fn record_measured_hold(&self) {
+        let h = self.holds();
         let held = ticks().wrapping_sub(h.since);
-        h.since = 0;
         h.samples[h.next] = held;
         h.next = (h.next + 1) % 8;
-        self.avg_hold.store(h.samples.iter().sum::<u64>() / 8, Ordering::Relaxed);
+        self.cold.avg_hold.store(h.samples.iter().sum::<u64>() / 8, Ordering::Relaxed);
     }
 
     #[inline]
@@ -317,7 +353,7 @@ impl<T: ?Sized> Mutex<T> {
 
     #[cold]
     fn unlock_slow(&self) {
-        let mut list = self.waiters.lock();
+        let mut list = self.cold.waiters.lock();
         let Some(n) = list.pop_front() else {
             // WAITERS without waiters cannot stay set (it is cleared with the last unlink), but
             // losing a wake-up would be worse than a wasted RMW.
@@ -423,5 +459,44 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
 impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&**self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mutex;
+    use std::mem::{align_of, offset_of};
+
+    /// The hot line of "Layout" (module docs): the state word starts a cache line, and the flag,
+    /// the counter and up to 56 bytes of data share it.
+    #[test]
+    fn state_and_data_share_one_cache_line() {
+        fn check<T>() {
+            let state = offset_of!(Mutex<T>, state);
+            assert_eq!(state % 64, 0, "the state word starts a line");
+            assert!(offset_of!(Mutex<T>, poison) - state < 64);
+            assert!(offset_of!(Mutex<T>, count) - state < 64);
+            let data = offset_of!(Mutex<T>, data);
+            assert!(data + std::mem::size_of::<T>() - state <= 64, "the data ends within the line");
+            assert_eq!(align_of::<Mutex<T>>(), 64);
+        }
+        check::<u64>();
+        check::<()>();
+        check::<[u8; 56]>();
+        check::<(u64, u64, u64, u64, u64, u64, u64)>();
+    }
+
+    /// A measured acquisition (every 8th) records its hold time; the average follows.
+    #[test]
+    fn every_eighth_acquisition_is_measured() {
+        let m = Mutex::new(0u32);
+        for _ in 0..64 {
+            let mut g = m.lock().unwrap();
+            *g += 1;
+            std::hint::black_box(&mut *g);
+        }
+        assert_eq!(*m.lock().unwrap(), 64);
+        // (The 65th acquisition, just above, is not a measured one.)
+        assert_eq!(m.holds().next, 0, "8 measured acquisitions filled the 8 samples once");
     }
 }

@@ -124,7 +124,7 @@ impl Semaphore {
     /// [`acquire_until`](Semaphore::acquire_until) with no permit available: block until a
     /// release hands one over or the deadline passes. Inlined: a shallow wait (see "Switch depth"
     /// in `sync::wait`).
-    #[inline]
+    #[inline(always)]
     fn wait_for_permit(&self, s: SpinGuard<'_, State>, deadline: Option<Instant>) -> bool {
         let node = WaitNode::new();
         let unwind = OnUnwind::new(|| self.abandon(&node));

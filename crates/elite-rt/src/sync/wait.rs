@@ -223,18 +223,33 @@ impl WaitNode {
             Who::Ult { tcb, seq } => {
                 let (t, seq) = (*tcb, *seq);
                 self.timed.set(deadline.is_some());
-                let after_switch = move |me, p: &Processor| {
-                    let mut g = guard;
-                    let after = link(&mut g, self);
-                    if let Some(d) = deadline {
-                        p.add_wait_timer(d, me, seq);
-                    }
-                    drop(g);
-                    drop(after);
-                };
                 debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
-                // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
-                unsafe { crate::thread::park_ult(t, after_switch) };
+                match deadline {
+                    // Two closures, so that an untimed wait (the common one, its `None` known where
+                    // `block` is inlined) saves and reads back nothing of a timer.
+                    None => {
+                        let after_switch = move |_, _: &Processor| {
+                            let mut g = guard;
+                            let after = link(&mut g, self);
+                            drop(g);
+                            drop(after);
+                        };
+                        // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs
+                        // this.
+                        unsafe { crate::thread::park_ult(t, after_switch) };
+                    }
+                    Some(d) => {
+                        let after_switch = move |me, p: &Processor| {
+                            let mut g = guard;
+                            let after = link(&mut g, self);
+                            p.add_wait_timer(d, me, seq);
+                            drop(g);
+                            drop(after);
+                        };
+                        // SAFETY: as above.
+                        unsafe { crate::thread::park_ult(t, after_switch) };
+                    }
+                }
                 t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
             }
             Who::Thread { state, .. } => {

@@ -91,6 +91,7 @@ impl WaitGroup {
     }
 
     /// Blocks until the count is zero (returns at once if it is).
+    #[inline]
     pub fn wait(&self) {
         self.wait_until(None);
     }
@@ -100,6 +101,8 @@ impl WaitGroup {
         self.wait_until(super::deadline(dur))
     }
 
+    /// Inlined: a shallow wait (see "Switch depth" in `sync::wait`).
+    #[inline(always)]
     fn wait_until(&self, deadline: Option<std::time::Instant>) -> bool {
         let s = self.state.lock();
         if s.count == 0 {
