@@ -14,8 +14,9 @@
 //!
 //! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
 //! 2. Run the `next` slot's ULT, else the runqueue's best; but every 64th round (and after a
-//!    yield) start one ULT from the start-queues first, so that ready ULTs that keep each other
-//!    going cannot keep never-started ones waiting for ever.
+//!    yield) start one ULT from the start-queues first, and when there is none, every 64th round
+//!    run the runqueue's *lowest*-priority ULT first, so that ready ULTs that keep each other
+//!    going cannot keep never-started or long-ready ones waiting for ever.
 //! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
@@ -478,6 +479,14 @@ impl Processor {
         // (`rounds` counts the loop's rounds in `maintain`, which runs just before.)
         if core.rounds.is_multiple_of(START_TURN) {
             if let Some(t) = self.take_start() {
+                return Some(t);
+            }
+            // The same turn for the ready ULT of lowest priority: two ULTs that keep waking each
+            // other would otherwise keep it waiting for ever, through the `next` slot or, under
+            // No Affinity's LIFO order, from above it in the runqueue
+            // (`a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue`). The slot's ULT
+            // stays where it is and runs in the next round.
+            if let Some(t) = self.runq().pop_worst() {
                 return Some(t);
             }
         }
