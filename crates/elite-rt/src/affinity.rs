@@ -501,6 +501,14 @@ impl Local {
         }
     }
 
+    /// Whether [`begin_run`](Self::begin_run) and [`end_run`](Self::end_run) do anything here:
+    /// fixed when the processor is made, so a caller that resumes ULTs in a loop reads them once
+    /// (`Processor::run_ult`) and skips both calls when they would not.
+    #[inline(always)]
+    pub(crate) fn run_hooks(&self) -> (bool, bool) {
+        (self.hardware, self.records)
+    }
+
     /// A run begins here: the counter source's clock, which the end of the run needs. Only a
     /// hardware counter is read: the estimator's and a script's clocks move only when a run
     /// ends, so at the end of a run the clock of its start is still [`CounterSource::clock`]

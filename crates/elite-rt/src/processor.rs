@@ -36,7 +36,7 @@
 //! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
 //! publishing its exit, `publish_from_ult`, which hands out only its result.)
 
-use crate::atomics::{AtomicPtr, Ordering};
+use crate::atomics::{AtomicBool, AtomicPtr, Ordering};
 use crate::park::ParkSlot;
 use crate::policy::WakeRule;
 use crate::pool::{Got, LocalPool};
@@ -50,6 +50,7 @@ use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
+use crate::sync::wait::{WaitList, WaitNode};
 use crate::tcb::{Context, Resumer};
 use crate::tcb::{JoinState, Life, Tcb, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
@@ -74,6 +75,11 @@ pub(crate) enum Switch {
     /// also hand the processor to another OS thread: the resumer's thread then touches nothing of
     /// the processor after the action returns and leaves the loop at the top of the next round.
     Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
+    /// Block on a synchronization object with an untimed wait (`WaitNode::block_on`): after the
+    /// switch the resumer links `node` into `list` (at its front with `front`) and releases the
+    /// object's spin lock `lock`, held across the switch; what `Park` would do with a closure,
+    /// without the closure's indirect call and moves (`crate::sync::wait::link_after_switch`).
+    Link { node: *const WaitNode, list: *mut WaitList, lock: *const AtomicBool, front: bool },
     /// Sleep until the deadline.
     Sleep(Instant),
     /// The ULT's task returned and its exit is published: the context is free for another ULT.
@@ -892,6 +898,8 @@ impl Processor {
     fn run_ult(&self, mut t: TcbRef, w: &crate::blocking::Worker) {
         let stats = &self.remote().stats;
         let check_canary = self.check_canary;
+        // Fixed for the processor's life: read once here, not at every resume.
+        let (begin_hook, end_hook) = self.core().affinity.run_hooks();
         loop {
             let tcb = t.tcb();
             tcb.processor.store(self.index, Ordering::Relaxed);
@@ -904,10 +912,14 @@ impl Processor {
                 self.current.set(Some(t));
                 tcb.resumer.set(Resumer(self));
                 stats.switches.bump();
-                self.core().affinity.begin_run();
+                if begin_hook {
+                    self.core().affinity.begin_run();
+                }
                 let result = ctx.co.resume(Resumer(self));
                 self.current.set(None);
-                self.core().affinity.end_run(t);
+                if end_hook {
+                    self.core().affinity.end_run(t);
+                }
                 if check_canary {
                     self.check_canary(t);
                 }
@@ -935,6 +947,12 @@ impl Processor {
                     if w.stop.load(Ordering::Relaxed) {
                         return;
                     }
+                }
+                CoroutineResult::Yield(Switch::Link { node, list, lock, front }) => {
+                    // SAFETY: the ULT switched out holding the object's lock `lock`, its node and
+                    // the object alive and untouched by anyone else until the node is linked and
+                    // the lock released, which this does (`Switch::Link`).
+                    unsafe { crate::sync::wait::link_after_switch(node, list, lock, front) };
                 }
                 CoroutineResult::Yield(Switch::Sleep(deadline)) => {
                     self.core().timers.insert(deadline, t);
@@ -1168,15 +1186,7 @@ impl Processor {
                 }
                 home
             }
-            WakeRule::Gravity => {
-                // Home, and no force acts: the hand-off rule's answer is home.
-                let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
-                let stays = home && crate::affinity::gravity_has_no_force(t, self.current_ult());
-                if stays && !t.tcb().pinned.get() {
-                    crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
-                }
-                stays
-            }
+            WakeRule::Gravity => self.gravity_wakes_here(t),
             WakeRule::Hook => false,
         };
         if here && !self.central_or_chaos {
@@ -1191,6 +1201,19 @@ impl Processor {
             }
         }
         self.wake_slow(t);
+    }
+
+    /// [`Processor::wake`]'s answer for Gravity: whether `t` stays here. Out of line, so that
+    /// `wake` stays small enough to inline into the blocking paths of the other rules.
+    #[inline(never)]
+    fn gravity_wakes_here(&self, t: TcbRef) -> bool {
+        // Home, and no force acts: the hand-off rule's answer is home.
+        let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
+        let stays = home && crate::affinity::gravity_has_no_force(t, self.current_ult());
+        if stays && !t.tcb().pinned.get() {
+            crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+        }
+        stays
     }
 
     /// [`Processor::make_ready`] with the runqueue known non-empty (so not into the `next` slot).

@@ -699,6 +699,21 @@ pub(crate) unsafe fn park_ult<F: FnOnce(TcbRef, &Processor)>(me: TcbRef, after: 
     unsafe { (*y).suspend(Switch::Park { data: &mut slot as *mut Option<F> as *mut (), action: call::<F> }) };
 }
 
+/// Switches the running ULT `me` out with `why`, a `Switch::Link` (its untimed wait's node to link
+/// after the switch; see `crate::sync::wait::WaitNode::block_on`). Always inlined, as
+/// [`park_ult`].
+///
+/// # Safety
+/// `me` is the ULT running the caller.
+#[inline(always)]
+pub(crate) unsafe fn park_ult_linking(me: TcbRef, why: Switch) {
+    debug_assert!(matches!(why, Switch::Link { .. }));
+    let y = me.tcb().yielder.get();
+    // SAFETY: `me` runs this code (contract), so its yielder, set when it started on its context,
+    // lives on its stack.
+    unsafe { (*y).suspend(why) };
+}
+
 /// Switches the running ULT back to its processor with `why`.
 #[inline]
 fn suspend(why: Switch) {

@@ -81,7 +81,7 @@ impl Barrier {
                 s.arrived -= 1;
             }
         });
-        node.block(s, None, |s, n| s.waiters.push_back(n));
+        node.block_on(s, |s| &mut s.waiters, false);
         unwind.disarm();
         BarrierWaitResult(false)
     }

@@ -149,7 +149,7 @@ impl<T> Chan<T> {
         let node = WaitNode::new();
         node.slot.set(&mut mine as *mut Slot<T> as *mut ());
         let unwind = OnUnwind::new(|| self.inner.lock().send_waiters.remove(&node));
-        node.block(g, None, |inner, n| inner.send_waiters.push_back(n));
+        node.block_on(g, |inner| &mut inner.send_waiters, false);
         unwind.disarm();
         match mine {
             None => Try::Sent,
@@ -221,7 +221,7 @@ impl<T> Chan<T> {
         node.slot.set(&mut mine as *mut Slot<T> as *mut ());
         let unwind = OnUnwind::new(|| self.inner.lock().recv_waiters.remove(&node));
         // Untimed: only a notify resolves it.
-        node.block(g, None, |inner, n| inner.recv_waiters.push_back(n));
+        node.block_on(g, |inner| &mut inner.recv_waiters, false);
         unwind.disarm();
         match mine.take() {
             Some(v) => Ok(v),

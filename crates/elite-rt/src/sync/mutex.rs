@@ -269,13 +269,8 @@ impl<T: ?Sized> Mutex<T> {
             // list released (which `block` does after our switch).
             node.tag.set(losses);
             let guard = OnUnwind::new(|| self.abandon(&node));
-            node.block(list, None, |list, n| {
-                if losses > 0 {
-                    list.push_front(n);
-                } else {
-                    list.push_back(n);
-                }
-            });
+            // A waiter that lost a race for the lock keeps its place at the front.
+            node.block_on(list, |list| list, losses > 0);
             guard.disarm();
             if node.tag.get() == HANDED_OVER {
                 self.state.accept_hand_over();

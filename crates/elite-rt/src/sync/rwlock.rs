@@ -215,13 +215,7 @@ impl<T: ?Sized> RwLock<T> {
                 }
             }
         });
-        node.block(s, None, |s, n| {
-            if write {
-                s.write_waiters.push_back(n);
-            } else {
-                s.read_waiters.push_back(n);
-            }
-        });
+        node.block_on(s, |s| if write { &mut s.write_waiters } else { &mut s.read_waiters }, false);
         unwind.disarm();
     }
 

@@ -17,7 +17,9 @@
 //! waiter (ULT code)      lock object; decide to wait; node = WaitNode::new() (wait = seq << 2)
 //!                        node.block(guard, deadline, link): switch out holding the lock; then,
 //!                        on the processor's stack: link node; arm a timer entry (seq) if there is
-//!                        a deadline; unlock object
+//!                        a deadline; unlock object (an untimed wait whose link only puts the node
+//!                        into a list: node.block_on(guard, list, front), the same steps done by
+//!                        the processor itself, `Switch::Link`)
 //! notifier               lock object; unlink node; node.notify():
 //!                          untimed wait -> store wait = seq << 2 | NOTIFIED (nobody else can
 //!                                          resolve it: the node is reachable only through the
@@ -71,10 +73,14 @@
 //! addresses, so when the waiter resumes, each `ret` back out of those frames is mispredicted
 //! (and the notifier's frames on the way in were pushed for nothing). In a ping-pong between two
 //! ULTs every operation blocks, so these mispredictions are most of what a round trip costs
-//! above the bare switch. Hence the blocking paths are shallow: [`WaitNode::block`] and
-//! [`crate::thread::park_ult`] are `#[inline(always)]`, and each primitive inlines its common
-//! blocking wait (an untimed one) into its entry point, keeping only what is rare (timed waits,
-//! disconnection, lost races) out of line. Keep it so when changing a primitive: a new helper
+//! above the bare switch. Hence the blocking paths are shallow: [`WaitNode::block`],
+//! [`WaitNode::block_on`] and [`crate::thread::park_ult`] are `#[inline(always)]`, and each
+//! primitive inlines its common blocking wait (an untimed one) into its entry point, keeping only
+//! what is rare (timed waits, disconnection, lost races) out of line. The untimed waits that only
+//! link their node (channels, mutex, rwlock, barrier) use `block_on`: the processor links the node
+//! and unlocks itself (`Switch::Link`, matched in its `run_ult`) instead of calling a closure
+//! through a pointer (about 20 instructions less per round trip of
+//! `blocking-probe ping_pong`, two waits, under callgrind). Keep it so when changing a primitive: a new helper
 //! between `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's
 //! path.
 //!
@@ -100,6 +106,9 @@ const TIMED_OUT: u64 = 2;
 const RESOLVED: u64 = NOTIFIED | TIMED_OUT;
 /// The wait word is `seq << SEQ_SHIFT | outcome`.
 const SEQ_SHIFT: u32 = 2;
+/// In a ULT's node, its copy of the wait word (`seq << SEQ_SHIFT`, unresolved) has this bit set
+/// when the wait has a deadline: the outcome bits are free there (the node never records one).
+const NODE_TIMED: u64 = TIMED_OUT;
 
 const T_WAITING: u8 = 0;
 const T_NOTIFIED: u8 = 1;
@@ -146,8 +155,17 @@ fn resolve(w: &AtomicU64, seq: u64, how: u64) -> Option<u64> {
 }
 
 enum Who {
-    Ult { tcb: TcbRef, seq: u64 },
-    Thread { thread: Thread, state: AtomicU8 },
+    /// `word`: the unresolved wait word of this wait, `seq << SEQ_SHIFT`, plus [`NODE_TIMED`]
+    /// for a timed wait (set before the node is linked: only then can a timer race the
+    /// notifier).
+    Ult {
+        tcb: TcbRef,
+        word: Cell<u64>,
+    },
+    Thread {
+        thread: Thread,
+        state: AtomicU8,
+    },
 }
 
 /// One waiter, on its own stack, linked into a [`WaitList`] of the object it waits on.
@@ -157,12 +175,9 @@ enum Who {
 /// lock, or by the waiter after it was notified.
 pub(crate) struct WaitNode {
     prev: Cell<*const WaitNode>,
+    /// The next node in the list, null for the last; [`UNLINKED`] while the node is in no list.
     next: Cell<*const WaitNode>,
-    linked: Cell<bool>,
     who: Who,
-    /// Whether the wait has a deadline (set before the node is linked): only then can a timer
-    /// race the notifier.
-    timed: Cell<bool>,
     pub(crate) tag: Cell<usize>,
     pub(crate) slot: Cell<*mut ()>,
 }
@@ -179,16 +194,14 @@ impl WaitNode {
                 // stale timer's CAS fails on the new sequence number.
                 let seq = (w.load(Ordering::Relaxed) >> SEQ_SHIFT) + 1;
                 w.store(seq << SEQ_SHIFT, Ordering::Relaxed);
-                Who::Ult { tcb, seq }
+                Who::Ult { tcb, word: Cell::new(seq << SEQ_SHIFT) }
             }
             None => Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) },
         };
         WaitNode {
             prev: Cell::new(ptr::null()),
-            next: Cell::new(ptr::null()),
-            linked: Cell::new(false),
+            next: Cell::new(UNLINKED),
             who,
-            timed: Cell::new(false),
             tag: Cell::new(0),
             slot: Cell::new(ptr::null_mut()),
         }
@@ -197,7 +210,7 @@ impl WaitNode {
     /// Whether the node is in a list. Read under the object's lock.
     #[inline]
     pub(crate) fn is_linked(&self) -> bool {
-        self.linked.get()
+        self.next.get() != UNLINKED
     }
 
     /// Blocks on the object whose lock `guard` holds, until a notifier resolves the wait (true) or
@@ -220,9 +233,11 @@ impl WaitNode {
         link: impl FnOnce(&mut S, &WaitNode) -> R,
     ) -> bool {
         match &self.who {
-            Who::Ult { tcb, seq } => {
-                let (t, seq) = (*tcb, *seq);
-                self.timed.set(deadline.is_some());
+            Who::Ult { tcb, word } => {
+                let (t, seq) = (*tcb, word.get() >> SEQ_SHIFT);
+                if deadline.is_some() {
+                    word.set(word.get() | NODE_TIMED);
+                }
                 debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
                 match deadline {
                     // Two closures, so that an untimed wait (the common one, its `None` known where
@@ -264,6 +279,44 @@ impl WaitNode {
         }
     }
 
+    /// An untimed [`WaitNode::block`] whose link is "put the node into `list(state)`" (at its
+    /// front with `front`): returns once a notifier resolved the wait. A ULT switches out with a
+    /// [`Switch::Link`](crate::processor::Switch) that its processor handles directly
+    /// ([`link_after_switch`]), with no closure to move and call behind the switch.
+    ///
+    /// Always inlined, as `block`: see "Switch depth" in the module docs.
+    #[inline(always)]
+    pub(crate) fn block_on<S>(
+        &self,
+        guard: SpinGuard<'_, S>,
+        list: impl FnOnce(&mut S) -> &mut WaitList,
+        front: bool,
+    ) {
+        let mut g = guard;
+        match &self.who {
+            Who::Ult { tcb, .. } => {
+                let t = *tcb;
+                debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
+                let list: *mut WaitList = list(&mut g);
+                // Held across the switch; the processor releases it once the node is linked.
+                let lock = g.into_held();
+                let why = crate::processor::Switch::Link { node: self, list, lock, front };
+                // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
+                unsafe { crate::thread::park_ult_linking(t, why) };
+            }
+            Who::Thread { state, .. } => {
+                let l = list(&mut g);
+                if front {
+                    l.push_front(self);
+                } else {
+                    l.push_back(self);
+                }
+                drop(g);
+                crate::deadlock::OsWait::during(false, || Self::park_thread(state, None));
+            }
+        }
+    }
+
     /// An OS thread's wait, its node linked: park until notified (true) or the deadline (false).
     fn park_thread(state: &AtomicU8, deadline: Option<Instant>) -> bool {
         loop {
@@ -296,11 +349,12 @@ impl WaitNode {
     /// is notified; call [`Wake::wake`] once the object's lock is released.
     #[inline(always)]
     pub(crate) fn notify(&self) -> Option<Wake> {
-        if let Who::Ult { tcb, seq } = &self.who {
-            if !self.timed.get() {
+        if let Who::Ult { tcb, word } = &self.who {
+            let w = word.get();
+            if w & NODE_TIMED == 0 {
                 // Untimed, and linked only after its ULT switched out: nobody but us, under the
                 // object's lock, can resolve it (module docs), so a store does.
-                tcb.tcb().wait.store((*seq << SEQ_SHIFT) | NOTIFIED, Ordering::Release);
+                tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
                 return Some(Self::wake_ult(*tcb));
             }
         }
@@ -311,9 +365,9 @@ impl WaitNode {
     #[cold]
     fn notify_slow(&self) -> Option<Wake> {
         match &self.who {
-            Who::Ult { tcb, seq } => {
+            Who::Ult { tcb, word } => {
                 let t = *tcb;
-                resolve(&t.tcb().wait, *seq, NOTIFIED)?; // fails: the deadline won
+                resolve(&t.tcb().wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
                 Some(Self::wake_ult(t))
             }
             Who::Thread { thread, state } => {
@@ -390,6 +444,9 @@ impl Wakes {
     }
 }
 
+/// A node's `next` while it is in no list: an address no node has (nor null, the last node's).
+const UNLINKED: *const WaitNode = ptr::dangling();
+
 /// An intrusive FIFO of [`WaitNode`]s, kept under the object's [`SpinLock`].
 pub(crate) struct WaitList {
     head: *const WaitNode,
@@ -435,10 +492,10 @@ impl WaitList {
     }
 
     /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
+    #[inline]
     pub(crate) fn push_back(&mut self, n: &WaitNode) {
-        debug_assert!(!n.linked.get());
+        debug_assert!(!n.is_linked());
         self.note(n);
-        n.linked.set(true);
         n.next.set(ptr::null());
         n.prev.set(self.tail);
         if let Some(t) = self.node(self.tail) {
@@ -451,10 +508,10 @@ impl WaitList {
     }
 
     /// Puts `n` first (a waiter that lost a race for the object keeps its place).
+    #[inline(never)]
     pub(crate) fn push_front(&mut self, n: &WaitNode) {
-        debug_assert!(!n.linked.get());
+        debug_assert!(!n.is_linked());
         self.note(n);
-        n.linked.set(true);
         n.prev.set(ptr::null());
         n.next.set(self.head);
         if let Some(h) = self.node(self.head) {
@@ -479,7 +536,7 @@ impl WaitList {
 
     /// Unlinks `n` if it is linked (in this list).
     pub(crate) fn remove(&mut self, n: &WaitNode) {
-        if !n.linked.get() {
+        if !n.is_linked() {
             return;
         }
         match self.node(n.prev.get()) {
@@ -490,7 +547,7 @@ impl WaitList {
             Some(x) => x.prev.set(n.prev.get()),
             None => self.tail = n.prev.get(),
         }
-        n.linked.set(false);
+        n.next.set(UNLINKED);
         self.len -= 1;
     }
 
@@ -500,6 +557,33 @@ impl WaitList {
         // waiter until a holder of the object's lock unlinks it (see `push_back`).
         unsafe { p.as_ref() }
     }
+}
+
+/// The processor's half of [`WaitNode::block_on`] (a `Switch::Link`): links the node of the ULT
+/// that just switched out into the object's list, then releases the object's lock that the ULT
+/// held across the switch (the wait protocol, module docs: from the unlock on, a notifier may pop
+/// the node and wake the ULT).
+///
+/// # Safety
+/// `node`, `list` and `lock` come from a `block_on` whose ULT has switched out and not been
+/// resumed: the node lives on its frozen stack, and `list` is inside the object whose spin lock
+/// `lock` is held (for this call to release).
+#[inline(always)]
+pub(crate) unsafe fn link_after_switch(
+    node: *const WaitNode,
+    list: *mut WaitList,
+    lock: *const AtomicBool,
+    front: bool,
+) {
+    // SAFETY: per the contract, the list is ours under the held lock and the node alive.
+    let (list, node) = unsafe { (&mut *list, &*node) };
+    if front {
+        list.push_front(node); // (rare: a mutex waiter that lost a race; not inlined)
+    } else {
+        list.push_back(node);
+    }
+    // SAFETY: per the contract, the lock is held (by the switched-out waiter, on our behalf).
+    unsafe { (*lock).store(false, Ordering::Release) };
 }
 
 /// Runs a closure if dropped while armed: the clean-up of a wait when the waiter is force-unwound
@@ -575,6 +659,17 @@ impl<T> SpinLock<T> {
 
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+}
+
+impl<'a, T> SpinGuard<'a, T> {
+    /// Gives up the guard without unlocking: the lock stays held until someone stores `false`
+    /// into the returned flag ([`link_after_switch`]).
+    #[inline(always)]
+    fn into_held(self) -> *const AtomicBool {
+        let l: *const AtomicBool = &self.lock.locked;
+        std::mem::forget(self);
+        l
+    }
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
