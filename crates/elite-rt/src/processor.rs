@@ -13,9 +13,10 @@
 //! # The loop (DESIGN §4)
 //!
 //! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
-//! 2. Run the `next` slot's ULT, else the runqueue's best; but every 61st round (and after a
-//!    yield) start one ULT from the start-queues first, so that ready ULTs that keep each other
-//!    going cannot keep never-started ones waiting for ever.
+//! 2. Run the `next` slot's ULT, else the runqueue's best; but every 64th round (and after a
+//!    yield) start one ULT from the start-queues first, and when there is none, every 64th round
+//!    run the runqueue's *lowest*-priority ULT first, so that ready ULTs that keep each other
+//!    going cannot keep never-started or long-ready ones waiting for ever.
 //! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
@@ -136,8 +137,6 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
-    /// Rounds of the loop since the start-queues last went first (see `take_ready`).
-    ready_rounds: u32,
     /// The oldest half of a full own start-queue on its way down a level (`push_start_overflow`):
     /// a buffer kept here, not on the spawning ULT's (possibly small) stack.
     spill: Vec<*mut Tcb>,
@@ -196,7 +195,7 @@ pub(crate) enum Inline {
 }
 
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
-const START_TURN: u32 = 61;
+const START_TURN: u32 = 64;
 
 /// Most entries a full own start-queue moves down a level at once (half its limit, up to this).
 const SPILL_MAX: usize = 512;
@@ -257,7 +256,6 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
-            ready_rounds: 0,
             spill: Vec::new(),
             inline_child: None,
             nested: 0,
@@ -484,10 +482,17 @@ impl Processor {
         // ready without ever yielding (a ping-pong through the `next` slot, sleepers woken by
         // timers on a saturated processor) would otherwise keep never-started ULTs from starting
         // for ever (`tests/regressions.rs`, `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`).
-        core.ready_rounds += 1;
-        if core.ready_rounds >= START_TURN {
-            core.ready_rounds = 0;
+        // (`rounds` counts the loop's rounds in `maintain`, which runs just before.)
+        if core.rounds.is_multiple_of(START_TURN) {
             if let Some(t) = self.take_start() {
+                return Some(t);
+            }
+            // The same turn for the ready ULT of lowest priority: two ULTs that keep waking each
+            // other would otherwise keep it waiting for ever, through the `next` slot or, under
+            // No Affinity's LIFO order, from above it in the runqueue
+            // (`a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue`). The slot's ULT
+            // stays where it is and runs in the next round.
+            if let Some(t) = self.runq().pop_worst() {
                 return Some(t);
             }
         }

@@ -131,8 +131,9 @@ fn thirty_thousand_live_ults_with_a_yield_barrier() {
 }
 
 /// A ULT on a 32 KiB stack (the size `MIN_STACK_SIZE`'s docs give for ULTs that spawn or panic in
-/// debug builds) may spawn many: growing the local start-queue's `crossbeam_deque::Worker` runs
-/// crossbeam-epoch's `Guard::flush` on the spawning ULT's stack, which needs more than 24 KiB there.
+/// debug builds) may spawn many: spilling a full local start-queue to the shared levels runs on the
+/// spawning ULT's stack (when the start-queue was a `crossbeam_deque::Worker`, growing it ran
+/// crossbeam-epoch's `Guard::flush` there, which needed more than 24 KiB).
 #[test]
 #[cfg_attr(
     feature = "sanitizer",

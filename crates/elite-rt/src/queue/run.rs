@@ -620,6 +620,16 @@ impl RunQueue {
         self.with(Tree::pop_max)
     }
 
+    /// Takes the ULT with the lowest key: the processor loop's turn against starvation (under
+    /// No Affinity's LIFO order, the one that has waited longest).
+    #[inline]
+    pub(crate) fn pop_worst(&self) -> Option<TcbRef> {
+        if self.len() == 0 {
+            return None;
+        }
+        self.with(Tree::pop_min)
+    }
+
     /// The ULT with the highest key, left in place: a hint for the prefetch of the ULT that will
     /// run next (`crate::prefetch`), stale as soon as the lock is released.
     #[inline]
