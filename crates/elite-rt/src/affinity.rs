@@ -633,8 +633,10 @@ impl Local {
     }
 
     /// Calls the policy's [`record_run`](crate::policy::Hooks::record_run) for the run of `t`
-    /// that just ended here, and keeps the policy word it leaves.
-    #[inline]
+    /// that just ended here, and keeps the policy word it leaves. Not inlined: only custom
+    /// policies take it, and inlined it would give the records' paths of every other policy
+    /// a stack frame for its arguments.
+    #[inline(never)]
     fn run_hook(&mut self, t: TcbRef) {
         let info = ult_info(t, self.needs);
         let mut state = info.state;
