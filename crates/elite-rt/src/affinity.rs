@@ -483,8 +483,16 @@ impl Local {
                 None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
             },
             Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),
-            Kind::Custom => self.policy.hooks().priority(&ult_info(t, self.needs), &self.view()),
+            Kind::Custom => self.custom_priority(t),
         }
+    }
+
+    /// A custom policy's key for `t` entering here: its hook's answer. Not inlined: the
+    /// [`UltInfo`](crate::policy::UltInfo) and the view it builds would give every policy's
+    /// enqueue a stack frame.
+    #[inline(never)]
+    fn custom_priority(&self, t: TcbRef) -> u64 {
+        self.policy.hooks().priority(&ult_info(t, self.needs), &self.view())
     }
 
     /// The key of `t` entering this processor's runqueue after a yield: computed here for a

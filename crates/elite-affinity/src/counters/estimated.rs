@@ -124,15 +124,13 @@ impl EstimatedSource {
         // `valid` is in `[0, N]` with `N <= 2^24` and not NaN (a footprint's lines decayed), so
         // its whole part fits a `u32` exactly and `valid - whole` is exact. With `lines - whole
         // = d >= 1`, `lines - valid = d - frac` rounds half up to `d` when `frac <= 0.5` and to
-        // `d - 1` otherwise: the value `estimate` computes in `f64`, in integers.
+        // `d - 1` otherwise: the value `estimate` computes in `f64`, in integers. One saturating
+        // subtraction gives it, and 0 when `lines <= whole` (`d <= 0`), as `estimate` does.
         debug_assert!((0.0..=CacheModel::MAX_LINES as f32).contains(&valid));
         // SAFETY: `valid` is finite and in `[0, 2^24]` (above), within `u32`'s range.
         let whole = unsafe { valid.to_int_unchecked::<u32>() };
         let frac = valid - whole as f32;
-        let misses = match lines.checked_sub(u64::from(whole)) {
-            Some(d) if d > 0 => d - u64::from(frac > 0.5),
-            _ => 0,
-        };
+        let misses = lines.saturating_sub(u64::from(whole) + u64::from(frac > 0.5));
         self.clock = self.clock.saturating_add(misses);
         footprint.record_in_range(model, processor, valid, misses, self.clock);
         misses
