@@ -75,8 +75,8 @@
 //! there (its key, the last run's misses, does not tell which ULT is cached now). Where nothing
 //! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 600
 //! instructions per synchronization on one processor Virtual Time adds about 65, Minimum Misses
-//! 45, Reload Transient 150 and Gravity 155 (callgrind, means of four runs that spread by about
-//! 20; the README has the runs and the wall clock); on two, the hand-off rule keeps their woken
+//! 65, Reload Transient 165 and Gravity 155 (callgrind, means of four or five runs that spread by
+//! about 20; the README has the runs and the wall clock); on two, the hand-off rule keeps their woken
 //! ULTs beside their wakers as No Affinity does. In short:
 //!
 //! - ULTs that hand work to each other one at a time (ping-pong, pipelines): `no-affinity`; LIFO
