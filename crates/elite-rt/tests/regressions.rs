@@ -111,50 +111,6 @@ fn a_runtime_dropped_by_a_ult_of_another_runtime() {
     });
 }
 
-/// The same ping-pong against a ULT that has started and waits in the runqueue: a sleeper whose
-/// timer fired while the pair kept handing the processor to each other through the `next` slot.
-/// The loop once took the `next` slot before the runqueue without limit, so the sleeper, and with
-/// it the flag that ends the ping-pong, never ran again.
-#[test]
-fn a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue() {
-    hang_guard(30, "ping-pong against a woken sleeper", || {
-        let rt = rt(1);
-        rt.block_on(|| {
-            let stop = Arc::new(AtomicBool::new(false));
-            let (to_b, b_in) = elite_rt::sync::mpsc::channel::<()>();
-            let (to_a, a_in) = elite_rt::sync::mpsc::channel::<()>();
-            let s = stop.clone();
-            // Starts on a start-queue turn, sleeps, and is then ready in the runqueue behind the
-            // pair (a timer's wake-up goes to the runqueue, not to the `next` slot).
-            let sleeper = elite_rt::spawn(move || {
-                elite_rt::sleep(Duration::from_millis(5));
-                s.store(true, SeqCst);
-            });
-            let b = elite_rt::spawn(move || {
-                while b_in.recv().is_ok() {
-                    if to_a.send(()).is_err() {
-                        break;
-                    }
-                }
-            });
-            let s = stop.clone();
-            let a = elite_rt::spawn(move || {
-                let mut rounds = 0u64;
-                while !s.load(SeqCst) {
-                    to_b.send(()).unwrap();
-                    a_in.recv().unwrap();
-                    rounds += 1;
-                }
-                drop(to_b);
-                rounds
-            });
-            assert!(a.join().unwrap() > 0);
-            sleeper.join().unwrap();
-            b.join().unwrap();
-        });
-    });
-}
-
 /// Two ULTs that keep each other ready (a ping-pong over channels: each send wakes the other, then
 /// the sender blocks) never leave a processor idle; a ULT spawned meanwhile must still start. The
 /// loop once served ready ULTs before the start-queues without limit, so on one processor the
@@ -163,37 +119,62 @@ fn a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue() {
 #[test]
 fn ready_ults_that_never_let_up_do_not_starve_a_spawned_one() {
     hang_guard(30, "ping-pong against a spawn", || {
-        let rt = rt(1);
-        rt.block_on(|| {
-            let stop = Arc::new(AtomicBool::new(false));
-            let (to_b, b_in) = elite_rt::sync::mpsc::channel::<()>();
-            let (to_a, a_in) = elite_rt::sync::mpsc::channel::<()>();
-            // The start-queue is LIFO for its owner: the stopper, spawned first, starts last.
-            let s = stop.clone();
-            let stopper = elite_rt::spawn(move || s.store(true, SeqCst));
-            let b = elite_rt::spawn(move || {
-                while b_in.recv().is_ok() {
-                    if to_a.send(()).is_err() {
-                        break;
-                    }
-                }
-            });
-            let s = stop.clone();
-            let a = elite_rt::spawn(move || {
-                let mut rounds = 0u64;
-                while !s.load(SeqCst) {
-                    to_b.send(()).unwrap();
-                    a_in.recv().unwrap();
-                    rounds += 1;
-                }
-                drop(to_b); // lets B out of its loop
-                rounds
-            });
-            // The join fast path runs A at once; A blocks in its first receive, this ULT in the
-            // join, the loop starts B, and from then on A and B keep each other ready.
-            assert!(a.join().unwrap() > 0);
-            stopper.join().unwrap();
-            b.join().unwrap();
+        rt(1).block_on(|| {
+            // The start-queue is LIFO for its owner: the stopper, spawned before the pair, starts
+            // after it.
+            ping_pong_until_stopped(|stop| elite_rt::spawn(move || stop.store(true, SeqCst)));
         });
     });
+}
+
+/// The same ping-pong against a ULT that has started and waits in the runqueue: a sleeper whose
+/// timer fired while the pair kept waking each other. Once the start-queue's turn came for
+/// never-started ULTs only, and under No Affinity's LIFO order the pair always sat above the
+/// sleeper in the runqueue, so the sleeper, and with it the flag that ends the ping-pong, never ran
+/// again.
+#[test]
+fn a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue() {
+    hang_guard(30, "ping-pong against a woken sleeper", || {
+        rt(1).block_on(|| {
+            // Starts on a start-queue turn, sleeps, and is then ready in the runqueue behind the
+            // pair (a timer's wake-up goes to the runqueue, not to the `next` slot).
+            ping_pong_until_stopped(|stop| {
+                elite_rt::spawn(move || {
+                    elite_rt::sleep(Duration::from_millis(5));
+                    stop.store(true, SeqCst);
+                })
+            });
+        });
+    });
+}
+
+/// Spawns the stopper (`stopper(flag)`), then a pair of ULTs A and B that ping-pong over two
+/// channels until the flag is set, and joins all three. The join fast path runs A at once; A
+/// blocks in its first receive, the caller in the join, the loop starts B, and from then on A and B
+/// keep each other ready: the stopper runs only if the loop gives it a turn.
+fn ping_pong_until_stopped(stopper: impl FnOnce(Arc<AtomicBool>) -> elite_rt::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (to_b, b_in) = elite_rt::sync::mpsc::channel::<()>();
+    let (to_a, a_in) = elite_rt::sync::mpsc::channel::<()>();
+    let stopper = stopper(stop.clone());
+    let b = elite_rt::spawn(move || {
+        while b_in.recv().is_ok() {
+            if to_a.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    let a = elite_rt::spawn(move || {
+        let mut rounds = 0u64;
+        while !stop.load(SeqCst) {
+            to_b.send(()).unwrap();
+            a_in.recv().unwrap();
+            rounds += 1;
+        }
+        drop(to_b); // lets B out of its loop
+        rounds
+    });
+    assert!(a.join().unwrap() > 0);
+    stopper.join().unwrap();
+    b.join().unwrap();
 }

@@ -90,26 +90,7 @@ fn pops_against_steals(steals: usize) {
         nodes.publish(id, 0);
         d.push(nodes.get(id).as_ptr()).unwrap();
     }
-    let thief = {
-        let d = Arc::clone(&d);
-        thread::spawn(move || {
-            let mut got = Vec::new();
-            for _ in 0..steals {
-                loop {
-                    match d.steal() {
-                        Stolen::Success(p) => got.extend(NodeRef::from_ptr(p).map(|t| t.id())),
-                        Stolen::Retry => {
-                            thread::yield_now();
-                            continue;
-                        }
-                        Stolen::Empty => {}
-                    }
-                    break;
-                }
-            }
-            got
-        })
-    };
+    let thief = thief_stealing(&d, steals);
     let mut tally = Tally::new(2);
     for _ in 0..2 {
         if let Some(p) = d.pop() {
@@ -178,26 +159,7 @@ fn take_oldest_against_steals(steals: usize) {
         nodes.publish(id, 0);
         d.push(nodes.get(id).as_ptr()).unwrap();
     }
-    let thief = {
-        let d = Arc::clone(&d);
-        thread::spawn(move || {
-            let mut got = Vec::new();
-            for _ in 0..steals {
-                loop {
-                    match d.steal() {
-                        Stolen::Success(p) => got.extend(NodeRef::from_ptr(p).map(|t| t.id())),
-                        Stolen::Retry => {
-                            thread::yield_now();
-                            continue;
-                        }
-                        Stolen::Empty => {}
-                    }
-                    break;
-                }
-            }
-            got
-        })
-    };
+    let thief = thief_stealing(&d, steals);
     let mut tally = Tally::new(5);
     let mut spill = [std::ptr::null_mut(); 2];
     let k = d.take_oldest(&mut spill);
@@ -228,4 +190,27 @@ fn deque_take_oldest_against_a_steal() {
 #[test]
 fn deque_take_oldest_against_two_steals() {
     check("deque_take_oldest_against_two_steals", || take_oldest_against_steals(2));
+}
+
+/// A thief that tries `steals` steals (retrying a lost race, giving up on an empty deque) and
+/// returns the ids it got.
+fn thief_stealing(d: &Arc<Deque<Node>>, steals: usize) -> thread::JoinHandle<Vec<usize>> {
+    let d = Arc::clone(d);
+    thread::spawn(move || {
+        let mut got = Vec::new();
+        for _ in 0..steals {
+            loop {
+                match d.steal() {
+                    Stolen::Success(p) => got.extend(NodeRef::from_ptr(p).map(|t| t.id())),
+                    Stolen::Retry => {
+                        thread::yield_now();
+                        continue;
+                    }
+                    Stolen::Empty => {}
+                }
+                break;
+            }
+        }
+        got
+    })
 }
