@@ -693,21 +693,19 @@ pub(crate) unsafe fn park_ult<F: FnOnce(TcbRef, &Processor)>(me: TcbRef, after: 
         }
     }
     let mut slot = Some(after);
-    let y = me.tcb().yielder.get();
-    // SAFETY: `me` runs this code (contract), so its yielder, set when it started on its context,
-    // lives on its stack.
-    unsafe { (*y).suspend(Switch::Park { data: &mut slot as *mut Option<F> as *mut (), action: call::<F> }) };
+    let why = Switch::Park { data: &mut slot as *mut Option<F> as *mut (), action: call::<F> };
+    // SAFETY: `me` runs this code (contract).
+    unsafe { switch_out(me, why) };
 }
 
-/// Switches the running ULT `me` out with `why`, a `Switch::Link` (its untimed wait's node to link
-/// after the switch; see `crate::sync::wait::WaitNode::block_on`). Always inlined, as
-/// [`park_ult`].
+/// Switches the running ULT `me` back to its resumer with `why` (for example a `Switch::Link`:
+/// its untimed wait's node to link after the switch; see `crate::sync::wait::WaitNode::block_on`).
+/// Always inlined, as [`park_ult`].
 ///
 /// # Safety
 /// `me` is the ULT running the caller.
 #[inline(always)]
-pub(crate) unsafe fn park_ult_linking(me: TcbRef, why: Switch) {
-    debug_assert!(matches!(why, Switch::Link { .. }));
+pub(crate) unsafe fn switch_out(me: TcbRef, why: Switch) {
     let y = me.tcb().yielder.get();
     // SAFETY: `me` runs this code (contract), so its yielder, set when it started on its context,
     // lives on its stack.
@@ -723,9 +721,8 @@ fn suspend(why: Switch) {
     let Some(me) = p.current_ult() else {
         crate::fatal("no current ULT on a processor");
     };
-    let y = me.tcb().yielder.get();
-    // SAFETY: the yielder lives on this ULT's stack for as long as the ULT runs (set when it started).
-    unsafe { (*y).suspend(why) };
+    // SAFETY: `me` is the processor's current ULT, the one running this code.
+    unsafe { switch_out(me, why) };
 }
 
 /// Lets other ready ULTs of this processor run; a no-op for the ULT when nothing else is ready.

@@ -84,12 +84,7 @@ fn deque_two_pushes_two_thieves() {
 /// the fenced path, where lowering `bottom` races the thief's read of it; the second, if the thief
 /// took the other one, as the last entry by CAS), against one steal or two.
 fn pops_against_steals(steals: usize) {
-    let nodes = Nodes::new(2);
-    let d = Arc::new(Deque::<Node>::new(2));
-    for id in 0..2 {
-        nodes.publish(id, 0);
-        d.push(nodes.get(id).as_ptr()).unwrap();
-    }
+    let (nodes, d) = filled(2, 2, 2);
     let thief = thief_stealing(&d, steals);
     let mut tally = Tally::new(2);
     for _ in 0..2 {
@@ -122,12 +117,7 @@ fn deque_pops_of_two_against_two_steals() {
 #[test]
 fn deque_pop_and_push_back_against_a_steal() {
     check("deque_pop_and_push_back_against_a_steal", || {
-        let nodes = Nodes::new(2);
-        let d = Arc::new(Deque::<Node>::new(2));
-        for id in 0..2 {
-            nodes.publish(id, 0);
-            d.push(nodes.get(id).as_ptr()).unwrap();
-        }
+        let (nodes, d) = filled(2, 2, 2);
         let thief = {
             let d = Arc::clone(&d);
             thread::spawn(move || steal_all(&d).into_iter().map(|t| t.id()).collect::<Vec<_>>())
@@ -153,12 +143,7 @@ fn deque_pop_and_push_back_against_a_steal() {
 /// Every entry is taken once, with its payload, and a thief never gets one that the owner's claim
 /// took, nor a newer entry written into a slot the claim freed.
 fn take_oldest_against_steals(steals: usize) {
-    let nodes = Nodes::new(5);
-    let d = Arc::new(Deque::<Node>::new(4));
-    for id in 0..3 {
-        nodes.publish(id, 0);
-        d.push(nodes.get(id).as_ptr()).unwrap();
-    }
+    let (nodes, d) = filled(5, 4, 3);
     let thief = thief_stealing(&d, steals);
     let mut tally = Tally::new(5);
     let mut spill = [std::ptr::null_mut(); 2];
@@ -213,4 +198,16 @@ fn thief_stealing(d: &Arc<Deque<Node>>, steals: usize) -> thread::JoinHandle<Vec
         }
         got
     })
+}
+
+/// `nodes` nodes and a deque of capacity `cap` holding the first `pushed` of them (published, in
+/// order), as a model's owner finds them before the thieves start.
+fn filled(nodes: usize, cap: usize, pushed: usize) -> (Arc<Nodes>, Arc<Deque<Node>>) {
+    let all = Nodes::new(nodes);
+    let d = Arc::new(Deque::<Node>::new(cap));
+    for id in 0..pushed {
+        all.publish(id, 0);
+        d.push(all.get(id).as_ptr()).unwrap();
+    }
+    (all, d)
 }

@@ -88,16 +88,11 @@ impl<N> SharedStartQueue<N> {
     /// Pushes `n` unless the level is full; gives it back if it is.
     #[inline]
     pub(crate) fn push(&self, n: *mut N) -> Result<(), *mut N> {
-        if let Some(b) = &self.bound {
-            if !b.reserve() {
-                return Err(n);
-            }
+        if self.push_batch(&[n]) == 1 {
+            Ok(())
+        } else {
+            Err(n)
         }
-        let mut q = self.lock();
-        q.push_back(n);
-        self.check_bound(q.len());
-        self.hint.store(q.len(), Ordering::Relaxed);
-        Ok(())
     }
 
     /// Pushes the entries of `batch` (oldest first) under one lock, as many as the bound lets in;

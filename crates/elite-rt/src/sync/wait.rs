@@ -303,7 +303,7 @@ impl WaitNode {
                 let lock = g.into_held();
                 let why = crate::processor::Switch::Link { node: self, list, lock, front };
                 // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
-                unsafe { crate::thread::park_ult_linking(t, why) };
+                unsafe { crate::thread::switch_out(t, why) };
             }
             Who::Thread { state, .. } => {
                 let l = list(&mut g);
