@@ -481,7 +481,9 @@ impl Local {
             let _ = affinity.sources[processor].set(source.kind().clone());
         }
         let estimated = matches!(&counting, Some(Counting { source: AnySource::Estimated(_), .. }));
-        let record: fn(&mut Local, TcbRef) = match (estimated, needs.stamps, needs.rounds) {
+        // (A run hook, for custom policies only, takes the general path.)
+        let record: fn(&mut Local, TcbRef) = match (estimated && !needs.run_hook, needs.stamps, needs.rounds)
+        {
             (true, false, false) => Local::record_estimated::<false, false>,
             (true, true, false) => Local::record_estimated::<true, false>,
             (true, true, true) => Local::record_estimated::<true, true>,
@@ -658,7 +660,7 @@ impl Local {
     }
 
     /// [`record`](Self::record) for a processor whose source is the estimator, and a policy
-    /// whose needs' `stamps` and `rounds` are `STAMPS` and `ROUNDS`: the checks and the
+    /// whose needs' `stamps` and `rounds` are `STAMPS` and `ROUNDS`, without a run hook: the checks and the
     /// dispatch on the kind of source are settled once, when [`Local::new`] chooses it (the
     /// machines without a PMU take this path on every run).
     #[inline(never)]
@@ -692,9 +694,7 @@ impl Local {
         if ROUNDS {
             rec.state.set(rounds::end_run(processor, self.vtime, rec.state.get()));
         }
-        if self.needs.run_hook {
-            self.run_hook(t);
-        }
+        // No run hook: `Local::new` chooses this function only for needs without one.
     }
 
     /// Calls the policy's [`record_run`](crate::policy::Hooks::record_run) for the run of `t`
