@@ -14,8 +14,10 @@
 //!   highest last: the high end of the whole order, served first, highest first. A push above
 //!   it goes on its high end (No Affinity's entry numbers always do), a push between it and the
 //!   rest on its low end (a batch made ready in falling order, once its first entry went above
-//!   everything); a push within its range first moves its entries below the new key into the
-//!   tree (each at the tree's best end).
+//!   everything); a push within its range first moves its entries below the new key out of
+//!   the way: onto the bottom lane's high end in one piece when there is no tree and they lie
+//!   strictly above the bottom lane (a falling batch with a higher key among it), into the
+//!   tree (each at its best end) otherwise.
 //! * The *bottom lane* holds entries whose keys lie at or below the tree's, sorted, lowest and
 //!   newest last: served after the tree, highest (and oldest) first, and a thief's first pick
 //!   after the zero lane. A push at or below everything else goes on its low end (falling keys,
@@ -33,7 +35,8 @@
 //!
 //! So a batch made ready in rising or falling order of keys (No Affinity's entries; Virtual
 //! Time's and Reload Transient's, whose order each round reverses the last one's) or with
-//! equal keys costs O(1) per entry, and every entry moves into the tree at most once per stay.
+//! equal keys costs O(1) per entry, and every entry moves into the tree, and from the top lane to
+//! the bottom lane, at most once per stay.
 //!
 //! Costs, in expectation over the random priorities, with `n` entries:
 //!
@@ -41,7 +44,7 @@
 //! | --- | --- |
 //! | push or pop in a lane (yields under the default key 0; No Affinity's entries) | O(1): a few pointer writes |
 //! | push outside the tree's range (rising, falling or equal keys) | O(1): at an end of a lane |
-//! | a push within a lane's range | moves the part of the lane beyond the key into the tree: O(1) amortized per entry moved |
+//! | a push within a lane's range | moves the part of the lane beyond the key into the tree: O(1) amortized per entry moved (the top lane's part onto the bottom lane, where there is no tree: a few instructions per entry, to find where the part ends) |
 //! | push into the tree (a move from a lane, at its end) | O(1): hung under that end, then fewer than 2 rotations on average |
 //! | push, key within the tree's range | O(log n) descent, fewer than 2 rotations on average |
 //! | pop the best | O(1) amortized (unlink the end; the next best is its in-order neighbour) |
@@ -267,10 +270,19 @@ impl Tree {
     }
 
     /// [`push`](Self::push) of a key `k` within the top lane's range: the lane's entries below
-    /// `k` move into the tree (lowest first: each at the tree's best end), and `t` becomes the
-    /// lane's lowest (a falling batch that began above everything stays in the lane).
+    /// `k` move to the bottom lane (in one piece, when there is no tree and they lie strictly
+    /// above it) or into the tree (lowest first: each at the tree's best end), and `t` becomes
+    /// the lane's lowest (a falling batch that began above everything stays in the lane).
     #[inline(never)]
     fn push_in_top_range(&mut self, k: u64, t: TcbRef) {
+        if self.tree_len == 0 && self.top.lo.is_some_and(|l| self.bottom.hi.is_none_or(|b| key(b) < key(l))) {
+            // No tree, and the lane strictly above the bottom lane: its entries below `k` go on
+            // the bottom lane's high end as they are, in one piece (they stay sorted, above
+            // the bottom lane's and below the rest), not one by one into the tree. (A batch
+            // whose keys fall with an entry of a higher key among them: Reload Transient's
+            // releases, where most keys tie at the highest.)
+            self.move_top_below_to_bottom(k);
+        }
         while let Some(l) = self.top.lo.filter(|&l| key(l) < k) {
             self.top.pop_lo();
             self.push_tree_best(l);
@@ -288,6 +300,35 @@ impl Tree {
             self.flush_bottom();
             self.push_tree(k, t);
         }
+    }
+
+    /// Moves the top lane's entries below `k` to the high end of the bottom lane, whose keys
+    /// must lie strictly below them, with no tree between: a splice of the two lists (the
+    /// entries keep their order, so equal keys keep their order of arrival), after a walk to
+    /// find where the part below `k` ends.
+    #[inline]
+    fn move_top_below_to_bottom(&mut self, k: u64) {
+        debug_assert!(self.tree_len == 0);
+        let Some(first) = self.top.lo.filter(|&l| key(l) < k) else { return };
+        let mut last = first;
+        while let Some(next) = link(last).right.get().filter(|&n| key(n) < k) {
+            last = next;
+        }
+        // Off the top lane...
+        let rest = link(last).right.get();
+        match rest {
+            Some(r) => link(r).left.set(None),
+            None => self.top.hi = None,
+        }
+        self.top.lo = rest;
+        // ...onto the bottom lane's high end.
+        link(last).right.set(None);
+        link(first).left.set(self.bottom.hi);
+        match self.bottom.hi {
+            Some(h) => link(h).right.set(Some(first)),
+            None => self.bottom.lo = Some(first),
+        }
+        self.bottom.hi = Some(last);
     }
 
     /// Whether `k` lies strictly above the tree's keys and the bottom lane's.
@@ -845,21 +886,25 @@ mod tests {
 
     /// The tree stays shallow: a sorted insertion order (the worst case of a plain search tree)
     /// gives a depth of a small multiple of log2(n). Falling keys stay in the top lane (the
-    /// first went above everything); a key just below the highest moves the rest into the tree,
-    /// one after the other, in sorted order.
+    /// first went above everything); with a tree below them (one entry), a key just below the
+    /// highest moves the rest into the tree, one after the other, in sorted order.
     #[test]
     fn stays_balanced_for_sorted_keys() {
         let n = if cfg!(miri) { 512 } else { 4096 };
-        let (_chunks, t) = tcbs(n);
+        let (_chunks, t) = tcbs(n + 1);
         let q = RunQueue::new();
+        q.with(|tree| {
+            tree.len += 1;
+            tree.push_tree(1, t[n]);
+        });
         for (i, &tcb) in t[..n - 1].iter().enumerate() {
             q.push(10_000 - 2 * i as u64, tcb);
         }
-        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, n - 1), "falling keys in the top lane"));
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (1, n), "falling keys in the top lane"));
         q.push(9_999, t[n - 1]);
         check(&q);
         let depth = q.with(|tree| {
-            assert_eq!(tree.tree_len, n - 2, "falling keys but the highest in the tree");
+            assert_eq!(tree.tree_len, n - 1, "falling keys but the highest in the tree");
             fn depth(t: Option<TcbRef>) -> usize {
                 t.map_or(0, |t| 1 + depth(link(t).left.get()).max(depth(link(t).right.get())))
             }
@@ -878,10 +923,10 @@ mod tests {
             q.push(10 + i as u64, tcb);
         }
         q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 4)));
-        q.push(11, t[4]); // not above 13: the entry below 11 moves into the tree
-        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (1, 5)));
+        q.push(11, t[4]); // not above 13: the entry below 11 moves to the bottom lane (no tree)
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len, tree.bottom.hi), (0, 5, Some(t[0]))));
         q.push(20, t[5]); // above everything again
-        q.with(|tree| assert_eq!(tree.tree_len, 1));
+        q.with(|tree| assert_eq!(tree.tree_len, 0));
         check(&q);
         let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
         // 11 twice: t[1] (pushed first) before t[4].
@@ -906,16 +951,44 @@ mod tests {
         let mut stolen = Vec::new();
         q.steal(|_| 1, &mut stolen);
         assert_eq!(stolen, vec![t[4]], "the newest of the lowest");
-        q.push(19, t[6]); // within the top lane: its entries below move into the tree
-        q.with(|tree| assert_eq!(tree.tree_len, 3));
+        q.push(19, t[6]); // within the top lane: its entries below move to the bottom lane
+        q.with(|tree| {
+            assert_eq!((tree.tree_len, tree.bottom.lo, tree.bottom.hi), (0, Some(t[3]), Some(t[1])))
+        });
         check(&q);
         let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
         assert_eq!(out, vec![t[5], t[0], t[6], t[1], t[2], t[3]]);
     }
 
+    /// Reload Transient's batches: most keys tie at the highest, the others fall below them in
+    /// any order. With no tree, a tie after lower keys moves those onto the bottom lane in one
+    /// piece: nothing enters the tree, and the order is the keys', equal keys oldest first.
+    #[test]
+    fn ties_at_the_top_after_lower_keys_stay_in_the_lanes() {
+        let (_chunks, t) = tcbs(12);
+        let q = RunQueue::new();
+        let top = u64::MAX;
+        let keys = [top, top, 70, 60, top, 60, 50, top, 80, top, 40, 30];
+        for (&k, &tcb) in keys.iter().zip(&t) {
+            q.push(k, tcb);
+            check(&q);
+            q.with(|tree| assert_eq!(tree.tree_len, 0, "after key {k}"));
+        }
+        let mut want: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
+        want.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let want: Vec<TcbRef> = want.iter().map(|&(_, i)| t[i]).collect();
+        // A thief takes the lowest (newest of equal keys) first; the rest leave best first.
+        let mut stolen = Vec::new();
+        q.steal(|_| 2, &mut stolen);
+        assert_eq!(stolen, [want[11], want[10]]);
+        check(&q);
+        let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+        assert_eq!(out, want[..10]);
+    }
+
     /// A falling batch that began above everything stays in the top lane, one low entry among
-    /// it (a releaser that ran long before the others) goes to the bottom lane, and an older
-    /// entry below the batch moves into the tree once.
+    /// it (a releaser that ran long before the others) goes to the bottom lane, and so does an
+    /// older entry below the batch, once.
     #[test]
     fn a_falling_batch_with_an_outlier_stays_in_the_lanes() {
         let (_chunks, t) = tcbs(9);
@@ -925,7 +998,7 @@ mod tests {
             q.push(k, tcb);
             check(&q);
         }
-        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (1, 9), "20 moved into the tree"));
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 9), "20 moved to the bottom lane"));
         let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
         assert_eq!(out, vec![t[0], t[1], t[2], t[4], t[5], t[6], t[7], t[8], t[3]]);
     }
