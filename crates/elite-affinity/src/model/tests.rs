@@ -384,3 +384,46 @@ fn a_run_of_no_misses_grows_as_the_general_case() {
         }
     }
 }
+
+/// `reload_transient_on` (with its shortcut where no miss was counted since the run) gives,
+/// bit for bit, the model's reload transient of the lines `valid_on` finds, for footprints
+/// recorded on two processors by runs of few and many misses, and clocks behind, at, just past
+/// and far past their run's end.
+#[test]
+fn reload_transient_on_is_the_models_reload_of_the_valid_lines() {
+    let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut shortcuts = 0;
+    for lines in [2, 1000, 32768, CacheModel::MAX_LINES] {
+        let model = CacheModel::new(lines, 64).expect("valid");
+        let mut ult = Footprint::EMPTY;
+        let mut clocks = [0u64; 2];
+        for _ in 0..20_000 {
+            let p = (next() % 2) as usize;
+            let valid = ult.valid_on(&model, p, clocks[p]);
+            let misses = match next() % 3 {
+                0 => 0,
+                1 => next() % 4,
+                _ => next() % (2 * lines),
+            };
+            clocks[p] += misses;
+            ult.record_run(&model, p, valid, misses, clocks[p]);
+            clocks[p] += [0, 0, 1, next() % (4 * lines)][(next() % 4) as usize];
+            for q in 0..3 {
+                let clock = clocks.get(q).copied().unwrap_or(7);
+                for clock in [clock, clock.saturating_sub(1), clock + 1] {
+                    let got = ult.reload_transient_on(&model, q, clock);
+                    let want = model.reload_transient(ult.valid_on(&model, q, clock), ult.lines());
+                    assert_eq!(got.to_bits(), want.to_bits(), "{ult:?} on {q} at {clock}");
+                    shortcuts += usize::from(ult.processor() == Some(q) && clock <= ult.clock());
+                }
+            }
+        }
+    }
+    assert!(shortcuts > 10_000, "{shortcuts}");
+}
