@@ -170,8 +170,9 @@ pub struct CacheModel {
     n: f32,
     /// Three tables of `DIGIT` entries: `(1 - 1/N)^(d << (10 i))` for digit `d` of table `i`.
     /// A fixed-size array, so that the masked indices of [`decay`](Self::decay) need no bounds
-    /// checks.
-    decay: Box<[f32; 3 * DIGIT]>,
+    /// checks, and in place (12 KiB; the runtime keeps the model behind one `Arc`), so that a
+    /// lookup does not first load a pointer to it.
+    decay: [f32; 3 * DIGIT],
     /// `H(x)` at the grid points of [`harmonic_index`].
     harmonic: Box<[f32]>,
 }
@@ -206,7 +207,7 @@ impl CacheModel {
         }
         let n = lines as f64;
         let ln_q = (-1.0 / n).ln_1p();
-        let mut decay = Box::new([0f32; 3 * DIGIT]);
+        let mut decay = [0f32; 3 * DIGIT];
         for (i, entry) in decay.iter_mut().enumerate() {
             let (table, digit) = (i / DIGIT, i % DIGIT);
             let unit = (1u64 << (DIGIT_BITS as usize * table)) as f64;
