@@ -415,7 +415,9 @@ pub(crate) struct Local {
     processor: usize,
     /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
     vtime: u64,
-    /// Runqueue entries so far.
+    /// Runqueue entries so far, counted only for the policies that read the count: No
+    /// Affinity's keys and a custom policy's [`ProcessorView::seq`] (the other built-in
+    /// policies' keys and hooks never read it, so their enqueues skip the count).
     seq: u64,
 }
 
@@ -520,7 +522,6 @@ impl Local {
     /// hook.
     #[inline]
     pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
-        self.seq += 1;
         let tcb = t.tcb();
         let rec = &tcb.affinity;
         let virtual_time = || {
@@ -528,7 +529,10 @@ impl Local {
             keys::virtual_time(last, rec.stamp.get(), self.processor)
         };
         match self.kind {
-            Kind::NoAffinity => self.seq,
+            Kind::NoAffinity => {
+                self.seq += 1;
+                self.seq
+            }
             Kind::VirtualTime => virtual_time(),
             Kind::MinimumMisses => u64::MAX - rec.misses.get(),
             Kind::ReloadTransient => match &self.counting {
@@ -536,7 +540,10 @@ impl Local {
                 None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
             },
             Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),
-            Kind::Custom => self.custom_priority(t),
+            Kind::Custom => {
+                self.seq += 1;
+                self.custom_priority(t)
+            }
         }
     }
 
@@ -552,13 +559,19 @@ impl Local {
     /// built-in policy, by the hook for a custom one.
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
-        self.seq += 1;
         match self.kind {
-            Kind::NoAffinity | Kind::MinimumMisses => 0, // the default hook's answer
+            Kind::NoAffinity => {
+                self.seq += 1;
+                0 // the default hook's answer
+            }
+            Kind::MinimumMisses => 0, // the default hook's answer
             Kind::VirtualTime | Kind::ReloadTransient | Kind::Gravity => {
                 rounds::yield_key(t.tcb().affinity.state.get())
             }
-            Kind::Custom => self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view()),
+            Kind::Custom => {
+                self.seq += 1;
+                self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
+            }
         }
     }
 
@@ -775,6 +788,41 @@ mod tests {
         // A respawn resets the record.
         affinity.on_spawn(needs, t, None);
         assert_eq!(ult_info(t, needs), UltInfo::new(info.id, info.last_processor));
+    }
+
+    /// No Affinity's keys and a custom policy's view count every entry, yields included; the
+    /// other built-in policies, which never read the count, leave it.
+    #[test]
+    fn the_entry_count_is_kept_for_those_who_read_it() {
+        #[derive(Debug)]
+        struct Counting;
+        impl crate::policy::Hooks for Counting {
+            fn name(&self) -> &'static str {
+                "counting"
+            }
+            fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+                here.seq
+            }
+            fn yield_priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+                here.seq
+            }
+        }
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let t = chunk.tcbs().next().expect("a TCB");
+        let cache = ModelCache::ASSUMED;
+        for policy in [Policy::no_affinity(), Policy::new(Counting), Policy::reload_transient()] {
+            let needs = policy.hooks().needs();
+            let affinity = Affinity::new(needs, &cache, 1);
+            let mut local = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
+            affinity.on_spawn(needs, t, None);
+            let keys = [local.priority(t), local.yield_priority(t), local.priority(t)];
+            match policy.kind() {
+                Kind::NoAffinity => assert_eq!(keys, [1, 0, 3]),
+                Kind::Custom => assert_eq!(keys, [1, 2, 3]),
+                _ => assert_eq!(local.seq, 0, "{policy}"),
+            }
+        }
     }
 
     /// The lines a declaration keeps are the estimator's count of its bytes, for line sizes a
