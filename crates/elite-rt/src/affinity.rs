@@ -405,6 +405,13 @@ pub(crate) struct Local {
     stamps_and_rounds: bool,
     /// The counter source and the model, when the policy needs misses.
     counting: Option<Counting>,
+    /// `counting`'s model, apart: what Reload Transient's key reads at every enqueue, tested
+    /// as a pointer (where `counting`'s presence is a test on the kind of its source).
+    model: Option<Arc<CacheModel>>,
+    /// The source's [`clock`](CounterSource::clock), copied after each call that moves it: what
+    /// [`ProcessorView::clock`] shows, without a dispatch on the kind of source per key (0
+    /// without a source).
+    clock: u64,
     /// The end of a run that is more than a stamp: [`Local::record`], or a version of it made
     /// for the policy's needs with the estimator (chosen once, in [`Local::new`]).
     record: fn(&mut Local, TcbRef),
@@ -428,18 +435,16 @@ struct Counting {
     /// The clock when the running ULT's run began (read for a hardware counter only: see
     /// [`Local::begin_run`]).
     began: u64,
-    /// The source's [`clock`](CounterSource::clock), copied after each call that moves it: what
-    /// [`ProcessorView::clock`] shows, without a dispatch on the kind of source per key.
-    clock: u64,
     /// This processor's slot of [`Affinity`]'s published clocks (see its protocol).
     published: Arc<CachePadded<AtomicU64>>,
 }
 
 impl Counting {
-    /// Keeps the source's clock after a run, and publishes it for wakers elsewhere.
+    /// Keeps the source's clock after a run in `copy` (`Local::clock`), and publishes it for
+    /// wakers elsewhere.
     #[inline(always)]
-    fn set_clock(&mut self, clock: u64) {
-        self.clock = clock;
+    fn set_clock(&self, copy: &mut u64, clock: u64) {
+        *copy = clock;
         // Relaxed: a hint (see `Affinity::clocks`).
         self.published.store(clock, Ordering::Relaxed);
     }
@@ -464,7 +469,6 @@ impl Local {
                 },
                 model: Arc::clone(model),
                 began: 0,
-                clock: 0,
                 published: Arc::clone(&affinity.clocks[processor]),
             }),
             _ => None,
@@ -497,6 +501,8 @@ impl Local {
             hardware: matches!(&counting, Some(Counting { source: AnySource::Hardware(_), .. })),
             stamps_only: needs == Needs::STAMPS,
             stamps_and_rounds: needs == Needs::STAMPS.with_rounds(),
+            model: counting.as_ref().map(|c| Arc::clone(&c.model)),
+            clock: 0,
             counting,
             policy: policy.clone(),
             kind: policy.kind(),
@@ -511,8 +517,8 @@ impl Local {
     #[inline]
     fn view(&self) -> ProcessorView<'_> {
         let view = ProcessorView::new(self.processor, self.seq).with_vtime(self.vtime);
-        match &self.counting {
-            Some(c) => view.with_clock(c.clock, &c.model),
+        match &self.model {
+            Some(model) => view.with_clock(self.clock, model),
             None => view,
         }
     }
@@ -535,8 +541,10 @@ impl Local {
             }
             Kind::VirtualTime => virtual_time(),
             Kind::MinimumMisses => u64::MAX - rec.misses.get(),
-            Kind::ReloadTransient => match &self.counting {
-                Some(c) => keys::reload_transient(&rec.footprint.get(), &c.model, self.processor, c.clock),
+            Kind::ReloadTransient => match &self.model {
+                Some(model) => {
+                    keys::reload_transient(&rec.footprint.get(), model, self.processor, self.clock)
+                }
                 None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
             },
             Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),
@@ -592,7 +600,7 @@ impl Local {
         if self.hardware {
             if let Some(c) = &mut self.counting {
                 c.began = c.source.begin_run();
-                c.clock = c.began;
+                self.clock = c.began;
             }
         }
     }
@@ -646,17 +654,17 @@ impl Local {
                     rec.misses.set(misses);
                     rec.footprint.set(footprint);
                     let clock = source.clock();
-                    c.set_clock(clock);
+                    c.set_clock(&mut self.clock, clock);
                 }
                 AnySource::Hardware(source) => {
                     let clock = count_run_apart(source, model, (processor, c.began), t);
-                    c.set_clock(clock);
+                    c.set_clock(&mut self.clock, clock);
                 }
                 AnySource::Scripted(source) => {
                     // Its clock has not moved since the run began (see `begin_run`).
                     let began = source.clock();
                     let clock = count_run_apart(source, model, (processor, began), t);
-                    c.set_clock(clock);
+                    c.set_clock(&mut self.clock, clock);
                 }
             }
         }
@@ -680,7 +688,8 @@ impl Local {
     fn record_estimated<const STAMPS: bool, const ROUNDS: bool>(&mut self, t: TcbRef) {
         let rec = &t.tcb().affinity;
         let processor = self.processor;
-        let Some(Counting { source: AnySource::Estimated(source), model, clock, published, .. }) =
+        let clock = &mut self.clock;
+        let Some(Counting { source: AnySource::Estimated(source), model, published, .. }) =
             &mut self.counting
         else {
             // SAFETY: `Local::new` chooses this function only when `counting` holds the
