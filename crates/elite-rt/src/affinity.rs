@@ -542,9 +542,13 @@ impl Local {
             Kind::VirtualTime => virtual_time(),
             Kind::MinimumMisses => u64::MAX - rec.misses.get(),
             Kind::ReloadTransient => match &self.model {
-                Some(model) => {
-                    keys::reload_transient(&rec.footprint.get(), model, self.processor, self.clock)
-                }
+                Some(model) => keys::reload_transient(
+                    &rec.footprint.get(),
+                    rec.stamp.get(),
+                    model,
+                    self.processor,
+                    self.clock,
+                ),
                 None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
             },
             Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),

@@ -124,6 +124,53 @@ fn each_policy_picks_what_elite_says() {
     });
 }
 
+/// Reload Transient runs the most recently run of the ULTs whose reload transient is 0 first, so a
+/// ULT among them that ran long ago is overtaken by every newer one; the processor loop's turn
+/// for the runqueue's worst ULT (every 64th round) must still reach it. Here no run misses (no
+/// footprint declared: every reload transient is 0), three ULTs pass two tokens around a ring
+/// (so one of them is always ready, with a newer stamp), and a ULT that slept since its first
+/// run, ready in the runqueue behind them from its timer, ends the ring when it runs.
+#[test]
+fn reload_transient_still_runs_a_tie_that_newer_ties_overtake() {
+    hang_guard(30, "a ring against an old tie", || {
+        scripted_runtime(Policy::reload_transient()).block_on(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let sleeper = {
+                let stop = stop.clone();
+                elite_rt::spawn(move || {
+                    elite_rt::sleep(std::time::Duration::from_millis(5));
+                    stop.store(true, SeqCst);
+                })
+            };
+            let (senders, receivers): (Vec<_>, Vec<_>) = (0..3).map(|_| mpsc::channel::<()>()).unzip();
+            // Two tokens in the ring.
+            senders[0].send(()).unwrap();
+            senders[1].send(()).unwrap();
+            let mut senders: Vec<_> = senders.into_iter().map(Some).collect();
+            let ring: Vec<_> = receivers
+                .into_iter()
+                .enumerate()
+                .map(|(i, rx)| {
+                    // ULT i receives on channel i and passes the token on to channel i + 1: when
+                    // it stops it drops that sender, and the next one stops after it.
+                    let tx = senders[(i + 1) % 3].take().unwrap();
+                    let stop = stop.clone();
+                    elite_rt::spawn(move || {
+                        let mut passes = 0u64;
+                        while rx.recv().is_ok() && !stop.load(SeqCst) && tx.send(()).is_ok() {
+                            passes += 1;
+                        }
+                        passes
+                    })
+                })
+                .collect();
+            sleeper.join().unwrap();
+            let passes: u64 = ring.into_iter().map(|h| h.join().unwrap()).sum();
+            assert!(passes > 0);
+        });
+    });
+}
+
 /// The scenario's expectations for Reload Transient, from the cache model itself: the footprints
 /// and reload transients the docs of [`release_order`] quote.
 #[test]

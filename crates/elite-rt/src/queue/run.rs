@@ -914,13 +914,16 @@ mod tests {
                 0..=5 if !free.is_empty() => {
                     let tcb = free.pop().unwrap();
                     // A mix of key patterns: small ranges (many ties), increasing, zero,
-                    // decreasing (with some jitter), ties at the top (Reload Transient's).
-                    let key = match next() % 6 {
+                    // decreasing (with some jitter), ties at the top, the top keys rising
+                    // with some jitter (Reload Transient's reload transients of 0, ordered by
+                    // the stamps of runs that ended in about the order their ULTs entered).
+                    let key = match next() % 7 {
                         0 => next() % 8,
                         1 => arrival + 100,
                         2 => 0,
                         3 => 1_000_000 - 2 * arrival + next() % 5,
                         4 => u64::MAX,
+                        5 => (u64::MAX << 61) | (arrival + next() % 4),
                         _ => next() % 1000,
                     };
                     q.push(key, tcb);
