@@ -57,7 +57,11 @@
 //!   still valid after the misses counted on its processor since then; the key orders by the
 //!   expected misses to rebuild the footprint (lowest first), computed once when the ULT enters
 //!   the runqueue (as the paper notes, later misses shrink every waiting ULT's footprint by the
-//!   same factor, so the order need not be revised).
+//!   same factor, so the order need not be revised). Where the model cannot tell ULTs apart
+//!   (a reload transient of 0: no miss counted here since their runs ended here, often the
+//!   case where working sets stay cached) the key adds the stamp of the ULT's last run, so
+//!   those run most recently run first, as under Virtual Time, rather than in the order they
+//!   entered the runqueue, which ran the coldest first.
 //!
 //! ## Which to pick
 //!
@@ -602,7 +606,10 @@ pub trait Hooks: Send + Sync + fmt::Debug + 'static {
     }
 
     /// The runqueue key of `ult` entering the runqueue of `here`: higher keys run first; equal
-    /// keys run in the order they entered (oldest first). A thief takes the lowest keys.
+    /// keys run in the order they entered (oldest first). A thief takes the lowest keys. A
+    /// policy that wants another order among the ULTs its measure ties folds it into the key
+    /// (Reload Transient adds the stamp of the last run to its keys of a reload transient of 0:
+    /// the most recently run of those first).
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64;
 
     /// The runqueue key of `ult` after it called `yield_now` with other work ready. Default 0:

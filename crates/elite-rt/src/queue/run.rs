@@ -344,8 +344,8 @@ impl Tree {
             // Its entries below `k` go on the bottom lane's high end as they are, in one piece
             // (they stay sorted, above the bottom lane's and below the rest), not one by one
             // into the tree. (A batch whose keys fall with an entry of a higher key among them:
-            // Reload Transient's releases, where most keys tie at the highest; this came out
-            // ahead of walking first, callgrind.)
+            // Reload Transient's releases when most keys tied at the highest, before its ties
+            // were ordered by recency; this came out ahead of walking first, callgrind.)
             self.move_top_below_to_bottom(k);
         }
         while let Some(l) = self.top.lo.filter(|&l| key(l) < k) {
@@ -1029,8 +1029,8 @@ mod tests {
         assert_eq!(out, vec![t[5], t[0], t[6], t[1], t[2], t[3]]);
     }
 
-    /// Reload Transient's batches: most keys tie at the highest, the others fall below them in
-    /// any order. With no tree, a key within the top lane's range moves the lane's entries below
+    /// Batches where most keys tie at the highest (Reload Transient's, before its ties were
+    /// ordered by recency), the others fall below them in any order. With no tree, a key within the top lane's range moves the lane's entries below
     /// it to the bottom lane in one piece; a key within the bottom lane's range takes its place
     /// there after a short walk. Nothing enters the tree, and the order is the keys', equal
     /// keys oldest first.
