@@ -449,10 +449,12 @@ impl Wakes {
 const UNLINKED: *const WaitNode = ptr::dangling();
 
 /// An intrusive FIFO of [`WaitNode`]s, kept under the object's [`SpinLock`].
+///
+/// It keeps no count: linking and unlinking are on every blocking path, counting is not
+/// ([`WaitList::len`] walks the list).
 pub(crate) struct WaitList {
     head: *const WaitNode,
     tail: *const WaitNode,
-    len: usize,
     /// What its waiters wait on, for the deadlock report (`crate::deadlock`).
     kind: WaitKind,
 }
@@ -471,7 +473,7 @@ impl WaitList {
     /// A list of waiters on a `kind` of object: a ULT linked here is reported as waiting on
     /// `kind`, at this list's address (inside the object), if the runtime deadlocks.
     pub(crate) const fn of(kind: WaitKind) -> WaitList {
-        WaitList { head: ptr::null(), tail: ptr::null(), len: 0, kind }
+        WaitList { head: ptr::null(), tail: ptr::null(), kind }
     }
 
     /// Records in a linking ULT's TCB what it is about to block on (`deadlock::note_wait`).
@@ -487,9 +489,15 @@ impl WaitList {
         self.head.is_null()
     }
 
-    #[inline]
+    /// The number of linked nodes, by walking the list (for `Debug` output and tests).
     pub(crate) fn len(&self) -> usize {
-        self.len
+        let mut n = 0;
+        let mut at = self.head;
+        while let Some(x) = self.node(at) {
+            n += 1;
+            at = x.next.get();
+        }
+        n
     }
 
     /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
@@ -505,7 +513,6 @@ impl WaitList {
             self.head = n;
         }
         self.tail = n;
-        self.len += 1;
     }
 
     /// Puts `n` first (a waiter that lost a race for the object keeps its place).
@@ -521,17 +528,25 @@ impl WaitList {
             self.tail = n;
         }
         self.head = n;
-        self.len += 1;
     }
 
     /// Unlinks and returns the first node. The reference is not tied to the list's borrow (the
     /// caller goes on updating the object's state), but it is valid only until the caller
     /// notifies the node or releases the object's lock, whichever comes first: after either, the
     /// waiter may return and its stack frame (the node) is gone.
+    ///
+    /// The first node has no predecessor: only its successor's back link changes (what
+    /// [`WaitList::remove`] would do, without its checks; this is on every notifier's path).
     #[inline]
     pub(crate) fn pop_front<'a>(&mut self) -> Option<&'a WaitNode> {
         let n = self.node(self.head)?;
-        self.remove(n);
+        let next = n.next.get();
+        self.head = next;
+        match self.node(next) {
+            Some(x) => x.prev.set(ptr::null()),
+            None => self.tail = ptr::null(),
+        }
+        n.next.set(UNLINKED);
         Some(n)
     }
 
@@ -549,7 +564,6 @@ impl WaitList {
             None => self.tail = n.prev.get(),
         }
         n.next.set(UNLINKED);
-        self.len -= 1;
     }
 
     #[inline]
