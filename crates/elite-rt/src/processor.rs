@@ -218,6 +218,10 @@ pub(crate) struct Processor {
     chaos: chaos::Chaos,
     /// `central || chaos.on`: one test on the wake path for both.
     central_or_chaos: bool,
+    /// The policy's wake rule is [`WakeRule::Waker`] and neither `central` nor the chaos mode
+    /// is on: a ULT woken by a ULT running here stays here, unless pinned
+    /// ([`Processor::wake_from_ult`] decides that without looking the rule up).
+    waker_stays: bool,
 }
 
 thread_local! {
@@ -281,6 +285,7 @@ impl Processor {
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
             central_or_chaos: c.central || c.chaos.is_some(),
+            waker_stays: c.policy.wake_rule() == WakeRule::Waker && !c.central && c.chaos.is_none(),
             shared,
         }
     }
@@ -1201,6 +1206,38 @@ impl Processor {
             }
         }
         self.wake_slow(t);
+    }
+
+    /// [`Processor::wake`] by the ULT running on this processor (a notifier's wake-up deferred
+    /// past the object's lock, `sync::wait::Wake`): the same outcome, with No Affinity's rule
+    /// (the default) decided by one flag instead of the rule's lookup and the check that a ULT
+    /// is running, which the caller guarantees. Always inlined, as `wake`, into the notifiers'
+    /// paths (`sync::wait`, "Switch depth").
+    #[inline(always)]
+    pub(crate) fn wake_from_ult(&self, t: TcbRef) {
+        debug_assert!(self.current_ult().is_some());
+        if self.waker_stays && !t.tcb().pinned.get() {
+            let _ = crate::prefetch::ult(t); // (as in `wake_to`)
+            if self.remote().runq.len() != 0 {
+                return self.make_ready_queued(t);
+            }
+            let core = self.core();
+            if core.next.is_none() {
+                core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+                return;
+            }
+            return self.wake_slow(t);
+        }
+        self.wake(t);
+    }
+
+    /// The chaos mode's decision point (`chaos::decision_point`) for code running on this
+    /// processor: one test of this processor's flag.
+    #[inline]
+    pub(crate) fn decision_point(&self) {
+        if self.chaos.on {
+            chaos::decision_point_slow();
+        }
     }
 
     /// [`Processor::wake`]'s answer for Gravity: whether `t` stays here. Out of line, so that
