@@ -36,7 +36,7 @@
 //! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
 //! publishing its exit, `publish_from_ult`, which hands out only its result.)
 
-use crate::atomics::{AtomicBool, AtomicPtr, Ordering};
+use crate::atomics::{AtomicPtr, Ordering};
 use crate::park::ParkSlot;
 use crate::policy::WakeRule;
 use crate::pool::{Got, LocalPool};
@@ -50,7 +50,7 @@ use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
-use crate::sync::wait::{WaitList, WaitNode};
+use crate::sync::wait::LinkTo;
 use crate::tcb::{Context, Resumer};
 use crate::tcb::{JoinState, Life, Tcb, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
@@ -76,10 +76,11 @@ pub(crate) enum Switch {
     /// the processor after the action returns and leaves the loop at the top of the next round.
     Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
     /// Block on a synchronization object with an untimed wait (`WaitNode::block_on`): after the
-    /// switch the resumer links `node` into `list` (at its front with `front`) and releases the
-    /// object's spin lock `lock`, held across the switch; what `Park` would do with a closure,
-    /// without the closure's indirect call and moves (`crate::sync::wait::link_after_switch`).
-    Link { node: *const WaitNode, list: *mut WaitList, lock: *const AtomicBool, front: bool },
+    /// switch the resumer links the node into the object's list and releases the object's spin
+    /// lock, held across the switch, as the `LinkTo` on the blocked ULT's frozen stack says; what
+    /// `Park` would do with a closure, without the closure's indirect call and moves
+    /// (`crate::sync::wait::link_after_switch`).
+    Link(*const LinkTo),
     /// Sleep until the deadline.
     Sleep(Instant),
     /// The ULT's task returned and its exit is published: the context is free for another ULT.
@@ -953,11 +954,11 @@ impl Processor {
                         return;
                     }
                 }
-                CoroutineResult::Yield(Switch::Link { node, list, lock, front }) => {
-                    // SAFETY: the ULT switched out holding the object's lock `lock`, its node and
-                    // the object alive and untouched by anyone else until the node is linked and
-                    // the lock released, which this does (`Switch::Link`).
-                    unsafe { crate::sync::wait::link_after_switch(node, list, lock, front) };
+                CoroutineResult::Yield(Switch::Link(to)) => {
+                    // SAFETY: the ULT switched out holding the object's lock, `to` and its node on
+                    // its frozen stack, the object alive and untouched by anyone else until the
+                    // node is linked and the lock released, which this does (`Switch::Link`).
+                    unsafe { crate::sync::wait::link_after_switch(to) };
                 }
                 CoroutineResult::Yield(Switch::Sleep(deadline)) => {
                     self.core().timers.insert(deadline, t);

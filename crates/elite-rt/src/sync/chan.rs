@@ -223,7 +223,7 @@ impl<T> Chan<T> {
         // Untimed: only a notify resolves it.
         node.block_on(g, |inner| &mut inner.recv_waiters, false);
         unwind.disarm();
-        match mine.take() {
+        match mine {
             Some(v) => Ok(v),
             None => self.recv_slow(self.inner.lock(), Some(None)),
         }

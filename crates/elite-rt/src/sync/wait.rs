@@ -304,9 +304,11 @@ impl WaitNode {
                 let list: *mut WaitList = list(&mut g);
                 // Held across the switch; the processor releases it once the node is linked.
                 let lock = g.into_held();
-                let why = crate::processor::Switch::Link { node: self, list, lock, front };
+                // On this frozen stack while the processor reads it: the switch carries one
+                // pointer (fewer words through the switch and in the processor's registers).
+                let to = LinkTo { node: self, list, lock, front };
                 // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
-                unsafe { crate::thread::switch_out(t, why) };
+                unsafe { crate::thread::switch_out(t, crate::processor::Switch::Link(&to)) };
             }
             Who::Thread { state, .. } => {
                 let l = list(&mut g);
@@ -588,31 +590,39 @@ impl WaitList {
     }
 }
 
+/// What [`WaitNode::block_on`] asks of its processor with a `Switch::Link`: link `node` into
+/// `list` (at its front with `front`), then release the object's spin lock `lock`. It lives on
+/// the blocked ULT's frozen stack until the processor has done so.
+pub(crate) struct LinkTo {
+    node: *const WaitNode,
+    list: *mut WaitList,
+    lock: *const AtomicBool,
+    front: bool,
+}
+
 /// The processor's half of [`WaitNode::block_on`] (a `Switch::Link`): links the node of the ULT
 /// that just switched out into the object's list, then releases the object's lock that the ULT
 /// held across the switch (the wait protocol, module docs: from the unlock on, a notifier may pop
 /// the node and wake the ULT).
 ///
 /// # Safety
-/// `node`, `list` and `lock` come from a `block_on` whose ULT has switched out and not been
-/// resumed: the node lives on its frozen stack, and `list` is inside the object whose spin lock
-/// `lock` is held (for this call to release).
+/// `to` comes from a `block_on` whose ULT has switched out and not been resumed: it and the node
+/// live on its frozen stack, and the list is inside the object whose spin lock `to.lock` is held
+/// (for this call to release).
 #[inline(always)]
-pub(crate) unsafe fn link_after_switch(
-    node: *const WaitNode,
-    list: *mut WaitList,
-    lock: *const AtomicBool,
-    front: bool,
-) {
+pub(crate) unsafe fn link_after_switch(to: *const LinkTo) {
+    // SAFETY: per the contract, `to` is alive (the ULT stays switched out until the unlock below
+    // lets a notifier wake it, and nothing reads `to` after that).
+    let LinkTo { node, list, lock, front } = unsafe { &*to };
     // SAFETY: per the contract, the list is ours under the held lock and the node alive.
-    let (list, node) = unsafe { (&mut *list, &*node) };
-    if front {
+    let (list, node) = unsafe { (&mut **list, &**node) };
+    if *front {
         list.push_front(node); // (rare: a mutex waiter that lost a race; not inlined)
     } else {
         list.push_back(node);
     }
     // SAFETY: per the contract, the lock is held (by the switched-out waiter, on our behalf).
-    unsafe { (*lock).store(false, Ordering::Release) };
+    unsafe { (**lock).store(false, Ordering::Release) };
 }
 
 /// Runs a closure if dropped while armed: the clean-up of a wait when the waiter is force-unwound
