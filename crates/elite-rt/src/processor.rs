@@ -36,7 +36,7 @@
 //! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
 //! publishing its exit, `publish_from_ult`, which hands out only its result.)
 
-use crate::atomics::{AtomicPtr, Ordering};
+use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
 use crate::park::ParkSlot;
 use crate::policy::WakeRule;
 use crate::pool::{Got, LocalPool};
@@ -204,6 +204,9 @@ const SPILL_MAX: usize = 512;
 /// A processor as its OS thread sees it.
 pub(crate) struct Processor {
     pub(crate) index: usize,
+    /// Unique among all processors of all runtimes of the process, never reused, never 0: what a
+    /// biased spin lock names its owner by (`sync::bias`).
+    pub(crate) uid: usize,
     pub(crate) shared: Arc<Shared>,
     /// `&shared.processors[index]`, resolved once (it is on every hot path).
     remote: *const Remote,
@@ -275,8 +278,10 @@ impl Processor {
             affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
         };
         let remote: *const Remote = &shared.processors[index];
+        static UIDS: AtomicUsize = AtomicUsize::new(1);
         Processor {
             index,
+            uid: UIDS.fetch_add(1, Ordering::Relaxed),
             remote,
             core: UnsafeCell::new(core),
             current: Cell::new(None),

@@ -17,7 +17,7 @@
 //!
 //! Values are dropped only outside the lock: no user code runs while it is held.
 
-use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode, Wakes};
+use super::wait::{BiasedSpinLock, OnUnwind, SpinGuard, WaitList, WaitNode, Wakes};
 use crate::deadlock::WaitKind;
 use std::collections::VecDeque;
 use std::fmt;
@@ -36,7 +36,9 @@ struct Inner<T> {
 }
 
 struct Chan<T> {
-    inner: SpinLock<Inner<T>>,
+    /// Biased towards the processor that keeps taking it (`sync::bias`): a ping-pong whose two
+    /// ends run on one processor takes it without an atomic read-modify-write.
+    inner: BiasedSpinLock<Inner<T>>,
 }
 
 /// What a blocked sender or receiver finds in its slot.
@@ -59,7 +61,7 @@ enum Try<T> {
 impl<T> Chan<T> {
     fn new(cap: Option<usize>, receivers: usize) -> Arc<Chan<T>> {
         Arc::new(Chan {
-            inner: SpinLock::new(Inner {
+            inner: BiasedSpinLock::new(Inner {
                 queue: VecDeque::new(),
                 cap,
                 senders: 1,

@@ -1,7 +1,8 @@
 //! Blocking a ULT (or an OS thread) on a synchronization object, and waking it exactly once.
 //!
-//! Every primitive of [`crate::sync`] is a small state protected by a [`SpinLock`] plus one or more
-//! [`WaitList`]s of [`WaitNode`]s. A node lives on the waiter's own stack (ELiTE binds a blocked
+//! Every primitive of [`crate::sync`] is a small state protected by a [`SpinLock`] (the channels':
+//! a [`BiasedSpinLock`], which the processor that keeps taking it takes without an atomic
+//! read-modify-write, `sync::bias`) plus one or more [`WaitList`]s of [`WaitNode`]s. A node lives on the waiter's own stack (ELiTE binds a blocked
 //! thread to the object it waits on, figure 2.4): linking it costs no allocation, and the list is
 //! intrusive and FIFO.
 //!
@@ -671,33 +672,88 @@ impl<T> SpinLock<T> {
 
     #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
-        if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            self.lock_slow();
-        }
-        SpinGuard { lock: self }
+        acquire(&self.locked);
+        SpinGuard { flag: &self.locked, value: &self.value }
     }
+}
 
-    #[cold]
-    fn lock_slow(&self) {
-        let mut spins = 0u32;
-        loop {
-            while self.locked.load(Ordering::Relaxed) {
-                spins += 1;
-                if spins < 128 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now(); // the holder's OS thread may have been preempted
-                }
+/// Takes a spin lock's word.
+#[inline(always)]
+fn acquire(locked: &AtomicBool) {
+    if locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        acquire_slow(locked);
+    }
+}
+
+#[cold]
+fn acquire_slow(locked: &AtomicBool) {
+    let mut spins = 0u32;
+    loop {
+        while locked.load(Ordering::Relaxed) {
+            spins += 1;
+            if spins < 128 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now(); // the holder's OS thread may have been preempted
             }
-            if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return;
-            }
+        }
+        if locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            return;
         }
     }
 }
 
+/// A [`SpinLock`] that biases itself towards the processor that keeps taking it (`sync::bias`):
+/// code on that processor then takes and releases it with plain stores. The channels' lock (a
+/// ping-pong takes one per operation, usually from a single processor).
+pub(crate) struct BiasedSpinLock<T> {
+    locked: AtomicBool,
+    bias: super::bias::Bias,
+    /// Under `locked` (the unbiased lock) only.
+    streak: UnsafeCell<super::bias::Streak>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value (and the streak) are only reached by the lock's holder, which the lock and
+// its bias protocol make exclusive (`sync::bias`).
+unsafe impl<T: Send> Sync for BiasedSpinLock<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for BiasedSpinLock<T> {}
+
+impl<T> BiasedSpinLock<T> {
+    pub(crate) fn new(value: T) -> BiasedSpinLock<T> {
+        super::bias::prepare();
+        BiasedSpinLock {
+            locked: AtomicBool::new(false),
+            bias: super::bias::Bias::new(),
+            streak: UnsafeCell::new(super::bias::Streak::new()),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+        let me = current_processor().map_or(0, |p| p.uid);
+        if self.bias.try_owner(me) {
+            return SpinGuard { flag: self.bias.held(), value: &self.value };
+        }
+        self.lock_unbiased(me)
+    }
+
+    #[inline(never)]
+    fn lock_unbiased(&self, me: usize) -> SpinGuard<'_, T> {
+        acquire(&self.locked);
+        // SAFETY: the streak is only touched under `locked`, which we hold.
+        self.bias.after_lock(unsafe { &mut *self.streak.get() }, me);
+        SpinGuard { flag: &self.locked, value: &self.value }
+    }
+}
+
+/// The holder's access to a locked [`SpinLock`] or [`BiasedSpinLock`]: dropping it releases the
+/// flag it was taken through (the lock's word, or a biased lock's owner flag).
 pub(crate) struct SpinGuard<'a, T> {
-    lock: &'a SpinLock<T>,
+    flag: &'a AtomicBool,
+    value: &'a UnsafeCell<T>,
 }
 
 impl<'a, T> SpinGuard<'a, T> {
@@ -705,7 +761,7 @@ impl<'a, T> SpinGuard<'a, T> {
     /// into the returned flag ([`link_after_switch`]).
     #[inline(always)]
     fn into_held(self) -> *const AtomicBool {
-        let l: *const AtomicBool = &self.lock.locked;
+        let l: *const AtomicBool = self.flag;
         std::mem::forget(self);
         l
     }
@@ -716,7 +772,7 @@ impl<T> Deref for SpinGuard<'_, T> {
     #[inline]
     fn deref(&self) -> &T {
         // SAFETY: the guard holds the lock.
-        unsafe { &*self.lock.value.get() }
+        unsafe { &*self.value.get() }
     }
 }
 
@@ -724,13 +780,13 @@ impl<T> DerefMut for SpinGuard<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard holds the lock.
-        unsafe { &mut *self.lock.value.get() }
+        unsafe { &mut *self.value.get() }
     }
 }
 
 impl<T> Drop for SpinGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lock.locked.store(false, Ordering::Release);
+        self.flag.store(false, Ordering::Release);
     }
 }
