@@ -41,7 +41,7 @@ impl Model {
 
     /// `BiasedSpinLock::lock` from processor `me`.
     fn lock(&self, me: usize) -> Held {
-        if self.bias.try_owner(me) {
+        if me != 0 && self.bias.try_owner(me) {
             return Held::Owner;
         }
         while self.locked.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {

@@ -96,11 +96,12 @@ impl Bias {
         &self.held
     }
 
-    /// The owner's path: true if the lock is biased to `me` (a processor id, 0: none) and is now
+    /// The owner's path: true if the lock is biased to `me` (a processor id, never 0) and is now
     /// held through [`Bias::held`]; false if the caller must take the unbiased lock.
     #[inline(always)]
     pub(crate) fn try_owner(&self, me: usize) -> bool {
-        if me == 0 || self.owner.load(Ordering::Relaxed) != me {
+        debug_assert!(me != 0);
+        if self.owner.load(Ordering::Relaxed) != me {
             return false;
         }
         self.held.store(true, Ordering::Relaxed);

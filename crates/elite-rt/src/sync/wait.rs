@@ -192,7 +192,14 @@ impl WaitNode {
     /// thread when it is not a ULT.
     #[inline]
     pub(crate) fn new() -> WaitNode {
-        let who = match current_processor().and_then(|p| p.current_ult()) {
+        WaitNode::new_on(current_processor())
+    }
+
+    /// [`WaitNode::new`] with the caller's `current_processor()`, looked up since its last switch
+    /// (a channel looks it up once per operation, for its lock and its node).
+    #[inline]
+    pub(crate) fn new_on(here: Option<&Processor>) -> WaitNode {
+        let who = match here.and_then(|p| p.current_ult()) {
             Some(tcb) => {
                 let w = &tcb.tcb().wait;
                 // Only this ULT starts its waits; earlier ones are all resolved (it runs), and a
@@ -356,13 +363,20 @@ impl WaitNode {
     /// is notified; call [`Wake::wake`] once the object's lock is released.
     #[inline(always)]
     pub(crate) fn notify(&self) -> Option<Wake> {
+        self.notify_on(current_processor())
+    }
+
+    /// [`WaitNode::notify`] with the caller's `current_processor()`, looked up since its last
+    /// switch (see [`WaitNode::new_on`]).
+    #[inline(always)]
+    pub(crate) fn notify_on(&self, here: Option<&Processor>) -> Option<Wake> {
         if let Who::Ult { tcb, word } = &self.who {
             let w = word.get();
             if w & NODE_TIMED == 0 {
                 // Untimed, and linked only after its ULT switched out: nobody but us, under the
                 // object's lock, can resolve it (module docs), so a store does.
                 tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
-                return Some(Self::wake_ult(*tcb));
+                return Some(Self::wake_ult(*tcb, here));
             }
         }
         self.notify_slow()
@@ -375,7 +389,7 @@ impl WaitNode {
             Who::Ult { tcb, word } => {
                 let t = *tcb;
                 resolve(&t.tcb().wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
-                Some(Self::wake_ult(t))
+                Some(Self::wake_ult(t, current_processor()))
             }
             Who::Thread { thread, state } => {
                 let th = thread.clone(); // the node may be gone once the state says NOTIFIED
@@ -388,8 +402,8 @@ impl WaitNode {
     /// The wake-up of a notified ULT `t`: deferred past the object's lock when we are a ULT of its
     /// runtime, done now otherwise (module docs).
     #[inline(always)]
-    fn wake_ult(t: TcbRef) -> Wake {
-        match current_processor().filter(|p| p.current_ult().is_some() && p.shared.is_own(t)) {
+    fn wake_ult(t: TcbRef, here: Option<&Processor>) -> Wake {
+        match here.filter(|p| p.current_ult().is_some() && p.shared.is_own(t)) {
             Some(p) => Wake::Ult(t, p),
             None => {
                 // Not a ULT of its runtime: wake now, under the object's lock (module docs).
@@ -733,11 +747,20 @@ impl<T> BiasedSpinLock<T> {
 
     #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
-        let me = current_processor().map_or(0, |p| p.uid);
-        if self.bias.try_owner(me) {
-            return SpinGuard { flag: self.bias.held(), value: &self.value };
+        self.lock_on(current_processor())
+    }
+
+    /// [`BiasedSpinLock::lock`] with the caller's `current_processor()`, looked up since its last
+    /// switch (see [`WaitNode::new_on`]).
+    #[inline(always)]
+    pub(crate) fn lock_on(&self, here: Option<&Processor>) -> SpinGuard<'_, T> {
+        if let Some(p) = here {
+            if self.bias.try_owner(p.uid) {
+                return SpinGuard { flag: self.bias.held(), value: &self.value };
+            }
+            return self.lock_unbiased(p.uid);
         }
-        self.lock_unbiased(me)
+        self.lock_unbiased(0)
     }
 
     #[inline(never)]
