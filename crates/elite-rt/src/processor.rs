@@ -143,8 +143,10 @@ pub(crate) struct Core {
     spill: Vec<*mut Tcb>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
-    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
-    nested: u32,
+    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one), plus one
+    /// for good in chaos mode (whose loop picks the next ULT at random): no direct hand-off while
+    /// non-zero, one test on the hand-off path for both.
+    no_hand_off: u32,
     /// Pinned ULTs started here and not exited (`Builder::pinned`): while there are any, blocking
     /// calls made here run on this thread instead of handing the processor, and with it the
     /// pinned ULTs, to another OS thread (`crate::blocking::switched`).
@@ -266,7 +268,7 @@ impl Processor {
             admit_one: false,
             spill: Vec::new(),
             inline_child: None,
-            nested: 0,
+            no_hand_off: u32::from(c.chaos.is_some()),
             pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
@@ -763,9 +765,9 @@ impl Processor {
         if let Some(j) = joiner {
             self.core().affinity.pause(j);
         }
-        self.core().nested += 1;
+        self.core().no_hand_off += 1;
         self.start_ult(t, crate::blocking::current_worker());
-        self.core().nested -= 1;
+        self.core().no_hand_off -= 1;
         if joiner.is_some() {
             self.core().affinity.resume();
         }
@@ -911,6 +913,9 @@ impl Processor {
         let check_canary = self.check_canary;
         // Fixed for the processor's life: read once here, not at every resume.
         let (begin_hook, end_hook) = self.core().affinity.run_hooks();
+        // Whether anything at all runs after a switch out (rare: a recording or hardware-counting
+        // policy, unguarded stacks): one test per switch when nothing does.
+        let after_hooks = end_hook || check_canary;
         loop {
             let tcb = t.tcb();
             tcb.processor.store(self.index, Ordering::Relaxed);
@@ -928,11 +933,13 @@ impl Processor {
                 }
                 let result = ctx.co.resume(Resumer(self));
                 self.current.set(None);
-                if end_hook {
-                    self.core().affinity.end_run(t);
-                }
-                if check_canary {
-                    self.check_canary(t);
+                if after_hooks {
+                    if end_hook {
+                        self.core().affinity.end_run(t);
+                    }
+                    if check_canary {
+                        self.check_canary(t);
+                    }
                 }
                 if let CoroutineResult::Yield(Switch::Yield) = result {
                     stats.yields.bump();
@@ -989,8 +996,8 @@ impl Processor {
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
         let n = core.next?;
-        if core.step() || core.nested > 0 || self.chaos.on {
-            return None; // (the chaos mode's loop picks the next ULT at random)
+        if core.step() || core.no_hand_off > 0 {
+            return None; // (a join fast path waits below us; the chaos mode's loop picks at random)
         }
         let remote = self.remote();
         if !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !core.timers.is_empty() {
