@@ -41,8 +41,8 @@
 //! The holder of the unbiased lock biases it to its processor after `threshold` acquisitions in a
 //! row from that processor (64 at first); each revocation doubles the threshold (up to 2^20), so a
 //! lock that moves between processors pays at most one heavy barrier per `threshold` acquisitions.
-//! The process registers for `membarrier` once, on a thread of its own when the first biased lock
-//! is made (the registration waits for an RCU grace period, 10 to 20 ms here); no lock is biased
+//! The process registers for `membarrier` once, on a thread of its own when the first processor is
+//! made (the registration waits for an RCU grace period, 10 to 20 ms here); no lock is biased
 //! before it is done, and none ever without `membarrier` (another OS, an old kernel).
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
@@ -256,8 +256,8 @@ mod membarrier {
     }
 }
 
-/// Gets the heavy barrier ready (in the background) for the locks made from now on: the first
-/// biased lock's maker calls it.
+/// Gets the heavy barrier ready, in the background, once per process (`Processor::new` calls it:
+/// only code on a processor can own a bias).
 #[cfg(all(not(loom), target_os = "linux"))]
 pub(crate) fn prepare() {
     membarrier::prepare();

@@ -736,7 +736,6 @@ unsafe impl<T: Send> Send for BiasedSpinLock<T> {}
 
 impl<T> BiasedSpinLock<T> {
     pub(crate) fn new(value: T) -> BiasedSpinLock<T> {
-        super::bias::prepare();
         BiasedSpinLock {
             locked: AtomicBool::new(false),
             bias: super::bias::Bias::new(),
