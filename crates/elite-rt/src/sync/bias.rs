@@ -129,9 +129,12 @@ impl Bias {
         }
         if streak.last == me {
             streak.count += 1;
-            if streak.count >= streak.threshold && heavy_barrier_available() {
-                // Published by the caller's unlock (Release); only `me` acts on it.
-                self.owner.store(me, Ordering::Relaxed);
+            if streak.count >= streak.threshold {
+                if heavy_barrier_available() {
+                    // Published by the caller's unlock (Release); only `me` acts on it.
+                    self.owner.store(me, Ordering::Relaxed);
+                }
+                // (Without the barrier yet: count another streak, never past the threshold.)
                 streak.count = 0;
             }
         } else {
