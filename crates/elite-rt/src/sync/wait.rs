@@ -2,9 +2,9 @@
 //!
 //! Every primitive of [`crate::sync`] is a small state protected by a [`SpinLock`] (the channels':
 //! a [`BiasedSpinLock`], which the processor that keeps taking it takes without an atomic
-//! read-modify-write, `sync::bias`) plus one or more [`WaitList`]s of [`WaitNode`]s. A node lives on the waiter's own stack (ELiTE binds a blocked
-//! thread to the object it waits on, figure 2.4): linking it costs no allocation, and the list is
-//! intrusive and FIFO.
+//! read-modify-write, `sync::bias`) plus one or more [`WaitList`]s of [`WaitNode`]s. A node lives
+//! on the waiter's own stack (ELiTE binds a blocked thread to the object it waits on, figure 2.4):
+//! linking it costs no allocation, and the list is intrusive and FIFO.
 //!
 //! # The wait protocol (ELiTE's scheduler model, DESIGN §3 step 4)
 //!
