@@ -973,7 +973,7 @@ impl Processor {
                     // SAFETY: the ULT switched out holding the object's lock, `to` and its node on
                     // its frozen stack, the object alive and untouched by anyone else until the
                     // node is linked and the lock released, which this does (`Switch::Link`).
-                    unsafe { crate::sync::wait::link_after_switch(to) };
+                    unsafe { crate::sync::wait::link_after_switch(to, t) };
                 }
                 CoroutineResult::Yield(Switch::Sleep(deadline)) => {
                     self.core().timers.insert(deadline, t);
@@ -1231,20 +1231,32 @@ impl Processor {
     /// paths (`sync::wait`, "Switch depth").
     #[inline(always)]
     pub(crate) fn wake_from_ult(&self, t: TcbRef) {
-        debug_assert!(self.current_ult().is_some());
-        if self.waker_stays && !t.tcb().pinned.get() {
-            let _ = crate::prefetch::ult(t); // (as in `wake_to`)
-            if self.remote().runq.len() != 0 {
-                return self.make_ready_queued(t);
-            }
-            let core = self.core();
-            if core.next.is_none() {
-                core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
-                return;
-            }
-            return self.wake_slow(t);
+        if !self.wake_here_from_ult(t) {
+            self.wake(t);
         }
-        self.wake(t);
+    }
+
+    /// [`Processor::wake_from_ult`]'s No Affinity case: true if it made `t` ready (here, or
+    /// through `wake_slow`); false if the caller must call `wake`. True only without the chaos
+    /// mode, so a caller that gets true has no chaos decision point to take.
+    #[inline(always)]
+    pub(crate) fn wake_here_from_ult(&self, t: TcbRef) -> bool {
+        debug_assert!(self.current_ult().is_some());
+        if !self.waker_stays || t.tcb().pinned.get() {
+            return false;
+        }
+        let _ = crate::prefetch::ult(t); // (as in `wake_to`)
+        if self.remote().runq.len() != 0 {
+            self.make_ready_queued(t);
+            return true;
+        }
+        let core = self.core();
+        if core.next.is_none() {
+            core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+            return true;
+        }
+        self.wake_slow(t);
+        true
     }
 
     /// The chaos mode's decision point (`chaos::decision_point`) for code running on this

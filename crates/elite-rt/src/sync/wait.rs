@@ -435,8 +435,10 @@ impl Wake {
             Wake::Ult(t, p) => {
                 // SAFETY: the processor runs the notifier, which has not switched since `notify`.
                 let p = unsafe { &*p };
-                p.wake_from_ult(t);
-                p.decision_point(); // (no switch since: still the processor running us)
+                if !p.wake_here_from_ult(t) {
+                    p.wake(t);
+                    p.decision_point(); // (no switch since: still the processor running us)
+                }
             }
             other => {
                 other.deliver();
@@ -534,8 +536,14 @@ impl WaitList {
     /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
     #[inline]
     pub(crate) fn push_back(&mut self, n: &WaitNode) {
-        debug_assert!(!n.is_linked());
         self.note(n);
+        self.link_back(n);
+    }
+
+    /// [`WaitList::push_back`] without the note for the deadlock report (its caller made it).
+    #[inline]
+    fn link_back(&mut self, n: &WaitNode) {
+        debug_assert!(!n.is_linked());
         n.next.set(ptr::null());
         n.prev.set(self.tail);
         if let Some(t) = self.node(self.tail) {
@@ -621,11 +629,11 @@ pub(crate) struct LinkTo {
 /// the node and wake the ULT).
 ///
 /// # Safety
-/// `to` comes from a `block_on` whose ULT has switched out and not been resumed: it and the node
+/// `to` comes from a `block_on` whose ULT, `t`, has switched out and not been resumed: it and the node
 /// live on its frozen stack, and the list is inside the object whose spin lock `to.lock` is held
 /// (for this call to release).
 #[inline(always)]
-pub(crate) unsafe fn link_after_switch(to: *const LinkTo) {
+pub(crate) unsafe fn link_after_switch(to: *const LinkTo, t: TcbRef) {
     // SAFETY: per the contract, `to` is alive (the ULT stays switched out until the unlock below
     // lets a notifier wake it, and nothing reads `to` after that).
     let LinkTo { node, list, lock, front } = unsafe { &*to };
@@ -634,7 +642,9 @@ pub(crate) unsafe fn link_after_switch(to: *const LinkTo) {
     if *front {
         list.push_front(node); // (rare: a mutex waiter that lost a race; not inlined)
     } else {
-        list.push_back(node);
+        // The node is `t`'s (a ULT's): its note for the deadlock report without looking.
+        crate::deadlock::note_wait(t, list.kind, list as *const WaitList as usize);
+        list.link_back(node);
     }
     // SAFETY: per the contract, the lock is held (by the switched-out waiter, on our behalf).
     unsafe { (**lock).store(false, Ordering::Release) };
