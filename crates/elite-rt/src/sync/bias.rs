@@ -251,9 +251,13 @@ mod membarrier {
 
     /// A full barrier on every CPU running a thread of this process.
     pub(super) fn barrier() {
-        // Only called once `available` said yes (a lock is biased only then); should it fail
-        // anyway, nothing would order the owner's store: stop rather than lose exclusion.
-        if !call(CMD_PRIVATE_EXPEDITED) {
+        if call(CMD_PRIVATE_EXPEDITED) {
+            return;
+        }
+        // Registered, or no lock would be biased; but a forked child's address space starts
+        // unregistered (with our state copied): register it now, then try again. Should that
+        // fail, nothing would order the owner's store: stop rather than lose exclusion.
+        if !(call(CMD_REGISTER_PRIVATE_EXPEDITED) && call(CMD_PRIVATE_EXPEDITED)) {
             crate::fatal("membarrier(PRIVATE_EXPEDITED) failed after registration");
         }
     }
