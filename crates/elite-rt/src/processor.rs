@@ -280,9 +280,6 @@ impl Processor {
             affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
         };
         let remote: *const Remote = &shared.processors[index];
-        // Only code on a processor takes a biased lock's owner path: get the barrier its
-        // revokers need ready (once per process, in the background).
-        crate::sync::bias::prepare();
         static UIDS: AtomicUsize = AtomicUsize::new(1);
         Processor {
             index,

@@ -41,9 +41,10 @@
 //! The holder of the unbiased lock biases it to its processor after `threshold` acquisitions in a
 //! row from that processor (64 at first); each revocation doubles the threshold (up to 2^20), so a
 //! lock that moves between processors pays at most one heavy barrier per `threshold` acquisitions.
-//! The process registers for `membarrier` once, on a thread of its own when the first processor is
-//! made (the registration waits for an RCU grace period, 10 to 20 ms here); no lock is biased
-//! before it is done, and none ever without `membarrier` (another OS, an old kernel).
+//! The process registers for `membarrier` once, when its first runtime starts, on the starting
+//! thread (microseconds in a process of one thread, else an RCU grace period, about 7 ms here);
+//! no lock is biased before it is done, and none ever without `membarrier` (another OS, an old
+//! kernel).
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
 
@@ -215,9 +216,8 @@ mod membarrier {
     const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
     const IDLE: u8 = 0;
-    const REGISTERING: u8 = 1;
-    const READY: u8 = 2;
-    const UNAVAILABLE: u8 = 3;
+    const READY: u8 = 1;
+    const UNAVAILABLE: u8 = 2;
 
     /// Where the process's registration for private expedited barriers stands.
     static STATE: AtomicU8 = AtomicU8::new(IDLE);
@@ -227,21 +227,16 @@ mod membarrier {
         unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long) == 0 }
     }
 
-    /// Starts the registration, once per process, on a thread of its own: it waits for an RCU
-    /// grace period (10 to 20 ms on the build machines), which must not stall a processor.
+    /// Registers, once per process, on the calling thread: a few microseconds while the process
+    /// has a single thread, else the wait for an RCU grace period (about 7 ms on the build
+    /// machines). Synchronous on purpose: a thread of its own would come and go at a moment
+    /// nobody chose (the exhaustion test counts mappings), and it is paid once.
     pub(super) fn prepare() {
-        if STATE.load(Ordering::Relaxed) != IDLE
-            || STATE.compare_exchange(IDLE, REGISTERING, Ordering::Relaxed, Ordering::Relaxed).is_err()
-        {
-            return;
-        }
-        let spawned = std::thread::Builder::new().name("elite-membarrier".into()).spawn(|| {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
             let ok = call(CMD_REGISTER_PRIVATE_EXPEDITED);
             STATE.store(if ok { READY } else { UNAVAILABLE }, Ordering::Release);
         });
-        if spawned.is_err() {
-            STATE.store(UNAVAILABLE, Ordering::Relaxed);
-        }
     }
 
     /// Whether the registration is done (until then no lock is biased).
@@ -263,8 +258,8 @@ mod membarrier {
     }
 }
 
-/// Gets the heavy barrier ready, in the background, once per process (`Processor::new` calls it:
-/// only code on a processor can own a bias).
+/// Gets the heavy barrier ready, once per process (`Runtime::start` calls it, before its threads
+/// start: only code on a processor can own a bias).
 #[cfg(all(not(loom), target_os = "linux"))]
 pub(crate) fn prepare() {
     membarrier::prepare();
