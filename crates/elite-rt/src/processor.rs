@@ -17,6 +17,9 @@
 //!    yield) start one ULT from the start-queues first, and when there is none, every 64th round
 //!    run the runqueue's *lowest*-priority ULT first, so that ready ULTs that keep each other
 //!    going cannot keep never-started or long-ready ones waiting for ever.
+//!    A yield with other ULTs ready skips the loop: the yielder goes behind them and the best
+//!    runs at once (`requeue_yielded`, `hand_off`); a round-robin of many yielders takes them
+//!    from the runqueue in batches, one lock per batch (`queue::run::YieldBatch`).
 //! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
@@ -43,7 +46,7 @@ use crate::pool::{Got, LocalPool};
 use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
-use crate::queue::run::RunQueue;
+use crate::queue::run::{RunQueue, YieldBatch};
 use crate::queue::shared::TAKE_MAX;
 use crate::queue::start::steal_one;
 use crate::queue::tcb_stack::TcbStack;
@@ -137,6 +140,9 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
+    /// Yielding ULTs taken from and going back to the runqueue's zero lane, one lock per
+    /// batch (see [`YieldBatch`]): empty except inside a chain of switches of `run_ult`.
+    batch: YieldBatch,
     /// The oldest half of a full own start-queue on its way down a level (`push_start_overflow`):
     /// a buffer kept here, not on the spawning ULT's (possibly small) stack.
     spill: Vec<*mut Tcb>,
@@ -256,6 +262,7 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
+            batch: YieldBatch::new(),
             spill: Vec::new(),
             inline_child: None,
             nested: 0,
@@ -447,11 +454,26 @@ impl Processor {
         self.core().scratch = due;
     }
 
-    /// Puts a ready ULT in the runqueue with the policy's key (never in the `next` slot).
+    /// Puts a ready ULT in the runqueue with the policy's key (never in the `next` slot), after
+    /// the yield batch's ULTs (if any), so that the policy orders it among all of them.
     #[inline]
     fn enqueue(&self, t: TcbRef) {
-        let key = self.core().affinity.priority(t);
-        self.runq().push(key, t);
+        let core = self.core();
+        let key = core.affinity.priority(t);
+        if core.batch.is_empty() {
+            self.runq().push(key, t);
+        } else {
+            self.runq().push_flushing(key, t, &mut core.batch);
+        }
+    }
+
+    /// Puts the yield batch's ULTs back in the runqueue (see [`YieldBatch`]).
+    #[inline]
+    fn flush_batch(&self) {
+        let core = self.core();
+        if !core.batch.is_empty() {
+            self.runq().flush_batch(&mut core.batch);
+        }
     }
 
     /// Puts a ready ULT in this processor's runqueue with the policy's key, or in the `next` slot
@@ -939,6 +961,9 @@ impl Processor {
                 // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
                 // resumed, which cannot happen before `action` publishes it.
                 CoroutineResult::Yield(Switch::Park { data, action }) => {
+                    // The action may hand the processor to another OS thread: the batch goes
+                    // back first (see `YieldBatch`).
+                    self.flush_batch();
                     // SAFETY: as above.
                     unsafe { action(data, t, self) };
                     // A blocking call's action may have handed this processor to another OS
@@ -956,6 +981,7 @@ impl Processor {
                 }
                 CoroutineResult::Yield(Switch::Sleep(deadline)) => {
                     self.core().timers.insert(deadline, t);
+                    self.flush_batch();
                     return;
                 }
                 // The trampoline never returns; only a forced unwind (shutdown) ends it.
@@ -963,7 +989,11 @@ impl Processor {
             }
             match self.hand_off() {
                 Some(n) => t = n,
-                None => return,
+                None => {
+                    // Back to the loop: every ready ULT in the runqueue (see `YieldBatch`).
+                    self.flush_batch();
+                    return;
+                }
             }
         }
     }
@@ -1002,6 +1032,7 @@ impl Processor {
         }
         core.next.is_none()
             && self.runq().len() == 0
+            && core.batch.is_empty()
             && self.remote().wakeup.is_empty()
             && self.remote().start.is_empty()
             && core.timers.is_empty()
@@ -1019,12 +1050,22 @@ impl Processor {
         }
         let key = core.affinity.yield_priority(t);
         if !self.central && core.next.is_none() && !self.start_work_visible() {
-            // Nothing to admit: queue `t` and take the best ready ULT in one critical section
-            // (one lock round trip instead of two); the best runs next.
+            // Nothing to admit: queue `t` and take the best ready ULT; the best runs next.
+            if key == 0 && !self.chaos.on {
+                // The zero lane's round-robin (see `YieldBatch`): the batch's next ULT, without
+                // the lock, or a refill under one acquisition.
+                core.next = match core.batch.swap(t) {
+                    Ok(n) => Some(n),
+                    Err(t) => self.runq().yield_refill(t, &mut core.batch),
+                };
+                return;
+            }
+            // In one critical section (one lock round trip instead of two).
+            self.flush_batch();
             core.next = self.runq().push_pop_best(key, t);
             return;
         }
-        self.runq().push(key, t);
+        self.runq().push_flushing(key, t, &mut core.batch);
         core.admit_one = true;
     }
 
