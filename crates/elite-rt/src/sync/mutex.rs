@@ -29,17 +29,22 @@
 //!
 //! # Hold times
 //!
-//! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions; one
-//! acquisition in eight is measured, contended or not (a time stamp costs as much as the lock
-//! itself on some machines: 7 ns on the build VMs, two per measured hold). Their average drives
-//! the adaptive spin policy: above the threshold (half a measured context switch) a waiter blocks
-//! at once.
+//! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions. Only
+//! a contended lock is measured, one acquisition in eight: a waiter that finds the lock taken
+//! raises the `wanted` flag, and the next acquisition whose count is a multiple of 8 lowers it
+//! and is measured. A time stamp costs more than the lock itself on some machines (7 to 9 ns on
+//! the build VMs, two per measured hold, where a lock and an unlock cost about 10 ns): measuring
+//! one uncontended acquisition in eight was a tenth of `mutex_contended` at one processor, for
+//! an average that only waiters read. Their average drives the adaptive spin policy: above the
+//! threshold (half a measured context switch) a waiter blocks at once. After a quiet spell it is
+//! that of the last contended one, until new samples replace it.
 //!
 //! # Layout
 //!
 //! What every lock and unlock touches is one cache line: the state word, the poison flag, the
-//! holder's acquisition counter (a `u8`: it only picks one acquisition in eight) and the data
-//! right after them, when it fits in the line's other 56 bytes (and its alignment is at most 8).
+//! holder's acquisition counter (a `u8`: it only picks one acquisition in eight), the `wanted`
+//! and `measuring` flags, and the data right after them, when it fits in the line's other 56
+//! bytes (and its alignment is at most 8).
 //! The wait list, the hold-time samples and their average, which only contended locks and the
 //! sampled acquisitions touch, live in lines of their own in front of it (`Cold`, 64-aligned;
 //! the data, possibly unsized, must come last). Uncontended, a lock and an unlock touch that one
@@ -118,8 +123,14 @@ pub struct Mutex<T: ?Sized> {
     cold: Cold,
     state: LockWord,
     poison: AtomicBool,
-    /// Acquisitions, holder-only: the one whose count is a multiple of 8 is measured.
+    /// Acquisitions, holder-only: the one whose count is a multiple of 8 is measured, if
+    /// `wanted`.
     count: UnsafeCell<u8>,
+    /// Raised by waiters (the lock is contended), lowered by the holder that measures its hold
+    /// (see "Hold times" in the module docs). Relaxed: it only decides whether to measure.
+    wanted: AtomicBool,
+    /// Whether the current acquisition is measured; holder-only.
+    measuring: UnsafeCell<bool>,
     data: UnsafeCell<T>,
 }
 
@@ -141,6 +152,8 @@ impl<T> Mutex<T> {
             state: LockWord::new(),
             poison: AtomicBool::new(false),
             count: UnsafeCell::new(0),
+            wanted: AtomicBool::new(false),
+            measuring: UnsafeCell::new(false),
             data: UnsafeCell::new(value),
         }
     }
@@ -219,22 +232,32 @@ impl<T: ?Sized> Mutex<T> {
         unsafe { &mut *self.cold.holds.get() }
     }
 
-    /// Whether the current acquisition is a measured one. Holder-only.
-    #[inline]
-    fn measured(&self) -> bool {
-        // SAFETY: only the holder of the lock reads or writes the counter.
-        unsafe { *self.count.get() }.is_multiple_of(8)
-    }
-
-    #[inline]
     /// Counts this acquisition, and starts measuring its hold time if it is one of the sampled
-    /// ones.
+    /// ones and a waiter came since the last measured one.
+    #[inline]
     fn begin_hold(&self) {
         // SAFETY: only the holder of the lock reads or writes the counter.
         let c = unsafe { &mut *self.count.get() };
         *c = c.wrapping_add(1);
-        if c.is_multiple_of(8) {
-            self.holds().since = ticks();
+        if c.is_multiple_of(8) && self.wanted.load(Ordering::Relaxed) {
+            self.begin_measured_hold();
+        }
+    }
+
+    /// [`Mutex::begin_hold`] of a measured acquisition, out of line.
+    #[inline(never)]
+    fn begin_measured_hold(&self) {
+        self.wanted.store(false, Ordering::Relaxed);
+        // SAFETY: only the holder of the lock reads or writes the flag.
+        unsafe { *self.measuring.get() = true };
+        self.holds().since = ticks();
+    }
+
+    /// A waiter found the lock taken: the holds are worth measuring again.
+    #[inline]
+    fn want_measures(&self) {
+        if !self.wanted.load(Ordering::Relaxed) {
+            self.wanted.store(true, Ordering::Relaxed);
         }
     }
 
@@ -245,6 +268,7 @@ impl<T: ?Sized> Mutex<T> {
 
     #[cold]
     fn lock_contended(&self) {
+        self.want_measures();
         let mut losses = 0usize;
         loop {
             let mut spin = Spinner::new(self.average_hold());
@@ -323,14 +347,17 @@ impl<T: ?Sized> Mutex<T> {
     /// Records the hold time if this acquisition was measured.
     #[inline]
     fn record_hold(&self) {
-        if self.measured() {
+        // SAFETY: only the holder of the lock reads or writes the flag.
+        if unsafe { *self.measuring.get() } {
             self.record_measured_hold();
         }
     }
 
-    /// [`Mutex::record_hold`] of a measured acquisition, out of line (one in eight).
+    /// [`Mutex::record_hold`] of a measured acquisition, out of line.
     #[inline(never)]
     fn record_measured_hold(&self) {
+        // SAFETY: only the holder of the lock reads or writes the flag.
+        unsafe { *self.measuring.get() = false };
         let h = self.holds();
         let held = ticks().wrapping_sub(h.since);
         h.samples[h.next] = held;
@@ -460,9 +487,10 @@ impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::Mutex;
+    use crate::atomics::Ordering;
     use std::mem::{align_of, offset_of};
 
-    /// The hot line of "Layout" (module docs): the state word starts a cache line, and the flag,
+    /// The hot line of "Layout" (module docs): the state word starts a cache line, and the flags,
     /// the counter and up to 56 bytes of data share it.
     #[test]
     fn state_and_data_share_one_cache_line() {
@@ -471,6 +499,8 @@ mod tests {
             assert_eq!(state % 64, 0, "the state word starts a line");
             assert!(offset_of!(Mutex<T>, poison) - state < 64);
             assert!(offset_of!(Mutex<T>, count) - state < 64);
+            assert!(offset_of!(Mutex<T>, wanted) - state < 64);
+            assert!(offset_of!(Mutex<T>, measuring) - state < 64);
             let data = offset_of!(Mutex<T>, data);
             assert!(data + std::mem::size_of::<T>() - state <= 64, "the data ends within the line");
             assert_eq!(align_of::<Mutex<T>>(), 64);
@@ -481,17 +511,45 @@ mod tests {
         check::<(u64, u64, u64, u64, u64, u64, u64)>();
     }
 
-    /// A measured acquisition (every 8th) records its hold time; the average follows.
+    /// Only a contended lock is measured: uncontended acquisitions take no time stamp; once a
+    /// waiter raised `wanted`, the next acquisition whose count is a multiple of 8 is measured
+    /// (and lowers it).
     #[test]
-    fn every_eighth_acquisition_is_measured() {
+    fn only_contended_acquisitions_are_measured() {
         let m = Mutex::new(0u32);
-        for _ in 0..64 {
-            let mut g = m.lock().unwrap();
-            *g += 1;
-            std::hint::black_box(&mut *g);
+        let lock_8 = || {
+            for _ in 0..8 {
+                let mut g = m.lock().unwrap();
+                *g += 1;
+                std::hint::black_box(&mut *g);
+            }
+        };
+        for _ in 0..8 {
+            lock_8();
         }
-        assert_eq!(*m.lock().unwrap(), 64);
-        // (The 65th acquisition, just above, is not a measured one.)
-        assert_eq!(m.holds().next, 0, "8 measured acquisitions filled the 8 samples once");
+        assert_eq!(m.holds().next, 0, "uncontended: nothing measured");
+        for _ in 0..3 {
+            m.want_measures();
+            lock_8();
+            assert!(!m.wanted.load(Ordering::Relaxed), "the measured acquisition lowers the flag");
+            lock_8();
+        }
+        assert_eq!(*m.lock().unwrap(), 112);
+        assert_eq!(m.holds().next, 3, "one measured acquisition per raised flag");
+    }
+
+    /// A waiter that finds the lock taken raises `wanted`.
+    #[test]
+    fn a_waiter_raises_wanted() {
+        let m = std::sync::Arc::new(Mutex::new(0u32));
+        let g = m.lock().unwrap();
+        let m2 = m.clone();
+        let waiter = std::thread::spawn(move || *m2.lock().unwrap() += 1);
+        while !m.wanted.load(Ordering::Relaxed) {
+            std::thread::yield_now();
+        }
+        drop(g);
+        waiter.join().unwrap();
+        assert_eq!(*m.lock().unwrap(), 1);
     }
 }
