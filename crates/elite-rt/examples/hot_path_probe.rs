@@ -15,14 +15,15 @@
 //! `wake-data` (the same, both ULTs having declared a data block, so that the prefetch runs),
 //! and `mutex` (`elite-bench sync --bench mutex_contended` on one processor: 1024 ULTs each take
 //! turns of {lock a shared mutex, increment, unlock, yield}, N turns in all; `--ults K` changes
-//! the 1024). `--no-prefetch` builds the runtime with prefetch off.
+//! the 1024). `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P
+//! processors instead of one.
 
 use elite_rt::sync::{Mutex, Semaphore};
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex N [--ults K] [--no-prefetch]";
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex N [--ults K] [--processors P] [--no-prefetch]";
     let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
@@ -32,7 +33,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(i) => args.get(i + 1).and_then(|k| k.parse().ok()).filter(|&k| k > 0).ok_or(usage)?,
         None => 1024,
     };
-    let rt = elite_rt::Runtime::builder().processors(1).prefetch(prefetch).build()?;
+    let processors: usize = match args.iter().position(|a| a == "--processors") {
+        Some(i) => args.get(i + 1).and_then(|k| k.parse().ok()).filter(|&k| k > 0).ok_or(usage)?,
+        None => 1,
+    };
+    let rt = elite_rt::Runtime::builder().processors(processors).prefetch(prefetch).build()?;
     let kind = kind.clone();
     let done = rt.block_on(move || match kind.as_str() {
         "spawn" => Ok((0..n).map(|i| elite_rt::spawn(move || i).join().unwrap_or(0)).sum::<u64>() + 1),

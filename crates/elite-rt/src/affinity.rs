@@ -495,6 +495,14 @@ impl Local {
         self.policy.hooks().priority(&ult_info(t, self.needs), &self.view())
     }
 
+    /// Whether [`yield_priority`](Self::yield_priority) is 0 for every ULT (No Affinity,
+    /// Minimum Misses), known without calling it: the yield batch's fast path
+    /// (`Processor::yield_from_batch`).
+    #[inline]
+    pub(crate) fn yields_at_zero(&self) -> bool {
+        matches!(self.kind, Kind::NoAffinity | Kind::MinimumMisses)
+    }
+
     /// The key of `t` entering this processor's runqueue after a yield: computed here for a
     /// built-in policy, by the hook for a custom one.
     #[inline]

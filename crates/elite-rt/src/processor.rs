@@ -47,7 +47,7 @@ use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
 use crate::queue::run::{RunQueue, YieldBatch};
-use crate::queue::shared::TAKE_MAX;
+use crate::queue::shared::{SharedStartQueue, TAKE_MAX};
 use crate::queue::start::steal_one;
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
@@ -212,6 +212,8 @@ pub(crate) struct Processor {
     pub(crate) shared: Arc<Shared>,
     /// `&shared.processors[index]`, resolved once (it is on every hot path).
     remote: *const Remote,
+    /// The start-queue level of this processor's node, resolved once (every yield looks at it).
+    node_start: *const SharedStartQueue<Tcb>,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
     // Copies of configuration read on the hot paths (one load instead of two).
@@ -277,9 +279,11 @@ impl Processor {
             affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
         };
         let remote: *const Remote = &shared.processors[index];
+        let node_start: *const SharedStartQueue<Tcb> = &shared.nodes[shared.processors[index].node].start;
         Processor {
             index,
             remote,
+            node_start,
             core: UnsafeCell::new(core),
             current: Cell::new(None),
             central: c.central,
@@ -922,7 +926,7 @@ impl Processor {
         let check_canary = self.check_canary;
         // Fixed for the processor's life: read once here, not at every resume.
         let (begin_hook, end_hook) = self.core().affinity.run_hooks();
-        loop {
+        'chain: loop {
             let tcb = t.tcb();
             tcb.processor.store(self.index, Ordering::Relaxed);
             // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
@@ -947,6 +951,10 @@ impl Processor {
                 }
                 if let CoroutineResult::Yield(Switch::Yield) = result {
                     stats.yields.bump();
+                    if let Some(n) = self.yield_from_batch(t) {
+                        t = n;
+                        continue 'chain;
+                    }
                     // Nothing else to run here: resume at once without touching any queue (unless
                     // the chaos mode moves the ULT).
                     if self.nothing_else_local() && !self.chaos.on {
@@ -1023,6 +1031,35 @@ impl Processor {
         Some(n)
     }
 
+    /// The yield of `t` in a round-robin served from the yield batch, in one step: what
+    /// `requeue_yielded` and `hand_off` would do when the batch holds a taken ULT (`t` takes its
+    /// place, and it runs next), with their tests once each; `None` (and nothing done) when
+    /// they would do anything else. Under No Affinity and Minimum Misses only (their yield key
+    /// is always 0; the batch is never filled under the others, nor in the central or chaos
+    /// mode).
+    #[inline]
+    fn yield_from_batch(&self, t: TcbRef) -> Option<TcbRef> {
+        let core = self.core();
+        let n = core.batch.peek_taken()?;
+        let remote = self.remote();
+        if core.next.is_some()
+            || core.nested > 0
+            || !core.affinity.yields_at_zero()
+            || !remote.wakeup.is_empty()
+            || !remote.cleanup.is_empty()
+            || !core.timers.is_empty()
+            || self.start_work_visible()
+            || n.tcb().life.get() != Life::Started
+            || core.step()
+        {
+            return None;
+        }
+        let _zero = core.affinity.yield_priority(t); // (0: its bookkeeping only)
+        let n = core.batch.swap(t).ok()?;
+        self.prefetch_chosen(n); // as `hand_off` does
+        Some(n)
+    }
+
     /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).
     #[inline]
     fn nothing_else_local(&self) -> bool {
@@ -1072,10 +1109,10 @@ impl Processor {
     /// Whether any start-queue this processor takes from (own, node, global) shows an entry.
     #[inline]
     fn start_work_visible(&self) -> bool {
-        let remote = self.remote();
-        !remote.start.is_empty()
-            || !self.shared.nodes[remote.node].start.is_empty()
-            || !self.shared.global_start.is_empty()
+        // SAFETY: `node_start` points into `shared.nodes`, a boxed slice that lives as long as
+        // `shared`, which this processor holds.
+        let node_start = unsafe { &*self.node_start };
+        !self.remote().start.is_empty() || !node_start.is_empty() || !self.shared.global_start.is_empty()
     }
 
     /// Checked after every switch out of a ULT on an unguarded stack.

@@ -610,6 +610,15 @@ impl YieldBatch {
         self.end == 0
     }
 
+    /// The taken ULT that runs at the next yield, if one is left.
+    #[inline]
+    pub(crate) fn peek_taken(&self) -> Option<TcbRef> {
+        if self.head == self.end {
+            return None;
+        }
+        self.slots.get(self.head).copied().flatten()
+    }
+
     /// A yield of `t` with key 0 while taken ULTs wait: `t` joins the yielded ones and the oldest
     /// taken one is returned to run next; `Err(t)` when none is left (refill under the lock).
     #[inline(always)]
