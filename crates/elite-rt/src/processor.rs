@@ -1056,7 +1056,9 @@ impl Processor {
         }
         let _zero = core.affinity.yield_priority(t); // (0: its bookkeeping only)
         let n = core.batch.swap(t).ok()?;
-        self.prefetch_chosen(n); // as `hand_off` does
+        if n.tcb().prefetching.get() {
+            self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
+        }
         Some(n)
     }
 
