@@ -42,13 +42,14 @@
 //! # Layout
 //!
 //! What every lock and unlock touches is one cache line: the state word, the poison flag, the
-//! holder's acquisition counter (a `u8`: it only picks one acquisition in eight), the `wanted`
-//! and `measuring` flags, and the data right after them, when it fits in the line's other 56
-//! bytes (and its alignment is at most 8).
-//! The wait list, the hold-time samples and their average, which only contended locks and the
-//! sampled acquisitions touch, live in lines of their own in front of it (`Cold`, 64-aligned;
-//! the data, possibly unsized, must come last). Uncontended, a lock and an unlock touch that one
-//! line; contended between processors, it is the one line that moves. A unit test checks it.
+//! holder's acquisition counter (a `u8`: it only picks one acquisition in eight) and its
+//! `measuring` flag, and the data right after them, when it fits in the line's other 56 bytes
+//! (and its alignment is at most 8). The wait list, the hold-time samples and their average,
+//! and the `wanted` flag, which only waiters and every 8th acquisition touch, live in lines of
+//! their own in front of it (`Cold`, 64-aligned; the data, possibly unsized, must come last).
+//! Uncontended, a lock and an unlock touch that one line (and every 8th acquisition reads
+//! `wanted`); contended between processors, it is the one line that moves, and waiters write
+//! no other field of it than the state word. A unit test checks the layout.
 
 use super::lock_word::LockWord;
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
@@ -79,6 +80,11 @@ struct Holds {
 struct Cold {
     /// Average of the last 8 measured hold times, published for waiters deciding to spin.
     avg_hold: AtomicU64,
+    /// Raised by waiters (the lock is contended), lowered by the holder that measures its hold
+    /// (see "Hold times" in the module docs); beside `avg_hold`, which waiters read anyway, so
+    /// that they never write the hot line but to take the lock. Relaxed: it only decides
+    /// whether to measure.
+    wanted: AtomicBool,
     holds: UnsafeCell<Holds>,
     waiters: SpinLock<WaitList>,
 }
@@ -126,9 +132,6 @@ pub struct Mutex<T: ?Sized> {
     /// Acquisitions, holder-only: the one whose count is a multiple of 8 is measured, if
     /// `wanted`.
     count: UnsafeCell<u8>,
-    /// Raised by waiters (the lock is contended), lowered by the holder that measures its hold
-    /// (see "Hold times" in the module docs). Relaxed: it only decides whether to measure.
-    wanted: AtomicBool,
     /// Whether the current acquisition is measured; holder-only.
     measuring: UnsafeCell<bool>,
     data: UnsafeCell<T>,
@@ -146,13 +149,13 @@ impl<T> Mutex<T> {
         Mutex {
             cold: Cold {
                 avg_hold: AtomicU64::new(0),
+                wanted: AtomicBool::new(false),
                 holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0 }),
                 waiters: SpinLock::new(WaitList::of(WaitKind::Mutex)),
             },
             state: LockWord::new(),
             poison: AtomicBool::new(false),
             count: UnsafeCell::new(0),
-            wanted: AtomicBool::new(false),
             measuring: UnsafeCell::new(false),
             data: UnsafeCell::new(value),
         }
@@ -239,7 +242,7 @@ impl<T: ?Sized> Mutex<T> {
         // SAFETY: only the holder of the lock reads or writes the counter.
         let c = unsafe { &mut *self.count.get() };
         *c = c.wrapping_add(1);
-        if c.is_multiple_of(8) && self.wanted.load(Ordering::Relaxed) {
+        if c.is_multiple_of(8) && self.cold.wanted.load(Ordering::Relaxed) {
             self.begin_measured_hold();
         }
     }
@@ -247,7 +250,7 @@ impl<T: ?Sized> Mutex<T> {
     /// [`Mutex::begin_hold`] of a measured acquisition, out of line.
     #[inline(never)]
     fn begin_measured_hold(&self) {
-        self.wanted.store(false, Ordering::Relaxed);
+        self.cold.wanted.store(false, Ordering::Relaxed);
         // SAFETY: only the holder of the lock reads or writes the flag.
         unsafe { *self.measuring.get() = true };
         self.holds().since = ticks();
@@ -256,8 +259,8 @@ impl<T: ?Sized> Mutex<T> {
     /// A waiter found the lock taken: the holds are worth measuring again.
     #[inline]
     fn want_measures(&self) {
-        if !self.wanted.load(Ordering::Relaxed) {
-            self.wanted.store(true, Ordering::Relaxed);
+        if !self.cold.wanted.load(Ordering::Relaxed) {
+            self.cold.wanted.store(true, Ordering::Relaxed);
         }
     }
 
@@ -499,7 +502,6 @@ mod tests {
             assert_eq!(state % 64, 0, "the state word starts a line");
             assert!(offset_of!(Mutex<T>, poison) - state < 64);
             assert!(offset_of!(Mutex<T>, count) - state < 64);
-            assert!(offset_of!(Mutex<T>, wanted) - state < 64);
             assert!(offset_of!(Mutex<T>, measuring) - state < 64);
             let data = offset_of!(Mutex<T>, data);
             assert!(data + std::mem::size_of::<T>() - state <= 64, "the data ends within the line");
@@ -531,7 +533,7 @@ mod tests {
         for _ in 0..3 {
             m.want_measures();
             lock_8();
-            assert!(!m.wanted.load(Ordering::Relaxed), "the measured acquisition lowers the flag");
+            assert!(!m.cold.wanted.load(Ordering::Relaxed), "the measured acquisition lowers the flag");
             lock_8();
         }
         assert_eq!(*m.lock().unwrap(), 112);
@@ -545,7 +547,7 @@ mod tests {
         let g = m.lock().unwrap();
         let m2 = m.clone();
         let waiter = std::thread::spawn(move || *m2.lock().unwrap() += 1);
-        while !m.wanted.load(Ordering::Relaxed) {
+        while !m.cold.wanted.load(Ordering::Relaxed) {
             std::thread::yield_now();
         }
         drop(g);
