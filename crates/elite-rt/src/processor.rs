@@ -46,7 +46,7 @@ use crate::pool::{Got, LocalPool};
 use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
-use crate::queue::run::{RunQueue, YieldBatch};
+use crate::queue::run::{RunQueue, YieldBatch, BATCH};
 use crate::queue::shared::{SharedStartQueue, TAKE_MAX};
 use crate::queue::start::steal_one;
 use crate::queue::tcb_stack::TcbStack;
@@ -199,6 +199,10 @@ pub(crate) enum Inline {
     /// recycles the TCB directly ([`Processor::reclaim_inline`]).
     Finished,
 }
+
+/// Ready ULTs in the runqueue from which a yield may take a batch: with the yielder, the
+/// `2 * BATCH` that `RunQueue::yield_refill` asks for.
+const BATCH_FROM: usize = 2 * BATCH - 1;
 
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 64;
@@ -1090,9 +1094,10 @@ impl Processor {
         let key = core.affinity.yield_priority(t);
         if !self.central && core.next.is_none() && !self.start_work_visible() {
             // Nothing to admit: queue `t` and take the best ready ULT; the best runs next.
-            if key == 0 && !self.chaos.on {
+            if key == 0 && !self.chaos.on && (!core.batch.is_empty() || self.runq().len() >= BATCH_FROM) {
                 // The zero lane's round-robin (see `YieldBatch`): the batch's next ULT, without
-                // the lock, or a refill under one acquisition.
+                // the lock, or a refill under one acquisition. (A runqueue too short for a batch
+                // takes the plain path below: fewer instructions.)
                 core.next = match core.batch.swap(t) {
                     Ok(n) => Some(n),
                     Err(t) => self.runq().yield_refill(t, &mut core.batch),
