@@ -475,9 +475,11 @@ impl Processor {
         }
     }
 
-    /// Puts the yield batch's ULTs back in the runqueue (see [`YieldBatch`]).
+    /// Puts the yield batch's ULTs back in the runqueue (see [`YieldBatch`]): when a chain of
+    /// switches returns to the loop, and before a blocking call's action hands the processor to
+    /// another OS thread (`crate::blocking::switched`), whose loop must find them there.
     #[inline]
-    fn flush_batch(&self) {
+    pub(crate) fn flush_batch(&self) {
         let core = self.core();
         if !core.batch.is_empty() {
             self.runq().flush_batch(&mut core.batch);
@@ -973,9 +975,6 @@ impl Processor {
                 // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
                 // resumed, which cannot happen before `action` publishes it.
                 CoroutineResult::Yield(Switch::Park { data, action }) => {
-                    // The action may hand the processor to another OS thread: the batch goes
-                    // back first (see `YieldBatch`).
-                    self.flush_batch();
                     // SAFETY: as above.
                     unsafe { action(data, t, self) };
                     // A blocking call's action may have handed this processor to another OS
