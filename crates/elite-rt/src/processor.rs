@@ -185,6 +185,16 @@ impl Core {
     }
 }
 
+/// What [`Processor::yield_from_batch`] did with a yield.
+enum FromBatch {
+    /// Switch to this ULT now.
+    Run(TcbRef),
+    /// Go back to the loop (the yielder is queued, the ULT to run next is in the `next` slot).
+    Loop,
+    /// Nothing: the general yield path takes it.
+    Elsewhere,
+}
+
 /// How the join fast path ([`Processor::start_inline`]) went.
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
@@ -957,9 +967,19 @@ impl Processor {
                 }
                 if let CoroutineResult::Yield(Switch::Yield) = result {
                     stats.yields.bump();
-                    if let Some(n) = self.yield_from_batch(t) {
-                        t = n;
-                        continue 'chain;
+                    match self.yield_from_batch(t) {
+                        FromBatch::Run(n) => {
+                            t = n;
+                            continue 'chain;
+                        }
+                        FromBatch::Loop => {
+                            // The step's turn for the loop (shutdown, the shared levels, the
+                            // starvation turns): the batch goes back, the chosen ULT waits in
+                            // the `next` slot.
+                            self.flush_batch();
+                            return;
+                        }
+                        FromBatch::Elsewhere => {}
                     }
                     // Nothing else to run here: resume at once without touching any queue (unless
                     // the chaos mode moves the ULT).
@@ -1036,14 +1056,17 @@ impl Processor {
 
     /// The yield of `t` in a round-robin served from the yield batch, in one step: what
     /// `requeue_yielded` and `hand_off` would do when the batch holds a taken ULT (`t` takes its
-    /// place, and it runs next), with their tests once each; `None` (and nothing done) when
-    /// they would do anything else. Under No Affinity and Minimum Misses only (their yield key
-    /// is always 0; the batch is never filled under the others, nor in the central or chaos
-    /// mode).
+    /// place, and it runs next), with their tests once each. [`FromBatch::Loop`] on the step
+    /// that is the loop's turn (`t` is in the batch then, the ULT to run next in the `next`
+    /// slot); [`FromBatch::Elsewhere`] (and nothing done) when they would do anything else.
+    /// Under No Affinity and Minimum Misses only (their yield key is always 0; the batch is
+    /// never filled under the others, nor in the central or chaos mode).
     #[inline]
-    fn yield_from_batch(&self, t: TcbRef) -> Option<TcbRef> {
+    fn yield_from_batch(&self, t: TcbRef) -> FromBatch {
         let core = self.core();
-        let n = core.batch.peek_taken()?;
+        let Some(n) = core.batch.peek_taken() else {
+            return FromBatch::Elsewhere;
+        };
         let remote = self.remote();
         if core.next.is_some()
             || core.nested > 0
@@ -1053,16 +1076,21 @@ impl Processor {
             || !core.timers.is_empty()
             || self.start_work_visible()
             || n.tcb().life.get() != Life::Started
-            || core.step()
         {
-            return None;
+            return FromBatch::Elsewhere;
         }
         let _zero = core.affinity.yield_priority(t); // (0: its bookkeeping only)
-        let n = core.batch.swap(t).ok()?;
+        let Ok(n) = core.batch.swap(t) else {
+            return FromBatch::Elsewhere; // (not reached: `n` was peeked)
+        };
+        if core.step() {
+            core.next = Some(n);
+            return FromBatch::Loop;
+        }
         if n.tcb().prefetching.get() {
             self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
         }
-        Some(n)
+        FromBatch::Run(n)
     }
 
     /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).
