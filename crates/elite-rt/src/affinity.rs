@@ -495,12 +495,16 @@ impl Local {
         self.policy.hooks().priority(&ult_info(t, self.needs), &self.view())
     }
 
-    /// Whether [`yield_priority`](Self::yield_priority) is 0 for every ULT (No Affinity,
-    /// Minimum Misses), known without calling it: the yield batch's fast path
-    /// (`Processor::yield_from_batch`).
+    /// [`yield_priority`](Self::yield_priority) for a policy whose yield key is 0 for every ULT
+    /// (No Affinity, Minimum Misses): its bookkeeping, and true; false, and nothing done, under
+    /// the others. The yield batch's fast path (`Processor::yield_from_batch`).
     #[inline]
-    pub(crate) fn yields_at_zero(&self) -> bool {
-        matches!(self.kind, Kind::NoAffinity | Kind::MinimumMisses)
+    pub(crate) fn yield_at_zero(&mut self) -> bool {
+        if matches!(self.kind, Kind::NoAffinity | Kind::MinimumMisses) {
+            self.seq += 1;
+            return true;
+        }
+        false
     }
 
     /// The key of `t` entering this processor's runqueue after a yield: computed here for a

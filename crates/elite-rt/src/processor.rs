@@ -1070,16 +1070,16 @@ impl Processor {
         let remote = self.remote();
         if core.next.is_some()
             || core.nested > 0
-            || !core.affinity.yields_at_zero()
             || !remote.wakeup.is_empty()
             || !remote.cleanup.is_empty()
             || !core.timers.is_empty()
             || self.start_work_visible()
             || n.tcb().life.get() != Life::Started
+            || !core.affinity.yield_at_zero()
+        // (last: `yield_priority`'s bookkeeping)
         {
             return FromBatch::Elsewhere;
         }
-        let _zero = core.affinity.yield_priority(t); // (0: its bookkeeping only)
         let Ok(n) = core.batch.swap(t) else {
             return FromBatch::Elsewhere; // (not reached: `n` was peeked)
         };
