@@ -709,7 +709,7 @@ impl RunQueue {
     /// the best ULT is taken to run next; when that is the zero lane's oldest and at least
     /// `2 * BATCH` wait there (and nothing else), [`BATCH`] are taken, the first runs next and
     /// the others stay in the batch.
-    #[inline]
+    #[inline(never)]
     pub(crate) fn yield_refill(&self, t: TcbRef, batch: &mut YieldBatch) -> Option<TcbRef> {
         debug_assert!(batch.head == batch.end);
         self.with(|tree| {
