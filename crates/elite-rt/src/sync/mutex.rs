@@ -30,12 +30,11 @@
 //! # Hold times
 //!
 //! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions. Only
-//! a contended lock is measured, one acquisition in eight: a waiter that finds the lock taken
-//! raises the `wanted` flag, and the next acquisition whose count is a multiple of 8 lowers it
-//! and is measured. A time stamp costs more than the lock itself on some machines (7 to 9 ns on
-//! the build VMs, two per measured hold, where a lock and an unlock cost about 10 ns): measuring
-//! one uncontended acquisition in eight was a tenth of `mutex_contended` at one processor, for
-//! an average that only waiters read. Their average drives the adaptive spin policy: above the
+//! acquisitions that waited (those of `lock_contended`) are measured, the ones whose count is a
+//! multiple of 8: a time stamp costs more than the lock itself on some machines (7 to 9 ns on the
+//! build VMs, two per measured hold, where a lock and an unlock cost about 10 ns): measuring one
+//! uncontended acquisition in eight was a tenth of `mutex_contended` at one processor, for an
+//! average that only waiters read. Their average drives the adaptive spin policy: above the
 //! threshold (half a measured context switch) a waiter blocks at once. After a quiet spell it is
 //! that of the last contended one, until new samples replace it.
 //!
@@ -45,11 +44,10 @@
 //! holder's acquisition counter (a `u8`: it only picks one acquisition in eight) and its
 //! `measuring` flag, and the data right after them, when it fits in the line's other 56 bytes
 //! (and its alignment is at most 8). The wait list, the hold-time samples and their average,
-//! and the `wanted` flag, which only waiters and every 8th acquisition touch, live in lines of
-//! their own in front of it (`Cold`, 64-aligned; the data, possibly unsized, must come last).
-//! Uncontended, a lock and an unlock touch that one line (and every 8th acquisition reads
-//! `wanted`); contended between processors, it is the one line that moves, and waiters write
-//! no other field of it than the state word. A unit test checks the layout.
+//! which only contended locks and measured acquisitions touch, live in lines of their own in
+//! front of it (`Cold`, 64-aligned; the data, possibly unsized, must come last). Uncontended, a
+//! lock and an unlock touch that one line; contended between processors, it is the one line
+//! that moves. A unit test checks the layout.
 
 use super::lock_word::LockWord;
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
@@ -80,11 +78,6 @@ struct Holds {
 struct Cold {
     /// Average of the last 8 measured hold times, published for waiters deciding to spin.
     avg_hold: AtomicU64,
-    /// Raised by waiters (the lock is contended), lowered by the holder that measures its hold
-    /// (see "Hold times" in the module docs); beside `avg_hold`, which waiters read anyway, so
-    /// that they never write the hot line but to take the lock. Relaxed: it only decides
-    /// whether to measure.
-    wanted: AtomicBool,
     holds: UnsafeCell<Holds>,
     waiters: SpinLock<WaitList>,
 }
@@ -129,8 +122,7 @@ pub struct Mutex<T: ?Sized> {
     cold: Cold,
     state: LockWord,
     poison: AtomicBool,
-    /// Acquisitions, holder-only: the one whose count is a multiple of 8 is measured, if
-    /// `wanted`.
+    /// Acquisitions, holder-only: a contended one whose count is a multiple of 8 is measured.
     count: UnsafeCell<u8>,
     /// Whether the current acquisition is measured; holder-only.
     measuring: UnsafeCell<bool>,
@@ -149,7 +141,6 @@ impl<T> Mutex<T> {
         Mutex {
             cold: Cold {
                 avg_hold: AtomicU64::new(0),
-                wanted: AtomicBool::new(false),
                 holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0 }),
                 waiters: SpinLock::new(WaitList::of(WaitKind::Mutex)),
             },
@@ -235,32 +226,25 @@ impl<T: ?Sized> Mutex<T> {
         unsafe { &mut *self.cold.holds.get() }
     }
 
-    /// Counts this acquisition, and starts measuring its hold time if it is one of the sampled
-    /// ones and a waiter came since the last measured one.
+    /// Counts this acquisition (an uncontended one: never measured).
     #[inline]
     fn begin_hold(&self) {
         // SAFETY: only the holder of the lock reads or writes the counter.
         let c = unsafe { &mut *self.count.get() };
         *c = c.wrapping_add(1);
-        if c.is_multiple_of(8) && self.cold.wanted.load(Ordering::Relaxed) {
-            self.begin_measured_hold();
-        }
     }
 
-    /// [`Mutex::begin_hold`] of a measured acquisition, out of line.
-    #[inline(never)]
-    fn begin_measured_hold(&self) {
-        self.cold.wanted.store(false, Ordering::Relaxed);
-        // SAFETY: only the holder of the lock reads or writes the flag.
-        unsafe { *self.measuring.get() = true };
-        self.holds().since = ticks();
-    }
-
-    /// A waiter found the lock taken: the holds are worth measuring again.
+    /// Counts this acquisition, one that waited (`lock_contended`), and starts measuring its
+    /// hold time if it is one of the sampled ones.
     #[inline]
-    fn want_measures(&self) {
-        if !self.cold.wanted.load(Ordering::Relaxed) {
-            self.cold.wanted.store(true, Ordering::Relaxed);
+    fn begin_contended_hold(&self) {
+        // SAFETY: only the holder of the lock reads or writes the counter.
+        let c = unsafe { &mut *self.count.get() };
+        *c = c.wrapping_add(1);
+        if c.is_multiple_of(8) {
+            // SAFETY: only the holder of the lock reads or writes the flag.
+            unsafe { *self.measuring.get() = true };
+            self.holds().since = ticks();
         }
     }
 
@@ -271,13 +255,12 @@ impl<T: ?Sized> Mutex<T> {
 
     #[cold]
     fn lock_contended(&self) {
-        self.want_measures();
         let mut losses = 0usize;
         loop {
             let mut spin = Spinner::new(self.average_hold());
             while spin.again() {
                 if self.state.try_lock() {
-                    self.begin_hold();
+                    self.begin_contended_hold();
                     return;
                 }
                 if self.state.handing_over() {
@@ -289,7 +272,7 @@ impl<T: ?Sized> Mutex<T> {
             let list = self.cold.waiters.lock();
             if self.state.lock_or_enqueue() {
                 drop(list);
-                self.begin_hold();
+                self.begin_contended_hold();
                 return;
             }
             // WAITERS is set: no unlock can take the fast path until the node is linked and the
@@ -301,7 +284,7 @@ impl<T: ?Sized> Mutex<T> {
             guard.disarm();
             if node.tag.get() == HANDED_OVER {
                 self.state.accept_hand_over();
-                self.begin_hold();
+                self.begin_contended_hold();
                 return;
             }
             losses += 1;
@@ -490,7 +473,6 @@ impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::Mutex;
-    use crate::atomics::Ordering;
     use std::mem::{align_of, offset_of};
 
     /// The hot line of "Layout" (module docs): the state word starts a cache line, and the flags,
@@ -513,45 +495,25 @@ mod tests {
         check::<(u64, u64, u64, u64, u64, u64, u64)>();
     }
 
-    /// Only a contended lock is measured: uncontended acquisitions take no time stamp; once a
-    /// waiter raised `wanted`, the next acquisition whose count is a multiple of 8 is measured
-    /// (and lowers it).
+    /// Only acquisitions that waited are measured, one in eight by the count: uncontended ones
+    /// take no time stamp.
     #[test]
     fn only_contended_acquisitions_are_measured() {
         let m = Mutex::new(0u32);
-        let lock_8 = || {
-            for _ in 0..8 {
-                let mut g = m.lock().unwrap();
-                *g += 1;
-                std::hint::black_box(&mut *g);
-            }
-        };
-        for _ in 0..8 {
-            lock_8();
+        for _ in 0..64 {
+            let mut g = m.lock().unwrap();
+            *g += 1;
+            std::hint::black_box(&mut *g);
         }
         assert_eq!(m.holds().next, 0, "uncontended: nothing measured");
-        for _ in 0..3 {
-            m.want_measures();
-            lock_8();
-            assert!(!m.cold.wanted.load(Ordering::Relaxed), "the measured acquisition lowers the flag");
-            lock_8();
+        // Acquisitions through the contended path (the lock is free: they take it at once).
+        for _ in 0..24 {
+            m.lock_contended();
+            let mut g = m.guard().unwrap();
+            *g += 1;
+            std::hint::black_box(&mut *g);
         }
-        assert_eq!(*m.lock().unwrap(), 112);
-        assert_eq!(m.holds().next, 3, "one measured acquisition per raised flag");
-    }
-
-    /// A waiter that finds the lock taken raises `wanted`.
-    #[test]
-    fn a_waiter_raises_wanted() {
-        let m = std::sync::Arc::new(Mutex::new(0u32));
-        let g = m.lock().unwrap();
-        let m2 = m.clone();
-        let waiter = std::thread::spawn(move || *m2.lock().unwrap() += 1);
-        while !m.cold.wanted.load(Ordering::Relaxed) {
-            std::thread::yield_now();
-        }
-        drop(g);
-        waiter.join().unwrap();
-        assert_eq!(*m.lock().unwrap(), 1);
+        assert_eq!(*m.lock().unwrap(), 88);
+        assert_eq!(m.holds().next, 3, "one contended acquisition in eight measured");
     }
 }
