@@ -68,7 +68,12 @@ pub(crate) struct UltRecord {
     stamp: Cell<u64>,
     misses: Cell<u64>,
     footprint: Cell<Footprint>,
+    /// The bytes of data the ULT declared.
     bytes: Cell<usize>,
+    /// `bytes` in lines of [`Affinity`]'s line size (the model's, where there is one), rounded
+    /// up: kept with `bytes` ([`UltRecord::declare`]), so that the estimator's run end and the
+    /// hand-off rule read them without a conversion.
+    lines: Cell<u64>,
     state: Cell<u64>,
 }
 
@@ -79,25 +84,67 @@ impl UltRecord {
             misses: Cell::new(0),
             footprint: Cell::new(Footprint::EMPTY),
             bytes: Cell::new(0),
+            lines: Cell::new(0),
             state: Cell::new(0),
+        }
+    }
+
+    /// Declares `bytes` of data, in lines of `line_size` bytes.
+    #[inline]
+    fn declare(&self, bytes: usize, line_size: LineSize) {
+        self.bytes.set(bytes);
+        self.lines.set(line_size.lines(bytes));
+    }
+}
+
+/// A cache line's size, and how to convert bytes to lines of it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LineSize {
+    bytes: u64,
+    /// `log2(bytes)` when it is a power of two: a shift instead of a division.
+    shift: Option<u32>,
+}
+
+impl LineSize {
+    fn new(bytes: u32) -> LineSize {
+        let bytes = u64::from(bytes.max(1));
+        LineSize { bytes, shift: bytes.is_power_of_two().then(|| bytes.trailing_zeros()) }
+    }
+
+    /// The lines `bytes` of data occupy, rounded up (as the estimator counts them:
+    /// [`EstimatedSource::lines`]).
+    #[inline]
+    fn lines(self, bytes: usize) -> u64 {
+        let bytes = bytes as u64;
+        match self.shift {
+            Some(shift) => (bytes >> shift) + u64::from(bytes & (self.bytes - 1) != 0),
+            None => bytes.div_ceil(self.bytes),
         }
     }
 }
 
-/// Resets the record of `t`, about to be published as a new ULT that declared `footprint` bytes,
-/// when the policy keeps records; otherwise it only stores a declared footprint (so a runtime
-/// whose policy keeps nothing touches no record on a plain spawn).
-#[inline]
-pub(crate) fn on_spawn(needs: Needs, t: TcbRef, footprint: Option<usize>) {
-    let rec = &t.tcb().affinity;
-    if needs.records() {
-        rec.stamp.set(0);
-        rec.misses.set(0);
-        rec.footprint.set(Footprint::EMPTY);
-        rec.state.set(0);
-        rec.bytes.set(footprint.unwrap_or(0));
-    } else if let Some(bytes) = footprint {
-        rec.bytes.set(bytes);
+impl Affinity {
+    /// Resets the record of `t`, about to be published as a new ULT that declared `footprint`
+    /// bytes, when the policy keeps records; otherwise it only stores a declared footprint (so
+    /// a runtime whose policy keeps nothing touches no record on a plain spawn).
+    #[inline]
+    pub(crate) fn on_spawn(&self, needs: Needs, t: TcbRef, footprint: Option<usize>) {
+        let rec = &t.tcb().affinity;
+        if needs.records() {
+            rec.stamp.set(0);
+            rec.misses.set(0);
+            rec.footprint.set(Footprint::EMPTY);
+            rec.state.set(0);
+            match footprint {
+                Some(bytes) => rec.declare(bytes, self.line_size),
+                None => {
+                    rec.bytes.set(0);
+                    rec.lines.set(0);
+                }
+            }
+        } else if let Some(bytes) = footprint {
+            rec.declare(bytes, self.line_size);
+        }
     }
 }
 
@@ -117,8 +164,10 @@ pub(crate) fn on_spawn(needs: Needs, t: TcbRef, footprint: Option<usize>) {
 /// # Ok::<(), elite_rt::BuildError>(())
 /// ```
 pub fn set_footprint(bytes: usize) {
-    if let Some(t) = current_processor().and_then(|p| p.current_ult()) {
-        t.tcb().affinity.bytes.set(bytes);
+    if let Some(p) = current_processor() {
+        if let Some(t) = p.current_ult() {
+            t.tcb().affinity.declare(bytes, p.shared.affinity.line_size);
+        }
     }
 }
 
@@ -294,8 +343,10 @@ pub(crate) struct Affinity {
     /// worst a few runs old, and it only chooses where a ULT runs; nothing else is published
     /// through it, so no ordering is needed.
     clocks: Box<[Arc<CachePadded<AtomicU64>>]>,
-    /// Bytes per cache line, for the declared footprints of policies without a model.
-    line_size: u32,
+    /// The line size declared footprints are counted in ([`UltRecord::declare`]): the model's,
+    /// where there is one (the estimator counts in its lines), else the cache's (the hand-off
+    /// rule of policies without a model).
+    line_size: LineSize,
 }
 
 impl Affinity {
@@ -306,10 +357,10 @@ impl Affinity {
             Arc::new(model.unwrap_or_else(|e| crate::fatal(&format!("the assumed cache has no model: {e}"))))
         });
         Affinity {
-            model,
             sources: (0..processors).map(|_| OnceLock::new()).collect(),
             clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
-            line_size: cache.line_size.max(1),
+            line_size: LineSize::new(model.as_ref().map_or(cache.line_size, |m| m.line_size())),
+            model,
         }
     }
 
@@ -327,7 +378,7 @@ impl Affinity {
                 let clock = self.clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
                 rec.footprint.get().valid_on(model, home, clock)
             }
-            _ => rec.bytes.get().div_ceil(self.line_size as usize) as f32,
+            _ => rec.lines.get() as f32,
         }
     }
 
@@ -354,6 +405,13 @@ pub(crate) struct Local {
     stamps_and_rounds: bool,
     /// The counter source and the model, when the policy needs misses.
     counting: Option<Counting>,
+    /// `counting`'s model, apart: what Reload Transient's key reads at every enqueue, tested
+    /// as a pointer (where `counting`'s presence is a test on the kind of its source).
+    model: Option<Arc<CacheModel>>,
+    /// The source's [`clock`](CounterSource::clock), copied after each call that moves it: what
+    /// [`ProcessorView::clock`] shows, without a dispatch on the kind of source per key (0
+    /// without a source).
+    clock: u64,
     /// The end of a run that is more than a stamp: [`Local::record`], or a version of it made
     /// for the policy's needs with the estimator (chosen once, in [`Local::new`]).
     record: fn(&mut Local, TcbRef),
@@ -364,7 +422,9 @@ pub(crate) struct Local {
     processor: usize,
     /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
     vtime: u64,
-    /// Runqueue entries so far.
+    /// Runqueue entries so far, counted only for the policies that read the count: No
+    /// Affinity's keys and a custom policy's [`ProcessorView::seq`] (the other built-in
+    /// policies' keys and hooks never read it, so their enqueues skip the count).
     seq: u64,
 }
 
@@ -375,18 +435,16 @@ struct Counting {
     /// The clock when the running ULT's run began (read for a hardware counter only: see
     /// [`Local::begin_run`]).
     began: u64,
-    /// The source's [`clock`](CounterSource::clock), copied after each call that moves it: what
-    /// [`ProcessorView::clock`] shows, without a dispatch on the kind of source per key.
-    clock: u64,
     /// This processor's slot of [`Affinity`]'s published clocks (see its protocol).
     published: Arc<CachePadded<AtomicU64>>,
 }
 
 impl Counting {
-    /// Keeps the source's clock after a run, and publishes it for wakers elsewhere.
+    /// Keeps the source's clock after a run in `copy` (`Local::clock`), and publishes it for
+    /// wakers elsewhere.
     #[inline(always)]
-    fn set_clock(&mut self, clock: u64) {
-        self.clock = clock;
+    fn set_clock(&self, copy: &mut u64, clock: u64) {
+        *copy = clock;
         // Relaxed: a hint (see `Affinity::clocks`).
         self.published.store(clock, Ordering::Relaxed);
     }
@@ -411,7 +469,6 @@ impl Local {
                 },
                 model: Arc::clone(model),
                 began: 0,
-                clock: 0,
                 published: Arc::clone(&affinity.clocks[processor]),
             }),
             _ => None,
@@ -430,7 +487,9 @@ impl Local {
             let _ = affinity.sources[processor].set(source.kind().clone());
         }
         let estimated = matches!(&counting, Some(Counting { source: AnySource::Estimated(_), .. }));
-        let record: fn(&mut Local, TcbRef) = match (estimated, needs.stamps, needs.rounds) {
+        // (A run hook, for custom policies only, takes the general path.)
+        let record: fn(&mut Local, TcbRef) = match (estimated && !needs.run_hook, needs.stamps, needs.rounds)
+        {
             (true, false, false) => Local::record_estimated::<false, false>,
             (true, true, false) => Local::record_estimated::<true, false>,
             (true, true, true) => Local::record_estimated::<true, true>,
@@ -442,6 +501,8 @@ impl Local {
             hardware: matches!(&counting, Some(Counting { source: AnySource::Hardware(_), .. })),
             stamps_only: needs == Needs::STAMPS,
             stamps_and_rounds: needs == Needs::STAMPS.with_rounds(),
+            model: counting.as_ref().map(|c| Arc::clone(&c.model)),
+            clock: 0,
             counting,
             policy: policy.clone(),
             kind: policy.kind(),
@@ -456,8 +517,8 @@ impl Local {
     #[inline]
     fn view(&self) -> ProcessorView<'_> {
         let view = ProcessorView::new(self.processor, self.seq).with_vtime(self.vtime);
-        match &self.counting {
-            Some(c) => view.with_clock(c.clock, &c.model),
+        match &self.model {
+            Some(model) => view.with_clock(self.clock, model),
             None => view,
         }
     }
@@ -467,7 +528,6 @@ impl Local {
     /// hook.
     #[inline]
     pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
-        self.seq += 1;
         let tcb = t.tcb();
         let rec = &tcb.affinity;
         let virtual_time = || {
@@ -475,15 +535,23 @@ impl Local {
             keys::virtual_time(last, rec.stamp.get(), self.processor)
         };
         match self.kind {
-            Kind::NoAffinity => self.seq,
+            Kind::NoAffinity => {
+                self.seq += 1;
+                self.seq
+            }
             Kind::VirtualTime => virtual_time(),
             Kind::MinimumMisses => u64::MAX - rec.misses.get(),
-            Kind::ReloadTransient => match &self.counting {
-                Some(c) => keys::reload_transient(&rec.footprint.get(), &c.model, self.processor, c.clock),
+            Kind::ReloadTransient => match &self.model {
+                Some(model) => {
+                    keys::reload_transient(&rec.footprint.get(), model, self.processor, self.clock)
+                }
                 None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
             },
             Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),
-            Kind::Custom => self.custom_priority(t),
+            Kind::Custom => {
+                self.seq += 1;
+                self.custom_priority(t)
+            }
         }
     }
 
@@ -511,13 +579,19 @@ impl Local {
     /// built-in policy, by the hook for a custom one.
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
-        self.seq += 1;
         match self.kind {
-            Kind::NoAffinity | Kind::MinimumMisses => 0, // the default hook's answer
+            Kind::NoAffinity => {
+                self.seq += 1;
+                0 // the default hook's answer
+            }
+            Kind::MinimumMisses => 0, // the default hook's answer
             Kind::VirtualTime | Kind::ReloadTransient | Kind::Gravity => {
                 rounds::yield_key(t.tcb().affinity.state.get())
             }
-            Kind::Custom => self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view()),
+            Kind::Custom => {
+                self.seq += 1;
+                self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
+            }
         }
     }
 
@@ -538,7 +612,7 @@ impl Local {
         if self.hardware {
             if let Some(c) = &mut self.counting {
                 c.began = c.source.begin_run();
-                c.clock = c.began;
+                self.clock = c.began;
             }
         }
     }
@@ -588,21 +662,21 @@ impl Local {
                 AnySource::Estimated(source) => {
                     // The estimator's whole run in one pass (the same values as `count_run`).
                     let mut footprint = rec.footprint.get();
-                    let misses = source.count_run(model, &mut footprint, processor, rec.bytes.get());
+                    let misses = source.count_run_of_lines(model, &mut footprint, processor, rec.lines.get());
                     rec.misses.set(misses);
                     rec.footprint.set(footprint);
                     let clock = source.clock();
-                    c.set_clock(clock);
+                    c.set_clock(&mut self.clock, clock);
                 }
                 AnySource::Hardware(source) => {
                     let clock = count_run_apart(source, model, (processor, c.began), t);
-                    c.set_clock(clock);
+                    c.set_clock(&mut self.clock, clock);
                 }
                 AnySource::Scripted(source) => {
                     // Its clock has not moved since the run began (see `begin_run`).
                     let began = source.clock();
                     let clock = count_run_apart(source, model, (processor, began), t);
-                    c.set_clock(clock);
+                    c.set_clock(&mut self.clock, clock);
                 }
             }
         }
@@ -619,14 +693,15 @@ impl Local {
     }
 
     /// [`record`](Self::record) for a processor whose source is the estimator, and a policy
-    /// whose needs' `stamps` and `rounds` are `STAMPS` and `ROUNDS`: the checks and the
+    /// whose needs' `stamps` and `rounds` are `STAMPS` and `ROUNDS`, without a run hook: the checks and the
     /// dispatch on the kind of source are settled once, when [`Local::new`] chooses it (the
     /// machines without a PMU take this path on every run).
     #[inline(never)]
     fn record_estimated<const STAMPS: bool, const ROUNDS: bool>(&mut self, t: TcbRef) {
         let rec = &t.tcb().affinity;
         let processor = self.processor;
-        let Some(Counting { source: AnySource::Estimated(source), model, clock, published, .. }) =
+        let clock = &mut self.clock;
+        let Some(Counting { source: AnySource::Estimated(source), model, published, .. }) =
             &mut self.counting
         else {
             // SAFETY: `Local::new` chooses this function only when `counting` holds the
@@ -634,12 +709,18 @@ impl Local {
             unsafe { std::hint::unreachable_unchecked() }
         };
         let mut footprint = rec.footprint.get();
-        let misses = source.count_run(model, &mut footprint, processor, rec.bytes.get());
+        // (`lines`: the estimator's count of `bytes`, in the model's lines; see `declare`.)
+        let misses = source.count_run_of_lines(model, &mut footprint, processor, rec.lines.get());
         rec.misses.set(misses);
         rec.footprint.set(footprint);
-        *clock = source.clock();
-        // Relaxed: a hint (see `Affinity::clocks`).
-        published.store(*clock, Ordering::Relaxed);
+        // `clock` and `published` hold the source's clock as of the last run's end (both start
+        // at 0, as the source does, and only this function moves them): a run of no misses
+        // (most of them where the working sets stay cached) leaves all three as they are.
+        if misses != 0 {
+            *clock = source.clock();
+            // Relaxed: a hint (see `Affinity::clocks`).
+            published.store(*clock, Ordering::Relaxed);
+        }
         if STAMPS {
             self.vtime += 1;
             rec.stamp.set(self.vtime);
@@ -647,9 +728,7 @@ impl Local {
         if ROUNDS {
             rec.state.set(rounds::end_run(processor, self.vtime, rec.state.get()));
         }
-        if self.needs.run_hook {
-            self.run_hook(t);
-        }
+        // No run hook: `Local::new` chooses this function only for needs without one.
     }
 
     /// Calls the policy's [`record_run`](crate::policy::Hooks::record_run) for the run of `t`
@@ -706,7 +785,7 @@ mod tests {
         let policy = Policy::no_affinity();
         let mut local = Local::new(0, &policy, Needs::NOTHING, &CounterChoice::Detect, &nothing);
         assert!(local.counting.is_none() && nothing.model.is_none());
-        on_spawn(Needs::NOTHING, t, None);
+        nothing.on_spawn(Needs::NOTHING, t, None);
         local.begin_run();
         local.end_run(t);
         assert_eq!(ult_info(t, Needs::NOTHING).stamp, 0);
@@ -717,7 +796,7 @@ mod tests {
         let policy = Policy::reload_transient();
         let script = CounterChoice::scripted(|_| ScriptedSource::new(100));
         let mut local = Local::new(0, &policy, needs, &script, &affinity);
-        on_spawn(needs, t, Some(64 << 10));
+        affinity.on_spawn(needs, t, Some(64 << 10));
         for _ in 0..2 {
             local.begin_run();
             local.end_run(t);
@@ -728,8 +807,79 @@ mod tests {
         assert_eq!(local.view().clock, 200);
         assert_eq!(affinity.sources(), vec![Some(SourceKind::Scripted)]);
         // A respawn resets the record.
-        on_spawn(needs, t, None);
+        affinity.on_spawn(needs, t, None);
         assert_eq!(ult_info(t, needs), UltInfo::new(info.id, info.last_processor));
+    }
+
+    /// No Affinity's keys and a custom policy's view count every entry, yields included; the
+    /// other built-in policies, which never read the count, leave it.
+    #[test]
+    fn the_entry_count_is_kept_for_those_who_read_it() {
+        #[derive(Debug)]
+        struct Counting;
+        impl crate::policy::Hooks for Counting {
+            fn name(&self) -> &'static str {
+                "counting"
+            }
+            fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+                here.seq
+            }
+            fn yield_priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+                here.seq
+            }
+        }
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let t = chunk.tcbs().next().expect("a TCB");
+        let cache = ModelCache::ASSUMED;
+        for policy in [Policy::no_affinity(), Policy::new(Counting), Policy::reload_transient()] {
+            let needs = policy.hooks().needs();
+            let affinity = Affinity::new(needs, &cache, 1);
+            let mut local = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
+            affinity.on_spawn(needs, t, None);
+            let keys = [local.priority(t), local.yield_priority(t), local.priority(t)];
+            match policy.kind() {
+                Kind::NoAffinity => assert_eq!(keys, [1, 0, 3]),
+                Kind::Custom => assert_eq!(keys, [1, 2, 3]),
+                _ => assert_eq!(local.seq, 0, "{policy}"),
+            }
+        }
+    }
+
+    /// The lines a declaration keeps are the estimator's count of its bytes, for line sizes a
+    /// power of two or not, and sizes around line boundaries and up to `usize::MAX`.
+    #[test]
+    fn declared_lines_are_the_estimators() {
+        for line_size in [64, 128, 1, 48, 100] {
+            let model = CacheModel::new(1024, line_size).expect("a model");
+            let source = EstimatedSource::new(&model);
+            let size = LineSize::new(line_size);
+            let mut sizes = vec![0, 1, usize::MAX, usize::MAX - 1, 1 << 20];
+            for k in 1..40usize {
+                sizes.extend([
+                    k * line_size as usize - 1,
+                    k * line_size as usize,
+                    k * line_size as usize + 1,
+                ]);
+            }
+            for bytes in sizes {
+                assert_eq!(size.lines(bytes), source.lines(bytes), "{bytes} bytes, lines of {line_size}");
+                assert_eq!(size.lines(bytes), model.lines_for(bytes), "{bytes} bytes, lines of {line_size}");
+            }
+        }
+        // The runtime counts in the model's lines where there is one.
+        let cache = ModelCache::ASSUMED;
+        let affinity = Affinity::new(Needs::MISSES, &cache, 1);
+        assert_eq!(affinity.line_size.bytes, u64::from(affinity.model.as_ref().unwrap().line_size()));
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let t = chunk.tcbs().next().expect("a TCB");
+        for needs in [Needs::NOTHING, Needs::MISSES] {
+            affinity.on_spawn(needs, t, Some(1000));
+            assert_eq!(t.tcb().affinity.lines.get(), 1000u64.div_ceil(u64::from(cache.line_size)));
+        }
+        affinity.on_spawn(Needs::MISSES, t, None);
+        assert_eq!((t.tcb().affinity.bytes.get(), t.tcb().affinity.lines.get()), (0, 0));
     }
 
     /// With the estimator, each counting policy's run end (`record_estimated`, chosen for its
@@ -751,7 +901,7 @@ mod tests {
             let mut expected = [Footprint::EMPTY; 2];
             let mut words = [0u64; 2];
             for (t, b) in ults.iter().zip(bytes) {
-                on_spawn(needs, *t, Some(b));
+                affinity.on_spawn(needs, *t, Some(b));
             }
             for run in 0..12u64 {
                 let i = (run % 2) as usize;
@@ -813,8 +963,8 @@ mod tests {
                         for (home, local) in locals.iter_mut().enumerate() {
                             for waker in [None, Some(0), Some(1)] {
                                 for by_ult in [false, true] {
-                                    on_spawn(needs, t, Some(bytes));
-                                    on_spawn(needs, by, Some(1 << 10));
+                                    affinity.on_spawn(needs, t, Some(bytes));
+                                    affinity.on_spawn(needs, by, Some(1 << 10));
                                     UltBlock::on_spawn(t, block(8192, 8192));
                                     UltBlock::on_spawn(by, block(8192 + 8192 - overlap, 4096));
                                     t.tcb().processor.store(home, crate::atomics::Ordering::Relaxed);
@@ -822,10 +972,10 @@ mod tests {
                                     local.end_run(t);
                                     if evicted {
                                         // Another ULT's large run at home: its misses evict `t`.
-                                        by.tcb().affinity.bytes.set(4 << 20);
+                                        by.tcb().affinity.declare(4 << 20, affinity.line_size);
                                         local.begin_run();
                                         local.end_run(by);
-                                        by.tcb().affinity.bytes.set(1 << 10);
+                                        by.tcb().affinity.declare(1 << 10, affinity.line_size);
                                     }
                                     let by = (by_ult && waker.is_some()).then_some(by);
                                     let mut results = Vec::new();
@@ -863,7 +1013,7 @@ mod tests {
         let mut general = Local::new(0, &policy, needs, &CounterChoice::Detect, &affinity);
         assert!(inline.stamps_and_rounds);
         for &t in &ults {
-            on_spawn(needs, t, None);
+            affinity.on_spawn(needs, t, None);
         }
         for run in 0..3000usize {
             let (a, b) = (ults[run % 2], ults[2 + run % 2]);
@@ -904,7 +1054,7 @@ mod tests {
             let mut locals: Vec<Local> =
                 (0..2).map(|p| Local::new(p, &policy, needs, &script, &affinity)).collect();
             for (i, t) in ults.iter().enumerate() {
-                on_spawn(needs, *t, Some(1000 << i));
+                affinity.on_spawn(needs, *t, Some(1000 << i));
             }
             let mut checked = 0;
             for run in 0..40usize {

@@ -259,7 +259,7 @@ impl Shared {
     {
         let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
         let t = self.outside_tcb();
-        crate::affinity::on_spawn(self.config.needs, t, spec.footprint);
+        self.affinity.on_spawn(self.config.needs, t, spec.footprint);
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
         crate::thread::init_tcb(t, spec, id, 0, f);
         self.outside_spawns.bump_shared();

@@ -70,7 +70,7 @@ where
     T: Send,
 {
     let t = p.alloc_tcb();
-    crate::affinity::on_spawn(p.shared.config.needs, t, spec.footprint);
+    p.shared.affinity.on_spawn(p.shared.config.needs, t, spec.footprint);
     let pinned = spec.pinned;
     init_tcb(t, spec, p.next_id(), p.index, f);
     p.remote().stats.spawns.bump();

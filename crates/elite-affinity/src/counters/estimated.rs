@@ -55,9 +55,10 @@ impl EstimatedSource {
         }
     }
 
-    /// The lines `bytes` of data occupy, rounded up.
+    /// The lines `bytes` of data occupy, rounded up: [`CacheModel::lines_for`] of the model this
+    /// estimator was made for.
     #[inline]
-    fn lines(&self, bytes: usize) -> u64 {
+    pub fn lines(&self, bytes: usize) -> u64 {
         let bytes = bytes as u64;
         match self.line_shift {
             Some(shift) => (bytes >> shift) + u64::from(bytes & (self.line_size - 1) != 0),
@@ -119,8 +120,36 @@ impl EstimatedSource {
         processor: usize,
         footprint_bytes: usize,
     ) -> u64 {
+        self.count_run_of_lines(model, footprint, processor, self.lines(footprint_bytes))
+    }
+
+    /// [`count_run`](Self::count_run) of a ULT whose declared footprint is `lines` lines
+    /// ([`lines`](Self::lines) of its bytes, which a caller that runs the ULT many times can
+    /// keep instead of converting the bytes at every run).
+    ///
+    /// ```
+    /// use elite_affinity::{CacheModel, CounterSource, EstimatedSource, Footprint};
+    ///
+    /// let model = CacheModel::new(32768, 64)?;
+    /// let (mut bytes, mut lines) = (EstimatedSource::new(&model), EstimatedSource::new(&model));
+    /// let (mut a, mut b) = (Footprint::EMPTY, Footprint::EMPTY);
+    /// for run in 0..4 {
+    ///     let size = 1000 * (run + 1);
+    ///     let misses = bytes.count_run(&model, &mut a, 0, size);
+    ///     assert_eq!(lines.count_run_of_lines(&model, &mut b, 0, lines.lines(size)), misses);
+    ///     assert_eq!((a, bytes.clock()), (b, lines.clock()));
+    /// }
+    /// # Ok::<(), elite_affinity::ModelError>(())
+    /// ```
+    #[inline(always)]
+    pub fn count_run_of_lines(
+        &mut self,
+        model: &CacheModel,
+        footprint: &mut Footprint,
+        processor: usize,
+        lines: u64,
+    ) -> u64 {
         let valid = footprint.valid_on(model, processor, self.clock);
-        let lines = self.lines(footprint_bytes);
         // `valid` is in `[0, N]` with `N <= 2^24` and not NaN (a footprint's lines decayed), so
         // its whole part fits a `u32` exactly and `valid - whole` is exact. With `lines - whole
         // = d >= 1`, `lines - valid = d - frac` rounds half up to `d` when `frac <= 0.5` and to
@@ -131,8 +160,14 @@ impl EstimatedSource {
         let whole = unsafe { valid.to_int_unchecked::<u32>() };
         let frac = valid - whole as f32;
         let misses = lines.saturating_sub(u64::from(whole) + u64::from(frac > 0.5));
-        self.clock = self.clock.saturating_add(misses);
-        footprint.record_in_range(model, processor, valid, misses, self.clock);
+        if misses != 0 {
+            self.clock = self.clock.saturating_add(misses);
+            footprint.record_in_range(model, processor, valid, misses, self.clock);
+        } else {
+            // The clock stays (most runs, where the working sets stay cached); the model's
+            // update of a run of no misses has a path of its own (`grow_in_range`).
+            footprint.record_in_range(model, processor, valid, 0, self.clock);
+        }
         misses
     }
 }

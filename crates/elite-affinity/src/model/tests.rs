@@ -203,6 +203,8 @@ const SIZES: [u64; 6] = [2, 16, 1000, 32768, 1 << 20, 1 << 24];
 fn decay_table_is_exact_to_f32() {
     for n in SIZES {
         let model = CacheModel::new(n, 64).expect("valid");
+        // Exactly: `grow_in_range` relies on it.
+        assert_eq!(model.decay(0), 1.0);
         let mut misses =
             vec![0u64, 1, 2, 1023, 1024, 1025, 1 << 20, (1 << 20) + 7, (1 << 30) - 1, 1 << 30, u64::MAX];
         let mut m = 3u64;
@@ -349,4 +351,79 @@ fn footprint_record() {
     assert!(here < there);
     assert!((f64::from(there) - reload_transient(1000.0, 0.0, f)).abs() < RELOAD_ERROR_BOUND * 1000.0);
     assert_eq!(std::mem::size_of::<Footprint>(), 16);
+}
+
+/// `grow_in_range` of a run of no misses (no lookup) gives what its general case gives with the
+/// decay of 0 misses from the table, for lines across `[0, N]` (grid points, their neighbours,
+/// random values) and every model size of the tests.
+#[test]
+fn a_run_of_no_misses_grows_as_the_general_case() {
+    let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+    for n in SIZES {
+        let model = CacheModel::new(n, 64).expect("valid");
+        let nf = n as f32;
+        let general = |valid: f32| {
+            let grown = nf - (nf - valid) * model.decay(0);
+            grown.max(valid).min(nf)
+        };
+        let mut values = vec![0.0, f32::MIN_POSITIVE, 0.5, 1.0, nf - 1.0, nf, nf.next_down()];
+        for i in 0..200_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = match i % 3 {
+                0 => (x >> 40) as f32 / (1u64 << 24) as f32 * nf,
+                1 => ((x % (2 * n)) as f32 / 2.0).min(nf),
+                _ => f32::from_bits((x as u32) % nf.to_bits()),
+            };
+            values.push(v);
+        }
+        for v in values {
+            assert!((0.0..=nf).contains(&v));
+            assert_eq!(model.grow_in_range(v, 0).to_bits(), general(v).to_bits(), "N={n} valid={v}");
+        }
+    }
+}
+
+/// `reload_transient_on` (with its shortcut where no miss was counted since the run) gives,
+/// bit for bit, the model's reload transient of the lines `valid_on` finds, for footprints
+/// recorded on two processors by runs of few and many misses, and clocks behind, at, just past
+/// and far past their run's end.
+#[test]
+fn reload_transient_on_is_the_models_reload_of_the_valid_lines() {
+    let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut shortcuts = 0;
+    for lines in [2, 1000, 32768, CacheModel::MAX_LINES] {
+        let model = CacheModel::new(lines, 64).expect("valid");
+        let mut ult = Footprint::EMPTY;
+        let mut clocks = [0u64; 2];
+        for _ in 0..20_000 {
+            let p = (next() % 2) as usize;
+            let valid = ult.valid_on(&model, p, clocks[p]);
+            let misses = match next() % 3 {
+                0 => 0,
+                1 => next() % 4,
+                _ => next() % (2 * lines),
+            };
+            clocks[p] += misses;
+            ult.record_run(&model, p, valid, misses, clocks[p]);
+            clocks[p] += [0, 0, 1, next() % (4 * lines)][(next() % 4) as usize];
+            for q in 0..3 {
+                let clock = clocks.get(q).copied().unwrap_or(7);
+                for clock in [clock, clock.saturating_sub(1), clock + 1] {
+                    let got = ult.reload_transient_on(&model, q, clock);
+                    let want = model.reload_transient(ult.valid_on(&model, q, clock), ult.lines());
+                    assert_eq!(got.to_bits(), want.to_bits(), "{ult:?} on {q} at {clock}");
+                    shortcuts += usize::from(ult.processor() == Some(q) && clock <= ult.clock());
+                }
+            }
+        }
+    }
+    assert!(shortcuts > 10_000, "{shortcuts}");
 }

@@ -73,11 +73,12 @@
 //! Reload Transient synchronize 1.36x and 1.34x as fast as No Affinity on one processor (45%
 //! fewer simulated last-level misses) and about 1.08x on two; Minimum Misses gains nothing
 //! there (its key, the last run's misses, does not tell which ULT is cached now). Where nothing
-//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 600
-//! instructions per synchronization on one processor Virtual Time adds about 65, Minimum Misses
-//! 65, Reload Transient 165 and Gravity 155 (callgrind, means of four or five runs that spread by
-//! about 20; the README has the runs and the wall clock); on two, the hand-off rule keeps their woken
-//! ULTs beside their wakers as No Affinity does. In short:
+//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 577
+//! instructions per synchronization on one processor Virtual Time adds about 46, Minimum Misses
+//! 37, Reload Transient 116 and Gravity 123 (callgrind on `elite-bench affinity-probe
+//! no_locality`, two runs each, without the runtime's clock readings, whose counts vary by about
+//! 20 from run to run; the README has the wall clock); on two, the hand-off rule keeps their
+//! woken ULTs beside their wakers as No Affinity does. In short:
 //!
 //! - ULTs that hand work to each other one at a time (ping-pong, pipelines): `no-affinity`; LIFO
 //!   is already local there and costs nothing.

@@ -74,6 +74,11 @@ pub(crate) fn key(footprint: &Footprint, model: &CacheModel, processor: usize, c
     /// `key`), and far below `i64::MAX`.
     const LIMIT: f32 = (1u64 << 62) as f32;
     let reload = footprint.reload_transient_on(model, processor, clock);
+    if reload == 0.0 {
+        // What the conversion below gives for 0 (the common case where working sets stay
+        // cached), without it.
+        return u64::MAX;
+    }
     // The reload transient of a footprint recorded with this model is finite and in `[0, N
     // H(N)]`, below 2^24 × 17 misses for the largest model, so the scaled value is below 2^39
     // and this comparison (one `minss`) keeps it as it is; it only bounds what a footprint of
@@ -93,6 +98,26 @@ pub(crate) fn key(footprint: &Footprint, model: &CacheModel, processor: usize, c
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `key` (with its shortcut for a reload transient of 0) is the scaled reload transient,
+    /// for footprints on two processors with clocks at and past their runs' ends.
+    #[test]
+    fn the_key_is_the_scaled_reload_transient() {
+        let model = CacheModel::new(32768, 64).expect("valid");
+        let mut zeros = 0;
+        for (misses, elapsed) in [(0, 0), (16, 0), (16, 1), (1024, 5000), (40_000, 0), (3, 1 << 20)] {
+            let mut footprint = Footprint::EMPTY;
+            footprint.record_run(&model, 1, 0.0, misses, 100);
+            for processor in 0..2 {
+                let clock = 100 + elapsed;
+                let reload = footprint.reload_transient_on(&model, processor, clock);
+                let want = u64::MAX - (reload * SCALE) as u64;
+                assert_eq!(key(&footprint, &model, processor, clock), want, "{misses} {elapsed} {processor}");
+                zeros += usize::from(reload == 0.0);
+            }
+        }
+        assert!(zeros >= 3);
+    }
 
     #[test]
     fn smallest_reload_transient_wins() {

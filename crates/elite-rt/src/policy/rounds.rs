@@ -112,9 +112,14 @@ pub(crate) fn end_run(processor: usize, vtime: u64, word: u64) -> u64 {
     // ULT's round is 0: its first run begins a round, like one after a wake-up), not woken, on
     // the round's processor, and short of `ROUND_RUNS` runs.
     let processor = processor as u64 & PROCESSOR_MASK;
-    let goes_on = word & ROUND_MASK != 0
-        && word & (WOKEN | PROCESSOR_MASK << PROCESSOR_SHIFT) == processor << PROCESSOR_SHIFT
-        && (word & (WOKEN - 1)) + 1 < ROUND_RUNS;
+    // The runs, the mark and the round's processor are the word's low 12 bits, `runs + 8 woken
+    // + 16 its processor`: less `16 processor` (wrapping) that is `runs` exactly when the mark
+    // is clear and the processors are the same, and at least 8 (the mark, or a processor
+    // above) or, wrapped, above 2^63 (a processor below) otherwise. So one comparison tells
+    // all three (`record_run_follows_the_round_transitions` checks it against the docs' rules).
+    const LOW: u64 = (1 << (PROCESSOR_SHIFT + PROCESSOR_BITS)) - 1;
+    let goes_on =
+        word & ROUND_MASK != 0 && (word & LOW).wrapping_sub(processor << PROCESSOR_SHIFT) < ROUND_RUNS - 1;
     if goes_on {
         word + 1 // `runs + 1 < ROUND_RUNS <= 8`: no carry out of the runs' bits
     } else {

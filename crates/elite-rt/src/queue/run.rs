@@ -14,14 +14,18 @@
 //!   highest last: the high end of the whole order, served first, highest first. A push above
 //!   it goes on its high end (No Affinity's entry numbers always do), a push between it and the
 //!   rest on its low end (a batch made ready in falling order, once its first entry went above
-//!   everything); a push within its range first moves its entries below the new key into the
-//!   tree (each at the tree's best end).
+//!   everything); a push within its range first moves its entries below the new key out of
+//!   the way: onto the bottom lane's high end in one piece when there is no tree and they lie
+//!   strictly above the bottom lane (a falling batch with a higher key among it); with a tree
+//!   it takes its place in the lane when a few entries lead there, and moves them into the
+//!   tree (each at its best end) otherwise.
 //! * The *bottom lane* holds entries whose keys lie at or below the tree's, sorted, lowest and
 //!   newest last: served after the tree, highest (and oldest) first, and a thief's first pick
 //!   after the zero lane. A push at or below everything else goes on its low end (falling keys,
 //!   and equal keys: Minimum Misses' ties), a push between it and the tree on its high end; a
-//!   push within its range first moves its entries at or above the new key into the tree (each
-//!   at the tree's worst end).
+//!   push within its range takes its place in the lane when a few entries lead there, and
+//!   otherwise first moves its entries at or above the new key into the tree (each at the
+//!   tree's worst end).
 //!
 //! * The tree holds the rest, and keeps pointers to its two ends:
 //!
@@ -33,7 +37,8 @@
 //!
 //! So a batch made ready in rising or falling order of keys (No Affinity's entries; Virtual
 //! Time's and Reload Transient's, whose order each round reverses the last one's) or with
-//! equal keys costs O(1) per entry, and every entry moves into the tree at most once per stay.
+//! equal keys costs O(1) per entry, and every entry moves into the tree, and from the top lane to
+//! the bottom lane, at most once per stay.
 //!
 //! Costs, in expectation over the random priorities, with `n` entries:
 //!
@@ -41,7 +46,7 @@
 //! | --- | --- |
 //! | push or pop in a lane (yields under the default key 0; No Affinity's entries) | O(1): a few pointer writes |
 //! | push outside the tree's range (rising, falling or equal keys) | O(1): at an end of a lane |
-//! | a push within a lane's range | moves the part of the lane beyond the key into the tree: O(1) amortized per entry moved |
+//! | a push within a lane's range | O(1): its place in the lane after a walk past at most `WALK` (8) entries; or it moves the part of the lane beyond the key into the tree (the top lane's part onto the bottom lane in one piece, where there is no tree): O(1) amortized per entry moved |
 //! | push into the tree (a move from a lane, at its end) | O(1): hung under that end, then fewer than 2 rotations on average |
 //! | push, key within the tree's range | O(log n) descent, fewer than 2 rotations on average |
 //! | pop the best | O(1) amortized (unlink the end; the next best is its in-order neighbour) |
@@ -106,6 +111,12 @@ fn key(t: TcbRef) -> u64 {
     link(t).key.get()
 }
 
+/// The most entries a push within a lane's range walks past to take its place in the lane,
+/// before it moves them out of the way instead (see [`Tree::push_in_top_range`] and
+/// [`Tree::push_in_bottom_range`]): a bound on the walk, which visits one control block per
+/// entry, and keeps a push O(1).
+const WALK: usize = 8;
+
 /// A list of entries linked through their [`RunLink`]s (`left`: the next lower, `right`: the next
 /// higher), with O(1) access at both ends.
 struct Lane {
@@ -136,6 +147,17 @@ impl Lane {
             None => self.hi = Some(t),
         }
         self.lo = Some(t);
+    }
+
+    /// Links `t` (with its key set) between `below` and `above`, neighbours in a lane.
+    #[inline]
+    fn insert_between(below: TcbRef, t: TcbRef, above: TcbRef) {
+        debug_assert_eq!(link(below).right.get(), Some(above));
+        let n = link(t);
+        n.left.set(Some(below));
+        n.right.set(Some(above));
+        link(below).right.set(Some(t));
+        link(above).left.set(Some(t));
     }
 
     /// Adds `t` (with its key set) above every entry.
@@ -256,25 +278,80 @@ impl Tree {
         // highest): a newer entry of an equal key goes nearer the worst end.
         match (self.bottom.lo, self.bottom.hi) {
             (Some(l), _) if k <= key(l) => self.bottom.push_lo(t),
-            (Some(_), Some(h)) if k <= key(h) => {
-                // Within the bottom lane's range: its entries at or above `k` move into the tree
-                // (highest, the oldest of equal keys, first: each at the tree's worst end).
-                while let Some(h) = self.bottom.hi.filter(|&h| key(h) >= k) {
-                    self.bottom.pop_hi();
-                    self.push_tree(key(h), h);
-                }
-                self.bottom.push_hi(t);
-            }
+            (Some(_), Some(h)) if k <= key(h) => self.push_in_bottom_range(k, h, t),
             // Above the bottom lane (or none), at or below the tree's lowest.
             _ => self.bottom.push_hi(t),
         }
     }
 
-    /// [`push`](Self::push) of a key `k` within the top lane's range: the lane's entries below
-    /// `k` move into the tree (lowest first: each at the tree's best end), and `t` becomes the
-    /// lane's lowest (a falling batch that began above everything stays in the lane).
+    /// [`push`](Self::push) of a key `k` within the bottom lane's range (above its lowest, at or
+    /// below its highest `h`): `t` goes in its place in the lane when a few entries from the
+    /// high end lead there ([`WALK`]); otherwise the lane's entries at or above `k` move into
+    /// the tree (highest, the oldest of equal keys, first: each at the tree's worst end). (Not
+    /// onto the top lane: entries that went from the top lane to this one could then go back
+    /// and forth, and a push would no longer be O(1) amortized.)
+    #[inline(never)]
+    fn push_in_bottom_range(&mut self, k: u64, h: TcbRef, t: TcbRef) {
+        if self.place_in_bottom(k, h, t) {
+            return;
+        }
+        while let Some(h) = self.bottom.hi.filter(|&h| key(h) >= k) {
+            self.bottom.pop_hi();
+            self.push_tree(key(h), h);
+        }
+        self.bottom.push_hi(t);
+    }
+
+    /// Links `t` of key `k` into the bottom lane, whose highest `h` is at or above `k` and whose
+    /// lowest is below it, below the entries at or above `k` (equal keys: `t` is newer) and
+    /// above the rest, when at most [`WALK`] entries from the high end lead there; whether it
+    /// did. (The walk meets an entry below `k` before the lane's end.)
+    #[inline]
+    fn place_in_bottom(&mut self, k: u64, h: TcbRef, t: TcbRef) -> bool {
+        let mut above = h;
+        for _ in 0..WALK {
+            let Some(below) = link(above).left.get() else { break };
+            if key(below) < k {
+                Lane::insert_between(below, t, above);
+                return true;
+            }
+            above = below;
+        }
+        false
+    }
+
+    /// [`push`](Self::push) of a key `k` within the top lane's range. With no tree, and the
+    /// lane strictly above the bottom lane, the lane's entries below `k` move to the bottom
+    /// lane in one piece; with a tree, `t` takes its place in the lane when at most [`WALK`]
+    /// entries from the low end lead there, and otherwise the entries below `k` move into the
+    /// tree (lowest first: each at the tree's best end). Then `t` becomes the lane's lowest (a
+    /// falling batch that began above everything stays in the lane).
     #[inline(never)]
     fn push_in_top_range(&mut self, k: u64, t: TcbRef) {
+        let splice =
+            self.tree_len == 0 && self.top.lo.is_some_and(|l| self.bottom.hi.is_none_or(|b| key(b) < key(l)));
+        if let Some(lo) = self.top.lo.filter(|&l| !splice && key(l) < k) {
+            // Above the entries below `k`, below the rest (equal keys: `t` is newer), when a few
+            // entries from the low end lead there ([`WALK`]); the highest entry is at or above
+            // `k` (a key above it went on the high end), so the walk meets one before the end.
+            let mut below = lo;
+            for _ in 0..WALK {
+                let Some(above) = link(below).right.get() else { break };
+                if key(above) >= k {
+                    Lane::insert_between(below, t, above);
+                    return;
+                }
+                below = above;
+            }
+        }
+        if splice {
+            // Its entries below `k` go on the bottom lane's high end as they are, in one piece
+            // (they stay sorted, above the bottom lane's and below the rest), not one by one
+            // into the tree. (A batch whose keys fall with an entry of a higher key among them:
+            // Reload Transient's releases, where most keys tie at the highest; this came out
+            // ahead of walking first, callgrind.)
+            self.move_top_below_to_bottom(k);
+        }
         while let Some(l) = self.top.lo.filter(|&l| key(l) < k) {
             self.top.pop_lo();
             self.push_tree_best(l);
@@ -292,6 +369,35 @@ impl Tree {
             self.flush_bottom();
             self.push_tree(k, t);
         }
+    }
+
+    /// Moves the top lane's entries below `k` to the high end of the bottom lane, whose keys
+    /// must lie strictly below them, with no tree between: a splice of the two lists (the
+    /// entries keep their order, so equal keys keep their order of arrival), after a walk to
+    /// find where the part below `k` ends.
+    #[inline]
+    fn move_top_below_to_bottom(&mut self, k: u64) {
+        debug_assert!(self.tree_len == 0);
+        let Some(first) = self.top.lo.filter(|&l| key(l) < k) else { return };
+        let mut last = first;
+        while let Some(next) = link(last).right.get().filter(|&n| key(n) < k) {
+            last = next;
+        }
+        // Off the top lane...
+        let rest = link(last).right.get();
+        match rest {
+            Some(r) => link(r).left.set(None),
+            None => self.top.hi = None,
+        }
+        self.top.lo = rest;
+        // ...onto the bottom lane's high end.
+        link(last).right.set(None);
+        link(first).left.set(self.bottom.hi);
+        match self.bottom.hi {
+            Some(h) => link(h).right.set(Some(first)),
+            None => self.bottom.lo = Some(first),
+        }
+        self.bottom.hi = Some(last);
     }
 
     /// Whether `k` lies strictly above the tree's keys and the bottom lane's.
@@ -950,12 +1056,13 @@ mod tests {
                 0..=5 if !free.is_empty() => {
                     let tcb = free.pop().unwrap();
                     // A mix of key patterns: small ranges (many ties), increasing, zero,
-                    // decreasing (with some jitter).
-                    let key = match next() % 5 {
+                    // decreasing (with some jitter), ties at the top (Reload Transient's).
+                    let key = match next() % 6 {
                         0 => next() % 8,
                         1 => arrival + 100,
                         2 => 0,
                         3 => 1_000_000 - 2 * arrival + next() % 5,
+                        4 => u64::MAX,
                         _ => next() % 1000,
                     };
                     q.push(key, tcb);
@@ -987,21 +1094,25 @@ mod tests {
 
     /// The tree stays shallow: a sorted insertion order (the worst case of a plain search tree)
     /// gives a depth of a small multiple of log2(n). Falling keys stay in the top lane (the
-    /// first went above everything); a key just below the highest moves the rest into the tree,
-    /// one after the other, in sorted order.
+    /// first went above everything); with a tree below them (one entry), a key just below the
+    /// highest moves the rest into the tree, one after the other, in sorted order.
     #[test]
     fn stays_balanced_for_sorted_keys() {
         let n = if cfg!(miri) { 512 } else { 4096 };
-        let (_chunks, t) = tcbs(n);
+        let (_chunks, t) = tcbs(n + 1);
         let q = RunQueue::new();
+        q.with(|tree| {
+            tree.len += 1;
+            tree.push_tree(1, t[n]);
+        });
         for (i, &tcb) in t[..n - 1].iter().enumerate() {
             q.push(10_000 - 2 * i as u64, tcb);
         }
-        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, n - 1), "falling keys in the top lane"));
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (1, n), "falling keys in the top lane"));
         q.push(9_999, t[n - 1]);
         check(&q);
         let depth = q.with(|tree| {
-            assert_eq!(tree.tree_len, n - 2, "falling keys but the highest in the tree");
+            assert_eq!(tree.tree_len, n - 1, "falling keys but the highest in the tree");
             fn depth(t: Option<TcbRef>) -> usize {
                 t.map_or(0, |t| 1 + depth(link(t).left.get()).max(depth(link(t).right.get())))
             }
@@ -1010,8 +1121,8 @@ mod tests {
         assert!(depth <= 40, "depth {depth} for {n} sorted keys (log2 <= 12)");
     }
 
-    /// Rising keys stay in the top lane until a lower one comes, which moves those below it into
-    /// the tree.
+    /// Rising keys stay in the top lane until a lower one comes, which moves those below it to
+    /// the bottom lane (there is no tree).
     #[test]
     fn rising_keys_use_the_top_lane_until_a_lower_key_comes() {
         let (_chunks, t) = tcbs(6);
@@ -1020,10 +1131,10 @@ mod tests {
             q.push(10 + i as u64, tcb);
         }
         q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 4)));
-        q.push(11, t[4]); // not above 13: the entry below 11 moves into the tree
-        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (1, 5)));
+        q.push(11, t[4]); // not above 13: the entry below 11 moves to the bottom lane (no tree)
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len, tree.bottom.hi), (0, 5, Some(t[0]))));
         q.push(20, t[5]); // above everything again
-        q.with(|tree| assert_eq!(tree.tree_len, 1));
+        q.with(|tree| assert_eq!(tree.tree_len, 0));
         check(&q);
         let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
         // 11 twice: t[1] (pushed first) before t[4].
@@ -1048,26 +1159,74 @@ mod tests {
         let mut stolen = Vec::new();
         q.steal(|_| 1, &mut stolen);
         assert_eq!(stolen, vec![t[4]], "the newest of the lowest");
-        q.push(19, t[6]); // within the top lane: its entries below move into the tree
-        q.with(|tree| assert_eq!(tree.tree_len, 3));
+        q.push(19, t[6]); // within the top lane: its entries below move to the bottom lane
+        q.with(|tree| {
+            assert_eq!((tree.tree_len, tree.bottom.lo, tree.bottom.hi), (0, Some(t[3]), Some(t[1])))
+        });
         check(&q);
         let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
         assert_eq!(out, vec![t[5], t[0], t[6], t[1], t[2], t[3]]);
     }
 
+    /// Reload Transient's batches: most keys tie at the highest, the others fall below them in
+    /// any order. With no tree, a key within the top lane's range moves the lane's entries below
+    /// it to the bottom lane in one piece; a key within the bottom lane's range takes its place
+    /// there after a short walk. Nothing enters the tree, and the order is the keys', equal
+    /// keys oldest first.
+    #[test]
+    fn ties_at_the_top_after_lower_keys_stay_in_the_lanes() {
+        let top = u64::MAX;
+        let mut keys = vec![top, top];
+        keys.extend((0..12).map(|i| 100 - i)); // falling: the top lane's low end
+        keys.push(top); // past 12 entries below it: they go to the bottom lane
+        keys.extend([95, 60, 50, top, 120, top, 40, 30, 97, top]);
+        let (_chunks, t) = tcbs(keys.len());
+        let q = RunQueue::new();
+        for (i, (&k, &tcb)) in keys.iter().zip(&t).enumerate() {
+            q.push(k, tcb);
+            check(&q);
+            q.with(|tree| {
+                assert_eq!(tree.tree_len, 0, "after key {k}");
+                match i {
+                    // The falling 12 moved to the bottom lane.
+                    14 => {
+                        assert_eq!((tree.bottom.lo.map(key), tree.bottom.hi.map(key)), (Some(89), Some(100)))
+                    }
+                    // 95: in its place in the bottom lane, 5 entries from its high end.
+                    15 => assert_eq!(tree.bottom.hi.map(key), Some(100)),
+                    // 120 went to the top lane, then to the bottom lane.
+                    19 => assert_eq!(tree.top.lo, Some(tcb)),
+                    20 => assert_eq!(tree.bottom.hi, Some(t[19])),
+                    _ => {}
+                }
+            });
+        }
+        let mut want: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
+        want.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let want: Vec<TcbRef> = want.iter().map(|&(_, i)| t[i]).collect();
+        // A thief takes the lowest (newest of equal keys) first; the rest leave best first.
+        let mut stolen = Vec::new();
+        q.steal(|_| 2, &mut stolen);
+        let n = want.len();
+        assert_eq!(stolen, [want[n - 1], want[n - 2]]);
+        check(&q);
+        let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+        assert_eq!(out, want[..n - 2]);
+    }
+
     /// A falling batch that began above everything stays in the top lane, one low entry among
-    /// it (a releaser that ran long before the others) goes to the bottom lane, and an older
-    /// entry below the batch moves into the tree once.
+    /// it (a releaser that ran long before the others) goes to the bottom lane, and so does an
+    /// older entry below the batch, once.
     #[test]
     fn a_falling_batch_with_an_outlier_stays_in_the_lanes() {
         let (_chunks, t) = tcbs(9);
         let q = RunQueue::new();
-        q.push(20, t[8]); // an older entry below the batch: the top lane, then the tree
+        q.push(20, t[8]); // an older entry below the batch: the top lane, then the bottom lane
         for (&k, &tcb) in [90u64, 80, 70, 5, 60, 50, 45, 40].iter().zip(&t) {
             q.push(k, tcb);
             check(&q);
         }
-        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (1, 9), "20 moved into the tree"));
+        q.with(|tree| assert_eq!((tree.tree_len, tree.len), (0, 9), "20 moved to the bottom lane"));
         let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
         assert_eq!(out, vec![t[0], t[1], t[2], t[4], t[5], t[6], t[7], t[8], t[3]]);
     }
