@@ -1068,6 +1068,7 @@ impl Processor {
             return FromBatch::Elsewhere;
         };
         let remote = self.remote();
+        // (`yield_at_zero` last: it does `yield_priority`'s bookkeeping.)
         if core.next.is_some()
             || core.nested > 0
             || !remote.wakeup.is_empty()
@@ -1076,7 +1077,6 @@ impl Processor {
             || self.start_work_visible()
             || n.tcb().life.get() != Life::Started
             || !core.affinity.yield_at_zero()
-        // (last: `yield_priority`'s bookkeeping)
         {
             return FromBatch::Elsewhere;
         }
