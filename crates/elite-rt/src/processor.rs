@@ -39,7 +39,7 @@
 //! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
 //! publishing its exit, `publish_from_ult`, which hands out only its result.)
 
-use crate::atomics::{AtomicBool, AtomicPtr, Ordering};
+use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
 use crate::park::ParkSlot;
 use crate::policy::WakeRule;
 use crate::pool::{Got, LocalPool};
@@ -53,7 +53,7 @@ use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
-use crate::sync::wait::{WaitList, WaitNode};
+use crate::sync::wait::LinkTo;
 use crate::tcb::{Context, Resumer};
 use crate::tcb::{JoinState, Life, Tcb, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
@@ -79,10 +79,11 @@ pub(crate) enum Switch {
     /// the processor after the action returns and leaves the loop at the top of the next round.
     Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
     /// Block on a synchronization object with an untimed wait (`WaitNode::block_on`): after the
-    /// switch the resumer links `node` into `list` (at its front with `front`) and releases the
-    /// object's spin lock `lock`, held across the switch; what `Park` would do with a closure,
-    /// without the closure's indirect call and moves (`crate::sync::wait::link_after_switch`).
-    Link { node: *const WaitNode, list: *mut WaitList, lock: *const AtomicBool, front: bool },
+    /// switch the resumer links the node into the object's list and releases the object's spin
+    /// lock, held across the switch, as the `LinkTo` on the blocked ULT's frozen stack says; what
+    /// `Park` would do with a closure, without the closure's indirect call and moves
+    /// (`crate::sync::wait::link_after_switch`).
+    Link(*const LinkTo),
     /// Sleep until the deadline.
     Sleep(Instant),
     /// The ULT's task returned and its exit is published: the context is free for another ULT.
@@ -148,8 +149,10 @@ pub(crate) struct Core {
     spill: Vec<*mut Tcb>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
-    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
-    nested: u32,
+    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one), plus one
+    /// for good in chaos mode (whose loop picks the next ULT at random): no direct hand-off while
+    /// non-zero, one test on the hand-off path for both.
+    no_hand_off: u32,
     /// Pinned ULTs started here and not exited (`Builder::pinned`): while there are any, blocking
     /// calls made here run on this thread instead of handing the processor, and with it the
     /// pinned ULTs, to another OS thread (`crate::blocking::switched`).
@@ -223,6 +226,9 @@ const SPILL_MAX: usize = 512;
 /// A processor as its OS thread sees it.
 pub(crate) struct Processor {
     pub(crate) index: usize,
+    /// Unique among all processors of all runtimes of the process, never reused, never 0: what a
+    /// biased spin lock names its owner by (`sync::bias`).
+    pub(crate) uid: usize,
     pub(crate) shared: Arc<Shared>,
     /// `&shared.processors[index]`, resolved once (it is on every hot path).
     remote: *const Remote,
@@ -240,6 +246,10 @@ pub(crate) struct Processor {
     chaos: chaos::Chaos,
     /// `central || chaos.on`: one test on the wake path for both.
     central_or_chaos: bool,
+    /// The policy's wake rule is [`WakeRule::Waker`] and neither `central` nor the chaos mode
+    /// is on: a ULT woken by a ULT running here stays here, unless pinned
+    /// ([`Processor::wake_from_ult`] decides that without looking the rule up).
+    waker_stays: bool,
 }
 
 thread_local! {
@@ -281,7 +291,7 @@ impl Processor {
             batch: YieldBatch::new(),
             spill: Vec::new(),
             inline_child: None,
-            nested: 0,
+            no_hand_off: u32::from(c.chaos.is_some()),
             pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
@@ -294,8 +304,13 @@ impl Processor {
         };
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const SharedStartQueue<Tcb> = &shared.nodes[shared.processors[index].node].start;
+        // Only code on a processor takes a biased lock's owner path: get the barrier its
+        // revokers need ready (once per process, in the background).
+        crate::sync::bias::prepare();
+        static UIDS: AtomicUsize = AtomicUsize::new(1);
         Processor {
             index,
+            uid: UIDS.fetch_add(1, Ordering::Relaxed),
             remote,
             node_start,
             core: UnsafeCell::new(core),
@@ -306,6 +321,7 @@ impl Processor {
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
             central_or_chaos: c.central || c.chaos.is_some(),
+            waker_stays: c.policy.wake_rule() == WakeRule::Waker && !c.central && c.chaos.is_none(),
             shared,
         }
     }
@@ -794,9 +810,9 @@ impl Processor {
         if let Some(j) = joiner {
             self.core().affinity.pause(j);
         }
-        self.core().nested += 1;
+        self.core().no_hand_off += 1;
         self.start_ult(t, crate::blocking::current_worker());
-        self.core().nested -= 1;
+        self.core().no_hand_off -= 1;
         if joiner.is_some() {
             self.core().affinity.resume();
         }
@@ -942,6 +958,9 @@ impl Processor {
         let check_canary = self.check_canary;
         // Fixed for the processor's life: read once here, not at every resume.
         let (begin_hook, end_hook) = self.core().affinity.run_hooks();
+        // Whether anything at all runs after a switch out (rare: a recording or hardware-counting
+        // policy, unguarded stacks): one test per switch when nothing does.
+        let after_hooks = end_hook || check_canary;
         'chain: loop {
             let tcb = t.tcb();
             tcb.processor.store(self.index, Ordering::Relaxed);
@@ -959,11 +978,13 @@ impl Processor {
                 }
                 let result = ctx.co.resume(Resumer(self));
                 self.current.set(None);
-                if end_hook {
-                    self.core().affinity.end_run(t);
-                }
-                if check_canary {
-                    self.check_canary(t);
+                if after_hooks {
+                    if end_hook {
+                        self.core().affinity.end_run(t);
+                    }
+                    if check_canary {
+                        self.check_canary(t);
+                    }
                 }
                 if let CoroutineResult::Yield(Switch::Yield) = result {
                     stats.yields.bump();
@@ -1004,11 +1025,11 @@ impl Processor {
                         return;
                     }
                 }
-                CoroutineResult::Yield(Switch::Link { node, list, lock, front }) => {
-                    // SAFETY: the ULT switched out holding the object's lock `lock`, its node and
-                    // the object alive and untouched by anyone else until the node is linked and
-                    // the lock released, which this does (`Switch::Link`).
-                    unsafe { crate::sync::wait::link_after_switch(node, list, lock, front) };
+                CoroutineResult::Yield(Switch::Link(to)) => {
+                    // SAFETY: the ULT switched out holding the object's lock, `to` and its node on
+                    // its frozen stack, the object alive and untouched by anyone else until the
+                    // node is linked and the lock released, which this does (`Switch::Link`).
+                    unsafe { crate::sync::wait::link_after_switch(to, t) };
                 }
                 CoroutineResult::Yield(Switch::Sleep(deadline)) => {
                     self.core().timers.insert(deadline, t);
@@ -1039,8 +1060,8 @@ impl Processor {
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
         let n = core.next?;
-        if core.step() || core.nested > 0 || self.chaos.on {
-            return None; // (the chaos mode's loop picks the next ULT at random)
+        if core.step() || core.no_hand_off > 0 {
+            return None; // (a join fast path waits below us; the chaos mode's loop picks at random)
         }
         let remote = self.remote();
         if !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !core.timers.is_empty() {
@@ -1070,7 +1091,7 @@ impl Processor {
         let remote = self.remote();
         // (`yield_at_zero` last: it does `yield_priority`'s bookkeeping.)
         if core.next.is_some()
-            || core.nested > 0
+            || core.no_hand_off > 0
             || !remote.wakeup.is_empty()
             || !remote.cleanup.is_empty()
             || !core.timers.is_empty()
@@ -1313,6 +1334,50 @@ impl Processor {
             }
         }
         self.wake_slow(t);
+    }
+
+    /// [`Processor::wake`] by the ULT running on this processor (a notifier's wake-up deferred
+    /// past the object's lock, `sync::wait::Wake`): the same outcome, with No Affinity's rule
+    /// (the default) decided by one flag instead of the rule's lookup and the check that a ULT
+    /// is running, which the caller guarantees. Always inlined, as `wake`, into the notifiers'
+    /// paths (`sync::wait`, "Switch depth").
+    #[inline(always)]
+    pub(crate) fn wake_from_ult(&self, t: TcbRef) {
+        if !self.wake_here_from_ult(t) {
+            self.wake(t);
+        }
+    }
+
+    /// [`Processor::wake_from_ult`]'s No Affinity case: true if it made `t` ready (here, or
+    /// through `wake_slow`); false if the caller must call `wake`. True only without the chaos
+    /// mode, so a caller that gets true has no chaos decision point to take.
+    #[inline(always)]
+    pub(crate) fn wake_here_from_ult(&self, t: TcbRef) -> bool {
+        debug_assert!(self.current_ult().is_some());
+        if !self.waker_stays || t.tcb().pinned.get() {
+            return false;
+        }
+        let _ = crate::prefetch::ult(t); // (as in `wake_to`)
+        if self.remote().runq.len() != 0 {
+            self.make_ready_queued(t);
+            return true;
+        }
+        let core = self.core();
+        if core.next.is_none() {
+            core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+            return true;
+        }
+        self.wake_slow(t);
+        true
+    }
+
+    /// The chaos mode's decision point (`chaos::decision_point`) for code running on this
+    /// processor: one test of this processor's flag.
+    #[inline]
+    pub(crate) fn decision_point(&self) {
+        if self.chaos.on {
+            chaos::decision_point_slow();
+        }
     }
 
     /// [`Processor::wake`]'s answer for Gravity: whether `t` stays here. Out of line, so that
