@@ -12,21 +12,32 @@
 //!
 //! Kinds: `spawn` (spawn and join one ULT), `yield` (two ULTs yield in turn: one switch each),
 //! `wake` (two ULTs hand a semaphore permit back and forth: a wake-up and a switch each), and
-//! `wake-data` (the same, both ULTs having declared a data block, so that the prefetch runs).
-//! `--no-prefetch` builds the runtime with prefetch off.
+//! `wake-data` (the same, both ULTs having declared a data block, so that the prefetch runs),
+//! and `mutex` (`elite-bench sync --bench mutex_contended` on one processor: 1024 ULTs each take
+//! turns of {lock a shared mutex, increment, unlock, yield}, N turns in all; `--ults K` changes
+//! the 1024). `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P
+//! processors instead of one.
 
-use elite_rt::sync::Semaphore;
+use elite_rt::sync::{Mutex, Semaphore};
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data N [--no-prefetch]";
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex N [--ults K] [--processors P] [--no-prefetch]";
     let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
     let n: u64 = n.parse().map_err(|e| format!("N must be a count: {e}\n{usage}"))?;
     let prefetch = !args.iter().any(|a| a == "--no-prefetch");
-    let rt = elite_rt::Runtime::builder().processors(1).prefetch(prefetch).build()?;
+    let ults: u64 = match args.iter().position(|a| a == "--ults") {
+        Some(i) => args.get(i + 1).and_then(|k| k.parse().ok()).filter(|&k| k > 0).ok_or(usage)?,
+        None => 1024,
+    };
+    let processors: usize = match args.iter().position(|a| a == "--processors") {
+        Some(i) => args.get(i + 1).and_then(|k| k.parse().ok()).filter(|&k| k > 0).ok_or(usage)?,
+        None => 1,
+    };
+    let rt = elite_rt::Runtime::builder().processors(processors).prefetch(prefetch).build()?;
     let kind = kind.clone();
     let done = rt.block_on(move || match kind.as_str() {
         "spawn" => Ok((0..n).map(|i| elite_rt::spawn(move || i).join().unwrap_or(0)).sum::<u64>() + 1),
@@ -66,6 +77,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 pong.acquire();
             }
             other.join().map_err(|_| "the other ULT panicked".to_string())
+        }
+        "mutex" => {
+            let counter = Arc::new(Mutex::new(0u64));
+            let turns = n.div_ceil(ults);
+            let handles: Vec<_> = (0..ults)
+                .map(|_| {
+                    let counter = counter.clone();
+                    elite_rt::spawn(move || {
+                        for _ in 0..turns {
+                            *counter.lock().unwrap() += 1;
+                            elite_rt::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().map_err(|_| "a ULT panicked".to_string())?;
+            }
+            let total = *counter.lock().unwrap();
+            Ok(total)
         }
         other => Err(format!("unknown kind `{other}`\n{usage}")),
     })?;

@@ -567,6 +567,21 @@ impl Local {
         self.policy.hooks().priority(&ult_info(t, self.needs), &self.view())
     }
 
+    /// [`yield_priority`](Self::yield_priority) for a policy whose yield key is 0 for every ULT
+    /// (No Affinity, Minimum Misses): its bookkeeping, and true; false, and nothing done, under
+    /// the others. The yield batch's fast path (`Processor::yield_from_batch`).
+    #[inline]
+    pub(crate) fn yield_at_zero(&mut self) -> bool {
+        match self.kind {
+            Kind::NoAffinity => {
+                self.seq += 1; // (as `yield_priority` counts it)
+                true
+            }
+            Kind::MinimumMisses => true,
+            _ => false,
+        }
+    }
+
     /// The key of `t` entering this processor's runqueue after a yield: computed here for a
     /// built-in policy, by the hook for a custom one.
     #[inline]
@@ -834,6 +849,34 @@ mod tests {
                 Kind::NoAffinity => assert_eq!(keys, [1, 0, 3]),
                 Kind::Custom => assert_eq!(keys, [1, 2, 3]),
                 _ => assert_eq!(local.seq, 0, "{policy}"),
+            }
+        }
+    }
+
+    /// `yield_at_zero` answers whether the yield key is 0 for every ULT, and keeps the count as
+    /// `yield_priority` does (the yield batch's fast path takes one for the other).
+    #[test]
+    fn yield_at_zero_is_yield_priority_of_a_zero_key() {
+        let shared = Arc::new(());
+        let chunk = Chunk::allocate(&shared);
+        let t = chunk.tcbs().next().expect("a TCB");
+        let cache = ModelCache::ASSUMED;
+        for (policy, zero) in [
+            (Policy::no_affinity(), true),
+            (Policy::minimum_misses(), true),
+            (Policy::reload_transient(), false),
+        ] {
+            let needs = policy.hooks().needs();
+            let affinity = Affinity::new(needs, &cache, 1);
+            let mut by_priority = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
+            let mut by_zero = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
+            affinity.on_spawn(needs, t, None);
+            assert_eq!(by_zero.yield_at_zero(), zero, "{policy}");
+            if zero {
+                assert_eq!(by_priority.yield_priority(t), 0, "{policy}");
+                assert_eq!(by_zero.seq, by_priority.seq, "{policy}");
+            } else {
+                assert_eq!(by_zero.seq, 0, "{policy}: nothing done");
             }
         }
     }

@@ -722,6 +722,8 @@ fn worker_main(w: Arc<Worker>, shared: Arc<Shared>, set: Arc<ProcessorSet>) {
 #[cold]
 #[inline(never)]
 pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
+    // Whoever runs `p` next finds every ready ULT in its runqueue (see `queue::run::YieldBatch`).
+    p.flush_batch();
     if p.running_inline() {
         // A nested resumer (the join fast path) cannot give the processor away in the middle of
         // the joiner's run: let the bottom frame do it when the ULT switches out again.

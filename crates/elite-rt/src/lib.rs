@@ -309,7 +309,8 @@ pub mod sync;
 #[cfg(loom)]
 #[allow(dead_code)]
 mod sync {
-    //! Under loom: only the mutex's state word.
+    //! Under loom: only the mutex's state word and the spin locks' bias.
+    pub(crate) mod bias;
     pub(crate) mod lock_word;
 }
 #[cfg(not(loom))]

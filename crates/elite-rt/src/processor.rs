@@ -17,6 +17,9 @@
 //!    yield) start one ULT from the start-queues first, and when there is none, every 64th round
 //!    run the runqueue's *lowest*-priority ULT first, so that ready ULTs that keep each other
 //!    going cannot keep never-started or long-ready ones waiting for ever.
+//!    A yield with other ULTs ready skips the loop: the yielder goes behind them and the best
+//!    runs at once (`requeue_yielded`, `hand_off`); a round-robin of many yielders takes them
+//!    from the runqueue in batches, one lock per batch (`queue::run::YieldBatch`).
 //! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
@@ -36,21 +39,21 @@
 //! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
 //! publishing its exit, `publish_from_ult`, which hands out only its result.)
 
-use crate::atomics::{AtomicBool, AtomicPtr, Ordering};
+use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
 use crate::park::ParkSlot;
 use crate::policy::WakeRule;
 use crate::pool::{Got, LocalPool};
 use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
-use crate::queue::run::RunQueue;
-use crate::queue::shared::TAKE_MAX;
+use crate::queue::run::{RunQueue, YieldBatch, BATCH};
+use crate::queue::shared::{SharedStartQueue, TAKE_MAX};
 use crate::queue::start::steal_one;
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
-use crate::sync::wait::{WaitList, WaitNode};
+use crate::sync::wait::LinkTo;
 use crate::tcb::{Context, Resumer};
 use crate::tcb::{JoinState, Life, Tcb, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
@@ -76,10 +79,11 @@ pub(crate) enum Switch {
     /// the processor after the action returns and leaves the loop at the top of the next round.
     Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
     /// Block on a synchronization object with an untimed wait (`WaitNode::block_on`): after the
-    /// switch the resumer links `node` into `list` (at its front with `front`) and releases the
-    /// object's spin lock `lock`, held across the switch; what `Park` would do with a closure,
-    /// without the closure's indirect call and moves (`crate::sync::wait::link_after_switch`).
-    Link { node: *const WaitNode, list: *mut WaitList, lock: *const AtomicBool, front: bool },
+    /// switch the resumer links the node into the object's list and releases the object's spin
+    /// lock, held across the switch, as the `LinkTo` on the blocked ULT's frozen stack says; what
+    /// `Park` would do with a closure, without the closure's indirect call and moves
+    /// (`crate::sync::wait::link_after_switch`).
+    Link(*const LinkTo),
     /// Sleep until the deadline.
     Sleep(Instant),
     /// The ULT's task returned and its exit is published: the context is free for another ULT.
@@ -137,13 +141,18 @@ pub(crate) struct Core {
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
+    /// Yielding ULTs taken from and going back to the runqueue's zero lane, one lock per
+    /// batch (see [`YieldBatch`]): empty except inside a chain of switches of `run_ult`.
+    batch: YieldBatch,
     /// The oldest half of a full own start-queue on its way down a level (`push_start_overflow`):
     /// a buffer kept here, not on the spawning ULT's (possibly small) stack.
     spill: Vec<*mut Tcb>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
-    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one).
-    nested: u32,
+    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one), plus one
+    /// for good in chaos mode (whose loop picks the next ULT at random): no direct hand-off while
+    /// non-zero, one test on the hand-off path for both.
+    no_hand_off: u32,
     /// Pinned ULTs started here and not exited (`Builder::pinned`): while there are any, blocking
     /// calls made here run on this thread instead of handing the processor, and with it the
     /// pinned ULTs, to another OS thread (`crate::blocking::switched`).
@@ -179,6 +188,16 @@ impl Core {
     }
 }
 
+/// What [`Processor::yield_from_batch`] did with a yield.
+enum FromBatch {
+    /// Switch to this ULT now.
+    Run(TcbRef),
+    /// Go back to the loop (the yielder is queued, the ULT to run next is in the `next` slot).
+    Loop,
+    /// Nothing: the general yield path takes it.
+    Elsewhere,
+}
+
 /// How the join fast path ([`Processor::start_inline`]) went.
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
@@ -194,6 +213,10 @@ pub(crate) enum Inline {
     Finished,
 }
 
+/// Ready ULTs in the runqueue from which a yield may take a batch: with the yielder, the
+/// `2 * BATCH` that `RunQueue::yield_refill` asks for.
+const BATCH_FROM: usize = 2 * BATCH - 1;
+
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 64;
 
@@ -203,9 +226,14 @@ const SPILL_MAX: usize = 512;
 /// A processor as its OS thread sees it.
 pub(crate) struct Processor {
     pub(crate) index: usize,
+    /// Unique among all processors of all runtimes of the process, never reused, never 0: what a
+    /// biased spin lock names its owner by (`sync::bias`).
+    pub(crate) uid: usize,
     pub(crate) shared: Arc<Shared>,
     /// `&shared.processors[index]`, resolved once (it is on every hot path).
     remote: *const Remote,
+    /// The start-queue level of this processor's node, resolved once (every yield looks at it).
+    node_start: *const SharedStartQueue<Tcb>,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
     // Copies of configuration read on the hot paths (one load instead of two).
@@ -218,6 +246,10 @@ pub(crate) struct Processor {
     chaos: chaos::Chaos,
     /// `central || chaos.on`: one test on the wake path for both.
     central_or_chaos: bool,
+    /// The policy's wake rule is [`WakeRule::Waker`] and neither `central` nor the chaos mode
+    /// is on: a ULT woken by a ULT running here stays here, unless pinned
+    /// ([`Processor::wake_from_ult`] decides that without looking the rule up).
+    waker_stays: bool,
 }
 
 thread_local! {
@@ -256,9 +288,10 @@ impl Processor {
             timers: Timers::new(),
             next: None,
             admit_one: false,
+            batch: YieldBatch::new(),
             spill: Vec::new(),
             inline_child: None,
-            nested: 0,
+            no_hand_off: u32::from(c.chaos.is_some()),
             pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
             id_seq: 0,
@@ -270,9 +303,13 @@ impl Processor {
             affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
         };
         let remote: *const Remote = &shared.processors[index];
+        let node_start: *const SharedStartQueue<Tcb> = &shared.nodes[shared.processors[index].node].start;
+        static UIDS: AtomicUsize = AtomicUsize::new(1);
         Processor {
             index,
+            uid: UIDS.fetch_add(1, Ordering::Relaxed),
             remote,
+            node_start,
             core: UnsafeCell::new(core),
             current: Cell::new(None),
             central: c.central,
@@ -281,6 +318,7 @@ impl Processor {
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
             central_or_chaos: c.central || c.chaos.is_some(),
+            waker_stays: c.policy.wake_rule() == WakeRule::Waker && !c.central && c.chaos.is_none(),
             shared,
         }
     }
@@ -447,11 +485,28 @@ impl Processor {
         self.core().scratch = due;
     }
 
-    /// Puts a ready ULT in the runqueue with the policy's key (never in the `next` slot).
+    /// Puts a ready ULT in the runqueue with the policy's key (never in the `next` slot), after
+    /// the yield batch's ULTs (if any), so that the policy orders it among all of them.
     #[inline]
     fn enqueue(&self, t: TcbRef) {
-        let key = self.core().affinity.priority(t);
-        self.runq().push(key, t);
+        let core = self.core();
+        let key = core.affinity.priority(t);
+        if core.batch.is_empty() {
+            self.runq().push(key, t);
+        } else {
+            self.runq().push_flushing(key, t, &mut core.batch);
+        }
+    }
+
+    /// Puts the yield batch's ULTs back in the runqueue (see [`YieldBatch`]): when a chain of
+    /// switches returns to the loop, and before a blocking call's action hands the processor to
+    /// another OS thread (`crate::blocking::switched`), whose loop must find them there.
+    #[inline]
+    pub(crate) fn flush_batch(&self) {
+        let core = self.core();
+        if !core.batch.is_empty() {
+            self.runq().flush_batch(&mut core.batch);
+        }
     }
 
     /// Puts a ready ULT in this processor's runqueue with the policy's key, or in the `next` slot
@@ -752,9 +807,9 @@ impl Processor {
         if let Some(j) = joiner {
             self.core().affinity.pause(j);
         }
-        self.core().nested += 1;
+        self.core().no_hand_off += 1;
         self.start_ult(t, crate::blocking::current_worker());
-        self.core().nested -= 1;
+        self.core().no_hand_off -= 1;
         if joiner.is_some() {
             self.core().affinity.resume();
         }
@@ -900,7 +955,10 @@ impl Processor {
         let check_canary = self.check_canary;
         // Fixed for the processor's life: read once here, not at every resume.
         let (begin_hook, end_hook) = self.core().affinity.run_hooks();
-        loop {
+        // Whether anything at all runs after a switch out (rare: a recording or hardware-counting
+        // policy, unguarded stacks): one test per switch when nothing does.
+        let after_hooks = end_hook || check_canary;
+        'chain: loop {
             let tcb = t.tcb();
             tcb.processor.store(self.index, Ordering::Relaxed);
             // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
@@ -917,14 +975,30 @@ impl Processor {
                 }
                 let result = ctx.co.resume(Resumer(self));
                 self.current.set(None);
-                if end_hook {
-                    self.core().affinity.end_run(t);
-                }
-                if check_canary {
-                    self.check_canary(t);
+                if after_hooks {
+                    if end_hook {
+                        self.core().affinity.end_run(t);
+                    }
+                    if check_canary {
+                        self.check_canary(t);
+                    }
                 }
                 if let CoroutineResult::Yield(Switch::Yield) = result {
                     stats.yields.bump();
+                    match self.yield_from_batch(t) {
+                        FromBatch::Run(n) => {
+                            t = n;
+                            continue 'chain;
+                        }
+                        FromBatch::Loop => {
+                            // The step's turn for the loop (shutdown, the shared levels, the
+                            // starvation turns): the batch goes back, the chosen ULT waits in
+                            // the `next` slot.
+                            self.flush_batch();
+                            return;
+                        }
+                        FromBatch::Elsewhere => {}
+                    }
                     // Nothing else to run here: resume at once without touching any queue (unless
                     // the chaos mode moves the ULT).
                     if self.nothing_else_local() && !self.chaos.on {
@@ -948,14 +1022,15 @@ impl Processor {
                         return;
                     }
                 }
-                CoroutineResult::Yield(Switch::Link { node, list, lock, front }) => {
-                    // SAFETY: the ULT switched out holding the object's lock `lock`, its node and
-                    // the object alive and untouched by anyone else until the node is linked and
-                    // the lock released, which this does (`Switch::Link`).
-                    unsafe { crate::sync::wait::link_after_switch(node, list, lock, front) };
+                CoroutineResult::Yield(Switch::Link(to)) => {
+                    // SAFETY: the ULT switched out holding the object's lock, `to` and its node on
+                    // its frozen stack, the object alive and untouched by anyone else until the
+                    // node is linked and the lock released, which this does (`Switch::Link`).
+                    unsafe { crate::sync::wait::link_after_switch(to, t) };
                 }
                 CoroutineResult::Yield(Switch::Sleep(deadline)) => {
                     self.core().timers.insert(deadline, t);
+                    self.flush_batch();
                     return;
                 }
                 // The trampoline never returns; only a forced unwind (shutdown) ends it.
@@ -963,7 +1038,11 @@ impl Processor {
             }
             match self.hand_off() {
                 Some(n) => t = n,
-                None => return,
+                None => {
+                    // Back to the loop: every ready ULT in the runqueue (see `YieldBatch`).
+                    self.flush_batch();
+                    return;
+                }
             }
         }
     }
@@ -978,8 +1057,8 @@ impl Processor {
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
         let n = core.next?;
-        if core.step() || core.nested > 0 || self.chaos.on {
-            return None; // (the chaos mode's loop picks the next ULT at random)
+        if core.step() || core.no_hand_off > 0 {
+            return None; // (a join fast path waits below us; the chaos mode's loop picks at random)
         }
         let remote = self.remote();
         if !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !core.timers.is_empty() {
@@ -993,6 +1072,45 @@ impl Processor {
         Some(n)
     }
 
+    /// The yield of `t` in a round-robin served from the yield batch, in one step: what
+    /// `requeue_yielded` and `hand_off` would do when the batch holds a taken ULT (`t` takes its
+    /// place, and it runs next), with their tests once each. [`FromBatch::Loop`] on the step
+    /// that is the loop's turn (`t` is in the batch then, the ULT to run next in the `next`
+    /// slot); [`FromBatch::Elsewhere`] (and nothing done) when they would do anything else.
+    /// Under No Affinity and Minimum Misses only (their yield key is always 0; the batch is
+    /// never filled under the others, nor in the central or chaos mode).
+    #[inline]
+    fn yield_from_batch(&self, t: TcbRef) -> FromBatch {
+        let core = self.core();
+        let Some(n) = core.batch.peek_taken() else {
+            return FromBatch::Elsewhere;
+        };
+        let remote = self.remote();
+        // (`yield_at_zero` last: it does `yield_priority`'s bookkeeping.)
+        if core.next.is_some()
+            || core.no_hand_off > 0
+            || !remote.wakeup.is_empty()
+            || !remote.cleanup.is_empty()
+            || !core.timers.is_empty()
+            || self.start_work_visible()
+            || n.tcb().life.get() != Life::Started
+            || !core.affinity.yield_at_zero()
+        {
+            return FromBatch::Elsewhere;
+        }
+        let Ok(n) = core.batch.swap(t) else {
+            return FromBatch::Elsewhere; // (not reached: `n` was peeked)
+        };
+        if core.step() {
+            core.next = Some(n);
+            return FromBatch::Loop;
+        }
+        if n.tcb().prefetching.get() {
+            self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
+        }
+        FromBatch::Run(n)
+    }
+
     /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).
     #[inline]
     fn nothing_else_local(&self) -> bool {
@@ -1002,6 +1120,7 @@ impl Processor {
         }
         core.next.is_none()
             && self.runq().len() == 0
+            && core.batch.is_empty()
             && self.remote().wakeup.is_empty()
             && self.remote().start.is_empty()
             && core.timers.is_empty()
@@ -1019,22 +1138,33 @@ impl Processor {
         }
         let key = core.affinity.yield_priority(t);
         if !self.central && core.next.is_none() && !self.start_work_visible() {
-            // Nothing to admit: queue `t` and take the best ready ULT in one critical section
-            // (one lock round trip instead of two); the best runs next.
+            // Nothing to admit: queue `t` and take the best ready ULT; the best runs next.
+            if key == 0 && !self.chaos.on && (!core.batch.is_empty() || self.runq().len() >= BATCH_FROM) {
+                // The zero lane's round-robin (see `YieldBatch`): the batch's next ULT, without
+                // the lock, or a refill under one acquisition. (A runqueue too short for a batch
+                // takes the plain path below: fewer instructions.)
+                core.next = match core.batch.swap(t) {
+                    Ok(n) => Some(n),
+                    Err(t) => self.runq().yield_refill(t, &mut core.batch),
+                };
+                return;
+            }
+            // In one critical section (one lock round trip instead of two).
+            self.flush_batch();
             core.next = self.runq().push_pop_best(key, t);
             return;
         }
-        self.runq().push(key, t);
+        self.runq().push_flushing(key, t, &mut core.batch);
         core.admit_one = true;
     }
 
     /// Whether any start-queue this processor takes from (own, node, global) shows an entry.
     #[inline]
     fn start_work_visible(&self) -> bool {
-        let remote = self.remote();
-        !remote.start.is_empty()
-            || !self.shared.nodes[remote.node].start.is_empty()
-            || !self.shared.global_start.is_empty()
+        // SAFETY: `node_start` points into `shared.nodes`, a boxed slice that lives as long as
+        // `shared`, which this processor holds.
+        let node_start = unsafe { &*self.node_start };
+        !self.remote().start.is_empty() || !node_start.is_empty() || !self.shared.global_start.is_empty()
     }
 
     /// Checked after every switch out of a ULT on an unguarded stack.
@@ -1201,6 +1331,50 @@ impl Processor {
             }
         }
         self.wake_slow(t);
+    }
+
+    /// [`Processor::wake`] by the ULT running on this processor (a notifier's wake-up deferred
+    /// past the object's lock, `sync::wait::Wake`): the same outcome, with No Affinity's rule
+    /// (the default) decided by one flag instead of the rule's lookup and the check that a ULT
+    /// is running, which the caller guarantees. Always inlined, as `wake`, into the notifiers'
+    /// paths (`sync::wait`, "Switch depth").
+    #[inline(always)]
+    pub(crate) fn wake_from_ult(&self, t: TcbRef) {
+        if !self.wake_here_from_ult(t) {
+            self.wake(t);
+        }
+    }
+
+    /// [`Processor::wake_from_ult`]'s No Affinity case: true if it made `t` ready (here, or
+    /// through `wake_slow`); false if the caller must call `wake`. True only without the chaos
+    /// mode, so a caller that gets true has no chaos decision point to take.
+    #[inline(always)]
+    pub(crate) fn wake_here_from_ult(&self, t: TcbRef) -> bool {
+        debug_assert!(self.current_ult().is_some());
+        if !self.waker_stays || t.tcb().pinned.get() {
+            return false;
+        }
+        let _ = crate::prefetch::ult(t); // (as in `wake_to`)
+        if self.remote().runq.len() != 0 {
+            self.make_ready_queued(t);
+            return true;
+        }
+        let core = self.core();
+        if core.next.is_none() {
+            core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+            return true;
+        }
+        self.wake_slow(t);
+        true
+    }
+
+    /// The chaos mode's decision point (`chaos::decision_point`) for code running on this
+    /// processor: one test of this processor's flag.
+    #[inline]
+    pub(crate) fn decision_point(&self) {
+        if self.chaos.on {
+            chaos::decision_point_slow();
+        }
     }
 
     /// [`Processor::wake`]'s answer for Gravity: whether `t` stays here. Out of line, so that

@@ -393,6 +393,8 @@ impl Runtime {
         crate::sync::switch_cost();
         // Stack overflows in ULTs are reported by name (once per process; see `crate::fault`).
         crate::fault::install();
+        // The barrier a biased lock's revoker needs (once per process; see `crate::sync::bias`).
+        crate::sync::bias::prepare();
         let topo = &config.topology;
         let processors = (0..topo.num_processors())
             .map(|i| Remote::new(topo.node_of(i), config.start_queue_limit))

@@ -88,6 +88,39 @@ fn one_processor_runs_1000_ults_while_one_sleeps_in_a_blocking_call() {
     });
 }
 
+/// A blocking call made in the middle of a long round-robin of yields (which one processor
+/// serves in batches taken from its runqueue, `queue::run::YieldBatch`): the processor goes to
+/// another OS thread with every ready ULT where that thread finds it, and every ULT finishes.
+#[test]
+fn a_blocking_call_in_a_round_robin_of_yields() {
+    let _g = shared();
+    hang_guard(60, "a blocking call among yielders", || {
+        let rt = rt(1, 4);
+        let yields = rt.block_on(|| {
+            let yields = Arc::new(AtomicUsize::new(0));
+            let hs: Vec<_> = (0..64)
+                .map(|i| {
+                    let yields = yields.clone();
+                    spawn(move || {
+                        for r in 0..200 {
+                            if i == 0 && r == 100 {
+                                blocking(|| std::thread::sleep(Duration::from_millis(10)));
+                            }
+                            yields.fetch_add(1, SeqCst);
+                            elite_rt::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().for_each(|h| h.join().expect("yielder"));
+            yields.load(SeqCst)
+        });
+        assert_eq!(yields, 64 * 200);
+        settled(&rt);
+        assert_eq!(rt.stats().blocking.calls, 1);
+    });
+}
+
 /// The OS threads of elite runtimes in this process (named `elite-p<i>` or `elite-spare<k>`).
 fn elite_threads() -> usize {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };

@@ -294,6 +294,31 @@ fn drop_with_ults_polling_forever() {
     drop_with_hang_guard(rt);
 }
 
+/// One processor, 64 ULTs yielding to each other for ever (served in batches taken from the
+/// runqueue, `queue::run::YieldBatch`): the processor still goes back to its loop now and then,
+/// so the drop returns, and a ULT spawned meanwhile from outside starts.
+#[test]
+fn drop_with_ults_yielding_forever() {
+    let _g = shared();
+    let rt = rt(1);
+    let yielding = Arc::new(AtomicUsize::new(0));
+    for _ in 0..64 {
+        let y = yielding.clone();
+        drop(rt.spawn(move || {
+            y.fetch_add(1, SeqCst);
+            loop {
+                elite_rt::yield_now();
+            }
+        }));
+    }
+    wait_until(30, "the yielders", || yielding.load(SeqCst) == 64);
+    let started = Arc::new(AtomicBool::new(false));
+    let s = started.clone();
+    drop(rt.spawn(move || s.store(true, SeqCst)));
+    wait_until(30, "a ULT spawned beside the yielders", || started.load(SeqCst));
+    drop_with_hang_guard(rt);
+}
+
 /// Handles of every origin, released in every way after their runtime is gone: joined or dropped on
 /// OS threads, dropped inside ULTs of another runtime, dropped while the runtime is being dropped.
 #[test]

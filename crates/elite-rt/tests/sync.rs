@@ -467,6 +467,67 @@ fn disconnection_follows_std() {
     });
 }
 
+/// A channel's lock biases itself towards the processor that keeps taking it (`sync::bias`):
+/// a channel used long enough from one processor, then from an OS thread, from a processor of
+/// another runtime, and from two processors at once (each revoking the other's bias) still
+/// delivers every value once and in order.
+#[test]
+fn a_channel_biased_to_one_processor_serves_everyone_else_too() {
+    hang_guard(60, "biased channel", || {
+        let rt1 = Runtime::builder().processors(1).build().unwrap();
+        let rt2 = Runtime::builder().processors(1).build().unwrap();
+        let (tx, rx) = mpsc::channel::<u64>();
+        // Phase 1: one processor, far past the bias threshold.
+        let (tx, rx) = rt1.block_on(move || {
+            for round in 0..4u64 {
+                for i in 0..300 {
+                    tx.send(round * 300 + i).unwrap();
+                }
+                for i in 0..300 {
+                    assert_eq!(rx.recv(), Ok(round * 300 + i));
+                }
+            }
+            (tx, rx)
+        });
+        // Phase 2: an OS thread (no processor) revokes the bias.
+        for i in 0..100 {
+            tx.send(i).unwrap();
+            assert_eq!(rx.recv(), Ok(i));
+        }
+        // Phase 3: another runtime's processor, long enough to bias the lock to itself.
+        let (tx, rx) = rt2.block_on(move || {
+            for i in 0..2000 {
+                tx.send(i).unwrap();
+                assert_eq!(rx.recv(), Ok(i));
+            }
+            (tx, rx)
+        });
+        // Phase 4: a sender on rt1 and a receiver on rt2 at once, in bursts (so that each side
+        // takes the lock many times in a row and biases it, and the other side revokes).
+        const N: u64 = 20_000;
+        std::thread::scope(|s| {
+            let rt1 = &rt1;
+            let sender = s.spawn(move || {
+                rt1.block_on(move || {
+                    for i in 0..N {
+                        tx.send(i).unwrap();
+                        if i % 512 == 0 {
+                            elite_rt::yield_now();
+                        }
+                    }
+                })
+            });
+            rt2.block_on(move || {
+                for i in 0..N {
+                    assert_eq!(rx.recv(), Ok(i), "value {i} lost, repeated or out of order");
+                }
+                assert!(rx.recv().is_err(), "the sender is gone");
+            });
+            sender.join().unwrap();
+        });
+    });
+}
+
 #[test]
 fn rendezvous_send_returns_only_once_received() {
     let rt = Runtime::builder().processors(2).build().unwrap();

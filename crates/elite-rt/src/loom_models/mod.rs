@@ -30,6 +30,9 @@
 //!   cancelled exactly once, never lost, its wait node never read after its stack is freed.
 //! * [`mutex`]: the mutex state word (`sync::lock_word`) with the mutex's list-and-park glue in
 //!   miniature: mutual exclusion, no lost wake-up, the hand-over after `max_losses` lost races.
+//! * [`bias`]: a spin lock's bias (`sync::bias`): the owner's plain-store path against a
+//!   revoker (heavy barrier, then a wait for the owner's holder), the biasing itself against a
+//!   second processor, and an OS thread against the owner: exclusion, each holder sees the last.
 //! * [`park`]: the idle protocol (announce PARKED, re-check, park / publish, notify) with one and two
 //!   wakers, over the wake-up stack.
 //!
@@ -72,6 +75,7 @@
 //!    wakes), and add `mod mutex;` below.
 //! 3. Nothing else: `.ci/run` runs every test under `loom_models`.
 
+mod bias;
 mod deque;
 mod join;
 mod mutex;

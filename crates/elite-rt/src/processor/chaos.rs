@@ -169,7 +169,7 @@ pub(crate) fn decision_point() {
 
 #[cold]
 #[inline(never)]
-fn decision_point_slow() {
+pub(super) fn decision_point_slow() {
     let Some(p) = super::current_processor() else {
         return;
     };

@@ -17,8 +17,9 @@
 //!
 //! Values are dropped only outside the lock: no user code runs while it is held.
 
-use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode, Wakes};
+use super::wait::{BiasedSpinLock, OnUnwind, SpinGuard, WaitList, WaitNode, Wakes};
 use crate::deadlock::WaitKind;
+use crate::processor::{current_processor, Processor};
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
@@ -36,7 +37,9 @@ struct Inner<T> {
 }
 
 struct Chan<T> {
-    inner: SpinLock<Inner<T>>,
+    /// Biased towards the processor that keeps taking it (`sync::bias`): a ping-pong whose two
+    /// ends run on one processor takes it without an atomic read-modify-write.
+    inner: BiasedSpinLock<Inner<T>>,
 }
 
 /// What a blocked sender or receiver finds in its slot.
@@ -59,7 +62,7 @@ enum Try<T> {
 impl<T> Chan<T> {
     fn new(cap: Option<usize>, receivers: usize) -> Arc<Chan<T>> {
         Arc::new(Chan {
-            inner: SpinLock::new(Inner {
+            inner: BiasedSpinLock::new(Inner {
                 queue: VecDeque::new(),
                 cap,
                 senders: 1,
@@ -96,13 +99,15 @@ impl<T> Chan<T> {
     /// (`send_blocking`: see "Switch depth" in `sync::wait`); the rest in [`Chan::send_slow`].
     #[inline(always)]
     fn send(&self, value: T, block: bool) -> Try<T> {
-        let mut g = self.inner.lock();
+        // Looked up once for the lock, the notify and the node (no switch in between).
+        let here = current_processor();
+        let mut g = self.inner.lock_on(here);
         if g.receivers > 0 {
             if let Some(n) = g.recv_waiters.pop_front() {
                 // SAFETY: a popped receiver node's slot is its live `Slot<T>`.
                 let s = unsafe { slot::<T>(n) };
                 *s = Some(value);
-                if let Some(w) = n.notify() {
+                if let Some(w) = n.notify_on(here) {
                     drop(g);
                     w.wake();
                     return Try::Sent;
@@ -117,7 +122,7 @@ impl<T> Chan<T> {
             }
             if block {
                 // Full, a receiver alive and none waiting: what `try_send_locked` would find.
-                return self.send_blocking(g, value);
+                return self.send_blocking(g, value, here);
             }
         }
         self.send_slow(g, value, block)
@@ -138,15 +143,16 @@ impl<T> Chan<T> {
                 return other;
             }
         };
-        self.send_blocking(g, value)
+        self.send_blocking(g, value, current_processor())
     }
 
     /// Blocks with `value` in our slot, under the lock `g` of a full channel, until a receiver
     /// takes it or the last one leaves. Inlined into [`Chan::send`] (a shallow wait).
+    /// `here`: the caller's `current_processor()`, looked up since its last switch.
     #[inline(always)]
-    fn send_blocking(&self, g: SpinGuard<'_, Inner<T>>, value: T) -> Try<T> {
+    fn send_blocking(&self, g: SpinGuard<'_, Inner<T>>, value: T, here: Option<&Processor>) -> Try<T> {
         let mut mine: Slot<T> = Some(value);
-        let node = WaitNode::new();
+        let node = WaitNode::new_on(here);
         node.slot.set(&mut mine as *mut Slot<T> as *mut ());
         let unwind = OnUnwind::new(|| self.inner.lock().send_waiters.remove(&node));
         node.block_on(g, |inner| &mut inner.send_waiters, false);
@@ -185,19 +191,21 @@ impl<T> Chan<T> {
     /// included, in [`Chan::recv_slow`].
     #[inline(always)]
     fn recv(&self, deadline: Option<Option<Instant>>) -> Result<T, RecvTimeoutError> {
-        let mut g = self.inner.lock();
+        // Looked up once for the lock, the notify and the node (no switch in between).
+        let here = current_processor();
+        let mut g = self.inner.lock_on(here);
         if g.send_waiters.is_empty() {
             if let Some(v) = g.queue.pop_front() {
                 return Ok(v);
             }
             if matches!(deadline, Some(None)) && g.senders > 0 {
-                return self.recv_blocking(g);
+                return self.recv_blocking(g, here);
             }
         } else if g.queue.is_empty() {
             if let Some(n) = g.send_waiters.pop_front() {
                 // SAFETY: a popped sender node's slot is its live `Slot<T>`, holding its value.
                 if let Some(v) = unsafe { slot::<T>(n) }.take() {
-                    let wake = n.notify();
+                    let wake = n.notify_on(here);
                     drop(g);
                     if let Some(w) = wake {
                         w.wake();
@@ -214,16 +222,21 @@ impl<T> Chan<T> {
     /// sender and no blocked sender: what [`Chan::recv_slow`] would do, minus its checks, and
     /// inlined into `recv`. Woken without a value (the last sender left), it looks again the long
     /// way.
+    /// `here`: the caller's `current_processor()`, looked up since its last switch.
     #[inline(always)]
-    fn recv_blocking(&self, g: SpinGuard<'_, Inner<T>>) -> Result<T, RecvTimeoutError> {
+    fn recv_blocking(
+        &self,
+        g: SpinGuard<'_, Inner<T>>,
+        here: Option<&Processor>,
+    ) -> Result<T, RecvTimeoutError> {
         let mut mine: Slot<T> = None;
-        let node = WaitNode::new();
+        let node = WaitNode::new_on(here);
         node.slot.set(&mut mine as *mut Slot<T> as *mut ());
         let unwind = OnUnwind::new(|| self.inner.lock().recv_waiters.remove(&node));
         // Untimed: only a notify resolves it.
         node.block_on(g, |inner| &mut inner.recv_waiters, false);
         unwind.disarm();
-        match mine.take() {
+        match mine {
             Some(v) => Ok(v),
             None => self.recv_slow(self.inner.lock(), Some(None)),
         }

@@ -40,6 +40,7 @@
 //! ```
 
 mod barrier;
+pub(crate) mod bias;
 mod chan;
 mod condvar;
 pub(crate) mod lock_word;

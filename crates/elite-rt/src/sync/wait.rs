@@ -1,9 +1,10 @@
 //! Blocking a ULT (or an OS thread) on a synchronization object, and waking it exactly once.
 //!
-//! Every primitive of [`crate::sync`] is a small state protected by a [`SpinLock`] plus one or more
-//! [`WaitList`]s of [`WaitNode`]s. A node lives on the waiter's own stack (ELiTE binds a blocked
-//! thread to the object it waits on, figure 2.4): linking it costs no allocation, and the list is
-//! intrusive and FIFO.
+//! Every primitive of [`crate::sync`] is a small state protected by a [`SpinLock`] (the channels':
+//! a [`BiasedSpinLock`], which the processor that keeps taking it takes without an atomic
+//! read-modify-write, `sync::bias`) plus one or more [`WaitList`]s of [`WaitNode`]s. A node lives
+//! on the waiter's own stack (ELiTE binds a blocked thread to the object it waits on, figure 2.4):
+//! linking it costs no allocation, and the list is intrusive and FIFO.
 //!
 //! # The wait protocol (ELiTE's scheduler model, DESIGN §3 step 4)
 //!
@@ -83,7 +84,10 @@
 //! two waits, under callgrind). Keep it so when changing a primitive: a new helper between
 //! `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's path;
 //! and keep [`crate::processor::Processor::wake`] small enough to inline (rare wake rules out of
-//! line), as it sits on every notifier's path.
+//! line), as it sits on every notifier's path; a ULT notifier's deferred wake-up
+//! ([`Wake::wake`]) goes through `Processor::wake_from_ult`, which settles No Affinity's rule
+//! (the default) with one flag before falling back on `wake` (about 20 instructions less per
+//! round trip of `blocking-probe ping_pong`).
 //!
 //! # Shutdown
 //!
@@ -188,7 +192,14 @@ impl WaitNode {
     /// thread when it is not a ULT.
     #[inline]
     pub(crate) fn new() -> WaitNode {
-        let who = match current_processor().and_then(|p| p.current_ult()) {
+        WaitNode::new_on(current_processor())
+    }
+
+    /// [`WaitNode::new`] with the caller's `current_processor()`, looked up since its last switch
+    /// (a channel looks it up once per operation, for its lock and its node).
+    #[inline]
+    pub(crate) fn new_on(here: Option<&Processor>) -> WaitNode {
+        let who = match here.and_then(|p| p.current_ult()) {
             Some(tcb) => {
                 let w = &tcb.tcb().wait;
                 // Only this ULT starts its waits; earlier ones are all resolved (it runs), and a
@@ -301,9 +312,11 @@ impl WaitNode {
                 let list: *mut WaitList = list(&mut g);
                 // Held across the switch; the processor releases it once the node is linked.
                 let lock = g.into_held();
-                let why = crate::processor::Switch::Link { node: self, list, lock, front };
+                // On this frozen stack while the processor reads it: the switch carries one
+                // pointer (fewer words through the switch and in the processor's registers).
+                let to = LinkTo { node: self, list, lock, front };
                 // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
-                unsafe { crate::thread::switch_out(t, why) };
+                unsafe { crate::thread::switch_out(t, crate::processor::Switch::Link(&to)) };
             }
             Who::Thread { state, .. } => {
                 let l = list(&mut g);
@@ -350,13 +363,20 @@ impl WaitNode {
     /// is notified; call [`Wake::wake`] once the object's lock is released.
     #[inline(always)]
     pub(crate) fn notify(&self) -> Option<Wake> {
+        self.notify_on(current_processor())
+    }
+
+    /// [`WaitNode::notify`] with the caller's `current_processor()`, looked up since its last
+    /// switch (see [`WaitNode::new_on`]).
+    #[inline(always)]
+    pub(crate) fn notify_on(&self, here: Option<&Processor>) -> Option<Wake> {
         if let Who::Ult { tcb, word } = &self.who {
             let w = word.get();
             if w & NODE_TIMED == 0 {
                 // Untimed, and linked only after its ULT switched out: nobody but us, under the
                 // object's lock, can resolve it (module docs), so a store does.
                 tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
-                return Some(Self::wake_ult(*tcb));
+                return Some(Self::wake_ult(*tcb, here));
             }
         }
         self.notify_slow()
@@ -369,7 +389,7 @@ impl WaitNode {
             Who::Ult { tcb, word } => {
                 let t = *tcb;
                 resolve(&t.tcb().wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
-                Some(Self::wake_ult(t))
+                Some(Self::wake_ult(t, current_processor()))
             }
             Who::Thread { thread, state } => {
                 let th = thread.clone(); // the node may be gone once the state says NOTIFIED
@@ -382,8 +402,8 @@ impl WaitNode {
     /// The wake-up of a notified ULT `t`: deferred past the object's lock when we are a ULT of its
     /// runtime, done now otherwise (module docs).
     #[inline(always)]
-    fn wake_ult(t: TcbRef) -> Wake {
-        match current_processor().filter(|p| p.current_ult().is_some() && p.shared.is_own(t)) {
+    fn wake_ult(t: TcbRef, here: Option<&Processor>) -> Wake {
+        match here.filter(|p| p.current_ult().is_some() && p.shared.is_own(t)) {
             Some(p) => Wake::Ult(t, p),
             None => {
                 // Not a ULT of its runtime: wake now, under the object's lock (module docs).
@@ -408,10 +428,23 @@ pub(crate) enum Wake {
 }
 
 impl Wake {
-    #[inline]
+    /// Always inlined: it is on every notifier's path ("Switch depth", module docs).
+    #[inline(always)]
     pub(crate) fn wake(self) {
-        self.deliver();
-        crate::processor::decision_point();
+        match self {
+            Wake::Ult(t, p) => {
+                // SAFETY: the processor runs the notifier, which has not switched since `notify`.
+                let p = unsafe { &*p };
+                if !p.wake_here_from_ult(t) {
+                    p.wake(t);
+                    p.decision_point(); // (no switch since: still the processor running us)
+                }
+            }
+            other => {
+                other.deliver();
+                crate::processor::decision_point();
+            }
+        }
     }
 
     /// The wake-up without the chaos mode's decision point (a batch has one, after its last).
@@ -420,7 +453,7 @@ impl Wake {
         match self {
             Wake::Nothing => {}
             // SAFETY: the processor runs the notifier, which has not switched since `notify`.
-            Wake::Ult(t, p) => unsafe { &*p }.wake(t),
+            Wake::Ult(t, p) => unsafe { &*p }.wake_from_ult(t),
             Wake::Thread(th) => th.unpark(),
         }
     }
@@ -449,10 +482,12 @@ impl Wakes {
 const UNLINKED: *const WaitNode = ptr::dangling();
 
 /// An intrusive FIFO of [`WaitNode`]s, kept under the object's [`SpinLock`].
+///
+/// It keeps no count: linking and unlinking are on every blocking path, counting is not
+/// ([`WaitList::len`] walks the list).
 pub(crate) struct WaitList {
     head: *const WaitNode,
     tail: *const WaitNode,
-    len: usize,
     /// What its waiters wait on, for the deadlock report (`crate::deadlock`).
     kind: WaitKind,
 }
@@ -471,7 +506,7 @@ impl WaitList {
     /// A list of waiters on a `kind` of object: a ULT linked here is reported as waiting on
     /// `kind`, at this list's address (inside the object), if the runtime deadlocks.
     pub(crate) const fn of(kind: WaitKind) -> WaitList {
-        WaitList { head: ptr::null(), tail: ptr::null(), len: 0, kind }
+        WaitList { head: ptr::null(), tail: ptr::null(), kind }
     }
 
     /// Records in a linking ULT's TCB what it is about to block on (`deadlock::note_wait`).
@@ -487,16 +522,28 @@ impl WaitList {
         self.head.is_null()
     }
 
-    #[inline]
+    /// The number of linked nodes, by walking the list (for `Debug` output and tests).
     pub(crate) fn len(&self) -> usize {
-        self.len
+        let mut n = 0;
+        let mut at = self.head;
+        while let Some(x) = self.node(at) {
+            n += 1;
+            at = x.next.get();
+        }
+        n
     }
 
     /// Appends `n`. The node must stay alive (its waiter blocked) until it is unlinked.
     #[inline]
     pub(crate) fn push_back(&mut self, n: &WaitNode) {
-        debug_assert!(!n.is_linked());
         self.note(n);
+        self.link_back(n);
+    }
+
+    /// [`WaitList::push_back`] without the note for the deadlock report (its caller made it).
+    #[inline]
+    fn link_back(&mut self, n: &WaitNode) {
+        debug_assert!(!n.is_linked());
         n.next.set(ptr::null());
         n.prev.set(self.tail);
         if let Some(t) = self.node(self.tail) {
@@ -505,7 +552,6 @@ impl WaitList {
             self.head = n;
         }
         self.tail = n;
-        self.len += 1;
     }
 
     /// Puts `n` first (a waiter that lost a race for the object keeps its place).
@@ -521,17 +567,25 @@ impl WaitList {
             self.tail = n;
         }
         self.head = n;
-        self.len += 1;
     }
 
     /// Unlinks and returns the first node. The reference is not tied to the list's borrow (the
     /// caller goes on updating the object's state), but it is valid only until the caller
     /// notifies the node or releases the object's lock, whichever comes first: after either, the
     /// waiter may return and its stack frame (the node) is gone.
+    ///
+    /// The first node has no predecessor: only its successor's back link changes (what
+    /// [`WaitList::remove`] would do, without its checks; this is on every notifier's path).
     #[inline]
     pub(crate) fn pop_front<'a>(&mut self) -> Option<&'a WaitNode> {
         let n = self.node(self.head)?;
-        self.remove(n);
+        let next = n.next.get();
+        self.head = next;
+        match self.node(next) {
+            Some(x) => x.prev.set(ptr::null()),
+            None => self.tail = ptr::null(),
+        }
+        n.next.set(UNLINKED);
         Some(n)
     }
 
@@ -549,7 +603,6 @@ impl WaitList {
             None => self.tail = n.prev.get(),
         }
         n.next.set(UNLINKED);
-        self.len -= 1;
     }
 
     #[inline]
@@ -560,31 +613,41 @@ impl WaitList {
     }
 }
 
+/// What [`WaitNode::block_on`] asks of its processor with a `Switch::Link`: link `node` into
+/// `list` (at its front with `front`), then release the object's spin lock `lock`. It lives on
+/// the blocked ULT's frozen stack until the processor has done so.
+pub(crate) struct LinkTo {
+    node: *const WaitNode,
+    list: *mut WaitList,
+    lock: *const AtomicBool,
+    front: bool,
+}
+
 /// The processor's half of [`WaitNode::block_on`] (a `Switch::Link`): links the node of the ULT
 /// that just switched out into the object's list, then releases the object's lock that the ULT
 /// held across the switch (the wait protocol, module docs: from the unlock on, a notifier may pop
 /// the node and wake the ULT).
 ///
 /// # Safety
-/// `node`, `list` and `lock` come from a `block_on` whose ULT has switched out and not been
-/// resumed: the node lives on its frozen stack, and `list` is inside the object whose spin lock
-/// `lock` is held (for this call to release).
+/// `to` comes from a `block_on` whose ULT, `t`, has switched out and not been resumed: it and the node
+/// live on its frozen stack, and the list is inside the object whose spin lock `to.lock` is held
+/// (for this call to release).
 #[inline(always)]
-pub(crate) unsafe fn link_after_switch(
-    node: *const WaitNode,
-    list: *mut WaitList,
-    lock: *const AtomicBool,
-    front: bool,
-) {
+pub(crate) unsafe fn link_after_switch(to: *const LinkTo, t: TcbRef) {
+    // SAFETY: per the contract, `to` is alive (the ULT stays switched out until the unlock below
+    // lets a notifier wake it, and nothing reads `to` after that).
+    let LinkTo { node, list, lock, front } = unsafe { &*to };
     // SAFETY: per the contract, the list is ours under the held lock and the node alive.
-    let (list, node) = unsafe { (&mut *list, &*node) };
-    if front {
+    let (list, node) = unsafe { (&mut **list, &**node) };
+    if *front {
         list.push_front(node); // (rare: a mutex waiter that lost a race; not inlined)
     } else {
-        list.push_back(node);
+        // The node is `t`'s (a ULT's): its note for the deadlock report without looking.
+        crate::deadlock::note_wait(t, list.kind, list as *const WaitList as usize);
+        list.link_back(node);
     }
     // SAFETY: per the contract, the lock is held (by the switched-out waiter, on our behalf).
-    unsafe { (*lock).store(false, Ordering::Release) };
+    unsafe { (**lock).store(false, Ordering::Release) };
 }
 
 /// Runs a closure if dropped while armed: the clean-up of a wait when the waiter is force-unwound
@@ -633,33 +696,96 @@ impl<T> SpinLock<T> {
 
     #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
-        if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            self.lock_slow();
-        }
-        SpinGuard { lock: self }
+        acquire(&self.locked);
+        SpinGuard { flag: &self.locked, value: &self.value }
     }
+}
 
-    #[cold]
-    fn lock_slow(&self) {
-        let mut spins = 0u32;
-        loop {
-            while self.locked.load(Ordering::Relaxed) {
-                spins += 1;
-                if spins < 128 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now(); // the holder's OS thread may have been preempted
-                }
+/// Takes a spin lock's word.
+#[inline(always)]
+fn acquire(locked: &AtomicBool) {
+    if locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        acquire_slow(locked);
+    }
+}
+
+#[cold]
+fn acquire_slow(locked: &AtomicBool) {
+    let mut spins = 0u32;
+    loop {
+        while locked.load(Ordering::Relaxed) {
+            spins += 1;
+            if spins < 128 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now(); // the holder's OS thread may have been preempted
             }
-            if self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return;
-            }
+        }
+        if locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            return;
         }
     }
 }
 
+/// A [`SpinLock`] that biases itself towards the processor that keeps taking it (`sync::bias`):
+/// code on that processor then takes and releases it with plain stores. The channels' lock (a
+/// ping-pong takes one per operation, usually from a single processor).
+pub(crate) struct BiasedSpinLock<T> {
+    locked: AtomicBool,
+    bias: super::bias::Bias,
+    /// Under `locked` (the unbiased lock) only.
+    streak: UnsafeCell<super::bias::Streak>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value (and the streak) are only reached by the lock's holder, which the lock and
+// its bias protocol make exclusive (`sync::bias`).
+unsafe impl<T: Send> Sync for BiasedSpinLock<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for BiasedSpinLock<T> {}
+
+impl<T> BiasedSpinLock<T> {
+    pub(crate) fn new(value: T) -> BiasedSpinLock<T> {
+        BiasedSpinLock {
+            locked: AtomicBool::new(false),
+            bias: super::bias::Bias::new(),
+            streak: UnsafeCell::new(super::bias::Streak::new()),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+        self.lock_on(current_processor())
+    }
+
+    /// [`BiasedSpinLock::lock`] with the caller's `current_processor()`, looked up since its last
+    /// switch (see [`WaitNode::new_on`]).
+    #[inline(always)]
+    pub(crate) fn lock_on(&self, here: Option<&Processor>) -> SpinGuard<'_, T> {
+        if let Some(p) = here {
+            if self.bias.try_owner(p.uid) {
+                return SpinGuard { flag: self.bias.held(), value: &self.value };
+            }
+            return self.lock_unbiased(p.uid);
+        }
+        self.lock_unbiased(0)
+    }
+
+    #[inline(never)]
+    fn lock_unbiased(&self, me: usize) -> SpinGuard<'_, T> {
+        acquire(&self.locked);
+        // SAFETY: the streak is only touched under `locked`, which we hold.
+        self.bias.after_lock(unsafe { &mut *self.streak.get() }, me);
+        SpinGuard { flag: &self.locked, value: &self.value }
+    }
+}
+
+/// The holder's access to a locked [`SpinLock`] or [`BiasedSpinLock`]: dropping it releases the
+/// flag it was taken through (the lock's word, or a biased lock's owner flag).
 pub(crate) struct SpinGuard<'a, T> {
-    lock: &'a SpinLock<T>,
+    flag: &'a AtomicBool,
+    value: &'a UnsafeCell<T>,
 }
 
 impl<'a, T> SpinGuard<'a, T> {
@@ -667,7 +793,7 @@ impl<'a, T> SpinGuard<'a, T> {
     /// into the returned flag ([`link_after_switch`]).
     #[inline(always)]
     fn into_held(self) -> *const AtomicBool {
-        let l: *const AtomicBool = &self.lock.locked;
+        let l: *const AtomicBool = self.flag;
         std::mem::forget(self);
         l
     }
@@ -678,7 +804,7 @@ impl<T> Deref for SpinGuard<'_, T> {
     #[inline]
     fn deref(&self) -> &T {
         // SAFETY: the guard holds the lock.
-        unsafe { &*self.lock.value.get() }
+        unsafe { &*self.value.get() }
     }
 }
 
@@ -686,13 +812,13 @@ impl<T> DerefMut for SpinGuard<'_, T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard holds the lock.
-        unsafe { &mut *self.lock.value.get() }
+        unsafe { &mut *self.value.get() }
     }
 }
 
 impl<T> Drop for SpinGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lock.locked.store(false, Ordering::Release);
+        self.flag.store(false, Ordering::Release);
     }
 }
