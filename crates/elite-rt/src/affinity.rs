@@ -423,8 +423,9 @@ pub(crate) struct Local {
     /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
     vtime: u64,
     /// Runqueue entries so far, counted only for the policies that read the count: No
-    /// Affinity's keys and a custom policy's [`ProcessorView::seq`] (the other built-in
-    /// policies' keys and hooks never read it, so their enqueues skip the count).
+    /// Affinity's keys, Reload Transient's (entries of woken ULTs: its ties' order) and a
+    /// custom policy's [`ProcessorView::seq`] (the other built-in policies' keys and hooks never
+    /// read it, so their enqueues skip the count).
     seq: u64,
 }
 
@@ -542,13 +543,11 @@ impl Local {
             Kind::VirtualTime => virtual_time(),
             Kind::MinimumMisses => u64::MAX - rec.misses.get(),
             Kind::ReloadTransient => match &self.model {
-                Some(model) => keys::reload_transient(
-                    &rec.footprint.get(),
-                    rec.stamp.get(),
-                    model,
-                    self.processor,
-                    self.clock,
-                ),
+                Some(model) => {
+                    // Its ties' order: the newest entry first.
+                    self.seq += 1;
+                    keys::reload_transient(&rec.footprint.get(), self.seq, model, self.processor, self.clock)
+                }
                 None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
             },
             Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),
@@ -818,8 +817,9 @@ mod tests {
         assert_eq!(ult_info(t, needs), UltInfo::new(info.id, info.last_processor));
     }
 
-    /// No Affinity's keys and a custom policy's view count every entry, yields included; the
-    /// other built-in policies, which never read the count, leave it.
+    /// No Affinity's keys and a custom policy's view count every entry, yields included;
+    /// Reload Transient's count the entries of woken ULTs; the other built-in policies, which
+    /// never read the count, leave it.
     #[test]
     fn the_entry_count_is_kept_for_those_who_read_it() {
         #[derive(Debug)]
@@ -848,6 +848,8 @@ mod tests {
             match policy.kind() {
                 Kind::NoAffinity => assert_eq!(keys, [1, 0, 3]),
                 Kind::Custom => assert_eq!(keys, [1, 2, 3]),
+                // Reload Transient orders its ties by the entries of woken ULTs.
+                Kind::ReloadTransient => assert_eq!(local.seq, 2, "{policy}"),
                 _ => assert_eq!(local.seq, 0, "{policy}"),
             }
         }

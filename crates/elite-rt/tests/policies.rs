@@ -124,12 +124,12 @@ fn each_policy_picks_what_elite_says() {
     });
 }
 
-/// Reload Transient runs the most recently run of the ULTs whose reload transient is 0 first, so a
-/// ULT among them that ran long ago is overtaken by every newer one; the processor loop's turn
-/// for the runqueue's worst ULT (every 64th round) must still reach it. Here no run misses (no
+/// Reload Transient runs the newest entry of the ULTs whose reload transient is 0 first, so a ULT
+/// among them is overtaken by every one made ready after it; the processor loop's turn for the
+/// runqueue's worst ULT (every 64th round) must still reach it. Here no run misses (no
 /// footprint declared: every reload transient is 0), three ULTs pass two tokens around a ring
-/// (so one of them is always ready, with a newer stamp), and a ULT that slept since its first
-/// run, ready in the runqueue behind them from its timer, ends the ring when it runs.
+/// (so one of them is always ready, and newer), and a ULT woken from a sleep, in the runqueue
+/// below them once the next of them enters, ends the ring when it runs.
 #[test]
 fn reload_transient_still_runs_a_tie_that_newer_ties_overtake() {
     hang_guard(30, "a ring against an old tie", || {

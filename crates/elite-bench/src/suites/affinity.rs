@@ -88,8 +88,8 @@
 //! Transient, and a model lookup per enqueue for the latter). One group's 48 KiB is the size of the L1, so the
 //! order still shows a little there: Virtual Time and Reload Transient regain part of their
 //! cost in L1 hits. (Most of Reload Transient's keys there are ties, a reload transient of 0,
-//! which it runs most recently run first, as Virtual Time does; run in the order they entered
-//! the runqueue, the coldest first, its sweeps took about twice No Affinity's time.)
+//! which it runs newest entry first, as No Affinity does; run in the order they entered the
+//! runqueue, the coldest first, its sweeps took about twice No Affinity's time.)
 //!
 //! ## Simulated misses (`--cachegrind`)
 //!

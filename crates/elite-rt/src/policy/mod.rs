@@ -59,9 +59,9 @@
 //!   the runqueue (as the paper notes, later misses shrink every waiting ULT's footprint by the
 //!   same factor, so the order need not be revised). Where the model cannot tell ULTs apart
 //!   (a reload transient of 0: no miss counted here since their runs ended here, often the
-//!   case where working sets stay cached) the key adds the stamp of the ULT's last run, so
-//!   those run most recently run first, as under Virtual Time, rather than in the order they
-//!   entered the runqueue, which ran the coldest first.
+//!   case where working sets stay cached) the key adds the processor's count of entries, so
+//!   those run newest entry first, as under No Affinity, rather than in the order they entered
+//!   the runqueue, which ran the coldest first.
 //!
 //! ## Which to pick
 //!
@@ -510,7 +510,9 @@ impl UltInfo {
 pub struct ProcessorView<'a> {
     /// The processor's index.
     pub processor: usize,
-    /// Entries its runqueue has taken so far, this one included (strictly increasing).
+    /// Entries its runqueue has taken so far, this one included (strictly increasing). (The
+    /// runtime counts them only for the policies that read them: a custom policy's hooks; No
+    /// Affinity's and Reload Transient's keys, the latter counting the entries of woken ULTs.)
     pub seq: u64,
     /// Runs that ended on it so far, while the policy [`Needs::stamps`] (0 otherwise).
     pub vtime: u64,
@@ -608,8 +610,8 @@ pub trait Hooks: Send + Sync + fmt::Debug + 'static {
     /// The runqueue key of `ult` entering the runqueue of `here`: higher keys run first; equal
     /// keys run in the order they entered (oldest first). A thief takes the lowest keys. A
     /// policy that wants another order among the ULTs its measure ties folds it into the key
-    /// (Reload Transient adds the stamp of the last run to its keys of a reload transient of 0:
-    /// the most recently run of those first).
+    /// (Reload Transient adds the entry count [`ProcessorView::seq`] to its keys of a reload
+    /// transient of 0: the newest of those first).
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64;
 
     /// The runqueue key of `ult` after it called `yield_now` with other work ready. Default 0:

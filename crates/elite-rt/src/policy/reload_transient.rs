@@ -19,12 +19,14 @@ const SCALE: f32 = 1024.0;
 /// Where the model cannot tell ULTs apart, their reload transient is 0: no miss was counted on
 /// the processor since their runs ended there, so the model expects all of each footprint still
 /// cached (it saturates: in a real cache the ULT that ran longest ago is the coldest). Those run
-/// most recently run first, by the stamp of their last run (Virtual Time's order), above every
-/// ULT with something to reload: the order between different reload transients is the model's.
-/// (Where working sets stay cached, most keys are such ties: 61% of the enqueues of
-/// `elite-bench affinity --bench no_locality`. Run in the order they entered the runqueue, the
-/// runqueue's rule for equal keys, they ran oldest first, and the sweeps there took about twice
-/// No Affinity's time.)
+/// newest entry first, by the processor's count of entries (No Affinity's order: the ULT made
+/// ready last), above every ULT with something to reload: the order between different reload
+/// transients is the model's. Where working sets stay cached most keys are such ties (61% of
+/// the enqueues of `elite-bench affinity --bench no_locality`): run in the order they entered
+/// the runqueue, the runqueue's rule for equal keys, they ran oldest first, and the sweeps
+/// there took about twice No Affinity's time; ordered by the stamp of the last run (Virtual
+/// Time's order) their keys came in no order the runqueue's lanes keep, and its treap's
+/// pushes cost more than the sweeps saved.
 ///
 /// The key is computed once, at enqueue: later misses decay every waiting ULT by the same factor,
 /// so the order among waiting ULTs changes little (the paper's argument for computing it only
@@ -51,7 +53,7 @@ impl Hooks for ReloadTransient {
     #[inline]
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
         match here.model {
-            Some(model) => key(&ult.footprint, ult.stamp, model, here.processor, here.clock),
+            Some(model) => key(&ult.footprint, here.seq, model, here.processor, here.clock),
             None => WOKEN_KEYS,
         }
     }
@@ -76,40 +78,34 @@ impl Hooks for ReloadTransient {
 }
 
 /// Keys of a reload transient of 0 (all of the footprint expected still cached here, or nothing
-/// to reload) lie at and above this, ordered by the ULT's stamp; keys of a positive reload
-/// transient lie below it.
+/// to reload) lie at and above this, ordered by the processor's entry count; keys of a positive
+/// reload transient lie below it.
 pub(crate) const TIES: u64 = u64::MAX << RECENCY_BITS;
 
-/// The bits of the stamp that order the keys of a reload transient of 0 (the stamp wraps
-/// after 2^61 runs of one processor: at a billion runs a second, after 73 years).
+/// The bits of the entry count that order the keys of a reload transient of 0 (the count wraps
+/// after 2^61 entries into one runqueue: at a billion a second, after 73 years).
 const RECENCY_BITS: u32 = 61;
 
-/// The key of a ULT whose footprint is `footprint`, stamped `stamp` at the end of its last run,
-/// entering the runqueue of `processor`, whose miss clock reads `clock`:
-/// [`ReloadTransient::priority`] on plain values (the runtime computes it itself).
+/// The key of a ULT whose footprint is `footprint` entering the runqueue of `processor` as its
+/// `seq`-th entry, the processor's miss clock reading `clock`: [`ReloadTransient::priority`] on
+/// plain values (the runtime computes it itself).
 ///
-/// A reload transient of 0 is [`TIES`] plus the stamp: among the ULTs the model cannot tell
-/// apart (its expected footprint still entirely valid: no miss counted here since their runs
-/// ended here), the one whose run ended last runs first, as under Virtual Time, not the one
-/// that entered the runqueue first (the one that ran longest ago: in the real cache, the
-/// coldest). A positive reload transient is below `TIES`, lower for a larger one.
+/// A reload transient of 0 is [`TIES`] plus `seq`: among the ULTs the model cannot tell apart
+/// (its expected footprint still entirely valid: no miss counted here since their runs ended
+/// here) the one made ready last runs first, as under No Affinity, not the one that entered the
+/// runqueue first (in the real cache, the coldest). The keys of ties then rise with each entry,
+/// so the runqueue keeps them at the high end of its top lane in O(1), as No Affinity's. A
+/// positive reload transient is below `TIES`, lower for a larger one.
 #[inline(always)]
-pub(crate) fn key(
-    footprint: &Footprint,
-    stamp: u64,
-    model: &CacheModel,
-    processor: usize,
-    clock: u64,
-) -> u64 {
+pub(crate) fn key(footprint: &Footprint, seq: u64, model: &CacheModel, processor: usize, clock: u64) -> u64 {
     /// Above every scaled reload transient of a footprint recorded with `model` (below 2^39, see
     /// `key`), and far below `i64::MAX`.
     const LIMIT: f32 = (1u64 << 62) as f32;
     let reload = footprint.reload_transient_on(model, processor, clock);
     if reload == 0.0 {
-        // The common case where working sets stay cached: ordered by recency, above every
-        // positive reload transient. (Where the footprint holds no line, `stamp` may be another
-        // processor's: any order of those is as good as another.)
-        return TIES | (stamp & !TIES);
+        // The common case where working sets stay cached: the newest entry first, above every
+        // positive reload transient.
+        return TIES | (seq & !TIES);
     }
     // The reload transient of a footprint recorded with this model is finite and in `[0, N
     // H(N)]`, below 2^24 × 17 misses for the largest model, so the scaled value is below 2^39
@@ -133,10 +129,10 @@ mod tests {
     use super::*;
 
     /// `key` (with its shortcut for a reload transient of 0) is the scaled reload transient below
-    /// `TIES`, or `TIES` plus the stamp for a reload transient of 0, for footprints on two
+    /// `TIES`, or `TIES` plus the entry count for a reload transient of 0, for footprints on two
     /// processors with clocks at and past their runs' ends.
     #[test]
-    fn the_key_is_the_scaled_reload_transient_or_the_stamp() {
+    fn the_key_is_the_scaled_reload_transient_or_the_entry_count() {
         let model = CacheModel::new(32768, 64).expect("valid");
         let mut zeros = 0;
         for (misses, elapsed) in [(0, 0), (16, 0), (16, 1), (1024, 5000), (40_000, 0), (3, 1 << 20)] {
@@ -145,14 +141,14 @@ mod tests {
             for processor in 0..2 {
                 let clock = 100 + elapsed;
                 let reload = footprint.reload_transient_on(&model, processor, clock);
-                for stamp in [0, 1, 77, (1 << 61) - 1, 1 << 61, u64::MAX] {
+                for seq in [0, 1, 77, (1 << 61) - 1, 1 << 61, u64::MAX] {
                     let want = if reload == 0.0 {
-                        TIES + stamp % (1 << 61)
+                        TIES + seq % (1 << 61)
                     } else {
                         TIES - 1 - (reload * SCALE) as u64
                     };
-                    let got = key(&footprint, stamp, &model, processor, clock);
-                    assert_eq!(got, want, "{misses} {elapsed} {processor} {stamp}");
+                    let got = key(&footprint, seq, &model, processor, clock);
+                    assert_eq!(got, want, "{misses} {elapsed} {processor} {seq}");
                     assert!(got > WOKEN_KEYS);
                 }
                 zeros += usize::from(reload == 0.0);
@@ -161,17 +157,22 @@ mod tests {
         assert!(zeros >= 3);
     }
 
-    /// Among ULTs whose reload transient is 0 the most recently run (the highest stamp) runs
-    /// first, and each of them before every ULT with something to reload.
+    /// Among ULTs whose reload transient is 0 the newest entry runs first, and each of them
+    /// before every ULT with something to reload.
     #[test]
-    fn ties_run_most_recent_first() {
+    fn ties_run_newest_first() {
         let model = CacheModel::new(32768, 64).expect("valid");
         let p = ReloadTransient;
-        let here = ProcessorView::new(0, 1).with_clock(5_000, &model);
-        // Runs that ended here at clock 5000 (none missed since), stamped 10 and 20.
+        // Runs that ended here at clock 5000 (none missed since), entering as the 10th and the
+        // 20th entry.
         let mut intact = Footprint::EMPTY;
         intact.record_run(&model, 0, 0.0, 64, 5_000);
-        let key = |f, stamp| p.priority(&UltInfo::new(1, 0).with_footprint(f).with_stamp(stamp), &here);
+        let key = |f, seq| {
+            p.priority(
+                &UltInfo::new(1, 0).with_footprint(f),
+                &ProcessorView::new(0, seq).with_clock(5_000, &model),
+            )
+        };
         assert!(key(intact, 20) > key(intact, 10));
         // 100 misses here since the run ended: a small reload transient, below every tie.
         let mut missed = Footprint::EMPTY;
@@ -196,8 +197,8 @@ mod tests {
         let key = |f| p.priority(&UltInfo::new(1, 0).with_footprint(f), &here);
         assert!(key(recent) > key(older));
         assert!(key(older) > key(elsewhere));
-        // A ULT with nothing cached anywhere costs nothing to reload: a tie, at stamp 0.
-        assert_eq!(key(Footprint::EMPTY), TIES);
+        // A ULT with nothing cached anywhere costs nothing to reload: a tie (`here`: entry 1).
+        assert_eq!(key(Footprint::EMPTY), TIES + 1);
         // Without a model (a misconfigured caller) every woken ULT gets the lowest woken key.
         assert_eq!(
             p.priority(&UltInfo::new(1, 0).with_footprint(recent), &ProcessorView::new(0, 1)),

@@ -349,7 +349,7 @@ impl Tree {
             // (they stay sorted, above the bottom lane's and below the rest), not one by one
             // into the tree. (A batch whose keys fall with an entry of a higher key among them:
             // Reload Transient's releases when most keys tied at the highest, before its ties
-            // were ordered by recency; this came out ahead of walking first, callgrind.)
+            // were ordered newest first; this came out ahead of walking first, callgrind.)
             self.move_top_below_to_bottom(k);
         }
         while let Some(l) = self.top.lo.filter(|&l| key(l) < k) {
@@ -1057,8 +1057,8 @@ mod tests {
                     let tcb = free.pop().unwrap();
                     // A mix of key patterns: small ranges (many ties), increasing, zero,
                     // decreasing (with some jitter), ties at the top, the top keys rising
-                    // with some jitter (Reload Transient's reload transients of 0, ordered by
-                    // the stamps of runs that ended in about the order their ULTs entered).
+                    // (Reload Transient's reload transients of 0, ordered by the entry count;
+                    // some jitter as well).
                     let key = match next() % 7 {
                         0 => next() % 8,
                         1 => arrival + 100,
@@ -1172,7 +1172,7 @@ mod tests {
     }
 
     /// Batches where most keys tie at the highest (Reload Transient's, before its ties were
-    /// ordered by recency), the others fall below them in any order. With no tree, a key within the top lane's range moves the lane's entries below
+    /// ordered newest first), the others fall below them in any order. With no tree, a key within the top lane's range moves the lane's entries below
     /// it to the bottom lane in one piece; a key within the bottom lane's range takes its place
     /// there after a short walk. Nothing enters the tree, and the order is the keys', equal
     /// keys oldest first.
