@@ -1112,18 +1112,20 @@ impl Processor {
     }
 
     /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).
+    /// Only such a yield counts a step here; one that finds other work counts its step in
+    /// [`Processor::hand_off`], so that every yield counts one and the loop's turn (every
+    /// [`TICK_PERIOD`]-th step) is never spent on a yield that goes on to the hand-off anyway.
     #[inline]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
-        if core.step() {
-            return false; // let the loop look at the shared levels now and then
-        }
-        core.next.is_none()
+        let alone = core.next.is_none()
             && self.runq().len() == 0
             && core.batch.is_empty()
             && self.remote().wakeup.is_empty()
             && self.remote().start.is_empty()
-            && core.timers.is_empty()
+            && core.timers.is_empty();
+        // On the loop's turn the yielder is queued and the loop runs (shutdown, the shared levels).
+        alone && !core.step()
     }
 
     /// A ULT yielded while other work waits: it goes behind the other ready ULTs (the policy's
