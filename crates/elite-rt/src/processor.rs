@@ -1060,8 +1060,7 @@ impl Processor {
         if core.step() || core.no_hand_off > 0 {
             return None; // (a join fast path waits below us; the chaos mode's loop picks at random)
         }
-        let remote = self.remote();
-        if !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !core.timers.is_empty() {
+        if self.loop_has_errands() {
             return None;
         }
         if n.tcb().life.get() != Life::Started {
@@ -1085,13 +1084,10 @@ impl Processor {
         let Some(n) = core.batch.peek_taken() else {
             return FromBatch::Elsewhere;
         };
-        let remote = self.remote();
         // (`yield_at_zero` last: it does `yield_priority`'s bookkeeping.)
         if core.next.is_some()
             || core.no_hand_off > 0
-            || !remote.wakeup.is_empty()
-            || !remote.cleanup.is_empty()
-            || !core.timers.is_empty()
+            || self.loop_has_errands()
             || self.start_work_visible()
             || n.tcb().life.get() != Life::Started
             || !core.affinity.yield_at_zero()
@@ -1109,6 +1105,14 @@ impl Processor {
             self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
         }
         FromBatch::Run(n)
+    }
+
+    /// Whether a wake-up, a clean-up note or a timer waits for the loop: then the fast paths
+    /// (`hand_off`, `yield_from_batch`) go back to it.
+    #[inline]
+    fn loop_has_errands(&self) -> bool {
+        let remote = self.remote();
+        !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !self.core().timers.is_empty()
     }
 
     /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).

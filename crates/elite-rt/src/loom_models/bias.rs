@@ -75,22 +75,26 @@ impl Model {
     }
 }
 
+/// Processor `me` takes `lock` sections while a spawned thread as `other` takes one: exclusion,
+/// and each section sees the one before (the total counts them all).
+fn race(lock: Arc<Model>, me: usize, sections: usize, other: usize) {
+    let thread = {
+        let lock = lock.clone();
+        thread::spawn(move || lock.section(other))
+    };
+    for _ in 0..sections {
+        lock.section(me);
+    }
+    thread.join().unwrap();
+    assert_eq!(lock.total(), sections + 1);
+}
+
 /// The lock starts biased to processor 1, which takes it twice with plain stores while
 /// processor 2 takes it once, revoking the bias (the heavy barrier, then the wait for the owner's
-/// holder to leave): exclusion, and each section sees the one before.
+/// holder to leave).
 #[test]
 fn owner_against_a_revoker() {
-    check("bias: owner against a revoker", || {
-        let m = Model::new(1, 1000);
-        let other = {
-            let m = m.clone();
-            thread::spawn(move || m.section(2))
-        };
-        m.section(1);
-        m.section(1);
-        other.join().unwrap();
-        assert_eq!(m.total(), 3);
-    });
+    check("bias: owner against a revoker", || race(Model::new(1, 1000), 1, 2, 2));
 }
 
 /// Unbiased at first: processor 1 biases the lock at its second acquisition in a row and goes on
@@ -98,32 +102,12 @@ fn owner_against_a_revoker() {
 /// revoking whatever bias it finds).
 #[test]
 fn biasing_against_another_processor() {
-    check("bias: biasing against another processor", || {
-        let m = Model::new(0, 2);
-        let other = {
-            let m = m.clone();
-            thread::spawn(move || m.section(2))
-        };
-        m.section(1);
-        m.section(1);
-        m.section(1);
-        other.join().unwrap();
-        assert_eq!(m.total(), 4);
-    });
+    check("bias: biasing against another processor", || race(Model::new(0, 2), 1, 3, 2));
 }
 
 /// A holder that is no processor (an OS thread, `me` 0) against the owner: it always takes the
 /// unbiased lock, revoking the bias.
 #[test]
 fn owner_against_an_os_thread() {
-    check("bias: owner against an OS thread", || {
-        let m = Model::new(1, 1000);
-        let other = {
-            let m = m.clone();
-            thread::spawn(move || m.section(0))
-        };
-        m.section(1);
-        other.join().unwrap();
-        assert_eq!(m.total(), 2);
-    });
+    check("bias: owner against an OS thread", || race(Model::new(1, 1000), 1, 1, 0));
 }

@@ -30,8 +30,8 @@
 //! # Hold times
 //!
 //! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions. Only
-//! acquisitions that waited (those of `lock_contended`) are measured, the ones whose count is a
-//! multiple of 8: a time stamp costs more than the lock itself on some machines (7 to 9 ns on the
+//! acquisitions that waited (those of `lock_contended`) are counted, and one in eight of them is
+//! measured; an uncontended lock neither counts nor measures: a time stamp costs more than the lock itself on some machines (7 to 9 ns on the
 //! build VMs, two per measured hold, where a lock and an unlock cost about 10 ns): measuring one
 //! uncontended acquisition in eight was a tenth of `mutex_contended` at one processor, for an
 //! average that only waiters read. Their average drives the adaptive spin policy: above the
@@ -122,7 +122,7 @@ pub struct Mutex<T: ?Sized> {
     cold: Cold,
     state: LockWord,
     poison: AtomicBool,
-    /// Acquisitions, holder-only: a contended one whose count is a multiple of 8 is measured.
+    /// Acquisitions that waited, holder-only: one whose count is a multiple of 8 is measured.
     count: UnsafeCell<u8>,
     /// Whether the current acquisition is measured; holder-only.
     measuring: UnsafeCell<bool>,
@@ -173,8 +173,6 @@ impl<T: ?Sized> Mutex<T> {
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
         if !self.state.lock_fast() {
             self.lock_contended();
-        } else {
-            self.begin_hold();
         }
         self.guard()
     }
@@ -184,7 +182,6 @@ impl<T: ?Sized> Mutex<T> {
         if !self.state.try_lock() {
             return Err(TryLockError::WouldBlock);
         }
-        self.begin_hold();
         self.guard().map_err(TryLockError::from)
     }
 
@@ -224,14 +221,6 @@ impl<T: ?Sized> Mutex<T> {
     fn holds(&self) -> &mut Holds {
         // SAFETY: only the holder of the lock calls this, and not across another call to it.
         unsafe { &mut *self.cold.holds.get() }
-    }
-
-    /// Counts this acquisition (an uncontended one: never measured).
-    #[inline]
-    fn begin_hold(&self) {
-        // SAFETY: only the holder of the lock reads or writes the counter.
-        let c = unsafe { &mut *self.count.get() };
-        *c = c.wrapping_add(1);
     }
 
     /// Counts this acquisition, one that waited (`lock_contended`), and starts measuring its
