@@ -745,6 +745,7 @@ unsafe impl<T: Send> Sync for BiasedSpinLock<T> {}
 unsafe impl<T: Send> Send for BiasedSpinLock<T> {}
 
 impl<T> BiasedSpinLock<T> {
+    /// An unlocked, unbiased lock around `value`.
     pub(crate) fn new(value: T) -> BiasedSpinLock<T> {
         BiasedSpinLock {
             locked: AtomicBool::new(false),
@@ -754,6 +755,8 @@ impl<T> BiasedSpinLock<T> {
         }
     }
 
+    /// Takes the lock: through the owner's path when it is biased to the caller's processor,
+    /// else through the lock word (revoking another processor's bias; `sync::bias`).
     #[inline]
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
         self.lock_on(current_processor())
