@@ -20,7 +20,7 @@
 //!                        on the processor's stack: link node; arm a timer entry (seq) if there is
 //!                        a deadline; unlock object (an untimed wait whose link only puts the node
 //!                        into a list: node.block_on(guard, list, front), the same steps done by
-//!                        the processor itself, `Switch::Link`)
+//!                        the processor itself, `Switch::link`)
 //! notifier               lock object; unlink node; node.notify():
 //!                          untimed wait -> store wait = seq << 2 | NOTIFIED (nobody else can
 //!                                          resolve it: the node is reachable only through the
@@ -79,7 +79,7 @@
 //! primitive inlines its common blocking wait (an untimed one) into its entry point, keeping only
 //! what is rare (timed waits, disconnection, lost races) out of line. The untimed waits that only
 //! link their node (channels, mutex, rwlock, barrier) use `block_on`: the processor links the node
-//! and unlocks itself (`Switch::Link`, matched in its `run_ult`) instead of calling a closure
+//! and unlocks itself (`Switch::link`, matched in its `run_ult`) instead of calling a closure
 //! through a pointer (about 20 instructions less per round trip of `blocking-probe ping_pong`,
 //! two waits, under callgrind). Keep it so when changing a primitive: a new helper between
 //! `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's path;
@@ -293,7 +293,7 @@ impl WaitNode {
 
     /// An untimed [`WaitNode::block`] whose link is "put the node into `list(state)`" (at its
     /// front with `front`): returns once a notifier resolved the wait. A ULT switches out with a
-    /// [`Switch::Link`](crate::processor::Switch) that its processor handles directly
+    /// [`Switch::link`](crate::processor::Switch) that its processor handles directly
     /// ([`link_after_switch`]), with no closure to move and call behind the switch.
     ///
     /// Always inlined, as `block`: see "Switch depth" in the module docs.
@@ -313,10 +313,10 @@ impl WaitNode {
                 // Held across the switch; the processor releases it once the node is linked.
                 let lock = g.into_held();
                 // On this frozen stack while the processor reads it: the switch carries one
-                // pointer (fewer words through the switch and in the processor's registers).
-                let to = LinkTo { node: self, list, lock, front };
+                // word, its address and `front` (it crosses the switch in a register).
+                let to = LinkTo { node: self, list, lock };
                 // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
-                unsafe { crate::thread::switch_out(t, crate::processor::Switch::Link(&to)) };
+                unsafe { crate::thread::switch_out(t, crate::processor::Switch::link(&to, front)) };
             }
             Who::Thread { state, .. } => {
                 let l = list(&mut g);
@@ -613,33 +613,33 @@ impl WaitList {
     }
 }
 
-/// What [`WaitNode::block_on`] asks of its processor with a `Switch::Link`: link `node` into
-/// `list` (at its front with `front`), then release the object's spin lock `lock`. It lives on
-/// the blocked ULT's frozen stack until the processor has done so.
+/// What [`WaitNode::block_on`] asks of its processor with a `Switch::link`: link `node` into
+/// `list` (at its front when the switch says so), then release the object's spin lock `lock`. It
+/// lives on the blocked ULT's frozen stack until the processor has done so.
 pub(crate) struct LinkTo {
     node: *const WaitNode,
     list: *mut WaitList,
     lock: *const AtomicBool,
-    front: bool,
 }
 
-/// The processor's half of [`WaitNode::block_on`] (a `Switch::Link`): links the node of the ULT
-/// that just switched out into the object's list, then releases the object's lock that the ULT
-/// held across the switch (the wait protocol, module docs: from the unlock on, a notifier may pop
-/// the node and wake the ULT).
+/// The processor's half of [`WaitNode::block_on`] (a `Switch::link`): links the node of the ULT
+/// that just switched out into the object's list (at its front with `front`), then releases the
+/// object's lock that the ULT held across the switch (the wait protocol, module docs: from the
+/// unlock on, a notifier may pop the node and wake the ULT).
 ///
 /// # Safety
 /// `to` comes from a `block_on` whose ULT, `t`, has switched out and not been resumed: it and the node
 /// live on its frozen stack, and the list is inside the object whose spin lock `to.lock` is held
 /// (for this call to release).
 #[inline(always)]
-pub(crate) unsafe fn link_after_switch(to: *const LinkTo, t: TcbRef) {
+pub(crate) unsafe fn link_after_switch(to: *const LinkTo, front: bool, t: TcbRef) {
     // SAFETY: per the contract, `to` is alive (the ULT stays switched out until the unlock below
     // lets a notifier wake it, and nothing reads `to` after that).
-    let LinkTo { node, list, lock, front } = unsafe { &*to };
+    let LinkTo { node, list, lock } = unsafe { &*to };
     // SAFETY: per the contract, the list is ours under the held lock and the node alive.
     let (list, node) = unsafe { (&mut **list, &**node) };
-    if *front {
+    if front {
+        std::hint::cold_path();
         list.push_front(node); // (rare: a mutex waiter that lost a race; not inlined)
     } else {
         // The node is `t`'s (a ULT's): its note for the deadlock report without looking.
