@@ -99,10 +99,12 @@
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use crate::deadlock::WaitKind;
 use crate::processor::{current_processor, Processor};
+use crate::runtime::Shared;
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
 use std::ptr;
+use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -162,10 +164,12 @@ fn resolve(w: &AtomicU64, seq: u64, how: u64) -> Option<u64> {
 enum Who {
     /// `word`: the unresolved wait word of this wait, `seq << SEQ_SHIFT`, plus [`NODE_TIMED`]
     /// for a timed wait (set before the node is linked: only then can a timer race the
-    /// notifier).
+    /// notifier). `runtime`: the ULT's runtime (the shared state of the processor it blocks on),
+    /// which a notifier compares with its own without reaching into the TCB's chunk.
     Ult {
         tcb: TcbRef,
         word: Cell<u64>,
+        runtime: *const Shared,
     },
     Thread {
         thread: Thread,
@@ -199,14 +203,14 @@ impl WaitNode {
     /// (a channel looks it up once per operation, for its lock and its node).
     #[inline]
     pub(crate) fn new_on(here: Option<&Processor>) -> WaitNode {
-        let who = match here.and_then(|p| p.current_ult()) {
-            Some(tcb) => {
+        let who = match here.and_then(|p| Some((p.current_ult()?, p))) {
+            Some((tcb, p)) => {
                 let w = &tcb.tcb().wait;
                 // Only this ULT starts its waits; earlier ones are all resolved (it runs), and a
                 // stale timer's CAS fails on the new sequence number.
                 let seq = (w.load(Ordering::Relaxed) >> SEQ_SHIFT) + 1;
                 w.store(seq << SEQ_SHIFT, Ordering::Relaxed);
-                Who::Ult { tcb, word: Cell::new(seq << SEQ_SHIFT) }
+                Who::Ult { tcb, word: Cell::new(seq << SEQ_SHIFT), runtime: Arc::as_ptr(&p.shared) }
             }
             None => Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) },
         };
@@ -245,7 +249,7 @@ impl WaitNode {
         link: impl FnOnce(&mut S, &WaitNode) -> R,
     ) -> bool {
         match &self.who {
-            Who::Ult { tcb, word } => {
+            Who::Ult { tcb, word, .. } => {
                 let (t, seq) = (*tcb, word.get() >> SEQ_SHIFT);
                 if deadline.is_some() {
                     word.set(word.get() | NODE_TIMED);
@@ -370,26 +374,64 @@ impl WaitNode {
     /// switch (see [`WaitNode::new_on`]).
     #[inline(always)]
     pub(crate) fn notify_on(&self, here: Option<&Processor>) -> Option<Wake> {
-        if let Who::Ult { tcb, word } = &self.who {
+        if let Who::Ult { tcb, word, runtime } = &self.who {
             let w = word.get();
             if w & NODE_TIMED == 0 {
                 // Untimed, and linked only after its ULT switched out: nobody but us, under the
                 // object's lock, can resolve it (module docs), so a store does.
                 tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
-                return Some(Self::wake_ult(*tcb, here));
+                return Some(Self::wake_ult(*tcb, *runtime, here));
             }
         }
         self.notify_slow()
+    }
+
+    /// [`WaitNode::notify_on`] and the wake-up, for a notifier holding the object's lock `g`:
+    /// `Ok` once the waiter is notified, the lock released and the wake-up delivered; `Err(g)`
+    /// (nothing done, the lock still held) when the waiter's deadline won. Its common case inline
+    /// (an untimed wait of a ULT of the runtime of the ULT notifying it, running on `here`: a store,
+    /// the unlock, and the wake-up from here), the others out of line.
+    #[inline(always)]
+    pub(crate) fn notify_unlock<'a, S>(
+        &self,
+        g: SpinGuard<'a, S>,
+        here: Option<&Processor>,
+    ) -> Result<(), SpinGuard<'a, S>> {
+        if let (Some(p), Who::Ult { tcb, word, runtime }) = (here, &self.who) {
+            let w = word.get();
+            if w & NODE_TIMED == 0 && ptr::eq(*runtime, Arc::as_ptr(&p.shared)) && p.current_ult().is_some() {
+                // As in `notify_on`: untimed, so the store resolves it.
+                tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
+                let t = *tcb;
+                drop(g);
+                Wake::Ult(t, p).wake();
+                return Ok(());
+            }
+        }
+        match self.notify_general(here) {
+            Some(w) => {
+                drop(g);
+                w.wake();
+                Ok(())
+            }
+            None => Err(g),
+        }
+    }
+
+    /// [`WaitNode::notify_on`], out of line: [`WaitNode::notify_unlock`] past its common case.
+    #[inline(never)]
+    fn notify_general(&self, here: Option<&Processor>) -> Option<Wake> {
+        self.notify_on(here)
     }
 
     /// [`WaitNode::notify`] of a timed wait or of an OS thread.
     #[cold]
     fn notify_slow(&self) -> Option<Wake> {
         match &self.who {
-            Who::Ult { tcb, word } => {
+            Who::Ult { tcb, word, runtime } => {
                 let t = *tcb;
                 resolve(&t.tcb().wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
-                Some(Self::wake_ult(t, current_processor()))
+                Some(Self::wake_ult(t, *runtime, current_processor()))
             }
             Who::Thread { thread, state } => {
                 let th = thread.clone(); // the node may be gone once the state says NOTIFIED
@@ -399,21 +441,25 @@ impl WaitNode {
         }
     }
 
-    /// The wake-up of a notified ULT `t`: deferred past the object's lock when we are a ULT of its
-    /// runtime, done now otherwise (module docs).
+    /// The wake-up of a notified ULT `t` of the runtime `runtime`: deferred past the object's
+    /// lock when we are a ULT of that runtime, done now otherwise (module docs).
     #[inline(always)]
-    fn wake_ult(t: TcbRef, here: Option<&Processor>) -> Wake {
-        match here.filter(|p| p.current_ult().is_some() && p.shared.is_own(t)) {
+    fn wake_ult(t: TcbRef, runtime: *const Shared, here: Option<&Processor>) -> Wake {
+        match here.filter(|p| p.current_ult().is_some() && ptr::eq(runtime, Arc::as_ptr(&p.shared))) {
             Some(p) => Wake::Ult(t, p),
-            None => {
-                // Not a ULT of its runtime: wake now, under the object's lock (module docs).
-                let shared = t.chunk().shared() as *const crate::runtime::Shared;
-                // SAFETY: the waiter cannot be unwound (and its runtime freed) before its guard
-                // takes the object's lock, which our caller holds.
-                unsafe { &*shared }.wake(t, None);
-                Wake::Nothing
-            }
+            None => Self::wake_foreign(t, runtime),
         }
+    }
+
+    /// [`WaitNode::wake_ult`] by anyone but a ULT of `t`'s runtime: wakes now, under the object's
+    /// lock (module docs).
+    #[cold]
+    #[inline(never)]
+    fn wake_foreign(t: TcbRef, runtime: *const Shared) -> Wake {
+        // SAFETY: the waiter cannot be unwound (and its runtime freed) before its guard takes the
+        // object's lock, which our caller holds.
+        unsafe { &*runtime }.wake(t, None);
+        Wake::Nothing
     }
 }
 
