@@ -1425,6 +1425,7 @@ impl Processor {
     pub(crate) fn wake_here_from_ult(&self, t: TcbRef) -> bool {
         debug_assert!(self.current_ult().is_some());
         if !self.waker_stays || t.tcb().pinned.get() {
+            std::hint::cold_path(); // (another wake rule, or a pinned ULT: `wake` decides)
             return false;
         }
         let _ = crate::prefetch::ult(t); // (as in `wake_to`)

@@ -212,7 +212,10 @@ impl WaitNode {
                 w.store(seq << SEQ_SHIFT, Ordering::Relaxed);
                 Who::Ult { tcb, word: Cell::new(seq << SEQ_SHIFT), runtime: Arc::as_ptr(&p.shared) }
             }
-            None => Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) },
+            None => {
+                std::hint::cold_path(); // (an OS thread's wait costs a park anyway)
+                Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) }
+            }
         };
         WaitNode {
             prev: Cell::new(ptr::null()),
@@ -323,6 +326,7 @@ impl WaitNode {
                 unsafe { crate::thread::switch_out(t, crate::processor::Switch::link(&to, front)) };
             }
             Who::Thread { state, .. } => {
+                std::hint::cold_path();
                 let l = list(&mut g);
                 if front {
                     l.push_front(self);
@@ -408,6 +412,7 @@ impl WaitNode {
                 return Ok(());
             }
         }
+        std::hint::cold_path();
         match self.notify_general(here) {
             Some(w) => {
                 drop(g);
