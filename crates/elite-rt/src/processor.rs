@@ -72,8 +72,8 @@ use std::time::Instant;
 /// a word through the switch in a register, a larger one through memory on the switching stack,
 /// which the other side then reads back (a store and a dependent load on every switch). The low
 /// three bits are the kind; the kinds that carry something carry the address of a value on the
-/// switched-out ULT's frozen stack (aligned to 8, so those bits are free), valid until the ULT is
-/// resumed, which cannot happen before its resumer has dealt with it.
+/// switched-out ULT's frozen stack (aligned to 8 on every target, so those bits are free), valid
+/// until the ULT is resumed, which cannot happen before its resumer has dealt with it.
 ///
 /// * Link (`Switch::link`, `Switch::link_front`): block on a synchronization object with an
 ///   untimed wait (`WaitNode::block_on`): after the switch the resumer links the node into the
@@ -105,7 +105,8 @@ impl Switch {
 
     #[inline(always)]
     fn with<T>(at: *const T, kind: usize) -> Switch {
-        debug_assert!(at as usize & Self::KIND == 0 && !at.is_null());
+        const { assert!(std::mem::align_of::<T>() > Self::KIND) };
+        debug_assert!(!at.is_null());
         Switch(at as usize | kind)
     }
 
@@ -122,9 +123,9 @@ impl Switch {
         Switch::with(park, Self::PARK)
     }
 
-    /// Sleep until `*deadline`.
+    /// Sleep until the deadline.
     #[inline(always)]
-    pub(crate) fn sleep(deadline: &Instant) -> Switch {
+    pub(crate) fn sleep(deadline: &Deadline) -> Switch {
         Switch::with(deadline, Self::SLEEP)
     }
 
@@ -142,10 +143,14 @@ impl Switch {
 /// What a [`Switch::park`] carries: the action its resumer calls with the `Park`'s own address
 /// (the first field of a `#[repr(C)]` value on the blocked ULT's frozen stack that holds what the
 /// action needs, `crate::thread::park_ult`), the ULT and the resumer.
-#[repr(C)]
+#[repr(C, align(8))]
 pub(crate) struct Park {
     pub(crate) action: unsafe fn(*const Park, TcbRef, &Processor),
 }
+
+/// What a [`Switch::sleep`] carries: the deadline (aligned for the switch's word).
+#[repr(align(8))]
+pub(crate) struct Deadline(pub(crate) Instant);
 
 /// The shared part of a processor.
 ///
@@ -1098,7 +1103,7 @@ impl Processor {
             } else {
                 debug_assert!(why.kind() == Switch::SLEEP);
                 // SAFETY: the deadline lives on the sleeping ULT's frozen stack.
-                let deadline = unsafe { *why.at::<Instant>() };
+                let deadline = unsafe { (*why.at::<Deadline>()).0 };
                 self.core().timers.insert(deadline, t);
                 self.flush_batch();
                 return;

@@ -2,7 +2,7 @@
 //! `yield_now`, `sleep`.
 
 use crate::atomics::Ordering;
-use crate::processor::{current_processor, Inline, Park, Processor, Switch};
+use crate::processor::{current_processor, Deadline, Inline, Park, Processor, Switch};
 use crate::stack::{round_to_pages, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::tcb::{new_task, JoinState, Life, TcbRef, Waiter};
 use std::fmt;
@@ -754,7 +754,7 @@ pub fn sleep(dur: Duration) {
     if current_ult_processor().is_some() {
         let deadline = Instant::now() + dur;
         while Instant::now() < deadline {
-            suspend(Switch::sleep(&deadline)); // (read by the processor after the switch)
+            suspend(Switch::sleep(&Deadline(deadline))); // (read by the processor after the switch)
         }
     } else {
         std::thread::sleep(dur);

@@ -666,7 +666,9 @@ impl WaitList {
 
 /// What [`WaitNode::block_on`] asks of its processor with a `Switch::link`: link `node` into
 /// `list` (at its front when the switch says so), then release the object's spin lock `lock`. It
-/// lives on the blocked ULT's frozen stack until the processor has done so.
+/// lives on the blocked ULT's frozen stack until the processor has done so (aligned for the
+/// switch's word).
+#[repr(align(8))]
 pub(crate) struct LinkTo {
     node: *const WaitNode,
     list: *mut WaitList,
