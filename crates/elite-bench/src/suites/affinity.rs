@@ -37,15 +37,28 @@
 //!
 //! ## Why this pattern, and why the policies differ on it
 //!
-//! *Working sets.* The build machines' cores have a private 2 MiB L2, 32 working sets of 64 KiB.
-//! A sequential sweep would be hidden by the hardware prefetchers whatever the policy; a
-//! dependent walk through a random cycle is not: each load waits for the previous one, so an L2
-//! hit or a miss to the shared L3 (or memory) is paid in full, and only where the working set
-//! sits decides the time. A group's 48 working sets (3 MiB) do not fit in the L2: a group run
-//! in the same order every round (a cycle longer than the cache) misses on every line, while a
-//! group run in the reverse of the order of its previous round finds the ~30 working sets that
-//! ran last still in the L2. A group of 48 rather than 64 makes those ~30 more than half of it;
-//! one of 32 or fewer would fit in the L2, and every order would hit.
+//! *Working sets.* The build machines' cores have a private 1 MiB L2 (sysfs `index2`; `lscpu`
+//! prints "2 MiB (2 instances)", the sum over the two cores), 16 working sets of 64 KiB, and
+//! share a 32 MiB L3 with the other guests of the host. A sequential sweep would be hidden by
+//! the hardware prefetchers whatever the policy; a dependent walk through a random cycle is
+//! not: each load waits for the previous one, so an L2 hit or a miss to the L3 (or memory) is
+//! paid in full, and only where the working set sits decides the time. A group's 48 working
+//! sets (3 MiB) do not fit in the L2: a group run in the same order every round (a cycle longer
+//! than the cache) misses on every line, while a group run in the reverse of the order of its
+//! previous round finds the working sets that ran last still in the L2: the ULT at position `k`
+//! of the new round has seen only `k - 1` other working sets since its last sweep, so the first
+//! ~16 hit, as many as any order can keep for a group that does not fit. (Under cachegrind's
+//! simulated 2 MiB last level, the figure BENCHMARKS.md fixes, ~30 of the 48 hit.)
+//!
+//! The group's size sets how far apart the policies can get, and how much the host decides it.
+//! `elite-bench affinity --bench synthetic_1024 --policy no-affinity --policy virtual-time` with
+//! `GROUP` rebuilt at 16, 20, 24, 32 and 48 (2026-11-25 16:36-16:38 UTC, load 1.4-1.6, one run
+//! each): Virtual Time / No Affinity 1.10x (both groups fit: No Affinity 117 k/s), 1.18x,
+//! 1.28x, 1.37x, 1.77x (No Affinity 40.8 k/s, its repetitions from 19.5 to 63.6). From 24 on,
+//! No Affinity's sweeps read the L3, which other guests share, so its rate, and the ratio,
+//! follow the host: the same bench at 48 read 1.22x to 1.32x on 2026-11-25 between 15:39 and
+//! 15:47 on a quieter host. 48 stays: the widest gap between the orders, and the size the bench
+//! was first built and measured with.
 //!
 //! *Synchronization.* LIFO (No Affinity) and most-recently-run order differ only when the order
 //! in which ULTs become ready differs from how recently they ran. A group's release makes its
@@ -228,8 +241,9 @@ const NO_LOCALITY: Shape = Shape {
     quick: Sizes { ults: 1024, iterations: 30, go_iterations: 30 },
 };
 
-/// ULTs per group: 48 working sets of 64 KiB (3 MiB) do not fit in a 2 MiB L2, the ~30 that
-/// do are more than half of them.
+/// ULTs per group: 48 working sets of 64 KiB (3 MiB) do not fit in a 1 MiB L2 (nor in
+/// cachegrind's simulated 2 MiB); a round run in the reverse of the last one's order finds the
+/// ~16 (simulated: ~30) that ran last still cached. See the module docs for other sizes.
 const GROUP: usize = 48;
 
 /// The shapes by bench name (for the probe).
