@@ -75,9 +75,9 @@ use std::time::Instant;
 /// switched-out ULT's frozen stack (aligned to 8 on every target, so those bits are free), valid
 /// until the ULT is resumed, which cannot happen before its resumer has dealt with it.
 ///
-/// * Link (`Switch::link`, `Switch::link_front`): block on a synchronization object with an
-///   untimed wait (`WaitNode::block_on`): after the switch the resumer links the node into the
-///   object's list (at its front for `link_front`) and releases the object's spin lock, held
+/// * Link (`Switch::link`, with a kind of its own for a link at the list's front): block on a
+///   synchronization object with an untimed wait (`WaitNode::block_on`): after the switch the
+///   resumer links the node into the object's list and releases the object's spin lock, held
 ///   across the switch, as the `LinkTo` says (`crate::sync::wait::link_after_switch`); what a
 ///   park would do with a closure, without the closure's indirect call and moves.
 /// * Park (`Switch::park`): block; after the switch the resumer (a processor) calls
