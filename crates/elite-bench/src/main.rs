@@ -95,7 +95,8 @@
 //! `elite/reload-transient` (the runtime built with that policy) and `go`. See
 //! [`suites::affinity`] for the workload, why each policy wins or loses on it, and the targets.
 //!
-//! - `synthetic_1024` (`ops_per_sec`, 1 and 2 processors): 1024 ULTs in groups of 48, each
+//! - `synthetic_1024` (`ops_per_sec`, 1 and 2 processors): 1024 ULTs in groups of twice the
+//!   64 KiB working sets a core's private cache holds (32 with a 1 MiB L2), each
 //!   walking a private 64 KiB working set (dependent loads) between synchronizations with its
 //!   group. Answer: the sum of every walk.
 //! - `no_locality` (`ops_per_sec`, 1 and 2 processors): the same with 1 KiB working sets; what

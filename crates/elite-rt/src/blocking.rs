@@ -10,7 +10,7 @@
 //! thing workers pass among themselves:
 //!
 //! 1. A ULT calls [`blocking`]`(f)`. It blocks like any waiting ULT (`park_current`, a
-//!    `Switch::Park` whose action is [`switched`]: the loop's run of a ULT is not touched); `f`
+//!    `Switch::park` whose action is [`switched`]: the loop's run of a ULT is not touched); `f`
 //!    and the slot for its outcome stay in the ULT's frozen frame.
 //! 2. The loop's bottom frame, in the park's action ([`switched`]), on the worker's own stack,
 //!    hands the processor to a parked spare worker (starting one if none is parked and the cap

@@ -54,7 +54,7 @@ use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
 use crate::sync::wait::LinkTo;
-use crate::tcb::{Context, Resumer};
+use crate::tcb::Context;
 use crate::tcb::{JoinState, Life, Tcb, TcbRef, Ult, UltYielder, Waiter};
 use crate::timer::{Due, Timers};
 use crate::SpawnError;
@@ -68,27 +68,89 @@ use std::ptr;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Why a ULT switched back to its processor.
-pub(crate) enum Switch {
+/// Why a ULT switched back to its processor, in one word: corosensei passes a value of at most
+/// a word through the switch in a register, a larger one through memory on the switching stack,
+/// which the other side then reads back (a store and a dependent load on every switch). The low
+/// three bits are the kind; the kinds that carry something carry the address of a value on the
+/// switched-out ULT's frozen stack (aligned to 8 on every target, so those bits are free), valid
+/// until the ULT is resumed, which cannot happen before its resumer has dealt with it.
+///
+/// * Link (`Switch::link`, with a kind of its own for a link at the list's front): block on a
+///   synchronization object with an untimed wait (`WaitNode::block_on`): after the switch the
+///   resumer links the node into the object's list and releases the object's spin lock, held
+///   across the switch, as the `LinkTo` says (`crate::sync::wait::link_after_switch`); what a
+///   park would do with a closure, without the closure's indirect call and moves.
+/// * Park (`Switch::park`): block; after the switch the resumer (a processor) calls
+///   `park.action(park, me, itself)`, which must arrange for someone to wake `me` later (or
+///   wake it at once). The action of a blocking call (`crate::blocking::switched`) may also hand
+///   the processor to another OS thread: the resumer's thread then touches nothing of the
+///   processor after the action returns and leaves the loop at the top of the next round.
+/// * Sleep (`Switch::sleep`): sleep until the deadline.
+/// * [`Switch::YIELD`]: let others run; stay ready.
+/// * [`Switch::EXIT`]: the ULT's task returned and its exit is published: the context is free for
+///   another ULT.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Switch(usize);
+
+impl Switch {
+    const KIND: usize = 0b111;
+    const LINK: usize = 0;
+    const LINK_FRONT: usize = 1;
+    const PARK: usize = 2;
+    const SLEEP: usize = 3;
     /// Let others run; stay ready.
-    Yield,
-    /// Block: after the switch the resumer (a processor) calls `action(data, me, itself)`, which
-    /// must arrange for someone to wake `me` later (or wake it at once). `data` points into the
-    /// blocked ULT's frozen stack. The action of a blocking call (`crate::blocking::switched`) may
-    /// also hand the processor to another OS thread: the resumer's thread then touches nothing of
-    /// the processor after the action returns and leaves the loop at the top of the next round.
-    Park { data: *mut (), action: unsafe fn(*mut (), TcbRef, &Processor) },
-    /// Block on a synchronization object with an untimed wait (`WaitNode::block_on`): after the
-    /// switch the resumer links the node into the object's list and releases the object's spin
-    /// lock, held across the switch, as the `LinkTo` on the blocked ULT's frozen stack says; what
-    /// `Park` would do with a closure, without the closure's indirect call and moves
-    /// (`crate::sync::wait::link_after_switch`).
-    Link(*const LinkTo),
+    pub(crate) const YIELD: Switch = Switch(4);
+    /// The task returned, its exit published.
+    pub(crate) const EXIT: Switch = Switch(5);
+
+    #[inline(always)]
+    fn with<T>(at: *const T, kind: usize) -> Switch {
+        const { assert!(std::mem::align_of::<T>() > Self::KIND) };
+        debug_assert!(!at.is_null());
+        Switch(at as usize | kind)
+    }
+
+    /// Block with an untimed wait: link as `to` says, then unlock (at the list's front with
+    /// `front`).
+    #[inline(always)]
+    pub(crate) fn link(to: &LinkTo, front: bool) -> Switch {
+        Switch::with(to, if front { Self::LINK_FRONT } else { Self::LINK })
+    }
+
+    /// Block; the resumer calls `park.action`.
+    #[inline(always)]
+    pub(crate) fn park(park: *const Park) -> Switch {
+        Switch::with(park, Self::PARK)
+    }
+
     /// Sleep until the deadline.
-    Sleep(Instant),
-    /// The ULT's task returned and its exit is published: the context is free for another ULT.
-    Exit,
+    #[inline(always)]
+    pub(crate) fn sleep(deadline: &Deadline) -> Switch {
+        Switch::with(deadline, Self::SLEEP)
+    }
+
+    #[inline(always)]
+    fn kind(self) -> usize {
+        self.0 & Self::KIND
+    }
+
+    #[inline(always)]
+    fn at<T>(self) -> *const T {
+        (self.0 & !Self::KIND) as *const T
+    }
 }
+
+/// What a [`Switch::park`] carries: the action its resumer calls with the `Park`'s own address
+/// (the first field of a `#[repr(C)]` value on the blocked ULT's frozen stack that holds what the
+/// action needs, `crate::thread::park_ult`), the ULT and the resumer.
+#[repr(C, align(8))]
+pub(crate) struct Park {
+    pub(crate) action: unsafe fn(*const Park, TcbRef, &Processor),
+}
+
+/// What a [`Switch::sleep`] carries: the deadline (aligned for the switch's word).
+#[repr(align(8))]
+pub(crate) struct Deadline(pub(crate) Instant);
 
 /// The shared part of a processor.
 ///
@@ -856,30 +918,32 @@ impl Processor {
     #[cold]
     fn new_context(stack: UltStack) -> Box<Context> {
         let (canary_at, guard_at, usable) = (stack.canary_addr(), stack.guard_addr(), stack.usable());
-        let co = Ult::with_stack(stack, |y: &UltYielder, first: Resumer| {
-            let mut by = first;
-            loop {
-                // SAFETY: a context is resumed only by a live processor, on its own thread.
-                let Some(t) = (unsafe { &*by.0 }).current_ult() else {
-                    crate::fatal("a context started with no current ULT");
-                };
-                let tcb = t.tcb();
-                tcb.yielder.set(y);
-                // ULT-local values die with the ULT, also when shutdown unwinds it (`crate::local`).
-                let locals = crate::local::UltLocals(t);
-                // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only
-                // the processor running this ULT calls `run`.
-                unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
-                locals.destroy(); // before the exit is published: the joiner sees their destructors
-                std::mem::forget(locals);
-                // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result
-                // runs user code, which may join, yield or sleep like any ULT code. The task may
-                // have switched: the processor running us now is the last one that resumed us.
-                // SAFETY: that processor runs this code, so it is alive.
-                unsafe { &*tcb.resumer.get().0 }.publish_from_ult(t);
-                // At rest until the next ULT: nothing with drop glue lives in this frame here.
-                by = y.suspend(Switch::Exit);
-            }
+        // Resumed with nothing (a zero-sized value crosses the switch in a register, with
+        // corosensei's unwind flag): the trampoline looks its processor up when a ULT starts and
+        // when it exits, not at every switch.
+        let co = Ult::with_stack(stack, |y: &UltYielder, ()| loop {
+            // A context is resumed only by a processor, on the OS thread running it.
+            let Some(t) = current_processor().and_then(|p| p.current_ult()) else {
+                crate::fatal("a context started with no current ULT");
+            };
+            let tcb = t.tcb();
+            tcb.yielder.set(y);
+            // ULT-local values die with the ULT, also when shutdown unwinds it (`crate::local`).
+            let locals = crate::local::UltLocals(t);
+            // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only
+            // the processor running this ULT calls `run`.
+            unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
+            locals.destroy(); // before the exit is published: the joiner sees their destructors
+            std::mem::forget(locals);
+            // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result
+            // runs user code, which may join, yield or sleep like any ULT code. The task may
+            // have switched: the processor running us now is the last one that resumed us.
+            let Some(p) = current_processor() else {
+                crate::fatal("a ULT exited off its processor");
+            };
+            p.publish_from_ult(t);
+            // At rest until the next ULT: nothing with drop glue lives in this frame here.
+            y.suspend(Switch::EXIT);
         });
         Box::new(Context { co, canary_at, guard_at, usable, at_rest: false })
     }
@@ -966,16 +1030,21 @@ impl Processor {
             // field.
             let ctx = unsafe { (*tcb.context.get()).as_mut() }
                 .unwrap_or_else(|| crate::fatal("ULT without a context"));
-            let result = loop {
+            let why = loop {
                 self.current.set(Some(t));
-                tcb.resumer.set(Resumer(self));
                 stats.switches.bump();
                 if begin_hook {
+                    std::hint::cold_path();
                     self.core().affinity.begin_run();
                 }
-                let result = ctx.co.resume(Resumer(self));
+                let why = match ctx.co.resume(()) {
+                    CoroutineResult::Yield(why) => why,
+                    // The trampoline never returns; only a forced unwind (shutdown) ends it.
+                    CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
+                };
                 self.current.set(None);
                 if after_hooks {
+                    std::hint::cold_path();
                     if end_hook {
                         self.core().affinity.end_run(t);
                     }
@@ -983,7 +1052,7 @@ impl Processor {
                         self.check_canary(t);
                     }
                 }
-                if let CoroutineResult::Yield(Switch::Yield) = result {
+                if why == Switch::YIELD {
                     stats.yields.bump();
                     match self.yield_from_batch(t) {
                         FromBatch::Run(n) => {
@@ -1005,36 +1074,39 @@ impl Processor {
                         continue;
                     }
                 }
-                break result;
+                break why;
             };
-            match result {
-                CoroutineResult::Yield(Switch::Exit) => self.exit(t),
-                CoroutineResult::Yield(Switch::Yield) => self.requeue_yielded(t),
-                // SAFETY: `data` points into the blocked ULT's frozen stack, valid until it is
+            // The kinds by how often they come: a blocking wait on a synchronization object
+            // first (tested alone, so that it is not one case of a jump table).
+            if why.kind() <= Switch::LINK_FRONT {
+                // SAFETY: the ULT switched out holding the object's lock, the `LinkTo` and its
+                // node on its frozen stack, the object alive and untouched by anyone else until
+                // the node is linked and the lock released, which this does (`Switch::link`).
+                unsafe {
+                    crate::sync::wait::link_after_switch(why.at(), why.kind() == Switch::LINK_FRONT, t)
+                };
+            } else if why == Switch::YIELD {
+                self.requeue_yielded(t);
+            } else if why.kind() == Switch::PARK {
+                let park: *const Park = why.at();
+                // SAFETY: `park` points into the blocked ULT's frozen stack, valid until it is
                 // resumed, which cannot happen before `action` publishes it.
-                CoroutineResult::Yield(Switch::Park { data, action }) => {
-                    // SAFETY: as above.
-                    unsafe { action(data, t, self) };
-                    // A blocking call's action may have handed this processor to another OS
-                    // thread (`crate::blocking::switched`), or shutdown began: leave the loop's
-                    // frames without touching the processor again (the loop checks the same flag).
-                    if w.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                }
-                CoroutineResult::Yield(Switch::Link(to)) => {
-                    // SAFETY: the ULT switched out holding the object's lock, `to` and its node on
-                    // its frozen stack, the object alive and untouched by anyone else until the
-                    // node is linked and the lock released, which this does (`Switch::Link`).
-                    unsafe { crate::sync::wait::link_after_switch(to, t) };
-                }
-                CoroutineResult::Yield(Switch::Sleep(deadline)) => {
-                    self.core().timers.insert(deadline, t);
-                    self.flush_batch();
+                unsafe { ((*park).action)(park, t, self) };
+                // A blocking call's action may have handed this processor to another OS
+                // thread (`crate::blocking::switched`), or shutdown began: leave the loop's
+                // frames without touching the processor again (the loop checks the same flag).
+                if w.stop.load(Ordering::Relaxed) {
                     return;
                 }
-                // The trampoline never returns; only a forced unwind (shutdown) ends it.
-                CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
+            } else if why == Switch::EXIT {
+                self.exit(t);
+            } else {
+                debug_assert!(why.kind() == Switch::SLEEP);
+                // SAFETY: the deadline lives on the sleeping ULT's frozen stack.
+                let deadline = unsafe { (*why.at::<Deadline>()).0 };
+                self.core().timers.insert(deadline, t);
+                self.flush_batch();
+                return;
             }
             match self.hand_off() {
                 Some(n) => t = n,
@@ -1206,7 +1278,7 @@ impl Processor {
     /// join protocol.
     fn exit(&self, t: TcbRef) {
         let tcb = t.tcb();
-        // SAFETY: the ULT switched out for good (`Switch::Exit`); this processor owns its context.
+        // SAFETY: the ULT switched out for good (`Switch::EXIT`); this processor owns its context.
         let ctx = unsafe { (*tcb.context.get()).take() };
         if let Some(ctx) = ctx {
             self.put_context(ctx);
@@ -1358,6 +1430,7 @@ impl Processor {
     pub(crate) fn wake_here_from_ult(&self, t: TcbRef) -> bool {
         debug_assert!(self.current_ult().is_some());
         if !self.waker_stays || t.tcb().pinned.get() {
+            std::hint::cold_path(); // (another wake rule, or a pinned ULT: `wake` decides)
             return false;
         }
         let _ = crate::prefetch::ult(t); // (as in `wake_to`)

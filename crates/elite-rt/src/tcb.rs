@@ -55,20 +55,15 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::thread;
 
-/// The coroutine of an execution [`Context`]: resumed with the processor that resumes it (whose
-/// `current` names the ULT to run), suspends with a [`Switch`] reason.
-pub(crate) type Ult = Coroutine<Resumer, Switch, (), UltStack>;
-pub(crate) type UltYielder = Yielder<Resumer, Switch>;
-
-/// What a context is resumed with: the processor resuming it, so that code after a switch knows
-/// where it runs now without a thread-local lookup.
-#[derive(Clone, Copy)]
-pub(crate) struct Resumer(pub(crate) *const crate::processor::Processor);
+/// The coroutine of an execution [`Context`]: resumed with nothing (the processor resuming it
+/// has named the ULT to run as its `current`), suspends with a [`Switch`] reason.
+pub(crate) type Ult = Coroutine<(), Switch, (), UltStack>;
+pub(crate) type UltYielder = Yielder<(), Switch>;
 
 /// An execution context: a ULT stack with a coroutine on it that runs ULTs one after another.
 ///
 /// The coroutine's function (the processor's trampoline) loops: it runs the task of the ULT its
-/// resumer names as current, publishes the exit, and suspends with [`Switch::Exit`]; the next
+/// resumer names as current, publishes the exit, and suspends with [`Switch::EXIT`]; the next
 /// resume, for another ULT, starts that one. So a context is made once per stack and pooled with it (the
 /// stack pools hold contexts), and starting a ULT costs a resume instead of building a coroutine.
 /// While a context is pooled its coroutine is *at rest*: suspended at the top of its trampoline,
@@ -339,9 +334,6 @@ pub(crate) struct Tcb {
     /// The context the ULT runs on, from its first run to its exit.
     pub(crate) context: UnsafeCell<Option<Box<Context>>>,
     pub(crate) yielder: Cell<*const UltYielder>,
-    /// The processor that last resumed the ULT (set before every resume): the one running it
-    /// whenever its code runs.
-    pub(crate) resumer: Cell<Resumer>,
     /// The blocking-wait word of the synchronization objects (`sync::wait`): the wait's sequence
     /// number in the high bits, its outcome in the low two. Never reset,
     /// so a stale timer entry of an earlier wait (even of an earlier ULT in this TCB) cannot match.
@@ -357,6 +349,8 @@ pub(crate) struct Tcb {
     /// What the ULT last blocked on (`deadlock::note_wait`: kind and address), for the deadlock
     /// report; written when it blocks, read by the report while it stays blocked.
     pub(crate) waits_on: AtomicUsize,
+    /// Free: keeps line 4 (written by wakers on other processors) off this owner's line.
+    _spare: usize,
     // Line 4.
     /// The link of the wake-up stack while the TCB is on one.
     pub(crate) next: AtomicPtr<Tcb>,
@@ -413,12 +407,12 @@ impl Tcb {
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
             context: UnsafeCell::new(None),
             yielder: Cell::new(ptr::null()),
-            resumer: Cell::new(Resumer(ptr::null())),
             wait: AtomicU64::new(0),
             exit_prev: Cell::new(0),
             guard_at: Cell::new(0),
             locals: Cell::new(ptr::null_mut()),
             waits_on: AtomicUsize::new(0),
+            _spare: 0,
             next: AtomicPtr::new(ptr::null_mut()),
             waiter: UnsafeCell::new(Waiter::None),
             name: UnsafeCell::new(None),

@@ -2,7 +2,7 @@
 //! `yield_now`, `sleep`.
 
 use crate::atomics::Ordering;
-use crate::processor::{current_processor, Inline, Processor, Switch};
+use crate::processor::{current_processor, Deadline, Inline, Park, Processor, Switch};
 use crate::stack::{round_to_pages, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::tcb::{new_task, JoinState, Life, TcbRef, Waiter};
 use std::fmt;
@@ -686,19 +686,27 @@ pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
 /// `me` is the ULT running the caller.
 #[inline(always)]
 pub(crate) unsafe fn park_ult<F: FnOnce(TcbRef, &Processor)>(me: TcbRef, after: F) {
-    unsafe fn call<F: FnOnce(TcbRef, &Processor)>(data: *mut (), me: TcbRef, p: &Processor) {
-        // SAFETY: `data` is the `Option<F>` below, alive on the suspended ULT's stack; taken once.
-        if let Some(f) = unsafe { (*(data as *mut Option<F>)).take() } {
+    /// The action and the closure, on this frozen stack while the resumer runs them (the
+    /// action's `Park` is the first field: its address is the holder's).
+    #[repr(C)]
+    struct Holder<F> {
+        park: Park,
+        after: Option<F>,
+    }
+    unsafe fn call<F: FnOnce(TcbRef, &Processor)>(park: *const Park, me: TcbRef, p: &Processor) {
+        // SAFETY: `park` is the first field of the `Holder<F>` below, alive on the suspended ULT's
+        // stack (and derived from a pointer to all of it); the closure is taken once.
+        if let Some(f) = unsafe { (*(park as *mut Holder<F>)).after.take() } {
             f(me, p)
         }
     }
-    let mut slot = Some(after);
-    let why = Switch::Park { data: &mut slot as *mut Option<F> as *mut (), action: call::<F> };
+    let mut holder = Holder { park: Park { action: call::<F> }, after: Some(after) };
+    let why = Switch::park(&mut holder as *mut Holder<F> as *const Park);
     // SAFETY: `me` runs this code (contract).
     unsafe { switch_out(me, why) };
 }
 
-/// Switches the running ULT `me` back to its resumer with `why` (for example a `Switch::Link`:
+/// Switches the running ULT `me` back to its resumer with `why` (for example a `Switch::link`:
 /// its untimed wait's node to link after the switch; see `crate::sync::wait::WaitNode::block_on`).
 /// Always inlined, as [`park_ult`].
 ///
@@ -734,7 +742,7 @@ pub fn yield_now() {
             let y = me.tcb().yielder.get();
             // SAFETY: `me` runs this code, so its yielder (set when it started on its context)
             // lives on its stack.
-            unsafe { (*y).suspend(Switch::Yield) };
+            unsafe { (*y).suspend(Switch::YIELD) };
         }
         None => std::thread::yield_now(),
     }
@@ -746,7 +754,7 @@ pub fn sleep(dur: Duration) {
     if current_ult_processor().is_some() {
         let deadline = Instant::now() + dur;
         while Instant::now() < deadline {
-            suspend(Switch::Sleep(deadline));
+            suspend(Switch::sleep(&Deadline(deadline))); // (read by the processor after the switch)
         }
     } else {
         std::thread::sleep(dur);

@@ -14,7 +14,10 @@
 //!
 //! # The workload
 //!
-//! 1024 ULTs in groups of 48 (21 groups, and a last one of 16). ULT `i` owns working set `i`:
+//! 1024 ULTs in groups (the last group takes what is left): in timed `synthetic_1024` runs twice
+//! as many as the working sets the machine's cache holds (32 on the build machines, 32 groups;
+//! see below), under cachegrind and in `no_locality` 48 (21 groups, and a last one of 16).
+//! ULT `i` owns working set `i`:
 //! `lines` cache lines (1024 lines, 64 KiB, in `synthetic_1024`; 16 lines, 1 KiB, in
 //! `no_locality`) holding one random cycle through all of them (each line's first word is the
 //! index of the next line; Sattolo's algorithm, a fixed seed per set). Each ULT declares its
@@ -37,23 +40,48 @@
 //!
 //! ## Why this pattern, and why the policies differ on it
 //!
-//! *Working sets.* The build machines' cores have a private 2 MiB L2, 32 working sets of 64 KiB.
-//! A sequential sweep would be hidden by the hardware prefetchers whatever the policy; a
-//! dependent walk through a random cycle is not: each load waits for the previous one, so an L2
-//! hit or a miss to the shared L3 (or memory) is paid in full, and only where the working set
-//! sits decides the time. A group's 48 working sets (3 MiB) do not fit in the L2: a group run
-//! in the same order every round (a cycle longer than the cache) misses on every line, while a
-//! group run in the reverse of the order of its previous round finds the ~30 working sets that
-//! ran last still in the L2. A group of 48 rather than 64 makes those ~30 more than half of it;
-//! one of 32 or fewer would fit in the L2, and every order would hit.
+//! *Working sets.* The build machines' cores have a private 1 MiB L2 (sysfs `index2`; `lscpu`
+//! prints "2 MiB (2 instances)", the sum over the two cores), 16 working sets of 64 KiB, and
+//! share a 32 MiB L3 with the other guests of the host. A sequential sweep would be hidden by
+//! the hardware prefetchers whatever the policy; a dependent walk through a random cycle is
+//! not: each load waits for the previous one, so an L2 hit or a miss to the L3 (or memory) is
+//! paid in full, and only where the working set sits decides the time. A group that does not
+//! fit in the L2 misses on every line when it runs in the same order every round (a cycle
+//! longer than the cache), while a group run in the reverse of the order of its previous round
+//! finds the working sets that ran last still in the L2: the ULT at position `k` of the new
+//! round has seen only `k - 1` other working sets since its last sweep, so the first ~16 hit, as
+//! many as any order can keep.
+//!
+//! *Group size.* It sets how far apart the orders can get. Too small, and every order hits; too
+//! large, and the ~16 that can hit are a small part of it. `elite-bench affinity --bench
+//! synthetic_1024 --policy no-affinity --policy virtual-time` with groups of 16, 20, 24, 32 and
+//! 48 (a build with the size fixed; 2026-11-25 16:36-16:38 UTC, load 1.4-1.6, one run each):
+//! Virtual Time / No Affinity 1.10x (the group fits: No Affinity 117 k/s), 1.18x (93.5), 1.28x
+//! (75.7), 1.37x (63.6), 1.77x (40.8, its repetitions from 19.5 to 63.6; two more runs at
+//! 16:39: 1.20x and 1.23x, No Affinity 62-63). Up to 24 No Affinity's fixed order still hits
+//! part of the time (the L2 is not LRU); from 32 on its rate no longer falls, all its sweeps
+//! read the L3, and past 32 Virtual Time's share of hits only shrinks (16 of 48 is at most
+//! ~1.2x when an L2 sweep costs half an L3 one), while the L3 that other guests share makes No
+//! Affinity's rate, and the ratio, follow the host. So a timed run's group is **twice the
+//! working sets that the cache of the runtime's cache model holds** (`Topology::model_cache`,
+//! the largest cache private to a core: 16 here, so 32; on a 2 MiB L2, 64), printed as a note
+//! with the table. Until 2026-11-25 the group was 48 for every run, chosen for a 2 MiB L2 that
+//! these machines do not have.
+//!
+//! Under cachegrind the simulated last level is 2 MiB (BENCHMARKS.md) and LRU: 32 working sets
+//! fit, a fixed order of 48 misses on every line and the reverse one keeps ~30 of them, so the
+//! probe keeps groups of 48 (simulated LL misses, Virtual Time / No Affinity: 0.56x at 48,
+//! 0.64x at 32 and 0.67x at 64, `valgrind --tool=cachegrind --cache-sim=yes
+//! --LL=2097152,16,64 target/release/elite-bench affinity-probe synthetic_1024 <policy>` with
+//! the size fixed, 16:40).
 //!
 //! *Synchronization.* LIFO (No Affinity) and most-recently-run order differ only when the order
 //! in which ULTs become ready differs from how recently they ran. A group's release makes its
-//! other 47 ULTs ready at once, in index order, whatever order they ran in (a barrier that woke
+//! other members ready at once, in index order, whatever order they ran in (a barrier that woke
 //! its waiters in arrival order would let LIFO run them most recent first):
 //!
 //! - **No Affinity** runs the last released first: the same reverse-index order every round, so
-//!   each ULT's data has been evicted by the other 47 since its last sweep.
+//!   each ULT's data has been evicted by the rest of the group since its last sweep.
 //! - **Virtual Time** runs the most recently run first: each round reverses the previous one,
 //!   and the ULTs that ran last find their data in L2.
 //! - **Reload Transient** orders by the expected reload transient, which (from the footprints
@@ -68,7 +96,7 @@
 //!
 //! Every elite policy runs one group to its end before the next (a released group's ULTs are
 //! the newest and the most recently run entries, and the next group's ULTs are still on the
-//! start-queue), so only 3 MiB of working sets are in play at a time. **Go** (goroutines, one
+//! start-queue), so only one group's working sets (2 MiB in groups of 32) are in play at a time. **Go** (goroutines, one
 //! capacity-1 channel per goroutine as its semaphore, an atomic arrival count per group: the same
 //! protocol) runs ready goroutines first in, first out behind its `runnext` slot, so a released
 //! group queues behind the others and Go cycles through all 64 MiB, reading every working set
@@ -165,8 +193,12 @@ const WARM_ITERATIONS: u64 = 1;
 struct Shape {
     /// The bench's name.
     bench: &'static str,
-    /// ULTs per group (the last group takes what is left).
+    /// ULTs per group (the last group takes what is left): always under cachegrind's simulated
+    /// last level, and in timed runs unless `cache_sized`.
     group: usize,
+    /// Whether timed runs size the groups from the machine's cache instead
+    /// ([`Shape::timed_group`]).
+    cache_sized: bool,
     /// Cache lines per working set.
     lines: usize,
     /// The sizes of a full run.
@@ -202,6 +234,17 @@ impl Shape {
         }
     }
 
+    /// ULTs per group in a timed run on a machine whose cache model describes a cache of
+    /// `cache_bytes`: for a `cache_sized` shape twice the working sets that cache holds (at least
+    /// 2, at most every ULT), otherwise `group`.
+    fn timed_group(&self, cache_bytes: u64) -> usize {
+        if !self.cache_sized {
+            return self.group;
+        }
+        let fits = usize::try_from(cache_bytes / self.bytes() as u64).unwrap_or(usize::MAX);
+        fits.saturating_mul(2).clamp(2, self.full.ults)
+    }
+
     /// The answer of a pass of `ults` ULTs and `iterations`: every sweep sums the indices of all
     /// lines.
     fn answer(&self, ults: usize, iterations: u64) -> u64 {
@@ -213,7 +256,8 @@ impl Shape {
 /// `synthetic_1024`: ELiTE 3.2's 1024 ULTs with 64 KiB each (`--quick`: 256).
 const SYNTHETIC: Shape = Shape {
     bench: "synthetic_1024",
-    group: GROUP,
+    group: SIMULATED_GROUP,
+    cache_sized: true,
     lines: 1024,
     full: Sizes { ults: 1024, iterations: 64, go_iterations: 4 },
     quick: Sizes { ults: 256, iterations: 2, go_iterations: 2 },
@@ -222,15 +266,18 @@ const SYNTHETIC: Shape = Shape {
 /// `no_locality`: the same with 1 KiB each.
 const NO_LOCALITY: Shape = Shape {
     bench: "no_locality",
-    group: GROUP,
+    group: SIMULATED_GROUP,
+    cache_sized: false,
     lines: 16,
     full: Sizes { ults: 1024, iterations: 300, go_iterations: 300 },
     quick: Sizes { ults: 1024, iterations: 30, go_iterations: 30 },
 };
 
-/// ULTs per group: 48 working sets of 64 KiB (3 MiB) do not fit in a 2 MiB L2, the ~30 that
-/// do are more than half of them.
-const GROUP: usize = 48;
+/// ULTs per group under cachegrind (and in `no_locality`): 48 working sets of 64 KiB (3 MiB) do
+/// not fit in the simulated 2 MiB last level, and a round run in the reverse of the last one's
+/// order finds the ~30 that ran last still cached. Timed `synthetic_1024` runs size their groups
+/// from the machine's cache ([`Shape::timed_group`]); see the module docs.
+const SIMULATED_GROUP: usize = 48;
 
 /// The shapes by bench name (for the probe).
 const SHAPES: [Shape; 2] = [SYNTHETIC, NO_LOCALITY];
@@ -244,8 +291,17 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         vec![1]
     };
     let policies = chosen_policies(ctx);
-    let mut benches = vec![sweep_bench(ctx, &SYNTHETIC, &policies, &processors, true)];
-    benches.push(sweep_bench(ctx, &NO_LOCALITY, &policies, &processors, false));
+    // The cache the runtime's cache model describes (the largest one private to a core).
+    let cache = elite_affinity::Topology::detect().model_cache();
+    let group = SYNTHETIC.timed_group(cache.size);
+    ctx.notes.push(format!(
+        "affinity: synthetic_1024 runs groups of {group}: twice the 64 KiB working sets the cache model's \
+         cache holds ({} KiB{})",
+        cache.size >> 10,
+        cache.level.map(|l| format!(", L{l}")).unwrap_or_default()
+    ));
+    let mut benches = vec![sweep_bench(ctx, &SYNTHETIC, group, &policies, &processors, true)];
+    benches.push(sweep_bench(ctx, &NO_LOCALITY, NO_LOCALITY.group, &policies, &processors, false));
     // Producer/consumer pairs for the gravity policy (module `pairs`).
     if let Some(bench) = super::pairs::bench(ctx) {
         benches.push(bench);
@@ -271,6 +327,7 @@ fn chosen_policies(ctx: &Context) -> Vec<(Policy, &'static str)> {
 fn sweep_bench(
     ctx: &mut Context,
     shape: &'static Shape,
+    group: usize,
     policies: &[(Policy, &'static str)],
     processors: &[usize],
     with_go: bool,
@@ -279,7 +336,7 @@ fn sweep_bench(
     let params = |p: usize, iterations: u64| {
         Params::new(p)
             .with("ults", sizes.ults as u64)
-            .with("group", shape.group as u64)
+            .with("group", group as u64)
             .with("working_set_bytes", shape.bytes() as u64)
             .with("iterations", iterations)
     };
@@ -289,7 +346,7 @@ fn sweep_bench(
             let policy = policy.clone();
             let expected = shape.answer(sizes.ults, sizes.iterations);
             contenders.push(Contender::new(system, params(p, sizes.iterations), expected, move || {
-                elite_sweeps(&policy, p, shape, sizes.ults, sizes.iterations)
+                elite_sweeps(&policy, p, shape, group, sizes.ults, sizes.iterations)
             }));
         }
     }
@@ -300,7 +357,7 @@ fn sweep_bench(
             for &p in processors {
                 let args = PeerArgs::new(SUITE, shape.bench, sizes.ults as u64 * iterations, p)
                     .with("threads", sizes.ults as u64)
-                    .with("group", shape.group as u64)
+                    .with("group", group as u64)
                     .with("ws", shape.bytes() as u64);
                 let go = go.clone();
                 let expected = shape.answer(sizes.ults, iterations);
@@ -461,7 +518,8 @@ pub fn probe_main(args: &[String]) -> ExitCode {
     let iterations = if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 };
     let ults = shape.full.ults;
     let sets = working_sets(shape, ults);
-    let run = elite_runtime(&policy, 1).and_then(|rt| rt.block_on(|| pass(&sets, shape, ults, iterations)));
+    let run = elite_runtime(&policy, 1)
+        .and_then(|rt| rt.block_on(|| pass(&sets, shape, shape.group, ults, iterations)));
     let expected = shape.answer(ults, iterations);
     match run {
         Ok((elapsed, answer)) if answer == expected => {
@@ -545,34 +603,37 @@ fn elite_runtime(policy: &Policy, processors: usize) -> Result<elite_rt::Runtime
         .map_err(|e| format!("cannot build the elite runtime: {e}"))
 }
 
-/// elite: one sample of `ults` ULTs of `shape` under `policy` at `processors` processors: a
-/// fresh runtime, an untimed pass of [`WARM_ITERATIONS`], then the timed pass of `iterations`.
+/// elite: one sample of `ults` ULTs of `shape` in groups of `group` under `policy` at
+/// `processors` processors: a fresh runtime, an untimed pass of [`WARM_ITERATIONS`], then the
+/// timed pass of `iterations`.
 fn elite_sweeps(
     policy: &Policy,
     processors: usize,
     shape: &'static Shape,
+    group: usize,
     ults: usize,
     iterations: u64,
 ) -> Result<Sample, String> {
     let sets = working_sets(shape, ults);
     let rt = elite_runtime(policy, processors)?;
-    let (_, warm) = rt.block_on(|| pass(&sets, shape, ults, WARM_ITERATIONS))?;
+    let (_, warm) = rt.block_on(|| pass(&sets, shape, group, ults, WARM_ITERATIONS))?;
     if warm != shape.answer(ults, WARM_ITERATIONS) {
         return Err(format!("wrong answer {warm} in the untimed pass"));
     }
-    let (elapsed, answer) = rt.block_on(|| pass(&sets, shape, ults, iterations))?;
+    let (elapsed, answer) = rt.block_on(|| pass(&sets, shape, group, ults, iterations))?;
     Ok(Sample::per_op(elapsed, ults as u64 * iterations, answer))
 }
 
-/// One pass, inside the root ULT: spawn the ULTs, join them; the time from the first spawn to
-/// the last join, and the sum of the sweeps.
+/// One pass, inside the root ULT: spawn the ULTs (in groups of `group_size`), join them; the
+/// time from the first spawn to the last join, and the sum of the sweeps.
 fn pass(
     sets: &Arc<Vec<WorkingSet>>,
     shape: &Shape,
+    group_size: usize,
     ults: usize,
     iterations: u64,
 ) -> Result<(Duration, u64), String> {
-    let (group_size, bytes) = (shape.group, shape.bytes());
+    let bytes = shape.bytes();
     // Groups of `group_size`, the last one taking what is left.
     let groups: Arc<Vec<Group>> = Arc::new(
         (0..ults.div_ceil(group_size))
@@ -643,15 +704,29 @@ mod tests {
     fn every_policy_answers_right() {
         // 70 ULTs in groups of 16: the last group has 6.
         let sizes = Sizes { ults: 70, iterations: 3, go_iterations: 3 };
-        let shape = Shape { bench: "test", group: 16, lines: 8, full: sizes, quick: sizes };
+        let shape =
+            Shape { bench: "test", group: 16, cache_sized: false, lines: 8, full: sizes, quick: sizes };
         let shape: &'static Shape = Box::leak(Box::new(shape));
         for name in Policy::NAMES {
             let policy: Policy = name.parse().expect("a policy");
             for processors in [1, 2] {
-                let sample = elite_sweeps(&policy, processors, shape, 70, 3).expect("runs");
+                let sample = elite_sweeps(&policy, processors, shape, 16, 70, 3).expect("runs");
                 assert_eq!(sample.answer, shape.answer(70, 3), "{name}, {processors} processors");
             }
         }
+    }
+
+    #[test]
+    fn timed_groups_hold_twice_what_the_cache_holds() {
+        // 64 KiB working sets: a 1 MiB L2 holds 16, a 2 MiB one 32.
+        assert_eq!(SYNTHETIC.timed_group(1 << 20), 32);
+        assert_eq!(SYNTHETIC.timed_group(2 << 20), 64);
+        // At least two per group, at most every ULT in one.
+        assert_eq!(SYNTHETIC.timed_group(0), 2);
+        assert_eq!(SYNTHETIC.timed_group(u64::MAX), SYNTHETIC.full.ults);
+        // Shapes not sized by the cache keep their group.
+        assert_eq!(NO_LOCALITY.timed_group(1 << 20), SIMULATED_GROUP);
+        assert_eq!(SYNTHETIC.group, SIMULATED_GROUP);
     }
 
     #[test]

@@ -55,6 +55,7 @@
 //! that section only.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
+use std::hint::cold_path;
 
 /// Acquisitions in a row from one processor before a lock is biased to it (at first).
 pub(crate) const FIRST_THRESHOLD: u32 = 64;
@@ -111,6 +112,8 @@ impl Bias {
     pub(crate) fn try_owner(&self, me: usize) -> bool {
         debug_assert!(me != 0);
         if self.owner.load(Ordering::Relaxed) != me {
+            // (Laid out of the owner's way: the unbiased lock costs an atomic anyway.)
+            cold_path();
             return false;
         }
         self.held.store(true, Ordering::Relaxed);
@@ -119,6 +122,7 @@ impl Bias {
             return true;
         }
         // Revoked meanwhile: the revoker may be waiting for us to leave.
+        cold_path();
         self.held.store(false, Ordering::Release);
         false
     }

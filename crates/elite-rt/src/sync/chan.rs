@@ -107,14 +107,14 @@ impl<T> Chan<T> {
                 // SAFETY: a popped receiver node's slot is its live `Slot<T>`.
                 let s = unsafe { slot::<T>(n) };
                 *s = Some(value);
-                if let Some(w) = n.notify_on(here) {
-                    drop(g);
-                    w.wake();
-                    return Try::Sent;
+                match n.notify_unlock(g, here) {
+                    Ok(()) => return Try::Sent,
+                    Err(g) => {
+                        // Its deadline won: take the value back and go the long way.
+                        let value = s.take().unwrap_or_else(|| crate::fatal("a channel slot lost its value"));
+                        return self.send_slow(g, value, block);
+                    }
                 }
-                // Its deadline won: take the value back and go the long way.
-                let value = s.take().unwrap_or_else(|| crate::fatal("a channel slot lost its value"));
-                return self.send_slow(g, value, block);
             }
             if g.cap.is_none_or(|c| g.queue.len() < c) {
                 g.queue.push_back(value);
@@ -205,10 +205,10 @@ impl<T> Chan<T> {
             if let Some(n) = g.send_waiters.pop_front() {
                 // SAFETY: a popped sender node's slot is its live `Slot<T>`, holding its value.
                 if let Some(v) = unsafe { slot::<T>(n) }.take() {
-                    let wake = n.notify_on(here);
-                    drop(g);
-                    if let Some(w) = wake {
-                        w.wake();
+                    // (A sender whose deadline won is gone with nothing to give back: its
+                    // value is ours, as `try_recv_locked` has it.)
+                    if let Err(g) = n.notify_unlock(g, here) {
+                        drop(g);
                     }
                     return Ok(v);
                 }

@@ -20,7 +20,7 @@
 //!                        on the processor's stack: link node; arm a timer entry (seq) if there is
 //!                        a deadline; unlock object (an untimed wait whose link only puts the node
 //!                        into a list: node.block_on(guard, list, front), the same steps done by
-//!                        the processor itself, `Switch::Link`)
+//!                        the processor itself, `Switch::link`)
 //! notifier               lock object; unlink node; node.notify():
 //!                          untimed wait -> store wait = seq << 2 | NOTIFIED (nobody else can
 //!                                          resolve it: the node is reachable only through the
@@ -79,7 +79,7 @@
 //! primitive inlines its common blocking wait (an untimed one) into its entry point, keeping only
 //! what is rare (timed waits, disconnection, lost races) out of line. The untimed waits that only
 //! link their node (channels, mutex, rwlock, barrier) use `block_on`: the processor links the node
-//! and unlocks itself (`Switch::Link`, matched in its `run_ult`) instead of calling a closure
+//! and unlocks itself (`Switch::link`, matched in its `run_ult`) instead of calling a closure
 //! through a pointer (about 20 instructions less per round trip of `blocking-probe ping_pong`,
 //! two waits, under callgrind). Keep it so when changing a primitive: a new helper between
 //! `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's path;
@@ -99,10 +99,12 @@
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use crate::deadlock::WaitKind;
 use crate::processor::{current_processor, Processor};
+use crate::runtime::Shared;
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
 use std::ptr;
+use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Instant;
 
@@ -162,10 +164,12 @@ fn resolve(w: &AtomicU64, seq: u64, how: u64) -> Option<u64> {
 enum Who {
     /// `word`: the unresolved wait word of this wait, `seq << SEQ_SHIFT`, plus [`NODE_TIMED`]
     /// for a timed wait (set before the node is linked: only then can a timer race the
-    /// notifier).
+    /// notifier). `runtime`: the ULT's runtime (the shared state of the processor it blocks on),
+    /// which a notifier compares with its own without reaching into the TCB's chunk.
     Ult {
         tcb: TcbRef,
         word: Cell<u64>,
+        runtime: *const Shared,
     },
     Thread {
         thread: Thread,
@@ -199,16 +203,19 @@ impl WaitNode {
     /// (a channel looks it up once per operation, for its lock and its node).
     #[inline]
     pub(crate) fn new_on(here: Option<&Processor>) -> WaitNode {
-        let who = match here.and_then(|p| p.current_ult()) {
-            Some(tcb) => {
+        let who = match here.and_then(|p| Some((p.current_ult()?, p))) {
+            Some((tcb, p)) => {
                 let w = &tcb.tcb().wait;
                 // Only this ULT starts its waits; earlier ones are all resolved (it runs), and a
                 // stale timer's CAS fails on the new sequence number.
                 let seq = (w.load(Ordering::Relaxed) >> SEQ_SHIFT) + 1;
                 w.store(seq << SEQ_SHIFT, Ordering::Relaxed);
-                Who::Ult { tcb, word: Cell::new(seq << SEQ_SHIFT) }
+                Who::Ult { tcb, word: Cell::new(seq << SEQ_SHIFT), runtime: Arc::as_ptr(&p.shared) }
             }
-            None => Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) },
+            None => {
+                std::hint::cold_path(); // (an OS thread's wait costs a park anyway)
+                Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) }
+            }
         };
         WaitNode {
             prev: Cell::new(ptr::null()),
@@ -245,7 +252,7 @@ impl WaitNode {
         link: impl FnOnce(&mut S, &WaitNode) -> R,
     ) -> bool {
         match &self.who {
-            Who::Ult { tcb, word } => {
+            Who::Ult { tcb, word, .. } => {
                 let (t, seq) = (*tcb, word.get() >> SEQ_SHIFT);
                 if deadline.is_some() {
                     word.set(word.get() | NODE_TIMED);
@@ -293,7 +300,7 @@ impl WaitNode {
 
     /// An untimed [`WaitNode::block`] whose link is "put the node into `list(state)`" (at its
     /// front with `front`): returns once a notifier resolved the wait. A ULT switches out with a
-    /// [`Switch::Link`](crate::processor::Switch) that its processor handles directly
+    /// [`Switch::link`](crate::processor::Switch) that its processor handles directly
     /// ([`link_after_switch`]), with no closure to move and call behind the switch.
     ///
     /// Always inlined, as `block`: see "Switch depth" in the module docs.
@@ -313,12 +320,13 @@ impl WaitNode {
                 // Held across the switch; the processor releases it once the node is linked.
                 let lock = g.into_held();
                 // On this frozen stack while the processor reads it: the switch carries one
-                // pointer (fewer words through the switch and in the processor's registers).
-                let to = LinkTo { node: self, list, lock, front };
+                // word, its address and `front` (it crosses the switch in a register).
+                let to = LinkTo { node: self, list, lock };
                 // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
-                unsafe { crate::thread::switch_out(t, crate::processor::Switch::Link(&to)) };
+                unsafe { crate::thread::switch_out(t, crate::processor::Switch::link(&to, front)) };
             }
             Who::Thread { state, .. } => {
+                std::hint::cold_path();
                 let l = list(&mut g);
                 if front {
                     l.push_front(self);
@@ -370,26 +378,65 @@ impl WaitNode {
     /// switch (see [`WaitNode::new_on`]).
     #[inline(always)]
     pub(crate) fn notify_on(&self, here: Option<&Processor>) -> Option<Wake> {
-        if let Who::Ult { tcb, word } = &self.who {
+        if let Who::Ult { tcb, word, runtime } = &self.who {
             let w = word.get();
             if w & NODE_TIMED == 0 {
                 // Untimed, and linked only after its ULT switched out: nobody but us, under the
                 // object's lock, can resolve it (module docs), so a store does.
                 tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
-                return Some(Self::wake_ult(*tcb, here));
+                return Some(Self::wake_ult(*tcb, *runtime, here));
             }
         }
         self.notify_slow()
+    }
+
+    /// [`WaitNode::notify_on`] and the wake-up, for a notifier holding the object's lock `g`:
+    /// `Ok` once the waiter is notified, the lock released and the wake-up delivered; `Err(g)`
+    /// (nothing done, the lock still held) when the waiter's deadline won. Its common case inline
+    /// (an untimed wait of a ULT of the runtime of the ULT notifying it, running on `here`: a store,
+    /// the unlock, and the wake-up from here), the others out of line.
+    #[inline(always)]
+    pub(crate) fn notify_unlock<'a, S>(
+        &self,
+        g: SpinGuard<'a, S>,
+        here: Option<&Processor>,
+    ) -> Result<(), SpinGuard<'a, S>> {
+        if let (Some(p), Who::Ult { tcb, word, runtime }) = (here, &self.who) {
+            let w = word.get();
+            if w & NODE_TIMED == 0 && ptr::eq(*runtime, Arc::as_ptr(&p.shared)) && p.current_ult().is_some() {
+                // As in `notify_on`: untimed, so the store resolves it.
+                tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
+                let t = *tcb;
+                drop(g);
+                Wake::Ult(t, p).wake();
+                return Ok(());
+            }
+        }
+        std::hint::cold_path();
+        match self.notify_general(here) {
+            Some(w) => {
+                drop(g);
+                w.wake();
+                Ok(())
+            }
+            None => Err(g),
+        }
+    }
+
+    /// [`WaitNode::notify_on`], out of line: [`WaitNode::notify_unlock`] past its common case.
+    #[inline(never)]
+    fn notify_general(&self, here: Option<&Processor>) -> Option<Wake> {
+        self.notify_on(here)
     }
 
     /// [`WaitNode::notify`] of a timed wait or of an OS thread.
     #[cold]
     fn notify_slow(&self) -> Option<Wake> {
         match &self.who {
-            Who::Ult { tcb, word } => {
+            Who::Ult { tcb, word, runtime } => {
                 let t = *tcb;
                 resolve(&t.tcb().wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
-                Some(Self::wake_ult(t, current_processor()))
+                Some(Self::wake_ult(t, *runtime, current_processor()))
             }
             Who::Thread { thread, state } => {
                 let th = thread.clone(); // the node may be gone once the state says NOTIFIED
@@ -399,21 +446,25 @@ impl WaitNode {
         }
     }
 
-    /// The wake-up of a notified ULT `t`: deferred past the object's lock when we are a ULT of its
-    /// runtime, done now otherwise (module docs).
+    /// The wake-up of a notified ULT `t` of the runtime `runtime`: deferred past the object's
+    /// lock when we are a ULT of that runtime, done now otherwise (module docs).
     #[inline(always)]
-    fn wake_ult(t: TcbRef, here: Option<&Processor>) -> Wake {
-        match here.filter(|p| p.current_ult().is_some() && p.shared.is_own(t)) {
+    fn wake_ult(t: TcbRef, runtime: *const Shared, here: Option<&Processor>) -> Wake {
+        match here.filter(|p| p.current_ult().is_some() && ptr::eq(runtime, Arc::as_ptr(&p.shared))) {
             Some(p) => Wake::Ult(t, p),
-            None => {
-                // Not a ULT of its runtime: wake now, under the object's lock (module docs).
-                let shared = t.chunk().shared() as *const crate::runtime::Shared;
-                // SAFETY: the waiter cannot be unwound (and its runtime freed) before its guard
-                // takes the object's lock, which our caller holds.
-                unsafe { &*shared }.wake(t, None);
-                Wake::Nothing
-            }
+            None => Self::wake_foreign(t, runtime),
         }
+    }
+
+    /// [`WaitNode::wake_ult`] by anyone but a ULT of `t`'s runtime: wakes now, under the object's
+    /// lock (module docs).
+    #[cold]
+    #[inline(never)]
+    fn wake_foreign(t: TcbRef, runtime: *const Shared) -> Wake {
+        // SAFETY: the waiter cannot be unwound (and its runtime freed) before its guard takes the
+        // object's lock, which our caller holds.
+        unsafe { &*runtime }.wake(t, None);
+        Wake::Nothing
     }
 }
 
@@ -613,33 +664,35 @@ impl WaitList {
     }
 }
 
-/// What [`WaitNode::block_on`] asks of its processor with a `Switch::Link`: link `node` into
-/// `list` (at its front with `front`), then release the object's spin lock `lock`. It lives on
-/// the blocked ULT's frozen stack until the processor has done so.
+/// What [`WaitNode::block_on`] asks of its processor with a `Switch::link`: link `node` into
+/// `list` (at its front when the switch says so), then release the object's spin lock `lock`. It
+/// lives on the blocked ULT's frozen stack until the processor has done so (aligned for the
+/// switch's word).
+#[repr(align(8))]
 pub(crate) struct LinkTo {
     node: *const WaitNode,
     list: *mut WaitList,
     lock: *const AtomicBool,
-    front: bool,
 }
 
-/// The processor's half of [`WaitNode::block_on`] (a `Switch::Link`): links the node of the ULT
-/// that just switched out into the object's list, then releases the object's lock that the ULT
-/// held across the switch (the wait protocol, module docs: from the unlock on, a notifier may pop
-/// the node and wake the ULT).
+/// The processor's half of [`WaitNode::block_on`] (a `Switch::link`): links the node of the ULT
+/// that just switched out into the object's list (at its front with `front`), then releases the
+/// object's lock that the ULT held across the switch (the wait protocol, module docs: from the
+/// unlock on, a notifier may pop the node and wake the ULT).
 ///
 /// # Safety
 /// `to` comes from a `block_on` whose ULT, `t`, has switched out and not been resumed: it and the node
 /// live on its frozen stack, and the list is inside the object whose spin lock `to.lock` is held
 /// (for this call to release).
 #[inline(always)]
-pub(crate) unsafe fn link_after_switch(to: *const LinkTo, t: TcbRef) {
+pub(crate) unsafe fn link_after_switch(to: *const LinkTo, front: bool, t: TcbRef) {
     // SAFETY: per the contract, `to` is alive (the ULT stays switched out until the unlock below
     // lets a notifier wake it, and nothing reads `to` after that).
-    let LinkTo { node, list, lock, front } = unsafe { &*to };
+    let LinkTo { node, list, lock } = unsafe { &*to };
     // SAFETY: per the contract, the list is ours under the held lock and the node alive.
     let (list, node) = unsafe { (&mut **list, &**node) };
-    if *front {
+    if front {
+        std::hint::cold_path();
         list.push_front(node); // (rare: a mutex waiter that lost a race; not inlined)
     } else {
         // The node is `t`'s (a ULT's): its note for the deadlock report without looking.
