@@ -15,20 +15,22 @@
 //! `wake-data` (the same, both ULTs having declared a data block, so that the prefetch runs),
 //! and `mutex` (`elite-bench sync --bench mutex_contended` on one processor: 1024 ULTs each take
 //! turns of {lock a shared mutex, increment, unlock, yield}, N turns in all; `--ults K` changes
-//! the 1024). `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P
-//! processors instead of one.
+//! the 1024; `--no-lock` leaves the lock out, so that the difference is what the lock costs).
+//! `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P processors
+//! instead of one.
 
 use elite_rt::sync::{Mutex, Semaphore};
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex N [--ults K] [--processors P] [--no-prefetch]";
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex N [--ults K] [--processors P] [--no-lock] [--no-prefetch]";
     let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
     let n: u64 = n.parse().map_err(|e| format!("N must be a count: {e}\n{usage}"))?;
     let prefetch = !args.iter().any(|a| a == "--no-prefetch");
+    let lock = !args.iter().any(|a| a == "--no-lock");
     let ults: u64 = match args.iter().position(|a| a == "--ults") {
         Some(i) => args.get(i + 1).and_then(|k| k.parse().ok()).filter(|&k| k > 0).ok_or(usage)?,
         None => 1024,
@@ -85,17 +87,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map(|_| {
                     let counter = counter.clone();
                     elite_rt::spawn(move || {
+                        let mut mine = 0;
                         for _ in 0..turns {
-                            *counter.lock().unwrap() += 1;
+                            if lock {
+                                *counter.lock().unwrap() += 1;
+                            } else {
+                                mine += 1;
+                            }
                             elite_rt::yield_now();
                         }
+                        mine
                     })
                 })
                 .collect();
+            let mut unlocked = 0;
             for h in handles {
-                h.join().map_err(|_| "a ULT panicked".to_string())?;
+                unlocked += h.join().map_err(|_| "a ULT panicked".to_string())?;
             }
-            let total = *counter.lock().unwrap();
+            let total = *counter.lock().unwrap() + unlocked;
             Ok(total)
         }
         other => Err(format!("unknown kind `{other}`\n{usage}")),
