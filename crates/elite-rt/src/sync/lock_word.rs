@@ -117,8 +117,8 @@ use std::cell::UnsafeCell;
 use loom::cell::UnsafeCell;
 
 use super::bias;
-use std::hint::cold_path;
 use crate::atomics::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::hint::cold_path;
 
 /// Someone owns the lock.
 pub(crate) const LOCKED: u16 = 1;
