@@ -15,7 +15,8 @@
 //! `wake-data` (the same, both ULTs having declared a data block, so that the prefetch runs),
 //! and `mutex` (`elite-bench sync --bench mutex_contended` on one processor: 1024 ULTs each take
 //! turns of {lock a shared mutex, increment, unlock, yield}, N turns in all; `--ults K` changes
-//! the 1024). `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P
+//! the 1024), and `yields` (the same without the mutex: 1024 ULTs that only yield, N yields in
+//! all; `--ults K` too). `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P
 //! processors instead of one.
 
 use elite_rt::sync::{Mutex, Semaphore};
@@ -23,7 +24,7 @@ use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex N [--ults K] [--processors P] [--no-prefetch]";
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|yields N [--ults K] [--processors P] [--no-prefetch]";
     let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
@@ -96,6 +97,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 h.join().map_err(|_| "a ULT panicked".to_string())?;
             }
             let total = *counter.lock().unwrap();
+            Ok(total)
+        }
+        "yields" => {
+            let turns = n.div_ceil(ults);
+            let handles: Vec<_> = (0..ults)
+                .map(|_| {
+                    elite_rt::spawn(move || {
+                        for _ in 0..turns {
+                            elite_rt::yield_now();
+                        }
+                        turns
+                    })
+                })
+                .collect();
+            let mut total = 0;
+            for h in handles {
+                total += h.join().map_err(|_| "a ULT panicked".to_string())?;
+            }
             Ok(total)
         }
         other => Err(format!("unknown kind `{other}`\n{usage}")),
