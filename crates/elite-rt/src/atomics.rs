@@ -8,14 +8,14 @@
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU16, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 // Under loom only the protocols are built (see `lib.rs`), so some of these names go unused there.
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::sync::atomic::{
-    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU16, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 /// Parking and unparking of OS threads (the idle protocol in `park`).

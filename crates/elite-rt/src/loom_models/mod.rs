@@ -29,7 +29,9 @@
 //! * [`shutdown`]: a runtime's shutdown against a wake-up from outside: the ULT run or
 //!   cancelled exactly once, never lost, its wait node never read after its stack is freed.
 //! * [`mutex`]: the mutex state word (`sync::lock_word`) with the mutex's list-and-park glue in
-//!   miniature: mutual exclusion, no lost wake-up, the hand-over after `max_losses` lost races.
+//!   miniature: mutual exclusion, no lost wake-up, the hand-over after `max_losses` lost races;
+//!   and its bias: the owner's plain-store path against a revoking processor and an OS thread, a
+//!   holder that locks on the owner's path and unlocks elsewhere, the biasing itself.
 //! * [`bias`]: a spin lock's bias (`sync::bias`): the owner's plain-store path against a
 //!   revoker (heavy barrier, then a wait for the owner's holder), the biasing itself against a
 //!   second processor, and an OS thread against the owner: exclusion, each holder sees the last.

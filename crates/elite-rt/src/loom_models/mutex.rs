@@ -1,5 +1,13 @@
-//! Models of the mutex state word (`sync::lock_word`): mutual exclusion, no lost wake-up, and the
-//! hand-over to a waiter that lost `max_losses` races.
+//! Models of the mutex state word (`sync::lock_word`): mutual exclusion, no lost wake-up, the
+//! hand-over to a waiter that lost `max_losses` races, and the bias: the owner's plain-store path
+//! against revokers (another processor, an OS thread, a holder that moved), and the biasing itself.
+//!
+//! Every thread of a model names the processor it runs as (`me`: an even number, or 0 for an OS
+//! thread), as the runtime's callers do with their processor's address; two threads never run as
+//! one processor at once. A holder that moves to another processor is a lock on one thread and an
+//! unlock on another, the guard passed between them through a flag (the runtime's switch and
+//! resumption elsewhere synchronize the same way). The light and heavy barriers are `SeqCst`
+//! fences, which loom models exactly.
 //!
 //! The state word's transitions are the runtime's own code; around them the model puts the glue of
 //! `sync::Mutex` in miniature, step for step: the list lock is a loom `Mutex` over a queue of
@@ -41,9 +49,14 @@ struct Model {
 }
 
 impl Model {
+    /// A model of the unbiased protocol (its word is never biased).
     fn new(max_losses: usize) -> Arc<Model> {
+        Model::with_word(LockWord::new(), max_losses)
+    }
+
+    fn with_word(word: LockWord, max_losses: usize) -> Arc<Model> {
         Arc::new(Model {
-            word: LockWord::new(),
+            word,
             list: Mutex::new(VecDeque::new()),
             data: UnsafeCell::new(0),
             holders: AtomicUsize::new(0),
@@ -51,19 +64,19 @@ impl Model {
         })
     }
 
-    /// `Mutex::lock` and `lock_contended`.
-    fn lock(&self) {
-        if self.word.lock_fast() {
+    /// `Mutex::lock` and `lock_contended`, from processor `me`.
+    fn lock(&self, me: usize) {
+        if self.word.lock_fast(me) {
             return;
         }
         let mut losses = 0;
         loop {
             // The spin phase, shrunk to one attempt.
-            if !self.word.handing_over() && self.word.try_lock() {
+            if !self.word.handing_over() && self.word.try_lock(me) {
                 return;
             }
             // The block phase.
-            let me = Arc::new(Waiter {
+            let waiter = Arc::new(Waiter {
                 losses,
                 handed: UnsafeCell::new(false),
                 woken: AtomicBool::new(false),
@@ -71,21 +84,21 @@ impl Model {
             });
             {
                 let mut list = self.list.lock().unwrap();
-                if self.word.lock_or_enqueue() {
+                if self.word.lock_or_enqueue(me) {
                     return;
                 }
                 if losses > 0 {
-                    list.push_front(Arc::clone(&me));
+                    list.push_front(Arc::clone(&waiter));
                 } else {
-                    list.push_back(Arc::clone(&me));
+                    list.push_back(Arc::clone(&waiter));
                 }
             }
-            while !me.woken.load(Ordering::Acquire) {
+            while !waiter.woken.load(Ordering::Acquire) {
                 thread::park();
             }
             // SAFETY: a loom cell access; the unlocker wrote it before setting `woken` (Release).
-            if me.handed.with(|h| unsafe { *h }) {
-                self.word.accept_hand_over();
+            if waiter.handed.with(|h| unsafe { *h }) {
+                self.word.accept_hand_over(me);
                 return;
             }
             losses += 1;
@@ -97,56 +110,85 @@ impl Model {
         }
     }
 
-    /// `Mutex::unlock` and `unlock_slow`.
-    fn unlock(&self) {
-        if self.word.unlock_fast() {
+    /// `Mutex::unlock` and `unlock_slow`, from processor `me`.
+    fn unlock(&self, me: usize) {
+        if self.word.unlock_fast(me) {
             return;
         }
         let mut list = self.list.lock().unwrap();
         let Some(w) = list.pop_front() else {
-            self.word.release(true);
+            self.word.release(me, true);
             return;
         };
         let last = list.is_empty();
         if w.losses >= self.max_losses {
             // SAFETY: a loom cell access; the waiter reads it only after `woken`.
             w.handed.with_mut(|h| unsafe { *h = true });
-            self.word.hand_over(last);
+            self.word.hand_over(me, last);
         } else {
-            self.word.release(last);
+            self.word.release(me, last);
         }
         w.woken.store(true, Ordering::Release);
         drop(list);
         w.thread.unpark();
     }
 
-    /// One critical section: lock, check exclusion, increment the data, unlock.
-    fn critical_section(&self) {
-        self.lock();
+    /// The first half of a critical section, from processor `me`: lock, check exclusion,
+    /// increment the data.
+    fn enter(&self, me: usize) {
+        self.lock(me);
         assert_eq!(self.holders.fetch_add(1, Ordering::Relaxed), 0, "two holders at once");
         // SAFETY: a loom cell access; loom reports one that races with another holder's.
         self.data.with_mut(|d| unsafe { *d += 1 });
+    }
+
+    /// The second half, from processor `me` (not necessarily the one that entered).
+    fn leave(&self, me: usize) {
         self.holders.fetch_sub(1, Ordering::Relaxed);
-        self.unlock();
+        self.unlock(me);
+    }
+
+    /// One critical section from processor `me`.
+    fn critical_section(&self, me: usize) {
+        self.enter(me);
+        self.leave(me);
+    }
+
+    fn total(&self) -> usize {
+        // SAFETY: a loom cell access after every other thread of the model was joined.
+        self.data.with(|d| unsafe { *d })
     }
 }
 
-/// `threads` threads (the main one among them) run `rounds` critical sections each; at the end
-/// the data counts them all and the lock is free.
+/// `threads` threads (the main one among them, as processor 2; the others as processors 4, 6)
+/// run `rounds` critical sections each; at the end the data counts them all and the lock is free.
 fn exclusion_and_no_lost_wakeup(threads: usize, rounds: usize, max_losses: usize) {
     let m = Model::new(max_losses);
     let others: Vec<_> = (1..threads)
-        .map(|_| {
+        .map(|i| {
             let m = Arc::clone(&m);
-            thread::spawn(move || (0..rounds).for_each(|_| m.critical_section()))
+            thread::spawn(move || (0..rounds).for_each(|_| m.critical_section(2 + 2 * i)))
         })
         .collect();
-    (0..rounds).for_each(|_| m.critical_section());
+    (0..rounds).for_each(|_| m.critical_section(2));
     others.into_iter().for_each(|h| h.join().unwrap());
-    // SAFETY: a loom cell access after every other thread was joined.
-    let n = m.data.with(|d| unsafe { *d });
-    assert_eq!(n, threads * rounds, "critical sections lost");
-    assert!(m.word.lock_fast(), "the lock is not free at the end");
+    assert_eq!(m.total(), threads * rounds, "critical sections lost");
+    assert!(m.word.is_free(), "the lock is not free at the end");
+}
+
+/// The word starts biased to processor 2, which takes `owner_rounds` sections through the
+/// owner's path while a spawned thread as `other` (another processor, or 0: an OS thread) takes
+/// one, revoking the bias (before, during or after a section of the owner's).
+fn owner_against(other: usize, owner_rounds: usize) {
+    let m = Model::with_word(LockWord::with_bias(2, 0), MAX_LOSSES);
+    let t = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || m.critical_section(other))
+    };
+    (0..owner_rounds).for_each(|_| m.critical_section(2));
+    t.join().unwrap();
+    assert_eq!(m.total(), owner_rounds + 1, "critical sections lost");
+    assert!(m.word.is_free(), "the lock is not free at the end");
 }
 
 #[test]
@@ -169,4 +211,62 @@ fn mutex_hand_over_at_once() {
 #[test]
 fn mutex_hand_over_after_a_loss() {
     check("mutex_hand_over_after_a_loss", || exclusion_and_no_lost_wakeup(2, 3, 1));
+}
+
+/// The owner's plain-store path against another processor's revocation (the revoker may find
+/// the lock held by the owner and wait for it, or revoke between the owner's sections).
+#[test]
+fn mutex_bias_owner_against_a_processor() {
+    check("mutex_bias_owner_against_a_processor", || owner_against(4, 2));
+}
+
+/// The owner against an OS thread (no processor: it always revokes).
+#[test]
+fn mutex_bias_owner_against_an_os_thread() {
+    check("mutex_bias_owner_against_an_os_thread", || owner_against(0, 1));
+}
+
+/// A holder that locked through the owner's path on processor 2 moves to processor 4 (the guard
+/// passed to another thread) and unlocks there, revoking, while processor 2 goes on taking the
+/// lock through the owner's path (waiting for the moved holder).
+#[test]
+fn mutex_bias_holder_moves() {
+    check("mutex_bias_holder_moves", || {
+        let m = Model::with_word(LockWord::with_bias(2, 0), MAX_LOSSES);
+        let moved = Arc::new(AtomicBool::new(false));
+        let t = {
+            let (m, moved) = (Arc::clone(&m), Arc::clone(&moved));
+            thread::spawn(move || {
+                // Processor 4 resumes the holder once processor 2 switched it out.
+                while !moved.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                m.leave(4);
+            })
+        };
+        m.enter(2);
+        moved.store(true, Ordering::Release);
+        m.critical_section(2);
+        t.join().unwrap();
+        assert_eq!(m.total(), 2, "critical sections lost");
+        assert!(m.word.is_free(), "the lock is not free at the end");
+    });
+}
+
+/// Unbiased at first: processor 2 biases the word at its second acquisition in a row (the
+/// threshold of the models) and unlocks it through the owner's path, while processor 4 takes
+/// the lock once (before, between or after, revoking whatever bias it finds).
+#[test]
+fn mutex_bias_biasing_against_a_processor() {
+    check("mutex_bias_biasing_against_a_processor", || {
+        let m = Model::with_word(LockWord::with_bias(0, 0), MAX_LOSSES);
+        let t = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || m.critical_section(4))
+        };
+        (0..2).for_each(|_| m.critical_section(2));
+        t.join().unwrap();
+        assert_eq!(m.total(), 3, "critical sections lost");
+        assert!(m.word.is_free(), "the lock is not free at the end");
+    });
 }

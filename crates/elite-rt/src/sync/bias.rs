@@ -45,6 +45,14 @@
 //! thread (microseconds in a process of one thread, else an RCU grace period, about 7 ms here);
 //! no lock is biased before it is done, and none ever without `membarrier` (another OS, an old
 //! kernel).
+//!
+//! # The mutex's bias
+//!
+//! [`Mutex`](super::Mutex) uses the same barriers ([`light_barrier`], [`heavy_barrier`],
+//! [`wait_a_little`]) with a protocol of its own (`sync::lock_word`, "The bias"): its holder may
+//! hold for long, block, or unlock on another processor, so there the owner's Dekker section
+//! covers one transition of the state word rather than the whole hold, and a revoker waits for
+//! that section only.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
 use std::hint::cold_path;
@@ -156,15 +164,21 @@ impl Bias {
         heavy_barrier();
         let mut spins = 0u32;
         while self.held.load(Ordering::Acquire) {
-            spins += 1;
-            if spins < 128 {
-                spin_hint();
-            } else {
-                yield_hint(); // the owner's OS thread may have been preempted
-            }
+            wait_a_little(&mut spins);
         }
         streak.threshold = (streak.threshold * 2).min(MAX_THRESHOLD);
         streak.count = 0;
+    }
+}
+
+/// One round of a revoker's wait for the owner: a pause hint, or after 128 of them a yield of the
+/// OS thread (the owner's OS thread may have been preempted).
+pub(crate) fn wait_a_little(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 128 {
+        spin_hint();
+    } else {
+        yield_hint();
     }
 }
 
@@ -192,23 +206,23 @@ fn yield_hint() {
 /// above the store to `held`; the revoker's [`heavy_barrier`] orders them on the CPU.
 #[cfg(not(loom))]
 #[inline(always)]
-fn light_barrier() {
+pub(crate) fn light_barrier() {
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
 }
 
 /// Under loom the pair of barriers is a pair of `SeqCst` fences, which is what they guarantee.
 #[cfg(loom)]
-fn light_barrier() {
+pub(crate) fn light_barrier() {
     crate::atomics::fence(Ordering::SeqCst);
 }
 
 #[cfg(loom)]
-fn heavy_barrier() {
+pub(crate) fn heavy_barrier() {
     crate::atomics::fence(Ordering::SeqCst);
 }
 
 #[cfg(loom)]
-fn heavy_barrier_available() -> bool {
+pub(crate) fn heavy_barrier_available() -> bool {
     true
 }
 
@@ -270,12 +284,12 @@ pub(crate) fn prepare() {
 }
 
 #[cfg(all(not(loom), target_os = "linux"))]
-fn heavy_barrier_available() -> bool {
+pub(crate) fn heavy_barrier_available() -> bool {
     membarrier::available()
 }
 
 #[cfg(all(not(loom), target_os = "linux"))]
-fn heavy_barrier() {
+pub(crate) fn heavy_barrier() {
     membarrier::barrier();
 }
 
@@ -283,11 +297,11 @@ fn heavy_barrier() {
 pub(crate) fn prepare() {}
 
 #[cfg(all(not(loom), not(target_os = "linux")))]
-fn heavy_barrier_available() -> bool {
+pub(crate) fn heavy_barrier_available() -> bool {
     false
 }
 
 #[cfg(all(not(loom), not(target_os = "linux")))]
-fn heavy_barrier() {
+pub(crate) fn heavy_barrier() {
     // Never biased without membarrier: nothing to order.
 }

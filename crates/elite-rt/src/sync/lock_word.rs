@@ -1,6 +1,6 @@
-//! The state word of [`Mutex`](super::Mutex): every transition of its `LOCKED`, `WAITERS` and
-//! `HANDOFF` bits, apart from the wait list and the blocking that need the runtime, so that the
-//! loom model (`loom_models::mutex`) runs this very code.
+//! The state word of [`Mutex`](super::Mutex): every transition of its `LOCKED`, `WAITERS`,
+//! `HANDOFF` and `BIASED` bits, apart from the wait list and the blocking that need the runtime,
+//! so that the loom model (`loom_models::mutex`) runs this very code.
 //!
 //! # States and transitions
 //!
@@ -8,6 +8,8 @@
 //! * `WAITERS`: the wait list is not empty. Set and cleared only under the list's lock.
 //! * `HANDOFF`: an unlock handed the lock to a blocked waiter that has not run yet (only with
 //!   `LOCKED`). Spinners stop spinning when they see it: the new owner may need their processor.
+//! * `BIASED`: the word belongs to one processor (see "The bias" below); the other bits mean what
+//!   they always mean.
 //!
 //! ```text
 //! lock_fast          0 -> LOCKED                                          CAS, Acquire
@@ -18,79 +20,295 @@
 //! release(last)      under the list lock, a waiter popped (or none):
 //!                    clear LOCKED, and WAITERS if the list is empty now   RMW, Release
 //! hand_over(last)    under the list lock, the popped waiter lost MAX_LOSSES races: LOCKED stays,
-//!                    set HANDOFF, clear WAITERS if the list is empty now  RMW
+//!                    set HANDOFF, clear WAITERS if the list is empty now  CAS loop, Release
 //! accept_hand_over   the new owner, when it runs: clear HANDOFF           RMW, Acquire
-//! clear_waiters      under the list lock, the list emptied otherwise (a waiter left)
+//! clear_waiters      under the list lock, the list emptied otherwise (a waiter left)   RMW
 //! ```
+//!
+//! Each transition is a function of the other bits: on a biased word, its owner applies the same
+//! function with a plain load and store, and everyone else revokes the bias first (then a single
+//! RMW where no biasing can race: the caller holds the lock, or `WAITERS` stays set).
 //!
 //! # Why no wake-up is lost
 //!
 //! A waiter sets `WAITERS` (or finds it set) under the list lock and links its node before it
 //! releases that lock; `WAITERS` is cleared only under the same lock, when the list is empty. The
-//! unlock fast path succeeds only from exactly `LOCKED`, so while a waiter is linked every unlock
-//! takes the slow path, which pops a waiter under the list lock and wakes it. A waiter that finds
-//! the lock free under the list lock takes it instead of waiting, so an unlock that ran just before
-//! cannot leave it waiting for nobody.
+//! unlock fast path succeeds only from exactly `LOCKED` (`BIASED | LOCKED` on its owner's path),
+//! so while a waiter is linked every unlock takes the slow path, which pops a waiter under the list
+//! lock and wakes it. A waiter that finds the lock free under the list lock takes it instead of
+//! waiting, so an unlock that ran just before cannot leave it waiting for nobody.
 //!
 //! # Why the data is published
 //!
-//! Every transition that takes the lock is an `Acquire` RMW, and every one that lets it go a
-//! `Release` RMW, on this word; the owner of a handed-over lock reads the word with the `Acquire`
-//! RMW of `accept_hand_over`, after the `hand_over` RMW that follows the last owner's critical
-//! section in the list lock's order (and the runtime's wake-up adds its own `AcqRel`).
+//! Unbiased, every transition that takes the lock is an `Acquire` RMW, and every one that lets it
+//! go a `Release` RMW, on this word; the owner of a handed-over lock reads the word with the
+//! `Acquire` RMW of `accept_hand_over`, after the `hand_over` RMW that follows the last owner's
+//! critical section in the list lock's order (and the runtime's wake-up adds its own `AcqRel`).
+//! Biased, every transition runs on one OS thread (the owner processor's), in program order; the
+//! revocation hands everything over (see below).
+//!
+//! # The bias
+//!
+//! A mutex that one processor keeps taking (1024 ULTs of one processor taking turns, say) is
+//! biased to it, as the channels' spin locks are (`sync::bias`, whose barriers this uses): that
+//! processor then takes and releases it with a plain load and store, without a locked RMW. Unlike
+//! a spin lock, a mutex may stay held for long (its holder yields, blocks, moves to another
+//! processor, or an OS thread holds it), so the owner's Dekker section covers one transition, not
+//! the hold: its flag `inside` says "the owner is between reading and writing the word", and a
+//! revoker waits only for that.
+//!
+//! Fields: `owner` (1, or the processor the word is biased to), `inside` (the owner's flag), and
+//! the streak (holder-only: a tag of the processor that took the last `lock_fast` acquisitions in
+//! a row, how many, and the threshold's doubling count; a tag two processors share only makes
+//! one of them biased early). A caller names itself by its processor's address (`me`: even, and
+//! 0 on an OS thread, which never owns a bias), so the unbiased `owner`, 1, equals no caller.
+//!
+//! ```text
+//! owner p, any         if owner == p: inside = 1; light barrier; if owner == p:
+//!   transition           s = load; store f(s); inside = 0 (Release); done
+//!                      (else inside = 0 and go on as anyone else)
+//! anyone else          CAS loop of f over words without BIASED; a word with BIASED -> revoke
+//! revoke               1. wait until BIASED is clear (done) or owner != 1;
+//!                         CAS owner: o -> 1 (Acquire); lost -> back to 1
+//!                      2. heavy barrier
+//!                      3. wait until inside == 0 (Acquire)
+//!                      4. the streak: threshold doubled, count 0
+//!                      5. clear BIASED (RMW, Release)
+//! bias to p            the holder of an unbiased acquisition by lock_fast on p, the threshold-th
+//!   (holder, on p)       in a row from p: 1. CAS LOCKED -> LOCKED | BIASED (only then: no
+//!                        waiter); 2. owner = p (Release)
+//! ```
+//!
+//! Why it is exclusive: `owner != 1` implies `BIASED` (set before it, cleared after), so
+//! whoever wins the CAS of step 1 revokes a bias that is there, and only it; between the two
+//! steps of a biasing or of a revocation (`BIASED` with owner 1) everyone else waits. While
+//! `BIASED` is set no CAS of anyone else succeeds (none expects the bit), so the word changes only
+//! by the owner's stores or the revoker's step 5. The owner's section and the revoker's steps 1-3
+//! are an asymmetric Dekker (the barriers act as two `SeqCst` fences, `sync::bias`): either the
+//! revoker's wait sees the owner's `inside = 1` (and waits until that section ends), or the owner's
+//! second read of `owner` sees the revocation (and its section writes nothing). So after step 3 no
+//! owner store is in flight or to come, and step 3's `Acquire` makes every owner store (and what
+//! the owner's holders wrote in the critical sections before them) visible to the revoker, whose
+//! step 5 passes it on to every later `Acquire` RMW.
+//!
+//! Why the owner's processor is one OS thread: only the thread running a processor names itself
+//! by its address; a processor's thread changes only at a blocking call's hand-over, which
+//! synchronizes the two. A processor's address is reused only after the processor was freed,
+//! which follows the end of every thread that ran it, and an allocation synchronizes with the free
+//! before it (C11 7.22.3): a new processor at the address of a word's dead owner inherits the bias
+//! with everything the dead one wrote. A holder that moved to another processor (or an OS thread)
+//! unlocks as anyone else: by revoking.
+//!
+//! Why the streak is touched by one party at a time: the holder of an unbiased `lock_fast`
+//! acquisition counts it (the word has no `BIASED` then, and nobody revokes); the revoker writes
+//! it between its step 1 (whose `Acquire` follows the biasing's `Release`, the biaser's last
+//! touch) and its step 5 (whose `Release` precedes the next unbiased acquisition's `Acquire`).
+//! The streak is not atomic on purpose: the loom models of the unbiased protocol would explore
+//! every value a load of it may see (18 times their executions, when it lived in `owner`).
+//!
+//! Costs: a revocation is one heavy barrier (microseconds, `membarrier`), and each doubles the
+//! threshold (64 at first, at most 2^15), so a lock taken from several processors pays at most one
+//! per threshold acquisitions. No word is biased without `membarrier`.
 
-use crate::atomics::{AtomicU32, Ordering};
+#[cfg(not(loom))]
+use std::cell::UnsafeCell;
+
+#[cfg(loom)]
+use loom::cell::UnsafeCell;
+
+use super::bias;
+use crate::atomics::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 
 /// Someone owns the lock.
-pub(crate) const LOCKED: u32 = 1;
+pub(crate) const LOCKED: u16 = 1;
 /// The wait list is not empty.
-pub(crate) const WAITERS: u32 = 2;
+pub(crate) const WAITERS: u16 = 2;
 /// The lock was handed to a blocked waiter that has not run yet.
-pub(crate) const HANDOFF: u32 = 4;
+pub(crate) const HANDOFF: u16 = 4;
+/// The word is biased to the processor `owner` names (or its bias is being set up or revoked).
+pub(crate) const BIASED: u16 = 8;
+
+/// `owner` of an unbiased word (module docs, "The bias"): odd, so no caller's name.
+const UNBIASED: usize = 1;
 
 /// Races a woken waiter may lose to newcomers before the lock is handed to it directly.
 pub const MAX_LOSSES: usize = 2;
 
-/// The state word of a mutex.
-pub(crate) struct LockWord {
-    state: AtomicU32,
+/// `lock_fast` acquisitions in a row from one processor before the word is biased to it, at
+/// first; a revocation doubles it (a few under loom, so that the models reach it).
+#[cfg(not(loom))]
+const FIRST_STREAK: u16 = bias::FIRST_THRESHOLD as u16;
+#[cfg(loom)]
+const FIRST_STREAK: u16 = 2;
+
+/// The most doublings of the threshold (64 << 9 = 2^15, what the count holds).
+const MAX_SHIFT: u8 = 9;
+
+/// A field only one party touches at a time (the streak, see "The bias"); under loom, loom's cell,
+/// so that the models check that claim.
+struct HolderCell<T: Copy>(UnsafeCell<T>);
+
+impl<T: Copy> HolderCell<T> {
+    #[cfg(not(loom))]
+    const fn new(v: T) -> HolderCell<T> {
+        HolderCell(UnsafeCell::new(v))
+    }
+
+    #[cfg(loom)]
+    fn new(v: T) -> HolderCell<T> {
+        HolderCell(UnsafeCell::new(v))
+    }
+
+    /// # Safety
+    ///
+    /// The caller is the field's one party now (see "The bias" in the module docs).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    unsafe fn get(&self) -> T {
+        // SAFETY: no one else touches the field now (the caller's contract).
+        unsafe { *self.0.get() }
+    }
+
+    /// # Safety
+    ///
+    /// As for `get`.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    unsafe fn set(&self, v: T) {
+        // SAFETY: no one else touches the field now (the caller's contract).
+        unsafe { *self.0.get() = v }
+    }
+
+    /// # Safety
+    ///
+    /// As above.
+    #[cfg(loom)]
+    unsafe fn get(&self) -> T {
+        // SAFETY: the caller's contract; loom reports an access that races.
+        self.0.with(|p| unsafe { *p })
+    }
+
+    /// # Safety
+    ///
+    /// As above.
+    #[cfg(loom)]
+    unsafe fn set(&self, v: T) {
+        // SAFETY: the caller's contract; loom reports an access that races.
+        self.0.with_mut(|p| unsafe { *p = v })
+    }
 }
 
+/// The state word of a mutex, with its bias.
+///
+/// `repr(C)` and 16 bytes, so that the mutex's own flags and its data share the word's cache line
+/// (see "Layout" in `sync::mutex`).
+#[repr(C)]
+pub(crate) struct LockWord {
+    state: AtomicU16,
+    /// The tag of the streak's processor ([`streak_tag`]).
+    streak_last: HolderCell<u16>,
+    /// `lock_fast` acquisitions in a row by the streak's processor.
+    streak_count: HolderCell<u16>,
+    /// The owner's flag: it is between reading and writing the word.
+    inside: AtomicBool,
+    /// Doublings of the threshold so far (one per revocation).
+    streak_shift: HolderCell<u8>,
+    /// [`UNBIASED`], or the processor the word is biased to (module docs).
+    owner: AtomicUsize,
+}
+
+/// A processor's tag for the streak: a few bits of its address (processors are larger than
+/// 64 bytes, so neighbours differ).
+#[inline(always)]
+fn streak_tag(me: usize) -> u16 {
+    (me >> 6) as u16
+}
+
+// SAFETY: the streak fields are touched by one party at a time, which the word's protocol
+// arranges ("The bias" in the module docs); everything else is atomic.
+unsafe impl Sync for LockWord {}
+
 impl LockWord {
-    /// An unlocked word.
+    /// An unlocked, unbiased word.
     #[cfg(not(loom))]
     pub(crate) const fn new() -> LockWord {
-        LockWord { state: AtomicU32::new(0) }
+        LockWord {
+            state: AtomicU16::new(0),
+            streak_last: HolderCell::new(0),
+            streak_count: HolderCell::new(0),
+            inside: AtomicBool::new(false),
+            streak_shift: HolderCell::new(0),
+            owner: AtomicUsize::new(UNBIASED),
+        }
     }
 
-    /// An unlocked word (loom's atomics have no `const` constructor).
+    /// An unlocked word that is never biased (loom's atomics have no `const` constructor; the
+    /// models of the unbiased protocol keep their state space).
     #[cfg(loom)]
     pub(crate) fn new() -> LockWord {
-        LockWord { state: AtomicU32::new(0) }
+        LockWord::with_bias(0, MAX_SHIFT)
     }
 
-    /// Takes a free lock nobody waits for, in one CAS.
-    #[inline]
-    pub(crate) fn lock_fast(&self) -> bool {
-        self.state.compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    /// An unlocked word biased to processor `owner` from the start (even, not 0), or unbiased
+    /// (0) with its threshold doubled `shift` times (0: biased at the second `lock_fast` in a
+    /// row; `MAX_SHIFT`: never in a model).
+    #[cfg(loom)]
+    pub(crate) fn with_bias(owner: usize, shift: u8) -> LockWord {
+        assert!(owner % 2 == 0);
+        LockWord {
+            state: AtomicU16::new(if owner != 0 { BIASED } else { 0 }),
+            streak_last: HolderCell::new(0),
+            streak_count: HolderCell::new(0),
+            inside: AtomicBool::new(false),
+            streak_shift: HolderCell::new(shift),
+            owner: AtomicUsize::new(if owner != 0 { owner } else { UNBIASED }),
+        }
+    }
+
+    /// Whether the word is free with no waiter and no hand-over left (biased or not; the
+    /// models' final check).
+    #[cfg(loom)]
+    pub(crate) fn is_free(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & !BIASED == 0
+    }
+
+    /// Takes a free lock nobody waits for: on the owner's path (`me`, the caller's processor,
+    /// owns the bias) with a load and a store; else in one CAS, counting the streak (out of line:
+    /// the owner's path is the one to inline).
+    #[inline(always)]
+    pub(crate) fn lock_fast(&self, me: usize) -> bool {
+        if self.owner.load(Ordering::Relaxed) == me {
+            let take = |s: u16| if s & !BIASED == 0 { (Some(s | LOCKED), true) } else { (None, false) };
+            if let Some(took) = self.owned(me, take) {
+                return took;
+            }
+        }
+        self.lock_unbiased(me)
+    }
+
+    /// [`LockWord::lock_fast`] for anyone but the owner.
+    #[inline(never)]
+    fn lock_unbiased(&self, me: usize) -> bool {
+        if self.state.compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            self.count_streak(me);
+            return true;
+        }
+        false
     }
 
     /// Takes the lock if it is free now, whatever else is set.
     #[inline]
-    pub(crate) fn try_lock(&self) -> bool {
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            if s & LOCKED != 0 {
-                return false;
+    pub(crate) fn try_lock(&self, me: usize) -> bool {
+        self.update(me, Ordering::Acquire, |s| {
+            if s & LOCKED == 0 {
+                (Some(s | LOCKED), true)
+            } else {
+                (None, false)
             }
-            match self.state.compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return true,
-                Err(now) => s = now,
-            }
-        }
+        })
     }
 
-    /// Whether the lock was handed to a waiter that has not run yet (spinners stop).
+    /// Whether the lock was handed to a waiter that has not run yet (spinners stop; a hint).
     #[inline]
     pub(crate) fn handing_over(&self) -> bool {
         self.state.load(Ordering::Relaxed) & HANDOFF != 0
@@ -99,66 +317,211 @@ impl LockWord {
     /// Under the list lock: takes the lock if it is free (true), or makes sure `WAITERS` is set
     /// (false: the caller links its node before releasing the list lock, then blocks).
     #[inline]
-    pub(crate) fn lock_or_enqueue(&self) -> bool {
-        let mut s = self.state.load(Ordering::Relaxed);
-        loop {
-            let (new, order) = if s & LOCKED == 0 {
-                (s | LOCKED, Ordering::Acquire)
+    pub(crate) fn lock_or_enqueue(&self, me: usize) -> bool {
+        self.update(me, Ordering::Acquire, |s| {
+            if s & LOCKED == 0 {
+                (Some(s | LOCKED), true)
             } else if s & WAITERS == 0 {
-                (s | WAITERS, Ordering::Relaxed)
+                (Some(s | WAITERS), false)
             } else {
-                return false;
-            };
-            match self.state.compare_exchange_weak(s, new, order, Ordering::Relaxed) {
-                Ok(_) => return s & LOCKED == 0,
-                Err(now) => s = now,
+                (None, false)
             }
-        }
+        })
     }
 
-    /// Lets go of a lock nobody waits for, in one CAS; false: the slow path must run.
-    #[inline]
-    pub(crate) fn unlock_fast(&self) -> bool {
+    /// Lets go of a lock nobody waits for: on the owner's path with a load and a store, else in
+    /// one CAS; false: the slow path must run (waiters, or another processor's bias).
+    #[inline(always)]
+    pub(crate) fn unlock_fast(&self, me: usize) -> bool {
+        if self.owner.load(Ordering::Relaxed) == me {
+            let free = |s: u16| if s & !BIASED == LOCKED { (Some(s & !LOCKED), true) } else { (None, false) };
+            if let Some(freed) = self.owned(me, free) {
+                return freed;
+            }
+        }
         self.state.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_ok()
     }
 
     /// Under the list lock, after popping a waiter (or finding none): lets go of the lock; `last`:
-    /// the list is empty now.
+    /// the list is empty now. The caller holds the lock.
     #[inline]
-    pub(crate) fn release(&self, last: bool) {
+    pub(crate) fn release(&self, me: usize, last: bool) {
         let clear = if last { LOCKED | WAITERS } else { LOCKED };
-        self.state.fetch_and(!clear, Ordering::Release);
+        self.update_steady(me, |s| s & !clear, |w| w.fetch_and(!clear, Ordering::Release));
     }
 
     /// Under the list lock, after popping a waiter: hands the lock to it (LOCKED stays set);
     /// `last`: the list is empty now.
     #[inline]
-    pub(crate) fn hand_over(&self, last: bool) {
+    pub(crate) fn hand_over(&self, me: usize, last: bool) {
+        self.update(me, Ordering::Release, |s| {
+            (Some(if last { (s & !WAITERS) | HANDOFF } else { s | HANDOFF }), ())
+        });
+    }
+
+    /// The owner of a handed-over lock, when it runs: spinners may spin again.
+    #[inline]
+    pub(crate) fn accept_hand_over(&self, me: usize) {
+        self.update_steady(me, |s| s & !HANDOFF, |w| w.fetch_and(!HANDOFF, Ordering::Acquire));
+    }
+
+    /// Under the list lock, when the list emptied without an unlock (a waiter left it, so
+    /// `WAITERS` is set until this clears it).
+    #[inline]
+    pub(crate) fn clear_waiters(&self, me: usize) {
+        self.update_steady(me, |s| s & !WAITERS, |w| w.fetch_and(!WAITERS, Ordering::Relaxed));
+    }
+
+    /// Whether someone owns the lock (under the list lock).
+    #[inline]
+    pub(crate) fn is_locked(&self, me: usize) -> bool {
+        self.update(me, Ordering::Relaxed, |s| (None, s & LOCKED != 0))
+    }
+
+    /// Whether the word is biased (tests; a hint).
+    #[cfg(test)]
+    pub(crate) fn is_biased(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & BIASED != 0
+    }
+
+    /// Applies transition `f` (new word or none, and an outcome): on the owner's path if `me`
+    /// owns the bias, else by CAS with `order` on success, after revoking any bias.
+    #[inline(always)]
+    fn update<R>(&self, me: usize, order: Ordering, f: impl Fn(u16) -> (Option<u16>, R)) -> R {
+        if self.owner.load(Ordering::Relaxed) == me {
+            if let Some(r) = self.owned(me, &f) {
+                return r;
+            }
+        }
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
-            let new = if last { (s & !WAITERS) | HANDOFF } else { s | HANDOFF };
-            match self.state.compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return,
+            if s & BIASED != 0 {
+                self.revoke();
+                s = self.state.load(Ordering::Relaxed);
+                continue;
+            }
+            let (new, r) = f(s);
+            let Some(new) = new else { return r };
+            match self.state.compare_exchange_weak(s, new, order, Ordering::Relaxed) {
+                Ok(_) => return r,
                 Err(now) => s = now,
             }
         }
     }
 
-    /// The owner of a handed-over lock, when it runs: spinners may spin again.
-    #[inline]
-    pub(crate) fn accept_hand_over(&self) {
-        self.state.fetch_and(!HANDOFF, Ordering::Acquire);
+    /// [`LockWord::update`] for a transition that no biasing can race with (its caller holds the
+    /// lock, or `WAITERS` is set and stays set until the transition: a biasing needs exactly
+    /// `LOCKED`): on the owner's path, `f`; else, once the word is unbiased, the single RMW `rmw`.
+    #[inline(always)]
+    fn update_steady(&self, me: usize, f: impl Fn(u16) -> u16, rmw: impl FnOnce(&AtomicU16) -> u16) {
+        if self.owner.load(Ordering::Relaxed) == me && self.owned(me, |s| (Some(f(s)), ())).is_some() {
+            return;
+        }
+        if self.state.load(Ordering::Relaxed) & BIASED != 0 {
+            self.revoke();
+        }
+        rmw(&self.state);
     }
 
-    /// Under the list lock, when the list emptied without an unlock (a waiter left it).
-    #[inline]
-    pub(crate) fn clear_waiters(&self) {
-        self.state.fetch_and(!WAITERS, Ordering::Relaxed);
+    /// The owner's path (module docs, "The bias"): `f` applied with a load and a store inside
+    /// the owner's Dekker section; `None` if the bias was revoked meanwhile (nothing written).
+    /// Called with `me` as the owner seen a moment ago, from the OS thread running `me`.
+    #[inline(always)]
+    fn owned<R>(&self, me: usize, f: impl FnOnce(u16) -> (Option<u16>, R)) -> Option<R> {
+        // 1. Announce, then look again (the revoker takes `owner`, then barriers, then reads
+        //    `inside`: one of the two sees the other).
+        self.inside.store(true, Ordering::Relaxed);
+        bias::light_barrier();
+        let mine = self.owner.load(Ordering::Relaxed) == me;
+        // 2. Still the owner: nobody else writes the word until `inside` is clear again.
+        let r = if mine {
+            let s = self.state.load(Ordering::Relaxed);
+            let (new, r) = f(s);
+            if let Some(new) = new {
+                self.state.store(new, Ordering::Relaxed);
+            }
+            Some(r)
+        } else {
+            None
+        };
+        // 3. Leave (Release: the revoker's step 3 sees the store, and the critical section).
+        self.inside.store(false, Ordering::Release);
+        r
     }
 
-    /// Whether someone owns the lock (under the list lock, or a hint).
-    #[inline]
-    pub(crate) fn is_locked(&self) -> bool {
-        self.state.load(Ordering::Relaxed) & LOCKED != 0
+    /// Counts an unbiased `lock_fast` acquisition from `me` (the caller holds the lock) and
+    /// biases the word to `me` at the threshold-th in a row.
+    #[inline(always)]
+    fn count_streak(&self, me: usize) {
+        let tag = streak_tag(me);
+        // SAFETY: the holder of an unbiased acquisition is the streak's one party (module docs).
+        unsafe {
+            if self.streak_last.get() != tag {
+                self.streak_last.set(tag);
+                self.streak_count.set(1);
+                return;
+            }
+            let n = self.streak_count.get() + 1;
+            if n < FIRST_STREAK << self.streak_shift.get() {
+                self.streak_count.set(n);
+                return;
+            }
+            self.streak_count.set(0);
+        }
+        self.bias_to(me);
+    }
+
+    /// Biases the word to `me`, whose holder the caller is (module docs, "bias to p"); the
+    /// streak's last touch by the caller is before step 2.
+    #[cold]
+    #[inline(never)]
+    fn bias_to(&self, me: usize) {
+        if me == 0 || !bias::heavy_barrier_available() {
+            return;
+        }
+        // 1. Only from exactly LOCKED: a waiter would revoke it at once.
+        if self.state.compare_exchange(LOCKED, LOCKED | BIASED, Ordering::Relaxed, Ordering::Relaxed).is_err()
+        {
+            return;
+        }
+        // 2. The word is `me`'s now (Release: the streak, for the revoker's step 1).
+        self.owner.store(me, Ordering::Release);
+    }
+
+    /// Takes the bias away (module docs, "revoke"), or waits until whoever is biasing or revoking
+    /// is done; either way the caller then finds the word unbiased or biased anew.
+    #[cold]
+    #[inline(never)]
+    fn revoke(&self) {
+        let mut spins = 0u32;
+        // 1. Win the owner, or wait for the other party.
+        loop {
+            if self.state.load(Ordering::Relaxed) & BIASED == 0 {
+                return;
+            }
+            let o = self.owner.load(Ordering::Relaxed);
+            if o != UNBIASED
+                && self.owner.compare_exchange(o, UNBIASED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                break;
+            }
+            bias::wait_a_little(&mut spins);
+        }
+        // 2. Every CPU running a thread of ours: the owner's next section sees the change.
+        bias::heavy_barrier();
+        // 3. Wait for the section that may have started before (a few instructions).
+        spins = 0;
+        while self.inside.load(Ordering::Acquire) {
+            bias::wait_a_little(&mut spins);
+        }
+        // 4. The streak: BIASED still keeps everyone else out.
+        // SAFETY: the revoker is the streak's one party between steps 1 and 5 (module docs).
+        unsafe {
+            let shift = self.streak_shift.get();
+            self.streak_shift.set((shift + 1).min(MAX_SHIFT));
+            self.streak_count.set(0);
+        }
+        // 5. Unbiased (Release: the owner's stores and the streak, for the next Acquire RMW).
+        self.state.fetch_and(!BIASED, Ordering::Release);
     }
 }
