@@ -3,13 +3,15 @@
 //! # Structure
 //!
 //! A treap (a binary search tree by key that is also a max-heap by a random priority per entry,
-//! hence balanced in expectation) and three lists beside it, all linked through the entries' own
-//! TCBs ([`RunLink`]): no allocation, ever.
+//! hence balanced in expectation) and two lists beside it, all linked through the entries' own
+//! TCBs ([`RunLink`]): no allocation; and a ring of pointers, the zero lane, which allocates only
+//! when it grows.
 //!
 //! * The *zero lane* holds the entries of key 0 (every yield under the default `yield_priority`,
-//!   and whatever a policy keys 0) in arrival order. Key 0 is the lowest key there is, so the lane
-//!   is the low end of the whole order: it serves only when the rest is empty, oldest first, and a
-//!   thief takes from it first, newest first.
+//!   and whatever a policy keys 0) in arrival order, in a ring ([`ZeroLane`]: a round-robin of
+//!   yields reads no control block to find the next ULT). Key 0 is the lowest key there is, so
+//!   the lane is the low end of the whole order: it serves only when the rest is empty, oldest
+//!   first, and a thief takes from it first, newest first.
 //! * The *top lane* holds entries whose keys lie above the tree's and the bottom lane's, sorted,
 //!   highest last: the high end of the whole order, served first, highest first. A push above
 //!   it goes on its high end (No Affinity's entry numbers always do), a push between it and the
@@ -44,7 +46,8 @@
 //!
 //! | operation | cost |
 //! | --- | --- |
-//! | push or pop in a lane (yields under the default key 0; No Affinity's entries) | O(1): a few pointer writes |
+//! | push or pop in the zero lane (yields under the default key 0) | O(1) amortized: a pointer in a ring (which doubles when full) |
+//! | push or pop in a lane (No Affinity's entries) | O(1): a few pointer writes |
 //! | push outside the tree's range (rising, falling or equal keys) | O(1): at an end of a lane |
 //! | a push within a lane's range | O(1): its place in the lane after a walk past at most `WALK` (8) entries; or it moves the part of the lane beyond the key into the tree (the top lane's part onto the bottom lane in one piece, where there is no tree): O(1) amortized per entry moved |
 //! | push into the tree (a move from a lane, at its end) | O(1): hung under that end, then fewer than 2 rotations on average |
@@ -58,12 +61,15 @@
 //! yielder next) paid the treap's random-priority rotations on every yield, the top lane because
 //! No Affinity's LIFO paid them on every wake-up, the bottom lane and the top lane's low end
 //! because the affinity policies' batches paid them on every other round (callgrind,
-//! `elite-bench`'s `examples/probe` and `affinity-probe`: see the commits that added them).
+//! `elite-bench`'s `examples/probe` and `affinity-probe`: see the commits that added them);
+//! the zero lane is a ring rather than a list because walking a list's links cost a yield
+//! round-robin a cache miss per ULT ([`ZeroLane`]).
 //!
 //! # Protocol
 //!
 //! The owner and thieves serialize on a test-and-test-and-set spin lock held for a handful of
-//! instructions (no allocation, no user code under it). The [`RunLink`] of a TCB is written only
+//! instructions (no user code under it, and no allocation but the zero lane's rare growth and a
+//! thief's room for its take). The [`RunLink`] of a TCB is written only
 //! under the lock of the runqueue holding it (or before it is pushed, by the pusher, which owns
 //! it). `len` is updated under the lock and read without it by thieves and by the idle check, as
 //! a hint only.
@@ -77,11 +83,12 @@ use crate::tcb::TcbRef;
 use crossbeam_utils::Backoff;
 use std::cell::{Cell, UnsafeCell};
 
-/// The links of a TCB in a runqueue's tree or zero lane; meaningful only while it is in one.
+/// The links of a TCB in a runqueue's tree or in its top or bottom lane; meaningful only while
+/// it is in one (an entry of the zero lane has none: see [`ZeroLane`]).
 pub(crate) struct RunLink {
-    /// Tree: the left child. Zero lane: the next older entry.
+    /// Tree: the left child. Lane: the next lower entry.
     left: Cell<Option<TcbRef>>,
-    /// Tree: the right child. Zero lane: the next newer entry.
+    /// Tree: the right child. Lane: the next higher entry.
     right: Cell<Option<TcbRef>>,
     parent: Cell<Option<TcbRef>>,
     key: Cell<u64>,
@@ -116,6 +123,151 @@ fn key(t: TcbRef) -> u64 {
 /// [`Tree::push_in_bottom_range`]): a bound on the walk, which visits one control block per
 /// entry, and keeps a push O(1).
 const WALK: usize = 8;
+
+/// The zero lane: a ring of pointers to the entries of key 0 (all equal: arrival order alone),
+/// oldest at the front, not a list through their [`RunLink`]s. A round-robin of yields takes
+/// the lane's oldest entries, and a list would hand them out one dependent load at a time, each
+/// the link of a control block untouched since that ULT's last yield (1023 yields ago with 1024
+/// ULTs taking turns): with the yield batch, eight cache misses in a row under the lock, a third
+/// of a yield's time (perf, `hot_path_probe yields`). The ring hands out eight pointers from one
+/// or two lines, and a yield touches no link of any control block. It grows under the lock when
+/// full (by doubling, so rarely: its capacity settles at the most entries the lane held) and
+/// never shrinks. (Not a `VecDeque`: its general index arithmetic cost a yield 19 instructions
+/// more than this power-of-two mask, callgrind.)
+struct ZeroLane {
+    /// The ring; its length is a power of two (or 0), and `slots[(head + i) & mask]` holds the
+    /// `i`-th oldest entry for `i < len`.
+    slots: Vec<Option<TcbRef>>,
+    head: usize,
+    len: usize,
+}
+
+impl ZeroLane {
+    const fn new() -> ZeroLane {
+        ZeroLane { slots: Vec::new(), head: 0, len: 0 }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len().wrapping_sub(1)
+    }
+
+    /// The slot of the `i`-th oldest entry (`i` may be one past the newest, or `usize::MAX`: one
+    /// before the oldest).
+    #[inline]
+    fn slot(&mut self, i: usize) -> &mut Option<TcbRef> {
+        let at = self.head.wrapping_add(i) & self.mask();
+        &mut self.slots[at]
+    }
+
+    /// Adds `t` as the newest entry.
+    #[inline]
+    fn push_back(&mut self, t: TcbRef) {
+        if self.len == self.slots.len() {
+            self.grow();
+        }
+        *self.slot(self.len) = Some(t);
+        self.len += 1;
+    }
+
+    /// Adds `t` as the oldest entry.
+    #[inline]
+    fn push_front(&mut self, t: TcbRef) {
+        if self.len == self.slots.len() {
+            self.grow();
+        }
+        self.head = self.head.wrapping_sub(1) & self.mask();
+        self.slots[self.head] = Some(t);
+        self.len += 1;
+    }
+
+    /// Adds the ULTs of `first` (taking them out), then `last`, as the newest entries; how many.
+    #[inline]
+    fn push_back_batch(&mut self, first: &mut [Option<TcbRef>], last: TcbRef) -> usize {
+        if self.len + first.len() >= self.slots.len() {
+            self.grow();
+        }
+        let mask = self.mask();
+        let mut at = self.head.wrapping_add(self.len);
+        for e in first.iter_mut() {
+            if let Some(e) = e.take() {
+                self.slots[at & mask] = Some(e);
+                at = at.wrapping_add(1);
+            }
+        }
+        self.slots[at & mask] = Some(last);
+        let added = at.wrapping_add(1).wrapping_sub(self.head.wrapping_add(self.len));
+        self.len += added;
+        added
+    }
+
+    /// Moves the [`BATCH`] oldest entries (there are as many) into `into`, oldest first. (The
+    /// ring's slots keep stale copies: only the `len` from `head` on mean anything.)
+    #[inline]
+    fn pop_front_batch(&mut self, into: &mut [Option<TcbRef>; BATCH]) {
+        debug_assert!(self.len >= BATCH);
+        let mask = self.mask();
+        for (i, e) in into.iter_mut().enumerate() {
+            *e = self.slots[self.head.wrapping_add(i) & mask];
+        }
+        self.head = self.head.wrapping_add(BATCH) & mask;
+        self.len -= BATCH;
+    }
+
+    /// Takes the oldest entry.
+    #[inline]
+    fn pop_front(&mut self) -> Option<TcbRef> {
+        if self.len == 0 {
+            return None;
+        }
+        let t = self.slots[self.head].take();
+        self.head = (self.head + 1) & self.mask();
+        self.len -= 1;
+        t
+    }
+
+    /// Takes the newest entry.
+    #[inline]
+    fn pop_back(&mut self) -> Option<TcbRef> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        self.slot(self.len).take()
+    }
+
+    /// The oldest entry.
+    #[inline]
+    fn front(&self) -> Option<TcbRef> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slots[self.head]
+    }
+
+    /// The entries, oldest first.
+    #[cfg(test)]
+    fn iter(&self) -> impl Iterator<Item = TcbRef> + '_ {
+        (0..self.len).map(|i| self.slots[self.head.wrapping_add(i) & self.mask()].expect("a live slot"))
+    }
+
+    /// Doubles the ring (at least 64 slots, and room for [`BATCH`] more entries than it holds),
+    /// the entries oldest first from slot 0.
+    #[cold]
+    fn grow(&mut self) {
+        let cap = (self.slots.len() * 2).max(64).max((self.len + BATCH + 1).next_power_of_two());
+        let mut slots = vec![None; cap];
+        for (i, s) in slots.iter_mut().enumerate().take(self.len) {
+            *s = self.slot(i).take();
+        }
+        (self.slots, self.head) = (slots, 0);
+    }
+}
 
 /// A list of entries linked through their [`RunLink`]s (`left`: the next lower, `right`: the next
 /// higher), with O(1) access at both ends.
@@ -207,8 +359,8 @@ struct Tree {
     max: Option<TcbRef>,
     /// Entries in the tree.
     tree_len: usize,
-    /// The zero lane: entries of key 0, oldest at `lo`.
-    zeros: Lane,
+    /// The zero lane: entries of key 0, oldest at the front (see [`ZeroLane`]).
+    zeros: ZeroLane,
     /// The top lane: entries whose keys rose with each push and lie above the tree's, highest at
     /// `hi`.
     top: Lane,
@@ -228,7 +380,7 @@ impl Tree {
             min: None,
             max: None,
             tree_len: 0,
-            zeros: Lane::new(),
+            zeros: ZeroLane::new(),
             top: Lane::new(),
             bottom: Lane::new(),
             len: 0,
@@ -243,11 +395,12 @@ impl Tree {
     #[inline]
     fn push(&mut self, k: u64, t: TcbRef) {
         self.len += 1;
-        link(t).key.set(k);
         if k == 0 {
-            self.zeros.push_hi(t);
+            // (Not even the key is written: the zero lane never reads a link.)
+            self.zeros.push_back(t);
             return;
         }
+        link(t).key.set(k);
         if let (Some(lo), Some(hi)) = (self.top.lo, self.top.hi) {
             if k > key(hi) {
                 self.top.push_hi(t);
@@ -458,7 +611,7 @@ impl Tree {
         } else if !self.bottom.is_empty() {
             self.bottom.pop_hi()
         } else {
-            self.zeros.pop_lo()
+            self.zeros.pop_front()
         }?;
         self.len -= 1;
         Some(t)
@@ -469,7 +622,7 @@ impl Tree {
     #[inline]
     fn pop_min(&mut self) -> Option<TcbRef> {
         let t = if !self.zeros.is_empty() {
-            self.zeros.pop_hi()
+            self.zeros.pop_back()
         } else if !self.bottom.is_empty() {
             self.bottom.pop_lo()
         } else if self.tree_len > 0 {
@@ -493,8 +646,7 @@ impl Tree {
         let (head, end) = (batch.head, batch.end);
         for e in batch.slots[head..end].iter_mut().rev() {
             if let Some(e) = e.take() {
-                link(e).key.set(0);
-                self.zeros.push_lo(e);
+                self.zeros.push_front(e);
                 self.len += 1;
             }
         }
@@ -819,16 +971,9 @@ impl RunQueue {
     pub(crate) fn yield_refill(&self, t: TcbRef, batch: &mut YieldBatch) -> Option<TcbRef> {
         debug_assert!(batch.head == batch.end);
         self.with(|tree| {
-            for e in batch.slots[..batch.end].iter_mut() {
-                if let Some(e) = e.take() {
-                    tree.push(0, e);
-                }
-            }
-            tree.push(0, t);
+            tree.len += tree.zeros.push_back_batch(&mut batch.slots[..batch.end], t);
             if tree.len >= 2 * BATCH && tree.only_zeros() {
-                for e in batch.slots.iter_mut() {
-                    *e = tree.zeros.pop_lo();
-                }
+                tree.zeros.pop_front_batch(&mut batch.slots);
                 tree.len -= BATCH;
                 (batch.head, batch.end) = (1, BATCH);
                 return batch.slots[0].take();
@@ -885,7 +1030,7 @@ impl RunQueue {
         if self.len() == 0 {
             return None;
         }
-        self.with(|tree| tree.top.hi.or(tree.max).or(tree.bottom.hi).or(tree.zeros.lo))
+        self.with(|tree| tree.top.hi.or(tree.max).or(tree.bottom.hi).or(tree.zeros.front()))
     }
 
     /// Takes up to `want(len)` entries of lowest key for a thief, lowest first.
@@ -942,8 +1087,7 @@ mod tests {
             assert!(order.iter().all(|&t| key(t) > 0), "key 0 only in the zero lane");
             assert_eq!(tree.min, order.first().copied());
             assert_eq!(tree.max, order.last().copied());
-            // The lanes: linked both ways; zeros all 0, the top lane rising strictly and above
-            // the tree.
+            // The lanes: linked both ways; the top lane rising strictly and above the tree.
             fn walk_lane(lane: &Lane) -> Vec<TcbRef> {
                 let mut out = Vec::new();
                 let (mut at, mut below) = (lane.lo, None);
@@ -956,8 +1100,7 @@ mod tests {
                 assert_eq!(lane.hi, below);
                 out
             }
-            let zeros = walk_lane(&tree.zeros);
-            assert!(zeros.iter().all(|&t| key(t) == 0));
+            let zeros: Vec<TcbRef> = tree.zeros.iter().collect();
             let top = walk_lane(&tree.top);
             assert!(top.windows(2).all(|w| key(w[0]) <= key(w[1])), "top lane rises");
             if let (Some(&first), Some(&m)) = (top.first(), order.last()) {
@@ -974,6 +1117,69 @@ mod tests {
             }
             assert_eq!(tree.tree_len + zeros.len() + top.len() + bottom.len(), tree.len);
         });
+    }
+
+    /// The zero lane's ring keeps arrival order at both ends while it wraps around and grows
+    /// (growing while wrapped, and in a batch push), checked against a `VecDeque`.
+    #[test]
+    fn the_zero_lane_ring_keeps_order_across_wraps_and_growth() {
+        use std::collections::VecDeque;
+        let (_chunks, t) = tcbs(300);
+        let (mut lane, mut model) = (ZeroLane::new(), VecDeque::new());
+        let mut next = t.iter().copied();
+        let same = |lane: &ZeroLane, model: &VecDeque<TcbRef>| {
+            assert!(lane.iter().eq(model.iter().copied()));
+            assert_eq!(lane.front(), model.front().copied());
+            assert!(lane.slots.len().is_power_of_two() && lane.len <= lane.slots.len());
+        };
+        // Fill 50 of 64 slots, take 40 from the front: the head is past the middle.
+        for _ in 0..50 {
+            let e = next.next().unwrap();
+            lane.push_back(e);
+            model.push_back(e);
+        }
+        for _ in 0..40 {
+            assert_eq!(lane.pop_front(), model.pop_front());
+        }
+        same(&lane, &model);
+        // Wrap around and grow while wrapped (to 128), then at the front.
+        for i in 0..70 {
+            let e = next.next().unwrap();
+            if i % 3 == 0 {
+                lane.push_front(e);
+                model.push_front(e);
+            } else {
+                lane.push_back(e);
+                model.push_back(e);
+            }
+            same(&lane, &model);
+        }
+        assert_eq!(lane.pop_back(), model.pop_back());
+        // Batches: 7 and a last entry in, and every other round BATCH out, until the ring grows
+        // within a batch push.
+        for round in 0.. {
+            if lane.slots.len() > 128 {
+                break;
+            }
+            let mut first: Vec<Option<TcbRef>> = (0..BATCH - 1).map(|_| next.next()).collect();
+            first.insert(3, None); // (a slot already empty is skipped)
+            let last = next.next().unwrap();
+            model.extend(first.iter().flatten().copied());
+            model.push_back(last);
+            assert_eq!(lane.push_back_batch(&mut first, last), BATCH);
+            assert!(first.iter().all(Option::is_none), "the batch push takes its entries out");
+            same(&lane, &model);
+            let mut into = [None; BATCH];
+            if round % 2 == 1 {
+                lane.pop_front_batch(&mut into);
+                assert!(into.iter().copied().eq(model.drain(..BATCH).map(Some)));
+                same(&lane, &model);
+            }
+        }
+        while let Some(e) = model.pop_front() {
+            assert_eq!(lane.pop_front(), Some(e));
+        }
+        assert!(lane.is_empty() && lane.pop_front().is_none() && lane.pop_back().is_none());
     }
 
     #[test]
