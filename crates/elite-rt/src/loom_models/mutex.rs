@@ -270,3 +270,29 @@ fn mutex_bias_biasing_against_a_processor() {
         assert!(m.word.is_free(), "the lock is not free at the end");
     });
 }
+
+/// A word revoked from processor 2 and about to be biased by processor 4's next acquisition
+/// (which `bias_to` refuses: only the first owner is biased again), against processor 2's stale
+/// section (its thread passed the check `owner == 2` before the revocation and enters only now)
+/// and an OS thread's section. Were 4 biased, 2's section would clear `inside` while 4 is inside
+/// and the OS thread's revocation would clear `BIASED` under 4's store (`sync::lock_word`, "Why
+/// a word is biased to one processor only").
+#[test]
+fn mutex_bias_a_former_owner_is_stale() {
+    check("mutex_bias_a_former_owner_is_stale", || {
+        let m = Model::with_word(LockWord::revoked_from(2, 4), MAX_LOSSES);
+        let stale = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || m.word.stale_section(2))
+        };
+        let os = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || m.critical_section(0))
+        };
+        (0..2).for_each(|_| m.critical_section(4));
+        stale.join().unwrap();
+        os.join().unwrap();
+        assert_eq!(m.total(), 3, "critical sections lost");
+        assert!(m.word.is_free(), "the lock is not free at the end");
+    });
+}

@@ -57,29 +57,31 @@
 //! the hold: its flag `inside` says "the owner is between reading and writing the word", and a
 //! revoker waits only for that.
 //!
-//! Fields: `owner` (1, or the processor the word is biased to), `inside` (the owner's flag), and
+//! Fields: `owner` (even: the processor the word is biased to; odd: unbiased, 1 if never biased,
+//! else the name of its first owner with bit 0 set), `inside` (the owner's flag), and
 //! the streak (holder-only: a tag of the processor that took the last `lock_fast` acquisitions in
 //! a row, how many, and the threshold's doubling count; a tag two processors share only makes
 //! one of them biased early). A caller names itself by its processor's address (`me`: even, and
-//! 0 on an OS thread, which never owns a bias), so the unbiased `owner`, 1, equals no caller.
+//! 0 on an OS thread, which never owns a bias), so an unbiased `owner`, odd, equals no caller.
 //!
 //! ```text
 //! owner p, any         if owner == p: inside = 1; light barrier; if owner == p:
 //!   transition           s = load; store f(s); inside = 0 (Release); done
 //!                      (else inside = 0 and go on as anyone else)
 //! anyone else          CAS loop of f over words without BIASED; a word with BIASED -> revoke
-//! revoke               1. wait until BIASED is clear (done) or owner != 1;
-//!                         CAS owner: o -> 1 (Acquire); lost -> back to 1
+//! revoke               1. wait until BIASED is clear (done) or owner is even;
+//!                         CAS owner: o -> o | 1 (Acquire); lost -> back to 1
 //!                      2. heavy barrier
 //!                      3. wait until inside == 0 (Acquire)
 //!                      4. the streak: threshold doubled, count 0
 //!                      5. clear BIASED (RMW, Release)
 //! bias to p            the holder of an unbiased acquisition by lock_fast on p, the threshold-th
-//!   (holder, on p)       in a row from p: 1. CAS LOCKED -> LOCKED | BIASED (only then: no
-//!                        waiter); 2. owner = p (Release)
+//!   (holder, on p)       in a row from p, if owner is 1 or p | 1 (never biased, or to p):
+//!                        1. CAS LOCKED -> LOCKED | BIASED (only then: no waiter);
+//!                        2. owner = p (Release)
 //! ```
 //!
-//! Why it is exclusive: `owner != 1` implies `BIASED` (set before it, cleared after), so
+//! Why it is exclusive: an even `owner` implies `BIASED` (set before it, cleared after), so
 //! whoever wins the CAS of step 1 revokes a bias that is there, and only it; between the two
 //! steps of a biasing or of a revocation (`BIASED` with owner 1) everyone else waits. While
 //! `BIASED` is set no CAS of anyone else succeeds (none expects the bit), so the word changes only
@@ -90,6 +92,17 @@
 //! owner store is in flight or to come, and step 3's `Acquire` makes every owner store (and what
 //! the owner's holders wrote in the critical sections before them) visible to the revoker, whose
 //! step 5 passes it on to every later `Acquire` RMW.
+//!
+//! Why a word is biased to one processor only, its first owner, however often revoked: `inside`
+//! is written by whoever passed the check `owner == me`, and a thread may pass it, be preempted
+//! (by the OS, for milliseconds), and enter its section when the word is biased to someone else
+//! now; it leaves at once, but clears `inside` on the way, maybe while the new owner is inside,
+//! whose revoker then finds the flag clear and clears `BIASED` under the new owner's store (two
+//! holders, and a word left `BIASED` with an odd owner). With one owner ever, such a stale
+//! section runs on that owner's thread, between its real ones, never during one (the loom model
+//! `mutex_bias_a_former_owner_is_stale` wedges the lock without this rule; the unit test is
+//! `a_revoked_word_is_biased_again_only_to_its_first_owner`). A lock whose users move to another
+//! processor for good stays unbiased there.
 //!
 //! Why the owner's processor is one OS thread: only the thread running a processor names itself
 //! by its address; a processor's thread changes only at a blocking call's hand-over, which
@@ -129,7 +142,9 @@ pub(crate) const HANDOFF: u16 = 4;
 /// The word is biased to the processor `owner` names (or its bias is being set up or revoked).
 pub(crate) const BIASED: u16 = 8;
 
-/// `owner` of an unbiased word (module docs, "The bias"): odd, so no caller's name.
+/// `owner` of a word never biased (module docs, "The bias"): odd, so no caller's name. A revoked
+/// word's `owner` is its first owner's name with this bit set: odd too, and it remembers which
+/// processor alone may be biased again.
 const UNBIASED: usize = 1;
 
 /// Races a woken waiter may lose to newcomers before the lock is handed to it directly.
@@ -214,7 +229,8 @@ pub(crate) struct LockWord {
     inside: AtomicBool,
     /// Doublings of the threshold so far (one per revocation).
     streak_shift: HolderCell<u8>,
-    /// [`UNBIASED`], or the processor the word is biased to (module docs).
+    /// Even: the processor the word is biased to; odd: unbiased ([`UNBIASED`], or the first
+    /// owner's name with that bit; module docs).
     owner: AtomicUsize,
 }
 
@@ -255,7 +271,7 @@ impl LockWord {
     /// row; `MAX_SHIFT`: never in a model).
     #[cfg(loom)]
     pub(crate) fn with_bias(owner: usize, shift: u8) -> LockWord {
-        assert!(owner % 2 == 0);
+        assert!(owner.is_multiple_of(2));
         LockWord {
             state: AtomicU16::new(if owner != 0 { BIASED } else { 0 }),
             streak_last: HolderCell::new(0),
@@ -264,6 +280,28 @@ impl LockWord {
             streak_shift: HolderCell::new(shift),
             owner: AtomicUsize::new(if owner != 0 { owner } else { UNBIASED }),
         }
+    }
+
+    /// An unlocked, unbiased word revoked from processor `home` (even, not 0), whose streak
+    /// makes `next` biased at its next `lock_fast` (`bias_to` decides whether it may be).
+    #[cfg(loom)]
+    pub(crate) fn revoked_from(home: usize, next: usize) -> LockWord {
+        assert!(home.is_multiple_of(2) && home != 0);
+        LockWord {
+            state: AtomicU16::new(0),
+            streak_last: HolderCell::new(streak_tag(next)),
+            streak_count: HolderCell::new(FIRST_STREAK - 1),
+            inside: AtomicBool::new(false),
+            streak_shift: HolderCell::new(0),
+            owner: AtomicUsize::new(home | UNBIASED),
+        }
+    }
+
+    /// A section of `me`'s owner path entered without the check before it: `me`'s thread
+    /// passed the check `owner == me`, then was preempted until the word was revoked.
+    #[cfg(loom)]
+    pub(crate) fn stale_section(&self, me: usize) {
+        let _ = self.owned(me, |_| (None, ()));
     }
 
     /// Whether the word is free with no waiter and no hand-over left (biased or not; the
@@ -498,6 +536,16 @@ impl LockWord {
         if me == 0 || !bias::heavy_barrier_available() {
             return;
         }
+        // Only to the processor of the word's first bias, if it had one: a former owner may pass
+        // its check `owner == me` and be preempted before its section, which it enters (and
+        // leaves, clearing `inside`) whenever it runs again; with every owner that processor,
+        // such a stale section runs on the owner's thread, never during a section of another's.
+        // (The caller holds the lock, so `owner` stays as it is; the Acquire of its lock follows
+        // the revoker's step 5, after its step 1.)
+        let o = self.owner.load(Ordering::Relaxed);
+        if o != UNBIASED && o != me | UNBIASED {
+            return;
+        }
         // 1. Only from exactly LOCKED: a waiter would revoke it at once.
         if self.state.compare_exchange(LOCKED, LOCKED | BIASED, Ordering::Relaxed, Ordering::Relaxed).is_err()
         {
@@ -519,8 +567,8 @@ impl LockWord {
                 return;
             }
             let o = self.owner.load(Ordering::Relaxed);
-            if o != UNBIASED
-                && self.owner.compare_exchange(o, UNBIASED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            if o & UNBIASED == 0
+                && self.owner.compare_exchange(o, o | UNBIASED, Ordering::Acquire, Ordering::Relaxed).is_ok()
             {
                 break;
             }
@@ -542,5 +590,48 @@ impl LockWord {
         }
         // 5. Unbiased (Release: the owner's stores and the streak, for the next Acquire RMW).
         self.state.fetch_and(!BIASED, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{bias, LockWord};
+
+    /// Two processors' names (even, and apart in the streak's tag).
+    const P: usize = 0x1000;
+    const Q: usize = 0x2000;
+
+    /// Takes and releases `w` from `me` until it is biased (or far more times than any
+    /// threshold); whether it is.
+    fn bias(w: &LockWord, me: usize) -> bool {
+        for _ in 0..1 << 17 {
+            if w.is_biased() {
+                return true;
+            }
+            while !w.lock_fast(me) {} // (a weak CAS may fail spuriously)
+            assert!(w.unlock_fast(me));
+        }
+        w.is_biased()
+    }
+
+    /// Once revoked, a word is biased again only to the processor it was biased to: the owner's
+    /// flag `inside` is written by whoever passed the check `owner == me`, and a former owner
+    /// preempted between that check and its section would enter it (and leave, clearing the
+    /// flag) while a new owner is inside, so that a revoker of the new owner's bias would not
+    /// wait for the new owner's section ("The bias", module docs).
+    #[test]
+    #[cfg_attr(miri, ignore = "membarrier")]
+    fn a_revoked_word_is_biased_again_only_to_its_first_owner() {
+        bias::prepare();
+        if !bias::heavy_barrier_available() {
+            return; // never biased
+        }
+        let w = LockWord::new();
+        assert!(bias(&w, P));
+        assert!(w.try_lock(0), "an OS thread revokes and takes it");
+        assert!(!w.is_biased());
+        assert!(w.unlock_fast(0));
+        assert!(!bias(&w, Q), "biased to another processor after a revocation");
+        assert!(bias(&w, P), "biased to its first owner again");
     }
 }
