@@ -111,3 +111,31 @@ fn biasing_against_another_processor() {
 fn owner_against_an_os_thread() {
     check("bias: owner against an OS thread", || race(Model::new(1, 1000), 1, 1, 0));
 }
+
+/// A lock revoked from processor 1 that processor 2 would bias at its next acquisition (refused:
+/// only the first owner is biased again, `sync::bias`), against processor 1's stale owner path
+/// (its thread saw `owner == 1` before the revocation and stores `held` only now) and an OS
+/// thread's section. Were 2 biased, 1's stale entry would clear `held` while 2 holds the lock
+/// through it, and the OS thread's revocation would not wait for 2's holder.
+#[test]
+fn a_former_owner_is_stale() {
+    check("bias: a former owner is stale", || {
+        let lock = Arc::new(Model {
+            locked: AtomicBool::new(false),
+            bias: Bias::biased_to(0),
+            streak: UnsafeCell::new(Streak::revoked_from(1, 2, 2)),
+            data: UnsafeCell::new(0),
+            holders: AtomicUsize::new(0),
+        });
+        let stale = {
+            let lock = lock.clone();
+            thread::spawn(move || {
+                if lock.bias.stale_try_owner(1) {
+                    unreachable!("the bias was revoked from processor 1");
+                }
+            })
+        };
+        race(lock, 2, 2, 0);
+        stale.join().unwrap();
+    });
+}

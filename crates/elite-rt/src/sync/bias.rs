@@ -41,6 +41,12 @@
 //! The holder of the unbiased lock biases it to its processor after `threshold` acquisitions in a
 //! row from that processor (64 at first); each revocation doubles the threshold (up to 2^20), so a
 //! lock that moves between processors pays at most one heavy barrier per `threshold` acquisitions.
+//! Only the processor of a lock's first bias is ever biased again: `held` is written by whoever
+//! passed the check `owner == p`, and a former owner preempted between that check and its store
+//! to `held` would store (and, seeing the revocation, clear) `held` while a new owner holds the
+//! lock through it, so that the new owner's revoker would not wait for that holder (two holders;
+//! the loom model `a_former_owner_is_stale`). With one owner ever, such a stale entry runs on
+//! that owner's thread, never while it holds the lock through `held`.
 //! The process registers for `membarrier` once, when its first runtime starts, on the starting
 //! thread (microseconds in a process of one thread, else an RCU grace period, about 7 ms here);
 //! no lock is biased before it is done, and none ever without `membarrier` (another OS, an old
@@ -72,11 +78,15 @@ pub(crate) struct Bias {
 }
 
 /// The unbiased lock holder's bookkeeping: which processor took the lock last and how many times
-/// in a row. Touched only while holding the unbiased lock.
+/// in a row, and the one processor the lock may be biased to. Touched only while holding the
+/// unbiased lock.
 pub(crate) struct Streak {
     last: usize,
     count: u32,
     threshold: u32,
+    /// The processor of the first bias (0: none yet): the only one biased again after a
+    /// revocation (module docs, "When a lock is biased").
+    home: usize,
 }
 
 impl Streak {
@@ -86,7 +96,14 @@ impl Streak {
 
     /// A streak that biases after `threshold` acquisitions in a row (the loom models shrink it).
     pub(crate) fn with_threshold(threshold: u32) -> Streak {
-        Streak { last: 0, count: 0, threshold }
+        Streak { last: 0, count: 0, threshold, home: 0 }
+    }
+
+    /// The streak of a lock revoked from processor `home` that processor `next` biases (or
+    /// would) at its next acquisition (a loom model).
+    #[cfg(loom)]
+    pub(crate) fn revoked_from(home: usize, next: usize, threshold: u32) -> Streak {
+        Streak { last: next, count: threshold - 1, threshold, home }
     }
 }
 
@@ -104,6 +121,19 @@ impl Bias {
     #[inline]
     pub(crate) fn held(&self) -> &AtomicBool {
         &self.held
+    }
+
+    /// [`Bias::try_owner`] past its first check: `me`'s thread saw `owner == me`, then was
+    /// preempted until the bias was revoked (a loom model).
+    #[cfg(loom)]
+    pub(crate) fn stale_try_owner(&self, me: usize) -> bool {
+        self.held.store(true, Ordering::Relaxed);
+        light_barrier();
+        if self.owner.load(Ordering::Relaxed) == me {
+            return true;
+        }
+        self.held.store(false, Ordering::Release);
+        false
     }
 
     /// The owner's path: true if the lock is biased to `me` (a processor id, never 0) and is now
@@ -143,7 +173,9 @@ impl Bias {
         if streak.last == me {
             streak.count += 1;
             if streak.count >= streak.threshold {
-                if heavy_barrier_available() {
+                // Only to the first owner (module docs, "When a lock is biased").
+                if heavy_barrier_available() && (streak.home == 0 || streak.home == me) {
+                    streak.home = me;
                     // Published by the caller's unlock (Release); only `me` acts on it.
                     self.owner.store(me, Ordering::Relaxed);
                 }
@@ -304,4 +336,34 @@ pub(crate) fn heavy_barrier_available() -> bool {
 #[cfg(all(not(loom), not(target_os = "linux")))]
 pub(crate) fn heavy_barrier() {
     // Never biased without membarrier: nothing to order.
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{heavy_barrier_available, prepare, Bias, Streak, FIRST_THRESHOLD};
+    use std::sync::atomic::Ordering;
+
+    /// Once revoked, a lock is biased again only to the processor of its first bias (module docs,
+    /// "When a lock is biased"): the streak of another processor runs past any threshold unbiased.
+    #[test]
+    #[cfg_attr(miri, ignore = "membarrier")]
+    fn a_revoked_lock_is_biased_again_only_to_its_first_owner() {
+        prepare();
+        if !heavy_barrier_available() {
+            return; // never biased
+        }
+        let (bias, mut streak) = (Bias::new(), Streak::new());
+        let owner = |b: &Bias| b.owner.load(Ordering::Relaxed);
+        // (Each call stands for an acquisition of the unbiased lock, whose holder calls it.)
+        (0..FIRST_THRESHOLD).for_each(|_| bias.after_lock(&mut streak, 1));
+        assert_eq!(owner(&bias), 1, "biased to its first processor");
+        bias.after_lock(&mut streak, 0); // an OS thread revokes
+        assert_eq!(owner(&bias), 0);
+        for _ in 0..FIRST_THRESHOLD * 8 {
+            bias.after_lock(&mut streak, 2);
+            assert_eq!(owner(&bias), 0, "biased to another processor after a revocation");
+        }
+        (0..FIRST_THRESHOLD * 2).for_each(|_| bias.after_lock(&mut streak, 1));
+        assert_eq!(owner(&bias), 1, "biased to its first processor again");
+    }
 }
