@@ -868,6 +868,13 @@ impl YieldBatch {
         self.end == 0
     }
 
+    /// Whether the next yield is the first since the batch was taken (the refill's yield
+    /// passed the processor to the batch's first ULT).
+    #[inline]
+    pub(crate) fn at_first(&self) -> bool {
+        self.head == 1
+    }
+
     /// The taken ULT that runs at the next yield, if one is left.
     #[inline]
     pub(crate) fn peek_taken(&self) -> Option<TcbRef> {
