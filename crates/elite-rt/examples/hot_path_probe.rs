@@ -15,21 +15,23 @@
 //! `wake-data` (the same, both ULTs having declared a data block, so that the prefetch runs),
 //! and `mutex` (`elite-bench sync --bench mutex_contended` on one processor: 1024 ULTs each take
 //! turns of {lock a shared mutex, increment, unlock, yield}, N turns in all; `--ults K` changes
-//! the 1024), and `yields` (the same without the mutex: 1024 ULTs that only yield, N yields in
-//! all; `--ults K` too). `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P
-//! processors instead of one.
+//! the 1024; `--no-lock` leaves the lock out, so that the difference is what the lock costs), and
+//! `yields` (the same as `mutex --no-lock`: 1024 ULTs that only yield, N yields in all).
+//! `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P processors
+//! instead of one.
 
 use elite_rt::sync::{Mutex, Semaphore};
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|yields N [--ults K] [--processors P] [--no-prefetch]";
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|yields N [--ults K] [--processors P] [--no-lock] [--no-prefetch]";
     let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
     let n: u64 = n.parse().map_err(|e| format!("N must be a count: {e}\n{usage}"))?;
     let prefetch = !args.iter().any(|a| a == "--no-prefetch");
+    let lock = kind == "mutex" && !args.iter().any(|a| a == "--no-lock");
     let ults: u64 = match args.iter().position(|a| a == "--ults") {
         Some(i) => args.get(i + 1).and_then(|k| k.parse().ok()).filter(|&k| k > 0).ok_or(usage)?,
         None => 1024,
@@ -79,42 +81,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             other.join().map_err(|_| "the other ULT panicked".to_string())
         }
-        "mutex" => {
+        "mutex" | "yields" => {
             let counter = Arc::new(Mutex::new(0u64));
             let turns = n.div_ceil(ults);
             let handles: Vec<_> = (0..ults)
                 .map(|_| {
                     let counter = counter.clone();
                     elite_rt::spawn(move || {
+                        let mut mine = 0;
                         for _ in 0..turns {
-                            *counter.lock().unwrap() += 1;
+                            if lock {
+                                *counter.lock().unwrap() += 1;
+                            } else {
+                                mine += 1;
+                            }
                             elite_rt::yield_now();
                         }
+                        mine
                     })
                 })
                 .collect();
+            let mut unlocked = 0;
             for h in handles {
-                h.join().map_err(|_| "a ULT panicked".to_string())?;
+                unlocked += h.join().map_err(|_| "a ULT panicked".to_string())?;
             }
-            let total = *counter.lock().unwrap();
-            Ok(total)
-        }
-        "yields" => {
-            let turns = n.div_ceil(ults);
-            let handles: Vec<_> = (0..ults)
-                .map(|_| {
-                    elite_rt::spawn(move || {
-                        for _ in 0..turns {
-                            elite_rt::yield_now();
-                        }
-                        turns
-                    })
-                })
-                .collect();
-            let mut total = 0;
-            for h in handles {
-                total += h.join().map_err(|_| "a ULT panicked".to_string())?;
-            }
+            let total = *counter.lock().unwrap() + unlocked;
             Ok(total)
         }
         other => Err(format!("unknown kind `{other}`\n{usage}")),

@@ -118,6 +118,7 @@ use loom::cell::UnsafeCell;
 
 use super::bias;
 use crate::atomics::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::hint::cold_path;
 
 /// Someone owns the lock.
 pub(crate) const LOCKED: u16 = 1;
@@ -278,11 +279,20 @@ impl LockWord {
     #[inline(always)]
     pub(crate) fn lock_fast(&self, me: usize) -> bool {
         if self.owner.load(Ordering::Relaxed) == me {
-            let take = |s: u16| if s & !BIASED == 0 { (Some(s | LOCKED), true) } else { (None, false) };
+            let take = |s: u16| {
+                if s & !BIASED == 0 {
+                    (Some(s | LOCKED), true)
+                } else {
+                    cold_path(); // held: the contended path
+                    (None, false)
+                }
+            };
             if let Some(took) = self.owned(me, take) {
                 return took;
             }
         }
+        // (Laid out of the owner's way: the unbiased lock costs an atomic anyway.)
+        cold_path();
         self.lock_unbiased(me)
     }
 
@@ -334,11 +344,19 @@ impl LockWord {
     #[inline(always)]
     pub(crate) fn unlock_fast(&self, me: usize) -> bool {
         if self.owner.load(Ordering::Relaxed) == me {
-            let free = |s: u16| if s & !BIASED == LOCKED { (Some(s & !LOCKED), true) } else { (None, false) };
+            let free = |s: u16| {
+                if s & !BIASED == LOCKED {
+                    (Some(s & !LOCKED), true)
+                } else {
+                    cold_path(); // waiters: the slow path
+                    (None, false)
+                }
+            };
             if let Some(freed) = self.owned(me, free) {
                 return freed;
             }
         }
+        cold_path();
         self.state.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_ok()
     }
 
@@ -442,6 +460,7 @@ impl LockWord {
             }
             Some(r)
         } else {
+            cold_path(); // revoked meanwhile
             None
         };
         // 3. Leave (Release: the revoker's step 3 sees the store, and the critical section).
