@@ -136,7 +136,7 @@ const WALK: usize = 8;
 /// more than this power-of-two mask, callgrind.)
 struct ZeroLane {
     /// The ring; its length is a power of two (or 0), and `slots[(head + i) & mask]` holds the
-    /// `i`-th oldest entry for `i < len`.
+    /// `i`-th oldest entry for `i < len` (the other slots hold nothing or stale copies).
     slots: Vec<Option<TcbRef>>,
     head: usize,
     len: usize,
@@ -158,21 +158,31 @@ impl ZeroLane {
     }
 
     /// The slot of the `i`-th oldest entry (`i` may be one past the newest, or `usize::MAX`: one
-    /// before the oldest).
+    /// before the oldest), in a ring that has slots.
     #[inline]
     fn slot(&mut self, i: usize) -> &mut Option<TcbRef> {
+        debug_assert!(!self.slots.is_empty());
         let at = self.head.wrapping_add(i) & self.mask();
-        &mut self.slots[at]
+        // SAFETY: the ring has slots (every caller holds an entry or has just grown it) and their
+        // number is a power of two, so `at`, masked by that number less one, is below it.
+        unsafe { self.slots.get_unchecked_mut(at) }
     }
 
     /// Adds `t` as the newest entry.
     #[inline]
     fn push_back(&mut self, t: TcbRef) {
         if self.len == self.slots.len() {
-            self.grow();
+            return self.grow_and_push_back(t); // (a tail call: no frame on the common path)
         }
         *self.slot(self.len) = Some(t);
         self.len += 1;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_and_push_back(&mut self, t: TcbRef) {
+        self.grow();
+        self.push_back(t);
     }
 
     /// Adds `t` as the oldest entry.
@@ -181,8 +191,8 @@ impl ZeroLane {
         if self.len == self.slots.len() {
             self.grow();
         }
+        *self.slot(usize::MAX) = Some(t);
         self.head = self.head.wrapping_sub(1) & self.mask();
-        self.slots[self.head] = Some(t);
         self.len += 1;
     }
 
@@ -192,18 +202,17 @@ impl ZeroLane {
         if self.len + first.len() >= self.slots.len() {
             self.grow();
         }
-        let mask = self.mask();
-        let mut at = self.head.wrapping_add(self.len);
+        let len = self.len;
+        let mut added = 0;
         for e in first.iter_mut() {
             if let Some(e) = e.take() {
-                self.slots[at & mask] = Some(e);
-                at = at.wrapping_add(1);
+                *self.slot(len + added) = Some(e);
+                added += 1;
             }
         }
-        self.slots[at & mask] = Some(last);
-        let added = at.wrapping_add(1).wrapping_sub(self.head.wrapping_add(self.len));
-        self.len += added;
-        added
+        *self.slot(len + added) = Some(last);
+        self.len += added + 1;
+        added + 1
     }
 
     /// Moves the [`BATCH`] oldest entries (there are as many) into `into`, oldest first. (The
@@ -211,34 +220,33 @@ impl ZeroLane {
     #[inline]
     fn pop_front_batch(&mut self, into: &mut [Option<TcbRef>; BATCH]) {
         debug_assert!(self.len >= BATCH);
-        let mask = self.mask();
         for (i, e) in into.iter_mut().enumerate() {
-            *e = self.slots[self.head.wrapping_add(i) & mask];
+            *e = *self.slot(i);
         }
-        self.head = self.head.wrapping_add(BATCH) & mask;
+        self.head = self.head.wrapping_add(BATCH) & self.mask();
         self.len -= BATCH;
     }
 
-    /// Takes the oldest entry.
+    /// Takes the oldest entry (leaving a stale copy in its slot).
     #[inline]
     fn pop_front(&mut self) -> Option<TcbRef> {
         if self.len == 0 {
             return None;
         }
-        let t = self.slots[self.head].take();
-        self.head = (self.head + 1) & self.mask();
+        let t = *self.slot(0);
+        self.head = self.head.wrapping_add(1) & self.mask();
         self.len -= 1;
         t
     }
 
-    /// Takes the newest entry.
+    /// Takes the newest entry (leaving a stale copy in its slot).
     #[inline]
     fn pop_back(&mut self) -> Option<TcbRef> {
         if self.len == 0 {
             return None;
         }
         self.len -= 1;
-        self.slot(self.len).take()
+        *self.slot(self.len)
     }
 
     /// The oldest entry.
@@ -247,7 +255,7 @@ impl ZeroLane {
         if self.len == 0 {
             return None;
         }
-        self.slots[self.head]
+        self.slots.get(self.head).copied().flatten()
     }
 
     /// The entries, oldest first.
@@ -866,6 +874,13 @@ impl YieldBatch {
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.end == 0
+    }
+
+    /// Whether the next yield is the first since the batch was taken (the refill's yield
+    /// passed the processor to the batch's first ULT).
+    #[inline]
+    pub(crate) fn at_first(&self) -> bool {
+        self.head == 1
     }
 
     /// The taken ULT that runs at the next yield, if one is left.
