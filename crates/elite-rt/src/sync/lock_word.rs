@@ -83,7 +83,7 @@
 //!
 //! Why it is exclusive: an even `owner` implies `BIASED` (set before it, cleared after), so
 //! whoever wins the CAS of step 1 revokes a bias that is there, and only it; between the two
-//! steps of a biasing or of a revocation (`BIASED` with owner 1) everyone else waits. While
+//! steps of a biasing or of a revocation (`BIASED` with an odd owner) everyone else waits. While
 //! `BIASED` is set no CAS of anyone else succeeds (none expects the bit), so the word changes only
 //! by the owner's stores or the revoker's step 5. The owner's section and the revoker's steps 1-3
 //! are an asymmetric Dekker (the barriers act as two `SeqCst` fences, `sync::bias`): either the
