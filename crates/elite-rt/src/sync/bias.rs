@@ -203,8 +203,9 @@ impl Bias {
     }
 }
 
-/// One round of a revoker's wait for the owner: a pause hint, or after 128 of them a yield of the
-/// OS thread (the owner's OS thread may have been preempted).
+/// One round of a wait for another OS thread (a revoker's for the owner, a spin lock's for its
+/// holder): a pause hint, or after 128 of them a yield of the OS thread (the other OS thread may
+/// have been preempted).
 pub(crate) fn wait_a_little(spins: &mut u32) {
     *spins += 1;
     if *spins < 128 {

@@ -762,17 +762,14 @@ fn acquire(locked: &AtomicBool) {
     }
 }
 
+/// [`acquire`] past a taken word: waits (the holder's OS thread may have been preempted) until
+/// the word looks free, then tries again.
 #[cold]
 fn acquire_slow(locked: &AtomicBool) {
     let mut spins = 0u32;
     loop {
         while locked.load(Ordering::Relaxed) {
-            spins += 1;
-            if spins < 128 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now(); // the holder's OS thread may have been preempted
-            }
+            super::bias::wait_a_little(&mut spins);
         }
         if locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             return;
