@@ -90,6 +90,7 @@ pub(crate) struct Streak {
 }
 
 impl Streak {
+    /// A streak that biases after [`FIRST_THRESHOLD`] acquisitions in a row, with no home yet.
     pub(crate) fn new() -> Streak {
         Streak::with_threshold(FIRST_THRESHOLD)
     }
@@ -108,6 +109,7 @@ impl Streak {
 }
 
 impl Bias {
+    /// No bias: every acquisition goes through the unbiased lock until a streak biases it.
     pub(crate) fn new() -> Bias {
         Bias::biased_to(0)
     }
@@ -316,11 +318,16 @@ pub(crate) fn prepare() {
     membarrier::prepare();
 }
 
+/// Whether the heavy barrier is ready ([`prepare`] registered the process): until it is, and
+/// without it, no lock is biased.
 #[cfg(all(not(loom), target_os = "linux"))]
 pub(crate) fn heavy_barrier_available() -> bool {
     membarrier::available()
 }
 
+/// The revoker's side of the asymmetric barrier: a full barrier on every CPU running a thread of
+/// this process, so that an owner's store to its flag before its [`light_barrier`] is visible
+/// after it (module docs).
 #[cfg(all(not(loom), target_os = "linux"))]
 pub(crate) fn heavy_barrier() {
     membarrier::barrier();
