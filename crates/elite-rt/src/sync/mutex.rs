@@ -38,12 +38,13 @@
 //!
 //! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions. Only
 //! acquisitions that waited (those of `lock_contended`) are counted, and one in eight of them is
-//! measured; an uncontended lock neither counts nor measures: a time stamp costs more than the lock itself on some machines (7 to 9 ns on the
-//! build VMs, two per measured hold, where a lock and an unlock cost about 10 ns): measuring one
-//! uncontended acquisition in eight was a tenth of `mutex_contended` at one processor, for an
-//! average that only waiters read. Their average drives the adaptive spin policy: above the
-//! threshold (half a measured context switch) a waiter blocks at once. After a quiet spell it is
-//! that of the last contended one, until new samples replace it.
+//! measured; an uncontended lock neither counts nor measures: a time stamp costs more than the
+//! lock itself on some machines (7 to 9 ns on the build VMs, two per measured hold, where a lock
+//! and an unlock cost about 10 ns): measuring one uncontended acquisition in eight was a tenth of
+//! `mutex_contended` at one processor, for an average that only waiters read. Their average
+//! drives the adaptive spin policy: above the threshold (half a measured context switch) a waiter
+//! blocks at once. After a quiet spell it is that of the last contended one, until new samples
+//! replace it.
 //!
 //! # Layout
 //!
@@ -52,9 +53,9 @@
 //! one acquisition in eight) and its `measuring` flag, and the data right after them, when it fits
 //! in the line's other 40 bytes (and its alignment is at most 8). The wait list, the hold-time
 //! samples and their average, which only contended locks and measured acquisitions touch, live in
-//! lines of their own in front of it (`Cold`, 64-aligned; the data, possibly unsized, must come last). Uncontended, a
-//! lock and an unlock touch that one line; contended between processors, it is the one line
-//! that moves. A unit test checks the layout.
+//! lines of their own in front of it (`Cold`, 64-aligned; the data, possibly unsized, must come
+//! last). Uncontended, a lock and an unlock touch that one line; contended between processors, it
+//! is the one line that moves. A unit test checks the layout.
 
 use super::lock_word::LockWord;
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
