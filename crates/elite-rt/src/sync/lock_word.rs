@@ -603,7 +603,7 @@ mod tests {
 
     /// Takes and releases `w` from `me` until it is biased (or far more times than any
     /// threshold); whether it is.
-    fn bias(w: &LockWord, me: usize) -> bool {
+    fn take_until_biased(w: &LockWord, me: usize) -> bool {
         for _ in 0..1 << 17 {
             if w.is_biased() {
                 return true;
@@ -627,11 +627,11 @@ mod tests {
             return; // never biased
         }
         let w = LockWord::new();
-        assert!(bias(&w, P));
+        assert!(take_until_biased(&w, P));
         assert!(w.try_lock(0), "an OS thread revokes and takes it");
         assert!(!w.is_biased());
         assert!(w.unlock_fast(0));
-        assert!(!bias(&w, Q), "biased to another processor after a revocation");
-        assert!(bias(&w, P), "biased to its first owner again");
+        assert!(!take_until_biased(&w, Q), "biased to another processor after a revocation");
+        assert!(take_until_biased(&w, P), "biased to its first owner again");
     }
 }
