@@ -469,8 +469,8 @@ fn disconnection_follows_std() {
 
 /// A channel's lock biases itself towards the processor that keeps taking it (`sync::bias`):
 /// a channel used long enough from one processor, then from an OS thread, from a processor of
-/// another runtime, and from two processors at once (each revoking the other's bias) still
-/// delivers every value once and in order.
+/// another runtime, and from two processors at once (the first one biasing it again, the other
+/// revoking) still delivers every value once and in order.
 #[test]
 fn a_channel_biased_to_one_processor_serves_everyone_else_too() {
     hang_guard(60, "biased channel", || {
@@ -494,7 +494,8 @@ fn a_channel_biased_to_one_processor_serves_everyone_else_too() {
             tx.send(i).unwrap();
             assert_eq!(rx.recv(), Ok(i));
         }
-        // Phase 3: another runtime's processor, long enough to bias the lock to itself.
+        // Phase 3: another runtime's processor, far past the threshold (unbiased all along: a
+        // revoked lock is biased again only to its first owner, `sync::bias`).
         let (tx, rx) = rt2.block_on(move || {
             for i in 0..2000 {
                 tx.send(i).unwrap();
@@ -502,8 +503,9 @@ fn a_channel_biased_to_one_processor_serves_everyone_else_too() {
             }
             (tx, rx)
         });
-        // Phase 4: a sender on rt1 and a receiver on rt2 at once, in bursts (so that each side
-        // takes the lock many times in a row and biases it, and the other side revokes).
+        // Phase 4: a sender on rt1 and a receiver on rt2 at once, in bursts (so that the sender,
+        // on the lock's first owner, may take it many times in a row and bias it again, and the
+        // receiver revoke it).
         const N: u64 = 20_000;
         std::thread::scope(|s| {
             let rt1 = &rt1;
