@@ -31,10 +31,14 @@
 //! * [`mutex`]: the mutex state word (`sync::lock_word`) with the mutex's list-and-park glue in
 //!   miniature: mutual exclusion, no lost wake-up, the hand-over after `max_losses` lost races;
 //!   and its bias: the owner's plain-store path against a revoking processor and an OS thread, a
-//!   holder that locks on the owner's path and unlocks elsewhere, the biasing itself.
+//!   holder that locks on the owner's path and unlocks elsewhere, the biasing itself, and a
+//!   former owner's stale section against a word revoked from it (only the first owner is
+//!   biased again).
 //! * [`bias`]: a spin lock's bias (`sync::bias`): the owner's plain-store path against a
 //!   revoker (heavy barrier, then a wait for the owner's holder), the biasing itself against a
-//!   second processor, and an OS thread against the owner: exclusion, each holder sees the last.
+//!   second processor, an OS thread against the owner, and a former owner's stale entry against
+//!   a lock revoked from it (only the first owner is biased again): exclusion, each holder sees
+//!   the last.
 //! * [`park`]: the idle protocol (announce PARKED, re-check, park / publish, notify) with one and two
 //!   wakers, over the wake-up stack.
 //!
