@@ -146,6 +146,8 @@ impl Switch {
 /// action needs, `crate::thread::park_ult`), the ULT and the resumer.
 #[repr(C, align(8))]
 pub(crate) struct Park {
+    /// Called once by the resumer after the switch, with this `Park`'s address (that of the
+    /// value holding it, alive on the frozen stack until the ULT is resumed), the ULT and itself.
     pub(crate) action: unsafe fn(*const Park, TcbRef, &Processor),
 }
 
@@ -252,6 +254,7 @@ impl Core {
 }
 
 /// What [`Processor::yield_from_batch`] did with a yield.
+#[must_use]
 enum FromBatch {
     /// Switch to this ULT now.
     Run(TcbRef),

@@ -138,7 +138,9 @@ struct ZeroLane {
     /// The ring; its length is a power of two (or 0), and `slots[(head + i) & mask]` holds the
     /// `i`-th oldest entry for `i < len` (the other slots hold nothing or stale copies).
     slots: Vec<Option<TcbRef>>,
+    /// The slot of the oldest entry.
     head: usize,
+    /// Entries in the lane.
     len: usize,
 }
 
@@ -861,11 +863,14 @@ pub(crate) struct YieldBatch {
     /// `slots[..head]` yielded since the refill (each yield takes the place of the ULT it
     /// passes the processor to, so the yielded ones stay in the order they yielded).
     slots: [Option<TcbRef>; BATCH],
+    /// The next taken ULT to run; the yielded ones before it.
     head: usize,
+    /// One past the last taken ULT; 0 when the batch is empty.
     end: usize,
 }
 
 impl YieldBatch {
+    /// An empty batch.
     pub(crate) const fn new() -> YieldBatch {
         YieldBatch { slots: [None; BATCH], head: 0, end: 0 }
     }
