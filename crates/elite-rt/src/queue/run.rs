@@ -1397,11 +1397,11 @@ mod tests {
         assert_eq!(out, vec![t[5], t[0], t[6], t[1], t[2], t[3]]);
     }
 
-    /// Batches where most keys tie at the highest (Reload Transient's, before its ties were
-    /// ordered newest first), the others fall below them in any order. With no tree, a key within the top lane's range moves the lane's entries below
-    /// it to the bottom lane in one piece; a key within the bottom lane's range takes its place
-    /// there after a short walk. Nothing enters the tree, and the order is the keys', equal
-    /// keys oldest first.
+    /// Batches where most keys tie at the highest (Reload Transient's, before its ties were ordered
+    /// newest first), the others fall below them in any order. With no tree, a key within the top
+    /// lane's range moves the lane's entries below it to the bottom lane in one piece; a key within
+    /// the bottom lane's range takes its place there after a short walk. Nothing enters the tree,
+    /// and the order is the keys', equal keys oldest first.
     #[test]
     fn ties_at_the_top_after_lower_keys_stay_in_the_lanes() {
         let top = u64::MAX;
