@@ -843,6 +843,10 @@ impl Tree {
 /// Most ULTs a [`YieldBatch`] takes from the runqueue at once.
 pub(crate) const BATCH: usize = 8;
 
+/// Entries a refill ([`RunQueue::yield_refill`]) needs in the zero lane, and nowhere else, to
+/// take a batch: it leaves at least [`BATCH`] of them for thieves.
+pub(crate) const REFILL_FROM: usize = 2 * BATCH;
+
 /// The owner's yield batch: ready ULTs of key 0 (yields under No Affinity and Minimum Misses)
 /// taken from the zero lane [`BATCH`] at a time, and the ULTs that yielded since, which go back
 /// to the zero lane with the next refill. So a round-robin of many yielding ULTs takes the
@@ -852,7 +856,7 @@ pub(crate) const BATCH: usize = 8;
 ///
 /// The entries are the owner's alone, like the processor's `next` slot: not in the runqueue,
 /// not counted in its `len`, invisible to thieves. So a refill takes a batch only when it
-/// leaves at least [`BATCH`] entries for thieves (the zero lane holds `2 * BATCH` or more, and
+/// leaves at least [`BATCH`] entries for thieves (the zero lane holds [`REFILL_FROM`] or more, and
 /// nothing else is queued: the batch is then the runqueue's best), and the owner puts the batch
 /// back ([`RunQueue::flush_batch`], [`RunQueue::push_flushing`]) before anything else enters its
 /// runqueue and whenever it leaves its chain of switches (a return to the loop, a blocking
@@ -985,14 +989,14 @@ impl RunQueue {
     /// A yield of `t` with key 0 whose batch ran out ([`YieldBatch::swap`]), under one
     /// acquisition of the lock: the batch's yielded ULTs and then `t` enter the zero lane, and
     /// the best ULT is taken to run next; when that is the zero lane's oldest and at least
-    /// `2 * BATCH` wait there (and nothing else), [`BATCH`] are taken, the first runs next and
+    /// [`REFILL_FROM`] wait there (and nothing else), [`BATCH`] are taken, the first runs next and
     /// the others stay in the batch.
     #[inline(never)]
     pub(crate) fn yield_refill(&self, t: TcbRef, batch: &mut YieldBatch) -> Option<TcbRef> {
         debug_assert!(batch.head == batch.end);
         self.with(|tree| {
             tree.len += tree.zeros.push_back_batch(&mut batch.slots[..batch.end], t);
-            if tree.len >= 2 * BATCH && tree.only_zeros() {
+            if tree.len >= REFILL_FROM && tree.only_zeros() {
                 tree.zeros.pop_front_batch(&mut batch.slots);
                 tree.len -= BATCH;
                 (batch.head, batch.end) = (1, BATCH);
