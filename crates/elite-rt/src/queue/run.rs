@@ -1474,8 +1474,9 @@ mod tests {
     }
 
     /// A round-robin of yields through the batch runs the ULTs in the order of one queue (the
-    /// zero lane) and takes the lock once per batch; the batch is taken only while it leaves
-    /// `BATCH` entries for thieves; flushed, the runqueue holds every ULT in that order.
+    /// zero lane), each ULT either held by the batch or in the runqueue; the batch is taken only
+    /// while it leaves `BATCH` entries for thieves; flushed, the runqueue holds every ULT in that
+    /// order. (That a refill is the only acquisition of the lock in a batch is not checked here.)
     #[test]
     fn the_yield_batch_keeps_the_round_robin() {
         for n in [2, BATCH + 1, 2 * BATCH, 2 * BATCH + 1, 5 * BATCH + 3] {
