@@ -11,17 +11,30 @@
 //! ```
 //!
 //! Kinds: `spawn` (spawn and join one ULT), `yield` (two ULTs yield in turn: one switch each),
-//! `wake` (two ULTs hand a semaphore permit back and forth: a wake-up and a switch each), and
+//! `wake` (two ULTs hand a semaphore permit back and forth: a wake-up and a switch each),
 //! `wake-data` (the same, both ULTs having declared a data block, so that the prefetch runs),
-//! and `mutex` (`elite-bench sync --bench mutex_contended` on one processor: 1024 ULTs each take
+//! `mutex` (`elite-bench sync --bench mutex_contended` on one processor: 1024 ULTs each take
 //! turns of {lock a shared mutex, increment, unlock, yield}, N turns in all; `--ults K` changes
-//! the 1024; `--no-lock` leaves the lock out, so that the difference is what the lock costs), and
+//! the 1024; `--no-lock` leaves the lock out, so that the difference is what the lock costs) and
 //! `yields` (the same as `mutex --no-lock`: 1024 ULTs that only yield, N yields in all).
 //! `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P processors
 //! instead of one.
 
 use elite_rt::sync::{Mutex, Semaphore};
 use std::sync::Arc;
+
+/// The positive count after the flag `name`, `default` without the flag, `None` when what
+/// follows it is not one.
+fn count_flag<T: std::str::FromStr + PartialOrd + Default>(
+    args: &[String],
+    name: &str,
+    default: T,
+) -> Option<T> {
+    match args.iter().position(|a| a == name) {
+        Some(i) => args.get(i + 1)?.parse().ok().filter(|k| *k > T::default()),
+        None => Some(default),
+    }
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,14 +45,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: u64 = n.parse().map_err(|e| format!("N must be a count: {e}\n{usage}"))?;
     let prefetch = !args.iter().any(|a| a == "--no-prefetch");
     let lock = kind == "mutex" && !args.iter().any(|a| a == "--no-lock");
-    let ults: u64 = match args.iter().position(|a| a == "--ults") {
-        Some(i) => args.get(i + 1).and_then(|k| k.parse().ok()).filter(|&k| k > 0).ok_or(usage)?,
-        None => 1024,
-    };
-    let processors: usize = match args.iter().position(|a| a == "--processors") {
-        Some(i) => args.get(i + 1).and_then(|k| k.parse().ok()).filter(|&k| k > 0).ok_or(usage)?,
-        None => 1,
-    };
+    let ults: u64 = count_flag(&args, "--ults", 1024).ok_or(usage)?;
+    let processors: usize = count_flag(&args, "--processors", 1).ok_or(usage)?;
     let rt = elite_rt::Runtime::builder().processors(processors).prefetch(prefetch).build()?;
     let kind = kind.clone();
     let done = rt.block_on(move || match kind.as_str() {

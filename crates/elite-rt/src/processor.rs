@@ -47,7 +47,7 @@ use crate::pool::{Got, LocalPool};
 use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
-use crate::queue::run::{RunQueue, YieldBatch, BATCH};
+use crate::queue::run::{RunQueue, YieldBatch, REFILL_FROM};
 use crate::queue::shared::{SharedStartQueue, TAKE_MAX};
 use crate::queue::start::steal_one;
 use crate::queue::tcb_stack::TcbStack;
@@ -146,6 +146,8 @@ impl Switch {
 /// action needs, `crate::thread::park_ult`), the ULT and the resumer.
 #[repr(C, align(8))]
 pub(crate) struct Park {
+    /// Called once by the resumer after the switch, with this `Park`'s address (that of the
+    /// value holding it, alive on the frozen stack until the ULT is resumed), the ULT and itself.
     pub(crate) action: unsafe fn(*const Park, TcbRef, &Processor),
 }
 
@@ -252,6 +254,7 @@ impl Core {
 }
 
 /// What [`Processor::yield_from_batch`] did with a yield.
+#[must_use]
 enum FromBatch {
     /// Switch to this ULT now.
     Run(TcbRef),
@@ -277,8 +280,8 @@ pub(crate) enum Inline {
 }
 
 /// Ready ULTs in the runqueue from which a yield may take a batch: with the yielder, the
-/// `2 * BATCH` that `RunQueue::yield_refill` asks for.
-const BATCH_FROM: usize = 2 * BATCH - 1;
+/// [`REFILL_FROM`] that `RunQueue::yield_refill` asks for.
+const BATCH_FROM: usize = REFILL_FROM - 1;
 
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 64;
@@ -1154,7 +1157,7 @@ impl Processor {
     ///
     /// Wake-ups, clean-up notes, timers and start-queue entries are looked for at the yield that
     /// refilled the batch (`requeue_yielded`, `hand_off`) and at the batch's first yield, not at
-    /// the six after it: what arrives meanwhile waits at most [`BATCH`] - 1 yields of ULTs of
+    /// the six after it: what arrives meanwhile waits at most `BATCH` - 1 yields of ULTs of
     /// this processor (tens of nanoseconds) longer for the loop, or for its admission
     /// (`admit_one`). Those six loads of five lines were a tenth of a yield's instructions
     /// (`hot_path_probe yields`, 1024 ULTs: 156 -> 139 per yield, task-clock 8.8 -> 8.4 ns).

@@ -693,6 +693,10 @@ pub(crate) unsafe fn park_ult<F: FnOnce(TcbRef, &Processor)>(me: TcbRef, after: 
         park: Park,
         after: Option<F>,
     }
+    /// The `Park`'s action: runs the closure (once, whatever the calls).
+    ///
+    /// # Safety
+    /// `park` is the `park` field of a live `Holder<F>`, derived from a pointer to all of it.
     unsafe fn call<F: FnOnce(TcbRef, &Processor)>(park: *const Park, me: TcbRef, p: &Processor) {
         // SAFETY: `park` is the first field of the `Holder<F>` below, alive on the suspended ULT's
         // stack (and derived from a pointer to all of it); the closure is taken once.

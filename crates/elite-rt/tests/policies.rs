@@ -438,51 +438,53 @@ fn no_ult_is_lost_under_any_policy() {
 /// from its runqueue (`queue::run::YieldBatch`): the woken ULT runs at its waker's next yield.
 #[test]
 fn a_woken_ult_runs_before_a_round_robin_of_yielders() {
-    for name in ["no-affinity", "minimum-misses"] {
-        let policy: Policy = name.parse().unwrap();
-        let rt = Runtime::builder()
-            .no_chaos()
-            .processors(1)
-            .policy(policy)
-            .counters(CounterChoice::Estimated)
-            .build()
-            .unwrap();
-        let (released_at, woken_at) = rt.block_on(|| {
-            // Yields made so far, by anyone.
-            let yields = Arc::new(AtomicU64::new(0));
-            let stop = Arc::new(AtomicBool::new(false));
-            let sem = Arc::new(Semaphore::new(0));
-            let (y, s) = (yields.clone(), sem.clone());
-            let sleeper = elite_rt::spawn(move || {
-                s.acquire();
-                y.load(SeqCst)
-            });
-            let yielders: Vec<_> = (0..64)
-                .map(|_| {
-                    let (y, stop) = (yields.clone(), stop.clone());
-                    elite_rt::spawn(move || {
-                        while !stop.load(SeqCst) {
-                            y.fetch_add(1, SeqCst);
-                            elite_rt::yield_now();
-                        }
+    hang_guard(60, "a wake among yielders", || {
+        for name in ["no-affinity", "minimum-misses"] {
+            let policy: Policy = name.parse().unwrap();
+            let rt = Runtime::builder()
+                .no_chaos()
+                .processors(1)
+                .policy(policy)
+                .counters(CounterChoice::Estimated)
+                .build()
+                .unwrap();
+            let (released_at, woken_at) = rt.block_on(|| {
+                // Yields made so far, by anyone.
+                let yields = Arc::new(AtomicU64::new(0));
+                let stop = Arc::new(AtomicBool::new(false));
+                let sem = Arc::new(Semaphore::new(0));
+                let (y, s) = (yields.clone(), sem.clone());
+                let sleeper = elite_rt::spawn(move || {
+                    s.acquire();
+                    y.load(SeqCst)
+                });
+                let yielders: Vec<_> = (0..64)
+                    .map(|_| {
+                        let (y, stop) = (yields.clone(), stop.clone());
+                        elite_rt::spawn(move || {
+                            while !stop.load(SeqCst) {
+                                y.fetch_add(1, SeqCst);
+                                elite_rt::yield_now();
+                            }
+                        })
                     })
-                })
-                .collect();
-            // Deep in the round-robin (every yielder started long ago), release the sleeper.
-            for _ in 0..1000 {
-                yields.fetch_add(1, SeqCst);
+                    .collect();
+                // Deep in the round-robin (every yielder started long ago), release the sleeper.
+                for _ in 0..1000 {
+                    yields.fetch_add(1, SeqCst);
+                    elite_rt::yield_now();
+                }
+                sem.release();
+                let released_at = yields.fetch_add(1, SeqCst) + 1;
                 elite_rt::yield_now();
-            }
-            sem.release();
-            let released_at = yields.fetch_add(1, SeqCst) + 1;
-            elite_rt::yield_now();
-            let woken_at = sleeper.join().unwrap();
-            stop.store(true, SeqCst);
-            yielders.into_iter().for_each(|h| h.join().unwrap());
-            (released_at, woken_at)
-        });
-        assert_eq!(woken_at, released_at, "{name}: the woken ULT ran at its waker's yield");
-    }
+                let woken_at = sleeper.join().unwrap();
+                stop.store(true, SeqCst);
+                yielders.into_iter().for_each(|h| h.join().unwrap());
+                (released_at, woken_at)
+            });
+            assert_eq!(woken_at, released_at, "{name}: the woken ULT ran at its waker's yield");
+        }
+    });
 }
 
 /// Where a ULT `B` woken by a hand-off from another processor runs, in a scripted two-processor

@@ -94,15 +94,15 @@
 //!   better than No Affinity; ELiTE found it good "in cases with homogeneous execution
 //!   behaviour" with hardware counts, but its key looks at the last run only.
 //!
-//! Every elite policy runs one group to its end before the next (a released group's ULTs are
-//! the newest and the most recently run entries, and the next group's ULTs are still on the
-//! start-queue), so only one group's working sets (2 MiB in groups of 32) are in play at a time. **Go** (goroutines, one
-//! capacity-1 channel per goroutine as its semaphore, an atomic arrival count per group: the same
-//! protocol) runs ready goroutines first in, first out behind its `runnext` slot, so a released
-//! group queues behind the others and Go cycles through all 64 MiB, reading every working set
-//! from memory in every round: it is the locality-unaware peer. Its rate does not depend on the
-//! iteration count (every round is the same), so Go runs 4 iterations instead of 64 (a Go pass
-//! of 64 takes seconds, and each sample runs two).
+//! Every elite policy runs one group to its end before the next (a released group's ULTs are the
+//! newest and the most recently run entries, and the next group's ULTs are still on the
+//! start-queue), so only one group's working sets (2 MiB in groups of 32) are in play at a time.
+//! **Go** (goroutines, one capacity-1 channel per goroutine as its semaphore, an atomic arrival
+//! count per group: the same protocol) runs ready goroutines first in, first out behind its
+//! `runnext` slot, so a released group queues behind the others and Go cycles through all 64 MiB,
+//! reading every working set from memory in every round: it is the locality-unaware peer. Its rate
+//! does not depend on the iteration count (every round is the same), so Go runs 4 iterations
+//! instead of 64 (a Go pass of 64 takes seconds, and each sample runs two).
 //!
 //! With 2 processors each has its own L2; a group's ULTs spread over both, a release wakes some
 //! of them on the other processor, and an idle processor steals the low-affinity half of the

@@ -138,7 +138,9 @@ struct ZeroLane {
     /// The ring; its length is a power of two (or 0), and `slots[(head + i) & mask]` holds the
     /// `i`-th oldest entry for `i < len` (the other slots hold nothing or stale copies).
     slots: Vec<Option<TcbRef>>,
+    /// The slot of the oldest entry.
     head: usize,
+    /// Entries in the lane.
     len: usize,
 }
 
@@ -841,6 +843,10 @@ impl Tree {
 /// Most ULTs a [`YieldBatch`] takes from the runqueue at once.
 pub(crate) const BATCH: usize = 8;
 
+/// Entries a refill ([`RunQueue::yield_refill`]) needs in the zero lane, and nowhere else, to
+/// take a batch: it leaves at least [`BATCH`] of them for thieves.
+pub(crate) const REFILL_FROM: usize = 2 * BATCH;
+
 /// The owner's yield batch: ready ULTs of key 0 (yields under No Affinity and Minimum Misses)
 /// taken from the zero lane [`BATCH`] at a time, and the ULTs that yielded since, which go back
 /// to the zero lane with the next refill. So a round-robin of many yielding ULTs takes the
@@ -850,7 +856,7 @@ pub(crate) const BATCH: usize = 8;
 ///
 /// The entries are the owner's alone, like the processor's `next` slot: not in the runqueue,
 /// not counted in its `len`, invisible to thieves. So a refill takes a batch only when it
-/// leaves at least [`BATCH`] entries for thieves (the zero lane holds `2 * BATCH` or more, and
+/// leaves at least [`BATCH`] entries for thieves (the zero lane holds [`REFILL_FROM`] or more, and
 /// nothing else is queued: the batch is then the runqueue's best), and the owner puts the batch
 /// back ([`RunQueue::flush_batch`], [`RunQueue::push_flushing`]) before anything else enters its
 /// runqueue and whenever it leaves its chain of switches (a return to the loop, a blocking
@@ -861,11 +867,14 @@ pub(crate) struct YieldBatch {
     /// `slots[..head]` yielded since the refill (each yield takes the place of the ULT it
     /// passes the processor to, so the yielded ones stay in the order they yielded).
     slots: [Option<TcbRef>; BATCH],
+    /// The next taken ULT to run; the yielded ones before it.
     head: usize,
+    /// One past the last taken ULT; 0 when the batch is empty.
     end: usize,
 }
 
 impl YieldBatch {
+    /// An empty batch.
     pub(crate) const fn new() -> YieldBatch {
         YieldBatch { slots: [None; BATCH], head: 0, end: 0 }
     }
@@ -980,14 +989,14 @@ impl RunQueue {
     /// A yield of `t` with key 0 whose batch ran out ([`YieldBatch::swap`]), under one
     /// acquisition of the lock: the batch's yielded ULTs and then `t` enter the zero lane, and
     /// the best ULT is taken to run next; when that is the zero lane's oldest and at least
-    /// `2 * BATCH` wait there (and nothing else), [`BATCH`] are taken, the first runs next and
+    /// [`REFILL_FROM`] wait there (and nothing else), [`BATCH`] are taken, the first runs next and
     /// the others stay in the batch.
     #[inline(never)]
     pub(crate) fn yield_refill(&self, t: TcbRef, batch: &mut YieldBatch) -> Option<TcbRef> {
         debug_assert!(batch.head == batch.end);
         self.with(|tree| {
             tree.len += tree.zeros.push_back_batch(&mut batch.slots[..batch.end], t);
-            if tree.len >= 2 * BATCH && tree.only_zeros() {
+            if tree.len >= REFILL_FROM && tree.only_zeros() {
                 tree.zeros.pop_front_batch(&mut batch.slots);
                 tree.len -= BATCH;
                 (batch.head, batch.end) = (1, BATCH);
@@ -1392,11 +1401,11 @@ mod tests {
         assert_eq!(out, vec![t[5], t[0], t[6], t[1], t[2], t[3]]);
     }
 
-    /// Batches where most keys tie at the highest (Reload Transient's, before its ties were
-    /// ordered newest first), the others fall below them in any order. With no tree, a key within the top lane's range moves the lane's entries below
-    /// it to the bottom lane in one piece; a key within the bottom lane's range takes its place
-    /// there after a short walk. Nothing enters the tree, and the order is the keys', equal
-    /// keys oldest first.
+    /// Batches where most keys tie at the highest (Reload Transient's, before its ties were ordered
+    /// newest first), the others fall below them in any order. With no tree, a key within the top
+    /// lane's range moves the lane's entries below it to the bottom lane in one piece; a key within
+    /// the bottom lane's range takes its place there after a short walk. Nothing enters the tree,
+    /// and the order is the keys', equal keys oldest first.
     #[test]
     fn ties_at_the_top_after_lower_keys_stay_in_the_lanes() {
         let top = u64::MAX;
@@ -1465,8 +1474,9 @@ mod tests {
     }
 
     /// A round-robin of yields through the batch runs the ULTs in the order of one queue (the
-    /// zero lane) and takes the lock once per batch; the batch is taken only while it leaves
-    /// `BATCH` entries for thieves; flushed, the runqueue holds every ULT in that order.
+    /// zero lane), each ULT either held by the batch or in the runqueue; the batch is taken only
+    /// while it leaves `BATCH` entries for thieves; flushed, the runqueue holds every ULT in that
+    /// order. (That a refill is the only acquisition of the lock in a batch is not checked here.)
     #[test]
     fn the_yield_batch_keeps_the_round_robin() {
         for n in [2, BATCH + 1, 2 * BATCH, 2 * BATCH + 1, 5 * BATCH + 3] {
