@@ -6,8 +6,9 @@
 //!   processor when the run ended), the misses of that run, its cache [`Footprint`], the bytes
 //!   of data it declared, and the policy's own word. Written by the processor holding the ULT
 //!   (after each run, on that processor's stack), by the ULT itself for its declared footprint
-//!   ([`set_footprint`]), and by the waker in [`Hooks::wake_target`] (the policy word) while it
-//!   owns the wake-up of the blocked ULT (the wait and join protocols give one waker at a time;
+//!   ([`set_footprint`]), and by the waker in
+//!   [`Hooks::wake_target`](crate::policy::Hooks::wake_target) (the policy word) while it owns
+//!   the wake-up of the blocked ULT (the wait and join protocols give one waker at a time;
 //!   its push on a wake-up stack, or the loop itself, carries the writes to the next owner).
 //! * Per processor, in its owned core: a [`Local`] — its counter source, opened on the
 //!   processor's own thread (a hardware counter counts the thread that opened it), its run count

@@ -1409,18 +1409,30 @@ impl Processor {
             WakeRule::Gravity => self.gravity_wakes_here(t),
             WakeRule::Hook => false,
         };
-        if here && !self.central_or_chaos {
-            let _ = crate::prefetch::ult(t); // (as in `wake_to`)
-            if self.remote().runq.len() != 0 {
-                return self.make_ready_queued(t);
-            }
-            let core = self.core();
-            if core.next.is_none() {
-                core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
-                return;
-            }
+        if here && !self.central_or_chaos && self.ready_here(t) {
+            return;
         }
         self.wake_slow(t);
+    }
+
+    /// The common cases of making `t` ready on this processor, shared by the wake paths: the
+    /// prefetch hook (`crate::prefetch`: the woken ULT's data, while the waker goes on), then
+    /// behind a non-empty runqueue, or into an empty `next` slot (`make_ready`'s first case: the
+    /// runqueue stays empty, so no idle processor needs telling). False, having done nothing
+    /// but the prefetch, when the slot is taken and the runqueue empty: the caller's slow path.
+    #[inline(always)]
+    fn ready_here(&self, t: TcbRef) -> bool {
+        let _ = crate::prefetch::ult(t);
+        if self.remote().runq.len() != 0 {
+            self.make_ready_queued(t);
+            return true;
+        }
+        let core = self.core();
+        if core.next.is_none() {
+            core.next = Some(t);
+            return true;
+        }
+        false
     }
 
     /// [`Processor::wake`] by the ULT running on this processor (a notifier's wake-up deferred
@@ -1445,17 +1457,9 @@ impl Processor {
             std::hint::cold_path(); // (another wake rule, or a pinned ULT: `wake` decides)
             return false;
         }
-        let _ = crate::prefetch::ult(t); // (as in `wake_to`)
-        if self.remote().runq.len() != 0 {
-            self.make_ready_queued(t);
-            return true;
+        if !self.ready_here(t) {
+            self.wake_slow(t);
         }
-        let core = self.core();
-        if core.next.is_none() {
-            core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
-            return true;
-        }
-        self.wake_slow(t);
         true
     }
 
@@ -1512,19 +1516,10 @@ impl Processor {
     #[inline]
     fn wake_to(&self, t: TcbRef, target: usize) {
         if target == self.index {
-            // Prefetch hook (`crate::prefetch`): the woken ULT's data, while the waker goes on
-            // (a load and a branch without a block or with prefetch off).
-            let _ = crate::prefetch::ult(t);
             // Idle processors are told when the runqueue turns non-empty (they may steal from
             // it), not at every entry: one that parks later sees the entries in its re-check
             // (`crate::park`), and one parked before was woken by the first entry.
-            if self.remote().runq.len() != 0 {
-                self.make_ready(t);
-                return;
-            }
-            let core = self.core();
-            if core.next.is_none() {
-                core.next = Some(t); // `make_ready`'s first case: the runqueue stays empty
+            if self.ready_here(t) {
                 return;
             }
             self.make_ready(t);

@@ -170,8 +170,9 @@ impl Shared {
 
     /// Makes a blocked ULT ready: onto the wake-up stack of the processor the policy picks.
     ///
-    /// On a processor of this runtime this defers to [`Processor::wake`], which skips the stack
-    /// when the target is the waker itself.
+    /// On a processor of this runtime this defers to
+    /// [`Processor::wake`](crate::processor::Processor::wake), which skips the stack when the
+    /// target is the waker itself.
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef, waker: Option<usize>) {
         if let Some(p) = current_processor() {

@@ -1,4 +1,4 @@
-//! [`Condvar`]: waits for a condition under a [`Mutex`], blocking the ULT.
+//! [`Condvar`]: waits for a condition under a [`Mutex`](super::Mutex), blocking the ULT.
 
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
 use super::MutexGuard;
