@@ -39,6 +39,7 @@ pub struct RuntimeBuilder {
     counters: CounterChoice,
     pin: bool,
     spin_policy: SpinPolicy,
+    gather_locks: bool,
     central: bool,
     prefetch: bool,
     detached_panic_hook: DetachedPanicHook,
@@ -83,6 +84,7 @@ impl Default for RuntimeBuilder {
             counters: CounterChoice::Detect,
             pin: true,
             spin_policy: SpinPolicy::Adaptive,
+            gather_locks: true,
             central: false,
             prefetch: true,
             detached_panic_hook: DetachedPanicHook::print(),
@@ -114,6 +116,8 @@ pub(crate) struct Config {
     pub(crate) counters: CounterChoice,
     pub(crate) pin: bool,
     pub(crate) spin_policy: SpinPolicy,
+    /// Whether a saturated [`Mutex`](crate::sync::Mutex) gathers its contenders on one processor.
+    pub(crate) gather_locks: bool,
     pub(crate) central: bool,
     /// Whether processors prefetch the data blocks ULTs declare (`crate::prefetch`).
     pub(crate) prefetch: bool,
@@ -205,6 +209,17 @@ impl RuntimeBuilder {
     /// 1 000 000 is an error.
     pub fn spin_policy(mut self, policy: SpinPolicy) -> Self {
         self.spin_policy = policy;
+        self
+    }
+
+    /// Whether a [`Mutex`](crate::sync::Mutex) that its ULTs keep taking from several processors
+    /// gathers them on one processor (default `true`; see "Gathering" in
+    /// [`Mutex`](crate::sync::Mutex)'s docs): a ULT that meets such a saturated lock held, or
+    /// biased to another processor, moves to the lock's home processor instead of spinning or
+    /// revoking, and a processor whose ULTs went home pauses its stealing. With `false` a lock's
+    /// contenders stay where they are.
+    pub fn gather_locks(mut self, gather: bool) -> Self {
+        self.gather_locks = gather;
         self
     }
 
@@ -504,6 +519,7 @@ impl RuntimeBuilder {
             counters: self.counters,
             pin: self.pin,
             spin_policy: self.spin_policy,
+            gather_locks: self.gather_locks,
             central: self.central,
             prefetch: self.prefetch,
             detached_panic_hook: self.detached_panic_hook,

@@ -163,6 +163,9 @@ pub(crate) struct Deadline(pub(crate) Instant);
 /// processors poll.
 pub(crate) struct Remote {
     pub(crate) node: usize,
+    /// The processor's name (its address, as `sync::lock_word` names a bias owner), set once when
+    /// the processor is made; 0 before.
+    pub(crate) name: AtomicUsize,
     /// The own start-queue: pushed and popped by the owner, stolen from by others.
     pub(crate) start: Deque<Tcb>,
     pub(crate) wakeup: CachePadded<TcbStack>,
@@ -179,6 +182,7 @@ impl Remote {
     pub(crate) fn new(node: usize, start_limit: usize) -> Remote {
         Remote {
             node,
+            name: AtomicUsize::new(0),
             start: Deque::new(start_limit),
             wakeup: CachePadded::new(TcbStack::new()),
             cleanup: CachePadded::new(CleanupStack::new()),
@@ -231,6 +235,11 @@ pub(crate) struct Core {
     rng: u64,
     /// A reusable buffer (stolen batches, due timers).
     scratch: Vec<TcbRef>,
+    /// ULTs this processor sent to a lock's home since it was last idle (`gather_to`).
+    sent_home: u32,
+    /// How long (microseconds) this processor stops stealing when it goes idle after sending
+    /// ULTs home; 0 when it did not last time (see `Processor::idle`).
+    steal_pause: u32,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
     affinity: crate::affinity::Local,
 }
@@ -283,6 +292,14 @@ pub(crate) enum Inline {
 /// [`REFILL_FROM`] that `RunQueue::yield_refill` asks for.
 const BATCH_FROM: usize = REFILL_FROM - 1;
 
+/// The first pause of stealing (microseconds) of a processor gone idle after sending ULTs to a
+/// lock's home (`gather_to`); each such idle in a row doubles it, up to [`STEAL_PAUSE_MAX`].
+const STEAL_PAUSE_MIN: u32 = 50;
+
+/// The longest pause of stealing (microseconds): how long an idle processor may leave ULTs it
+/// could steal waiting while a lock's contenders gather elsewhere.
+const STEAL_PAUSE_MAX: u32 = 2000;
+
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 64;
 
@@ -304,6 +321,8 @@ pub(crate) struct Processor {
     current: Cell<Option<TcbRef>>,
     // Copies of configuration read on the hot paths (one load instead of two).
     central: bool,
+    /// `config.gather_locks && !config.central` (see [`gather_to`]).
+    gather_locks: bool,
     check_canary: bool,
     stack_size: usize,
     /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
@@ -320,6 +339,30 @@ pub(crate) struct Processor {
 
 thread_local! {
     static CURRENT: Cell<*const Processor> = const { Cell::new(ptr::null()) };
+}
+
+/// The gathering rule of a contended mutex (`sync::mutex`, "Gathering"): moves the running ULT to
+/// the processor named `home` (a processor's address, as a mutex's bias names its owner), where
+/// it goes on after the switch. True if it moved; false, with nothing done, outside a ULT, for a
+/// pinned ULT, in a `central` runtime or one built with `gather_locks(false)`, or when `home` is
+/// the caller's processor or none of its runtime's.
+#[cold]
+#[inline(never)]
+pub(crate) fn gather_to(home: usize) -> bool {
+    let Some(p) = current_processor() else { return false };
+    if !p.gather_locks || std::ptr::eq(p, home as *const Processor) {
+        return false;
+    }
+    let Some(me) = p.current_ult() else { return false };
+    if me.tcb().pinned.get() {
+        return false;
+    }
+    let Some(target) = p.shared.processors.iter().position(|r| r.name.load(Ordering::Relaxed) == home) else {
+        return false;
+    };
+    // SAFETY: `me` is the ULT running this code.
+    unsafe { crate::thread::park_ult(me, move |t, q| q.send_home(t, target)) };
+    true
 }
 
 /// The processor running on this OS thread, if any.
@@ -365,6 +408,8 @@ impl Processor {
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             scratch: Vec::new(),
+            sent_home: 0,
+            steal_pause: 0,
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
             affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
         };
@@ -379,6 +424,7 @@ impl Processor {
             core: UnsafeCell::new(core),
             current: Cell::new(None),
             central: c.central,
+            gather_locks: c.gather_locks && !c.central,
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
             stack_size: c.stack_size,
             prefetch: c.prefetch,
@@ -501,13 +547,19 @@ impl Processor {
         }
         let remote = self.remote();
         if !remote.wakeup.is_empty() {
-            let mut n = 0;
+            let (mut n, mut homing) = (0, 0);
             for t in remote.wakeup.drain() {
+                if t.tcb().homing.get() {
+                    t.tcb().homing.set(false);
+                    homing += 1;
+                }
                 self.make_ready(t);
                 n += 1;
             }
             remote.stats.wakeup_drained.add(n);
-            if n > 1 {
+            // More than one woken: let an idle processor help, unless they were sent here to be
+            // gathered (`gather_to`), which a helper would only send back.
+            if n - homing > 1 {
                 self.shared.notify_any();
             }
         }
@@ -726,6 +778,9 @@ impl Processor {
 
     /// Step 4: steal, nearest group first, random victim inside a group.
     fn steal(&self) -> Option<TcbRef> {
+        if self.core().sent_home > 0 {
+            return None; // ULTs went home from here: pause first (`idle`)
+        }
         let topo = &self.shared.config.topology;
         for group in topo.distance_groups(self.index) {
             let start = self.next_random() as usize % group.len().max(1);
@@ -750,6 +805,17 @@ impl Processor {
         None
     }
 
+    /// After `t` switched out to move to processor `target` (`gather_to`): onto its wake-up
+    /// stack, marked as homing (so that its drain wakes no helper), waking `target` if it sleeps.
+    fn send_home(&self, t: TcbRef, target: usize) {
+        self.remote().stats.gathered.bump();
+        self.core().sent_home += 1;
+        t.tcb().homing.set(true);
+        let home = &self.shared.processors[target];
+        home.wakeup.push(t);
+        home.park.notify();
+    }
+
     /// Takes the low-key part of `victim`'s runqueue: runs the first, keeps the rest here.
     fn steal_ready(&self, victim: &Remote) -> Option<TcbRef> {
         if victim.runq.len() == 0 {
@@ -757,7 +823,9 @@ impl Processor {
         }
         let mut buf = std::mem::take(&mut self.core().scratch);
         let policy = &self.shared.config.policy;
-        victim.runq.steal(|n| policy.hooks().steal_count(n), &mut buf);
+        // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
+        let probing = self.core().steal_pause > 0;
+        victim.runq.steal(|n| if probing { 1 } else { policy.hooks().steal_count(n) }, &mut buf);
         let mut first = None;
         for t in buf.drain(..) {
             if t.tcb().pinned.get() {
@@ -791,6 +859,15 @@ impl Processor {
             self.chaos_idle();
         }
         self.flush_notes();
+        let core = self.core();
+        if std::mem::take(&mut core.sent_home) > 0 {
+            // What ran here last went to a lock's home (`gather_to`): what it would steal now
+            // may well go the same way. Pause stealing, longer each time in a row.
+            core.steal_pause = (core.steal_pause * 2).clamp(STEAL_PAUSE_MIN, STEAL_PAUSE_MAX);
+            self.pause_stealing(core.steal_pause);
+            return;
+        }
+        core.steal_pause = 0;
         let remote = self.remote();
         for _ in 0..self.shared.config.spin_rounds {
             // A wake-up directed here (a woken waiter, often one a lock was handed to) is looked
@@ -819,8 +896,40 @@ impl Processor {
         }
     }
 
+    /// Parks until there is work of this processor's own (nothing to steal counts), a
+    /// notification, or `micros` pass: the pause of [`Processor::idle`] after ULTs went home.
+    #[cold]
+    fn pause_stealing(&self, micros: u32) {
+        let remote = self.remote();
+        remote.stats.parks.bump();
+        remote.stats.steal_pauses.bump();
+        let mut deadline = Instant::now() + std::time::Duration::from_micros(u64::from(micros));
+        if let Some(d) = self.core().timers.next_deadline() {
+            deadline = deadline.min(d);
+        }
+        self.shared.watch.note_park(self.index, true); // for the deadlock report
+        let parked = self
+            .shared
+            .idle
+            .park(&remote.park, Some(deadline), || self.has_own_work() || self.shared.is_shutting_down());
+        self.shared.watch.after_park();
+        if parked == crate::park::Parked::Slept {
+            remote.stats.wakeups.bump();
+        }
+    }
+
     /// Whether anything this processor could run is visible now.
     fn has_work(&self) -> bool {
+        if self.has_own_work() {
+            return true;
+        }
+        let shared = &*self.shared;
+        shared.processors.iter().any(|p| !p.start.is_empty() || p.runq.len() > 0)
+    }
+
+    /// Whether anything is visible that this processor would run without stealing: its own
+    /// queues, a due timer, the node and global start-queues.
+    fn has_own_work(&self) -> bool {
         let shared = &*self.shared;
         let remote = self.remote();
         let core = self.core();
@@ -836,10 +945,7 @@ impl Processor {
                 return true;
             }
         }
-        if !shared.nodes[remote.node].start.is_empty() || !shared.global_start.is_empty() {
-            return true;
-        }
-        shared.processors.iter().any(|p| !p.start.is_empty() || p.runq.len() > 0)
+        !shared.nodes[remote.node].start.is_empty() || !shared.global_start.is_empty()
     }
 
     /// The join fast path: if `t` is the newest entry of this processor's start-queue, start it
@@ -1756,6 +1862,7 @@ impl ProcessorSet {
         let mut p = self.slots[i].load(Ordering::Acquire);
         if p.is_null() {
             p = Box::into_raw(Box::new(Processor::new(i, shared.clone())));
+            shared.processors[i].name.store(p as usize, Ordering::Relaxed);
             self.slots[i].store(p, Ordering::Release);
         }
         // SAFETY: non-null slots hold a live box, freed only when the set is dropped.

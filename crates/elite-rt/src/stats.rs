@@ -135,6 +135,12 @@ counters! {
     stack_failures,
     /// Times this processor parked its OS thread.
     parks,
+    /// ULTs this processor sent to the home processor of a contended mutex (`sync::Mutex`'s
+    /// gathering).
+    gathered,
+    /// Times this processor, gone idle after sending ULTs home that way, paused stealing
+    /// (counted in `parks` too).
+    steal_pauses,
     /// Times another thread unparked this processor.
     wakeups,
     /// ULTs made ready through this processor's wake-up stack.

@@ -328,6 +328,10 @@ pub(crate) struct Tcb {
     /// Whether `prefetch` holds a word to prefetch (a block, and the runtime prefetches): the
     /// one test the loop and the wakers make, on this line, which both touch anyway.
     pub(crate) prefetching: Cell<bool>,
+    /// Whether the ULT is on its way to a lock's home processor (`sync::mutex`, "Gathering"):
+    /// set by the processor it leaves before the push onto the home's wake-up stack, cleared by
+    /// the home when it drains that stack (whose push and drain order the two).
+    pub(crate) homing: Cell<bool>,
     // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Line 3. Execution: owned by the processor holding the ULT.
@@ -402,6 +406,7 @@ impl Tcb {
             life: LifeCell::new(Life::Free),
             named: Cell::new(false),
             pinned: Cell::new(false),
+            homing: Cell::new(false),
             has_data: Cell::new(false),
             prefetching: Cell::new(false),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),

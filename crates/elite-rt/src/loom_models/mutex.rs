@@ -66,7 +66,7 @@ impl Model {
 
     /// `Mutex::lock` and `lock_contended`, from processor `me`.
     fn lock(&self, me: usize) {
-        if self.word.lock_fast(me) {
+        if self.word.lock_fast(me, || {}) {
             return;
         }
         let mut losses = 0;

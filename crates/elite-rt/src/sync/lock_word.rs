@@ -313,9 +313,11 @@ impl LockWord {
 
     /// Takes a free lock nobody waits for: on the owner's path (`me`, the caller's processor,
     /// owns the bias) with a load and a store; else in one CAS, counting the streak (out of line:
-    /// the owner's path is the one to inline).
+    /// the owner's path is the one to inline). Such an unbiased acquisition from another
+    /// processor than the one before is a bounce (the lock's line moved between cores): then
+    /// `bounced` runs, after the lock is taken.
     #[inline(always)]
-    pub(crate) fn lock_fast(&self, me: usize) -> bool {
+    pub(crate) fn lock_fast(&self, me: usize, bounced: impl FnOnce()) -> bool {
         if self.owner.load(Ordering::Relaxed) == me {
             let take = |s: u16| {
                 if s & !BIASED == 0 {
@@ -331,14 +333,16 @@ impl LockWord {
         }
         // (Laid out of the owner's way: the unbiased lock costs an atomic anyway.)
         cold_path();
-        self.lock_unbiased(me)
+        self.lock_unbiased(me, bounced)
     }
 
     /// [`LockWord::lock_fast`] for anyone but the owner.
     #[inline(never)]
-    fn lock_unbiased(&self, me: usize) -> bool {
+    fn lock_unbiased(&self, me: usize, bounced: impl FnOnce()) -> bool {
         if self.state.compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-            self.count_streak(me);
+            if self.count_streak(me) {
+                bounced();
+            }
             return true;
         }
         false
@@ -434,6 +438,24 @@ impl LockWord {
         self.update(me, Ordering::Relaxed, |s| (None, s & LOCKED != 0))
     }
 
+    /// The processor this word gathers its contenders on (`sync::mutex`, "Gathering"): the one
+    /// it is biased to (`true`), or the first one it was ever biased to, now revoked (`false`);
+    /// none if it was never biased. A hint: the word may change at once.
+    #[inline]
+    pub(crate) fn home(&self) -> Option<(usize, bool)> {
+        match self.owner.load(Ordering::Relaxed) {
+            UNBIASED => None,
+            o if o & UNBIASED == 0 => Some((o, true)),
+            o => Some((o & !UNBIASED, false)),
+        }
+    }
+
+    /// Whether someone owns the lock now (a hint, read without revoking any bias).
+    #[inline]
+    pub(crate) fn is_held(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & LOCKED != 0
+    }
+
     /// Whether the word is biased (tests; a hint).
     #[cfg(test)]
     pub(crate) fn is_biased(&self) -> bool {
@@ -507,25 +529,27 @@ impl LockWord {
     }
 
     /// Counts an unbiased `lock_fast` acquisition from `me` (the caller holds the lock) and
-    /// biases the word to `me` at the threshold-th in a row.
+    /// biases the word to `me` at the threshold-th in a row. True for a bounce (another
+    /// processor than the streak's).
     #[inline(always)]
-    fn count_streak(&self, me: usize) {
+    fn count_streak(&self, me: usize) -> bool {
         let tag = streak_tag(me);
         // SAFETY: the holder of an unbiased acquisition is the streak's one party (module docs).
         unsafe {
             if self.streak_last.get() != tag {
                 self.streak_last.set(tag);
                 self.streak_count.set(1);
-                return;
+                return true;
             }
             let n = self.streak_count.get() + 1;
             if n < FIRST_STREAK << self.streak_shift.get() {
                 self.streak_count.set(n);
-                return;
+                return false;
             }
             self.streak_count.set(0);
         }
         self.bias_to(me);
+        false
     }
 
     /// Biases the word to `me`, whose holder the caller is (module docs, "bias to p"); the
@@ -608,7 +632,7 @@ mod tests {
             if w.is_biased() {
                 return true;
             }
-            while !w.lock_fast(me) {} // (a weak CAS may fail spuriously)
+            while !w.lock_fast(me, || {}) {} // (a weak CAS may fail spuriously)
             assert!(w.unlock_fast(me));
         }
         w.is_biased()
@@ -633,5 +657,43 @@ mod tests {
         assert!(w.unlock_fast(0));
         assert!(!take_until_biased(&w, Q), "biased to another processor after a revocation");
         assert!(take_until_biased(&w, P), "biased to its first owner again");
+    }
+
+    /// `lock_fast` reports a bounce (an unbiased acquisition from another processor than the
+    /// one before) and nothing else: not a second acquisition in a row from one processor, not
+    /// a failed one, not one on the owner's path; the home is the bias owner, then the first
+    /// owner.
+    #[test]
+    #[cfg_attr(miri, ignore = "membarrier")]
+    fn bounces_are_acquisitions_from_another_processor() {
+        let w = LockWord::new();
+        let take = |me: usize| {
+            let mut bounced = false;
+            while !w.lock_fast(me, || bounced = true) {} // (a weak CAS may fail spuriously)
+            bounced
+        };
+        assert!(take(P), "the first acquisition ends the empty streak");
+        assert!(!w.lock_fast(Q, || panic!("a failed acquisition bounced")), "held");
+        assert!(w.is_held());
+        assert!(w.unlock_fast(P));
+        assert!(!w.is_held());
+        assert!(!take(P), "the same processor again");
+        assert!(w.unlock_fast(P));
+        assert!(take(Q), "another processor");
+        assert!(w.unlock_fast(Q));
+        assert!(take(P), "and back");
+        assert!(w.unlock_fast(P));
+        assert_eq!(w.home(), None, "never biased: no home");
+        bias::prepare();
+        if !bias::heavy_barrier_available() {
+            return; // never biased
+        }
+        assert!(take_until_biased(&w, Q));
+        assert_eq!(w.home(), Some((Q, true)));
+        assert!(!take(Q), "the owner's path counts no bounce");
+        assert!(w.unlock_fast(Q));
+        assert!(w.try_lock(0), "an OS thread revokes and takes it");
+        assert_eq!(w.home(), Some((Q, false)), "the first owner stays the home");
+        assert!(w.unlock_fast(0));
     }
 }

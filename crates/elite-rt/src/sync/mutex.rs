@@ -60,7 +60,7 @@
 use super::lock_word::LockWord;
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
 use super::{ticks, Spinner};
-use crate::atomics::{AtomicBool, AtomicU64, Ordering};
+use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::deadlock::WaitKind;
 use crate::processor::{current_processor, Processor};
 use std::cell::UnsafeCell;
@@ -69,6 +69,26 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 
 pub use super::lock_word::MAX_LOSSES;
+
+/// Bounces must come closer than this on average (nanoseconds) for a lock to count as
+/// saturated, and so gather its contenders ("Gathering").
+const GATHER_GAP_NS: f64 = 200.0;
+
+/// Bounces per sample of a lock's bounces ("Gathering").
+const BOUNCES_PER_SAMPLE: u8 = 16;
+
+/// How long (nanoseconds) the last sign of saturation counts.
+const GATHER_WINDOW_NS: f64 = 10_000_000.0;
+
+/// [`GATHER_GAP_NS`] and [`GATHER_WINDOW_NS`] in time-stamp ticks.
+fn gather_ticks() -> (u64, u64) {
+    static TICKS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let c = super::switch_cost();
+        let per_ns = c.switch_ticks as f64 / c.switch_ns.max(1.0);
+        ((GATHER_GAP_NS * per_ns) as u64, (GATHER_WINDOW_NS * per_ns) as u64)
+    })
+}
 
 /// `WaitNode::tag` of a waiter to whom an unlock handed the lock.
 const HANDED_OVER: usize = usize::MAX;
@@ -79,6 +99,8 @@ struct Holds {
     since: u64,
     samples: [u64; 8],
     next: usize,
+    /// Time stamp of the last sample of bounces (0: none yet), for `Cold::gap`.
+    prev: u64,
 }
 
 /// What only contended locks and measured acquisitions touch, on cache lines of its own (see
@@ -87,6 +109,18 @@ struct Holds {
 struct Cold {
     /// Average of the last 8 measured hold times, published for waiters deciding to spin.
     avg_hold: AtomicU64,
+    /// Ticks between two bounces (acquisitions from another processor than the one before), on
+    /// average (a moving average over samples of [`BOUNCES_PER_SAMPLE`]); `u64::MAX` before two
+    /// samples. Read by waiters deciding whether the lock is saturated ("Gathering").
+    gap: AtomicU64,
+    /// Whether `gap` last crossed below the threshold rather than above four times it.
+    saturated: AtomicBool,
+    /// Time stamp of the last sign of saturation: a sample of bounces, or a waiter gathered to
+    /// the lock's home.
+    recent: AtomicU64,
+    /// Where a word never biased gathers its contenders (a processor's name, `sync::lock_word`;
+    /// 0: nowhere yet): the holder's processor when the lock was first found saturated.
+    home: AtomicUsize,
     holds: UnsafeCell<Holds>,
     waiters: SpinLock<WaitList>,
 }
@@ -135,6 +169,8 @@ pub struct Mutex<T: ?Sized> {
     count: UnsafeCell<u8>,
     /// Whether the current acquisition is measured; holder-only.
     measuring: UnsafeCell<bool>,
+    /// Bounces since the last sample ("Gathering"); holder-only.
+    bounces: UnsafeCell<u8>,
     data: UnsafeCell<T>,
 }
 
@@ -150,13 +186,18 @@ impl<T> Mutex<T> {
         Mutex {
             cold: Cold {
                 avg_hold: AtomicU64::new(0),
-                holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0 }),
+                gap: AtomicU64::new(u64::MAX),
+                saturated: AtomicBool::new(false),
+                recent: AtomicU64::new(0),
+                home: AtomicUsize::new(0),
+                holds: UnsafeCell::new(Holds { since: 0, samples: [0; 8], next: 0, prev: 0 }),
                 waiters: SpinLock::new(WaitList::of(WaitKind::Mutex)),
             },
             state: LockWord::new(),
             poison: AtomicBool::new(false),
             count: UnsafeCell::new(0),
             measuring: UnsafeCell::new(false),
+            bounces: UnsafeCell::new(0),
             data: UnsafeCell::new(value),
         }
     }
@@ -180,7 +221,7 @@ impl<T: ?Sized> Mutex<T> {
     /// Locking a mutex the caller already holds deadlocks, as with std.
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
-        if !self.state.lock_fast(here()) {
+        if !self.state.lock_fast(here(), || self.bounced()) {
             self.lock_contended();
         }
         self.guard()
@@ -246,6 +287,60 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 
+    /// A bounce (`LockWord::lock_fast`: the caller holds the lock, taken from another processor
+    /// than the acquisition before): counted, and every [`BOUNCES_PER_SAMPLE`]-th sampled.
+    #[inline(always)]
+    fn bounced(&self) {
+        // SAFETY: only the holder of the lock reads or writes the counter.
+        let n = unsafe { &mut *self.bounces.get() };
+        *n += 1;
+        if *n == BOUNCES_PER_SAMPLE {
+            *n = 0;
+            self.sample_bounces();
+        }
+    }
+
+    /// Every [`BOUNCES_PER_SAMPLE`]-th bounce: the moving average of the time between bounces,
+    /// and the last sign of saturation. The caller holds the lock.
+    #[cold]
+    #[inline(never)]
+    fn sample_bounces(&self) {
+        let now = ticks();
+        let h = self.holds();
+        let gap = now.wrapping_sub(h.prev) / u64::from(BOUNCES_PER_SAMPLE);
+        // A sample that spans a quiet spell (bounces 16 times the threshold apart and more: its
+        // contenders gathered, or it is seldom taken) says nothing about how fast it bounces
+        // when it does.
+        let threshold = gather_ticks().0;
+        if h.prev != 0 && gap < threshold * 16 {
+            let old = self.cold.gap.load(Ordering::Relaxed);
+            let avg = if old == u64::MAX { gap } else { (old / 4) * 3 + gap / 4 };
+            self.cold.gap.store(avg, Ordering::Relaxed);
+            // Saturated below the threshold, no longer above four times it (between the two,
+            // as before: the average moves about while contenders gather and thieves probe).
+            if avg < threshold {
+                self.cold.saturated.store(true, Ordering::Relaxed);
+            } else if avg > threshold * 4 {
+                self.cold.saturated.store(false, Ordering::Relaxed);
+            }
+        }
+        h.prev = now;
+        self.cold.recent.store(now, Ordering::Relaxed);
+        if self.cold.home.load(Ordering::Relaxed) == 0 && self.saturated() {
+            // A home for a word never biased: the holder's processor, where the bias will
+            // then form.
+            self.cold.home.store(here(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the lock is saturated (module docs, "Gathering"): it bounced between processors
+    /// less than [`GATHER_GAP_NS`] apart on average, and the last sign of it is recent.
+    #[inline(never)]
+    fn saturated(&self) -> bool {
+        self.cold.saturated.load(Ordering::Relaxed)
+            && ticks().wrapping_sub(self.cold.recent.load(Ordering::Relaxed)) < gather_ticks().1
+    }
+
     /// The average hold time (ticks) of the last 8 measured acquisitions.
     pub(crate) fn average_hold(&self) -> u64 {
         self.cold.avg_hold.load(Ordering::Relaxed)
@@ -253,10 +348,31 @@ impl<T: ?Sized> Mutex<T> {
 
     #[cold]
     fn lock_contended(&self) {
+        // Gathering (module docs): only for a saturated lock, and at most one move per call
+        // (its home may change while the mover travels).
+        let mut may_move = self.saturated();
+        if may_move {
+            if let Some(moved) = self.gather(here()) {
+                may_move = false;
+                if moved && self.state.lock_fast(here(), || self.bounced()) {
+                    return;
+                }
+            }
+        }
         let mut losses = 0usize;
         loop {
             let mut spin = Spinner::new(self.average_hold());
             while spin.again() {
+                // The word may have been biased to another processor meanwhile: move rather
+                // than revoke.
+                if may_move {
+                    if let Some(moved) = self.gather(here()) {
+                        may_move = false;
+                        if moved && self.state.lock_fast(here(), || self.bounced()) {
+                            return;
+                        }
+                    }
+                }
                 if self.state.try_lock(here()) {
                     self.begin_contended_hold();
                     return;
@@ -287,6 +403,27 @@ impl<T: ?Sized> Mutex<T> {
             }
             losses += 1;
         }
+    }
+
+    /// The gathering rule of a saturated lock (module docs, "Gathering"), for a caller on
+    /// processor `me`: if the lock is biased to another processor, or held while its home is
+    /// another processor, move there. `None`: no reason to move now; `Some(true)`: moved (the
+    /// caller runs on the home now); `Some(false)`: the caller cannot move (an OS thread, a
+    /// pinned ULT, gathering off).
+    #[inline]
+    fn gather(&self, me: usize) -> Option<bool> {
+        let (home, biased) = self.state.home().or_else(|| match self.cold.home.load(Ordering::Relaxed) {
+            0 => None,
+            h => Some((h, false)),
+        })?;
+        if home == me || !(biased || self.state.is_held()) {
+            return None;
+        }
+        let moved = me != 0 && crate::processor::gather_to(home);
+        if moved {
+            self.cold.recent.store(ticks(), Ordering::Relaxed);
+        }
+        Some(moved)
     }
 
     /// A blocked waiter is being unwound (shutdown): leave the queue, and pass on whatever an
