@@ -679,6 +679,51 @@ fn spin_policies_all_keep_the_count() {
     assert!(err.to_string().contains("spin_policy"), "{err}");
 }
 
+/// `mutex_contended`'s loop, where a lock saturates and its contenders gather on one processor
+/// (`Mutex`, "Gathering"): the count stays exact with gathering on and off, with pinned ULTs
+/// among the contenders (which never move), with two locks taken in turn (two homes to move
+/// between), on 2 processors and on 2 nodes of 2; independent work spawned after it (whose
+/// processors may be pausing their stealing) runs to completion with the right answers.
+#[test]
+fn a_saturated_mutex_gathers_and_keeps_the_count() {
+    for (what, gather, topology) in
+        [("on, 2", true, "2"), ("off, 2", false, "2"), ("on, 2x2", true, "2x2"), ("off, 2x2", false, "2x2")]
+    {
+        let rt = Runtime::builder().topology(topology).gather_locks(gather).build().unwrap();
+        let (a, b) = hang_guard(120, "gathering", move || {
+            rt.block_on(|| {
+                let (a, b) = (Arc::new(Mutex::new(0u64)), Arc::new(Mutex::new(0u64)));
+                let hs: Vec<_> = (0..256u64)
+                    .map(|i| {
+                        let (a, b) = (a.clone(), b.clone());
+                        let work = move || {
+                            for k in 0..1000u64 {
+                                // Every other ULT takes the second lock every 8th turn.
+                                if i % 2 == 1 && k % 8 == 0 {
+                                    *b.lock().unwrap() += 1;
+                                } else {
+                                    *a.lock().unwrap() += 1;
+                                }
+                                elite_rt::yield_now();
+                            }
+                        };
+                        elite_rt::Builder::new().pinned(i % 16 == 0).spawn(work).unwrap()
+                    })
+                    .collect();
+                hs.into_iter().for_each(|h| h.join().unwrap());
+                let hs: Vec<_> =
+                    (0..64).map(|i| elite_rt::spawn(move || (0..10_000u64).sum::<u64>() + i)).collect();
+                let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+                assert_eq!(sum, 64 * 49_995_000 + 63 * 32);
+                let n = (*a.lock().unwrap(), *b.lock().unwrap());
+                n
+            })
+        });
+        assert_eq!(a + b, 256 * 1000, "{what}");
+        assert_eq!(b, 128 * 125, "{what}");
+    }
+}
+
 #[test]
 fn shutdown_unwinds_blocked_waiters_and_leaves_objects_usable() {
     let m = Arc::new(Mutex::new(0u32));

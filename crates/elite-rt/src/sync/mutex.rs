@@ -896,4 +896,153 @@ mod tests {
         // holds whatever moved.
         assert_eq!(total, expected);
     }
+
+    /// Spins until `ticks` time-stamp ticks have passed.
+    fn spin_ticks(ticks: u64) {
+        let start = super::ticks();
+        while super::ticks().wrapping_sub(start) < ticks {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// One sample of bounces ([`super::BOUNCES_PER_SAMPLE`] of them) about `gap` ticks apart
+    /// each, the first after a wait of that long; the caller holds `m`.
+    fn sample(m: &Mutex<u64>, gap: u64) {
+        spin_ticks(gap * u64::from(super::BOUNCES_PER_SAMPLE));
+        for _ in 0..super::BOUNCES_PER_SAMPLE {
+            m.bounced();
+        }
+    }
+
+    /// "Gathering" (module docs): a lock becomes saturated once its bounces come closer than the
+    /// threshold on average, stays so between the threshold and four times it, stops above;
+    /// a sample that spans a quiet spell leaves the average alone, and saturation lapses after
+    /// the window. (Each phase loops until its state is reached, up to far more samples than the
+    /// moving average needs: a sample stretched by preemption only delays it.)
+    #[test]
+    fn saturation_follows_the_time_between_bounces() {
+        let (threshold, _) = super::gather_ticks();
+        let m = Mutex::new(0u64);
+        let _g = m.lock().unwrap(); // (the counters are the holder's)
+        assert!(!m.saturated(), "a new lock is not saturated");
+        let fast = (0..1000).position(|_| {
+            sample(&m, threshold / 4);
+            m.saturated()
+        });
+        assert!(fast.is_some(), "bounces a quarter of the threshold apart saturate it");
+        for _ in 0..8 {
+            sample(&m, threshold * 2);
+        }
+        assert!(m.saturated(), "twice the threshold apart: between the marks, it stays saturated");
+        let slow = (0..1000).position(|_| {
+            sample(&m, threshold * 8);
+            !m.saturated()
+        });
+        assert!(slow.is_some(), "eight times the threshold apart: no longer saturated");
+        let gap = m.cold.gap.load(super::Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(2)); // 2 ms: far more than 16 thresholds a bounce
+        sample(&m, 0);
+        assert_eq!(m.cold.gap.load(super::Ordering::Relaxed), gap, "a quiet spell is no sample");
+        assert!((0..1000).any(|_| {
+            sample(&m, threshold / 4);
+            m.saturated()
+        }));
+        std::thread::sleep(Duration::from_millis(15)); // past the 10 ms window
+        assert!(!m.saturated(), "saturation lapses when nothing renews it");
+    }
+
+    /// What a test ULT on processor `from` of a 2-processor runtime finds: `m` saturated, its
+    /// home the other processor, held (by the test's OS thread); it locks `m` and returns the
+    /// processor it holds the lock on.
+    fn contend_from_elsewhere(m: &Mutex<u64>) -> usize {
+        let p = crate::processor::current_processor().unwrap();
+        let other = &p.shared.processors[1 - p.index];
+        m.cold.home.store(other.name.load(super::Ordering::Relaxed), super::Ordering::Relaxed);
+        m.cold.saturated.store(true, super::Ordering::Relaxed);
+        m.cold.recent.store(super::ticks(), super::Ordering::Relaxed);
+        let mut g = m.lock().unwrap();
+        *g += 1;
+        crate::processor::current_processor().unwrap().index
+    }
+
+    /// Runs [`contend_from_elsewhere`] in a ULT spawned by `spawn` on `rt` while this OS thread
+    /// holds the lock, releases it once the runtime has counted `moves` moves (or the ULT is
+    /// blocked or spinning, after 50 ms, when no move is expected); returns the processor the
+    /// ULT started on, the one it took the lock on, and the runtime's counts of moves and of
+    /// pauses of stealing.
+    fn run_contender(
+        rt: &crate::Runtime,
+        moves: u64,
+        spawn: impl FnOnce(Box<dyn FnOnce() -> usize + Send>) -> crate::JoinHandle<usize>,
+    ) -> (usize, usize, u64, u64) {
+        let m = Arc::new(Mutex::new(0u64));
+        let g = m.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let m2 = m.clone();
+        let h = spawn(Box::new(move || {
+            tx.send(crate::processor::current_processor().unwrap().index).unwrap();
+            contend_from_elsewhere(&m2)
+        }));
+        let from = rx.recv().unwrap();
+        let gathered = || rt.stats().processors.iter().map(|p| p.gathered).sum::<u64>();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        if moves == 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        while gathered() < moves && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(g);
+        let at = h.join().unwrap();
+        assert_eq!(*m.lock().unwrap(), 1);
+        let pauses = rt.stats().processors[from].steal_pauses;
+        (from, at, gathered(), pauses)
+    }
+
+    /// A ULT that meets a saturated lock held, whose home is another processor, moves there and
+    /// takes the lock there; the processor it left pauses its stealing.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_contender_of_a_saturated_lock_moves_to_its_home() {
+        let rt = crate::Runtime::builder().processors(2).build().unwrap();
+        let (from, at, moves, _) = run_contender(&rt, 1, |f| rt.spawn(f));
+        assert_eq!(moves, 1, "one move");
+        assert_eq!(at, 1 - from, "it holds the lock on the home processor");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while rt.stats().processors[from].steal_pauses == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(rt.stats().processors[from].steal_pauses > 0, "the processor it left paused stealing");
+    }
+
+    /// No move for a pinned ULT, in a runtime built with `gather_locks(false)`, or for a lock
+    /// that is not saturated; the lock works as always.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn pinned_ults_gathering_off_and_unsaturated_locks_stay() {
+        let rt = crate::Runtime::builder().processors(2).build().unwrap();
+        let pinned = |f: Box<dyn FnOnce() -> usize + Send>| {
+            crate::Builder::new().pinned(true).spawn_on(&rt, f).unwrap()
+        };
+        let (from, at, moves, _) = run_contender(&rt, 0, pinned);
+        assert_eq!((moves, at), (0, from), "a pinned ULT stays");
+        let off = crate::Runtime::builder().processors(2).gather_locks(false).build().unwrap();
+        let (_, _, moves, pauses) = run_contender(&off, 0, |f| off.spawn(f));
+        assert_eq!((moves, pauses), (0, 0), "gathering off");
+        let rt = crate::Runtime::builder().processors(2).build().unwrap();
+        let m = Arc::new(Mutex::new(0u64));
+        let g = m.lock().unwrap();
+        let m2 = m.clone();
+        let h = rt.spawn(move || {
+            let p = crate::processor::current_processor().unwrap();
+            let other = &p.shared.processors[1 - p.index];
+            m2.cold.home.store(other.name.load(super::Ordering::Relaxed), super::Ordering::Relaxed);
+            *m2.lock().unwrap() += 1; // not saturated
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        drop(g);
+        h.join().unwrap();
+        assert_eq!(*m.lock().unwrap(), 1);
+        assert_eq!(rt.stats().processors.iter().map(|p| p.gathered).sum::<u64>(), 0, "not saturated");
+    }
 }
