@@ -25,10 +25,15 @@
 //!    also looked at every 61st round so they cannot starve behind a busy local queue).
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
 //!    start-queue (those ULTs have no stack and no cache footprint yet), then the low-affinity part
-//!    of its runqueue.
+//!    of its runqueue. Not while ULTs that ran here went to a saturated lock's home since the
+//!    last idle step ([`gather_to`], `sync::mutex` "Gathering"): then step 5 pauses first, and
+//!    the first steal after a pause takes one ULT, a probe; a probe that stays ends the pauses.
 //! 5. Otherwise spin a little, then park (see `crate::park`). The park is noted for the deadlock
 //!    report (with or without a timer), and a processor that leaves it while a report is being
-//!    taken waits until it is (`crate::deadlock`).
+//!    taken waits until it is (`crate::deadlock`). After ULTs went home, instead: park at once
+//!    for the pause (50 µs, doubled each such idle step in a row up to 2 ms), woken early only by
+//!    work of its own (a wake-up, its or the shared start-queues, a timer), not by what it could
+//!    steal. A home that drains such ULTs from its wake-up stack wakes no helper for them.
 //!
 //! In chaos mode (`chaos`) step 2 picks at random, a yield migrates the ULT, and a wake-up may
 //! go to a random processor; a pinned ULT (`Builder::pinned`) is never stolen (a thief hands it
@@ -238,8 +243,10 @@ pub(crate) struct Core {
     /// ULTs this processor sent to a lock's home since it was last idle (`gather_to`).
     sent_home: u32,
     /// How long (microseconds) this processor stops stealing when it goes idle after sending
-    /// ULTs home; 0 when it did not last time (see `Processor::idle`).
+    /// ULTs home; 0 when it did not last time, or its probe stayed (see `Processor::idle`).
     steal_pause: u32,
+    /// A probe (one ULT stolen after a pause) was taken since the last steal.
+    probed: bool,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
     affinity: crate::affinity::Local,
 }
@@ -343,23 +350,30 @@ thread_local! {
 
 /// The gathering rule of a contended mutex (`sync::mutex`, "Gathering"): moves the running ULT to
 /// the processor named `home` (a processor's address, as a mutex's bias names its owner), where
-/// it goes on after the switch. True if it moved; false, with nothing done, outside a ULT, for a
-/// pinned ULT, in a `central` runtime or one built with `gather_locks(false)`, or when `home` is
-/// the caller's processor or none of its runtime's.
+/// it goes on after the switch (`now`: the time stamp of the call). True if it moved; false, with
+/// nothing done, outside a ULT, for a pinned ULT or one that moved less than `min_gap` ticks ago
+/// (two saturated locks with two homes would otherwise move it at every call), in a `central`
+/// runtime or one built with `gather_locks(false)`, or when `home` is the caller's processor,
+/// none of its runtime's, or parked.
 #[cold]
 #[inline(never)]
-pub(crate) fn gather_to(home: usize) -> bool {
+pub(crate) fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     let Some(p) = current_processor() else { return false };
     if !p.gather_locks || std::ptr::eq(p, home as *const Processor) {
         return false;
     }
     let Some(me) = p.current_ult() else { return false };
-    if me.tcb().pinned.get() {
+    let tcb = me.tcb();
+    if tcb.pinned.get() || now.wrapping_sub(tcb.moved_at.get()) < min_gap {
         return false;
     }
     let Some(target) = p.shared.processors.iter().position(|r| r.name.load(Ordering::Relaxed) == home) else {
         return false;
     };
+    if p.shared.processors[target].park.is_parked() {
+        return false; // the lock is not busy there; waking its home would cost more
+    }
+    tcb.moved_at.set(now);
     // SAFETY: `me` is the ULT running this code.
     unsafe { crate::thread::park_ult(me, move |t, q| q.send_home(t, target)) };
     true
@@ -410,6 +424,7 @@ impl Processor {
             scratch: Vec::new(),
             sent_home: 0,
             steal_pause: 0,
+            probed: false,
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
             affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
         };
@@ -778,8 +793,13 @@ impl Processor {
 
     /// Step 4: steal, nearest group first, random victim inside a group.
     fn steal(&self) -> Option<TcbRef> {
-        if self.core().sent_home > 0 {
+        let core = self.core();
+        if core.sent_home > 0 {
+            core.probed = false; // (went home, or others did)
             return None; // ULTs went home from here: pause first (`idle`)
+        }
+        if std::mem::take(&mut core.probed) {
+            core.steal_pause = 0; // the probe stayed: steal as usual again
         }
         let topo = &self.shared.config.topology;
         for group in topo.distance_groups(self.index) {
@@ -826,12 +846,17 @@ impl Processor {
         // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
         let probing = self.core().steal_pause > 0;
         victim.runq.steal(|n| if probing { 1 } else { policy.hooks().steal_count(n) }, &mut buf);
+        self.core().probed = probing && !buf.is_empty();
         let mut first = None;
         for t in buf.drain(..) {
             if t.tcb().pinned.get() {
                 // Pinned to the victim (`Builder::pinned`): straight back, through its wake-up stack.
                 self.shared.wake_remote(t, t.tcb().processor.load(Ordering::Relaxed));
             } else if first.is_none() {
+                if probing {
+                    // The probe may go home at once, however recently it came (`gather_to`).
+                    t.tcb().moved_at.set(0);
+                }
                 first = Some(t);
             } else {
                 self.make_ready(t);

@@ -353,8 +353,10 @@ pub(crate) struct Tcb {
     /// What the ULT last blocked on (`deadlock::note_wait`: kind and address), for the deadlock
     /// report; written when it blocks, read by the report while it stays blocked.
     pub(crate) waits_on: AtomicUsize,
-    /// Free: keeps line 4 (written by wakers on other processors) off this owner's line.
-    _spare: usize,
+    /// Time stamp of the ULT's last move to a lock's home (`sync::mutex`, "Gathering"; 0: none,
+    /// or a former ULT's of this TCB, which at most delays a move): written and read by the ULT
+    /// itself. (Also keeps line 4, written by wakers on other processors, off this owner's line.)
+    pub(crate) moved_at: Cell<u64>,
     // Line 4.
     /// The link of the wake-up stack while the TCB is on one.
     pub(crate) next: AtomicPtr<Tcb>,
@@ -417,7 +419,7 @@ impl Tcb {
             guard_at: Cell::new(0),
             locals: Cell::new(ptr::null_mut()),
             waits_on: AtomicUsize::new(0),
-            _spare: 0,
+            moved_at: Cell::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             waiter: UnsafeCell::new(Waiter::None),
             name: UnsafeCell::new(None),
@@ -589,6 +591,8 @@ mod layout {
         assert_eq!(at(&t.name as *const _ as *const u8), 3);
         assert_eq!(at(&t.locals as *const _ as *const u8), 2);
         assert_eq!(at(&t.waits_on as *const _ as *const u8), 2);
+        assert_eq!(at(&t.moved_at as *const _ as *const u8), 2);
+        assert_eq!(at(&t.homing as *const _ as *const u8), 0);
         assert_eq!(at(&t.run_link as *const _ as *const u8), 4);
         assert_eq!(at(&t.affinity as *const _ as *const u8), 4);
     }

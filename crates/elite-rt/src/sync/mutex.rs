@@ -46,15 +46,63 @@
 //! blocks at once. After a quiet spell it is that of the last contended one, until new samples
 //! replace it.
 //!
+//! # Gathering
+//!
+//! A lock taken from two processors with little work between two acquisitions moves its cache
+//! line between the cores at nearly every acquisition (a bounce, about 100 ns on the build VMs),
+//! and two processors then do less than one: `mutex_contended`'s loop (lock, increment, unlock,
+//! yield) took 35-48 ns per operation at 2 processors against 16 at 1. Such a lock gathers its
+//! contenders on one processor, in the spirit of ELiTE's synchronization-driven forces (3.3)
+//! ([`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks) turns it off):
+//!
+//! * **Saturation.** `LockWord::lock_fast` reports every bounce: an acquisition through the
+//!   unbiased fast path from another processor than the one before (acquisitions after a wait,
+//!   by `try_lock` or by hand-over are not looked at, and two processors whose streak tags alias
+//!   never bounce). Every [`BOUNCES_PER_SAMPLE`]-th (16) the holder takes a time stamp and
+//!   updates a moving average (3/4 old, 1/4 new) of the time between bounces. The lock is
+//!   saturated once that falls below [`GATHER_GAP_NS`] (200 ns), and stays so until it rises
+//!   above four times that. A sample spanning a quiet spell (more than 16 times the threshold a
+//!   bounce) is skipped; a sample that finds the last one older than 10 ms starts over (the
+//!   average forgotten, not saturated), and so does `saturated()` say no after 10 ms without a
+//!   sample: saturation must be shown again by bounces, not kept alive by moves. Measured with
+//!   work between two acquisitions (a `black_box` loop of 0 / 200 / 1000 / 3000 iterations, 1024
+//!   ULTs, this VM): the bounces came 50, 60, 150 and 370 ns apart, and the first three ran
+//!   faster on one processor than on two.
+//! * **Home.** The processor the word is biased to, else the one it was first biased to (the only
+//!   one it can be biased to again, "The bias" in `sync::lock_word`), else the holder's when
+//!   saturation was first seen (kept for the lock's life). A first owner of another runtime (a
+//!   `static` lock used by runtimes in turn) names no processor of the caller's: no move.
+//! * **The move.** A ULT that enters the contended path of a saturated lock that is biased to
+//!   another processor, or held while its home is another processor, switches out and is pushed
+//!   on the home's wake-up stack (`processor::gather_to`), then takes the lock there (an
+//!   acquisition neither counted nor measured as one that waited): instead of spinning on a line
+//!   that moves, or revoking a bias. At most once per `lock` call and per 100 µs per ULT (two
+//!   saturated locks with two homes would otherwise move a ULT that takes them in turn at every
+//!   call); never an OS thread, a pinned ULT, in a `central` runtime, or to a parked home (the
+//!   lock is not busy there, and waking it costs more). The move bypasses the policy's wake
+//!   target. The fairness bound below is untouched: a mover is a newcomer at the home, not a
+//!   queued waiter (a woken waiter that moves keeps its count of lost races).
+//! * **Thieves.** A processor whose ULTs went home does not steal at once when it runs dry: it
+//!   parks for a pause (50 µs, doubled each time in a row up to 2 ms; any work of its own, a
+//!   wake-up or a spawn ends it), then steals one ULT as a probe (which may move home at once);
+//!   a probe that stays ends the pauses. The home's drain of such ULTs wakes no helper. So the
+//!   other processor keeps running whatever does not contend, and is back within 2 ms of the
+//!   lock no longer saturating.
+//!
+//! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
+//! (which the bounces were eating), up to a pause of stealing for work queued behind a gathered
+//! lock's contenders, and every 10 ms a revocation of the home's bias by a probe, to measure
+//! the bounces again.
+//!
 //! # Layout
 //!
 //! What every lock and unlock touches is one cache line: the state word with its bias (16 bytes,
 //! `sync::lock_word`), the poison flag, the holder's acquisition counter (a `u8`: it only picks
-//! one acquisition in eight) and its `measuring` flag, and the data right after them, when it fits
-//! in the line's other 40 bytes (and its alignment is at most 8). The wait list, the hold-time
-//! samples and their average, which only contended locks and measured acquisitions touch, live in
-//! lines of their own in front of it (`Cold`, 64-aligned; the data, possibly unsized, must come
-//! last). Uncontended, a lock and an unlock touch that one line; contended between processors, it
+//! one acquisition in eight), its `measuring` flag and its count of bounces, and the data right
+//! after them, when it fits in the line's other 40 bytes (and its alignment is at most 8). The wait list, the hold-time
+//! samples and their average, and the gathering's state, which only contended locks, measured
+//! acquisitions and bounces touch, live in lines of their own in front of it (`Cold`, 64-aligned;
+//! the data, possibly unsized, must come last). Uncontended, a lock and an unlock touch that one line; contended between processors, it
 //! is the one line that moves. A unit test checks the layout.
 
 use super::lock_word::LockWord;
@@ -80,13 +128,17 @@ const BOUNCES_PER_SAMPLE: u8 = 16;
 /// How long (nanoseconds) the last sign of saturation counts.
 const GATHER_WINDOW_NS: f64 = 10_000_000.0;
 
-/// [`GATHER_GAP_NS`] and [`GATHER_WINDOW_NS`] in time-stamp ticks.
-fn gather_ticks() -> (u64, u64) {
-    static TICKS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+/// The least time (nanoseconds) between two moves of one ULT.
+const MOVE_GAP_NS: f64 = 100_000.0;
+
+/// [`GATHER_GAP_NS`], [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`] in time-stamp ticks.
+fn gather_ticks() -> (u64, u64, u64) {
+    static TICKS: std::sync::OnceLock<(u64, u64, u64)> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {
         let c = super::switch_cost();
         let per_ns = c.switch_ticks as f64 / c.switch_ns.max(1.0);
-        ((GATHER_GAP_NS * per_ns) as u64, (GATHER_WINDOW_NS * per_ns) as u64)
+        let ticks = |ns: f64| (ns * per_ns) as u64;
+        (ticks(GATHER_GAP_NS), ticks(GATHER_WINDOW_NS), ticks(MOVE_GAP_NS))
     })
 }
 
@@ -115,8 +167,8 @@ struct Cold {
     gap: AtomicU64,
     /// Whether `gap` last crossed below the threshold rather than above four times it.
     saturated: AtomicBool,
-    /// Time stamp of the last sign of saturation: a sample of bounces, or a waiter gathered to
-    /// the lock's home.
+    /// Time stamp of the last sample of bounces: saturation lapses when it is older than the
+    /// window.
     recent: AtomicU64,
     /// Where a word never biased gathers its contenders (a processor's name, `sync::lock_word`;
     /// 0: nowhere yet): the holder's processor when the lock was first found saturated.
@@ -158,6 +210,15 @@ struct Cold {
 /// rounds with exponential backoff, then blocks; with the default [`SpinPolicy::Adaptive`] it
 /// blocks at once while the lock's recent hold times exceed half the cost of a context switch.
 /// Waiters are served in FIFO order and cannot starve: see [`MAX_LOSSES`].
+///
+/// A lock its ULTs keep taking from several processors with little work in between spends its
+/// time moving between the cores' caches; once it does (its line changes processors less than
+/// 200 ns apart on average), its contenders **gather** on one processor: a ULT that finds it
+/// held, or biased to another processor, moves to the lock's home processor and takes it there,
+/// and the processor it left pauses its stealing (at most 2 ms at a time) rather than take such
+/// ULTs back. The lock stays saturated until its bounces come more than 800 ns apart, or none
+/// came for 10 ms. [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
+/// turns this off; pinned ULTs and OS threads never move.
 ///
 /// [`SpinPolicy::Adaptive`]: super::SpinPolicy::Adaptive
 #[repr(C)] // the hot line: `state` starts it (after `Cold`), `data` follows (module docs)
@@ -311,8 +372,12 @@ impl<T: ?Sized> Mutex<T> {
         // A sample that spans a quiet spell (bounces 16 times the threshold apart and more: its
         // contenders gathered, or it is seldom taken) says nothing about how fast it bounces
         // when it does.
-        let threshold = gather_ticks().0;
-        if h.prev != 0 && gap < threshold * 16 {
+        let (threshold, window, _) = gather_ticks();
+        if now.wrapping_sub(self.cold.recent.load(Ordering::Relaxed)) as i64 >= window as i64 {
+            // Saturation lapsed (nothing renewed it for the window): it must be shown again.
+            self.cold.gap.store(u64::MAX, Ordering::Relaxed);
+            self.cold.saturated.store(false, Ordering::Relaxed);
+        } else if h.prev != 0 && gap < threshold * 16 {
             let old = self.cold.gap.load(Ordering::Relaxed);
             let avg = if old == u64::MAX { gap } else { (old / 4) * 3 + gap / 4 };
             self.cold.gap.store(avg, Ordering::Relaxed);
@@ -337,8 +402,13 @@ impl<T: ?Sized> Mutex<T> {
     /// less than [`GATHER_GAP_NS`] apart on average, and the last sign of it is recent.
     #[inline(never)]
     fn saturated(&self) -> bool {
-        self.cold.saturated.load(Ordering::Relaxed)
-            && ticks().wrapping_sub(self.cold.recent.load(Ordering::Relaxed)) < gather_ticks().1
+        if !self.cold.saturated.load(Ordering::Relaxed) {
+            return false;
+        }
+        // (`recent` first: a later store, or another core's clock, then reads as a small
+        // negative age, not as a huge one.)
+        let recent = self.cold.recent.load(Ordering::Relaxed);
+        (ticks().wrapping_sub(recent) as i64) < gather_ticks().1 as i64
     }
 
     /// The average hold time (ticks) of the last 8 measured acquisitions.
@@ -419,11 +489,8 @@ impl<T: ?Sized> Mutex<T> {
         if home == me || !(biased || self.state.is_held()) {
             return None;
         }
-        let moved = me != 0 && crate::processor::gather_to(home);
-        if moved {
-            self.cold.recent.store(ticks(), Ordering::Relaxed);
-        }
-        Some(moved)
+        let (_, _, min_gap) = gather_ticks();
+        Some(me != 0 && crate::processor::gather_to(home, ticks(), min_gap))
     }
 
     /// A blocked waiter is being unwound (shutdown): leave the queue, and pass on whatever an
@@ -649,6 +716,7 @@ mod tests {
             assert!(offset_of!(Mutex<T>, poison) - state < 64);
             assert!(offset_of!(Mutex<T>, count) - state < 64);
             assert!(offset_of!(Mutex<T>, measuring) - state < 64);
+            assert!(offset_of!(Mutex<T>, bounces) - state < 64);
             let data = offset_of!(Mutex<T>, data);
             assert!(data + std::mem::size_of::<T>() - state <= 64, "the data ends within the line");
             assert_eq!(align_of::<Mutex<T>>(), 64);
@@ -921,7 +989,7 @@ mod tests {
     /// moving average needs: a sample stretched by preemption only delays it.)
     #[test]
     fn saturation_follows_the_time_between_bounces() {
-        let (threshold, _) = super::gather_ticks();
+        let (threshold, ..) = super::gather_ticks();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the counters are the holder's)
         assert!(!m.saturated(), "a new lock is not saturated");
@@ -949,6 +1017,13 @@ mod tests {
         }));
         std::thread::sleep(Duration::from_millis(15)); // past the 10 ms window
         assert!(!m.saturated(), "saturation lapses when nothing renews it");
+        sample(&m, threshold / 4);
+        assert!(!m.saturated(), "and must be shown again: the sample after the lapse starts over");
+        assert_eq!(m.cold.gap.load(super::Ordering::Relaxed), u64::MAX);
+        assert!((0..1000).any(|_| {
+            sample(&m, threshold / 4);
+            m.saturated()
+        }));
     }
 
     /// What a test ULT on processor `from` of a 2-processor runtime finds: `m` saturated, its
@@ -1044,5 +1119,19 @@ mod tests {
         h.join().unwrap();
         assert_eq!(*m.lock().unwrap(), 1);
         assert_eq!(rt.stats().processors.iter().map(|p| p.gathered).sum::<u64>(), 0, "not saturated");
+        // A home that names no processor of this runtime (a first owner in another runtime).
+        let g = m.lock().unwrap();
+        let m2 = m.clone();
+        let h = rt.spawn(move || {
+            m2.cold.home.store(0x4000, super::Ordering::Relaxed);
+            m2.cold.saturated.store(true, super::Ordering::Relaxed);
+            m2.cold.recent.store(super::ticks(), super::Ordering::Relaxed);
+            *m2.lock().unwrap() += 1;
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        drop(g);
+        h.join().unwrap();
+        assert_eq!(*m.lock().unwrap(), 2);
+        assert_eq!(rt.stats().processors.iter().map(|p| p.gathered).sum::<u64>(), 0, "no such home");
     }
 }
