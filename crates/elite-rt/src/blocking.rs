@@ -880,4 +880,48 @@ mod tests {
         go_tx.send(()).expect("release");
         assert_eq!(h.join().expect("the ULT"), 7);
     }
+
+    /// `current_processor()` reads the slot of the OS thread running the caller at that moment
+    /// (`processor::current`, an inline read on x86-64 Linux): a ULT that changes OS threads at
+    /// its blocking calls (the caller's thread runs the call, another takes its processor over)
+    /// finds, after each switch, the processor whose loop runs it, never the one (or the cleared
+    /// slot) of a thread it left.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn the_current_processor_follows_the_os_thread() {
+        let rt = crate::Runtime::builder().processors(2).build().expect("build runtime");
+        let moves = rt.block_on(|| {
+            let ults: Vec<_> = (0..4)
+                .map(|i| {
+                    crate::spawn(move || {
+                        let here =
+                            || crate::processor::current_processor().expect("a ULT runs on a processor");
+                        let me = here().current_ult().expect("a ULT");
+                        let mut moves = 0;
+                        let mut thread = std::thread::current().id();
+                        for round in 0..200u32 {
+                            if (round + i) % 3 == 0 {
+                                crate::yield_now();
+                            } else {
+                                crate::blocking(move || {
+                                    std::thread::sleep(std::time::Duration::from_micros(
+                                        u64::from(round % 4) * 50,
+                                    ))
+                                });
+                            }
+                            // The lookup after the switch: the running processor, whose current
+                            // ULT is us.
+                            assert_eq!(here().current_ult(), Some(me), "a stale processor after a switch");
+                            let now = std::thread::current().id();
+                            moves += u32::from(now != thread);
+                            thread = now;
+                        }
+                        moves
+                    })
+                })
+                .collect();
+            ults.into_iter().map(|h| h.join().expect("a ULT")).sum::<u32>()
+        });
+        assert!(moves > 0, "no ULT changed OS threads: the test shows nothing");
+    }
 }

@@ -344,8 +344,92 @@ pub(crate) struct Processor {
     waker_stays: bool,
 }
 
-thread_local! {
-    static CURRENT: Cell<*const Processor> = const { Cell::new(ptr::null()) };
+/// The processor running on this OS thread (null: none), behind [`current_processor`].
+///
+/// Where a ULT may resume on another OS thread after any switch (DESIGN §8), the compiler must
+/// not reuse a thread-local's address computed before a switch; a Rust `thread_local!` gives
+/// no such promise (LLVM takes a thread-local's address to be the same all through a function).
+/// So on x86-64 Linux the slot is a thread-local word of our own, defined in assembly, and every
+/// read and write is an `asm!` block (not `pure`: the compiler runs each one where it is written,
+/// never hoisting, merging or caching it) that finds the word from the thread pointer `%fs` of
+/// the OS thread running it at that moment: the accessor inlines, a ULT's channel operation pays
+/// two loads instead of a call through the GOT (the 4 lookups of a `ping_pong` round trip were
+/// about 3 ns of 23.5 at 2 processors, 2026-11-25). The word is reached with the initial-exec
+/// model (its offset from the thread pointer, read from the GOT; the linker turns that into a
+/// constant in an executable): valid in every thread of the process, and a library using it
+/// that is loaded by `dlopen` gets static TLS space or fails to load. Elsewhere (and under
+/// loom), a `thread_local!` behind an `#[inline(never)]` accessor.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
+mod current {
+    use super::Processor;
+
+    // One 8-byte thread-local word, zero (null) in every new thread. Hidden: it is reached from
+    // the crates that inline the accessors, all linked into one module with this crate.
+    std::arch::global_asm!(
+        ".pushsection .tbss.elite_rt_current_processor,\"awT\",@nobits",
+        ".p2align 3",
+        ".globl elite_rt_current_processor_0_1",
+        ".hidden elite_rt_current_processor_0_1",
+        ".type elite_rt_current_processor_0_1,@object",
+        ".size elite_rt_current_processor_0_1,8",
+        "elite_rt_current_processor_0_1:",
+        ".zero 8",
+        ".popsection",
+    );
+
+    #[inline(always)]
+    pub(super) fn get() -> *const Processor {
+        let p: *const Processor;
+        // SAFETY: reads this thread's word (8 bytes, aligned, in the thread's static TLS block
+        // at the offset the GOT holds); writes only the output register.
+        unsafe {
+            std::arch::asm!(
+                "mov {p}, qword ptr [rip + elite_rt_current_processor_0_1@GOTTPOFF]",
+                "mov {p}, qword ptr fs:[{p}]",
+                p = out(reg) p,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        p
+    }
+
+    #[inline]
+    pub(super) fn set(p: *const Processor) {
+        // SAFETY: writes this thread's word (as `get` reads it), nothing else.
+        unsafe {
+            std::arch::asm!(
+                "mov {o}, qword ptr [rip + elite_rt_current_processor_0_1@GOTTPOFF]",
+                "mov qword ptr fs:[{o}], {p}",
+                o = out(reg) _,
+                p = in(reg) p,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+}
+
+/// [`current`] elsewhere: a `thread_local!`, read only by a never-inlined function.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(loom))))]
+mod current {
+    use super::Processor;
+    use std::cell::Cell;
+    use std::ptr;
+
+    thread_local! {
+        static CURRENT: Cell<*const Processor> = const { Cell::new(ptr::null()) };
+    }
+
+    /// Never inlined: an inlined thread-local access could let the compiler reuse the address
+    /// it computed before a switch (DESIGN §8).
+    #[inline(never)]
+    pub(super) fn get() -> *const Processor {
+        CURRENT.with(|c| c.get())
+    }
+
+    #[inline]
+    pub(super) fn set(p: *const Processor) {
+        CURRENT.with(|c| c.set(p));
+    }
 }
 
 /// The gathering rule of a contended mutex (`sync::mutex`, "Gathering"): moves the running ULT to
@@ -381,12 +465,14 @@ pub(crate) fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
 
 /// The processor running on this OS thread, if any.
 ///
-/// Never inlined: a ULT may resume on another OS thread after any switch, and an inlined
-/// thread-local access could let the compiler reuse the address it computed before the switch
-/// (DESIGN §8). Call it again after every switch; never keep the reference across one.
-#[inline(never)]
+/// A ULT may resume on another OS thread after any switch (DESIGN §8): each call reads the slot
+/// of the OS thread running it at that moment ([`current`]: an inline `asm!` read on x86-64
+/// Linux, a never-inlined function elsewhere), but the reference it returns is only good until
+/// the caller's next switch. Call it again after every switch; never keep the reference across
+/// one.
+#[inline(always)]
 pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
-    let p = CURRENT.with(|c| c.get());
+    let p = current::get();
     // SAFETY: the pointer is set by `Processor::run` (and the blocking handoff) while this thread
     // runs the processor, and cleared before it stops running it; a processor lives in its
     // `ProcessorSet` as long as any thread that may run it. ULTs only run inside the loop.
@@ -397,7 +483,7 @@ pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
 /// blocking call, during which the thread runs none.
 #[inline]
 pub(crate) fn set_current_processor(p: Option<&Processor>) {
-    CURRENT.with(|c| c.set(p.map_or(ptr::null(), |p| p as *const Processor)));
+    current::set(p.map_or(ptr::null(), |p| p as *const Processor));
 }
 
 impl Processor {
