@@ -123,7 +123,8 @@
 //!   the same sleep on a plain thread. Answer: the number of calls.
 //!
 //! `elite-bench blocking-probe <op> <n>` runs `n` operations (`yield`, `spawn_join`,
-//! `ping_pong`, `blocking`) in the root ULT of a one-processor runtime and prints its answer: the
+//! `ping_pong` over unbounded channels, `ping_pong_sync` over rendezvous channels as the sync
+//! suite's `ping_pong`, `blocking`) in the root ULT of a one-processor runtime and prints its answer: the
 //! program to count instructions per operation of with callgrind (two values of `n`, difference).
 //!
 //! ## Adding a suite
@@ -160,7 +161,7 @@ const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
     "       elite-bench affinity-probe <bench> <policy> [--quick]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N]\n",
-    "       elite-bench blocking-probe <yield|spawn_join|ping_pong|blocking> <n>"
+    "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>"
 );
 
 fn main() -> ExitCode {

@@ -185,17 +185,19 @@ pub const PROBE_COMMAND: &str = "blocking-probe";
 /// runtime, for counting instructions per operation with `valgrind --tool=callgrind` (run it with
 /// two values of `n`; the difference of the totals over the difference of `n` leaves start-up and
 /// shut-down out). `op`: `yield` (`yield_now`), `spawn_join` (spawn a ULT and join it),
-/// `ping_pong` (a round trip with a second ULT over two elite channels), `blocking`
+/// `ping_pong` (a round trip with a second ULT over two unbounded elite channels),
+/// `ping_pong_sync` (the same over two rendezvous channels, `sync_channel(0)`, as the sync
+/// suite's `ping_pong`: there every send blocks until the other side takes it), `blocking`
 /// (`blocking(move || i)`). Prints `ops=<n> answer=<checked sum>`.
 pub fn probe_main(args: &[String]) -> std::process::ExitCode {
-    let usage = "usage: elite-bench blocking-probe <yield|spawn_join|ping_pong|blocking> <n>";
+    let usage = "usage: elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>";
     let (Some(op), Some(Ok(n))) = (args.first(), args.get(1).map(|n| n.parse::<u64>())) else {
         eprintln!("{usage}");
         return std::process::ExitCode::from(2);
     };
     let expected = match op.as_str() {
         "blocking" | "spawn_join" => n * n.saturating_sub(1) / 2,
-        "yield" | "ping_pong" => n,
+        "yield" | "ping_pong" | "ping_pong_sync" => n,
         _ => {
             eprintln!("{usage}");
             return std::process::ExitCode::from(2);
@@ -212,6 +214,7 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
         "yield" => Some(rt.block_on(move || probe_yield(n))),
         "spawn_join" => rt.block_on(move || probe_spawn_join(n)),
         "ping_pong" => rt.block_on(move || probe_ping_pong(n)),
+        "ping_pong_sync" => rt.block_on(move || probe_ping_pong_sync(n)),
         _ => Some(rt.block_on(move || probe_blocking(n))),
     };
     match answer {
@@ -257,6 +260,27 @@ fn probe_spawn_join(n: u64) -> Option<u64> {
 fn probe_ping_pong(n: u64) -> Option<u64> {
     let (to_echo, echo_in) = elite_rt::sync::mpsc::channel::<u64>();
     let (echo_out, back) = elite_rt::sync::mpsc::channel::<u64>();
+    let echo = elite_rt::spawn(move || {
+        while let Ok(v) = echo_in.recv() {
+            if echo_out.send(v + 1).is_err() {
+                break;
+            }
+        }
+    });
+    let mut sum = 0;
+    for i in 0..n {
+        to_echo.send(i).ok()?;
+        sum += back.recv().ok()? - i;
+    }
+    drop(to_echo);
+    echo.join().ok()?;
+    Some(sum)
+}
+
+#[inline(never)]
+fn probe_ping_pong_sync(n: u64) -> Option<u64> {
+    let (to_echo, echo_in) = elite_rt::sync::mpsc::sync_channel::<u64>(0);
+    let (echo_out, back) = elite_rt::sync::mpsc::sync_channel::<u64>(0);
     let echo = elite_rt::spawn(move || {
         while let Ok(v) = echo_in.recv() {
             if echo_out.send(v + 1).is_err() {
