@@ -363,8 +363,11 @@ pub(crate) struct Processor {
 mod current {
     use super::Processor;
 
-    // One 8-byte thread-local word, zero (null) in every new thread. Hidden: it is reached from
-    // the crates that inline the accessors, all linked into one module with this crate.
+    // One 8-byte thread-local word, zero (null) in every new thread. Global but hidden: it is
+    // reached from the crates that inline the accessors (generic code instantiated there), all
+    // linked into one module with this crate. Its name carries the crate's semver-compatible
+    // version, so that two incompatible versions linked into one program keep two words (two
+    // copies under one name would fail to link, never share a word).
     std::arch::global_asm!(
         ".pushsection .tbss.elite_rt_current_processor,\"awT\",@nobits",
         ".p2align 3",
