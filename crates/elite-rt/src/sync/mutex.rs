@@ -89,6 +89,13 @@
 //!   other processor keeps running whatever does not contend, and is back within 2 ms of the
 //!   lock no longer saturating.
 //!
+//! Between threads: the gathering's state (`Cold`'s `gap`, `saturated`, `recent`, `home`, and the
+//! bounce count on the hot line) is written only by the lock's holder, so the lock orders its
+//! writers; contenders read it as hints (`Relaxed`): a stale read moves a contender once too
+//! often or too rarely, and never touches exclusion, which stays the state word's alone. A
+//! processor's name in `Remote::name` is written once, before the processor runs anything, and
+//! a reader that misses it finds no home: no move.
+//!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
 //! (which the bounces were eating), up to a pause of stealing for work queued behind a gathered
 //! lock's contenders, and every 10 ms a revocation of the home's bias by a probe, to measure
