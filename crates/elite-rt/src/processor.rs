@@ -358,8 +358,9 @@ pub(crate) struct Processor {
 /// model (its offset from the thread pointer, read from the GOT; the linker turns that into a
 /// constant in an executable): valid in every thread of the process, and a library using it
 /// that is loaded by `dlopen` gets static TLS space or fails to load. Elsewhere (and under
-/// loom), a `thread_local!` behind an `#[inline(never)]` accessor.
-#[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom)))]
+/// loom and Miri, which run no inline assembly), a `thread_local!` behind an `#[inline(never)]`
+/// accessor.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom), not(miri)))]
 mod current {
     use super::Processor;
 
@@ -412,7 +413,7 @@ mod current {
 }
 
 /// [`current`] elsewhere: a `thread_local!`, read only by a never-inlined function.
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(loom))))]
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(loom), not(miri))))]
 mod current {
     use super::Processor;
     use std::cell::Cell;
