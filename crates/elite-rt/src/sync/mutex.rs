@@ -1082,11 +1082,13 @@ mod tests {
     }
 
     /// A ULT that meets a saturated lock held, whose home is another processor, moves there and
-    /// takes the lock there; the processor it left pauses its stealing.
+    /// takes the lock there; the processor it left pauses its stealing. (Without the chaos mode,
+    /// which `.ci/run` turns on for the whole suite: its wake-ups may send the woken mover
+    /// anywhere.)
     #[test]
     #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
     fn a_contender_of_a_saturated_lock_moves_to_its_home() {
-        let rt = crate::Runtime::builder().processors(2).build().unwrap();
+        let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
         let (from, at, moves, _) = run_contender(&rt, 1, |f| rt.spawn(f));
         assert_eq!(moves, 1, "one move");
         assert_eq!(at, 1 - from, "it holds the lock on the home processor");
@@ -1102,16 +1104,16 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
     fn pinned_ults_gathering_off_and_unsaturated_locks_stay() {
-        let rt = crate::Runtime::builder().processors(2).build().unwrap();
+        let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
         let pinned = |f: Box<dyn FnOnce() -> usize + Send>| {
             crate::Builder::new().pinned(true).spawn_on(&rt, f).unwrap()
         };
         let (from, at, moves, _) = run_contender(&rt, 0, pinned);
         assert_eq!((moves, at), (0, from), "a pinned ULT stays");
-        let off = crate::Runtime::builder().processors(2).gather_locks(false).build().unwrap();
+        let off = crate::Runtime::builder().processors(2).gather_locks(false).no_chaos().build().unwrap();
         let (_, _, moves, pauses) = run_contender(&off, 0, |f| off.spawn(f));
         assert_eq!((moves, pauses), (0, 0), "gathering off");
-        let rt = crate::Runtime::builder().processors(2).build().unwrap();
+        let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
         let m = Arc::new(Mutex::new(0u64));
         let g = m.lock().unwrap();
         let m2 = m.clone();
