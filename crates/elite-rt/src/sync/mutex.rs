@@ -1033,13 +1033,26 @@ mod tests {
         }));
     }
 
+    /// The name of the other processor of the calling ULT's 2-processor runtime, once that one
+    /// runs something: no move goes to a processor that has not started yet (its name is 0 until
+    /// its thread makes it) or is parked. Waits a while (yielding) for it.
+    fn other_processor_name() -> usize {
+        let p = crate::processor::current_processor().unwrap();
+        let other = &p.shared.processors[1 - p.index];
+        for _ in 0..1_000_000 {
+            if other.name.load(super::Ordering::Relaxed) != 0 && !other.park.is_parked() {
+                break;
+            }
+            crate::yield_now();
+        }
+        other.name.load(super::Ordering::Relaxed)
+    }
+
     /// What a test ULT on processor `from` of a 2-processor runtime finds: `m` saturated, its
     /// home the other processor, held (by the test's OS thread); it locks `m` and returns the
     /// processor it holds the lock on.
     fn contend_from_elsewhere(m: &Mutex<u64>) -> usize {
-        let p = crate::processor::current_processor().unwrap();
-        let other = &p.shared.processors[1 - p.index];
-        m.cold.home.store(other.name.load(super::Ordering::Relaxed), super::Ordering::Relaxed);
+        m.cold.home.store(other_processor_name(), super::Ordering::Relaxed);
         m.cold.saturated.store(true, super::Ordering::Relaxed);
         m.cold.recent.store(super::ticks(), super::Ordering::Relaxed);
         let mut g = m.lock().unwrap();
@@ -1051,12 +1064,24 @@ mod tests {
     /// holds the lock, releases it once the runtime has counted `moves` moves (or the ULT is
     /// blocked or spinning, after 50 ms, when no move is expected); returns the processor the
     /// ULT started on, the one it took the lock on, and the runtime's counts of moves and of
-    /// pauses of stealing.
+    /// pauses of stealing. Eight ULTs that only yield keep both processors busy meanwhile (a
+    /// parked processor is no home to move to).
     fn run_contender(
         rt: &crate::Runtime,
         moves: u64,
         spawn: impl FnOnce(Box<dyn FnOnce() -> usize + Send>) -> crate::JoinHandle<usize>,
     ) -> (usize, usize, u64, u64) {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy: Vec<_> = (0..8)
+            .map(|_| {
+                let stop = stop.clone();
+                rt.spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        crate::yield_now();
+                    }
+                })
+            })
+            .collect();
         let m = Arc::new(Mutex::new(0u64));
         let g = m.lock().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -1076,6 +1101,8 @@ mod tests {
         }
         drop(g);
         let at = h.join().unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.into_iter().for_each(|b| b.join().unwrap());
         assert_eq!(*m.lock().unwrap(), 1);
         let pauses = rt.stats().processors[from].steal_pauses;
         (from, at, gathered(), pauses)
@@ -1118,9 +1145,7 @@ mod tests {
         let g = m.lock().unwrap();
         let m2 = m.clone();
         let h = rt.spawn(move || {
-            let p = crate::processor::current_processor().unwrap();
-            let other = &p.shared.processors[1 - p.index];
-            m2.cold.home.store(other.name.load(super::Ordering::Relaxed), super::Ordering::Relaxed);
+            m2.cold.home.store(other_processor_name(), super::Ordering::Relaxed);
             *m2.lock().unwrap() += 1; // not saturated
         });
         std::thread::sleep(Duration::from_millis(50));
