@@ -18,7 +18,7 @@
 //!    processor's thread while `f` runs (`current_processor()` is `None`), so `elite_rt::sync`
 //!    objects park it, `yield_now` yields the OS thread, and spawns go to the runtime from outside.
 //! 3. The spare wakes, takes the processor over (pins itself to the processor's CPU, registers as
-//!    the thread to unpark, sets its `CURRENT`) and runs the loop from the top of a round.
+//!    the thread to unpark, sets its current processor, `processor::current`) and runs the loop from the top of a round.
 //! 4. When `f` returns, the calling worker takes its processor back if the spare has not taken it
 //!    over yet (a short call: the spare goes back to sleep), and the ULT runs next on it.
 //!    Otherwise the worker becomes a spare (or takes the next call queued at the cap) and only then
@@ -273,7 +273,7 @@ impl CallRef {
     ///
     /// # Safety
     /// The calling thread holds the call under the protocol (`InCall` for this ULT), and runs no
-    /// processor (its `CURRENT` is cleared).
+    /// processor (its current processor is cleared).
     unsafe fn run(self, shared: &Arc<Shared>) {
         let outer = IN_CALL.with(|c| c.replace(shared as *const Arc<Shared>));
         // SAFETY: per the contract (see `run_call`).
@@ -748,7 +748,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
         st.stats.pinned_inline += 1;
         drop(st);
         set_current_processor(None);
-        // SAFETY: this thread holds `t`'s call (nobody else saw it) and, with CURRENT cleared,
+        // SAFETY: this thread holds `t`'s call (nobody else saw it) and, with its current processor cleared,
         // runs no processor.
         unsafe { call.run(shared) };
         set_current_processor(Some(p));
@@ -773,7 +773,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
         st.stats.unserved += 1;
         drop(st);
         set_current_processor(None);
-        // SAFETY: this thread holds `t`'s call and, with CURRENT cleared, runs no processor.
+        // SAFETY: this thread holds `t`'s call and, with its current processor cleared, runs no processor.
         unsafe { call.run(shared) };
         set_current_processor(Some(p));
         p.make_ready(t);

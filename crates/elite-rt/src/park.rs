@@ -51,11 +51,26 @@ pub(crate) struct ParkSlot {
     /// park of the runtime re-checks. (It lies outside the protocol above, which is why it stays a
     /// `std` lock under loom; the lock is never held across a loom operation.)
     thread: Mutex<Option<Thread>>,
+    /// Whether the processor parks for a pause of its stealing (`Processor::pause_stealing`): a
+    /// hint that [`Idle::notify_one`] skips such a slot when it looks for a helper (the pause
+    /// ends by itself within 2 ms); a notification aimed at the slot ([`ParkSlot::notify`])
+    /// still wakes it. Outside the protocol above: a stale read only picks another slot or none
+    /// (so a `std` atomic under loom too: the models' state space stays as it was).
+    pausing: std::sync::atomic::AtomicBool,
 }
 
 impl ParkSlot {
     pub(crate) fn new() -> ParkSlot {
-        ParkSlot { state: AtomicU8::new(RUNNING), thread: Mutex::new(None) }
+        ParkSlot {
+            state: AtomicU8::new(RUNNING),
+            thread: Mutex::new(None),
+            pausing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the slot as parking for a pause of stealing, or not (see `pausing`).
+    pub(crate) fn set_pausing(&self, pausing: bool) {
+        self.pausing.store(pausing, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Records the OS thread that runs this processor from now on.
@@ -147,7 +162,9 @@ impl Idle {
 
     #[cold]
     fn notify_one_slow<'a>(mut slots: impl Iterator<Item = &'a ParkSlot>) -> bool {
-        slots.any(|s| s.still_parked() && s.notify_slow())
+        slots.any(|s| {
+            s.still_parked() && !s.pausing.load(std::sync::atomic::Ordering::Relaxed) && s.notify_slow()
+        })
     }
 
     /// Parks the calling processor's thread until notified, `deadline` passes, or `has_work`

@@ -27,13 +27,16 @@
 //!    start-queue (those ULTs have no stack and no cache footprint yet), then the low-affinity part
 //!    of its runqueue. Not while ULTs that ran here went to a saturated lock's home since the
 //!    last idle step ([`gather_to`], `sync::mutex` "Gathering"): then step 5 pauses first, and
-//!    the first steal after a pause takes one ULT, a probe; a probe that stays ends the pauses.
+//!    the first steal from a runqueue after a pause takes one ULT, a probe; a probe that stays
+//!    ends the pauses.
 //! 5. Otherwise spin a little, then park (see `crate::park`). The park is noted for the deadlock
 //!    report (with or without a timer), and a processor that leaves it while a report is being
 //!    taken waits until it is (`crate::deadlock`). After ULTs went home, instead: park at once
 //!    for the pause (50 µs, doubled each such idle step in a row up to 2 ms), woken early only by
-//!    work of its own (a wake-up, its or the shared start-queues, a timer), not by what it could
-//!    steal. A home that drains such ULTs from its wake-up stack wakes no helper for them.
+//!    work aimed at it (a wake-up onto its stack, a notification of its own slot); a processor
+//!    looking for a helper (`Idle::notify_one`) passes a pausing one by, and what it could steal
+//!    does not end the pause. A home that drains such ULTs from its wake-up stack wakes no helper
+//!    for them.
 //!
 //! In chaos mode (`chaos`) step 2 picks at random, a yield migrates the ULT, and a wake-up may
 //! go to a random processor; a pinned ULT (`Builder::pinned`) is never stolen (a thief hands it
@@ -356,11 +359,14 @@ pub(crate) struct Processor {
 /// two loads instead of a call through the GOT (the 4 lookups of a `ping_pong` round trip were
 /// about 3 ns of 23.5 at 2 processors, 2026-11-25). The word is reached with the initial-exec
 /// model (its offset from the thread pointer, read from the GOT; the linker turns that into a
-/// constant in an executable): valid in every thread of the process, and a library using it
-/// that is loaded by `dlopen` gets static TLS space or fails to load. Elsewhere (and under
+/// constant in an executable): valid in every thread of the process. Limits: a shared library
+/// holding this crate that is loaded by `dlopen` needs static TLS space for its whole TLS
+/// segment (its other thread-locals too), of which glibc keeps a small reserve, so the load may
+/// fail; and a Rust `dylib` build of this crate does not link (the word is hidden, and generic
+/// code inlined into other crates names it). Elsewhere (and under
 /// loom and Miri, which run no inline assembly), a `thread_local!` behind an `#[inline(never)]`
 /// accessor.
-#[cfg(all(target_arch = "x86_64", target_os = "linux", not(loom), not(miri)))]
+#[cfg(all(target_arch = "x86_64", target_pointer_width = "64", target_os = "linux", not(loom), not(miri)))]
 mod current {
     use super::Processor;
 
@@ -413,7 +419,13 @@ mod current {
 }
 
 /// [`current`] elsewhere: a `thread_local!`, read only by a never-inlined function.
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(loom), not(miri))))]
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_pointer_width = "64",
+    target_os = "linux",
+    not(loom),
+    not(miri)
+)))]
 mod current {
     use super::Processor;
     use std::cell::Cell;
@@ -452,7 +464,7 @@ pub(crate) fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     }
     let Some(me) = p.current_ult() else { return false };
     let tcb = me.tcb();
-    if tcb.pinned.get() || now.wrapping_sub(tcb.moved_at.get()) < min_gap {
+    if tcb.pinned.get() || (now.wrapping_sub(tcb.moved_at.get()) as i64) < min_gap as i64 {
         return false;
     }
     let Some(target) = p.shared.processors.iter().position(|r| r.name.load(Ordering::Relaxed) == home) else {
@@ -545,7 +557,7 @@ impl Processor {
     #[allow(clippy::mut_from_ref)]
     fn core(&self) -> &mut Core {
         // SAFETY: only the OS thread running this processor calls this (the processor is
-        // reachable only through that thread's CURRENT pointer, and the blocking handoff passes it
+        // reachable only through that thread's current-processor slot (`current`), and the blocking handoff passes it
         // from one thread to the next under a lock, between two rounds of the loop), and no caller
         // holds the borrow across a switch or across another call to `core`, so borrows never
         // overlap.
@@ -936,7 +948,6 @@ impl Processor {
         // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
         let probing = self.core().steal_pause > 0;
         victim.runq.steal(|n| if probing { 1 } else { policy.hooks().steal_count(n) }, &mut buf);
-        self.core().probed = probing && !buf.is_empty();
         let mut first = None;
         for t in buf.drain(..) {
             if t.tcb().pinned.get() {
@@ -953,6 +964,7 @@ impl Processor {
             }
         }
         self.core().scratch = buf;
+        self.core().probed = probing && first.is_some(); // (not a pinned ULT sent back)
         first
     }
 
@@ -1023,10 +1035,12 @@ impl Processor {
             deadline = deadline.min(d);
         }
         self.shared.watch.note_park(self.index, true); // for the deadlock report
+        remote.park.set_pausing(true); // no helper wanted from here meanwhile
         let parked = self
             .shared
             .idle
             .park(&remote.park, Some(deadline), || self.has_own_work() || self.shared.is_shutting_down());
+        remote.park.set_pausing(false);
         self.shared.watch.after_park();
         if parked == crate::park::Parked::Slept {
             remote.stats.wakeups.bump();

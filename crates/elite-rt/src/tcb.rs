@@ -355,7 +355,8 @@ pub(crate) struct Tcb {
     pub(crate) waits_on: AtomicUsize,
     /// Time stamp of the ULT's last move to a lock's home (`sync::mutex`, "Gathering"; 0: none,
     /// or a former ULT's of this TCB, which at most delays a move): written and read by the ULT
-    /// itself. (Also keeps line 4, written by wakers on other processors, off this owner's line.)
+    /// itself, and reset to 0 by a thief that takes it as a probe (before it runs there). (Also
+    /// keeps line 4, written by wakers on other processors, off this owner's line.)
     pub(crate) moved_at: Cell<u64>,
     // Line 4.
     /// The link of the wake-up stack while the TCB is on one.

@@ -62,16 +62,18 @@
 //!   updates a moving average (3/4 old, 1/4 new) of the time between bounces. The lock is
 //!   saturated once that falls below [`GATHER_GAP_NS`] (200 ns), and stays so until it rises
 //!   above four times that. A sample spanning a quiet spell (more than 16 times the threshold a
-//!   bounce) is skipped; a sample that finds the last one older than 10 ms starts over (the
-//!   average forgotten, not saturated), and so does `saturated()` say no after 10 ms without a
-//!   sample: saturation must be shown again by bounces, not kept alive by moves. Measured with
+//!   bounce) is skipped; a sample that finds the last counted one older than 10 ms starts
+//!   over (the average forgotten, not saturated), and so does `saturated()` say no after 10 ms
+//!   without a counted sample: saturation must be shown again by dense bounces, not kept alive by
+//!   moves or by slow bounces. Measured with
 //!   work between two acquisitions (a `black_box` loop of 0 / 200 / 1000 / 3000 iterations, 1024
 //!   ULTs, this VM): the bounces came 50, 60, 150 and 370 ns apart, and the first three ran
 //!   faster on one processor than on two.
 //! * **Home.** The processor the word is biased to, else the one it was first biased to (the only
 //!   one it can be biased to again, "The bias" in `sync::lock_word`), else the holder's when
-//!   saturation was first seen (kept for the lock's life). A first owner of another runtime (a
-//!   `static` lock used by runtimes in turn) names no processor of the caller's: no move.
+//!   saturation was first seen (kept for the lock's life). A first owner, or such a holder, of
+//!   another runtime (a `static` lock used by runtimes in turn) names no processor of the
+//!   caller's: no move, for the lock's life.
 //! * **The move.** A ULT that enters the contended path of a saturated lock that is biased to
 //!   another processor, or held while its home is another processor, switches out and is pushed
 //!   on the home's wake-up stack (`processor::gather_to`), then takes the lock there (an
@@ -174,8 +176,8 @@ struct Cold {
     gap: AtomicU64,
     /// Whether `gap` last crossed below the threshold rather than above four times it.
     saturated: AtomicBool,
-    /// Time stamp of the last sample of bounces: saturation lapses when it is older than the
-    /// window.
+    /// Time stamp of the last counted sample of bounces (not one spanning a quiet spell):
+    /// saturation lapses when it is older than the window.
     recent: AtomicU64,
     /// Where a word never biased gathers its contenders (a processor's name, `sync::lock_word`;
     /// 0: nowhere yet): the holder's processor when the lock was first found saturated.
@@ -381,10 +383,11 @@ impl<T: ?Sized> Mutex<T> {
         // when it does.
         let (threshold, window, _) = gather_ticks();
         if now.wrapping_sub(self.cold.recent.load(Ordering::Relaxed)) as i64 >= window as i64 {
-            // Saturation lapsed (nothing renewed it for the window): it must be shown again.
+            // Saturation lapsed (no sample counted for the window): it must be shown again.
             self.cold.gap.store(u64::MAX, Ordering::Relaxed);
             self.cold.saturated.store(false, Ordering::Relaxed);
-        } else if h.prev != 0 && gap < threshold * 16 {
+        }
+        if h.prev != 0 && gap < threshold * 16 {
             let old = self.cold.gap.load(Ordering::Relaxed);
             let avg = if old == u64::MAX { gap } else { (old / 4) * 3 + gap / 4 };
             self.cold.gap.store(avg, Ordering::Relaxed);
@@ -395,9 +398,11 @@ impl<T: ?Sized> Mutex<T> {
             } else if avg > threshold * 4 {
                 self.cold.saturated.store(false, Ordering::Relaxed);
             }
+            // Only a counted sample renews saturation: bounces that keep coming, but slower
+            // than 16 times the threshold, let it lapse.
+            self.cold.recent.store(now, Ordering::Relaxed);
         }
         h.prev = now;
-        self.cold.recent.store(now, Ordering::Relaxed);
         if self.cold.home.load(Ordering::Relaxed) == 0 && self.saturated() {
             // A home for a word never biased: the holder's processor, where the bias will
             // then form.
@@ -438,25 +443,19 @@ impl<T: ?Sized> Mutex<T> {
         }
         let mut losses = 0usize;
         loop {
-            let mut spin = Spinner::new(self.average_hold());
-            while spin.again() {
-                // The word may have been biased to another processor meanwhile: move rather
-                // than revoke.
-                if may_move {
-                    if let Some(moved) = self.gather(here()) {
-                        may_move = false;
-                        if moved && self.state.lock_fast(here(), || self.bounced()) {
-                            return;
-                        }
-                    }
+            // After a plain wake-up this ULT holds the turn to retry: unwound (shutdown) before it
+            // takes the lock or queues again, at a move's switch or the chaos mode's decision
+            // point, it passes the turn on, as `abandon` does for a queued waiter.
+            let retry = losses > 0;
+            let turn = OnUnwind::new(move || {
+                if retry {
+                    self.wake_next_if_free();
                 }
-                if self.state.try_lock(here()) {
-                    self.begin_contended_hold();
-                    return;
-                }
-                if self.state.handing_over() {
-                    break; // its new owner may be waiting for this processor
-                }
+            });
+            let acquired = self.spin_phase(&mut may_move);
+            turn.disarm();
+            if acquired {
+                return;
             }
             // Block phase.
             let node = WaitNode::new();
@@ -482,11 +481,39 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 
+    /// The spin phase of [`Mutex::lock_contended`] (with its one move, while `may_move`); true if
+    /// it took the lock.
+    #[inline]
+    fn spin_phase(&self, may_move: &mut bool) -> bool {
+        let mut spin = Spinner::new(self.average_hold());
+        while spin.again() {
+            // The word may have been biased to another processor meanwhile: move rather than
+            // revoke.
+            if *may_move {
+                if let Some(moved) = self.gather(here()) {
+                    *may_move = false;
+                    if moved && self.state.lock_fast(here(), || self.bounced()) {
+                        return true;
+                    }
+                }
+            }
+            if self.state.try_lock(here()) {
+                self.begin_contended_hold();
+                return true;
+            }
+            if self.state.handing_over() {
+                break; // its new owner may be waiting for this processor
+            }
+        }
+        false
+    }
+
     /// The gathering rule of a saturated lock (module docs, "Gathering"), for a caller on
     /// processor `me`: if the lock is biased to another processor, or held while its home is
     /// another processor, move there. `None`: no reason to move now; `Some(true)`: moved (the
-    /// caller runs on the home now); `Some(false)`: the caller cannot move (an OS thread, a
-    /// pinned ULT, gathering off).
+    /// caller runs on the home now); `Some(false)`: no move for the rest of this call (an OS
+    /// thread, a pinned ULT, one that moved less than 100 µs ago, gathering off, or a home that
+    /// is parked or no processor of the caller's runtime).
     #[inline]
     fn gather(&self, me: usize) -> Option<bool> {
         let (home, biased) = self.state.home().or_else(|| match self.cold.home.load(Ordering::Relaxed) {
@@ -1031,6 +1058,13 @@ mod tests {
             sample(&m, threshold / 4);
             m.saturated()
         }));
+        // Bounces that keep coming, but 32 thresholds apart: no sample counts, so it lapses.
+        let start = std::time::Instant::now();
+        assert!((0..10_000).any(|_| {
+            sample(&m, threshold * 32);
+            !m.saturated()
+        }));
+        assert!(start.elapsed() >= Duration::from_millis(9), "not before the window (10 ms)");
     }
 
     /// The name of the other processor of the calling ULT's 2-processor runtime, once that one
