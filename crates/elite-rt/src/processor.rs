@@ -933,9 +933,7 @@ impl Processor {
         self.remote().stats.gathered.bump();
         self.core().sent_home += 1;
         t.tcb().homing.set(true);
-        let home = &self.shared.processors[target];
-        home.wakeup.push(t);
-        home.park.notify();
+        self.shared.push_wakeup(t, target); // (no helper wanted: see `maintain`)
     }
 
     /// Takes the low-key part of `victim`'s runqueue: runs the first, keeps the rest here.

@@ -192,17 +192,25 @@ impl Shared {
         self.wake_remote(t, target);
     }
 
-    /// Pushes `t` on `target`'s wake-up stack and unparks `target` if it sleeps.
+    /// Pushes `t` on `target`'s wake-up stack and unparks `target` if it sleeps
+    /// ([`Shared::push_wakeup`]); when `target` is busy and has other ready work, also wakes an
+    /// idle processor to help.
     #[inline]
     pub(crate) fn wake_remote(&self, t: TcbRef, target: usize) {
-        let remote = &self.processors[target.min(self.processors.len() - 1)];
-        remote.wakeup.push(t);
-        if !remote.park.notify() {
-            // The target is busy; if it already has other ready work, let an idle one help.
-            if remote.runq.len() > 0 {
-                self.notify_any();
-            }
+        let target = target.min(self.processors.len() - 1);
+        if !self.push_wakeup(t, target) && self.processors[target].runq.len() > 0 {
+            // The target is busy and already has other ready work: let an idle one help.
+            self.notify_any();
         }
+    }
+
+    /// Pushes `t` on processor `target`'s wake-up stack and unparks that processor if it
+    /// sleeps; whether it did.
+    #[inline]
+    pub(crate) fn push_wakeup(&self, t: TcbRef, target: usize) -> bool {
+        let remote = &self.processors[target];
+        remote.wakeup.push(t);
+        remote.park.notify()
     }
 
     /// Whether `t` is a TCB of this runtime.

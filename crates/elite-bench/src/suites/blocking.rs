@@ -260,40 +260,48 @@ fn probe_spawn_join(n: u64) -> Option<u64> {
 fn probe_ping_pong(n: u64) -> Option<u64> {
     let (to_echo, echo_in) = elite_rt::sync::mpsc::channel::<u64>();
     let (echo_out, back) = elite_rt::sync::mpsc::channel::<u64>();
-    let echo = elite_rt::spawn(move || {
-        while let Ok(v) = echo_in.recv() {
-            if echo_out.send(v + 1).is_err() {
-                break;
-            }
-        }
-    });
-    let mut sum = 0;
-    for i in 0..n {
-        to_echo.send(i).ok()?;
-        sum += back.recv().ok()? - i;
-    }
-    drop(to_echo);
-    echo.join().ok()?;
-    Some(sum)
+    echo_round_trips(
+        n,
+        (move |v| to_echo.send(v).is_ok(), back),
+        (move |v| echo_out.send(v).is_ok(), echo_in),
+    )
 }
 
 #[inline(never)]
 fn probe_ping_pong_sync(n: u64) -> Option<u64> {
     let (to_echo, echo_in) = elite_rt::sync::mpsc::sync_channel::<u64>(0);
     let (echo_out, back) = elite_rt::sync::mpsc::sync_channel::<u64>(0);
+    echo_round_trips(
+        n,
+        (move |v| to_echo.send(v).is_ok(), back),
+        (move |v| echo_out.send(v).is_ok(), echo_in),
+    )
+}
+
+/// `n` round trips of a counter between this ULT and an echo ULT that sends back one more than it
+/// gets: `here` sends (a send that reports success) and receives the echo, `echo` receives and
+/// sends back. The sum of the increments (`n`), or `None` if a channel closed early.
+#[inline(always)]
+fn echo_round_trips(
+    n: u64,
+    here: (impl Fn(u64) -> bool, elite_rt::sync::mpsc::Receiver<u64>),
+    echo: (impl Fn(u64) -> bool + Send + 'static, elite_rt::sync::mpsc::Receiver<u64>),
+) -> Option<u64> {
+    let (send, back) = here;
+    let (echo_send, echo_in) = echo;
     let echo = elite_rt::spawn(move || {
         while let Ok(v) = echo_in.recv() {
-            if echo_out.send(v + 1).is_err() {
+            if !echo_send(v + 1) {
                 break;
             }
         }
     });
     let mut sum = 0;
     for i in 0..n {
-        to_echo.send(i).ok()?;
+        send(i).then_some(())?;
         sum += back.recv().ok()? - i;
     }
-    drop(to_echo);
+    drop(send); // the echo's receive fails: it returns
     echo.join().ok()?;
     Some(sum)
 }

@@ -433,13 +433,8 @@ impl<T: ?Sized> Mutex<T> {
         // Gathering (module docs): only for a saturated lock, and at most one move per call
         // (its home may change while the mover travels).
         let mut may_move = self.saturated();
-        if may_move {
-            if let Some(moved) = self.gather(here()) {
-                may_move = false;
-                if moved && self.state.lock_fast(here(), || self.bounced()) {
-                    return;
-                }
-            }
+        if self.move_and_take(&mut may_move) {
+            return;
         }
         let mut losses = 0usize;
         loop {
@@ -489,13 +484,8 @@ impl<T: ?Sized> Mutex<T> {
         while spin.again() {
             // The word may have been biased to another processor meanwhile: move rather than
             // revoke.
-            if *may_move {
-                if let Some(moved) = self.gather(here()) {
-                    *may_move = false;
-                    if moved && self.state.lock_fast(here(), || self.bounced()) {
-                        return true;
-                    }
-                }
+            if self.move_and_take(may_move) {
+                return true;
             }
             if self.state.try_lock(here()) {
                 self.begin_contended_hold();
@@ -506,6 +496,19 @@ impl<T: ?Sized> Mutex<T> {
             }
         }
         false
+    }
+
+    /// The one move of a `lock` call, while `may_move` (cleared once the rule has decided,
+    /// whichever way): moves as [`Mutex::gather`] says, and takes the lock at the home if it is
+    /// free there. True if it took it.
+    #[inline]
+    fn move_and_take(&self, may_move: &mut bool) -> bool {
+        if !*may_move {
+            return false;
+        }
+        let Some(moved) = self.gather(here()) else { return false };
+        *may_move = false;
+        moved && self.state.lock_fast(here(), || self.bounced())
     }
 
     /// The gathering rule of a saturated lock (module docs, "Gathering"), for a caller on
