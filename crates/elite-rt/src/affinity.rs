@@ -48,11 +48,11 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
+use crate::current::current_processor;
 use crate::policy::{
     keys, rounds, Kind, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo, HAND_OFF_LINES,
 };
 use crate::prefetch::UltBlock;
-use crate::processor::current_processor;
 use crate::tcb::TcbRef;
 use crossbeam_utils::CachePadded;
 use elite_affinity::{

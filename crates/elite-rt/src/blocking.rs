@@ -143,7 +143,9 @@
 //! waits on (`deadlock::note_wait`), so its TCB never shows what it last blocked on before.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
-use crate::processor::{current_processor, set_current_processor, Processor, ProcessorSet};
+use crate::current::{current_processor, set_current_processor};
+use crate::processor::worker::Worker;
+use crate::processor::{Processor, ProcessorSet};
 use crate::runtime::Shared;
 use crate::stats::BlockingStats;
 use crate::tcb::TcbRef;
@@ -223,7 +225,7 @@ where
     loop {
         let call_ref = CallRef { data: &mut call as *mut Call<F, R> as *mut (), run: run_call::<F, R> };
         // Block: after the switch, the processor that resumed us calls `switched` on its stack.
-        crate::thread::park_current(move |me, p| switched(p, me, call_ref));
+        crate::switch::park_current(move |me, p| switched(p, me, call_ref));
         // Back on a processor: after the call ran, or made ready without it (the join fast path's
         // nested resumer; or a runtime shutting down, which will cancel this ULT where it is).
         if let Some(out) = call.out.take() {
@@ -285,21 +287,6 @@ impl CallRef {
 thread_local! {
     /// The runtime whose blocking call this thread is running, if any (for spawns from inside it).
     static IN_CALL: Cell<*const Arc<Shared>> = const { Cell::new(std::ptr::null()) };
-    /// The worker this OS thread is (set once, by `worker_main`).
-    static WORKER: Cell<*const Worker> = const { Cell::new(std::ptr::null()) };
-}
-
-/// The worker the calling thread is: a thread running a processor's loop is always one. Its
-/// `stop` flag tells whether it was told to leave the loop it runs (its blocking handoff gave the
-/// processor to another thread, or shutdown); the processor reads it after a park's action, which
-/// may be [`switched`], before the loop's bottom frame touches the processor again.
-pub(crate) fn current_worker<'a>() -> &'a Worker {
-    let w = WORKER.with(|c| c.get());
-    if w.is_null() {
-        crate::fatal("a processor's loop on a thread that is not a worker of the runtime");
-    }
-    // SAFETY: set by `worker_main` to the `Arc<Worker>` it holds for the thread's whole life.
-    unsafe { &*w }
 }
 
 /// The runtime of the blocking call the calling thread is running, if it is running one: a spawn
@@ -309,16 +296,6 @@ pub(crate) fn calling_runtime<'a>() -> Option<&'a Arc<Shared>> {
     // SAFETY: set by `CallRef::run` to an `Arc` that outlives the call (the processor's, in a set
     // the running worker holds, or the worker's own) and cleared when the call returns.
     unsafe { p.as_ref() }
-}
-
-/// An OS thread of the runtime (see the module docs). What only the lock guards lives in its
-/// [`Slot`]; this part is read without it.
-pub(crate) struct Worker {
-    /// Index of its slot.
-    id: usize,
-    /// Leave the processor loop at the top of its next round: raised by shutdown, and by the
-    /// worker itself when it has handed its processor over.
-    pub(crate) stop: AtomicBool,
 }
 
 /// What the lock guards of one worker.
@@ -357,7 +334,7 @@ enum Offer {
 const STARTUP: usize = usize::MAX;
 
 /// A call that waits for a thread: its ULT is suspended, its processor runs others.
-struct Queued {
+pub(crate) struct Queued {
     ult: TcbRef,
     call: CallRef,
 }
@@ -397,9 +374,12 @@ pub(crate) struct Registry {
 }
 
 /// What a worker does next.
-enum Job {
+pub(crate) enum Job {
+    /// Run processor `p` (an offer of it).
     Run(usize),
+    /// Run a queued blocking call.
     Serve(Queued),
+    /// Leave: shutdown, or a spare idle past its keep-alive.
     Exit,
 }
 
@@ -486,7 +466,9 @@ impl Registry {
         let handle = thread::Builder::new()
             .name(name)
             // With an alternate signal stack for the overflow report (see `crate::fault`).
-            .spawn(move || crate::fault::with_alt_stack(|| worker_main(w, s, set)))?;
+            .spawn(move || {
+                crate::fault::with_alt_stack(|| crate::processor::worker::worker_main(w, s, set))
+            })?;
         let thread = Some(handle.thread().clone());
         let slot = Slot { worker, thread, handle: Some(handle), role: Role::Spare, offer };
         if st.free.pop().is_some() {
@@ -499,7 +481,7 @@ impl Registry {
 
     /// Waits for the next job of worker `w`: an offer, or the end (shutdown, or a spare idle
     /// for longer than the keep-alive).
-    fn next_job(&self, w: &Worker) -> Job {
+    pub(crate) fn next_job(&self, w: &Worker) -> Job {
         let mut st = self.lock();
         let idle_since = Instant::now();
         loop {
@@ -556,7 +538,7 @@ impl Registry {
 
     /// Worker `w`'s loop of processor `p` returned: a shutdown stop if it still runs `p`,
     /// otherwise the end of a handoff. Returns whether the worker is done.
-    fn after_loop(&self, w: &Worker) -> bool {
+    pub(crate) fn after_loop(&self, w: &Worker) -> bool {
         let mut st = self.lock();
         match st.slots[w.id].role {
             Role::Running(_) => {
@@ -575,7 +557,7 @@ impl Registry {
 
     /// Runs `first` (a call this worker took under the lock), then the calls queued meanwhile;
     /// the worker is then a parked spare (or, once closed, done).
-    fn serve(&self, shared: &Arc<Shared>, w: &Worker, first: Queued) {
+    pub(crate) fn serve(&self, shared: &Arc<Shared>, w: &Worker, first: Queued) {
         let mut next = Some(first);
         while let Some(q) = next {
             // SAFETY: this worker took the call under the lock (role `InCall`, the ULT in
@@ -695,28 +677,6 @@ fn forget_call(in_call: &mut Vec<TcbRef>, t: TcbRef) {
     }
 }
 
-/// An OS thread of the runtime: takes over processors and runs queued calls as they are offered,
-/// parked as a spare in between, until shutdown.
-fn worker_main(w: Arc<Worker>, shared: Arc<Shared>, set: Arc<ProcessorSet>) {
-    let guard = crate::AbortOnPanic("a worker thread of the runtime");
-    WORKER.with(|c| c.set(Arc::as_ptr(&w)));
-    let registry = &shared.blocking;
-    let mut pinned = None;
-    loop {
-        match registry.next_job(&w) {
-            Job::Run(p) => {
-                set.take(p, &shared).run(&w, &mut pinned);
-                if registry.after_loop(&w) {
-                    break;
-                }
-            }
-            Job::Serve(q) => registry.serve(&shared, &w, q),
-            Job::Exit => break,
-        }
-    }
-    std::mem::forget(guard);
-}
-
 /// The bottom of a blocking call, on the processor `p` that ULT `t` switched out of with its call
 /// (see the module docs for the protocol). Cold: never reached without a call.
 #[cold]
@@ -732,7 +692,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     }
     let shared = &p.shared;
     let registry = &shared.blocking;
-    let w = current_worker();
+    let w = crate::processor::worker::current_worker();
     // 1. Find a taker for `p`: a parked spare, a new one, or none (queue the call, or run it here
     //    if no thread can be started).
     let mut st = registry.lock();
@@ -854,7 +814,7 @@ mod tests {
         let (in_tx, in_rx) = std_mpsc::channel::<()>();
         let (go_tx, go_rx) = std_mpsc::channel::<()>();
         let h = rt.spawn(move || {
-            let me = crate::processor::current_processor().and_then(|p| p.current_ult()).expect("a ULT");
+            let me = crate::current::current_processor().and_then(|p| p.current_ult()).expect("a ULT");
             tcb_tx.send(me.as_ptr() as usize).expect("send the TCB");
             let v = rx.recv().expect("the value");
             crate::blocking(move || {
@@ -894,8 +854,7 @@ mod tests {
             let ults: Vec<_> = (0..4)
                 .map(|i| {
                     crate::spawn(move || {
-                        let here =
-                            || crate::processor::current_processor().expect("a ULT runs on a processor");
+                        let here = || crate::current::current_processor().expect("a ULT runs on a processor");
                         let me = here().current_ult().expect("a ULT");
                         let mut moves = 0;
                         let mut thread = std::thread::current().id();

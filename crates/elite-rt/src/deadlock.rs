@@ -86,7 +86,7 @@
 //! among them) cannot act until someone wakes them, so they do not hold the report back; the
 //! report counts them.
 
-use crate::processor::current_processor;
+use crate::current::current_processor;
 use crate::runtime::Shared;
 use crate::tcb::{Life, TcbRef};
 use crate::thread::{thread_of, JoinHandle, Thread, ThreadId};

@@ -265,6 +265,8 @@ pub mod caveats {}
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
+mod current;
+#[cfg(not(loom))]
 pub mod deadlock;
 #[cfg(not(loom))]
 mod fault;
@@ -286,6 +288,8 @@ mod prefetch;
 mod processor;
 #[cfg(not(loom))]
 mod queue;
+#[cfg(not(loom))]
+mod switch;
 #[cfg(loom)]
 #[allow(dead_code)]
 mod queue {

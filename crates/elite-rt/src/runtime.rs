@@ -50,9 +50,10 @@
 
 use crate::atomics::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use crate::config::Config;
+use crate::current::current_processor;
 use crate::park::Idle;
 use crate::pool::NodePool;
-use crate::processor::{current_processor, ProcessorSet, Remote};
+use crate::processor::{ProcessorSet, Remote};
 use crate::queue::run::RunQueue;
 use crate::queue::shared::SharedStartQueue;
 use crate::stats::{Counter, ProcessorStats, RuntimeStats};

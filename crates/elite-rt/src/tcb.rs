@@ -45,8 +45,8 @@
 //! processor wrote last).
 
 use crate::atomics::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use crate::processor::Switch;
 use crate::stack::UltStack;
+use crate::switch::Switch;
 use corosensei::{Coroutine, Yielder};
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};

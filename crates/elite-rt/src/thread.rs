@@ -2,8 +2,10 @@
 //! `yield_now`, `sleep`.
 
 use crate::atomics::Ordering;
-use crate::processor::{current_processor, Deadline, Inline, Park, Processor, Switch};
+use crate::current::current_processor;
+use crate::processor::{Inline, Processor};
 use crate::stack::{round_to_pages, MAX_STACK_SIZE, MIN_STACK_SIZE};
+use crate::switch::{park_ult, suspend, Deadline, Switch};
 use crate::tcb::{new_task, JoinState, Life, TcbRef, Waiter};
 use std::fmt;
 use std::marker::PhantomData;
@@ -663,78 +665,6 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
             unsafe { crate::runtime::release_outside_claim(shared) };
         }
     }
-}
-
-/// Suspends the running ULT; after the switch, whoever resumed it (the processor loop, or a joiner
-/// running it through the join fast path) calls `after(me, processor)` on its own stack, with the
-/// processor that runs that code.
-#[inline(always)]
-pub(crate) fn park_current<F: FnOnce(TcbRef, &Processor)>(after: F) {
-    let Some(me) = current_processor().and_then(|p| p.current_ult()) else {
-        crate::fatal("park outside a ULT");
-    };
-    // SAFETY: `me` is the ULT running this code.
-    unsafe { park_ult(me, after) }
-}
-
-/// [`park_current`] for a caller that knows which ULT it is (no thread-local lookup).
-///
-/// Always inlined: its frame would sit between the blocking primitive and the switch (see
-/// "Switch depth" in `crate::sync::wait`).
-///
-/// # Safety
-/// `me` is the ULT running the caller.
-#[inline(always)]
-pub(crate) unsafe fn park_ult<F: FnOnce(TcbRef, &Processor)>(me: TcbRef, after: F) {
-    /// The action and the closure, on this frozen stack while the resumer runs them (the
-    /// action's `Park` is the first field: its address is the holder's).
-    #[repr(C)]
-    struct Holder<F> {
-        park: Park,
-        after: Option<F>,
-    }
-    /// The `Park`'s action: runs the closure (once, whatever the calls).
-    ///
-    /// # Safety
-    /// `park` is the `park` field of a live `Holder<F>`, derived from a pointer to all of it.
-    unsafe fn call<F: FnOnce(TcbRef, &Processor)>(park: *const Park, me: TcbRef, p: &Processor) {
-        // SAFETY: `park` is the first field of the `Holder<F>` below, alive on the suspended ULT's
-        // stack (and derived from a pointer to all of it); the closure is taken once.
-        if let Some(f) = unsafe { (*(park as *mut Holder<F>)).after.take() } {
-            f(me, p)
-        }
-    }
-    let mut holder = Holder { park: Park { action: call::<F> }, after: Some(after) };
-    let why = Switch::park(&mut holder as *mut Holder<F> as *const Park);
-    // SAFETY: `me` runs this code (contract).
-    unsafe { switch_out(me, why) };
-}
-
-/// Switches the running ULT `me` back to its resumer with `why` (for example a `Switch::link`:
-/// its untimed wait's node to link after the switch; see `crate::sync::wait::WaitNode::block_on`).
-/// Always inlined, as [`park_ult`].
-///
-/// # Safety
-/// `me` is the ULT running the caller.
-#[inline(always)]
-pub(crate) unsafe fn switch_out(me: TcbRef, why: Switch) {
-    let y = me.tcb().yielder.get();
-    // SAFETY: `me` runs this code (contract), so its yielder, set when it started on its context,
-    // lives on its stack.
-    unsafe { (*y).suspend(why) };
-}
-
-/// Switches the running ULT back to its processor with `why`.
-#[inline]
-fn suspend(why: Switch) {
-    let Some(p) = current_processor() else {
-        crate::fatal("suspend outside a ULT");
-    };
-    let Some(me) = p.current_ult() else {
-        crate::fatal("no current ULT on a processor");
-    };
-    // SAFETY: `me` is the processor's current ULT, the one running this code.
-    unsafe { switch_out(me, why) };
 }
 
 /// Lets other ready ULTs of this processor run; a no-op for the ULT when nothing else is ready.

@@ -170,7 +170,7 @@ pub(crate) fn decision_point() {
 #[cold]
 #[inline(never)]
 pub(super) fn decision_point_slow() {
-    let Some(p) = super::current_processor() else {
+    let Some(p) = crate::current::current_processor() else {
         return;
     };
     let Some(me) = p.current_ult() else {
@@ -189,5 +189,16 @@ impl crate::Runtime {
     /// ([`RuntimeBuilder::chaos`](crate::RuntimeBuilder::chaos), or `ELITE_CHAOS`).
     pub fn chaos_seed(&self) -> Option<u64> {
         self.shared().config.chaos
+    }
+}
+
+impl Processor {
+    /// The chaos mode's decision point (`chaos::decision_point`) for code running on this
+    /// processor: one test of this processor's flag.
+    #[inline]
+    pub(crate) fn decision_point(&self) {
+        if self.chaos.on {
+            decision_point_slow();
+        }
     }
 }

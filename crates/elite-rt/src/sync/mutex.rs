@@ -118,8 +118,9 @@ use super::lock_word::LockWord;
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
 use super::{ticks, Spinner};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::current::current_processor;
 use crate::deadlock::WaitKind;
-use crate::processor::{current_processor, Processor};
+use crate::processor::Processor;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -1074,7 +1075,7 @@ mod tests {
     /// runs something: no move goes to a processor that has not started yet (its name is 0 until
     /// its thread makes it) or is parked. Waits a while (yielding) for it.
     fn other_processor_name() -> usize {
-        let p = crate::processor::current_processor().unwrap();
+        let p = crate::current::current_processor().unwrap();
         let other = &p.shared.processors[1 - p.index];
         for _ in 0..1_000_000 {
             if other.name.load(super::Ordering::Relaxed) != 0 && !other.park.is_parked() {
@@ -1094,7 +1095,7 @@ mod tests {
         m.cold.recent.store(super::ticks(), super::Ordering::Relaxed);
         let mut g = m.lock().unwrap();
         *g += 1;
-        crate::processor::current_processor().unwrap().index
+        crate::current::current_processor().unwrap().index
     }
 
     /// Runs [`contend_from_elsewhere`] in a ULT spawned by `spawn` on `rt` while this OS thread
@@ -1124,7 +1125,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let m2 = m.clone();
         let h = spawn(Box::new(move || {
-            tx.send(crate::processor::current_processor().unwrap().index).unwrap();
+            tx.send(crate::current::current_processor().unwrap().index).unwrap();
             contend_from_elsewhere(&m2)
         }));
         let from = rx.recv().unwrap();

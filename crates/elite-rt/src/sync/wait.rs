@@ -75,7 +75,7 @@
 //! (and the notifier's frames on the way in were pushed for nothing). In a ping-pong between two
 //! ULTs every operation blocks, so these mispredictions are most of what a round trip costs
 //! above the bare switch. Hence the blocking paths are shallow: [`WaitNode::block`],
-//! [`WaitNode::block_on`] and [`crate::thread::park_ult`] are `#[inline(always)]`, and each
+//! [`WaitNode::block_on`] and [`crate::switch::park_ult`] are `#[inline(always)]`, and each
 //! primitive inlines its common blocking wait (an untimed one) into its entry point, keeping only
 //! what is rare (timed waits, disconnection, lost races) out of line. The untimed waits that only
 //! link their node (channels, mutex, rwlock, barrier) use `block_on`: the processor links the node
@@ -97,8 +97,9 @@
 //! (a lock, a permit).
 
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use crate::current::current_processor;
 use crate::deadlock::WaitKind;
-use crate::processor::{current_processor, Processor};
+use crate::processor::Processor;
 use crate::runtime::Shared;
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};
@@ -242,7 +243,7 @@ impl WaitNode {
     /// docs). An OS thread links, unlocks and parks.
     /// After `false` the node may still be linked: the caller unlinks it under the object's lock.
     ///
-    /// Always inlined, as [`crate::thread::park_ult`] under it: see "Switch depth" in the module
+    /// Always inlined, as [`crate::switch::park_ult`] under it: see "Switch depth" in the module
     /// docs.
     #[inline(always)]
     pub(crate) fn block<S, R>(
@@ -270,7 +271,7 @@ impl WaitNode {
                         };
                         // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs
                         // this.
-                        unsafe { crate::thread::park_ult(t, after_switch) };
+                        unsafe { crate::switch::park_ult(t, after_switch) };
                     }
                     Some(d) => {
                         let after_switch = move |me, p: &Processor| {
@@ -281,7 +282,7 @@ impl WaitNode {
                             drop(after);
                         };
                         // SAFETY: as above.
-                        unsafe { crate::thread::park_ult(t, after_switch) };
+                        unsafe { crate::switch::park_ult(t, after_switch) };
                     }
                 }
                 t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
@@ -300,7 +301,7 @@ impl WaitNode {
 
     /// An untimed [`WaitNode::block`] whose link is "put the node into `list(state)`" (at its
     /// front with `front`): returns once a notifier resolved the wait. A ULT switches out with a
-    /// [`Switch::link`](crate::processor::Switch) that its processor handles directly
+    /// [`Switch::link`](crate::switch::Switch) that its processor handles directly
     /// ([`link_after_switch`]), with no closure to move and call behind the switch.
     ///
     /// Always inlined, as `block`: see "Switch depth" in the module docs.
@@ -323,7 +324,7 @@ impl WaitNode {
                 // word, its address and `front` (it crosses the switch in a register).
                 let to = LinkTo { node: self, list, lock };
                 // SAFETY: a node is made by the ULT that then blocks on it, `t`, which runs this.
-                unsafe { crate::thread::switch_out(t, crate::processor::Switch::link(&to, front)) };
+                unsafe { crate::switch::switch_out(t, crate::switch::Switch::link(&to, front)) };
             }
             Who::Thread { state, .. } => {
                 std::hint::cold_path();

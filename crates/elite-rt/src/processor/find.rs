@@ -1,0 +1,341 @@
+//! Finding work, steps 2 to 5 of the loop: the `next` slot and the runqueue, the start-queues
+//! (own, node, global), stealing (nearest distance group first), and going idle (spin, then
+//! park; or pause stealing after ULTs went to a lock's home).
+
+use super::Processor;
+use super::Remote;
+use crate::atomics::Ordering;
+use crate::queue::run::RunQueue;
+use crate::queue::shared::TAKE_MAX;
+use crate::queue::start::steal_one;
+use crate::tcb::TcbRef;
+use std::ptr;
+use std::time::Instant;
+
+/// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
+const START_TURN: u32 = 64;
+
+/// The first pause of stealing (microseconds) of a processor gone idle after sending ULTs to a
+/// lock's home (`gather_to`); each such idle in a row doubles it, up to [`STEAL_PAUSE_MAX`].
+const STEAL_PAUSE_MIN: u32 = 50;
+
+/// The longest pause of stealing (microseconds): how long an idle processor may leave ULTs it
+/// could steal waiting while a lock's contenders gather elsewhere.
+const STEAL_PAUSE_MAX: u32 = 2000;
+
+impl Processor {
+    /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
+    /// asked for it); every [`START_TURN`]-th round a start-queue entry first.
+    #[inline]
+    pub(super) fn take_ready(&self) -> Option<TcbRef> {
+        if self.chaos.on {
+            return self.chaos_take_ready();
+        }
+        let core = self.core();
+        // Every START_TURN-th round a start-queue entry goes first: ULTs that keep each other
+        // ready without ever yielding (a ping-pong through the `next` slot, sleepers woken by
+        // timers on a saturated processor) would otherwise keep never-started ULTs from starting
+        // for ever (`tests/regressions.rs`, `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`).
+        // (`rounds` counts the loop's rounds in `maintain`, which runs just before.)
+        if core.rounds.is_multiple_of(START_TURN) {
+            if let Some(t) = self.take_start() {
+                return Some(t);
+            }
+            // The same turn for the ready ULT of lowest priority: two ULTs that keep waking each
+            // other would otherwise keep it waiting for ever, through the `next` slot or, under
+            // No Affinity's LIFO order, from above it in the runqueue
+            // (`a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue`). The slot's ULT
+            // stays where it is and runs in the next round.
+            if let Some(t) = self.runq().pop_worst() {
+                return Some(t);
+            }
+        }
+        if let Some(t) = core.next.take() {
+            return Some(t);
+        }
+        if core.admit_one {
+            core.admit_one = false;
+            if let Some(t) = self.take_start() {
+                return Some(t);
+            }
+        }
+        self.runq().pop_best()
+    }
+
+    /// The runqueue this processor serves: its own, or the one global queue of a `central` runtime.
+    #[inline]
+    pub(super) fn runq(&self) -> &RunQueue {
+        if self.central {
+            &self.shared.central_runq
+        } else {
+            &self.remote().runq
+        }
+    }
+
+    /// Step 3: own start-queue, then node, then global.
+    #[inline]
+    pub(super) fn take_start(&self) -> Option<TcbRef> {
+        if self.central {
+            // The ablation keeps taking one entry at a time.
+            let t = TcbRef::from_ptr(self.shared.global_start.take()?);
+            self.remote().stats.start_global.bump();
+            return t;
+        }
+        let core = self.core();
+        let shared_turn = core.step();
+        let remote = self.remote();
+        if !shared_turn && !remote.start.is_empty() {
+            if let Some(t) = self.pop_start() {
+                remote.stats.start_local.bump();
+                return Some(t);
+            }
+        }
+        let node = &self.shared.nodes[remote.node];
+        if shared_turn || !node.start.is_empty() || !self.shared.global_start.is_empty() {
+            return self.take_start_shared(shared_turn);
+        }
+        None
+    }
+
+    /// Step 3 past the own start-queue: a batch from the node or global level, or the own queue
+    /// after all on the rounds when the shared levels go first.
+    #[cold]
+    fn take_start_shared(&self, shared_turn: bool) -> Option<TcbRef> {
+        let remote = self.remote();
+        if shared_turn {
+            self.flush_notes();
+        }
+        // From the shared levels take a batch into the own start-queue (room permitting): one
+        // lock of the shared queue serves several starts.
+        let room = self.core().start_limit.saturating_sub(remote.start.len()).clamp(1, TAKE_MAX);
+        let node = &self.shared.nodes[remote.node];
+        let mut batch = [ptr::null_mut(); TAKE_MAX];
+        let mut n = node.start.take_batch(room, &mut batch);
+        let global = n == 0;
+        if global {
+            n = self.shared.global_start.take_batch(room, &mut batch);
+        }
+        if n > 0 {
+            // The first runs now; the rest go on the own queue, the oldest on top, so that they
+            // start in the order they were spawned (and thieves take the newest of them).
+            for &e in batch[1..n].iter().rev() {
+                // Their TCBs were written by their spawners, most likely on another processor:
+                // their lines come while the taker starts the first of the batch.
+                crate::prefetch::start_lines(e);
+                // Room was checked before the take (`room`), and only this owner pushes.
+                if let Err(e) = remote.start.push(e) {
+                    self.push_start_overflow(e);
+                }
+            }
+            let (stat, level_left) = if global {
+                (&remote.stats.start_global, !self.shared.global_start.is_empty())
+            } else {
+                (&remote.stats.start_node, !node.start.is_empty())
+            };
+            stat.add(n as u64);
+            remote.stats.start_moved.add(n as u64 - 1);
+            if level_left || n > 1 {
+                self.shared.notify_any(); // pass the wake-up on (see `crate::park`)
+            }
+            return TcbRef::from_ptr(batch[0]);
+        }
+        let t = self.pop_start()?;
+        remote.stats.start_local.bump();
+        Some(t)
+    }
+
+    /// Pops the newest entry of the own start-queue.
+    #[inline]
+    pub(super) fn pop_start(&self) -> Option<TcbRef> {
+        let start = &self.remote().start;
+        let t = TcbRef::from_ptr(start.pop()?);
+        // The entry the next pop would take: its lines arrive while this one starts (a burst of
+        // spawns is started newest first, one after the other).
+        if let Some(n) = start.peek_newest() {
+            crate::prefetch::start_lines(n);
+        }
+        t
+    }
+
+    /// Whether any start-queue this processor takes from (own, node, global) shows an entry.
+    #[inline]
+    pub(super) fn start_work_visible(&self) -> bool {
+        // SAFETY: `node_start` points into `shared.nodes`, a boxed slice that lives as long as
+        // `shared`, which this processor holds.
+        let node_start = unsafe { &*self.node_start };
+        !self.remote().start.is_empty() || !node_start.is_empty() || !self.shared.global_start.is_empty()
+    }
+
+    /// Step 4: steal, nearest group first, random victim inside a group.
+    pub(super) fn steal(&self) -> Option<TcbRef> {
+        let core = self.core();
+        if core.sent_home > 0 {
+            core.probed = false; // (went home, or others did)
+            return None; // ULTs went home from here: pause first (`idle`)
+        }
+        if std::mem::take(&mut core.probed) {
+            core.steal_pause = 0; // the probe stayed: steal as usual again
+        }
+        let topo = &self.shared.config.topology;
+        for group in topo.distance_groups(self.index) {
+            let start = self.next_random() as usize % group.len().max(1);
+            for i in 0..group.len() {
+                let v = group[(start + i) % group.len()];
+                let victim = &self.shared.processors[v];
+                let got = steal_one(&victim.start).or_else(|| self.steal_ready(victim));
+                if let Some(t) = got {
+                    if !victim.start.is_empty() || victim.runq.len() > 0 {
+                        self.shared.notify_any(); // more to take there: pass the wake-up on
+                    }
+                    let stats = &self.remote().stats;
+                    if victim.node == self.remote().node {
+                        stats.steals_node.bump();
+                    } else {
+                        stats.steals_remote.bump();
+                    }
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// Takes the low-key part of `victim`'s runqueue: runs the first, keeps the rest here.
+    fn steal_ready(&self, victim: &Remote) -> Option<TcbRef> {
+        if victim.runq.len() == 0 {
+            return None;
+        }
+        let mut buf = std::mem::take(&mut self.core().scratch);
+        let policy = &self.shared.config.policy;
+        // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
+        let probing = self.core().steal_pause > 0;
+        victim.runq.steal(|n| if probing { 1 } else { policy.hooks().steal_count(n) }, &mut buf);
+        let mut first = None;
+        for t in buf.drain(..) {
+            if t.tcb().pinned.get() {
+                // Pinned to the victim (`Builder::pinned`): straight back, through its wake-up stack.
+                self.shared.wake_remote(t, t.tcb().processor.load(Ordering::Relaxed));
+            } else if first.is_none() {
+                if probing {
+                    // The probe may go home at once, however recently it came (`gather_to`).
+                    t.tcb().moved_at.set(0);
+                }
+                first = Some(t);
+            } else {
+                self.make_ready(t);
+            }
+        }
+        self.core().scratch = buf;
+        self.core().probed = probing && first.is_some(); // (not a pinned ULT sent back)
+        first
+    }
+
+    fn next_random(&self) -> u64 {
+        let core = self.core();
+        // xorshift64*
+        let mut x = core.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        core.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Step 5: look for work a few rounds, then park.
+    #[cold]
+    pub(super) fn idle(&self) {
+        if self.chaos.on {
+            self.chaos_idle();
+        }
+        self.flush_notes();
+        let core = self.core();
+        if std::mem::take(&mut core.sent_home) > 0 {
+            // What ran here last went to a lock's home (`gather_to`): what it would steal now
+            // may well go the same way. Pause stealing, longer each time in a row.
+            core.steal_pause = (core.steal_pause * 2).clamp(STEAL_PAUSE_MIN, STEAL_PAUSE_MAX);
+            self.pause_stealing(core.steal_pause);
+            return;
+        }
+        core.steal_pause = 0;
+        let remote = self.remote();
+        for _ in 0..self.shared.config.spin_rounds {
+            // A wake-up directed here (a woken waiter, often one a lock was handed to) is looked
+            // for after every pause: the latency of a hand-over to an idle processor is a pause,
+            // not a round.
+            for _ in 0..32 {
+                std::hint::spin_loop();
+                if !remote.wakeup.is_empty() {
+                    return;
+                }
+            }
+            if self.has_work() || self.shared.is_shutting_down() {
+                return;
+            }
+        }
+        remote.stats.parks.bump();
+        let deadline = self.core().timers.next_deadline();
+        self.shared.watch.note_park(self.index, deadline.is_some()); // for the deadlock report
+        let parked = self
+            .shared
+            .idle
+            .park(&remote.park, deadline, || self.has_work() || self.shared.is_shutting_down());
+        self.shared.watch.after_park(); // waits while a deadlock report is being taken
+        if parked == crate::park::Parked::Slept {
+            remote.stats.wakeups.bump();
+        }
+    }
+
+    /// Parks until there is work of this processor's own (nothing to steal counts), a
+    /// notification, or `micros` pass: the pause of [`Processor::idle`] after ULTs went home.
+    #[cold]
+    fn pause_stealing(&self, micros: u32) {
+        let remote = self.remote();
+        remote.stats.parks.bump();
+        remote.stats.steal_pauses.bump();
+        let mut deadline = Instant::now() + std::time::Duration::from_micros(u64::from(micros));
+        if let Some(d) = self.core().timers.next_deadline() {
+            deadline = deadline.min(d);
+        }
+        self.shared.watch.note_park(self.index, true); // for the deadlock report
+        remote.park.set_pausing(true); // no helper wanted from here meanwhile
+        let parked = self
+            .shared
+            .idle
+            .park(&remote.park, Some(deadline), || self.has_own_work() || self.shared.is_shutting_down());
+        remote.park.set_pausing(false);
+        self.shared.watch.after_park();
+        if parked == crate::park::Parked::Slept {
+            remote.stats.wakeups.bump();
+        }
+    }
+
+    /// Whether anything this processor could run is visible now.
+    fn has_work(&self) -> bool {
+        if self.has_own_work() {
+            return true;
+        }
+        let shared = &*self.shared;
+        shared.processors.iter().any(|p| !p.start.is_empty() || p.runq.len() > 0)
+    }
+
+    /// Whether anything is visible that this processor would run without stealing: its own
+    /// queues, a due timer, the node and global start-queues.
+    fn has_own_work(&self) -> bool {
+        let shared = &*self.shared;
+        let remote = self.remote();
+        let core = self.core();
+        if core.next.is_some()
+            || !remote.wakeup.is_empty()
+            || self.runq().len() > 0
+            || !remote.start.is_empty()
+        {
+            return true;
+        }
+        if let Some(d) = self.core().timers.next_deadline() {
+            if d <= Instant::now() {
+                return true;
+            }
+        }
+        !shared.nodes[remote.node].start.is_empty() || !shared.global_start.is_empty()
+    }
+}

@@ -1,0 +1,364 @@
+//! A processor: one pinned OS thread running ULTs, and the state split by who may touch it.
+//!
+//! * [`Core`]: written only by the OS thread running the processor (pools, own start-queue end,
+//!   deathrow, timers, the current ULT). ULT code running on this processor reaches it too, through
+//!   [`Processor::core`], because it runs on the same OS thread while the loop is suspended in
+//!   `resume`; the loop never holds a borrow of it across a switch. Which OS thread that is changes
+//!   only at a blocking call's handoff, from one round of the loop to the next, under the
+//!   hand-over protocol of `crate::blocking` (the processors live in a [`ProcessorSet`] and OS
+//!   threads take them over; see there for who owns the `Core` at each moment).
+//! * [`Remote`]: what other threads reach: the wake-up and clean-up stacks, the start-queue stealer,
+//!   the runqueue (under its own lock), the park slot, the counters.
+//!
+//! # The loop (DESIGN §4)
+//!
+//! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
+//! 2. Run the `next` slot's ULT, else the runqueue's best; but every 64th round (and after a
+//!    yield) start one ULT from the start-queues first, and when there is none, every 64th round
+//!    run the runqueue's *lowest*-priority ULT first, so that ready ULTs that keep each other
+//!    going cannot keep never-started or long-ready ones waiting for ever.
+//!    A yield with other ULTs ready skips the loop: the yielder goes behind them and the best
+//!    runs at once (`requeue_yielded`, `hand_off`); a round-robin of many yielders takes them
+//!    from the runqueue in batches, one lock per batch (`queue::run::YieldBatch`), and looks for
+//!    the loop's errands and start-queue entries once per batch (`yield_from_batch`).
+//! 3. Otherwise start a ULT from the start-queues: own, node, global (the global and node levels are
+//!    also looked at every 61st round so they cannot starve behind a busy local queue).
+//! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
+//!    start-queue (those ULTs have no stack and no cache footprint yet), then the low-affinity part
+//!    of its runqueue. Not while ULTs that ran here went to a saturated lock's home since the
+//!    last idle step ([`gather_to`], `sync::mutex` "Gathering"): then step 5 pauses first, and
+//!    the first steal from a runqueue after a pause takes one ULT, a probe; a probe that stays
+//!    ends the pauses.
+//! 5. Otherwise spin a little, then park (see `crate::park`). The park is noted for the deadlock
+//!    report (with or without a timer), and a processor that leaves it while a report is being
+//!    taken waits until it is (`crate::deadlock`). After ULTs went home, instead: park at once
+//!    for the pause (50 µs, doubled each such idle step in a row up to 2 ms), woken early only by
+//!    work aimed at it (a wake-up onto its stack, a notification of its own slot); a processor
+//!    looking for a helper (`Idle::notify_one`) passes a pausing one by, and what it could steal
+//!    does not end the pause. A home that drains such ULTs from its wake-up stack wakes no helper
+//!    for them.
+//!
+//! In chaos mode (`chaos`) step 2 picks at random, a yield migrates the ULT, and a wake-up may
+//! go to a random processor; a pinned ULT (`Builder::pinned`) is never stolen (a thief hands it
+//! back through its processor's wake-up stack), never sent elsewhere, and starts where spawned.
+//!
+//! Every transition of a ULT (yield, park, sleep, exit) is finished after the switch by whoever
+//! resumed it: the loop, on the processor's own stack, or a joiner running it through the join fast
+//! path (`start_inline`), on the joiner's stack; never on the ULT's own stack, so a TCB is never
+//! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
+//! publishing its exit, `publish_from_ult`, which hands out only its result.)
+
+use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
+use crate::park::ParkSlot;
+use crate::policy::WakeRule;
+use crate::pool::LocalPool;
+use crate::queue::cleanup::{CleanupStack, NoteBatch};
+use crate::queue::deathrow::Deathrow;
+use crate::queue::deque::Deque;
+use crate::queue::run::{RunQueue, YieldBatch};
+use crate::queue::shared::SharedStartQueue;
+use crate::queue::tcb_stack::TcbStack;
+use crate::runtime::Shared;
+use crate::stats::{Counter, Counters};
+use crate::tcb::{Context, Tcb, TcbRef};
+use crate::timer::Timers;
+use crossbeam_utils::CachePadded;
+use std::cell::{Cell, UnsafeCell};
+use std::ptr;
+use std::sync::Arc;
+
+mod alloc;
+mod chaos;
+mod exit;
+mod find;
+mod gather;
+mod run;
+mod wake;
+pub(crate) mod worker;
+
+pub(crate) use chaos::decision_point;
+pub(crate) use gather::gather_to;
+pub(crate) use run::Inline;
+
+/// The shared part of a processor.
+///
+/// Fields written by different parties sit on separate cache lines: the wake-up and clean-up
+/// stacks (pushed by others), the runqueue (owner and thieves), the park slot (wakers), and the
+/// owner-written counters, so that counting on the hot path never invalidates a line that idle
+/// processors poll.
+pub(crate) struct Remote {
+    pub(crate) node: usize,
+    /// The processor's name (its address, as `sync::lock_word` names a bias owner), set once when
+    /// the processor is made; 0 before.
+    pub(crate) name: AtomicUsize,
+    /// The own start-queue: pushed and popped by the owner, stolen from by others.
+    pub(crate) start: Deque<Tcb>,
+    pub(crate) wakeup: CachePadded<TcbStack>,
+    pub(crate) cleanup: CachePadded<CleanupStack>,
+    pub(crate) runq: CachePadded<RunQueue>,
+    pub(crate) park: CachePadded<ParkSlot>,
+    pub(crate) stats: CachePadded<Counters>,
+    /// Join handles created minus handles released on this processor (see `runtime`, "Handle
+    /// accounting"); owner-written, may wrap below zero.
+    pub(crate) handles: CachePadded<Counter>,
+}
+
+impl Remote {
+    pub(crate) fn new(node: usize, start_limit: usize) -> Remote {
+        Remote {
+            node,
+            name: AtomicUsize::new(0),
+            start: Deque::new(start_limit),
+            wakeup: CachePadded::new(TcbStack::new()),
+            cleanup: CachePadded::new(CleanupStack::new()),
+            runq: CachePadded::new(RunQueue::new()),
+            park: CachePadded::new(ParkSlot::new()),
+            stats: CachePadded::new(Counters::default()),
+            handles: CachePadded::new(Counter::default()),
+        }
+    }
+}
+
+/// The owned part of a processor.
+pub(crate) struct Core {
+    /// The configured start-queue limit, capped at the deque's capacity.
+    start_limit: usize,
+    tcb_pool: LocalPool<TcbRef>,
+    /// Pooled contexts (a stack each, see [`Context`]): the stack pool.
+    stack_pool: LocalPool<Box<Context>>,
+    deathrow: Deathrow,
+    timers: Timers,
+    /// The ULT to run next, outside the runqueue: set when a ULT becomes ready while nothing else is
+    /// (a joiner woken by the exit of the ULT it joined, the other end of a hand-off). Private to
+    /// the owner, so the common hand-off costs no atomic operation; not stealable, like Go's runnext.
+    next: Option<TcbRef>,
+    /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
+    /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
+    admit_one: bool,
+    /// Yielding ULTs taken from and going back to the runqueue's zero lane, one lock per
+    /// batch (see [`YieldBatch`]): empty except inside a chain of switches of `run_ult`.
+    batch: YieldBatch,
+    /// The oldest half of a full own start-queue on its way down a level (`push_start_overflow`):
+    /// a buffer kept here, not on the spawning ULT's (possibly small) stack.
+    spill: Vec<*mut Tcb>,
+    /// The child a joiner is running through the join fast path, if any (see `start_inline`).
+    inline_child: Option<TcbRef>,
+    /// Join fast paths in progress on this OS thread's stack (no hand-off inside one), plus one
+    /// for good in chaos mode (whose loop picks the next ULT at random): no direct hand-off while
+    /// non-zero, one test on the hand-off path for both.
+    no_hand_off: u32,
+    /// Pinned ULTs started here and not exited (`Builder::pinned`): while there are any, blocking
+    /// calls made here run on this thread instead of handing the processor, and with it the
+    /// pinned ULTs, to another OS thread (`crate::blocking::switched`).
+    pinned_here: u32,
+    /// Clean-up notes for other processors, batched per exiting processor (see `note_joined`).
+    notes: Vec<Option<Box<NoteBatch>>>,
+    id_seq: u64,
+    /// Steps left until the next 61st (see [`Core::step`]).
+    tick: u32,
+    rounds: u32,
+    rng: u64,
+    /// A reusable buffer (stolen batches, due timers).
+    scratch: Vec<TcbRef>,
+    /// ULTs this processor sent to a lock's home since it was last idle (`gather_to`).
+    sent_home: u32,
+    /// How long (microseconds) this processor stops stealing when it goes idle after sending
+    /// ULTs home; 0 when it did not last time, or its probe stayed (see `Processor::idle`).
+    steal_pause: u32,
+    /// A probe (one ULT stolen after a pause) was taken since the last steal.
+    probed: bool,
+    /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
+    affinity: crate::affinity::Local,
+}
+
+/// Every how many steps (start-queue takes, hand-offs, yields that found nothing else) the
+/// processor looks past its fast paths: the shared start-queue levels first, the loop's round.
+const TICK_PERIOD: u32 = 61;
+
+impl Core {
+    /// Counts one step; true at every [`TICK_PERIOD`]-th (a countdown: cheaper than a modulo on
+    /// the switch path).
+    #[inline]
+    fn step(&mut self) -> bool {
+        self.tick -= 1;
+        if self.tick == 0 {
+            self.tick = TICK_PERIOD;
+            return true;
+        }
+        false
+    }
+}
+
+/// A processor as its OS thread sees it.
+pub(crate) struct Processor {
+    pub(crate) index: usize,
+    /// Unique among all processors of all runtimes of the process, never reused, never 0: what a
+    /// biased spin lock names its owner by (`sync::bias`).
+    pub(crate) uid: usize,
+    pub(crate) shared: Arc<Shared>,
+    /// `&shared.processors[index]`, resolved once (it is on every hot path).
+    remote: *const Remote,
+    /// The start-queue level of this processor's node, resolved once (every yield looks at it).
+    node_start: *const SharedStartQueue<Tcb>,
+    core: UnsafeCell<Core>,
+    current: Cell<Option<TcbRef>>,
+    // Copies of configuration read on the hot paths (one load instead of two).
+    central: bool,
+    /// `config.gather_locks && !config.central` (see [`gather_to`]).
+    gather_locks: bool,
+    check_canary: bool,
+    stack_size: usize,
+    /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
+    pub(crate) prefetch: bool,
+    /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
+    chaos: chaos::Chaos,
+    /// `central || chaos.on`: one test on the wake path for both.
+    central_or_chaos: bool,
+    /// The policy's wake rule is [`WakeRule::Waker`] and neither `central` nor the chaos mode
+    /// is on: a ULT woken by a ULT running here stays here, unless pinned
+    /// ([`Processor::wake_from_ult`] decides that without looking the rule up).
+    waker_stays: bool,
+}
+
+impl Processor {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>) -> Processor {
+        let c = &shared.config;
+        let core = Core {
+            start_limit: c.start_queue_limit.min(shared.processors[index].start.capacity()),
+            tcb_pool: LocalPool::new(c.tcb_pool_limit),
+            stack_pool: LocalPool::new(c.stack_pool_limit),
+            deathrow: Deathrow::new(),
+            timers: Timers::new(),
+            next: None,
+            admit_one: false,
+            batch: YieldBatch::new(),
+            spill: Vec::new(),
+            inline_child: None,
+            no_hand_off: u32::from(c.chaos.is_some()),
+            pinned_here: 0,
+            notes: (0..shared.processors.len()).map(|_| None).collect(),
+            id_seq: 0,
+            tick: TICK_PERIOD,
+            rounds: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+            scratch: Vec::new(),
+            sent_home: 0,
+            steal_pause: 0,
+            probed: false,
+            // Opened here, on the processor's own thread (a hardware counter counts its opener).
+            affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
+        };
+        let remote: *const Remote = &shared.processors[index];
+        let node_start: *const SharedStartQueue<Tcb> = &shared.nodes[shared.processors[index].node].start;
+        static UIDS: AtomicUsize = AtomicUsize::new(1);
+        Processor {
+            index,
+            uid: UIDS.fetch_add(1, Ordering::Relaxed),
+            remote,
+            node_start,
+            core: UnsafeCell::new(core),
+            current: Cell::new(None),
+            central: c.central,
+            gather_locks: c.gather_locks && !c.central,
+            check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
+            stack_size: c.stack_size,
+            prefetch: c.prefetch,
+            chaos: chaos::Chaos::new(c.chaos, index),
+            central_or_chaos: c.central || c.chaos.is_some(),
+            waker_stays: c.policy.wake_rule() == WakeRule::Waker && !c.central && c.chaos.is_none(),
+            shared,
+        }
+    }
+
+    /// The owned state. Callers keep the borrow short and never across a switch.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    fn core(&self) -> &mut Core {
+        // SAFETY: only the OS thread running this processor calls this (the processor is
+        // reachable only through that thread's current-processor slot (`current`), and the blocking handoff passes it
+        // from one thread to the next under a lock, between two rounds of the loop), and no caller
+        // holds the borrow across a switch or across another call to `core`, so borrows never
+        // overlap.
+        unsafe { &mut *self.core.get() }
+    }
+
+    #[inline]
+    pub(crate) fn remote(&self) -> &Remote {
+        // SAFETY: `remote` points into `shared.processors`, a boxed slice that lives as long as
+        // `shared`, which this processor holds.
+        unsafe { &*self.remote }
+    }
+
+    /// The ULT running on this processor.
+    #[inline]
+    pub(crate) fn current_ult(&self) -> Option<TcbRef> {
+        self.current.get()
+    }
+
+    /// Whether a pinned ULT lives on this processor (started here, not exited).
+    pub(crate) fn hosts_pinned(&self) -> bool {
+        self.core().pinned_here > 0
+    }
+}
+
+/// The processors of a runtime, where OS threads find them (DESIGN §2, "an owned part moved into
+/// the worker thread"): a processor is created by the first thread that runs it (its counter
+/// source is opened there) and then passed from thread to thread by the blocking handoff
+/// (`crate::blocking`), so it lives here rather than on one thread's stack. Every worker thread
+/// and the [`Runtime`](crate::Runtime) hold the set; the processors are freed with the last of
+/// them, so a thread's frames that still name a processor it handed over stay valid.
+pub(crate) struct ProcessorSet {
+    slots: Box<[AtomicPtr<Processor>]>,
+}
+
+impl ProcessorSet {
+    pub(crate) fn new(n: usize) -> ProcessorSet {
+        ProcessorSet { slots: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect() }
+    }
+
+    /// Processor `i`, made on the calling thread if it does not exist yet. Only a thread that
+    /// holds processor `i` under the hand-over protocol calls this (the first is the thread
+    /// started for it).
+    pub(crate) fn take(&self, i: usize, shared: &Arc<Shared>) -> &Processor {
+        let mut p = self.slots[i].load(Ordering::Acquire);
+        if p.is_null() {
+            p = Box::into_raw(Box::new(Processor::new(i, shared.clone())));
+            shared.processors[i].name.store(p as usize, Ordering::Relaxed);
+            self.slots[i].store(p, Ordering::Release);
+        }
+        // SAFETY: non-null slots hold a live box, freed only when the set is dropped.
+        unsafe { &*p }
+    }
+
+    /// Shutdown: gives back the memory the processors' pools hold (their pooled stacks) now,
+    /// rather than when the last thread holding the set exits.
+    ///
+    /// # Safety
+    /// No thread runs any of the processors any more (every loop has stopped for shutdown).
+    pub(crate) unsafe fn retire(&self) {
+        for slot in self.slots.iter() {
+            let p = slot.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: per the contract nobody else touches the owned part; the box is live.
+                let core = unsafe { &mut *(*p).core.get() };
+                core.stack_pool = LocalPool::new(0);
+            }
+        }
+    }
+}
+
+impl Drop for ProcessorSet {
+    fn drop(&mut self) {
+        for slot in self.slots.iter() {
+            let p = slot.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: made by `Box::into_raw` in `take`; the last holder of the set drops it,
+                // after every thread that could run a processor has let go of the set. Dropping a
+                // processor on another thread than the one that made it is fine: its owned part
+                // holds pointers, pooled contexts (sent between threads by design, see `Context`)
+                // and the counter source, whose file is closed by any thread.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}

@@ -1,0 +1,533 @@
+//! The loop (DESIGN §4) and the transitions of a ULT: run a round (step 1, then the steps of
+//! `find`), switch into a ULT and finish whatever transition it switched out with, the direct
+//! hand-off to the ULT the transition made ready, the yield batch's round-robin, and the join
+//! fast path that starts a child on its joiner's stack.
+
+use super::worker::Worker;
+use super::Processor;
+use crate::atomics::Ordering;
+use crate::current::set_current_processor;
+use crate::queue::run::REFILL_FROM;
+use crate::switch::{Deadline, Park, Switch};
+use crate::tcb::{Life, TcbRef};
+use crate::timer::Due;
+use corosensei::CoroutineResult;
+use std::ptr;
+use std::time::Instant;
+
+/// What [`Processor::yield_from_batch`] did with a yield.
+#[must_use]
+enum FromBatch {
+    /// Switch to this ULT now.
+    Run(TcbRef),
+    /// Go back to the loop (the yielder is queued, the ULT to run next is in the `next` slot).
+    Loop,
+    /// Nothing: the general yield path takes it.
+    Elsewhere,
+}
+
+/// How the join fast path ([`Processor::start_inline`]) went.
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Inline {
+    /// The child was not the newest entry of the start-queue (already taken, or buried).
+    NotStarted,
+    /// The child started and switched out before finishing; the join protocol goes on as usual.
+    Switched,
+    /// The child started and returned. Its joiner holds the only handle (being consumed by
+    /// value, so no other reference to it exists) and runs on this processor: the join state
+    /// was not published, the TCB is not on the deathrow, and the joiner takes the output and
+    /// recycles the TCB directly ([`Processor::reclaim_inline`]).
+    Finished,
+}
+
+/// Ready ULTs in the runqueue from which a yield may take a batch: with the yielder, the
+/// [`REFILL_FROM`] that `RunQueue::yield_refill` asks for.
+const BATCH_FROM: usize = REFILL_FROM - 1;
+
+impl Processor {
+    /// Runs the processor on the calling OS thread, the worker `w`, until `w.stop` is raised (by
+    /// shutdown, or by this thread's own blocking handoff). `pinned` is the CPU the thread is
+    /// pinned to, if any: a thread that takes over another processor pins itself to its CPU.
+    pub(crate) fn run(&self, w: &Worker, pinned: &mut Option<usize>) {
+        let cpu = self.shared.config.topology.processor(self.index).cpu;
+        if self.shared.config.pin && *pinned != Some(cpu) {
+            if elite_affinity::pin_current_thread(cpu).is_ok() {
+                *pinned = Some(cpu);
+            } else {
+                self.shared.pin_failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.remote().park.register(std::thread::current());
+        set_current_processor(Some(self));
+        // A panic in the loop is a runtime bug: abort rather than limp on.
+        let guard = crate::AbortOnPanic("the processor loop");
+        self.run_loop(w);
+        std::mem::forget(guard);
+        set_current_processor(None);
+    }
+
+    /// Whether the ULT that just switched out was resumed by the join fast path (a joiner's stack)
+    /// rather than by the loop's bottom frame.
+    #[inline]
+    pub(crate) fn running_inline(&self) -> bool {
+        self.core().inline_child.is_some()
+    }
+
+    fn run_loop(&self, w: &Worker) {
+        loop {
+            // Raised by shutdown, and by a blocking handoff of this thread (the processor then
+            // belongs to another thread: this one leaves without touching it).
+            if w.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            self.maintain();
+            if let Some(t) = self.take_ready() {
+                // Prefetch hook (`crate::prefetch`): the chosen ULT's data, and the next one's.
+                self.prefetch_chosen(t);
+                self.dispatch(t, w);
+                continue;
+            }
+            if let Some(t) = self.take_start() {
+                self.start_ult(t, w);
+                continue;
+            }
+            if let Some(t) = self.steal() {
+                self.dispatch(t, w);
+                continue;
+            }
+            self.idle();
+        }
+    }
+
+    /// Runs `t`, giving it a stack first if it never ran; `w` is the calling thread's worker.
+    #[inline]
+    fn dispatch(&self, t: TcbRef, w: &Worker) {
+        if t.tcb().life.get() == Life::Queued {
+            self.start_ult(t, w);
+        } else {
+            self.run_ult(t, w);
+        }
+    }
+
+    /// Prefetches what `t`, chosen to run now, will touch first and, when it declared a block,
+    /// the control block of the ULT the runqueue would hand out after it (see `crate::prefetch`).
+    /// For ULTs without a block, and whenever prefetch is off (no ULT has a prefetch word then):
+    /// one load of a line the switch reads anyway, and a branch.
+    #[inline]
+    fn prefetch_chosen(&self, t: TcbRef) {
+        if crate::prefetch::ult(t) {
+            if let Some(next) = self.runq().peek_best() {
+                crate::prefetch::control_block(next);
+            }
+        }
+    }
+
+    /// Step 1: wake-ups into the runqueue, clean-up notes, due timers.
+    #[inline]
+    fn maintain(&self) {
+        let core = self.core();
+        core.rounds = core.rounds.wrapping_add(1);
+        if core.rounds.is_multiple_of(64) {
+            self.flush_notes(); // held-back clean-up notes wait at most 64 rounds
+        }
+        let remote = self.remote();
+        if !remote.wakeup.is_empty() {
+            let (mut n, mut homing) = (0, 0);
+            for t in remote.wakeup.drain() {
+                if t.tcb().homing.get() {
+                    t.tcb().homing.set(false);
+                    homing += 1;
+                }
+                self.make_ready(t);
+                n += 1;
+            }
+            remote.stats.wakeup_drained.add(n);
+            // More than one woken: let an idle processor help, unless they were sent here to be
+            // gathered (`gather_to`), which a helper would only send back.
+            if n - homing > 1 {
+                self.shared.notify_any();
+            }
+        }
+        if !remote.cleanup.is_empty() {
+            for batch in remote.cleanup.drain() {
+                remote.stats.cleanup_notes.add(batch.len() as u64);
+                for t in batch.tcbs() {
+                    // The joiner reset the TCB: count it off and pool the pointer.
+                    self.core().deathrow.remove(t);
+                    self.pool_tcb(t);
+                }
+            }
+        }
+        if !self.core().timers.is_empty() {
+            self.fire_timers();
+        }
+    }
+
+    /// Makes every sleeper whose deadline passed ready, so that they run in deadline order.
+    #[cold]
+    fn fire_timers(&self) {
+        let now = Instant::now();
+        let mut due = std::mem::take(&mut self.core().scratch);
+        while let Some(d) = self.core().timers.pop_due(now) {
+            match d {
+                Due::Sleep(t) => due.push(t),
+                // A timed wait's deadline: the ULT is ours to run only if the deadline won the race
+                // against a notifier (see `sync::wait`).
+                Due::Wait(t, seq) => {
+                    if crate::sync::wait::time_out(t, seq) {
+                        due.push(t);
+                    }
+                }
+            }
+        }
+        // Enter the runqueue latest deadline first: with equal priorities the runqueue hands out
+        // the newest entry first, so the earliest deadline runs first.
+        for t in due.drain(..).rev() {
+            self.enqueue(t);
+        }
+        self.core().scratch = due;
+    }
+
+    /// Arms the deadline of timed wait `seq` of `t`, a ULT that just blocked on this processor.
+    #[inline]
+    pub(crate) fn add_wait_timer(&self, deadline: Instant, t: TcbRef, seq: u64) {
+        self.core().timers.insert_wait(deadline, t, seq);
+    }
+
+    /// The join fast path: if `t` is the newest entry of this processor's start-queue, start it
+    /// now, from the joining ULT, instead of blocking the joiner and letting the loop start it.
+    ///
+    /// The child still gets its own stack and runs as itself (`current` names it); its coroutine is
+    /// resumed from the joiner's stack rather than the loop's. When it returns or switches out
+    /// (yield, block, sleep), control comes back here and the transition is finished exactly as
+    /// the loop would finish it, on the joiner's stack, never the child's. The joiner then reads
+    /// the join state as usual and blocks only if the child has not finished. Popping the entry is
+    /// what proves this processor owns `t`; an entry that is not `t` is pushed back on top, which
+    /// restores the queue's order.
+    ///
+    /// Only the ULT currently running on this processor calls this.
+    pub(crate) fn start_inline(&self, t: TcbRef) -> Inline {
+        match self.pop_start() {
+            Some(top) if top == t => {}
+            Some(top) => {
+                // It came from there, and nothing was pushed since: there is room.
+                let _ = self.remote().start.push(top.as_ptr());
+                return Inline::NotStarted;
+            }
+            None => return Inline::NotStarted,
+        }
+        self.remote().stats.start_local.bump();
+        let joiner = self.current.get();
+        let outer = self.core().inline_child.replace(t);
+        // Scheduler code runs here on the joiner's stack: a panic in it is a runtime bug, as in the
+        // loop, not something for the joiner to catch.
+        let guard = crate::AbortOnPanic("the join fast path");
+        if let Some(j) = joiner {
+            self.core().affinity.pause(j);
+        }
+        self.core().no_hand_off += 1;
+        self.start_ult(t, super::worker::current_worker());
+        self.core().no_hand_off -= 1;
+        if joiner.is_some() {
+            self.core().affinity.resume();
+        }
+        std::mem::forget(guard);
+        // `exit` clears the mark when the child returned during this run.
+        let finished = self.core().inline_child != Some(t);
+        self.core().inline_child = outer;
+        self.current.set(joiner);
+        if finished {
+            Inline::Finished
+        } else {
+            Inline::Switched
+        }
+    }
+
+    /// Gives a never-run ULT a context (a stack) from this processor's pool and runs it; `w` is
+    /// the calling thread's worker.
+    fn start_ult(&self, t: TcbRef, w: &Worker) {
+        let tcb = t.tcb();
+        let ctx = match self.get_context(tcb.stack_size()) {
+            Ok(c) => c,
+            Err(e) => return self.fail_start(t, e),
+        };
+        // SAFETY: this processor owns the TCB (it took it from a start-queue); a never-started
+        // ULT has no context, so the write overwrites a `None` (nothing to drop).
+        unsafe { ptr::write(tcb.context.get(), Some(ctx)) };
+        // SAFETY: as above; the context holds its stack until the ULT exits.
+        tcb.guard_at.set(unsafe { (*tcb.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
+        crate::prefetch::UltBlock::on_start(t, self.prefetch);
+        tcb.life.set(Life::Started);
+        if tcb.pinned.get() {
+            self.core().pinned_here += 1;
+        }
+        self.run_ult(t, w);
+    }
+
+    /// Switches into `t` and finishes whatever transition it switched out with; then, when the
+    /// transition left a ULT in the `next` slot and nothing else waits here, switches into that one
+    /// at once (see [`Processor::hand_off`]), and so on.
+    ///
+    /// `w` is the calling OS thread's worker (`crate::blocking`), passed down from the loop (or
+    /// looked up once by the join fast path) rather than read from a thread-local after every
+    /// park.
+    fn run_ult(&self, mut t: TcbRef, w: &Worker) {
+        let stats = &self.remote().stats;
+        let check_canary = self.check_canary;
+        // Fixed for the processor's life: read once here, not at every resume.
+        let (begin_hook, end_hook) = self.core().affinity.run_hooks();
+        // Whether anything at all runs after a switch out (rare: a recording or hardware-counting
+        // policy, unguarded stacks): one test per switch when nothing does.
+        let after_hooks = end_hook || check_canary;
+        'chain: loop {
+            let tcb = t.tcb();
+            tcb.processor.store(self.index, Ordering::Relaxed);
+            // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
+            // until `exit` takes it, after this borrow ends. The ULT's own code never touches the
+            // field.
+            let ctx = unsafe { (*tcb.context.get()).as_mut() }
+                .unwrap_or_else(|| crate::fatal("ULT without a context"));
+            let why = loop {
+                self.current.set(Some(t));
+                stats.switches.bump();
+                if begin_hook {
+                    std::hint::cold_path();
+                    self.core().affinity.begin_run();
+                }
+                let why = match ctx.co.resume(()) {
+                    CoroutineResult::Yield(why) => why,
+                    // The trampoline never returns; only a forced unwind (shutdown) ends it.
+                    CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
+                };
+                self.current.set(None);
+                if after_hooks {
+                    std::hint::cold_path();
+                    if end_hook {
+                        self.core().affinity.end_run(t);
+                    }
+                    if check_canary {
+                        self.check_canary(t);
+                    }
+                }
+                if why == Switch::YIELD {
+                    stats.yields.bump();
+                    match self.yield_from_batch(t) {
+                        FromBatch::Run(n) => {
+                            t = n;
+                            continue 'chain;
+                        }
+                        FromBatch::Loop => {
+                            // The step's turn for the loop (shutdown, the shared levels, the
+                            // starvation turns): the batch goes back, the chosen ULT waits in
+                            // the `next` slot.
+                            self.flush_batch();
+                            return;
+                        }
+                        FromBatch::Elsewhere => {}
+                    }
+                    // Nothing else to run here: resume at once without touching any queue (unless
+                    // the chaos mode moves the ULT).
+                    if self.nothing_else_local() && !self.chaos.on {
+                        continue;
+                    }
+                }
+                break why;
+            };
+            // The kinds by how often they come: a blocking wait on a synchronization object
+            // first (tested alone, so that it is not one case of a jump table).
+            if why.kind() <= Switch::LINK_FRONT {
+                // SAFETY: the ULT switched out holding the object's lock, the `LinkTo` and its
+                // node on its frozen stack, the object alive and untouched by anyone else until
+                // the node is linked and the lock released, which this does (`Switch::link`).
+                unsafe {
+                    crate::sync::wait::link_after_switch(why.at(), why.kind() == Switch::LINK_FRONT, t)
+                };
+            } else if why == Switch::YIELD {
+                self.requeue_yielded(t);
+            } else if why.kind() == Switch::PARK {
+                let park: *const Park = why.at();
+                // SAFETY: `park` points into the blocked ULT's frozen stack, valid until it is
+                // resumed, which cannot happen before `action` publishes it.
+                unsafe { ((*park).action)(park, t, self) };
+                // A blocking call's action may have handed this processor to another OS
+                // thread (`crate::blocking::switched`), or shutdown began: leave the loop's
+                // frames without touching the processor again (the loop checks the same flag).
+                if w.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+            } else if why == Switch::EXIT {
+                self.exit(t);
+            } else {
+                debug_assert!(why.kind() == Switch::SLEEP);
+                // SAFETY: the deadline lives on the sleeping ULT's frozen stack.
+                let deadline = unsafe { (*why.at::<Deadline>()).0 };
+                self.core().timers.insert(deadline, t);
+                self.flush_batch();
+                return;
+            }
+            match self.hand_off() {
+                Some(n) => t = n,
+                None => {
+                    // Back to the loop: every ready ULT in the runqueue (see `YieldBatch`).
+                    self.flush_batch();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The direct hand-off: after a transition, the ULT in the `next` slot (the one the
+    /// transition made ready: a woken receiver, a joiner, the next yielder in line) runs at once,
+    /// without a round of the loop, when the loop would pick it anyway: no wake-up, clean-up note
+    /// or timer waits, and this is not the 61st step in a row (then the loop runs, and with it
+    /// the shutdown check and the shared start-queue levels). Never inside the join fast path,
+    /// whose caller waits on this stack for its child's switch.
+    #[inline]
+    fn hand_off(&self) -> Option<TcbRef> {
+        let core = self.core();
+        let n = core.next?;
+        if core.step() || core.no_hand_off > 0 {
+            return None; // (a join fast path waits below us; the chaos mode's loop picks at random)
+        }
+        if self.loop_has_errands() {
+            return None;
+        }
+        if n.tcb().life.get() != Life::Started {
+            return None; // (never in the slot today; the loop's dispatch starts such a one)
+        }
+        core.next = None;
+        self.prefetch_chosen(n); // as the loop does for the ULT it picks
+        Some(n)
+    }
+
+    /// The yield of `t` in a round-robin served from the yield batch, in one step: what
+    /// `requeue_yielded` and `hand_off` would do when the batch holds a taken ULT (`t` takes its
+    /// place, and it runs next), with their tests once each, except those of the loop's
+    /// errands and the start-queues, made at the batch's first yield only (see below).
+    /// [`FromBatch::Loop`] on the step that is the loop's turn (`t` is in the batch then, the
+    /// ULT to run next in the `next` slot); [`FromBatch::Elsewhere`] (and nothing done) when
+    /// they would do anything else.
+    ///
+    /// Wake-ups, clean-up notes, timers and start-queue entries are looked for at the yield that
+    /// refilled the batch (`requeue_yielded`, `hand_off`) and at the batch's first yield, not at
+    /// the six after it: what arrives meanwhile waits at most `BATCH` - 1 yields of ULTs of
+    /// this processor (tens of nanoseconds) longer for the loop, or for its admission
+    /// (`admit_one`). Those six loads of five lines were a tenth of a yield's instructions
+    /// (`hot_path_probe yields`, 1024 ULTs: 156 -> 139 per yield, task-clock 8.8 -> 8.4 ns).
+    /// Under No Affinity and Minimum Misses only (their yield key is always 0; the batch is
+    /// never filled under the others, nor in the central or chaos mode).
+    #[inline]
+    fn yield_from_batch(&self, t: TcbRef) -> FromBatch {
+        let core = self.core();
+        let Some(n) = core.batch.peek_taken() else {
+            return FromBatch::Elsewhere;
+        };
+        // (`yield_at_zero` last: it does `yield_priority`'s bookkeeping.)
+        if core.next.is_some()
+            || core.no_hand_off > 0
+            || (core.batch.at_first() && (self.loop_has_errands() || self.start_work_visible()))
+            || n.tcb().life.get() != Life::Started
+            || !core.affinity.yield_at_zero()
+        {
+            return FromBatch::Elsewhere;
+        }
+        let Ok(n) = core.batch.swap(t) else {
+            return FromBatch::Elsewhere; // (not reached: `n` was peeked)
+        };
+        if core.step() {
+            core.next = Some(n);
+            return FromBatch::Loop;
+        }
+        if n.tcb().prefetching.get() {
+            self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
+        }
+        FromBatch::Run(n)
+    }
+
+    /// Whether a wake-up, a clean-up note or a timer waits for the loop: then the fast paths
+    /// (`hand_off`, `yield_from_batch`) go back to it.
+    #[inline]
+    fn loop_has_errands(&self) -> bool {
+        let remote = self.remote();
+        !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !self.core().timers.is_empty()
+    }
+
+    /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).
+    /// Only such a yield counts a step here; one that finds other work counts its step in
+    /// [`Processor::hand_off`], so that every yield counts one and the loop's turn (every
+    /// [`TICK_PERIOD`]-th step) is never spent on a yield that goes on to the hand-off anyway.
+    #[inline]
+    fn nothing_else_local(&self) -> bool {
+        let core = self.core();
+        let alone = core.next.is_none()
+            && self.runq().len() == 0
+            && core.batch.is_empty()
+            && self.remote().wakeup.is_empty()
+            && self.remote().start.is_empty()
+            && core.timers.is_empty();
+        // On the loop's turn the yielder is queued and the loop runs (shutdown, the shared levels).
+        alone && !core.step()
+    }
+
+    /// A ULT yielded while other work waits: it goes behind the other ready ULTs (the policy's
+    /// yield key) and one never-started ULT is admitted first.
+    fn requeue_yielded(&self, t: TcbRef) {
+        if self.chaos.on && self.chaos_migrate(t) {
+            return;
+        }
+        let core = self.core();
+        if let Some(n) = core.next.take() {
+            self.make_ready(n);
+        }
+        let key = core.affinity.yield_priority(t);
+        if !self.central && core.next.is_none() && !self.start_work_visible() {
+            // Nothing to admit: queue `t` and take the best ready ULT; the best runs next.
+            if key == 0 && !self.chaos.on && (!core.batch.is_empty() || self.runq().len() >= BATCH_FROM) {
+                // The zero lane's round-robin (see `YieldBatch`): the batch's next ULT, without
+                // the lock, or a refill under one acquisition. (A runqueue too short for a batch
+                // takes the plain path below: fewer instructions.)
+                core.next = match core.batch.swap(t) {
+                    Ok(n) => Some(n),
+                    Err(t) => self.runq().yield_refill(t, &mut core.batch),
+                };
+                return;
+            }
+            // In one critical section (one lock round trip instead of two).
+            self.flush_batch();
+            core.next = self.runq().push_pop_best(key, t);
+            return;
+        }
+        self.runq().push_flushing(key, t, &mut core.batch);
+        core.admit_one = true;
+    }
+
+    /// Checked after every switch out of a ULT on an unguarded stack.
+    #[inline]
+    fn check_canary(&self, t: TcbRef) {
+        // SAFETY: the ULT just switched out, so its context is still in the TCB; only this
+        // processor touches it.
+        let at = unsafe { (*t.tcb().context.get()).as_ref() }.map_or(0, |c| c.canary_at);
+        // SAFETY: `at` is the low end of the ULT's unguarded stack (0: guarded), recorded when the
+        // context was made; the context holds the stack, so the memory is live.
+        if !unsafe { crate::stack::canary_intact_at(at) } {
+            self.canary_overwritten(t);
+        }
+    }
+
+    #[cold]
+    fn canary_overwritten(&self, t: TcbRef) -> ! {
+        let tcb = t.tcb();
+        crate::fatal(&format!(
+            "stack overflow in ULT {} ({}): the canary of its {}-byte unguarded stack was overwritten",
+            tcb.id.get(),
+            self.ult_name(t),
+            tcb.stack_size()
+        ));
+    }
+
+    fn ult_name(&self, t: TcbRef) -> String {
+        // SAFETY: the name is written at spawn and immutable afterwards.
+        unsafe { (*t.tcb().name.get()).as_deref().unwrap_or("unnamed").to_string() }
+    }
+}
