@@ -1,7 +1,7 @@
 //! Building a runtime: the [`RuntimeBuilder`], its validation, and [`BuildError`].
 
-use crate::affinity::CounterChoice;
 use crate::panics::{DetachedPanic, DetachedPanicHook};
+use crate::policy::engine::CounterChoice;
 use crate::policy::{Needs, Policy};
 use crate::stack::{StackKind, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::sync::SpinPolicy;

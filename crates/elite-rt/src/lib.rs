@@ -253,8 +253,6 @@
 // switching, statics, thread-locals) is left out, since loom can neither build nor run it. A new
 // module gets `#[cfg(not(loom))]` too, unless a model needs it (see `loom_models`).
 
-#[cfg(not(loom))]
-mod affinity;
 #[cfg_attr(loom, allow(dead_code))]
 mod atomics;
 #[cfg(not(loom))]
@@ -331,8 +329,6 @@ mod thread;
 mod timer;
 
 #[cfg(not(loom))]
-pub use affinity::{set_footprint, CounterChoice};
-#[cfg(not(loom))]
 pub use blocking::blocking;
 #[cfg(not(loom))]
 pub use config::{BuildError, RuntimeBuilder, CHAOS_ENV, MAX_PROCESSORS, MAX_SPARE_THREADS};
@@ -340,6 +336,8 @@ pub use config::{BuildError, RuntimeBuilder, CHAOS_ENV, MAX_PROCESSORS, MAX_SPAR
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]
 pub use panics::DetachedPanic;
+#[cfg(not(loom))]
+pub use policy::engine::{set_footprint, CounterChoice};
 #[cfg(not(loom))]
 pub use policy::Policy;
 #[cfg(not(loom))]

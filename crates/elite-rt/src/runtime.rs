@@ -80,7 +80,7 @@ pub(crate) struct Shared {
     /// otherwise.
     pub(crate) central_runq: RunQueue,
     /// The cache model and each processor's counter source (see `affinity`).
-    pub(crate) affinity: crate::affinity::Affinity,
+    pub(crate) engine: crate::policy::engine::Engine,
     pub(crate) idle: Idle,
     /// The worker threads, spare threads and queue of blocking calls (`crate::blocking`).
     pub(crate) blocking: crate::blocking::Registry,
@@ -182,14 +182,7 @@ impl Shared {
             }
         }
         let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
-        let target = crate::affinity::wake_target(
-            &self.config.policy,
-            self.config.needs,
-            &self.affinity,
-            t,
-            waker,
-            None,
-        );
+        let target = self.engine.wake_target(t, waker, None);
         self.wake_remote(t, target);
     }
 
@@ -269,7 +262,7 @@ impl Shared {
     {
         let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
         let t = self.outside_tcb();
-        self.affinity.on_spawn(self.config.needs, t, spec.footprint);
+        self.engine.on_spawn(t, spec.footprint);
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
         crate::thread::init_tcb(t, spec, id, 0, f);
         self.outside_spawns.bump_shared();
@@ -416,13 +409,17 @@ impl Runtime {
                 stacks: NodePool::new(config.node_stack_pool_limit),
             })
             .collect();
-        let affinity =
-            crate::affinity::Affinity::new(config.needs, &config.model_cache, topo.num_processors());
+        let engine = crate::policy::engine::Engine::new(
+            &config.policy,
+            config.needs,
+            &config.model_cache,
+            topo.num_processors(),
+        );
         let num_processors = topo.num_processors();
         let (n, cap, keep_alive) = (topo.num_processors(), config.max_spare_threads, config.spare_keep_alive);
         let shared = Arc::new(Shared {
             config,
-            affinity,
+            engine,
             processors,
             nodes,
             global_start: SharedStartQueue::new(None),
@@ -535,7 +532,7 @@ impl Runtime {
                 .map(|(i, r)| ProcessorStats { processor: i, node: topo.node_of(i), ..r.stats.snapshot() })
                 .collect(),
             outside_spawns: self.shared.outside_spawns.get(),
-            counter_sources: self.shared.affinity.sources(),
+            counter_sources: self.shared.engine.sources(),
             blocking: self.shared.blocking.stats(),
         }
     }

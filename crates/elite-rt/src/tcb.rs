@@ -370,8 +370,8 @@ pub(crate) struct Tcb {
     // Lines 5 and 6.
     /// Links in the runqueue holding the ULT (see `queue::run`).
     pub(crate) run_link: crate::queue::run::RunLink,
-    /// What the policy keeps per ULT (see `affinity`).
-    pub(crate) affinity: crate::affinity::UltRecord,
+    /// What the policy keeps per ULT (see `policy::engine`).
+    pub(crate) record: crate::policy::engine::UltRecord,
 }
 
 impl Drop for Tcb {
@@ -427,7 +427,7 @@ impl Tcb {
             data: Cell::new(crate::prefetch::DataBlock::NONE),
             prefetch: Cell::new(0),
             run_link: crate::queue::run::RunLink::new(),
-            affinity: crate::affinity::UltRecord::new(),
+            record: crate::policy::engine::UltRecord::new(),
         }
     }
 
@@ -595,6 +595,6 @@ mod layout {
         assert_eq!(at(&t.moved_at as *const _ as *const u8), 2);
         assert_eq!(at(&t.homing as *const _ as *const u8), 0);
         assert_eq!(at(&t.run_link as *const _ as *const u8), 4);
-        assert_eq!(at(&t.affinity as *const _ as *const u8), 4);
+        assert_eq!(at(&t.record as *const _ as *const u8), 4);
     }
 }

@@ -72,7 +72,7 @@ where
     T: Send,
 {
     let t = p.alloc_tcb();
-    p.shared.affinity.on_spawn(p.shared.config.needs, t, spec.footprint);
+    p.shared.engine.on_spawn(t, spec.footprint);
     let pinned = spec.pinned;
     init_tcb(t, spec, p.next_id(), p.index, f);
     p.remote().stats.spawns.bump();

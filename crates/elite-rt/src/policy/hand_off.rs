@@ -55,7 +55,14 @@ pub const HAND_OFF_LINES: f32 = 32.0;
 /// ```
 #[inline]
 pub fn follows_waker(waker: &WakerInfo) -> bool {
-    waker.hand_off && waker.processor.is_some() && waker.home_lines <= HAND_OFF_LINES
+    waker.hand_off && waker.processor.is_some() && cached_little(waker.home_lines)
+}
+
+/// Whether `home_lines`, the lines of a woken ULT's data expected still cached at home, are few
+/// enough for it to follow a hand-off's waker: at most [`HAND_OFF_LINES`].
+#[inline(always)]
+pub(crate) fn cached_little(home_lines: f32) -> bool {
+    home_lines <= HAND_OFF_LINES
 }
 
 /// The processor a ULT last run on `home` goes to when `waker` makes it ready: the waker's when

@@ -28,7 +28,7 @@ impl Hooks for MinimumMisses {
 
     #[inline]
     fn priority(&self, ult: &UltInfo, _here: &ProcessorView<'_>) -> u64 {
-        u64::MAX - ult.misses
+        key(ult.misses)
     }
 
     /// The hand-off rule ([`hand_off`](super::hand_off)): home, unless a hand-off from another
@@ -37,6 +37,13 @@ impl Hooks for MinimumMisses {
     fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, _state: &mut u64) -> usize {
         hand_off::target(ult.last_processor, waker)
     }
+}
+
+/// The key of a ULT whose last run took `misses`: [`MinimumMisses::priority`] on plain values
+/// (the policy engine computes it with this too).
+#[inline(always)]
+pub(crate) fn key(misses: u64) -> u64 {
+    u64::MAX - misses
 }
 
 #[cfg(test)]

@@ -168,13 +168,11 @@ pub use reload_transient::ReloadTransient;
 pub use rounds::{ROUND_GROUP, ROUND_RUNS};
 pub use virtual_time::VirtualTime;
 
-/// The built-in policies' keys on plain values, which their hooks call too: the runtime computes
-/// them itself (see [`Policy`]'s `kind`).
-pub(crate) mod keys {
-    pub(crate) use super::gravity::key as gravity;
-    pub(crate) use super::reload_transient::key as reload_transient;
-    pub(crate) use super::virtual_time::key as virtual_time;
-}
+pub(crate) mod engine;
+
+/// The key of a yield under a policy without a yield rule of its own ([`Hooks::yield_priority`]'s
+/// default): behind every other ready ULT.
+pub(crate) const DEFAULT_YIELD_KEY: u64 = 0;
 
 use elite_affinity::{CacheModel, Footprint};
 use std::fmt;
@@ -618,7 +616,7 @@ pub trait Hooks: Send + Sync + fmt::Debug + 'static {
     /// behind every other ready ULT.
     fn yield_priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
         let _ = (ult, here);
-        0
+        DEFAULT_YIELD_KEY
     }
 
     /// Called when a run of `ult` on `here` ends (yield, block, sleep, exit, or a pause while it

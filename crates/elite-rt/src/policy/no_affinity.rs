@@ -22,15 +22,30 @@ impl Hooks for NoAffinity {
 
     #[inline]
     fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        here.seq
+        key(here.seq)
     }
 
     #[inline]
     fn wake_target(&self, ult: &UltInfo, waker: &WakerInfo, _state: &mut u64) -> usize {
-        match waker.processor {
-            Some(p) if waker.hand_off => p,
-            _ => ult.last_processor,
-        }
+        target(ult.last_processor, waker.processor, waker.hand_off)
+    }
+}
+
+/// The key of the processor's `seq`-th runqueue entry: [`NoAffinity::priority`] on plain values
+/// (the policy engine computes it with this too).
+#[inline(always)]
+pub(crate) fn key(seq: u64) -> u64 {
+    seq
+}
+
+/// Where a ULT last run on `home` goes when made ready from processor `waker` (`None`: outside
+/// the runtime), by a hand-off from a ULT's own code when `hand_off`: [`NoAffinity::wake_target`]
+/// on plain values.
+#[inline(always)]
+pub(crate) fn target(home: usize, waker: Option<usize>, hand_off: bool) -> usize {
+    match waker {
+        Some(p) if hand_off => p,
+        _ => home,
     }
 }
 

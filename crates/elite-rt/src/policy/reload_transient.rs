@@ -52,10 +52,7 @@ impl Hooks for ReloadTransient {
 
     #[inline]
     fn priority(&self, ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-        match here.model {
-            Some(model) => key(&ult.footprint, here.seq, model, here.processor, here.clock),
-            None => WOKEN_KEYS,
-        }
+        key(&ult.footprint, here.seq, here.model, here.processor, here.clock)
     }
 
     #[inline]
@@ -97,7 +94,16 @@ const RECENCY_BITS: u32 = 61;
 /// so the runqueue keeps them at the high end of its top lane in O(1), as No Affinity's. A
 /// positive reload transient is below `TIES`, lower for a larger one.
 #[inline(always)]
-pub(crate) fn key(footprint: &Footprint, seq: u64, model: &CacheModel, processor: usize, clock: u64) -> u64 {
+pub(crate) fn key(
+    footprint: &Footprint,
+    seq: u64,
+    model: Option<&CacheModel>,
+    processor: usize,
+    clock: u64,
+) -> u64 {
+    let Some(model) = model else {
+        return WOKEN_KEYS; // (no model: no reload transient to tell ULTs apart)
+    };
     /// Above every scaled reload transient of a footprint recorded with `model` (below 2^39, see
     /// `key`), and far below `i64::MAX`.
     const LIMIT: f32 = (1u64 << 62) as f32;
@@ -147,7 +153,7 @@ mod tests {
                     } else {
                         TIES - 1 - (reload * SCALE) as u64
                     };
-                    let got = key(&footprint, seq, &model, processor, clock);
+                    let got = key(&footprint, seq, Some(&model), processor, clock);
                     assert_eq!(got, want, "{misses} {elapsed} {processor} {seq}");
                     assert!(got > WOKEN_KEYS);
                 }

@@ -206,10 +206,10 @@ impl Processor {
             return None;
         }
         let mut buf = std::mem::take(&mut self.core().scratch);
-        let policy = &self.shared.config.policy;
+        let engine = &self.shared.engine;
         // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
         let probing = self.core().steal_pause > 0;
-        victim.runq.steal(|n| if probing { 1 } else { policy.hooks().steal_count(n) }, &mut buf);
+        victim.runq.steal(|n| if probing { 1 } else { engine.steal_count(n) }, &mut buf);
         let mut first = None;
         for t in buf.drain(..) {
             if t.tcb().pinned.get() {

@@ -50,7 +50,6 @@
 
 use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
 use crate::park::ParkSlot;
-use crate::policy::WakeRule;
 use crate::pool::LocalPool;
 use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
@@ -168,7 +167,7 @@ pub(crate) struct Core {
     /// A probe (one ULT stolen after a pause) was taken since the last steal.
     probed: bool,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
-    affinity: crate::affinity::Local,
+    engine: crate::policy::engine::Local,
 }
 
 /// Every how many steps (start-queue takes, hand-offs, yields that found nothing else) the
@@ -214,9 +213,9 @@ pub(crate) struct Processor {
     chaos: chaos::Chaos,
     /// `central || chaos.on`: one test on the wake path for both.
     central_or_chaos: bool,
-    /// The policy's wake rule is [`WakeRule::Waker`] and neither `central` nor the chaos mode
-    /// is on: a ULT woken by a ULT running here stays here, unless pinned
-    /// ([`Processor::wake_from_ult`] decides that without looking the rule up).
+    /// Every ULT woken by a ULT running here stays here, unless pinned (the policy engine's
+    /// `woken_stay_with_ult_wakers`), and neither `central` nor the chaos mode is on
+    /// ([`Processor::follow_ult_waker`] decides on this flag without asking the engine).
     waker_stays: bool,
 }
 
@@ -246,8 +245,9 @@ impl Processor {
             steal_pause: 0,
             probed: false,
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
-            affinity: crate::affinity::Local::new(index, &c.policy, c.needs, &c.counters, &shared.affinity),
+            engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
         };
+        let woken_stay = core.engine.woken_stay_with_ult_wakers();
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const SharedStartQueue<Tcb> = &shared.nodes[shared.processors[index].node].start;
         static UIDS: AtomicUsize = AtomicUsize::new(1);
@@ -265,7 +265,7 @@ impl Processor {
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
             central_or_chaos: c.central || c.chaos.is_some(),
-            waker_stays: c.policy.wake_rule() == WakeRule::Waker && !c.central && c.chaos.is_none(),
+            waker_stays: woken_stay && !c.central && c.chaos.is_none(),
             shared,
         }
     }

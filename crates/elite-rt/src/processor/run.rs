@@ -224,13 +224,13 @@ impl Processor {
         // loop, not something for the joiner to catch.
         let guard = crate::AbortOnPanic("the join fast path");
         if let Some(j) = joiner {
-            self.core().affinity.pause(j);
+            self.core().engine.pause(j);
         }
         self.core().no_hand_off += 1;
         self.start_ult(t, super::worker::current_worker());
         self.core().no_hand_off -= 1;
         if joiner.is_some() {
-            self.core().affinity.resume();
+            self.core().engine.resume();
         }
         std::mem::forget(guard);
         // `exit` clears the mark when the child returned during this run.
@@ -276,7 +276,7 @@ impl Processor {
         let stats = &self.remote().stats;
         let check_canary = self.check_canary;
         // Fixed for the processor's life: read once here, not at every resume.
-        let (begin_hook, end_hook) = self.core().affinity.run_hooks();
+        let (begin_hook, end_hook) = self.core().engine.run_hooks();
         // Whether anything at all runs after a switch out (rare: a recording or hardware-counting
         // policy, unguarded stacks): one test per switch when nothing does.
         let after_hooks = end_hook || check_canary;
@@ -293,7 +293,7 @@ impl Processor {
                 stats.switches.bump();
                 if begin_hook {
                     std::hint::cold_path();
-                    self.core().affinity.begin_run();
+                    self.core().engine.begin_run();
                 }
                 let why = match ctx.co.resume(()) {
                     CoroutineResult::Yield(why) => why,
@@ -304,7 +304,7 @@ impl Processor {
                 if after_hooks {
                     std::hint::cold_path();
                     if end_hook {
-                        self.core().affinity.end_run(t);
+                        self.core().engine.end_run(t);
                     }
                     if check_canary {
                         self.check_canary(t);
@@ -428,7 +428,7 @@ impl Processor {
             || core.no_hand_off > 0
             || (core.batch.at_first() && (self.loop_has_errands() || self.start_work_visible()))
             || n.tcb().life.get() != Life::Started
-            || !core.affinity.yield_at_zero()
+            || !core.engine.yield_at_zero()
         {
             return FromBatch::Elsewhere;
         }
@@ -480,7 +480,7 @@ impl Processor {
         if let Some(n) = core.next.take() {
             self.make_ready(n);
         }
-        let key = core.affinity.yield_priority(t);
+        let key = core.engine.yield_priority(t);
         if !self.central && core.next.is_none() && !self.start_work_visible() {
             // Nothing to admit: queue `t` and take the best ready ULT; the best runs next.
             if key == 0 && !self.chaos.on && (!core.batch.is_empty() || self.runq().len() >= BATCH_FROM) {

@@ -1,9 +1,24 @@
-//! Making a ULT ready: into this processor's ready set (the `next` slot or the runqueue, with the
-//! policy's key), or onto another processor's wake-up stack, as the policy's wake rule says.
+//! Making a ULT ready: into this processor's ready set (the `next` slot, or the runqueue with the
+//! policy's key), or onto another processor's wake-up stack, where the policy engine says.
+//!
+//! Who makes a ULT ready, from where, and the function that does it:
+//!
+//! | who | from where | function |
+//! | --- | --- | --- |
+//! | a waker on this processor's OS thread (a ULT's notify, the loop settling an exit) | here | [`Processor::wake`] |
+//! | a notifier ULT, under No Affinity's rule (the woken ULT follows it) | here | [`Processor::follow_ult_waker`], else `wake` |
+//! | a waker off the runtime, or one without a processor | anywhere | `Shared::wake` (`crate::runtime`) |
+//! | the loop: a drained wake-up, a stolen batch, a blocking call's return | here | [`Processor::make_ready`] |
+//!
+//! Under them: [`wake_to_target`](Processor::wake_to_target) asks the engine for the target
+//! ([`Engine::wake_target`](crate::policy::engine::Engine::wake_target)),
+//! [`deliver`](Processor::deliver) puts the ULT in this processor's ready set or on the
+//! target's wake-up stack, [`try_ready_here`](Processor::try_ready_here) is the inline common
+//! case of a ULT made ready here, and [`enqueue`](Processor::enqueue) keys it into the
+//! runqueue. The wake paths never ask which policy is active: the engine answers
+//! ([`Local::wakes_here`](crate::policy::engine::Local::wakes_here)).
 
 use super::Processor;
-use crate::atomics::Ordering;
-use crate::policy::WakeRule;
 use crate::tcb::TcbRef;
 
 impl Processor {
@@ -12,7 +27,7 @@ impl Processor {
     #[inline]
     pub(super) fn enqueue(&self, t: TcbRef) {
         let core = self.core();
-        let key = core.affinity.priority(t);
+        let key = core.engine.priority(t);
         if core.batch.is_empty() {
             self.runq().push(key, t);
         } else {
@@ -48,30 +63,17 @@ impl Processor {
     }
 
     /// Makes a blocked ULT ready, waking it from this processor: straight into this processor's
-    /// ready set when the policy sends it here (no atomic operation), else through the target's
+    /// ready set when the policy keeps it here (no atomic operation), else through the target's
     /// wake-up stack. Only code running on this processor's OS thread calls this.
     #[inline]
     pub(crate) fn wake(&self, t: TcbRef) {
-        // The common case inline: a built-in policy sends `t` here (No Affinity: a hand-off from
-        // a ULT running here; the hand-off rule: where it last ran, when that is here).
-        let here = match self.shared.config.policy.wake_rule() {
-            // (A pinned ULT goes back where it ran, whatever the rule.)
-            WakeRule::Waker if self.current_ult().is_some() && !t.tcb().pinned.get() => true,
-            WakeRule::Waker | WakeRule::HandOff => t.tcb().processor.load(Ordering::Relaxed) == self.index,
-            WakeRule::HandOffInRounds => {
-                let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
-                if home && !t.tcb().pinned.get() {
-                    crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
-                }
-                home
-            }
-            WakeRule::Gravity => self.gravity_wakes_here(t),
-            WakeRule::Hook => false,
-        };
-        if here && !self.central_or_chaos && self.ready_here(t) {
+        // The common case inline: the policy keeps `t` here (No Affinity: a hand-off from a ULT
+        // running here; the hand-off rule: where it last ran, when that is here).
+        let here = self.core().engine.wakes_here(t, self.current_ult());
+        if here && !self.central_or_chaos && self.try_ready_here(t) {
             return;
         }
-        self.wake_slow(t);
+        self.wake_to_target(t);
     }
 
     /// The common cases of making `t` ready on this processor, shared by the wake paths: the
@@ -80,10 +82,10 @@ impl Processor {
     /// runqueue stays empty, so no idle processor needs telling). False, having done nothing
     /// but the prefetch, when the slot is taken and the runqueue empty: the caller's slow path.
     #[inline(always)]
-    fn ready_here(&self, t: TcbRef) -> bool {
+    fn try_ready_here(&self, t: TcbRef) -> bool {
         let _ = crate::prefetch::ult(t);
         if self.remote().runq.len() != 0 {
-            self.make_ready_queued(t);
+            self.queue_ready(t);
             return true;
         }
         let core = self.core();
@@ -95,81 +97,54 @@ impl Processor {
     }
 
     /// [`Processor::wake`] by the ULT running on this processor (a notifier's wake-up deferred
-    /// past the object's lock, `sync::wait::Wake`): the same outcome, with No Affinity's rule
-    /// (the default) decided by one flag instead of the rule's lookup and the check that a ULT
-    /// is running, which the caller guarantees. Always inlined, as `wake`, into the notifiers'
-    /// paths (`sync::wait`, "Switch depth").
+    /// past the object's lock, `sync::wait::Wake`) under No Affinity's wake rule, decided by one
+    /// flag instead of the engine's answer and the check that a ULT is running, which the caller
+    /// guarantees: `t` follows its waker. True if it made `t` ready (here, or through
+    /// `wake_to_target`); false, with nothing done, under another rule or for a pinned ULT: the
+    /// caller calls `wake`. True only without the chaos mode, so a caller that gets true has no
+    /// chaos decision point to take. Always inlined, as `wake`, into the notifiers' paths
+    /// (`sync::wait`, "Switch depth").
     #[inline(always)]
-    pub(crate) fn wake_from_ult(&self, t: TcbRef) {
-        if !self.wake_here_from_ult(t) {
-            self.wake(t);
-        }
-    }
-
-    /// [`Processor::wake_from_ult`]'s No Affinity case: true if it made `t` ready (here, or
-    /// through `wake_slow`); false if the caller must call `wake`. True only without the chaos
-    /// mode, so a caller that gets true has no chaos decision point to take.
-    #[inline(always)]
-    pub(crate) fn wake_here_from_ult(&self, t: TcbRef) -> bool {
+    pub(crate) fn follow_ult_waker(&self, t: TcbRef) -> bool {
         debug_assert!(self.current_ult().is_some());
         if !self.waker_stays || t.tcb().pinned.get() {
             std::hint::cold_path(); // (another wake rule, or a pinned ULT: `wake` decides)
             return false;
         }
-        if !self.ready_here(t) {
-            self.wake_slow(t);
+        if !self.try_ready_here(t) {
+            self.wake_to_target(t);
         }
         true
     }
 
-    /// [`Processor::wake`]'s answer for Gravity: whether `t` stays here. Out of line, so that
-    /// `wake` stays small enough to inline into the blocking paths of the other rules.
-    #[inline(never)]
-    fn gravity_wakes_here(&self, t: TcbRef) -> bool {
-        // Home, and no force acts: the hand-off rule's answer is home.
-        let home = t.tcb().processor.load(Ordering::Relaxed) == self.index;
-        let stays = home && crate::affinity::gravity_has_no_force(t, self.current_ult());
-        if stays && !t.tcb().pinned.get() {
-            crate::affinity::mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
-        }
-        stays
-    }
-
     /// [`Processor::make_ready`] with the runqueue known non-empty (so not into the `next` slot).
     #[inline(never)]
-    fn make_ready_queued(&self, t: TcbRef) {
+    fn queue_ready(&self, t: TcbRef) {
         if let Some(n) = self.core().next.take() {
             self.enqueue(n);
         }
         self.enqueue(t);
     }
 
-    /// [`Processor::wake`] past its common case.
+    /// [`Processor::wake`] past its common case: where the engine sends `t`.
     #[inline(never)]
-    fn wake_slow(&self, t: TcbRef) {
-        let config = &self.shared.config;
-        let target = crate::affinity::wake_target(
-            &config.policy,
-            config.needs,
-            &self.shared.affinity,
-            t,
-            Some(self.index),
-            self.current_ult(),
-        );
+    fn wake_to_target(&self, t: TcbRef) {
+        let target = self.shared.engine.wake_target(t, Some(self.index), self.current_ult());
         if self.central_or_chaos {
-            return self.wake_central_or_chaos(t, target);
+            return self.deliver_central_or_chaos(t, target);
         }
-        self.wake_to(t, target);
+        self.deliver(t, target);
     }
 
-    /// [`Processor::wake`]'s delivery to `target`.
+    /// Puts `t` in the ready set of processor `target`: this one's, or through `target`'s
+    /// wake-up stack.
     #[inline]
-    fn wake_to(&self, t: TcbRef, target: usize) {
+    fn deliver(&self, t: TcbRef, target: usize) {
         if target == self.index {
             // Idle processors are told when the runqueue turns non-empty (they may steal from
             // it), not at every entry: one that parks later sees the entries in its re-check
             // (`crate::park`), and one parked before was woken by the first entry.
-            if self.ready_here(t) {
+            if self.try_ready_here(t) {
                 return;
             }
             self.make_ready(t);
@@ -181,16 +156,16 @@ impl Processor {
         }
     }
 
-    /// [`Processor::wake`] on a `central` runtime (one runqueue) or in chaos mode (a random target
-    /// one time in two), out of line: the usual wake-up pays one test for both.
+    /// [`Processor::deliver`] on a `central` runtime (one runqueue) or in chaos mode (a random
+    /// target one time in two), out of line: the usual wake-up pays one test for both.
     #[cold]
     #[inline(never)]
-    fn wake_central_or_chaos(&self, t: TcbRef, target: usize) {
+    fn deliver_central_or_chaos(&self, t: TcbRef, target: usize) {
         if self.central {
             self.enqueue(t);
             self.shared.notify_any();
         } else {
-            self.wake_to(t, self.chaos_wake_target(t, target));
+            self.deliver(t, self.chaos_wake_target(t, target));
         }
     }
 }

@@ -85,7 +85,7 @@
 //! `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's path;
 //! and keep [`crate::processor::Processor::wake`] small enough to inline (rare wake rules out of
 //! line), as it sits on every notifier's path; a ULT notifier's deferred wake-up
-//! ([`Wake::wake`]) goes through `Processor::wake_from_ult`, which settles No Affinity's rule
+//! ([`Wake::wake`]) goes through `Processor::follow_ult_waker` (then `Processor::wake`), which settles No Affinity's rule
 //! (the default) with one flag before falling back on `wake` (about 20 instructions less per
 //! round trip of `blocking-probe ping_pong`).
 //!
@@ -487,7 +487,7 @@ impl Wake {
             Wake::Ult(t, p) => {
                 // SAFETY: the processor runs the notifier, which has not switched since `notify`.
                 let p = unsafe { &*p };
-                if !p.wake_here_from_ult(t) {
+                if !p.follow_ult_waker(t) {
                     p.wake(t);
                     p.decision_point(); // (no switch since: still the processor running us)
                 }
@@ -504,8 +504,13 @@ impl Wake {
     fn deliver(self) {
         match self {
             Wake::Nothing => {}
-            // SAFETY: the processor runs the notifier, which has not switched since `notify`.
-            Wake::Ult(t, p) => unsafe { &*p }.wake_from_ult(t),
+            Wake::Ult(t, p) => {
+                // SAFETY: the processor runs the notifier, which has not switched since `notify`.
+                let p = unsafe { &*p };
+                if !p.follow_ult_waker(t) {
+                    p.wake(t);
+                }
+            }
             Wake::Thread(th) => th.unpark(),
         }
     }

@@ -1,4 +1,22 @@
-//! What the scheduling policy learns from each run, and the per-ULT record it reads.
+//! The policy engine: the one door through which the mechanism (the processor loop, the wake
+//! paths, spawns) asks the scheduling policy, and what the policy learns from each run.
+//!
+//! The mechanism asks, and never which policy is active:
+//!
+//! | question | asked by | answered by |
+//! | --- | --- | --- |
+//! | the key of a ULT entering a runqueue | the runqueue's owner | [`Local::priority`], [`Local::yield_priority`] |
+//! | does a ULT woken here stay here? | the waker's processor | [`Local::wakes_here`] |
+//! | where does a woken ULT go? | any waker | [`Engine::wake_target`] |
+//! | how many ULTs does a thief take? | the thief | [`Engine::steal_count`] |
+//! | a run begins / ends | the processor running it | [`Local::begin_run`], [`Local::end_run`] |
+//! | a ULT is spawned | its spawner | [`Engine::on_spawn`] |
+//!
+//! For the built-in policies the engine answers without a call through their [`Hooks`]: it
+//! computes their keys with the same functions their hooks call (each policy's key is written
+//! once, in its file), and their wake targets by their [`WakeRule`]. A custom policy's hooks are
+//! called. This is where the second wave's decisions (places, groups, the online selector)
+//! plug in: each a new answer behind these questions, not a branch in the loop.
 //!
 //! # Where things live, and who writes them
 //!
@@ -13,7 +31,7 @@
 //! * Per processor, in its owned core: a [`Local`] — its counter source, opened on the
 //!   processor's own thread (a hardware counter counts the thread that opened it), its run count
 //!   (virtual time) and runqueue entry count, and a copy of the policy.
-//! * Per runtime: [`Affinity`] — the cache model (built once, when the policy needs misses) and
+//! * Per runtime: [`Engine`] — the policy, its needs, the cache model (built once, when the policy needs misses) and
 //!   the kind of source each processor opened, for [`Runtime::stats`](crate::Runtime::stats).
 //!
 //! A blocked ULT's record is complete before anyone can wake it: the loop updates it at the end
@@ -48,10 +66,12 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
-use crate::current::current_processor;
-use crate::policy::{
-    keys, rounds, Kind, Needs, Policy, ProcessorView, UltInfo, WakeRule, WakerInfo, HAND_OFF_LINES,
+use super::{
+    gravity, hand_off, minimum_misses, no_affinity, reload_transient, rounds, virtual_time, Kind, Needs,
+    Policy, ProcessorView, UltInfo, WakeRule, WakerInfo,
 };
+use crate::atomics::Ordering as Order;
+use crate::current::current_processor;
 use crate::prefetch::UltBlock;
 use crate::tcb::TcbRef;
 use crossbeam_utils::CachePadded;
@@ -71,7 +91,7 @@ pub(crate) struct UltRecord {
     footprint: Cell<Footprint>,
     /// The bytes of data the ULT declared.
     bytes: Cell<usize>,
-    /// `bytes` in lines of [`Affinity`]'s line size (the model's, where there is one), rounded
+    /// `bytes` in lines of [`Engine`]'s line size (the model's, where there is one), rounded
     /// up: kept with `bytes` ([`UltRecord::declare`]), so that the estimator's run end and the
     /// hand-off rule read them without a conversion.
     lines: Cell<u64>,
@@ -124,14 +144,14 @@ impl LineSize {
     }
 }
 
-impl Affinity {
+impl Engine {
     /// Resets the record of `t`, about to be published as a new ULT that declared `footprint`
     /// bytes, when the policy keeps records; otherwise it only stores a declared footprint (so
     /// a runtime whose policy keeps nothing touches no record on a plain spawn).
     #[inline]
-    pub(crate) fn on_spawn(&self, needs: Needs, t: TcbRef, footprint: Option<usize>) {
-        let rec = &t.tcb().affinity;
-        if needs.records() {
+    pub(crate) fn on_spawn(&self, t: TcbRef, footprint: Option<usize>) {
+        let rec = &t.tcb().record;
+        if self.needs.records() {
             rec.stamp.set(0);
             rec.misses.set(0);
             rec.footprint.set(Footprint::EMPTY);
@@ -167,7 +187,7 @@ impl Affinity {
 pub fn set_footprint(bytes: usize) {
     if let Some(p) = current_processor() {
         if let Some(t) = p.current_ult() {
-            t.tcb().affinity.declare(bytes, p.shared.affinity.line_size);
+            t.tcb().record.declare(bytes, p.shared.engine.line_size);
         }
     }
 }
@@ -180,7 +200,7 @@ pub(crate) fn ult_info(t: TcbRef, needs: Needs) -> UltInfo {
     if !needs.records() {
         return info;
     }
-    let rec = &tcb.affinity;
+    let rec = &tcb.record;
     UltInfo {
         stamp: rec.stamp.get(),
         misses: rec.misses.get(),
@@ -191,90 +211,118 @@ pub(crate) fn ult_info(t: TcbRef, needs: Needs) -> UltInfo {
     }
 }
 
-/// The processor whose wake-up stack receives `t`, woken from `waker` (a processor, `None`
-/// outside the runtime) by the ULT `by` (if a ULT wakes it from its own code). The caller owns
-/// the wake-up of `t`.
-#[inline]
-pub(crate) fn wake_target(
-    policy: &Policy,
-    needs: Needs,
-    affinity: &Affinity,
-    t: TcbRef,
-    waker: Option<usize>,
-    by: Option<TcbRef>,
-) -> usize {
-    let home = t.tcb().processor.load(crate::atomics::Ordering::Relaxed);
-    if t.tcb().pinned.get() {
-        // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
-        return home;
-    }
-    // A hand-off from a ULT on another processor than `t`'s home: what the hand-off rule reads.
-    let crossing = match waker {
-        Some(x) if by.is_some() && x != home => Some(x),
-        _ => None,
-    };
-    match policy.wake_rule() {
-        // The hand-off rule's answer (the hooks' of Minimum Misses, and after the round's mark,
-        // of Virtual Time and Reload Transient).
-        rule @ (WakeRule::HandOff | WakeRule::HandOffInRounds) => {
-            if rule == WakeRule::HandOffInRounds {
+impl Engine {
+    /// The processor whose wake-up stack receives `t`, woken from `waker` (a processor, `None`
+    /// outside the runtime) by the ULT `by` (if a ULT wakes it from its own code). The caller
+    /// owns the wake-up of `t`.
+    #[inline]
+    pub(crate) fn wake_target(&self, t: TcbRef, waker: Option<usize>, by: Option<TcbRef>) -> usize {
+        let home = t.tcb().processor.load(Order::Relaxed);
+        if t.tcb().pinned.get() {
+            // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
+            return home;
+        }
+        // A hand-off from a ULT on another processor than `t`'s home: what the hand-off rule reads.
+        let crossing = match waker {
+            Some(x) if by.is_some() && x != home => Some(x),
+            _ => None,
+        };
+        // The hand-off rule on the home lines, computed only for a crossing hand-off.
+        let hand_off = |x: usize| match hand_off::cached_little(self.home_lines(t, home)) {
+            true => x,
+            false => home,
+        };
+        match self.policy.wake_rule() {
+            // The hand-off rule's answer (the hooks' of Minimum Misses, and after the round's mark,
+            // of Virtual Time and Reload Transient).
+            rule @ (WakeRule::HandOff | WakeRule::HandOffInRounds) => {
+                if rule == WakeRule::HandOffInRounds {
+                    mark_woken(t);
+                }
+                return crossing.map_or(home, hand_off);
+            }
+            // No Affinity's hook's answer.
+            WakeRule::Waker => return no_affinity::target(home, waker, by.is_some()),
+            // Gravity's hook's answer where no force acts.
+            WakeRule::Gravity if gravity_has_no_force(t, by) => {
                 mark_woken(t);
+                return crossing.map_or(home, hand_off);
             }
-            return match crossing {
-                Some(x) if affinity.home_lines(needs, t, home) <= HAND_OFF_LINES => x,
-                _ => home,
-            };
+            WakeRule::Gravity | WakeRule::Hook => {}
         }
-        // No Affinity's hook's answer.
-        WakeRule::Waker => return if by.is_some() { waker.unwrap_or(home) } else { home },
-        // Gravity's hook's answer where no force acts.
-        WakeRule::Gravity if gravity_has_no_force(t, by) => {
-            mark_woken(t);
-            return match crossing {
-                Some(x) if affinity.home_lines(needs, t, home) <= HAND_OFF_LINES => x,
-                _ => home,
-            };
+        self.wake_target_by_hook(t, waker, by, crossing.map(|_| self.home_lines(t, home)))
+    }
+
+    /// [`wake_target`](Self::wake_target) by the policy's hook (a custom policy, or gravity's
+    /// forces): what it sees of `t` and of its waker, and the policy word it leaves.
+    fn wake_target_by_hook(
+        &self,
+        t: TcbRef,
+        waker: Option<usize>,
+        by: Option<TcbRef>,
+        home_lines: Option<f32>,
+    ) -> usize {
+        let needs = self.needs;
+        let info = ult_info(t, needs);
+        let mut waker_info = WakerInfo::new(waker);
+        if by.is_some() {
+            waker_info = waker_info.handing_off();
         }
-        WakeRule::Gravity | WakeRule::Hook => {}
-    }
-    let info = ult_info(t, needs);
-    let mut waker_info = WakerInfo::new(waker);
-    if by.is_some() {
-        waker_info = waker_info.handing_off();
-    }
-    if crossing.is_some() {
-        waker_info = waker_info.with_home_lines(affinity.home_lines(needs, t, home));
-    }
-    if needs.wakers {
-        if let Some(by) = by {
-            waker_info = waker_info.with_ult(ult_info(by, needs));
-            if needs.data {
-                let shared = UltBlock::block(by).overlap(&UltBlock::block(t));
-                waker_info = waker_info.with_shared_bytes(shared);
+        if let Some(lines) = home_lines {
+            waker_info = waker_info.with_home_lines(lines);
+        }
+        if needs.wakers {
+            if let Some(by) = by {
+                waker_info = waker_info.with_ult(ult_info(by, needs));
+                if needs.data {
+                    let shared = UltBlock::block(by).overlap(&UltBlock::block(t));
+                    waker_info = waker_info.with_shared_bytes(shared);
+                }
             }
         }
+        let mut state = info.state;
+        let target = self.policy.hooks().wake_target(&info, &waker_info, &mut state);
+        if state != info.state {
+            t.tcb().record.state.set(state);
+        }
+        target
     }
-    let mut state = info.state;
-    let target = policy.hooks().wake_target(&info, &waker_info, &mut state);
-    if state != info.state {
-        t.tcb().affinity.state.set(state);
+
+    /// How many of a victim's `len` ready ULTs a thief takes (the policy's
+    /// [`steal_count`](Hooks::steal_count)).
+    #[inline]
+    pub(crate) fn steal_count(&self, len: usize) -> usize {
+        self.policy.hooks().steal_count(len)
     }
-    target
 }
 
 /// Whether no force of [`Gravity`](crate::policy::Gravity) acts on `t` woken by `by`: the waker
 /// is no ULT, or their declared data blocks do not overlap (then its hook marks the round and
-/// applies the hand-off rule, which the runtime does itself).
+/// applies the hand-off rule, which the engine does itself).
 #[inline]
-pub(crate) fn gravity_has_no_force(t: TcbRef, by: Option<TcbRef>) -> bool {
+fn gravity_has_no_force(t: TcbRef, by: Option<TcbRef>) -> bool {
     by.is_none_or(|by| UltBlock::block(by).overlap(&UltBlock::block(t)) == 0)
+}
+
+/// [`Local::wakes_here`]'s answer for Gravity: whether `t`, woken on processor `here` by `by`,
+/// stays. Out of line, so that the wake path stays small enough to inline into the blocking
+/// paths of the other rules.
+#[inline(never)]
+fn gravity_wakes_here(t: TcbRef, here: usize, by: Option<TcbRef>) -> bool {
+    // Home, and no force acts: the hand-off rule's answer is home.
+    let home = t.tcb().processor.load(Order::Relaxed) == here;
+    let stays = home && gravity_has_no_force(t, by);
+    if stays && !t.tcb().pinned.get() {
+        mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+    }
+    stays
 }
 
 /// Marks in `t`'s round that a wake-up made it ready ([`rounds`]); the caller owns the wake-up
 /// of `t`.
 #[inline]
-pub(crate) fn mark_woken(t: TcbRef) {
-    let state = &t.tcb().affinity.state;
+fn mark_woken(t: TcbRef) {
+    let state = &t.tcb().record.state;
     let mut word = state.get();
     rounds::mark_woken(&mut word);
     state.set(word);
@@ -328,15 +376,18 @@ impl fmt::Debug for CounterChoice {
     }
 }
 
-/// The runtime-wide part: the cache model, what each processor opened, and each processor's
-/// published miss clock.
-pub(crate) struct Affinity {
+/// The runtime-wide part of the policy engine: the policy and its needs, the cache model, what
+/// each processor opened, and each processor's published miss clock.
+pub(crate) struct Engine {
+    policy: Policy,
+    /// `policy.hooks().needs()`, asked once when the runtime was built.
+    needs: Needs,
     /// The model of the topology's model cache, when the policy needs misses.
     model: Option<Arc<CacheModel>>,
     sources: Box<[OnceLock<SourceKind>]>,
     /// Each processor's miss clock as of the end of its last run, while the policy needs misses:
     /// what a waker on another processor reads to tell how much of a woken ULT's footprint its
-    /// home still holds (the hand-off rule, [`Affinity::home_lines`]).
+    /// home still holds (the hand-off rule, [`Engine::home_lines`]).
     ///
     /// Protocol: written only by its processor (a relaxed store at the end of each run, in
     /// `Local::record*`), read by any waker (a relaxed load). A hint, not a synchronization:
@@ -350,14 +401,16 @@ pub(crate) struct Affinity {
     line_size: LineSize,
 }
 
-impl Affinity {
-    pub(crate) fn new(needs: Needs, cache: &ModelCache, processors: usize) -> Affinity {
+impl Engine {
+    pub(crate) fn new(policy: &Policy, needs: Needs, cache: &ModelCache, processors: usize) -> Engine {
         let model = needs.misses.then(|| {
             // A cache outside the model's range (absurd sizes) falls back to the assumed one.
             let model = CacheModel::for_cache(cache).or_else(|_| CacheModel::for_cache(&ModelCache::ASSUMED));
             Arc::new(model.unwrap_or_else(|e| crate::fatal(&format!("the assumed cache has no model: {e}"))))
         });
-        Affinity {
+        Engine {
+            policy: policy.clone(),
+            needs,
             sources: (0..processors).map(|_| OnceLock::new()).collect(),
             clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
             line_size: LineSize::new(model.as_ref().map_or(cache.line_size, |m| m.line_size())),
@@ -371,15 +424,29 @@ impl Affinity {
     /// one, its declared footprint in lines (see [`hand_off`](crate::policy::hand_off)). Any
     /// thread may ask; the caller owns the wake-up of `t`, so its record is settled.
     #[inline]
-    pub(crate) fn home_lines(&self, needs: Needs, t: TcbRef, home: usize) -> f32 {
-        let rec = &t.tcb().affinity;
+    pub(crate) fn home_lines(&self, t: TcbRef, home: usize) -> f32 {
+        let rec = &t.tcb().record;
         match &self.model {
-            Some(model) if needs.misses => {
+            Some(model) if self.needs.misses => {
                 // (Relaxed: a hint, see `clocks`.)
                 let clock = self.clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
                 rec.footprint.get().valid_on(model, home, clock)
             }
             _ => rec.lines.get() as f32,
+        }
+    }
+
+    /// This engine (its model and published clocks) answering for `policy` with `needs`: for
+    /// tests that compare a built-in policy with its hooks called as a custom policy's.
+    #[cfg(test)]
+    fn with_policy(&self, policy: &Policy, needs: Needs) -> Engine {
+        Engine {
+            policy: policy.clone(),
+            needs,
+            model: self.model.clone(),
+            sources: (0..self.sources.len()).map(|_| OnceLock::new()).collect(),
+            clocks: self.clocks.clone(),
+            line_size: self.line_size,
         }
     }
 
@@ -419,6 +486,8 @@ pub(crate) struct Local {
     policy: Policy,
     /// `policy.kind()`: whose keys to compute, or to ask the hooks for.
     kind: Kind,
+    /// `policy.wake_rule()`: how [`wakes_here`](Self::wakes_here) answers.
+    wake: WakeRule,
     needs: Needs,
     processor: usize,
     /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
@@ -437,7 +506,7 @@ struct Counting {
     /// The clock when the running ULT's run began (read for a hardware counter only: see
     /// [`Local::begin_run`]).
     began: u64,
-    /// This processor's slot of [`Affinity`]'s published clocks (see its protocol).
+    /// This processor's slot of [`Engine`]'s published clocks (see its protocol).
     published: Arc<CachePadded<AtomicU64>>,
 }
 
@@ -447,7 +516,7 @@ impl Counting {
     #[inline(always)]
     fn set_clock(&self, copy: &mut u64, clock: u64) {
         *copy = clock;
-        // Relaxed: a hint (see `Affinity::clocks`).
+        // Relaxed: a hint (see `Engine::clocks`).
         self.published.store(clock, Ordering::Relaxed);
     }
 }
@@ -455,14 +524,9 @@ impl Counting {
 impl Local {
     /// The part of `processor`; call it on the processor's own thread (it opens the counter
     /// source there).
-    pub(crate) fn new(
-        processor: usize,
-        policy: &Policy,
-        needs: Needs,
-        counters: &CounterChoice,
-        affinity: &Affinity,
-    ) -> Local {
-        let counting = match (&affinity.model, needs.misses) {
+    pub(crate) fn new(processor: usize, counters: &CounterChoice, engine: &Engine) -> Local {
+        let (policy, needs) = (&engine.policy, engine.needs);
+        let counting = match (&engine.model, needs.misses) {
             (Some(model), true) => Some(Counting {
                 source: match counters {
                     CounterChoice::Detect => AnySource::detect(model),
@@ -471,7 +535,7 @@ impl Local {
                 },
                 model: Arc::clone(model),
                 began: 0,
-                published: Arc::clone(&affinity.clocks[processor]),
+                published: Arc::clone(&engine.clocks[processor]),
             }),
             _ => None,
         };
@@ -486,7 +550,7 @@ impl Local {
                     )
                 });
             }
-            let _ = affinity.sources[processor].set(source.kind().clone());
+            let _ = engine.sources[processor].set(source.kind().clone());
         }
         let estimated = matches!(&counting, Some(Counting { source: AnySource::Estimated(_), .. }));
         // (A run hook, for custom policies only, takes the general path.)
@@ -508,6 +572,7 @@ impl Local {
             counting,
             policy: policy.clone(),
             kind: policy.kind(),
+            wake: policy.wake_rule(),
             needs,
             processor,
             vtime: 0,
@@ -531,27 +596,33 @@ impl Local {
     #[inline]
     pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
         let tcb = t.tcb();
-        let rec = &tcb.affinity;
+        let rec = &tcb.record;
         let virtual_time = || {
-            let last = tcb.processor.load(crate::atomics::Ordering::Relaxed);
-            keys::virtual_time(last, rec.stamp.get(), self.processor)
+            let last = tcb.processor.load(Order::Relaxed);
+            virtual_time::key(last, rec.stamp.get(), self.processor)
         };
         match self.kind {
             Kind::NoAffinity => {
                 self.seq += 1;
-                self.seq
+                no_affinity::key(self.seq)
             }
             Kind::VirtualTime => virtual_time(),
-            Kind::MinimumMisses => u64::MAX - rec.misses.get(),
-            Kind::ReloadTransient => match &self.model {
-                Some(model) => {
-                    // Its ties' order: the newest entry first.
+            Kind::MinimumMisses => minimum_misses::key(rec.misses.get()),
+            Kind::ReloadTransient => {
+                // Its ties' order: the newest entry first (counted only with a model, the only
+                // case that reads it).
+                if self.model.is_some() {
                     self.seq += 1;
-                    keys::reload_transient(&rec.footprint.get(), self.seq, model, self.processor, self.clock)
                 }
-                None => rounds::WOKEN_KEYS, // (the hook's answer without a model)
-            },
-            Kind::Gravity => keys::gravity(rec.state.get(), virtual_time),
+                reload_transient::key(
+                    &rec.footprint.get(),
+                    self.seq,
+                    self.model.as_deref(),
+                    self.processor,
+                    self.clock,
+                )
+            }
+            Kind::Gravity => gravity::key(rec.state.get(), virtual_time),
             Kind::Custom => {
                 self.seq += 1;
                 self.custom_priority(t)
@@ -589,17 +660,49 @@ impl Local {
         match self.kind {
             Kind::NoAffinity => {
                 self.seq += 1;
-                0 // the default hook's answer
+                super::DEFAULT_YIELD_KEY
             }
-            Kind::MinimumMisses => 0, // the default hook's answer
+            Kind::MinimumMisses => super::DEFAULT_YIELD_KEY,
             Kind::VirtualTime | Kind::ReloadTransient | Kind::Gravity => {
-                rounds::yield_key(t.tcb().affinity.state.get())
+                rounds::yield_key(t.tcb().record.state.get())
             }
             Kind::Custom => {
                 self.seq += 1;
                 self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
             }
         }
+    }
+
+    /// Whether `t`, made ready by code running on this processor (`by`: the ULT running it, if
+    /// any), stays here, as the policy's wake rule answers without its hooks: No Affinity keeps a
+    /// ULT woken by a ULT here (unless pinned elsewhere); the hand-off rules and Gravity keep it
+    /// when it last ran here (Gravity: when no force acts). False sends it to
+    /// [`Engine::wake_target`]; a custom policy always goes there. The caller owns the wake-up.
+    #[inline]
+    pub(crate) fn wakes_here(&self, t: TcbRef, by: Option<TcbRef>) -> bool {
+        let here = self.processor;
+        match self.wake {
+            // (A pinned ULT goes back where it ran, whatever the rule.)
+            WakeRule::Waker if by.is_some() && !t.tcb().pinned.get() => true,
+            WakeRule::Waker | WakeRule::HandOff => t.tcb().processor.load(Order::Relaxed) == here,
+            WakeRule::HandOffInRounds => {
+                let home = t.tcb().processor.load(Order::Relaxed) == here;
+                if home && !t.tcb().pinned.get() {
+                    mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+                }
+                home
+            }
+            WakeRule::Gravity => gravity_wakes_here(t, here, by),
+            WakeRule::Hook => false,
+        }
+    }
+
+    /// Whether every ULT made ready by a ULT running here stays here, pinned ULTs aside (the
+    /// wake rule of No Affinity): what lets the notifiers' wake path skip
+    /// [`wakes_here`](Self::wakes_here).
+    #[inline]
+    pub(crate) fn woken_stay_with_ult_wakers(&self) -> bool {
+        self.wake == WakeRule::Waker
     }
 
     /// Whether [`begin_run`](Self::begin_run) and [`end_run`](Self::end_run) do anything here:
@@ -630,11 +733,11 @@ impl Local {
         if self.records {
             if self.stamps_only {
                 self.vtime += 1;
-                t.tcb().affinity.stamp.set(self.vtime);
+                t.tcb().record.stamp.set(self.vtime);
             } else if self.stamps_and_rounds {
                 // What `record` does for these needs, without the call and its checks.
                 self.vtime += 1;
-                let rec = &t.tcb().affinity;
+                let rec = &t.tcb().record;
                 rec.stamp.set(self.vtime);
                 rec.state.set(rounds::end_run(self.processor, self.vtime, rec.state.get()));
             } else {
@@ -661,7 +764,7 @@ impl Local {
     #[inline(never)]
     fn record(&mut self, t: TcbRef) {
         let tcb = t.tcb();
-        let rec = &tcb.affinity;
+        let rec = &tcb.record;
         if let Some(c) = &mut self.counting {
             // One dispatch on the kind of source, then a path made for it.
             let (model, processor) = (&*c.model, self.processor);
@@ -705,7 +808,7 @@ impl Local {
     /// machines without a PMU take this path on every run).
     #[inline(never)]
     fn record_estimated<const STAMPS: bool, const ROUNDS: bool>(&mut self, t: TcbRef) {
-        let rec = &t.tcb().affinity;
+        let rec = &t.tcb().record;
         let processor = self.processor;
         let clock = &mut self.clock;
         let Some(Counting { source: AnySource::Estimated(source), model, published, .. }) =
@@ -725,7 +828,7 @@ impl Local {
         // (most of them where the working sets stay cached) leaves all three as they are.
         if misses != 0 {
             *clock = source.clock();
-            // Relaxed: a hint (see `Affinity::clocks`).
+            // Relaxed: a hint (see `Engine::clocks`).
             published.store(*clock, Ordering::Relaxed);
         }
         if STAMPS {
@@ -747,7 +850,7 @@ impl Local {
         let info = ult_info(t, self.needs);
         let mut state = info.state;
         self.policy.hooks().record_run(&info, &self.view(), &mut state);
-        t.tcb().affinity.state.set(state);
+        t.tcb().record.state.set(state);
     }
 }
 
@@ -757,7 +860,7 @@ impl Local {
 fn count_run<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) -> u64 {
     let (processor, began) = at;
     let tcb = t.tcb();
-    let rec = &tcb.affinity;
+    let rec = &tcb.record;
     // What the model expected cached when the run began, from the clock then.
     let mut footprint = rec.footprint.get();
     let valid = footprint.valid_on(model, processor, began);
@@ -777,351 +880,4 @@ fn count_run_apart<S: CounterSource>(source: &mut S, model: &CacheModel, at: (us
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tcb::Chunk;
-
-    #[test]
-    fn records_follow_the_needs() {
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let t = chunk.tcbs().next().expect("a TCB");
-        let cache = ModelCache::ASSUMED;
-        // Nothing: no record, no source, no model.
-        let nothing = Affinity::new(Needs::NOTHING, &cache, 1);
-        let policy = Policy::no_affinity();
-        let mut local = Local::new(0, &policy, Needs::NOTHING, &CounterChoice::Detect, &nothing);
-        assert!(local.counting.is_none() && nothing.model.is_none());
-        nothing.on_spawn(Needs::NOTHING, t, None);
-        local.begin_run();
-        local.end_run(t);
-        assert_eq!(ult_info(t, Needs::NOTHING).stamp, 0);
-        assert_eq!(nothing.sources(), vec![None]);
-        // Misses, scripted: 100 misses a run; the record and the clock follow.
-        let needs = Needs::MISSES;
-        let affinity = Affinity::new(needs, &cache, 1);
-        let policy = Policy::reload_transient();
-        let script = CounterChoice::scripted(|_| ScriptedSource::new(100));
-        let mut local = Local::new(0, &policy, needs, &script, &affinity);
-        affinity.on_spawn(needs, t, Some(64 << 10));
-        for _ in 0..2 {
-            local.begin_run();
-            local.end_run(t);
-        }
-        let info = ult_info(t, needs);
-        assert_eq!((info.stamp, info.misses, info.footprint_bytes), (2, 100, 64 << 10));
-        assert!(info.footprint.lines() > 190.0, "{:?}", info.footprint);
-        assert_eq!(local.view().clock, 200);
-        assert_eq!(affinity.sources(), vec![Some(SourceKind::Scripted)]);
-        // A respawn resets the record.
-        affinity.on_spawn(needs, t, None);
-        assert_eq!(ult_info(t, needs), UltInfo::new(info.id, info.last_processor));
-    }
-
-    /// No Affinity's keys and a custom policy's view count every entry, yields included;
-    /// Reload Transient's count the entries of woken ULTs; the other built-in policies, which
-    /// never read the count, leave it.
-    #[test]
-    fn the_entry_count_is_kept_for_those_who_read_it() {
-        #[derive(Debug)]
-        struct Counting;
-        impl crate::policy::Hooks for Counting {
-            fn name(&self) -> &'static str {
-                "counting"
-            }
-            fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-                here.seq
-            }
-            fn yield_priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
-                here.seq
-            }
-        }
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let t = chunk.tcbs().next().expect("a TCB");
-        let cache = ModelCache::ASSUMED;
-        for policy in [Policy::no_affinity(), Policy::new(Counting), Policy::reload_transient()] {
-            let needs = policy.hooks().needs();
-            let affinity = Affinity::new(needs, &cache, 1);
-            let mut local = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
-            affinity.on_spawn(needs, t, None);
-            let keys = [local.priority(t), local.yield_priority(t), local.priority(t)];
-            match policy.kind() {
-                Kind::NoAffinity => assert_eq!(keys, [1, 0, 3]),
-                Kind::Custom => assert_eq!(keys, [1, 2, 3]),
-                // Reload Transient orders its ties by the entries of woken ULTs.
-                Kind::ReloadTransient => assert_eq!(local.seq, 2, "{policy}"),
-                _ => assert_eq!(local.seq, 0, "{policy}"),
-            }
-        }
-    }
-
-    /// `yield_at_zero` answers whether the yield key is 0 for every ULT, and keeps the count as
-    /// `yield_priority` does (the yield batch's fast path takes one for the other).
-    #[test]
-    fn yield_at_zero_is_yield_priority_of_a_zero_key() {
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let t = chunk.tcbs().next().expect("a TCB");
-        let cache = ModelCache::ASSUMED;
-        for (policy, zero) in [
-            (Policy::no_affinity(), true),
-            (Policy::minimum_misses(), true),
-            (Policy::reload_transient(), false),
-        ] {
-            let needs = policy.hooks().needs();
-            let affinity = Affinity::new(needs, &cache, 1);
-            let mut by_priority = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
-            let mut by_zero = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
-            affinity.on_spawn(needs, t, None);
-            assert_eq!(by_zero.yield_at_zero(), zero, "{policy}");
-            if zero {
-                assert_eq!(by_priority.yield_priority(t), 0, "{policy}");
-                assert_eq!(by_zero.seq, by_priority.seq, "{policy}");
-            } else {
-                assert_eq!(by_zero.seq, 0, "{policy}: nothing done");
-            }
-        }
-    }
-
-    /// The lines a declaration keeps are the estimator's count of its bytes, for line sizes a
-    /// power of two or not, and sizes around line boundaries and up to `usize::MAX`.
-    #[test]
-    fn declared_lines_are_the_estimators() {
-        for line_size in [64, 128, 1, 48, 100] {
-            let model = CacheModel::new(1024, line_size).expect("a model");
-            let source = EstimatedSource::new(&model);
-            let size = LineSize::new(line_size);
-            let mut sizes = vec![0, 1, usize::MAX, usize::MAX - 1, 1 << 20];
-            for k in 1..40usize {
-                sizes.extend([
-                    k * line_size as usize - 1,
-                    k * line_size as usize,
-                    k * line_size as usize + 1,
-                ]);
-            }
-            for bytes in sizes {
-                assert_eq!(size.lines(bytes), source.lines(bytes), "{bytes} bytes, lines of {line_size}");
-                assert_eq!(size.lines(bytes), model.lines_for(bytes), "{bytes} bytes, lines of {line_size}");
-            }
-        }
-        // The runtime counts in the model's lines where there is one.
-        let cache = ModelCache::ASSUMED;
-        let affinity = Affinity::new(Needs::MISSES, &cache, 1);
-        assert_eq!(affinity.line_size.bytes, u64::from(affinity.model.as_ref().unwrap().line_size()));
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let t = chunk.tcbs().next().expect("a TCB");
-        for needs in [Needs::NOTHING, Needs::MISSES] {
-            affinity.on_spawn(needs, t, Some(1000));
-            assert_eq!(t.tcb().affinity.lines.get(), 1000u64.div_ceil(u64::from(cache.line_size)));
-        }
-        affinity.on_spawn(Needs::MISSES, t, None);
-        assert_eq!((t.tcb().affinity.bytes.get(), t.tcb().affinity.lines.get()), (0, 0));
-    }
-
-    /// With the estimator, each counting policy's run end (`record_estimated`, chosen for its
-    /// needs) leaves the records that the source's and the model's own calls give, run after
-    /// run, for two ULTs taking turns.
-    #[test]
-    fn the_estimators_run_end_keeps_the_records_of_the_four_calls() {
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let ults: Vec<TcbRef> = chunk.tcbs().take(2).collect();
-        let cache = ModelCache::ASSUMED;
-        let model = CacheModel::for_cache(&cache).expect("a model");
-        let bytes = [40 << 10, 3000];
-        for policy in [Policy::minimum_misses(), Policy::reload_transient(), Policy::gravity()] {
-            let needs = policy.hooks().needs();
-            let affinity = Affinity::new(needs, &cache, 1);
-            let mut local = Local::new(0, &policy, needs, &CounterChoice::Estimated, &affinity);
-            let mut source = EstimatedSource::new(&model);
-            let mut expected = [Footprint::EMPTY; 2];
-            let mut words = [0u64; 2];
-            for (t, b) in ults.iter().zip(bytes) {
-                affinity.on_spawn(needs, *t, Some(b));
-            }
-            for run in 0..12u64 {
-                let i = (run % 2) as usize;
-                let t = ults[i];
-                local.begin_run();
-                local.end_run(t);
-                let valid = expected[i].valid_on(&model, 0, source.begin_run());
-                let misses = source.end_run(&RunInfo::new(0, bytes[i], valid));
-                expected[i].record_run(&model, 0, valid, misses, source.clock());
-                let info = ult_info(t, needs);
-                assert_eq!((info.misses, info.footprint), (misses, expected[i]), "{policy} run {run}");
-                assert_eq!(info.stamp, if needs.stamps { run + 1 } else { 0 }, "{policy}");
-                assert_eq!(local.view().clock, source.clock(), "{policy}");
-                // The round the runtime keeps itself, for the policies that need rounds.
-                if needs.rounds {
-                    words[i] = rounds::end_run(0, run + 1, words[i]);
-                }
-                assert_eq!(info.state, words[i], "{policy} run {run}");
-            }
-            assert!(source.clock() > 0);
-        }
-    }
-
-    /// The wake targets the runtime computes itself for each built-in policy, and the policy
-    /// words it leaves, are those of the same policy's hooks called as a custom policy's, for
-    /// two processors, hand-offs and other wake-ups, small and large footprints (cached at home
-    /// or evicted), and wakers sharing declared data or not (gravity's forces).
-    #[test]
-    fn the_runtime_wakes_where_the_builtin_hooks_send() {
-        use crate::policy::{Gravity, MinimumMisses, NoAffinity, ReloadTransient, VirtualTime};
-        use crate::prefetch::DataBlock;
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let mut tcbs = chunk.tcbs();
-        let (t, by) = (tcbs.next().unwrap(), tcbs.next().unwrap());
-        let cache = ModelCache::ASSUMED;
-        let pairs = [
-            (Policy::no_affinity(), Policy::new(NoAffinity)),
-            (Policy::virtual_time(), Policy::new(VirtualTime)),
-            (Policy::minimum_misses(), Policy::new(MinimumMisses)),
-            (Policy::reload_transient(), Policy::new(ReloadTransient)),
-            (Policy::gravity(), Policy::new(Gravity)),
-        ];
-        let buf = vec![0u8; 1 << 16];
-        let block = |at: usize, len: usize| Some(DataBlock::new(buf[at..].as_ptr(), len));
-        let mut cases = 0;
-        for (builtin, custom) in &pairs {
-            assert_ne!(builtin.wake_rule(), WakeRule::Hook, "{builtin}");
-            let needs = builtin.hooks().needs();
-            let affinity = Affinity::new(needs, &cache, 2);
-            let script = CounterChoice::scripted(|_| {
-                ScriptedSource::from_fn(|run, _| run.footprint_bytes as u64 / 64)
-            });
-            let mut locals: Vec<Local> =
-                (0..2).map(|p| Local::new(p, builtin, needs, &script, &affinity)).collect();
-            for bytes in [1 << 10, 64 << 10] {
-                for evicted in [false, true] {
-                    for (overlap, state) in [(0, 0), (4096, 0x0123_4567_89AB_CDEF), (256, 7 << 44)] {
-                        for (home, local) in locals.iter_mut().enumerate() {
-                            for waker in [None, Some(0), Some(1)] {
-                                for by_ult in [false, true] {
-                                    affinity.on_spawn(needs, t, Some(bytes));
-                                    affinity.on_spawn(needs, by, Some(1 << 10));
-                                    UltBlock::on_spawn(t, block(8192, 8192));
-                                    UltBlock::on_spawn(by, block(8192 + 8192 - overlap, 4096));
-                                    t.tcb().processor.store(home, crate::atomics::Ordering::Relaxed);
-                                    local.begin_run();
-                                    local.end_run(t);
-                                    if evicted {
-                                        // Another ULT's large run at home: its misses evict `t`.
-                                        by.tcb().affinity.declare(4 << 20, affinity.line_size);
-                                        local.begin_run();
-                                        local.end_run(by);
-                                        by.tcb().affinity.declare(1 << 10, affinity.line_size);
-                                    }
-                                    let by = (by_ult && waker.is_some()).then_some(by);
-                                    let mut results = Vec::new();
-                                    for policy in [builtin, custom] {
-                                        t.tcb().affinity.state.set(state);
-                                        let target = wake_target(policy, needs, &affinity, t, waker, by);
-                                        results.push((target, t.tcb().affinity.state.get()));
-                                    }
-                                    assert_eq!(
-                                        results[0], results[1],
-                                        "{builtin}: {bytes} bytes, evicted {evicted}, overlap {overlap}, home {home}, waker {waker:?}, by a ULT {by_ult}"
-                                    );
-                                    cases += 1;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        assert_eq!(cases, 5 * 2 * 2 * 3 * 2 * 3 * 2);
-    }
-
-    /// Virtual Time's run end (inline: stamps and rounds) keeps the stamp and the round that
-    /// the general one (`record`) keeps, run after run, for two ULTs taking turns.
-    #[test]
-    fn virtual_times_inline_run_end_keeps_the_general_records() {
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let ults: Vec<TcbRef> = chunk.tcbs().take(4).collect();
-        let policy = Policy::virtual_time();
-        let needs = policy.hooks().needs();
-        let affinity = Affinity::new(needs, &ModelCache::ASSUMED, 1);
-        let mut inline = Local::new(0, &policy, needs, &CounterChoice::Detect, &affinity);
-        let mut general = Local::new(0, &policy, needs, &CounterChoice::Detect, &affinity);
-        assert!(inline.stamps_and_rounds);
-        for &t in &ults {
-            affinity.on_spawn(needs, t, None);
-        }
-        for run in 0..3000usize {
-            let (a, b) = (ults[run % 2], ults[2 + run % 2]);
-            if run % 7 == 3 {
-                mark_woken(a);
-                mark_woken(b);
-            }
-            inline.begin_run();
-            inline.end_run(a);
-            general.begin_run();
-            general.record(b);
-            let (x, y) = (ult_info(a, needs), ult_info(b, needs));
-            assert_eq!((x.stamp, x.state), (y.stamp, y.state), "run {run}");
-        }
-        assert_eq!(ult_info(ults[0], needs).stamp, 2999);
-    }
-
-    /// The keys the runtime computes itself for each built-in policy (enqueue and yield) are
-    /// the ones its hooks give, for ULTs with varied records on two processors (runs here and
-    /// elsewhere, misses, footprints, rounds, gravity's repelled mark).
-    #[test]
-    fn the_runtime_computes_the_keys_the_builtin_hooks_give() {
-        let shared = Arc::new(());
-        let chunk = Chunk::allocate(&shared);
-        let ults: Vec<TcbRef> = chunk.tcbs().take(5).collect();
-        let cache = ModelCache::ASSUMED;
-        for name in Policy::NAMES {
-            let policy: Policy = name.parse().unwrap();
-            assert_ne!(policy.kind(), Kind::Custom, "{name}");
-            let needs = policy.hooks().needs();
-            let affinity = Affinity::new(needs, &cache, 2);
-            // Misses that vary with the run and the footprint.
-            let script = CounterChoice::scripted(|p| {
-                ScriptedSource::from_fn(move |run, n| {
-                    (run.footprint_bytes as u64 / 64) * (1 + (n + p as u64) % 3)
-                })
-            });
-            let mut locals: Vec<Local> =
-                (0..2).map(|p| Local::new(p, &policy, needs, &script, &affinity)).collect();
-            for (i, t) in ults.iter().enumerate() {
-                affinity.on_spawn(needs, *t, Some(1000 << i));
-            }
-            let mut checked = 0;
-            for run in 0..40usize {
-                let (i, p) = (run * 3 % ults.len(), run / 7 % 2);
-                let t = ults[i];
-                t.tcb().processor.store(p, crate::atomics::Ordering::Relaxed);
-                locals[p].begin_run();
-                locals[p].end_run(t);
-                if run % 6 == 5 {
-                    // Gravity's repelled mark (and, for the others, a bit they do not read).
-                    let state = &t.tcb().affinity.state;
-                    state.set(state.get() ^ (1 << rounds::ROUND_BITS));
-                }
-                for local in &mut locals {
-                    for &u in &ults {
-                        let info = ult_info(u, needs);
-                        let key = local.priority(u);
-                        assert_eq!(key, policy.hooks().priority(&info, &local.view()), "{name} run {run}");
-                        let key = local.yield_priority(u);
-                        assert_eq!(
-                            key,
-                            policy.hooks().yield_priority(&info, &local.view()),
-                            "{name} run {run}"
-                        );
-                        checked += 1;
-                    }
-                }
-            }
-            assert_eq!(checked, 40 * 2 * ults.len());
-        }
-    }
-}
+mod tests;

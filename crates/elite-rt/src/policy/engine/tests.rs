@@ -1,0 +1,338 @@
+//! Tests of the policy engine: records per needs, the keys and wake targets it computes against the built-in hooks.
+use super::*;
+use crate::tcb::Chunk;
+
+#[test]
+fn records_follow_the_needs() {
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let t = chunk.tcbs().next().expect("a TCB");
+    let cache = ModelCache::ASSUMED;
+    // Nothing: no record, no source, no model.
+    let policy = Policy::no_affinity();
+    let nothing = Engine::new(&policy, Needs::NOTHING, &cache, 1);
+    let mut local = Local::new(0, &CounterChoice::Detect, &nothing);
+    assert!(local.counting.is_none() && nothing.model.is_none());
+    nothing.on_spawn(t, None);
+    local.begin_run();
+    local.end_run(t);
+    assert_eq!(ult_info(t, Needs::NOTHING).stamp, 0);
+    assert_eq!(nothing.sources(), vec![None]);
+    // Misses, scripted: 100 misses a run; the record and the clock follow.
+    let needs = Needs::MISSES;
+    let policy = Policy::reload_transient();
+    let affinity = Engine::new(&policy, needs, &cache, 1);
+    let script = CounterChoice::scripted(|_| ScriptedSource::new(100));
+    let mut local = Local::new(0, &script, &affinity);
+    affinity.on_spawn(t, Some(64 << 10));
+    for _ in 0..2 {
+        local.begin_run();
+        local.end_run(t);
+    }
+    let info = ult_info(t, needs);
+    assert_eq!((info.stamp, info.misses, info.footprint_bytes), (2, 100, 64 << 10));
+    assert!(info.footprint.lines() > 190.0, "{:?}", info.footprint);
+    assert_eq!(local.view().clock, 200);
+    assert_eq!(affinity.sources(), vec![Some(SourceKind::Scripted)]);
+    // A respawn resets the record.
+    affinity.on_spawn(t, None);
+    assert_eq!(ult_info(t, needs), UltInfo::new(info.id, info.last_processor));
+}
+
+/// No Affinity's keys and a custom policy's view count every entry, yields included;
+/// Reload Transient's count the entries of woken ULTs; the other built-in policies, which
+/// never read the count, leave it.
+#[test]
+fn the_entry_count_is_kept_for_those_who_read_it() {
+    #[derive(Debug)]
+    struct Counting;
+    impl crate::policy::Hooks for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+            here.seq
+        }
+        fn yield_priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+            here.seq
+        }
+    }
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let t = chunk.tcbs().next().expect("a TCB");
+    let cache = ModelCache::ASSUMED;
+    for policy in [Policy::no_affinity(), Policy::new(Counting), Policy::reload_transient()] {
+        let needs = policy.hooks().needs();
+        let affinity = Engine::new(&policy, needs, &cache, 1);
+        let mut local = Local::new(0, &CounterChoice::Estimated, &affinity);
+        affinity.on_spawn(t, None);
+        let keys = [local.priority(t), local.yield_priority(t), local.priority(t)];
+        match policy.kind() {
+            Kind::NoAffinity => assert_eq!(keys, [1, 0, 3]),
+            Kind::Custom => assert_eq!(keys, [1, 2, 3]),
+            // Reload Transient orders its ties by the entries of woken ULTs.
+            Kind::ReloadTransient => assert_eq!(local.seq, 2, "{policy}"),
+            _ => assert_eq!(local.seq, 0, "{policy}"),
+        }
+    }
+}
+
+/// `yield_at_zero` answers whether the yield key is 0 for every ULT, and keeps the count as
+/// `yield_priority` does (the yield batch's fast path takes one for the other).
+#[test]
+fn yield_at_zero_is_yield_priority_of_a_zero_key() {
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let t = chunk.tcbs().next().expect("a TCB");
+    let cache = ModelCache::ASSUMED;
+    for (policy, zero) in
+        [(Policy::no_affinity(), true), (Policy::minimum_misses(), true), (Policy::reload_transient(), false)]
+    {
+        let needs = policy.hooks().needs();
+        let affinity = Engine::new(&policy, needs, &cache, 1);
+        let mut by_priority = Local::new(0, &CounterChoice::Estimated, &affinity);
+        let mut by_zero = Local::new(0, &CounterChoice::Estimated, &affinity);
+        affinity.on_spawn(t, None);
+        assert_eq!(by_zero.yield_at_zero(), zero, "{policy}");
+        if zero {
+            assert_eq!(by_priority.yield_priority(t), 0, "{policy}");
+            assert_eq!(by_zero.seq, by_priority.seq, "{policy}");
+        } else {
+            assert_eq!(by_zero.seq, 0, "{policy}: nothing done");
+        }
+    }
+}
+
+/// The lines a declaration keeps are the estimator's count of its bytes, for line sizes a
+/// power of two or not, and sizes around line boundaries and up to `usize::MAX`.
+#[test]
+fn declared_lines_are_the_estimators() {
+    for line_size in [64, 128, 1, 48, 100] {
+        let model = CacheModel::new(1024, line_size).expect("a model");
+        let source = EstimatedSource::new(&model);
+        let size = LineSize::new(line_size);
+        let mut sizes = vec![0, 1, usize::MAX, usize::MAX - 1, 1 << 20];
+        for k in 1..40usize {
+            sizes.extend([k * line_size as usize - 1, k * line_size as usize, k * line_size as usize + 1]);
+        }
+        for bytes in sizes {
+            assert_eq!(size.lines(bytes), source.lines(bytes), "{bytes} bytes, lines of {line_size}");
+            assert_eq!(size.lines(bytes), model.lines_for(bytes), "{bytes} bytes, lines of {line_size}");
+        }
+    }
+    // The runtime counts in the model's lines where there is one.
+    let cache = ModelCache::ASSUMED;
+    let policy = Policy::reload_transient();
+    let affinity = Engine::new(&policy, Needs::MISSES, &cache, 1);
+    assert_eq!(affinity.line_size.bytes, u64::from(affinity.model.as_ref().unwrap().line_size()));
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let t = chunk.tcbs().next().expect("a TCB");
+    for needs in [Needs::NOTHING, Needs::MISSES] {
+        let engine = affinity.with_policy(&policy, needs);
+        engine.on_spawn(t, Some(1000));
+        assert_eq!(t.tcb().record.lines.get(), 1000u64.div_ceil(u64::from(cache.line_size)));
+    }
+    affinity.on_spawn(t, None);
+    assert_eq!((t.tcb().record.bytes.get(), t.tcb().record.lines.get()), (0, 0));
+}
+
+/// With the estimator, each counting policy's run end (`record_estimated`, chosen for its
+/// needs) leaves the records that the source's and the model's own calls give, run after
+/// run, for two ULTs taking turns.
+#[test]
+fn the_estimators_run_end_keeps_the_records_of_the_four_calls() {
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let ults: Vec<TcbRef> = chunk.tcbs().take(2).collect();
+    let cache = ModelCache::ASSUMED;
+    let model = CacheModel::for_cache(&cache).expect("a model");
+    let bytes = [40 << 10, 3000];
+    for policy in [Policy::minimum_misses(), Policy::reload_transient(), Policy::gravity()] {
+        let needs = policy.hooks().needs();
+        let affinity = Engine::new(&policy, needs, &cache, 1);
+        let mut local = Local::new(0, &CounterChoice::Estimated, &affinity);
+        let mut source = EstimatedSource::new(&model);
+        let mut expected = [Footprint::EMPTY; 2];
+        let mut words = [0u64; 2];
+        for (t, b) in ults.iter().zip(bytes) {
+            affinity.on_spawn(*t, Some(b));
+        }
+        for run in 0..12u64 {
+            let i = (run % 2) as usize;
+            let t = ults[i];
+            local.begin_run();
+            local.end_run(t);
+            let valid = expected[i].valid_on(&model, 0, source.begin_run());
+            let misses = source.end_run(&RunInfo::new(0, bytes[i], valid));
+            expected[i].record_run(&model, 0, valid, misses, source.clock());
+            let info = ult_info(t, needs);
+            assert_eq!((info.misses, info.footprint), (misses, expected[i]), "{policy} run {run}");
+            assert_eq!(info.stamp, if needs.stamps { run + 1 } else { 0 }, "{policy}");
+            assert_eq!(local.view().clock, source.clock(), "{policy}");
+            // The round the runtime keeps itself, for the policies that need rounds.
+            if needs.rounds {
+                words[i] = rounds::end_run(0, run + 1, words[i]);
+            }
+            assert_eq!(info.state, words[i], "{policy} run {run}");
+        }
+        assert!(source.clock() > 0);
+    }
+}
+
+/// The wake targets the runtime computes itself for each built-in policy, and the policy
+/// words it leaves, are those of the same policy's hooks called as a custom policy's, for
+/// two processors, hand-offs and other wake-ups, small and large footprints (cached at home
+/// or evicted), and wakers sharing declared data or not (gravity's forces).
+#[test]
+fn the_runtime_wakes_where_the_builtin_hooks_send() {
+    use crate::policy::{Gravity, MinimumMisses, NoAffinity, ReloadTransient, VirtualTime};
+    use crate::prefetch::DataBlock;
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let mut tcbs = chunk.tcbs();
+    let (t, by) = (tcbs.next().unwrap(), tcbs.next().unwrap());
+    let cache = ModelCache::ASSUMED;
+    let pairs = [
+        (Policy::no_affinity(), Policy::new(NoAffinity)),
+        (Policy::virtual_time(), Policy::new(VirtualTime)),
+        (Policy::minimum_misses(), Policy::new(MinimumMisses)),
+        (Policy::reload_transient(), Policy::new(ReloadTransient)),
+        (Policy::gravity(), Policy::new(Gravity)),
+    ];
+    let buf = vec![0u8; 1 << 16];
+    let block = |at: usize, len: usize| Some(DataBlock::new(buf[at..].as_ptr(), len));
+    let mut cases = 0;
+    for (builtin, custom) in &pairs {
+        assert_ne!(builtin.wake_rule(), WakeRule::Hook, "{builtin}");
+        let needs = builtin.hooks().needs();
+        let affinity = Engine::new(builtin, needs, &cache, 2);
+        // The same engine (model, published clocks) asking the hooks of `custom`.
+        let by_hooks = affinity.with_policy(custom, needs);
+        let script =
+            CounterChoice::scripted(|_| ScriptedSource::from_fn(|run, _| run.footprint_bytes as u64 / 64));
+        let mut locals: Vec<Local> = (0..2).map(|p| Local::new(p, &script, &affinity)).collect();
+        for bytes in [1 << 10, 64 << 10] {
+            for evicted in [false, true] {
+                for (overlap, state) in [(0, 0), (4096, 0x0123_4567_89AB_CDEF), (256, 7 << 44)] {
+                    for (home, local) in locals.iter_mut().enumerate() {
+                        for waker in [None, Some(0), Some(1)] {
+                            for by_ult in [false, true] {
+                                affinity.on_spawn(t, Some(bytes));
+                                affinity.on_spawn(by, Some(1 << 10));
+                                UltBlock::on_spawn(t, block(8192, 8192));
+                                UltBlock::on_spawn(by, block(8192 + 8192 - overlap, 4096));
+                                t.tcb().processor.store(home, crate::atomics::Ordering::Relaxed);
+                                local.begin_run();
+                                local.end_run(t);
+                                if evicted {
+                                    // Another ULT's large run at home: its misses evict `t`.
+                                    by.tcb().record.declare(4 << 20, affinity.line_size);
+                                    local.begin_run();
+                                    local.end_run(by);
+                                    by.tcb().record.declare(1 << 10, affinity.line_size);
+                                }
+                                let by = (by_ult && waker.is_some()).then_some(by);
+                                let mut results = Vec::new();
+                                for engine in [&affinity, &by_hooks] {
+                                    t.tcb().record.state.set(state);
+                                    let target = engine.wake_target(t, waker, by);
+                                    results.push((target, t.tcb().record.state.get()));
+                                }
+                                assert_eq!(
+                                    results[0], results[1],
+                                    "{builtin}: {bytes} bytes, evicted {evicted}, overlap {overlap}, home {home}, waker {waker:?}, by a ULT {by_ult}"
+                                );
+                                cases += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 5 * 2 * 2 * 3 * 2 * 3 * 2);
+}
+
+/// Virtual Time's run end (inline: stamps and rounds) keeps the stamp and the round that
+/// the general one (`record`) keeps, run after run, for two ULTs taking turns.
+#[test]
+fn virtual_times_inline_run_end_keeps_the_general_records() {
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let ults: Vec<TcbRef> = chunk.tcbs().take(4).collect();
+    let policy = Policy::virtual_time();
+    let needs = policy.hooks().needs();
+    let affinity = Engine::new(&policy, needs, &ModelCache::ASSUMED, 1);
+    let mut inline = Local::new(0, &CounterChoice::Detect, &affinity);
+    let mut general = Local::new(0, &CounterChoice::Detect, &affinity);
+    assert!(inline.stamps_and_rounds);
+    for &t in &ults {
+        affinity.on_spawn(t, None);
+    }
+    for run in 0..3000usize {
+        let (a, b) = (ults[run % 2], ults[2 + run % 2]);
+        if run % 7 == 3 {
+            mark_woken(a);
+            mark_woken(b);
+        }
+        inline.begin_run();
+        inline.end_run(a);
+        general.begin_run();
+        general.record(b);
+        let (x, y) = (ult_info(a, needs), ult_info(b, needs));
+        assert_eq!((x.stamp, x.state), (y.stamp, y.state), "run {run}");
+    }
+    assert_eq!(ult_info(ults[0], needs).stamp, 2999);
+}
+
+/// The keys the runtime computes itself for each built-in policy (enqueue and yield) are
+/// the ones its hooks give, for ULTs with varied records on two processors (runs here and
+/// elsewhere, misses, footprints, rounds, gravity's repelled mark).
+#[test]
+fn the_runtime_computes_the_keys_the_builtin_hooks_give() {
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let ults: Vec<TcbRef> = chunk.tcbs().take(5).collect();
+    let cache = ModelCache::ASSUMED;
+    for name in Policy::NAMES {
+        let policy: Policy = name.parse().unwrap();
+        assert_ne!(policy.kind(), Kind::Custom, "{name}");
+        let needs = policy.hooks().needs();
+        let affinity = Engine::new(&policy, needs, &cache, 2);
+        // Misses that vary with the run and the footprint.
+        let script = CounterChoice::scripted(|p| {
+            ScriptedSource::from_fn(move |run, n| {
+                (run.footprint_bytes as u64 / 64) * (1 + (n + p as u64) % 3)
+            })
+        });
+        let mut locals: Vec<Local> = (0..2).map(|p| Local::new(p, &script, &affinity)).collect();
+        for (i, t) in ults.iter().enumerate() {
+            affinity.on_spawn(*t, Some(1000 << i));
+        }
+        let mut checked = 0;
+        for run in 0..40usize {
+            let (i, p) = (run * 3 % ults.len(), run / 7 % 2);
+            let t = ults[i];
+            t.tcb().processor.store(p, crate::atomics::Ordering::Relaxed);
+            locals[p].begin_run();
+            locals[p].end_run(t);
+            if run % 6 == 5 {
+                // Gravity's repelled mark (and, for the others, a bit they do not read).
+                let state = &t.tcb().record.state;
+                state.set(state.get() ^ (1 << rounds::ROUND_BITS));
+            }
+            for local in &mut locals {
+                for &u in &ults {
+                    let info = ult_info(u, needs);
+                    let key = local.priority(u);
+                    assert_eq!(key, policy.hooks().priority(&info, &local.view()), "{name} run {run}");
+                    let key = local.yield_priority(u);
+                    assert_eq!(key, policy.hooks().yield_priority(&info, &local.view()), "{name} run {run}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 40 * 2 * ults.len());
+    }
+}
