@@ -14,8 +14,7 @@ use std::ptr;
 /// read and write is an `asm!` block (not `pure`: the compiler runs each one where it is written,
 /// never hoisting, merging or caching it) that finds the word from the thread pointer `%fs` of
 /// the OS thread running it at that moment: the accessor inlines, a ULT's channel operation pays
-/// two loads instead of a call through the GOT (the 4 lookups of a `ping_pong` round trip were
-/// about 3 ns of 23.5 at 2 processors, 2026-11-25). The word is reached with the initial-exec
+/// two loads instead of a call through the GOT. The word is reached with the initial-exec
 /// model (its offset from the thread pointer, read from the GOT; the linker turns that into a
 /// constant in an executable): valid in every thread of the process. Limits: a shared library
 /// holding this crate that is loaded by `dlopen` needs static TLS space for its whole TLS

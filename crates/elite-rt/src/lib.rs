@@ -160,19 +160,13 @@
 //! processor at each moment, why it never runs on two threads, why no wake-up is lost) is written
 //! down in `src/blocking.rs`.
 //!
-//! What it costs, from `cargo run --release -p elite-bench -- blocking` (three runs on the 2-core
-//! build VM while other builds ran, 2026-11-23; medians): a `blocking(|| i)` call takes 1.7 to
-//! 2.2 µs when the spare thread is asleep (`elite/isolated`: a futex wake-up of the spare and two
-//! lock round trips; about 5 % of such calls lose their processor to the woken spare and go on on
-//! its thread), 67 to 145 ns back to back (the spare has no time to fall asleep between calls),
-//! against 14.5 to 47 µs for spawning and joining a thread; a call that sleeps 1 ms returns after
-//! 1.11 to 1.16 ms, against 1.08 to 1.10 ms for the same sleep on a plain thread. Under
-//! `valgrind --tool=callgrind` a call costs 443 instructions in user space
-//! (`elite-bench blocking-probe blocking N`). Nothing is added to the paths of a program that makes
-//! no blocking call: per yield, spawn and join, and channel round trip, callgrind counts 110.9,
-//! 471.0 and 1015.7 instructions before the blocking module and 110.9 to 111.1, 471.0 and 1015.7
-//! after (`elite-bench blocking-probe <op> N` at 1 and 2 million operations, the difference of
-//! the totals; the same probe built against the commit before). With a hardware cache-miss counter
+//! What it costs: a call whose spare thread is asleep pays a futex wake-up of the spare and two
+//! lock round trips (some such calls lose their processor to the woken spare and go on on its
+//! thread); calls back to back find the spare awake. `cargo run --release -p elite-bench --
+//! blocking` measures it against spawning a thread per call (`docs/benchmarks.md` has the
+//! figures with their host), and `elite-bench blocking-probe blocking N` under callgrind counts
+//! its instructions. A program that makes no blocking call pays nothing for the module on its
+//! yields, spawns, joins and channel operations. With a hardware cache-miss counter
 //! (none on the build VMs) a processor's counter keeps counting the thread that opened it after a
 //! handoff: the policies that need misses would see wrong counts on processors that changed
 //! threads.

@@ -29,23 +29,14 @@
 //! both touch anyway: its `prefetching` flag is false then (it is only set when the runtime
 //! prefetches). The suspension path is untouched.
 //!
-//! # Measured
+//! # What it costs
 //!
-//! On the 2-core Xeon VM of the project (shared with other builds; no hardware counters):
-//!
-//! * cost for ULTs without a block, instructions per operation under callgrind
-//!   (`examples/hot_path_probe.rs`, one processor, the same probe on main without the prefetch
-//!   calls → with): spawn+join 479 → 480, two yields 657 → 652, two wake-ups with their switches
-//!   865 → 880 (6 of the 15 the waker's test, 4 the loop's); with a 512-byte block declared,
-//!   the wake pair costs 1 629 with prefetch and 878 with `prefetch(false)`;
-//! * benefit, on the adaptive-grid solver (`examples/adaptive_grid.rs`, 21 375 ULTs with a
-//!   ~500-byte block each, one processor): virtual-time 26.3 M relaxations per CPU second
-//!   without and 28.4 with (+8%; `elite-bench grid-probe virtual-time [--prefetch] --size 13`,
-//!   five interleaved runs each); one quiet run of the example gave +5-17% to every policy;
-//!   the wall-clock medians of `elite-bench grid` under load moved by up to 10% either way.
-//!
-//! Prefetch stays on by default: it costs next to nothing where nothing is declared and, where
-//! a block is declared, the measurements above found it ahead or level.
+//! For ULTs without a block, a test of one flag on a line the waker and the loop touch anyway
+//! (`examples/hot_path_probe.rs` counts the instructions of spawn, yield and wake under
+//! callgrind, with and without `prefetch(false)`); for a ULT with a block, the prefetch
+//! instructions themselves. What it gains shows on the adaptive-grid solver
+//! (`examples/adaptive_grid.rs`, `elite-bench grid`), where each ULT declares its patch:
+//! `docs/benchmarks.md` has the figures, each with its host. Prefetch stays on by default.
 //!
 //! # Where it lives in the control block
 //!

@@ -126,8 +126,8 @@ fn memory_stays_flat_under_a_long_mixed_load() {
         );
         // Mappings: the bounded pools can still be filling after the warm-up (which processor
         // frees a stack decides which pool takes it), by at most the four local pools' 64 stacks,
-        // two mappings each; a leak would pass that within seconds. (A bound of 64 failed once in
-        // four 1-minute runs on a loaded 2-core machine, at +68, 2026-11-25.)
+        // two mappings each; a leak would pass that within seconds. (A bound of 64, one pool's
+        // worth, was seen exceeded on a loaded machine.)
         assert!(peak.mappings <= warm.mappings + 128, "mappings grew after warm-up: {warm:?} -> {peak:?}");
         // Every TCB is reused: a round needs no more than the ones the warm-up allocated, save for
         // one chunk (64) when a round happens to have more ULTs alive at once than any before.

@@ -70,19 +70,13 @@
 //! machines of moderate size without cache-miss counters; that Minimum Misses does well when all
 //! threads behave alike but can misbehave when some block often and others do not; and that
 //! Reload Transient pays for its bookkeeping only where memory latency really strikes (large
-//! NUMA machines). On the 2-core build machines of this project (no PMU: misses come from the
-//! estimator and the footprints ULTs declare; a 2 MiB L2 per core), `cargo run --release -p
-//! elite-bench -- affinity` measures the same picture (the workspace README has the tables):
-//! on ELiTE's synthetic workload (1024 ULTs, 64 KiB each, released in batches) Virtual Time and
-//! Reload Transient synchronize 1.36x and 1.34x as fast as No Affinity on one processor (45%
-//! fewer simulated last-level misses) and about 1.08x on two; Minimum Misses gains nothing
-//! there (its key, the last run's misses, does not tell which ULT is cached now). Where nothing
-//! can be cached better (1 KiB each), the bookkeeping shows: over No Affinity's 577
-//! instructions per synchronization on one processor Virtual Time adds about 46, Minimum Misses
-//! 37, Reload Transient 116 and Gravity 123 (callgrind on `elite-bench affinity-probe
-//! no_locality`, two runs each, without the runtime's clock readings, whose counts vary by about
-//! 20 from run to run; the README has the wall clock); on two, the hand-off rule keeps their
-//! woken ULTs beside their wakers as No Affinity does. In short:
+//! NUMA machines). `cargo run --release -p elite-bench -- affinity` measures the same on the
+//! machine at hand (no PMU: misses come from the estimator and the footprints ULTs declare), on
+//! ELiTE's synthetic workload (1024 ULTs with private data, released in batches) and on one
+//! where nothing can be cached better, which shows what each policy's bookkeeping costs
+//! (`docs/benchmarks.md` in the repository has the tables, each with its host). Minimum
+//! Misses gains nothing on the synthetic workload: its key, the last run's misses, does not
+//! tell which ULT is cached now. In short:
 //!
 //! - ULTs that hand work to each other one at a time (ping-pong, pipelines): `no-affinity`; LIFO
 //!   is already local there and costs nothing.
@@ -93,8 +87,8 @@
 //! - `minimum-misses` mainly as ELiTE's baseline.
 //! - Pairs or small groups of ULTs that synchronize over shared data declared with
 //!   [`Builder::data`](crate::Builder::data), started on different processors: `gravity`
-//!   (`elite-bench affinity --bench pairs`: every pair co-located from the first rounds, 2.3x
-//!   No Affinity's hand-overs per second on two processors). On the adaptive grid, whose
+//!   (`elite-bench affinity --bench pairs` measures how soon the pairs are co-located). On the
+//!   adaptive grid, whose
 //!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
 //!   (`examples/adaptive_grid.rs`).
 //!

@@ -3,8 +3,8 @@
 //! else first revokes the bias, which costs a system-wide memory barrier (`membarrier(2)`).
 //!
 //! A ping-pong between two ULTs over two rendezvous channels takes four channel locks per round
-//! trip, and on this project's machines the four `lock cmpxchg` were a third of its time (13 of
-//! 42 ns, measured by taking them out). When both ends run on one processor, which No Affinity's
+//! trip, and four `lock cmpxchg` are a large part of such a round trip's time. When both ends
+//! run on one processor, which No Affinity's
 //! wake rule arranges, the lock only ever sees one OS thread: the bias removes the atomics there.
 //!
 //! # The protocol (an asymmetric Dekker)

@@ -183,10 +183,9 @@ pub(crate) fn ticks() -> u64 {
 /// what a waiter pays when it blocks instead of spinning: switching out to its processor, having
 /// the wake-up delivered to it, and switching back in. When the waiter's processor has nothing else
 /// to run it parks meanwhile, so the delivery includes waking a parked OS thread, which dwarfs the
-/// register switch (on the 2-core build VMs: about 1.3 ns for the coroutine round trip, and 30 µs
-/// to 0.5 ms for the wake-up of a parked processor whose virtual CPU the host halted, or about
-/// 1.7 µs when the machine is busy enough that it was not; see the README). So the cost is
-/// measured as `coroutine_ns + wake_ns`.
+/// register switch (a coroutine round trip takes nanoseconds; waking a parked processor takes
+/// microseconds, and far longer in a virtual machine whose host halted its virtual CPU). So the
+/// cost is measured as `coroutine_ns + wake_ns`.
 #[derive(Clone, Copy, Debug)]
 pub struct SwitchCost {
     /// The context switch as a blocked waiter pays it: `coroutine_ns + wake_ns`, in nanoseconds.
