@@ -148,36 +148,11 @@
 //!
 //! ## Why the policies differ
 //!
-//! Measured with `target/release/elite-bench grid` (the same solves under the bench harness:
-//! size 13, 21 375 ULTs, 5 interleaved rounds, medians; the 2-core VM was shared with other
-//! builds, load average 2-2.7, so single rounds ranged from a quarter to 1.5 times the median),
-//! ratio to `no-affinity` without prefetch:
-//!
-//! | policy | 1 proc | 1 proc +prefetch | 2 procs | 2 procs +prefetch |
-//! | --- | --- | --- | --- | --- |
-//! | no-affinity | 1.00 (18.6 M/s) | 1.02 | 1.00 (34.4 M/s) | 1.16 |
-//! | virtual-time | **1.37** | 1.24 | **1.25** | 1.15 |
-//! | minimum-misses | 0.91 | 1.08 | 0.79 | 0.79 |
-//! | reload-transient | 0.99 | 1.32 | 0.71 | 1.13 |
-//! | gravity | 1.16 | 1.23 | 1.22 | **1.27** |
-//!
-//! The 1.3x target is met at one processor (virtual-time, 1.37) and missed at two (1.25; 1.27
-//! with prefetch). Since then no-affinity sends a ULT woken by another ULT's send, unlock or
-//! release to the waker's processor: neighbouring patches that wake each other stay on one
-//! processor, which took no-affinity from 34 to 51 M/s at two processors in a quiet run
-//! (2026-11-23 12:18: virtual-time 1.30x at one processor, every policy 0.72-0.93x at two;
-//! README, "The adaptive-grid solver"). The affinity policies still send a woken patch back to
-//! the processor its data was on. One quiet run of this example gave 1.28 and 1.39 (with prefetch) at one
-//! processor, 1.16 and 1.23 at two. Per CPU second (`elite-bench grid-probe POLICY [--prefetch]
-//! --size 13 --processors 1`, five interleaved runs), virtual-time did 26.3 M relaxations/s and
-//! 28.4 with prefetch, no-affinity 18.7 (from 14.6 to 26.9) and 19.0: virtual-time's rate hardly
-//! moves when other programs share the core, no-affinity's falls, and in the quietest round the
-//! two were level. So much of the gain here is robustness against a polluted cache. The
-//! repeatable count agrees on the direction: under `valgrind --tool=cachegrind --cache-sim=yes
-//! --LL=2097152,16,64 target/release/elite-bench grid-probe POLICY --size 12` (one processor,
-//! 10 667 ULTs, the whole process including the mesh), no-affinity takes 32.8 M simulated
-//! last-level misses and virtual-time 11.9 M (-64%), for 2.91 G and 3.29 G instructions (+13%:
-//! 137 relaxations per cell against 132, and the rounds' bookkeeping).
+//! `elite-bench grid` runs the same solves under the bench harness (interleaved repetitions,
+//! medians, answers checked) and `docs/benchmarks.md` has its tables, each with its host. The
+//! repeatable count of what each order does to the cache is `valgrind --tool=cachegrind
+//! --cache-sim=yes --LL=2097152,16,64 target/release/elite-bench grid-probe POLICY --size 12`
+//! (one processor): simulated last-level misses and instructions per policy.
 //!
 //! * **no-affinity** runs the most recently readied ULT first, and a patch that yields goes
 //!   behind every other ready patch: when it runs again, 21 000 other patches' blocks, stacks
@@ -191,20 +166,15 @@
 //!   apart and it pays the estimator's bookkeeping on every run: slower than no-affinity.
 //! * **reload-transient** gets rounds too but keys woken patches by the model's reload
 //!   transient, an estimate from the declared footprint that is nearly flat across patches: the
-//!   order it gives is close to arbitrary, and it does 17% more relaxations per cell at one
-//!   processor (154 against 132) and 25% more at two; only with prefetch does it come out ahead.
-//! * **gravity** orders like virtual-time within a processor (the same 137 relaxations per
-//!   cell at one processor) and pays the counting policies' bookkeeping on top, hence 1.16
-//!   against 1.37. Its forces never act here: the patches' declared blocks (their own
+//!   order it gives is close to arbitrary, and it takes more relaxations per cell to converge.
+//! * **gravity** orders like virtual-time within a processor and pays the counting policies'
+//!   bookkeeping on top. Its forces never act here: the patches' declared blocks (their own
 //!   coefficients, declared only in the `+prefetch` runs) do not overlap, so no wake-up finds
-//!   shared data and no patch moves; its two-processor figures (1.22, 1.27) are virtual-time's
-//!   within the noise. A grid whose ULTs declared the unknowns they read from their
+//!   shared data and no patch moves. A grid whose ULTs declared the unknowns they read from their
 //!   neighbours would give it something to pull on (not tried).
 //! * **prefetch**: the block (about 500 bytes), the top of the stack and the control block arrive
-//!   while the previous patch finishes. Per CPU second it gave virtual-time +8% (above) and one
-//!   quiet run of this example +5-17% to every policy at one processor; under the bench's load
-//!   its medians moved by up to 10% either way, within the noise. It stays on by default: it
-//!   costs ULTs without a block next to nothing (`crate::prefetch` in elite-rt has the counts).
+//!   while the previous patch finishes. It stays on by default: it costs ULTs without a block
+//!   next to nothing (`crate::prefetch` in elite-rt).
 //!
 //! ## Where the time goes
 //!
@@ -218,10 +188,6 @@
 //! (TCB, run-queue). Sequential Gauss-Seidel needs 80 instructions per cell and, in Morton order,
 //! streams its data. With one ULT per cell (`--size 9 --patch 1`) an activation costs about 720
 //! instructions and 14 misses for a single relaxation.
-//!
-//! In time, at one processor, 8 cells per ULT: 43 M relaxations/s at `--size 9` (1 326 ULTs), 34
-//! at 11, 32 at 12, 21 at 13 (best of 3 runs each on the 2-core VM; Gauss-Seidel 175-205 at all
-//! sizes). The drop at 13 is memory: the instructions per sweep do not change with the size.
 //!
 //! ## Output
 //!
