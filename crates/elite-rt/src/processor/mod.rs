@@ -47,6 +47,18 @@
 //! path (`start_inline`), on the joiner's stack; never on the ULT's own stack, so a TCB is never
 //! visible to another processor while code runs on its stack. (The one step a ULT takes itself is
 //! publishing its exit, `publish_from_ult`, which hands out only its result.)
+//!
+//! # Files, by the steps of the loop
+//!
+//! * this file: the processor, its owned [`Core`] and shared [`Remote`] parts, [`ProcessorSet`];
+//! * `run`: the loop (step 1 and the dispatch), switching into a ULT and finishing its
+//!   transition, the direct hand-off, the yield batch's round-robin, the join fast path;
+//! * `find`: steps 2 to 5, finding work (the ready set, the start-queues, stealing, idling);
+//! * `wake`: making a ULT ready, here or on another processor;
+//! * `exit`: a ULT's exit (publish, settle), clean-up notes, reclaiming joined TCBs;
+//! * `alloc`: TCBs, contexts (stacks), ULT ids, start-queue pushes;
+//! * `worker`: the OS thread that carries a processor;
+//! * `chaos`: the chaos mode's decisions.
 
 use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
 use crate::park::ParkSlot;
