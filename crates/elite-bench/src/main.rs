@@ -133,10 +133,12 @@
 //! [`harness::Bench`]es (plus, if it has Go peers, one file in `go/` registering its workloads, and
 //! if it has may peers, a `may_child` dispatch), and one entry in [`suites::SUITES`].
 
+mod cachegrind;
 mod harness;
 mod machine;
 mod peers;
 mod suites;
+mod workloads;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -167,7 +169,7 @@ const USAGE: &str = concat!(
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(peers::may::CHILD_COMMAND) {
-        return peers::may::child_main(&args[1..]);
+        return peers::may::child_main(&args[1..], suites::may_workloads);
     }
     if args.first().map(String::as_str) == Some(suites::affinity::PROBE_COMMAND) {
         return suites::affinity::probe_main(&args[1..]);
