@@ -9,7 +9,7 @@
 //! every claim this command supports is a *ratio measured in one run* (see
 //! `/work/shared/BENCHMARKS.md`, which is the contract for the command line and the JSON
 //! document). For each bench of a suite the harness ([`harness`]) runs every system interleaved
-//! (A B C A B C ...): one warm-up round, then [`harness::REPS`] measured rounds. Each sample
+//! (A B C A B C ...): one warm-up round, then [`harness::run::REPS`] measured rounds. Each sample
 //! starts a fresh instance of the system (a runtime, a thread pool, a process), runs the workload
 //! once untimed and once timed, and returns the time per operation together with the workload's
 //! *answer* (a sum, a count, a fib value); a bench whose metric is a rate reports the inverse. A
