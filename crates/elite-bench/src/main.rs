@@ -6,9 +6,8 @@
 //! ```
 //!
 //! The machines we build on are shared 2-core virtual machines whose absolute speed drifts, so
-//! every claim this command supports is a *ratio measured in one run* (see
-//! `/work/shared/BENCHMARKS.md`, which is the contract for the command line and the JSON
-//! document). For each bench of a suite the harness ([`harness`]) runs every system interleaved
+//! every claim this command supports is a *ratio measured in one run* (`docs/bench-json.md` in
+//! the repository is the contract for the command line and the JSON document). For each bench of a suite the harness ([`harness`]) runs every system interleaved
 //! (A B C A B C ...): one warm-up round, then [`harness::run::REPS`] measured rounds. Each sample
 //! starts a fresh instance of the system (a runtime, a thread pool, a process), runs the workload
 //! once untimed and once timed, and returns the time per operation together with the workload's

@@ -17,7 +17,7 @@ impl Params {
     }
 }
 
-/// The JSON document of `BENCHMARKS.md`.
+/// The JSON document of a suite's run, as `docs/bench-json.md` describes it.
 pub fn json_document(suite: &str, machine: &Machine, results: &SuiteResults) -> Value {
     let rows: Vec<Value> = results
         .benches

@@ -52,28 +52,20 @@
 //! round has seen only `k - 1` other working sets since its last sweep, so the first ~16 hit, as
 //! many as any order can keep.
 //!
-//! *Group size.* It sets how far apart the orders can get. Too small, and every order hits; too
-//! large, and the ~16 that can hit are a small part of it. `elite-bench affinity --bench
-//! synthetic_1024 --policy no-affinity --policy virtual-time` with groups of 16, 20, 24, 32 and
-//! 48 (a build with the size fixed; 2026-11-25 16:36-16:38 UTC, load 1.4-1.6, one run each):
-//! Virtual Time / No Affinity 1.10x (the group fits: No Affinity 117 k/s), 1.18x (93.5), 1.28x
-//! (75.7), 1.37x (63.6), 1.77x (40.8, its repetitions from 19.5 to 63.6; two more runs at
-//! 16:39: 1.20x and 1.23x, No Affinity 62-63). Up to 24 No Affinity's fixed order still hits
-//! part of the time (the L2 is not LRU); from 32 on its rate no longer falls, all its sweeps
-//! read the L3, and past 32 Virtual Time's share of hits only shrinks (16 of 48 is at most
+//! *Group size.* It sets how far apart the orders can get. Too small, and the whole group fits
+//! in the cache, so every order hits; too large, and the ~16 working sets that can hit are a
+//! small part of it. Below about twice the working sets the cache holds, No Affinity's fixed
+//! order still hits part of the time (the L2 is not LRU); from twice on, all of its sweeps read
+//! the L3, and a larger group only shrinks Virtual Time's share of hits (16 of 48 is at most
 //! ~1.2x when an L2 sweep costs half an L3 one), while the L3 that other guests share makes No
 //! Affinity's rate, and the ratio, follow the host. So a timed run's group is **twice the
 //! working sets that the cache of the runtime's cache model holds** (`Topology::model_cache`,
 //! the largest cache private to a core: 16 here, so 32; on a 2 MiB L2, 64), printed as a note
-//! with the table. Until 2026-11-25 the group was 48 for every run, chosen for a 2 MiB L2 that
-//! these machines do not have.
+//! with the table.
 //!
-//! Under cachegrind the simulated last level is 2 MiB (BENCHMARKS.md) and LRU: 32 working sets
-//! fit, a fixed order of 48 misses on every line and the reverse one keeps ~30 of them, so the
-//! probe keeps groups of 48 (simulated LL misses, Virtual Time / No Affinity: 0.56x at 48,
-//! 0.64x at 32 and 0.67x at 64, `valgrind --tool=cachegrind --cache-sim=yes
-//! --LL=2097152,16,64 target/release/elite-bench affinity-probe synthetic_1024 <policy>` with
-//! the size fixed, 16:40).
+//! Under cachegrind the simulated last level is 2 MiB (the cache `ll_misses` is defined with in
+//! `docs/bench-json.md`) and LRU: 32 working sets fit, a fixed order of 48 misses on every line
+//! and the reverse one keeps ~30 of them, so the probe keeps groups of 48.
 //!
 //! *Synchronization.* LIFO (No Affinity) and most-recently-run order differ only when the order
 //! in which ULTs become ready differs from how recently they ran. A group's release makes its
@@ -116,8 +108,8 @@
 //! Transient, and a model lookup per enqueue for the latter). One group's 48 KiB is the size of the L1, so the
 //! order still shows a little there: Virtual Time and Reload Transient regain part of their
 //! cost in L1 hits. (Most of Reload Transient's keys there are ties, a reload transient of 0,
-//! which it runs newest entry first, as No Affinity does; run in the order they entered the
-//! runqueue, the coldest first, its sweeps took about twice No Affinity's time.)
+//! which it runs newest entry first, as No Affinity does, rather than in the order they entered
+//! the runqueue, which would run the coldest first.)
 //!
 //! ## Simulated misses (`--cachegrind`)
 //!

@@ -44,13 +44,12 @@
 //!   waiter spins through any critical section here) and `elite/block` (`SpinPolicy::Block`).
 //!   The rows carry `params.regime` (`short` or `long`) and `params.work_iterations`.
 //!
-//!   What the regimes test, checked when the adaptive rule was fixed: every ULT wants the same lock
-//!   and does nothing else, so a blocked waiter's processor never has other work, and blocking
-//!   cannot win in either regime; it can only cost less or more. In the short regime blocking costs
-//!   about ten times the critical section (a switch and a wake-up per acquisition); in the long
-//!   one about 9% (a hand-over to a waiter that must be scheduled), and a releasing ULT that
-//!   re-acquires at once keeps a spinner on the other processor waiting for several critical
-//!   sections. So the test is fair for what it asks (the adaptive rule must not pay much more than
+//!   What the regimes test: every ULT wants the same lock and does nothing else, so a blocked
+//!   waiter's processor never has other work, and blocking cannot win in either regime; it can
+//!   only cost less or more. In the short regime blocking costs several times the critical section
+//!   (a switch and a wake-up per acquisition); in the long one a small part of it (a hand-over to
+//!   a waiter that must be scheduled), and a releasing ULT that re-acquires at once keeps a
+//!   spinner on the other processor waiting for several critical sections. So the test is fair for what it asks (the adaptive rule must not pay much more than
 //!   the better fixed policy), but its long regime does not show blocking winning; a workload
 //!   with work outside the lock would, and would be a different bench.
 //!
@@ -325,8 +324,7 @@ fn spin_regimes_bench(quick: bool) -> Bench {
 }
 
 /// The critical section's work in `spin_regimes`: `iterations` rounds of a multiply chain that
-/// the compiler cannot shorten (about 1 ns a round for a few dozen, 1.5 ns a round for
-/// thousands, on the 2-core build machines).
+/// the compiler cannot shorten.
 fn work(iterations: u32) -> u64 {
     let mut x = 0x9e37_79b9_7f4a_7c15_u64;
     for _ in 0..iterations {
@@ -380,7 +378,7 @@ fn elite_runtime(processors: usize, variant: Variant) -> Result<elite_rt::Runtim
 
 /// Locks an elite mutex; poisoning (a ULT panicked holding it) becomes an error. Inlined, as
 /// `lock().unwrap()` would be: out of line, the call and its `Result` returned through memory
-/// added about 4 ns to each of `mutex_contended`'s operations.
+/// would add to the time of each of `mutex_contended`'s operations.
 #[inline]
 fn elite_lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, String> {
     mutex.lock().map_err(|_| "the mutex was poisoned".to_string())
