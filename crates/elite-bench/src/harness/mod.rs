@@ -3,7 +3,7 @@
 //! A suite hands the harness a list of [`Bench`]es. Each bench has [`Contender`]s (one system
 //! at one set of parameters) whose workload produces a [`Sample`]: the time per operation and
 //! the workload's answer. [`run_suite`] runs, bench by bench, one warm-up round and then
-//! [`REPS`](run::REPS) measured rounds, each round running every contender once in the bench's
+//! [`REPS`](model::REPS) measured rounds, each round running every contender once in the bench's
 //! order, so that drift of the machine touches all systems alike. A contender whose answer is
 //! wrong, or whose workload errs or panics, is marked failed and not run again; its row reports
 //! the failure and no time. A bench's [`Metric`] turns each sample into the number its rows report
@@ -11,9 +11,10 @@
 //! others, round by round, after the rounds.
 //!
 //! The parts: [`model`] (samples, parameters, contenders, metrics, targets, benches and their
-//! rows), [`run`] (the rounds: warm-up, repetitions, interleaving, answer checks, side values,
+//! rows, the number of rounds), [`run`] (the rounds: warm-up, repetitions, interleaving, answer checks, side values,
 //! derived rows, the watchdog), [`report`] (the terminal table, the target lines and the progress
-//! line) and [`json`] (the JSON document).
+//! line) and [`json`] (the JSON document). Every part uses the model; `run` also draws the
+//! progress line of `report`; no part uses `run` or `json`.
 
 pub mod json;
 pub mod model;

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+/// Measured rounds per bench, after the warm-up round: the most samples a row holds.
+pub const REPS: usize = 5;
+
 /// What one run of a workload produced.
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {

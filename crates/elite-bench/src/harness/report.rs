@@ -4,8 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use super::model::{BenchResult, Bound, Metric, Params, Row, Subject, SuiteResults, Target};
-use super::run::REPS;
+use super::model::{BenchResult, Bound, Metric, Params, Row, Subject, SuiteResults, Target, REPS};
 
 /// The progress line on stderr, drawn only when stderr is a terminal.
 pub struct Progress {

@@ -8,12 +8,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::model::{
-    median_of_sorted, Bench, BenchResult, Contender, Metric, Row, Sample, SuiteResults, Target,
+    median_of_sorted, Bench, BenchResult, Contender, Metric, Row, Sample, SuiteResults, Target, REPS,
 };
 use super::report::Progress;
-
-/// Measured rounds per bench, after the warm-up round.
-pub const REPS: usize = 5;
 
 /// How long one run of a workload may take before the command gives up on it: a hung runtime
 /// ends the command with a message naming the run instead of hanging CI.
