@@ -6,10 +6,9 @@
 //! ```
 //!
 //! The machines we build on are shared 2-core virtual machines whose absolute speed drifts, so
-//! every claim this command supports is a *ratio measured in one run* (see
-//! `/work/shared/BENCHMARKS.md`, which is the contract for the command line and the JSON
-//! document). For each bench of a suite the harness ([`harness`]) runs every system interleaved
-//! (A B C A B C ...): one warm-up round, then [`harness::REPS`] measured rounds. Each sample
+//! every claim this command supports is a *ratio measured in one run* (`docs/bench-json.md` in
+//! the repository is the contract for the command line and the JSON document). For each bench of a suite the harness ([`harness`]) runs every system interleaved
+//! (A B C A B C ...): one warm-up round, then [`harness::model::REPS`] measured rounds. Each sample
 //! starts a fresh instance of the system (a runtime, a thread pool, a process), runs the workload
 //! once untimed and once timed, and returns the time per operation together with the workload's
 //! *answer* (a sum, a count, a fib value); a bench whose metric is a rate reports the inverse. A
@@ -132,11 +131,22 @@
 //! A suite is one module under `src/suites/` with a `benches` function returning
 //! [`harness::Bench`]es (plus, if it has Go peers, one file in `go/` registering its workloads, and
 //! if it has may peers, a `may_child` dispatch), and one entry in [`suites::SUITES`].
+//!
+//! ## Modules
+//!
+//! [`harness`] runs benches and reports them; [`peers`] runs the peers that live in processes of
+//! their own (Go, may) and makes their contenders; [`workloads`] holds the pieces of workloads
+//! that several suites share, [`cachegrind`] the runs under valgrind, [`machine`] what is known
+//! of the machine; [`suites`] builds the benches from all of these. Imports go one way: a suite
+//! may use any of the others, and none of the others uses a suite (the may child process finds
+//! its suite's workloads through the lookup `main` hands it).
 
+mod cachegrind;
 mod harness;
 mod machine;
 mod peers;
 mod suites;
+mod workloads;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -167,7 +177,7 @@ const USAGE: &str = concat!(
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(peers::may::CHILD_COMMAND) {
-        return peers::may::child_main(&args[1..]);
+        return peers::may::child_main(&args[1..], suites::may_workloads);
     }
     if args.first().map(String::as_str) == Some(suites::affinity::PROBE_COMMAND) {
         return suites::affinity::probe_main(&args[1..]);

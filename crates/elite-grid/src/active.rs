@@ -16,10 +16,10 @@
 //! must sweep again either way): a sweep against neighbours that have not moved yet is mostly
 //! wasted, and worse, with wake-ups served last-in first-out (`no-affinity`) a group of patches
 //! that keep waking each other would then run in a tight loop while patches woken earlier wait,
-//! their values frozen; the group converges only in steps of about `τ`. (Tried: a `--size 5`
-//! solve did not end within a minute that way.) The solver thus relies on `yield_now` putting the
-//! ULT behind the other ready ULTs of its processor, which is the default `yield_priority` of
-//! every policy (`elite_rt::policy::Policy`).
+//! their values frozen; the group converges only in steps of about `τ`, which even a small solve
+//! cannot afford. The solver thus relies on `yield_now` putting the ULT behind the other ready
+//! ULTs of its processor, which is the default `yield_priority` of every policy
+//! (`elite_rt::policy::Policy`).
 //!
 //! The solve is over when no ULT runs and none is woken or pending: the token count of
 //! [`Quiescence`] reaches zero (the protocol and why no ring is lost are in
@@ -31,11 +31,11 @@
 //! ring of each neighbour, whose unknowns have stayed within `τ` of what that neighbour last told
 //! (a larger move would have rung again). So every unknown's last update used neighbour values
 //! within `2τ` of their final ones, and `|b - A u|_i <= 2τ Σ_j a_ij`
-//! ([`Problem::residual_bound`](crate::matrix::Problem::residual_bound)): the checks of
-//! [`crate::experiment`] hold the solver to exactly that.
+//! ([`Problem::residual_bound`](crate::matrix::Problem::residual_bound)): a caller may check a
+//! solution against exactly that bound.
 //!
-//! The ULTs only use `elite_rt`'s public API: `Builder::spawn`, `yield_now`, and
-//! `sync::{Semaphore, WaitGroup}`.
+//! The ULTs only use `elite_rt`'s public API: `Builder::spawn`, `yield_now`, `set_footprint`,
+//! `set_data_block`, and `sync::{Semaphore, WaitGroup}`.
 
 use crate::activation::{Doorbell, Quiescence, Waited};
 use crate::layout::{Patches, Values, MAX_PATCH};
@@ -56,7 +56,7 @@ pub struct SolveOptions {
     /// last did (default `1e-9`; finite, `> 0`).
     pub tolerance: f64,
     /// Declare each patch's block as its ULT's data for the runtime to prefetch (see
-    /// [`crate::experiment::PREFETCH_AVAILABLE`]; default off).
+    /// [`declare_data_block`]; default off).
     pub prefetch: bool,
     /// Give up (with [`SolveError::TimeLimit`]) when the solve, start-up included, has not
     /// converged after this long (default 120 s).
@@ -445,6 +445,13 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Declares `block` as the running ULT's data, for the runtime to prefetch before it next runs
+/// the ULT (`elite_rt::set_data_block`).
+#[inline]
+pub fn declare_data_block(block: &[u64]) {
+    elite_rt::set_data_block(block);
+}
+
 /// Interrupts the root's wait if the ULT holding it unwinds (a bug: relaxing cannot panic).
 struct PanicAlarm<'a>(&'a Shared);
 
@@ -467,7 +474,7 @@ fn run_patch(shared: &Shared, p: usize, ready: &WaitGroup) -> Tally {
     // own and, in Morton order, mostly those of a few neighbouring patches).
     elite_rt::set_footprint(std::mem::size_of_val(patch.block()) + FOOTPRINT_UNKNOWN_LINES * 64);
     if shared.prefetch {
-        crate::experiment::declare_data_block(patch.block());
+        declare_data_block(patch.block());
     }
     let len = patch.len();
     // `told`: the values the neighbours were last told about; `now`: after the last sweep.

@@ -4,18 +4,16 @@
 //! This is the one procedure that both `examples/adaptive_grid.rs` and the `elite-bench grid`
 //! suite run; they differ only in how they repeat it and report it.
 //!
-//! ## Where the coming runtime features plug in
+//! ## Where the runtime's features plug in
 //!
 //! * **Policies.** [`POLICIES`] lists every policy the measurement tries, in the figure's
-//!   order. [`runtime_builder`] turns a name into a configured [`RuntimeBuilder`], or says the
-//!   runtime does not have that policy yet ([`RunError::Unavailable`]); callers print that and
-//!   go on. When `RuntimeBuilder` takes policies by name, `runtime_builder`'s `match` becomes that
-//!   one call.
+//!   order. [`runtime_builder`] turns a name into a [`RuntimeBuilder`] with that policy, or says
+//!   the runtime does not have it ([`RunError::Unavailable`]); callers print that and go on.
 //! * **Prefetch.** [`SolveOptions::prefetch`] makes each ULT declare its patch's block (one
-//!   contiguous block, see [`crate::layout`]) through [`declare_data_block`], which is a no-op
-//!   until elite-rt has `set_data_block`; [`PREFETCH_AVAILABLE`] tells callers whether a run with
-//!   prefetch would differ from one without (today it would not, so they skip it with a line
-//!   that says so).
+//!   contiguous block, see [`crate::layout`]) through [`declare_data_block`]
+//!   (`elite_rt::set_data_block`); [`PREFETCH_AVAILABLE`] tells callers whether a run with
+//!   prefetch differs from one without, so that they can leave the prefetch runs out where it
+//!   does not.
 
 use crate::active::{ActiveSolver, Monitor, Solution, SolveError, SolveOptions};
 use crate::matrix::{Layer, Problem};
@@ -36,12 +34,7 @@ pub const BASELINE: &str = "no-affinity";
 /// (`elite_rt::set_data_block`, `RuntimeBuilder::prefetch`).
 pub const PREFETCH_AVAILABLE: bool = true;
 
-/// Declares `block` as the running ULT's data, for the runtime to prefetch before it next runs
-/// the ULT (`elite_rt::set_data_block`).
-#[inline]
-pub fn declare_data_block(block: &[u64]) {
-    elite_rt::set_data_block(block);
-}
+pub use crate::active::declare_data_block;
 
 /// The stack size of the solver's ULTs. A patch's ULT needs little stack (its frames and two
 /// arrays of up to 64 `f64`), but debug builds need more for the same code.
@@ -57,9 +50,8 @@ pub const STACK_SIZE: usize = if cfg!(debug_assertions) { 32 * 1024 } else { 16 
 ///
 /// The reaction term makes the matrix strictly diagonally dominant, by `h² / ε²` in a row of
 /// side `h`, so `||A⁻¹||_inf <= 4` at every level and a relaxation converges in a number of
-/// sweeps that does not grow with the level (about 130 per cell at the tolerance `1e-9`); without
-/// it (a pure Poisson problem) single-level relaxation needs a number of sweeps proportional to
-/// the number of cells.
+/// sweeps that does not grow with the level; without it (a pure Poisson problem) single-level
+/// relaxation needs a number of sweeps proportional to the number of cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Model {
     /// The finest level, `MIN_LEVEL..=MAX_LEVEL`.

@@ -4,7 +4,7 @@
 //! one ULT per patch of cells: a ULT relaxes its patch when a neighbour wakes it, and wakes its
 //! neighbours when its values moved. This crate is the solver; `examples/adaptive_grid.rs` of the
 //! workspace is its command line (and its docs explain the method at length), and the
-//! `elite-bench grid` suite is meant to run [`experiment::measure`] the same way.
+//! `elite-bench grid` suite runs [`experiment::measure`] the same way.
 //!
 //! ```
 //! use elite_grid::active::SolveOptions;

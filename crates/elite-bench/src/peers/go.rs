@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{run_child, PeerArgs};
-use crate::harness::Sample;
+use crate::harness::{Contender, Params, Sample};
 
 /// Where the Go sources are: beside this crate's manifest.
 const SOURCE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/go");
@@ -83,6 +83,12 @@ impl GoPeer {
                 .arg("-reps=1")
                 .args(args.flags()),
         )
+    }
+
+    /// The contender `go` of a bench: each sample runs `peer` in a fresh process.
+    pub fn contender(&self, peer: &PeerArgs, params: Params, expected: u64) -> Contender {
+        let (go, args) = (self.clone(), peer.clone());
+        Contender::new("go", params, expected, move || go.run(&args))
     }
 }
 

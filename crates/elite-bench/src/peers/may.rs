@@ -9,23 +9,33 @@
 //! ```
 //!
 //! ([`CHILD_COMMAND`], not a suite and not listed in the usage). The child sets the worker
-//! count, looks the workload up in the suite's `may_child` function, runs it once untimed and
-//! once timed, and prints one sample line (see [`super::sample_line`]).
+//! count, looks the workload up by suite name (the caller of [`child_main`] says where: the
+//! suite's `may_child` function), runs it once untimed and once timed, and prints one sample line
+//! (see [`super::sample_line`]).
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 use super::{run_child, sample_line, PeerArgs};
-use crate::harness::{panic_message, Sample};
-use crate::suites::SUITES;
+use crate::harness::{panic_message, Contender, Params, Sample};
 
 /// The first argument that makes this executable a `may` child process.
 pub const CHILD_COMMAND: &str = "__may-peer";
+
+/// Runs one bench of a suite, by name, on may inside a may child process.
+pub type MayWorkload = fn(&str, &ChildArgs) -> Result<Sample, String>;
 
 /// Runs one sample of `args` in a child process.
 pub fn run(args: &PeerArgs) -> Result<Sample, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     run_child(Command::new(exe).arg(CHILD_COMMAND).arg(args.suite).arg(args.bench).args(args.flags()))
+}
+
+/// The contender `may` of a bench: each sample runs `peer` in a child process.
+pub fn contender(peer: &PeerArgs, params: Params, expected: u64) -> Contender {
+    let args = peer.clone();
+    Contender::new("may", params, expected, move || run(&args))
 }
 
 /// The workload parameters as the child process received them.
@@ -70,8 +80,9 @@ impl ChildArgs {
     }
 }
 
-/// The child process: `args` are `<suite> <bench> -name=value ...`.
-pub fn child_main(args: &[String]) -> ExitCode {
+/// The child process: `args` are `<suite> <bench> -name=value ...`; `workloads` gives a suite's
+/// may workloads by the suite's name (`None`: the suite has none).
+pub fn child_main(args: &[String], workloads: impl Fn(&str) -> Option<MayWorkload>) -> ExitCode {
     let (suite, bench, flags) = match args {
         [suite, bench, flags @ ..] => (suite, bench, flags),
         _ => {
@@ -86,7 +97,7 @@ pub fn child_main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Some(workload) = SUITES.iter().find(|s| s.name == suite).and_then(|s| s.may_child) else {
+    let Some(workload) = workloads(suite) else {
         eprintln!("elite-bench {CHILD_COMMAND}: suite `{suite}` has no may workloads");
         return ExitCode::from(2);
     };
@@ -119,4 +130,12 @@ where
 /// Waits for `handle`; a panic of the coroutine becomes an error.
 pub fn join<T>(handle: may::coroutine::JoinHandle<T>) -> Result<T, String> {
     handle.join().map_err(|payload| format!("a may coroutine panicked: {}", panic_message(&*payload)))
+}
+
+/// Runs a pass as a may coroutine (the root task) and waits for it from this thread.
+pub fn root<F>(pass: F) -> Result<(Duration, u64), String>
+where
+    F: FnOnce() -> Result<(Duration, u64), String> + Send + 'static,
+{
+    join(spawn(pass))?
 }

@@ -52,28 +52,20 @@
 //! round has seen only `k - 1` other working sets since its last sweep, so the first ~16 hit, as
 //! many as any order can keep.
 //!
-//! *Group size.* It sets how far apart the orders can get. Too small, and every order hits; too
-//! large, and the ~16 that can hit are a small part of it. `elite-bench affinity --bench
-//! synthetic_1024 --policy no-affinity --policy virtual-time` with groups of 16, 20, 24, 32 and
-//! 48 (a build with the size fixed; 2026-11-25 16:36-16:38 UTC, load 1.4-1.6, one run each):
-//! Virtual Time / No Affinity 1.10x (the group fits: No Affinity 117 k/s), 1.18x (93.5), 1.28x
-//! (75.7), 1.37x (63.6), 1.77x (40.8, its repetitions from 19.5 to 63.6; two more runs at
-//! 16:39: 1.20x and 1.23x, No Affinity 62-63). Up to 24 No Affinity's fixed order still hits
-//! part of the time (the L2 is not LRU); from 32 on its rate no longer falls, all its sweeps
-//! read the L3, and past 32 Virtual Time's share of hits only shrinks (16 of 48 is at most
+//! *Group size.* It sets how far apart the orders can get. Too small, and the whole group fits
+//! in the cache, so every order hits; too large, and the ~16 working sets that can hit are a
+//! small part of it. Below about twice the working sets the cache holds, No Affinity's fixed
+//! order still hits part of the time (the L2 is not LRU); from twice on, all of its sweeps read
+//! the L3, and a larger group only shrinks Virtual Time's share of hits (16 of 48 is at most
 //! ~1.2x when an L2 sweep costs half an L3 one), while the L3 that other guests share makes No
 //! Affinity's rate, and the ratio, follow the host. So a timed run's group is **twice the
 //! working sets that the cache of the runtime's cache model holds** (`Topology::model_cache`,
 //! the largest cache private to a core: 16 here, so 32; on a 2 MiB L2, 64), printed as a note
-//! with the table. Until 2026-11-25 the group was 48 for every run, chosen for a 2 MiB L2 that
-//! these machines do not have.
+//! with the table.
 //!
-//! Under cachegrind the simulated last level is 2 MiB (BENCHMARKS.md) and LRU: 32 working sets
-//! fit, a fixed order of 48 misses on every line and the reverse one keeps ~30 of them, so the
-//! probe keeps groups of 48 (simulated LL misses, Virtual Time / No Affinity: 0.56x at 48,
-//! 0.64x at 32 and 0.67x at 64, `valgrind --tool=cachegrind --cache-sim=yes
-//! --LL=2097152,16,64 target/release/elite-bench affinity-probe synthetic_1024 <policy>` with
-//! the size fixed, 16:40).
+//! Under cachegrind the simulated last level is 2 MiB (the cache `ll_misses` is defined with in
+//! `docs/bench-json.md`) and LRU: 32 working sets fit, a fixed order of 48 misses on every line
+//! and the reverse one keeps ~30 of them, so the probe keeps groups of 48.
 //!
 //! *Synchronization.* LIFO (No Affinity) and most-recently-run order differ only when the order
 //! in which ULTs become ready differs from how recently they ran. A group's release makes its
@@ -116,8 +108,8 @@
 //! Transient, and a model lookup per enqueue for the latter). One group's 48 KiB is the size of the L1, so the
 //! order still shows a little there: Virtual Time and Reload Transient regain part of their
 //! cost in L1 hits. (Most of Reload Transient's keys there are ties, a reload transient of 0,
-//! which it runs newest entry first, as No Affinity does; run in the order they entered the
-//! runqueue, the coldest first, its sweeps took about twice No Affinity's time.)
+//! which it runs newest entry first, as No Affinity does, rather than in the order they entered
+//! the runqueue, which would run the coldest first.)
 //!
 //! ## Simulated misses (`--cachegrind`)
 //!
@@ -145,7 +137,7 @@
 //! policy within 10% of No Affinity (a rate at least 1/1.1 of its).
 
 use std::hint::black_box;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -154,8 +146,10 @@ use elite_rt::policy::Policy;
 use elite_rt::sync::Semaphore;
 
 use super::Context;
-use crate::harness::{panic_message, Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
+use crate::cachegrind;
+use crate::harness::{Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
 use crate::peers::{sample_line, PeerArgs};
+use crate::workloads::{build_runtime, elite_join};
 
 /// This suite's name.
 const SUITE: &str = "affinity";
@@ -284,12 +278,8 @@ const SHAPES: [Shape; 2] = [SYNTHETIC, NO_LOCALITY];
 
 /// The benches of the suite.
 pub fn benches(ctx: &mut Context) -> Vec<Bench> {
-    let processors: Vec<usize> = if ctx.cpus > 1 {
-        vec![1, 2]
-    } else {
-        ctx.notes.push("affinity: this machine has 1 CPU: the 2-processor rows are left out".into());
-        vec![1]
-    };
+    let processors =
+        ctx.processor_counts(Some("affinity: this machine has 1 CPU: the 2-processor rows are left out"));
     let policies = chosen_policies(ctx);
     // The cache the runtime's cache model describes (the largest one private to a core).
     let cache = elite_affinity::Topology::detect().model_cache();
@@ -359,9 +349,8 @@ fn sweep_bench(
                     .with("threads", sizes.ults as u64)
                     .with("group", group as u64)
                     .with("ws", shape.bytes() as u64);
-                let go = go.clone();
                 let expected = shape.answer(sizes.ults, iterations);
-                contenders.push(Contender::new("go", params(p, iterations), expected, move || go.run(&args)));
+                contenders.push(go.contender(&args, params(p, iterations), expected));
             }
         }
         targets.push(Target::Relative {
@@ -393,16 +382,10 @@ fn sweep_bench(
 
 /// The `ll_misses` bench of `--cachegrind`, or `None` (with a note) without valgrind.
 fn cachegrind_bench(ctx: &mut Context, policies: &[(Policy, &'static str)]) -> Option<Bench> {
-    let valgrind =
-        Command::new("valgrind").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if !matches!(valgrind, Ok(status) if status.success()) {
-        ctx.notes.push("affinity --cachegrind: skipped: no `valgrind` on the PATH".into());
-        return None;
-    }
-    let exe = match std::env::current_exe() {
+    let exe = match cachegrind::executable() {
         Ok(exe) => exe,
-        Err(e) => {
-            ctx.notes.push(format!("affinity --cachegrind: skipped: cannot find this executable: {e}"));
+        Err(why) => {
+            ctx.notes.push(format!("affinity --cachegrind: skipped: {why}"));
             return None;
         }
     };
@@ -445,46 +428,7 @@ fn cachegrind_probe(exe: &std::path::Path, bench: &str, policy: &str, quick: boo
     if quick {
         args.push("--quick");
     }
-    cachegrind_sample(exe, &args)
-}
-
-/// Runs `exe args` under cachegrind (the LL of BENCHMARKS.md) and reads back the probe's checked
-/// answer (its `ns_per_op=… answer=…` line) and the simulated LL misses, as one sample.
-pub(crate) fn cachegrind_sample(exe: &std::path::Path, args: &[&str]) -> Result<Sample, String> {
-    let output = Command::new("valgrind")
-        .args([
-            "--tool=cachegrind",
-            "--cache-sim=yes",
-            "--LL=2097152,16,64",
-            "--cachegrind-out-file=/dev/null",
-        ])
-        .arg(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run valgrind: {e}"))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no message)");
-        return Err(format!("valgrind {}: {}", output.status, last.trim()));
-    }
-    let answer = stdout
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("ns_per_op=").and_then(|rest| rest.split_once(" answer=")))
-        .and_then(|(_, answer)| answer.trim().parse::<u64>().ok())
-        .ok_or_else(|| format!("the probe printed no sample line: {:?}", stdout.trim()))?;
-    let misses = ll_misses(&stderr).ok_or("no `LL misses` line in valgrind's summary")?;
-    Ok(Sample::count(misses, answer))
-}
-
-/// The total of cachegrind's `LL misses:` summary line (`==1== LL misses:  1,234  (...)`).
-pub(crate) fn ll_misses(summary: &str) -> Option<u64> {
-    let line = summary.lines().find(|l| l.contains("LL misses:"))?;
-    let after = line.split("LL misses:").nth(1)?;
-    let number: String = after.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();
-    number.replace(',', "").parse().ok()
+    cachegrind::sample(exe, &args)
 }
 
 /// `elite-bench affinity-probe <bench> <policy> [--quick]`: one pass of the workload at 1
@@ -596,11 +540,7 @@ struct Group {
 
 /// A fresh runtime of `processors` processors under `policy`.
 fn elite_runtime(policy: &Policy, processors: usize) -> Result<elite_rt::Runtime, String> {
-    elite_rt::Runtime::builder()
-        .processors(processors)
-        .policy(policy.clone())
-        .build()
-        .map_err(|e| format!("cannot build the elite runtime: {e}"))
+    build_runtime(elite_rt::Runtime::builder().processors(processors).policy(policy.clone()))
 }
 
 /// elite: one sample of `ults` ULTs of `shape` in groups of `group` under `policy` at
@@ -677,7 +617,7 @@ fn pass(
     }
     let mut sum = 0u64;
     for handle in handles {
-        sum += handle.join().map_err(|payload| format!("a ULT panicked: {}", panic_message(&*payload)))?;
+        sum += elite_join(handle)?;
     }
     Ok((start.elapsed(), sum))
 }
@@ -727,13 +667,5 @@ mod tests {
         // Shapes not sized by the cache keep their group.
         assert_eq!(NO_LOCALITY.timed_group(1 << 20), SIMULATED_GROUP);
         assert_eq!(SYNTHETIC.group, SIMULATED_GROUP);
-    }
-
-    #[test]
-    fn reads_cachegrind_summaries() {
-        let summary = "==12== I   refs:      1,000\n==12== LL refs:   2,000  ( 1 rd + 1 wr)\n\
-                       ==12== LL misses:      1,234,567  (  1,000,000 rd   +     234,567 wr)\n";
-        assert_eq!(ll_misses(summary), Some(1_234_567));
-        assert_eq!(ll_misses("nothing"), None);
     }
 }

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use super::Context;
 use crate::harness::{warm_then_time, Bench, Contender, Metric, Params, Sample};
+use crate::workloads::{elite_runtime, std_spawn_join, sum_below};
 
 /// How much work each system gets.
 struct Sizes {
@@ -52,9 +53,8 @@ const SLEEP: Duration = Duration::from_millis(1);
 /// The benches of the suite.
 pub fn benches(ctx: &mut Context) -> Vec<Bench> {
     let sizes = if ctx.quick { &Sizes::QUICK } else { &Sizes::FULL };
-    let procs: Vec<usize> = if ctx.cpus > 1 { vec![1, 2] } else { vec![1] };
+    let procs = ctx.processor_counts(None);
     let params = |processors: usize, n: u64| Params::new(processors).with("n", n);
-    let sum_below = |n: u64| n * n.saturating_sub(1) / 2;
 
     let mut call = Vec::new();
     for &p in &procs {
@@ -66,9 +66,7 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         call.push(Contender::new("elite/isolated", params(p, n), sum_below(n), move || elite_isolated(p, n)));
     }
     let n = sizes.threads;
-    call.push(Contender::new("std-thread", params(1, n), sum_below(n), move || {
-        super::micro::std_spawn_join(n)
-    }));
+    call.push(Contender::new("std-thread", params(1, n), sum_below(n), move || std_spawn_join(n)));
 
     let mut sleep = Vec::new();
     for &p in &procs {
@@ -82,13 +80,6 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         Bench { name: "blocking_call", metric: Metric::NsPerOp, contenders: call, targets: Vec::new() },
         Bench { name: "blocking_sleep", metric: Metric::NsPerOp, contenders: sleep, targets: Vec::new() },
     ]
-}
-
-fn elite_runtime(processors: usize) -> Result<elite_rt::Runtime, String> {
-    elite_rt::Runtime::builder()
-        .processors(processors)
-        .build()
-        .map_err(|e| format!("cannot build the elite runtime: {e}"))
 }
 
 /// Checks that every call of the passes counted as one, and that none is left in flight (the
@@ -196,7 +187,7 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     };
     let expected = match op.as_str() {
-        "blocking" | "spawn_join" => n * n.saturating_sub(1) / 2,
+        "blocking" | "spawn_join" => sum_below(n),
         "yield" | "ping_pong" | "ping_pong_sync" => n,
         _ => {
             eprintln!("{usage}");

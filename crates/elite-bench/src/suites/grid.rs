@@ -47,7 +47,7 @@
 //! size, at 1 and at 2 processors (printed with and without prefetch counted; a miss does not
 //! fail the run, a wrong answer does).
 
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::rc::Rc;
 
 use elite_grid::active::SolveOptions;
@@ -57,6 +57,7 @@ use elite_grid::experiment::{
 use elite_grid::matrix::Problem;
 
 use super::Context;
+use crate::cachegrind;
 use crate::harness::{record_side, Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
 use crate::peers::sample_line;
 
@@ -108,12 +109,8 @@ const AFFINITY_PREFETCH: &[&str] = &[
 
 /// The benches of the suite.
 pub fn benches(ctx: &mut Context) -> Vec<Bench> {
-    let processors: Vec<usize> = if ctx.cpus > 1 {
-        vec![1, 2]
-    } else {
-        ctx.notes.push("grid: this machine has 1 CPU: the 2-processor rows are left out".into());
-        vec![1]
-    };
+    let processors =
+        ctx.processor_counts(Some("grid: this machine has 1 CPU: the 2-processor rows are left out"));
     let size = if ctx.quick { SIZE.1 } else { SIZE.0 };
     let problem = match (Model { level: size }).problem() {
         Ok(p) => Rc::new(p),
@@ -221,16 +218,10 @@ fn cachegrind_bench(
     systems: &[(&'static str, &'static str, &'static str)],
     prefetch: &[bool],
 ) -> Option<Bench> {
-    let valgrind =
-        Command::new("valgrind").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if !matches!(valgrind, Ok(status) if status.success()) {
-        ctx.notes.push("grid --cachegrind: skipped: no `valgrind` on the PATH".into());
-        return None;
-    }
-    let exe = match std::env::current_exe() {
+    let exe = match cachegrind::executable() {
         Ok(exe) => exe,
-        Err(e) => {
-            ctx.notes.push(format!("grid --cachegrind: skipped: cannot find this executable: {e}"));
+        Err(why) => {
+            ctx.notes.push(format!("grid --cachegrind: skipped: {why}"));
             return None;
         }
     };
@@ -272,7 +263,7 @@ fn cachegrind_probe(exe: &std::path::Path, policy: &str, prefetch: bool, size: u
     if prefetch {
         args.push("--prefetch");
     }
-    super::affinity::cachegrind_sample(exe, &args)
+    cachegrind::sample(exe, &args)
 }
 
 /// `elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N]`: one checked

@@ -34,10 +34,11 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::Context;
-use crate::harness::{panic_message, warm_then_time, Bench, Contender, Metric, Params, Sample, Target};
+use crate::harness::{warm_then_time, Bench, Contender, Metric, Params, Sample, Target};
 use crate::machine;
 use crate::peers::may::{self as may_peer, ChildArgs};
 use crate::peers::PeerArgs;
+use crate::workloads::{elite_join, elite_runtime, std_spawn_join, sum_below};
 
 /// This suite's name.
 const SUITE: &str = "micro";
@@ -171,7 +172,7 @@ fn spawn_bulk_bench(ctx: &mut Context, sizes: &Sizes) -> Bench {
     let mut contenders =
         vec![Contender::new("elite", params.clone(), sum_below(n), move || elite_spawn_bulk(cpus, n))];
     let peer = PeerArgs::new(SUITE, "spawn_bulk", n, cpus);
-    add_go(ctx, &mut contenders, &peer, params.clone(), sum_below(n));
+    ctx.add_go(&mut contenders, &peer, params.clone(), sum_below(n));
     // may maps each coroutine's stack at spawn, with a guard page: two kernel mappings per
     // live coroutine, and the spawner outruns the workers, so most of the n are live at once.
     match machine::max_map_count() {
@@ -181,7 +182,7 @@ fn spawn_bulk_bench(ctx: &mut Context, sizes: &Sizes) -> Bench {
              is {limit}",
             2 * n
         )),
-        _ => add_may(&mut contenders, &peer, params, sum_below(n)),
+        _ => contenders.push(may_peer::contender(&peer, params, sum_below(n))),
     }
     Bench {
         name: "spawn_bulk",
@@ -202,8 +203,8 @@ fn fib_bench(ctx: &mut Context, sizes: &Sizes) -> Bench {
         Contender::new("rayon", params(fast), expected(fast), move || rayon_fib(cpus, fast, fib_n)),
     ];
     let peer = |reps: u64| PeerArgs::new(SUITE, "fib", reps, cpus).with("fib", fib_n).with("cutoff", CUTOFF);
-    add_go(ctx, &mut contenders, &peer(fast), params(fast), expected(fast));
-    add_may(&mut contenders, &peer(slow), params(slow), expected(slow));
+    ctx.add_go(&mut contenders, &peer(fast), params(fast), expected(fast));
+    contenders.push(may_peer::contender(&peer(slow), params(slow), expected(slow)));
     Bench {
         name: "fib",
         metric: Metric::NsPerOp,
@@ -223,33 +224,8 @@ fn add_peers(
     params: Params,
     expected: u64,
 ) {
-    add_go(ctx, contenders, peer, params.clone(), expected);
-    add_may(contenders, peer, params, expected);
-}
-
-/// Adds go running `peer`, when Go can run here.
-fn add_go(
-    ctx: &mut Context,
-    contenders: &mut Vec<Contender>,
-    peer: &PeerArgs,
-    params: Params,
-    expected: u64,
-) {
-    if let Some(go) = ctx.go() {
-        let args = peer.clone();
-        contenders.push(Contender::new("go", params, expected, move || go.run(&args)));
-    }
-}
-
-/// Adds may running `peer`.
-fn add_may(contenders: &mut Vec<Contender>, peer: &PeerArgs, params: Params, expected: u64) {
-    let args = peer.clone();
-    contenders.push(Contender::new("may", params, expected, move || may_peer::run(&args)));
-}
-
-/// 0 + 1 + ... + (n - 1): the answer of the spawn benches.
-fn sum_below(n: u64) -> u64 {
-    n * n.saturating_sub(1) / 2
+    ctx.add_go(contenders, peer, params.clone(), expected);
+    contenders.push(may_peer::contender(peer, params, expected));
 }
 
 /// Sequential naive fib, the leaves of every parallel fib.
@@ -262,19 +238,6 @@ fn fib_seq(n: u64) -> u64 {
 }
 
 // ---- elite ----
-
-/// A fresh elite runtime with `processors` processors.
-fn elite_runtime(processors: usize) -> Result<elite_rt::Runtime, String> {
-    elite_rt::Runtime::builder()
-        .processors(processors)
-        .build()
-        .map_err(|e| format!("cannot build the elite runtime: {e}"))
-}
-
-/// Joins an elite ULT; its panic becomes an error.
-fn elite_join<T>(handle: elite_rt::JoinHandle<T>) -> Result<T, String> {
-    handle.join().map_err(|payload| format!("a ULT panicked: {}", panic_message(&*payload)))
-}
 
 /// elite `yield`: `yield_now` n times in the root ULT of a one-processor runtime.
 fn elite_yield(n: u64) -> Result<Sample, String> {
@@ -419,7 +382,7 @@ fn rayon_fib(threads: usize, reps: u64, fib_n: u64) -> Result<Sample, String> {
     })
 }
 
-// ---- std-thread ----
+// ---- std-thread (its `spawn_join` is `workloads::std_spawn_join`) ----
 
 /// std-thread `yield`: `std::thread::yield_now` n times.
 fn std_yield(n: u64) -> Result<Sample, String> {
@@ -434,48 +397,25 @@ fn std_yield(n: u64) -> Result<Sample, String> {
     })
 }
 
-/// std-thread `spawn_join`: `std::thread::spawn` of a thread returning i, joined, for i in 0..n
-/// (also the std-thread peer of the blocking suite's `blocking_call`).
-pub(crate) fn std_spawn_join(n: u64) -> Result<Sample, String> {
-    warm_then_time(n, || {
-        let start = Instant::now();
-        let mut sum = 0u64;
-        for i in 0..n {
-            sum += std::thread::spawn(move || i)
-                .join()
-                .map_err(|payload| format!("a thread panicked: {}", panic_message(&*payload)))?;
-        }
-        Ok((start.elapsed(), sum))
-    })
-}
-
 // ---- may (runs in the child process) ----
 
 /// Runs `bench` of this suite on may, in a may child process (see [`crate::peers::may`]).
 pub fn may_child(bench: &str, args: &ChildArgs) -> Result<Sample, String> {
     let n = args.n;
     match bench {
-        "yield" => warm_then_time(n, || may_root(move || may_yield(n))),
-        "spawn_join" => warm_then_time(n, || may_root(move || may_spawn_join(n))),
-        "spawn_bulk" => warm_then_time(n, || may_root(move || may_spawn_bulk(n))),
+        "yield" => warm_then_time(n, || may_peer::root(move || may_yield(n))),
+        "spawn_join" => warm_then_time(n, || may_peer::root(move || may_spawn_join(n))),
+        "spawn_bulk" => warm_then_time(n, || may_peer::root(move || may_spawn_bulk(n))),
         "fib" => {
             let fib_n = args.get("fib")?;
             let cutoff = args.get("cutoff")?;
             if cutoff != CUTOFF {
                 return Err(format!("the cutoff is fixed at {CUTOFF}, got {cutoff}"));
             }
-            warm_then_time(n, || may_root(move || may_fib(n, fib_n)))
+            warm_then_time(n, || may_peer::root(move || may_fib(n, fib_n)))
         }
         other => Err(format!("no may workload `{other}`")),
     }
-}
-
-/// Runs a pass as a may coroutine (the root task) and waits for it from this thread.
-fn may_root<F>(pass: F) -> Result<(Duration, u64), String>
-where
-    F: FnOnce() -> Result<(Duration, u64), String> + Send + 'static,
-{
-    may_peer::join(may_peer::spawn(pass))?
 }
 
 /// may `yield`: `may::coroutine::yield_now` n times.

@@ -7,12 +7,10 @@ pub mod micro;
 pub mod pairs;
 pub mod sync;
 
-use crate::harness::{Bench, Sample};
+use crate::harness::{Bench, Contender, Params};
 use crate::peers::go::GoPeer;
-use crate::peers::may::ChildArgs;
-
-/// Runs one bench of a suite, by name, on may inside a may child process.
-pub type MayWorkload = fn(&str, &ChildArgs) -> Result<Sample, String>;
+use crate::peers::may::MayWorkload;
+use crate::peers::PeerArgs;
 
 /// A suite of benches, as named on the command line.
 pub struct Suite {
@@ -32,6 +30,11 @@ pub static SUITES: &[Suite] = &[
     Suite { name: "grid", benches: grid::benches, may_child: None },
     Suite { name: "blocking", benches: blocking::benches, may_child: None },
 ];
+
+/// The may workloads of the suite called `name`, if it has any (for the may child process).
+pub fn may_workloads(name: &str) -> Option<MayWorkload> {
+    SUITES.iter().find(|s| s.name == name).and_then(|s| s.may_child)
+}
 
 /// What a suite may know about the invocation while building its benches.
 pub struct Context {
@@ -67,6 +70,31 @@ impl Context {
                 }
                 None
             }
+        }
+    }
+
+    /// The processor counts of a suite measured at 1 and at 2 processors: both on a machine with
+    /// more than one CPU; only 1 on a machine with one, where `note` (saying what is left out)
+    /// goes to the report.
+    pub fn processor_counts(&mut self, note: Option<&str>) -> Vec<usize> {
+        if self.cpus > 1 {
+            vec![1, 2]
+        } else {
+            self.notes.extend(note.map(String::from));
+            vec![1]
+        }
+    }
+
+    /// Adds the contender `go` running `peer` to `contenders`, when Go can run here.
+    pub fn add_go(
+        &mut self,
+        contenders: &mut Vec<Contender>,
+        peer: &PeerArgs,
+        params: Params,
+        expected: u64,
+    ) {
+        if let Some(go) = self.go() {
+            contenders.push(go.contender(peer, params, expected));
         }
     }
 }

@@ -24,6 +24,7 @@ use elite_rt::sync::Semaphore;
 
 use super::Context;
 use crate::harness::{record_side, Bench, Contender, Metric, Params, Sample};
+use crate::workloads::build_runtime;
 
 /// Pairs of ULTs.
 pub const PAIRS: usize = 64;
@@ -76,11 +77,7 @@ struct Pair {
 /// One sample: a fresh 2-processor runtime under `policy`, [`PAIRS`] pairs of `rounds` rounds.
 /// The answer is the hand-overs checked (every consumer saw every round's values).
 fn run(policy: &Policy, rounds: u64) -> Result<Sample, String> {
-    let rt = elite_rt::Runtime::builder()
-        .processors(2)
-        .policy(policy.clone())
-        .build()
-        .map_err(|e| format!("cannot build the elite runtime: {e}"))?;
+    let rt = build_runtime(elite_rt::Runtime::builder().processors(2).policy(policy.clone()))?;
     let words = BUFFER_BYTES / 8;
     let pairs: Arc<Vec<Pair>> = Arc::new(
         (0..PAIRS)

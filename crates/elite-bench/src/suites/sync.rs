@@ -44,13 +44,12 @@
 //!   waiter spins through any critical section here) and `elite/block` (`SpinPolicy::Block`).
 //!   The rows carry `params.regime` (`short` or `long`) and `params.work_iterations`.
 //!
-//!   What the regimes test, checked when the adaptive rule was fixed: every ULT wants the same lock
-//!   and does nothing else, so a blocked waiter's processor never has other work, and blocking
-//!   cannot win in either regime; it can only cost less or more. In the short regime blocking costs
-//!   about ten times the critical section (a switch and a wake-up per acquisition); in the long
-//!   one about 9% (a hand-over to a waiter that must be scheduled), and a releasing ULT that
-//!   re-acquires at once keeps a spinner on the other processor waiting for several critical
-//!   sections. So the test is fair for what it asks (the adaptive rule must not pay much more than
+//!   What the regimes test: every ULT wants the same lock and does nothing else, so a blocked
+//!   waiter's processor never has other work, and blocking cannot win in either regime; it can
+//!   only cost less or more. In the short regime blocking costs several times the critical section
+//!   (a switch and a wake-up per acquisition); in the long one a small part of it (a hand-over to
+//!   a waiter that must be scheduled), and a releasing ULT that re-acquires at once keeps a
+//!   spinner on the other processor waiting for several critical sections. So the test is fair for what it asks (the adaptive rule must not pay much more than
 //!   the better fixed policy), but its long regime does not show blocking winning; a workload
 //!   with work outside the lock would, and would be a different bench.
 //!
@@ -87,6 +86,7 @@ use super::Context;
 use crate::harness::{panic_message, warm_then_time, Bench, Contender, Metric, Params, Sample, Target};
 use crate::peers::may::{self as may_peer, ChildArgs};
 use crate::peers::PeerArgs;
+use crate::workloads::{build_runtime, elite_join, sum_below};
 
 /// This suite's name.
 const SUITE: &str = "sync";
@@ -178,13 +178,9 @@ impl Sizes {
 /// The benches of the suite.
 pub fn benches(ctx: &mut Context) -> Vec<Bench> {
     let sizes = if ctx.quick { &Sizes::QUICK } else { &Sizes::FULL };
-    let processors: Vec<usize> = if ctx.cpus > 1 {
-        vec![1, 2]
-    } else {
-        ctx.notes
-            .push("sync: this machine has 1 CPU: the 2-processor rows and spin_regimes are left out".into());
-        vec![1]
-    };
+    let processors = ctx.processor_counts(Some(
+        "sync: this machine has 1 CPU: the 2-processor rows and spin_regimes are left out",
+    ));
     let mut benches = vec![
         ping_pong_bench(ctx, sizes, &processors),
         mutex_bench(ctx, sizes, &processors),
@@ -207,11 +203,11 @@ fn ping_pong_bench(ctx: &mut Context, sizes: &Sizes, processors: &[usize]) -> Be
     }
     for &p in processors {
         let peer = PeerArgs::new(SUITE, "ping_pong", slow, p);
-        add_go(ctx, &mut contenders, &peer, params(p, slow), 2 * slow);
+        ctx.add_go(&mut contenders, &peer, params(p, slow), 2 * slow);
     }
     for &p in processors {
         let peer = PeerArgs::new(SUITE, "ping_pong", slow, p);
-        add_may(&mut contenders, &peer, params(p, slow), 2 * slow);
+        contenders.push(may_peer::contender(&peer, params(p, slow), 2 * slow));
     }
     contenders.push(Contender::new("std-thread", params(2, std), 2 * std, move || std_ping_pong(std)));
     Bench {
@@ -236,7 +232,7 @@ fn mutex_bench(ctx: &mut Context, sizes: &Sizes, processors: &[usize]) -> Bench 
     }
     for &p in processors {
         let peer = PeerArgs::new(SUITE, "mutex_contended", total, p).with("threads", threads);
-        add_go(ctx, &mut contenders, &peer, params(p), total);
+        ctx.add_go(&mut contenders, &peer, params(p), total);
     }
     Bench {
         name: "mutex_contended",
@@ -272,7 +268,7 @@ fn sync_peak_bench(ctx: &mut Context, sizes: &Sizes, processors: &[usize]) -> Be
         let peer = PeerArgs::new(SUITE, "sync_peak", total, p)
             .with("threads", RING as u64)
             .with("seed_every", SEED_EVERY as u64);
-        add_go(ctx, &mut contenders, &peer, params(p), total);
+        ctx.add_go(&mut contenders, &peer, params(p), total);
     }
     let mut targets: Vec<Target> =
         processors.iter().map(|&p| Target::EliteAtLeast { processors: p, value: 20e6 }).collect();
@@ -327,34 +323,8 @@ fn spin_regimes_bench(quick: bool) -> Bench {
     Bench { name: "spin_regimes", metric: Metric::NsPerOp, contenders, targets }
 }
 
-/// Adds go running `peer`, when Go can run here.
-fn add_go(
-    ctx: &mut Context,
-    contenders: &mut Vec<Contender>,
-    peer: &PeerArgs,
-    params: Params,
-    expected: u64,
-) {
-    if let Some(go) = ctx.go() {
-        let args = peer.clone();
-        contenders.push(Contender::new("go", params, expected, move || go.run(&args)));
-    }
-}
-
-/// Adds may running `peer`.
-fn add_may(contenders: &mut Vec<Contender>, peer: &PeerArgs, params: Params, expected: u64) {
-    let args = peer.clone();
-    contenders.push(Contender::new("may", params, expected, move || may_peer::run(&args)));
-}
-
-/// 0 + 1 + ... + (n - 1): the answer of `fork_join_rate`.
-fn sum_below(n: u64) -> u64 {
-    n * n.saturating_sub(1) / 2
-}
-
 /// The critical section's work in `spin_regimes`: `iterations` rounds of a multiply chain that
-/// the compiler cannot shorten (about 1 ns a round for a few dozen, 1.5 ns a round for
-/// thousands, on the 2-core build machines).
+/// the compiler cannot shorten.
 fn work(iterations: u32) -> u64 {
     let mut x = 0x9e37_79b9_7f4a_7c15_u64;
     for _ in 0..iterations {
@@ -403,17 +373,12 @@ fn elite_runtime(processors: usize, variant: Variant) -> Result<elite_rt::Runtim
         Variant::Spin => builder.spin_policy(SpinPolicy::Fixed(ALWAYS_SPIN_ROUNDS)),
         Variant::Block => builder.spin_policy(SpinPolicy::Block),
     };
-    builder.build().map_err(|e| format!("cannot build the elite runtime: {e}"))
-}
-
-/// Joins an elite ULT; its panic becomes an error.
-fn elite_join<T>(handle: elite_rt::JoinHandle<T>) -> Result<T, String> {
-    handle.join().map_err(|payload| format!("a ULT panicked: {}", panic_message(&*payload)))
+    build_runtime(builder)
 }
 
 /// Locks an elite mutex; poisoning (a ULT panicked holding it) becomes an error. Inlined, as
 /// `lock().unwrap()` would be: out of line, the call and its `Result` returned through memory
-/// added about 4 ns to each of `mutex_contended`'s operations.
+/// would add to the time of each of `mutex_contended`'s operations.
 #[inline]
 fn elite_lock<T>(mutex: &Mutex<T>) -> Result<MutexGuard<'_, T>, String> {
     mutex.lock().map_err(|_| "the mutex was poisoned".to_string())
@@ -647,17 +612,9 @@ fn std_ping_pong(n: u64) -> Result<Sample, String> {
 pub fn may_child(bench: &str, args: &ChildArgs) -> Result<Sample, String> {
     let n = args.n;
     match bench {
-        "ping_pong" => warm_then_time(n, || may_root(move || may_ping_pong(n))),
+        "ping_pong" => warm_then_time(n, || may_peer::root(move || may_ping_pong(n))),
         other => Err(format!("no may workload `{other}`")),
     }
-}
-
-/// Runs a pass as a may coroutine (the root task) and waits for it from this thread.
-fn may_root<F>(pass: F) -> Result<(Duration, u64), String>
-where
-    F: FnOnce() -> Result<(Duration, u64), String> + Send + 'static,
-{
-    may_peer::join(may_peer::spawn(pass))?
 }
 
 /// may `ping_pong`: this coroutine and a partner pass the counter through two

@@ -1,0 +1,91 @@
+//! The JSON document of a run (its fields are described in `docs/bench-json.md`).
+
+use serde_json::{json, Map, Value};
+
+use super::model::{Params, SuiteResults};
+use crate::machine::Machine;
+
+impl Params {
+    /// The JSON object of the parameters.
+    fn to_json(&self) -> Value {
+        let mut object = Map::new();
+        object.insert("processors".into(), json!(self.processors));
+        for (name, value) in &self.values {
+            object.insert((*name).into(), value.clone());
+        }
+        Value::Object(object)
+    }
+}
+
+/// The JSON document of a suite's run, as `docs/bench-json.md` describes it.
+pub fn json_document(suite: &str, machine: &Machine, results: &SuiteResults) -> Value {
+    let rows: Vec<Value> = results
+        .benches
+        .iter()
+        .flat_map(|b| &b.rows)
+        .map(|row| {
+            let mut object = json!({
+                "bench": row.bench,
+                "system": row.system,
+                "metric": row.metric.name(),
+                "median": row.median(),
+                "min": row.min(),
+                "max": row.max(),
+                "runs": row.samples.len(),
+                "ok": row.ok(),
+                "params": row.params.to_json(),
+            });
+            if let (Some(why), Value::Object(map)) = (&row.failure, &mut object) {
+                map.insert("error".into(), json!(why));
+            }
+            object
+        })
+        .collect();
+    json!({
+        "suite": suite,
+        "machine": machine.to_json(),
+        "results": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::model::{row, BenchResult, Metric};
+
+    /// The names of an object's fields, sorted.
+    fn keys(value: &Value) -> Vec<&str> {
+        let mut keys: Vec<&str> = value.as_object().expect("an object").keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    #[test]
+    fn the_document_has_the_fields_of_its_contract() {
+        let mut failed = row(&[]);
+        failed.failure = Some("wrong answer 4 (expected 3)".into());
+        failed.params = Params::new(2).with("n", 10).with_text("regime", "short");
+        let results = SuiteResults {
+            benches: vec![BenchResult {
+                name: "b",
+                metric: Metric::NsPerOp,
+                rows: vec![row(&[1.0, 2.0, 3.0]), failed],
+                targets: Vec::new(),
+            }],
+        };
+        let machine = Machine { cpus: 2, cpu_model: "x".into(), pmu: false, kernel: "k".into() };
+        let doc = json_document("micro", &machine, &results);
+        assert_eq!(keys(&doc), ["machine", "results", "suite"]);
+        assert_eq!(keys(&doc["machine"]), ["cpu_model", "cpus", "kernel", "pmu"]);
+        let row_fields = ["bench", "max", "median", "metric", "min", "ok", "params", "runs", "system"];
+        assert_eq!(keys(&doc["results"][0]), row_fields);
+        assert_eq!(doc["results"][0]["median"], json!(2.0));
+        assert_eq!(doc["results"][0]["runs"], json!(3));
+        assert_eq!(doc["results"][0]["metric"], json!("ns_per_op"));
+        let mut failed_fields = row_fields.to_vec();
+        failed_fields.insert(1, "error");
+        assert_eq!(keys(&doc["results"][1]), failed_fields);
+        assert_eq!(doc["results"][1]["ok"], json!(false));
+        assert_eq!(doc["results"][1]["params"], json!({"processors": 2, "n": 10, "regime": "short"}));
+    }
+}

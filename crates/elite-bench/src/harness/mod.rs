@@ -1,0 +1,27 @@
+//! Measurement: interleaved repetitions, answer checks, the report table and the JSON document.
+//!
+//! A suite hands the harness a list of [`Bench`]es. Each bench has [`Contender`]s (one system
+//! at one set of parameters) whose workload produces a [`Sample`]: the time per operation and
+//! the workload's answer. [`run_suite`] runs, bench by bench, one warm-up round and then
+//! [`REPS`](model::REPS) measured rounds, each round running every contender once in the bench's
+//! order, so that drift of the machine touches all systems alike. A contender whose answer is
+//! wrong, or whose workload errs or panics, is marked failed and not run again; its row reports
+//! the failure and no time. A bench's [`Metric`] turns each sample into the number its rows report
+//! (a time per operation, or a rate), and a [`Target::WithinOfBest`] adds a row derived from the
+//! others, round by round, after the rounds.
+//!
+//! The parts: [`model`] (samples, parameters, contenders, metrics, targets, benches and their
+//! rows, the number of rounds), [`run`] (the rounds: warm-up, repetitions, interleaving, answer checks, side values,
+//! derived rows, the watchdog), [`report`] (the terminal table, the target lines and the progress
+//! line) and [`json`] (the JSON document). Every part uses the model; `run` also draws the
+//! progress line of `report`; no part uses `run` or `json`.
+
+pub mod json;
+pub mod model;
+pub mod report;
+pub mod run;
+
+pub use json::json_document;
+pub use model::{Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
+pub use report::{print_report, Progress};
+pub use run::{panic_message, record_side, run_suite, warm_then_time};

@@ -1,0 +1,372 @@
+//! The data model of a measurement: what a workload produces ([`Sample`]), who runs it
+//! ([`Contender`], with its [`Params`]), what a bench reports ([`Metric`]) and claims
+//! ([`Target`]), and what comes out ([`Row`], [`BenchResult`], [`SuiteResults`]).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// Measured rounds per bench, after the warm-up round: the most samples a row holds.
+pub const REPS: usize = 5;
+
+/// What one run of a workload produced.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    /// Nanoseconds per operation of the timed pass.
+    pub ns_per_op: f64,
+    /// The workload's answer (a sum, a count), compared with [`Contender::expected`].
+    pub answer: u64,
+}
+
+impl Sample {
+    /// A sample of a [`Metric::Count`] bench: `count` (for example simulated cache misses)
+    /// travels in the `ns_per_op` field.
+    pub fn count(count: u64, answer: u64) -> Sample {
+        Sample { ns_per_op: count as f64, answer }
+    }
+
+    /// The sample of a pass of `ops` operations that took `elapsed` and answered `answer`.
+    pub fn per_op(elapsed: Duration, ops: u64, answer: u64) -> Sample {
+        Sample { ns_per_op: elapsed.as_nanos() as f64 / ops.max(1) as f64, answer }
+    }
+}
+
+/// A workload: one call is one sample.
+pub type Workload = Box<dyn FnMut() -> Result<Sample, String>>;
+
+/// The parameters of a row; `processors` is always present.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Processors (elite), worker threads (may, rayon) or `GOMAXPROCS` (go) given to the system.
+    pub processors: usize,
+    /// The other parameters, in the order they were added.
+    pub(super) values: Vec<(&'static str, Value)>,
+}
+
+impl Params {
+    /// Parameters with only `processors`.
+    pub fn new(processors: usize) -> Params {
+        Params { processors, values: Vec::new() }
+    }
+
+    /// Adds the parameter `name`.
+    pub fn with(mut self, name: &'static str, value: u64) -> Params {
+        self.values.push((name, json!(value)));
+        self
+    }
+
+    /// Adds the boolean parameter `name`.
+    pub fn with_flag(mut self, name: &'static str, value: bool) -> Params {
+        self.values.push((name, json!(value)));
+        self
+    }
+
+    /// Adds the text parameter `name` (such as `regime: "short"`); text parameters also tell
+    /// rows apart in the report's bench column.
+    pub fn with_text(mut self, name: &'static str, value: &'static str) -> Params {
+        self.values.push((name, json!(value)));
+        self
+    }
+
+    /// The text parameter `name`, if there is one.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_str())
+    }
+}
+
+/// One system at one set of parameters, within a bench.
+pub struct Contender {
+    /// `elite`, `elite/<variant>`, or a peer's name.
+    pub system: &'static str,
+    /// The parameters, reported with the row.
+    pub params: Params,
+    /// The right answer.
+    pub expected: u64,
+    /// The workload; each call is one sample.
+    pub workload: Workload,
+    /// Run once, in the first measured round only (no warm-up): for deterministic measurements
+    /// such as simulated cache misses, which repetition would only make slower.
+    pub once: bool,
+}
+
+impl Contender {
+    /// A contender running `workload`, whose answer must be `expected`.
+    pub fn new(
+        system: &'static str,
+        params: Params,
+        expected: u64,
+        workload: impl FnMut() -> Result<Sample, String> + 'static,
+    ) -> Contender {
+        Contender { system, params, expected, workload: Box::new(workload), once: false }
+    }
+
+    /// This contender, run only once (see [`Contender::once`](Contender#structfield.once)).
+    pub fn run_once_only(mut self) -> Contender {
+        self.once = true;
+        self
+    }
+}
+
+/// What a bench reports. Every workload measures nanoseconds per operation ([`Sample`]); the
+/// metric says how a row turns that into the number it reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Metric {
+    /// Nanoseconds per operation (lower is better).
+    NsPerOp,
+    /// Operations per second (higher is better).
+    OpsPerSec,
+    /// Operations per second divided by the row's `processors` (higher is better); named
+    /// `ops_per_sec` in the JSON document, whose `params.processors` says what it was divided by.
+    OpsPerSecPerProcessor,
+    /// A ratio of two rows of the same bench, derived after the run (see
+    /// [`Target::WithinOfBest`]); lower is better; the name is the JSON metric.
+    Ratio(&'static str),
+    /// A count per run, such as simulated cache misses (see [`Sample::count`]); lower is
+    /// better; the name is the JSON metric (`ll_misses`).
+    Count(&'static str),
+}
+
+impl Metric {
+    /// The metric's name in the JSON document.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::NsPerOp => "ns_per_op",
+            Metric::OpsPerSec | Metric::OpsPerSecPerProcessor => "ops_per_sec",
+            Metric::Ratio(name) | Metric::Count(name) => name,
+        }
+    }
+
+    /// The value a row records for `sample`, measured with `processors` processors.
+    pub(super) fn value(self, sample: &Sample, processors: usize) -> f64 {
+        match self {
+            Metric::NsPerOp | Metric::Ratio(_) | Metric::Count(_) => sample.ns_per_op,
+            Metric::OpsPerSec => 1e9 / sample.ns_per_op,
+            Metric::OpsPerSecPerProcessor => 1e9 / sample.ns_per_op / processors.max(1) as f64,
+        }
+    }
+
+    /// `value` as a cost: lower is better whatever the metric (a time, or the inverse of a rate).
+    pub(super) fn cost(self, value: f64) -> f64 {
+        match self {
+            Metric::NsPerOp | Metric::Ratio(_) | Metric::Count(_) => value,
+            Metric::OpsPerSec | Metric::OpsPerSecPerProcessor => 1.0 / value,
+        }
+    }
+}
+
+/// A claim about elite's median, checked and printed after the table. A target that compares
+/// elite with a peer uses the peer's row at the same processor count when there is one, else
+/// the peer's first row.
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    /// elite (at `processors`) takes at most `times` the peer's time: `elite = 2.14x peer`.
+    EliteAtMost {
+        /// The peer's system name.
+        peer: &'static str,
+        /// The processor count of the elite row compared.
+        processors: usize,
+        /// The largest acceptable elite/peer ratio.
+        times: f64,
+    },
+    /// The peer takes at least `times` elite's time (at `processors`): `peer/elite = 18x`; with a
+    /// rate metric, elite's rate is at least `times` the peer's: `elite = 1.30x the rate of peer`.
+    PeerAtLeast {
+        /// The peer's system name.
+        peer: &'static str,
+        /// The processor count of the elite row compared.
+        processors: usize,
+        /// The smallest acceptable peer/elite ratio of times.
+        times: f64,
+    },
+    /// elite's median (at `processors`) is at least `value`, in the bench's metric (a rate).
+    EliteAtLeast {
+        /// The processor count of the elite row.
+        processors: usize,
+        /// The smallest acceptable median.
+        value: f64,
+    },
+    /// `system` costs at most `times` what the best of `others` (the one with the lowest median
+    /// cost) costs, among the rows whose text parameter `tag.0` is `tag.1`. Besides its line,
+    /// this target adds a row to the bench: `system`, metric [`Metric::Ratio`]`(metric)`, the
+    /// params of `system`'s row plus `best` (the best other's name), and as samples the ratio
+    /// of `system`'s cost to the best's cost in each round (the rounds are interleaved, so each
+    /// ratio compares runs made side by side). The row fails when a row it is made of failed.
+    WithinOfBest {
+        /// The system judged.
+        system: &'static str,
+        /// The systems it is judged against.
+        others: &'static [&'static str],
+        /// The text parameter that selects the rows compared.
+        tag: (&'static str, &'static str),
+        /// The largest acceptable ratio.
+        times: f64,
+        /// The JSON metric name of the derived row.
+        metric: &'static str,
+    },
+    /// The median of `subject` divided by the median of `baseline`, in the bench's metric (a
+    /// rate's ratio for a rate, a count's for a count), rows at `processors` only, is within
+    /// `bound`: `best of a, b: a = 1.45x base (target >= 1.3x: met)`.
+    Relative {
+        /// The rows judged.
+        subject: Subject,
+        /// The system they are compared with.
+        baseline: &'static str,
+        /// The processor count of every row compared.
+        processors: usize,
+        /// The bound on each ratio.
+        bound: Bound,
+    },
+}
+
+/// The rows a [`Target::Relative`] judges.
+#[derive(Clone, Copy, Debug)]
+pub enum Subject {
+    /// The best of these systems (by median, in the bench's metric).
+    Best(&'static [&'static str]),
+    /// Each of these systems.
+    Each(&'static [&'static str]),
+}
+
+/// The bound of a [`Target::Relative`] on the ratio of medians.
+#[derive(Clone, Copy, Debug)]
+pub enum Bound {
+    /// At least this ratio.
+    AtLeast(f64),
+    /// At most this ratio.
+    AtMost(f64),
+}
+
+impl Bound {
+    /// Whether `ratio` is within the bound.
+    pub(super) fn holds(self, ratio: f64) -> bool {
+        match self {
+            Bound::AtLeast(b) => ratio >= b,
+            Bound::AtMost(b) => ratio <= b,
+        }
+    }
+}
+
+/// One workload measured on several systems.
+pub struct Bench {
+    /// The bench's name in the JSON document (`yield`, `spawn_join`, ...).
+    pub name: &'static str,
+    /// What the samples measure.
+    pub metric: Metric,
+    /// The systems, run in this order within each round.
+    pub contenders: Vec<Contender>,
+    /// The targets printed after the table.
+    pub targets: Vec<Target>,
+}
+
+/// The outcome of one contender (or a row derived from others, see [`Target::WithinOfBest`]).
+#[derive(Debug)]
+pub struct Row {
+    /// The bench's name.
+    pub bench: &'static str,
+    /// The system's name.
+    pub system: &'static str,
+    /// What the samples measure.
+    pub metric: Metric,
+    /// The contender's parameters.
+    pub params: Params,
+    /// The measured samples (the warm-up round excluded), sorted.
+    pub(super) samples: Vec<f64>,
+    /// Why the row failed, if it did.
+    pub(super) failure: Option<String>,
+}
+
+impl Row {
+    /// Whether every answer was right and every run succeeded.
+    pub fn ok(&self) -> bool {
+        self.failure.is_none() && !self.samples.is_empty()
+    }
+
+    /// The median sample, or `None` for a failed row.
+    pub fn median(&self) -> Option<f64> {
+        self.ok().then(|| median_of_sorted(&self.samples))
+    }
+
+    /// The smallest sample, or `None` for a failed row.
+    pub fn min(&self) -> Option<f64> {
+        self.ok().then(|| self.samples[0])
+    }
+
+    /// The largest sample, or `None` for a failed row.
+    pub fn max(&self) -> Option<f64> {
+        self.ok().then(|| self.samples[self.samples.len() - 1])
+    }
+}
+
+/// The median of a sorted, non-empty slice.
+pub(super) fn median_of_sorted(s: &[f64]) -> f64 {
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// The rows of one bench, with its targets.
+pub struct BenchResult {
+    /// The bench's name.
+    pub name: &'static str,
+    /// What the contenders' samples measure.
+    pub metric: Metric,
+    /// One row per contender, in the bench's order.
+    pub rows: Vec<Row>,
+    /// The bench's targets.
+    pub targets: Vec<Target>,
+}
+
+impl BenchResult {
+    /// The elite row at `processors`.
+    pub(super) fn elite(&self, processors: usize) -> Option<&Row> {
+        self.rows.iter().find(|r| r.system == "elite" && r.params.processors == processors)
+    }
+
+    /// The row of `system` at `processors`, else its first row.
+    pub(super) fn system_at(&self, system: &str, processors: usize) -> Option<&Row> {
+        let mut rows = self.rows.iter().filter(|r| r.system == system && r.metric == self.metric);
+        let first = rows.clone().next();
+        rows.find(|r| r.params.processors == processors).or(first)
+    }
+}
+
+/// Everything a suite measured.
+pub struct SuiteResults {
+    /// One entry per bench, in the suite's order.
+    pub benches: Vec<BenchResult>,
+}
+
+impl SuiteResults {
+    /// Whether every row is ok.
+    pub fn all_ok(&self) -> bool {
+        self.benches.iter().flat_map(|b| &b.rows).all(Row::ok)
+    }
+}
+
+/// A row of `elite` at 1 processor with these samples (sorted), for the tests of the harness.
+#[cfg(test)]
+pub(super) fn row(samples: &[f64]) -> Row {
+    Row {
+        bench: "b",
+        system: "elite",
+        metric: Metric::NsPerOp,
+        params: Params::new(1),
+        samples: samples.to_vec(),
+        failure: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(row(&[1.0, 2.0, 9.0]).median(), Some(2.0));
+        assert_eq!(row(&[1.0, 2.0, 4.0, 9.0]).median(), Some(3.0));
+        assert_eq!(row(&[]).median(), None);
+    }
+}

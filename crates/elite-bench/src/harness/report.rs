@@ -1,0 +1,492 @@
+//! The human report: the table of rows, the failures, the target lines, and the progress line
+//! drawn on a terminal while a suite runs.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::model::{BenchResult, Bound, Metric, Params, Row, Subject, SuiteResults, Target, REPS};
+
+/// The progress line on stderr, drawn only when stderr is a terminal.
+pub struct Progress {
+    /// Whether to draw at all.
+    enabled: bool,
+    /// Runs in the whole suite.
+    pub(super) total: usize,
+    /// Runs finished.
+    pub(super) done: usize,
+}
+
+impl Progress {
+    /// A progress line that draws when `enabled`.
+    pub fn new(enabled: bool) -> Progress {
+        Progress { enabled, total: 0, done: 0 }
+    }
+
+    /// Draws the line for the run about to start.
+    pub(super) fn show(&mut self, bench: &str, system: &str, round: usize) {
+        if !self.enabled {
+            return;
+        }
+        const WIDTH: usize = 24;
+        let filled = (self.done * WIDTH).checked_div(self.total).unwrap_or(0);
+        let stage = match round {
+            0 => "warm-up".to_string(),
+            r => format!("rep {r}/{REPS}"),
+        };
+        eprint!(
+            "\r\x1b[2K[{}{}] {}/{} {bench} {system} {stage}",
+            "#".repeat(filled),
+            ".".repeat(WIDTH - filled),
+            self.done,
+            self.total
+        );
+        let _ = io::stderr().flush();
+    }
+
+    /// Erases the line.
+    pub(super) fn finish(&mut self) {
+        if self.enabled {
+            eprint!("\r\x1b[2K");
+            let _ = io::stderr().flush();
+        }
+    }
+}
+
+impl Params {
+    /// The text parameters as `name=value` words, for the report.
+    fn text_words(&self) -> Vec<String> {
+        self.values.iter().filter_map(|(n, v)| v.as_str().map(|v| format!("{n}={v}"))).collect()
+    }
+}
+
+impl Metric {
+    /// How to show values near `value`: the divisor and the unit (`ns`, `Mop/s`, ...).
+    fn unit(self, value: f64) -> (f64, &'static str) {
+        match self {
+            Metric::NsPerOp => time_unit(value),
+            Metric::OpsPerSec => rate_unit(value, ["op/s", "kop/s", "Mop/s", "Gop/s"]),
+            Metric::OpsPerSecPerProcessor => {
+                rate_unit(value, ["op/s/proc", "kop/s/proc", "Mop/s/proc", "Gop/s/proc"])
+            }
+            Metric::Ratio(_) => (1.0, "x"),
+            Metric::Count(_) => rate_unit(value, ["", "k", "M", "G"]),
+        }
+    }
+
+    /// The unit column of the report for values near `value` (`ns/op`, `Mop/s`, `x`, `M
+    /// ll_misses`).
+    fn column_unit(self, value: f64) -> String {
+        match self {
+            Metric::NsPerOp => format!("{}/op", time_unit(value).1),
+            Metric::Count(name) => format!("{} {name}", self.unit(value).1).trim_start().to_string(),
+            _ => self.unit(value).1.to_string(),
+        }
+    }
+
+    /// `value` with its unit, such as `9.10 ns`, `25.3 Mop/s/proc` or `1.04x`.
+    fn format(self, value: f64) -> String {
+        match self {
+            Metric::Ratio(_) => format_ratio(value),
+            Metric::Count(name) => {
+                let (scale, unit) = self.unit(value);
+                format!("{}{unit} {name}", three_digits(value / scale))
+            }
+            _ => {
+                let (scale, unit) = self.unit(value);
+                format!("{} {unit}", three_digits(value / scale))
+            }
+        }
+    }
+}
+
+impl Bound {
+    /// `>= 1.3x`, `<= 0.7x`.
+    fn describe(self) -> String {
+        match self {
+            Bound::AtLeast(b) => format!(">= {}", format_ratio(b)),
+            Bound::AtMost(b) => format!("<= {}", format_ratio(b)),
+        }
+    }
+}
+
+impl Row {
+    /// The bench column of the report: the bench's name, the metric's for a derived row, and the
+    /// text parameters, e.g. `spin_regimes ratio_to_best_fixed regime=short best=elite/spin`.
+    fn label(&self) -> String {
+        let metric = match self.metric {
+            Metric::Ratio(name) => Some(name.to_string()),
+            _ => None,
+        };
+        let words: Vec<String> =
+            std::iter::once(self.bench.to_string()).chain(metric).chain(self.params.text_words()).collect();
+        words.join(" ")
+    }
+}
+
+/// A time in the largest unit that keeps it at or above 1, and that unit's name.
+fn time_unit(ns: f64) -> (f64, &'static str) {
+    if ns >= 1e9 {
+        (1e9, "s")
+    } else if ns >= 1e6 {
+        (1e6, "ms")
+    } else if ns >= 1e3 {
+        (1e3, "µs")
+    } else {
+        (1.0, "ns")
+    }
+}
+
+/// `value` with about three significant digits.
+fn three_digits(value: f64) -> String {
+    if value >= 100.0 {
+        format!("{value:.0}")
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// A rate in the largest of `units` (per second, thousands, millions, billions per second) that
+/// keeps it at or above 1, and that unit's name.
+fn rate_unit(per_sec: f64, units: [&'static str; 4]) -> (f64, &'static str) {
+    if per_sec >= 1e9 {
+        (1e9, units[3])
+    } else if per_sec >= 1e6 {
+        (1e6, units[2])
+    } else if per_sec >= 1e3 {
+        (1e3, units[1])
+    } else {
+        (1.0, units[0])
+    }
+}
+
+/// A ratio such as `2.14x` or `18x` (two decimals below 10, so that a ratio just short of a
+/// target such as 2x never prints as `2.0x`).
+fn format_ratio(ratio: f64) -> String {
+    if ratio >= 10.0 {
+        format!("{ratio:.0}x")
+    } else {
+        format!("{ratio:.2}x")
+    }
+}
+
+/// Prints the table, the failures and the target lines.
+pub fn print_report(out: &mut dyn Write, results: &SuiteResults) -> io::Result<()> {
+    let header = ["bench", "system", "procs", "median", "min", "max", "unit", "ok"];
+    let mut lines: Vec<[String; 8]> = Vec::new();
+    for row in results.benches.iter().flat_map(|b| &b.rows) {
+        let cells = match (row.median(), row.min(), row.max()) {
+            (Some(median), Some(min), Some(max)) => {
+                let (scale, _) = row.metric.unit(median);
+                [
+                    three_digits(median / scale),
+                    three_digits(min / scale),
+                    three_digits(max / scale),
+                    row.metric.column_unit(median),
+                    "ok".into(),
+                ]
+            }
+            _ => ["-".into(), "-".into(), "-".into(), "-".into(), "FAILED".into()],
+        };
+        let [median, min, max, unit, ok] = cells;
+        lines.push([
+            row.label(),
+            row.system.into(),
+            row.params.processors.to_string(),
+            median,
+            min,
+            max,
+            unit,
+            ok,
+        ]);
+    }
+    let mut widths = header.map(|h| h.chars().count());
+    for line in &lines {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let header = header.map(String::from);
+    for line in std::iter::once(&header).chain(&lines) {
+        let mut text = String::new();
+        for (i, (cell, width)) in line.iter().zip(widths).enumerate() {
+            let pad = width - cell.chars().count();
+            // Names left-aligned, numbers right-aligned.
+            if (2..6).contains(&i) {
+                let _ = write!(text, "{}{cell}  ", " ".repeat(pad));
+            } else {
+                let _ = write!(text, "{cell}{}  ", " ".repeat(pad));
+            }
+        }
+        writeln!(out, "{}", text.trim_end())?;
+    }
+
+    let failures: Vec<&Row> = results.benches.iter().flat_map(|b| &b.rows).filter(|r| !r.ok()).collect();
+    if !failures.is_empty() {
+        writeln!(out)?;
+        for row in failures {
+            let why = row.failure.as_deref().unwrap_or("no sample");
+            writeln!(
+                out,
+                "FAILED {} {} (processors {}): {why}",
+                row.label(),
+                row.system,
+                row.params.processors
+            )?;
+        }
+    }
+
+    writeln!(out)?;
+    for bench in &results.benches {
+        if !bench.targets.is_empty() {
+            writeln!(out, "{}", target_line(bench))?;
+        }
+    }
+    Ok(())
+}
+
+/// The line comparing elite with its peers, e.g.
+/// `yield: elite 9.10 ns = 2.14x corosensei (target <= 5x: met); go/elite = 18x (target >= 5x: met)`.
+pub(super) fn target_line(bench: &BenchResult) -> String {
+    let parts: Vec<String> = bench.targets.iter().map(|target| target_part(bench, target)).collect();
+    format!("{}: {}", bench.name, parts.join("; "))
+}
+
+/// The words of a target's verdict.
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+/// ` (processors n)` for more than one processor, else nothing.
+fn at_processors(processors: usize) -> String {
+    if processors > 1 {
+        format!(" (processors {processors})")
+    } else {
+        String::new()
+    }
+}
+
+/// The part of a bench's target line for one target.
+fn target_part(bench: &BenchResult, target: &Target) -> String {
+    let metric = bench.metric;
+    match *target {
+        Target::EliteAtMost { peer, processors, times } | Target::PeerAtLeast { peer, processors, times } => {
+            let elite = bench.elite(processors).and_then(Row::median);
+            let other = bench.system_at(peer, processors).map(Row::median);
+            let (elite, other) = match (elite, other) {
+                (None, _) => return format!("elite (processors {processors}) failed"),
+                (_, None) => return format!("{peer} skipped"),
+                (_, Some(None)) => return format!("{peer} failed"),
+                (Some(elite), Some(Some(other))) => (elite, other),
+            };
+            let at = at_processors(processors);
+            match *target {
+                Target::EliteAtMost { .. } => {
+                    let ratio = metric.cost(elite) / metric.cost(other);
+                    format!(
+                        "elite{at} {} = {} {peer} (target <= {times}x: {})",
+                        metric.format(elite),
+                        format_ratio(ratio),
+                        verdict(ratio <= times)
+                    )
+                }
+                _ => {
+                    let ratio = metric.cost(other) / metric.cost(elite);
+                    let met = verdict(ratio >= times);
+                    if metric == Metric::NsPerOp {
+                        format!("{peer}/elite{at} = {} (target >= {times}x: {met})", format_ratio(ratio))
+                    } else {
+                        format!(
+                            "elite{at} = {} the rate of {peer} (target >= {times}x: {met})",
+                            format_ratio(ratio)
+                        )
+                    }
+                }
+            }
+        }
+        Target::EliteAtLeast { processors, value } => {
+            let at = at_processors(processors);
+            match bench.elite(processors).map(Row::median) {
+                None => format!("elite{at} skipped"),
+                Some(None) => format!("elite{at} failed"),
+                Some(Some(elite)) => format!(
+                    "elite{at} {} (target >= {}: {})",
+                    metric.format(elite),
+                    metric.format(value),
+                    verdict(metric.cost(elite) <= metric.cost(value))
+                ),
+            }
+        }
+        Target::Relative { subject, baseline, processors, bound } => {
+            relative_part(bench, subject, baseline, processors, bound)
+        }
+        Target::WithinOfBest { system, others, tag, times, metric: name } => {
+            let scope = format!("{} {}", tag.0, tag.1);
+            let row = bench.rows.iter().find(|r| {
+                r.system == system && r.metric == Metric::Ratio(name) && r.params.text(tag.0) == Some(tag.1)
+            });
+            let Some(row) = row else {
+                return format!("{scope}: {system} skipped");
+            };
+            match (row.median(), row.params.text("best")) {
+                (Some(ratio), Some(best)) => format!(
+                    "{scope}: {system} = {} {best}, the best of {} (target <= {times}x: {})",
+                    format_ratio(ratio),
+                    others.join(", "),
+                    verdict(ratio <= times)
+                ),
+                _ => format!("{scope}: {system} failed"),
+            }
+        }
+    }
+}
+
+/// The part of a bench's target line for a [`Target::Relative`].
+fn relative_part(
+    bench: &BenchResult,
+    subject: Subject,
+    baseline: &str,
+    processors: usize,
+    bound: Bound,
+) -> String {
+    let median = |system: &str| {
+        bench
+            .rows
+            .iter()
+            .find(|r| r.system == system && r.metric == bench.metric && r.params.processors == processors)
+            .map(Row::median)
+    };
+    let at = at_processors(processors);
+    let target = format!("target {}", bound.describe());
+    let base = match median(baseline) {
+        None => return format!("{baseline}{at} skipped"),
+        Some(None) => return format!("{baseline}{at} failed"),
+        Some(Some(base)) => base,
+    };
+    let (names, best) = match subject {
+        Subject::Best(names) => (names, true),
+        Subject::Each(names) => (names, false),
+    };
+    let mut judged: Vec<(&str, f64)> = Vec::new();
+    for &name in names {
+        match median(name) {
+            None => {}
+            Some(None) => return format!("{name}{at} failed"),
+            Some(Some(value)) => judged.push((name, value)),
+        }
+    }
+    if judged.is_empty() {
+        return format!("{}{at} skipped", names.join(", "));
+    }
+    if best {
+        let metric = bench.metric;
+        let Some(&(name, value)) = judged.iter().min_by(|a, b| metric.cost(a.1).total_cmp(&metric.cost(b.1)))
+        else {
+            return format!("{}{at} skipped", names.join(", "));
+        };
+        let ratio = value / base;
+        format!(
+            "best of {}{at}: {name} = {} {baseline} ({target}: {})",
+            names.join(", "),
+            format_ratio(ratio),
+            verdict(bound.holds(ratio))
+        )
+    } else {
+        let ratios: Vec<String> =
+            judged.iter().map(|(name, value)| format!("{name} = {}", format_ratio(value / base))).collect();
+        let met = judged.iter().all(|(_, value)| bound.holds(value / base));
+        format!("vs {baseline}{at}: {} ({target} each: {})", ratios.join(", "), verdict(met))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::model::{row, Sample};
+
+    #[test]
+    fn target_lines_say_met_and_missed() {
+        let mut elite = row(&[10.0]);
+        elite.params = Params::new(1);
+        let mut coro = row(&[4.0]);
+        coro.system = "corosensei";
+        let mut go = row(&[200.0]);
+        go.system = "go";
+        let bench = BenchResult {
+            name: "yield",
+            metric: Metric::NsPerOp,
+            rows: vec![elite, coro, go],
+            targets: vec![
+                Target::EliteAtMost { peer: "corosensei", processors: 1, times: 2.0 },
+                Target::PeerAtLeast { peer: "go", processors: 1, times: 5.0 },
+                Target::PeerAtLeast { peer: "may", processors: 1, times: 5.0 },
+            ],
+        };
+        assert_eq!(
+            target_line(&bench),
+            "yield: elite 10.0 ns = 2.50x corosensei (target <= 2x: MISSED); \
+             go/elite = 20x (target >= 5x: met); may skipped"
+        );
+    }
+
+    #[test]
+    fn peers_are_compared_at_the_same_processor_count() {
+        let mut elite2 = row(&[10.0]);
+        elite2.params = Params::new(2);
+        let mut go1 = row(&[1000.0]);
+        go1.system = "go";
+        let mut go2 = row(&[50.0]);
+        go2.system = "go";
+        go2.params = Params::new(2);
+        let bench = BenchResult {
+            name: "ping_pong",
+            metric: Metric::NsPerOp,
+            rows: vec![row(&[10.0]), elite2, go1, go2],
+            targets: vec![
+                Target::PeerAtLeast { peer: "go", processors: 1, times: 10.0 },
+                Target::PeerAtLeast { peer: "go", processors: 2, times: 10.0 },
+            ],
+        };
+        assert_eq!(
+            target_line(&bench),
+            "ping_pong: go/elite = 100x (target >= 10x: met); \
+             go/elite (processors 2) = 5.00x (target >= 10x: MISSED)"
+        );
+    }
+
+    #[test]
+    fn rates_are_reported_per_processor_and_compared_as_rates() {
+        let metric = Metric::OpsPerSecPerProcessor;
+        // 25 ns per operation with 2 processors: 40 M/s, 20 M/s per processor.
+        let value = metric.value(&Sample { ns_per_op: 25.0, answer: 0 }, 2);
+        assert!((value - 20e6).abs() < 1.0, "{value}");
+        assert_eq!(metric.name(), "ops_per_sec");
+        assert_eq!(metric.column_unit(value), "Mop/s/proc");
+        let mut elite = row(&[value]);
+        elite.params = Params::new(2);
+        elite.metric = metric;
+        let mut central = row(&[10e6]);
+        central.system = "elite/central";
+        central.params = Params::new(2);
+        central.metric = metric;
+        let bench = BenchResult {
+            name: "sync_peak",
+            metric,
+            rows: vec![elite, central],
+            targets: vec![
+                Target::EliteAtLeast { processors: 2, value: 20e6 },
+                Target::PeerAtLeast { peer: "elite/central", processors: 2, times: 1.0 },
+            ],
+        };
+        assert_eq!(
+            target_line(&bench),
+            "sync_peak: elite (processors 2) 20.0 Mop/s/proc (target >= 20.0 Mop/s/proc: met); \
+             elite (processors 2) = 2.00x the rate of elite/central (target >= 1x: met)"
+        );
+    }
+}

@@ -1,0 +1,359 @@
+//! Running a suite: bench by bench, one warm-up round and [`REPS`] measured rounds, every
+//! contender once per round in the bench's order; answers checked, failed contenders not run
+//! again, side values gathered, derived rows made, and a watchdog for runs that hang.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::model::{
+    median_of_sorted, Bench, BenchResult, Contender, Metric, Row, Sample, SuiteResults, Target, REPS,
+};
+use super::report::Progress;
+
+/// How long one run of a workload may take before the command gives up on it: a hung runtime
+/// ends the command with a message naming the run instead of hanging CI.
+const RUN_TIME_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `pass` once untimed (warming caches, pools and allocators of a fresh instance) and
+/// once more for the sample; `pass` returns the time its `ops` operations took and its answer.
+pub fn warm_then_time<F>(ops: u64, mut pass: F) -> Result<Sample, String>
+where
+    F: FnMut() -> Result<(Duration, u64), String>,
+{
+    pass()?;
+    let (elapsed, answer) = pass()?;
+    Ok(Sample::per_op(elapsed, ops, answer))
+}
+
+thread_local! {
+    /// Side values of the run in progress (see [`record_side`]).
+    static SIDE: std::cell::RefCell<Vec<(&'static str, f64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records a side value of the run in progress, besides its sample: a workload whose run also
+/// yields other figures worth reporting (the grid's solve time and relaxations per cell) calls
+/// this before it returns its sample. Each name becomes a row of its own next to the
+/// contender's, metric [`Metric::Count`]`(name)` (lower is better), with the values of the
+/// measured rounds; a row whose contender failed fails too.
+pub fn record_side(name: &'static str, value: f64) {
+    SIDE.with(|s| s.borrow_mut().push((name, value)));
+}
+
+/// Takes the side values recorded since the last call.
+fn take_sides() -> Vec<(&'static str, f64)> {
+    SIDE.with(|s| std::mem::take(&mut *s.borrow_mut()))
+}
+
+/// Ends the command when one run goes past [`RUN_TIME_LIMIT`]: a run in progress cannot be
+/// cancelled (it may be an in-process runtime that hangs), so the process exits, status 1.
+struct Watchdog {
+    /// The run in progress, if any: when it started and what it is.
+    current: Arc<Mutex<Option<(Instant, String)>>>,
+}
+
+impl Watchdog {
+    /// Starts the watching thread, which lives as long as the process.
+    fn start() -> Watchdog {
+        let current: Arc<Mutex<Option<(Instant, String)>>> = Arc::default();
+        let watched = Arc::clone(&current);
+        thread::spawn(move || loop {
+            thread::sleep(Duration::from_secs(1));
+            let current = watched.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((started, what)) = &*current {
+                if started.elapsed() > RUN_TIME_LIMIT {
+                    eprintln!(
+                        "\nelite-bench: {what} has run for more than {} s; giving up (a hang?)",
+                        RUN_TIME_LIMIT.as_secs()
+                    );
+                    std::process::exit(1);
+                }
+            }
+        });
+        Watchdog { current }
+    }
+
+    /// Marks the start of the run `what`.
+    fn enter(&self, what: String) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), what));
+    }
+
+    /// Marks the end of the run in progress.
+    fn leave(&self) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// Runs every bench: one warm-up round and [`REPS`] measured rounds, contenders interleaved.
+pub fn run_suite(benches: Vec<Bench>, progress: &mut Progress) -> SuiteResults {
+    progress.total = benches.iter().map(|b| b.contenders.len() * (REPS + 1)).sum();
+    let watchdog = Watchdog::start();
+    let results = benches.into_iter().map(|bench| run_bench(bench, progress, &watchdog)).collect();
+    progress.finish();
+    SuiteResults { benches: results }
+}
+
+/// Runs one bench's rounds.
+fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> BenchResult {
+    let Bench { name, metric, mut contenders, targets } = bench;
+    let mut rows: Vec<Row> = contenders
+        .iter()
+        .map(|c| Row {
+            bench: name,
+            system: c.system,
+            metric,
+            params: c.params.clone(),
+            samples: Vec::with_capacity(REPS),
+            failure: None,
+        })
+        .collect();
+    // Rows of side values (see `record_side`), by contender, in the order their names came.
+    let mut sides: Vec<Vec<Row>> = contenders.iter().map(|_| Vec::new()).collect();
+    for round in 0..=REPS {
+        for ((contender, row), side_rows) in contenders.iter_mut().zip(&mut rows).zip(&mut sides) {
+            progress.show(name, contender.system, round);
+            progress.done += 1;
+            if row.failure.is_some() || (contender.once && round != 1) {
+                continue;
+            }
+            watchdog.enter(format!(
+                "{name} {} (processors {}, round {round})",
+                contender.system, contender.params.processors
+            ));
+            take_sides();
+            let outcome = run_once(contender).and_then(|sample| {
+                // A pass timed at zero would be an infinite rate.
+                let value = metric.value(&sample, row.params.processors);
+                if value.is_finite() {
+                    Ok(value)
+                } else {
+                    Err(format!("{} is {value}", metric.name()))
+                }
+            });
+            watchdog.leave();
+            let side_values = take_sides();
+            match outcome {
+                Ok(value) if round > 0 => {
+                    row.samples.push(value);
+                    for (name, value) in side_values {
+                        let at = match side_rows.iter().position(|r| r.metric == Metric::Count(name)) {
+                            Some(at) => at,
+                            None => {
+                                side_rows.push(Row {
+                                    bench: row.bench,
+                                    system: row.system,
+                                    metric: Metric::Count(name),
+                                    params: row.params.clone(),
+                                    samples: Vec::with_capacity(REPS),
+                                    failure: None,
+                                });
+                                side_rows.len() - 1
+                            }
+                        };
+                        side_rows[at].samples.push(value);
+                    }
+                }
+                Ok(_) => {}
+                Err(failure) => row.failure = Some(failure),
+            }
+        }
+    }
+    for (row, side_rows) in rows.iter().zip(&mut sides) {
+        for side in side_rows.iter_mut() {
+            if let Some(why) = &row.failure {
+                side.failure = Some(format!("its contender failed: {why}"));
+            }
+        }
+    }
+    // Each contender's side rows follow its own row.
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .zip(sides)
+        .flat_map(|(row, side_rows)| std::iter::once(row).chain(side_rows))
+        .collect();
+    // The derived rows pair samples by round, so they are made before the samples are sorted.
+    let mut rows = rows;
+    let derived: Vec<Row> =
+        targets.iter().filter_map(|target| derived_row(name, metric, &rows, target)).collect();
+    rows.extend(derived);
+    for row in &mut rows {
+        row.samples.sort_by(f64::total_cmp);
+    }
+    BenchResult { name, metric, rows, targets }
+}
+
+/// The row a [`Target::WithinOfBest`] adds to its bench, made from `rows` (whose samples are
+/// still in round order); `None` for other targets, or when the judged system has no row.
+fn derived_row(bench: &'static str, metric: Metric, rows: &[Row], target: &Target) -> Option<Row> {
+    let Target::WithinOfBest { system, others, tag, metric: name, .. } = *target else {
+        return None;
+    };
+    let tagged = |system: &str| {
+        rows.iter().find(|r| r.system == system && r.metric == metric && r.params.text(tag.0) == Some(tag.1))
+    };
+    let judged = tagged(system)?;
+    let candidates: Vec<&Row> = others.iter().filter_map(|other| tagged(other)).collect();
+    let mut row = Row {
+        bench,
+        system,
+        metric: Metric::Ratio(name),
+        params: judged.params.clone(),
+        samples: Vec::new(),
+        failure: None,
+    };
+    let failed: Vec<&str> = std::iter::once(judged)
+        .chain(candidates.iter().copied())
+        .filter(|r| !r.ok())
+        .map(|r| r.system)
+        .collect();
+    if candidates.is_empty() {
+        row.failure = Some(format!("none of {} has a row", others.join(", ")));
+    } else if !failed.is_empty() {
+        row.failure = Some(format!("made from failed rows: {}", failed.join(", ")));
+    } else {
+        let median_cost = |r: &Row| {
+            let mut sorted = r.samples.clone();
+            sorted.sort_by(f64::total_cmp);
+            metric.cost(median_of_sorted(&sorted))
+        };
+        let best = candidates.iter().min_by(|a, b| median_cost(a).total_cmp(&median_cost(b)))?;
+        row.params = row.params.with_text("best", best.system);
+        row.samples = judged
+            .samples
+            .iter()
+            .zip(&best.samples)
+            .map(|(&j, &b)| metric.cost(j) / metric.cost(b))
+            .collect();
+    }
+    Some(row)
+}
+
+/// Runs the contender's workload once and checks its answer.
+fn run_once(contender: &mut Contender) -> Result<Sample, String> {
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| (contender.workload)()));
+    let sample = match outcome {
+        Ok(result) => result?,
+        Err(payload) => return Err(format!("panicked: {}", panic_message(&*payload))),
+    };
+    if sample.answer != contender.expected {
+        return Err(format!("wrong answer {} (expected {})", sample.answer, contender.expected));
+    }
+    if !sample.ns_per_op.is_finite() {
+        return Err(format!("time per operation is {}", sample.ns_per_op));
+    }
+    Ok(sample)
+}
+
+/// The text of a panic payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(a non-string payload)".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::harness::json::json_document;
+    use crate::harness::model::Params;
+    use crate::harness::report::target_line;
+    use crate::machine::Machine;
+
+    #[test]
+    fn wrong_answer_fails_the_row_and_stops_it() {
+        let mut calls = 0;
+        let bench = Bench {
+            name: "b",
+            metric: Metric::NsPerOp,
+            contenders: vec![
+                Contender::new("elite", Params::new(1), 3, || Ok(Sample { ns_per_op: 1.0, answer: 3 })),
+                Contender::new("go", Params::new(1), 3, move || {
+                    calls += 1;
+                    assert!(calls == 1, "a failed contender ran again");
+                    Ok(Sample { ns_per_op: 1.0, answer: 4 })
+                }),
+                Contender::new("may", Params::new(1), 3, || panic!("boom")),
+            ],
+            targets: vec![],
+        };
+        let result = run_bench(bench, &mut Progress::new(false), &Watchdog::start());
+        assert!(result.rows[0].ok());
+        assert_eq!(result.rows[0].samples.len(), REPS);
+        assert!(!result.rows[1].ok());
+        assert!(result.rows[2].failure.as_deref() == Some("panicked: boom"));
+        let results = SuiteResults { benches: vec![result] };
+        assert!(!results.all_ok());
+        let machine = Machine { cpus: 2, cpu_model: "x".into(), pmu: false, kernel: "k".into() };
+        let doc = json_document("micro", &machine, &results);
+        assert_eq!(doc["results"][1]["ok"], json!(false));
+        assert_eq!(doc["results"][1]["median"], Value::Null);
+        assert_eq!(doc["results"][0]["params"]["processors"], json!(1));
+    }
+
+    #[test]
+    fn within_of_best_adds_a_ratio_row_paired_by_round() {
+        let others: &'static [&'static str] = &["spin", "block"];
+        let contender = |system: &'static str, regime: &'static str, times: Vec<f64>| {
+            let mut round = 0;
+            Contender::new(system, Params::new(2).with_text("regime", regime), 1, move || {
+                round += 1;
+                Ok(Sample { ns_per_op: times[(round - 1) % times.len()], answer: 1 })
+            })
+        };
+        // Rounds: warm-up, then 5 measured; block is the best (lower median) in regime short.
+        let bench = Bench {
+            name: "spin_regimes",
+            metric: Metric::NsPerOp,
+            contenders: vec![
+                contender("adaptive", "short", vec![0.0, 11.0, 10.0, 12.0, 10.0, 10.0]),
+                contender("spin", "short", vec![0.0, 20.0, 20.0, 20.0, 20.0, 20.0]),
+                contender("block", "short", vec![0.0, 10.0, 10.0, 10.0, 5.0, 10.0]),
+                contender("adaptive", "long", vec![1.0]),
+            ],
+            targets: vec![
+                Target::WithinOfBest {
+                    system: "adaptive",
+                    others,
+                    tag: ("regime", "short"),
+                    times: 1.1,
+                    metric: "ratio_to_best",
+                },
+                Target::WithinOfBest {
+                    system: "adaptive",
+                    others,
+                    tag: ("regime", "long"),
+                    times: 1.1,
+                    metric: "ratio_to_best",
+                },
+            ],
+        };
+        let result = run_bench(bench, &mut Progress::new(false), &Watchdog::start());
+        // The long regime has no fixed rows: its ratio row fails and says why.
+        assert_eq!(result.rows.len(), 6);
+        let ratio = &result.rows[4];
+        assert_eq!((ratio.system, ratio.metric.name()), ("adaptive", "ratio_to_best"));
+        assert_eq!(ratio.params.text("best"), Some("block"));
+        // Per round: 11/10, 10/10, 12/10, 10/5, 10/10.
+        assert_eq!(ratio.samples, vec![1.0, 1.0, 1.1, 1.2, 2.0]);
+        assert_eq!(ratio.median(), Some(1.1));
+        assert_eq!(result.rows[5].failure.as_deref(), Some("none of spin, block has a row"));
+        let line = target_line(&result);
+        assert_eq!(
+            line,
+            "spin_regimes: regime short: adaptive = 1.10x block, the best of spin, block \
+             (target <= 1.1x: met); regime long: adaptive failed"
+        );
+        let machine = Machine { cpus: 2, cpu_model: "x".into(), pmu: false, kernel: "k".into() };
+        let doc = json_document("sync", &machine, &SuiteResults { benches: vec![result] });
+        assert_eq!(doc["results"][4]["metric"], json!("ratio_to_best"));
+        assert_eq!(doc["results"][4]["params"], json!({"processors": 2, "regime": "short", "best": "block"}));
+        assert_eq!(doc["results"][4]["median"], json!(1.1));
+    }
+}

@@ -1,0 +1,41 @@
+//! Pieces of workloads that more than one suite uses: the answer of the spawn benches, building
+//! and joining on an elite runtime, and the std-thread spawn-and-join loop.
+
+use std::time::Instant;
+
+use crate::harness::{panic_message, warm_then_time, Sample};
+
+/// 0 + 1 + ... + (n - 1): the answer of a workload whose tasks return their index.
+pub fn sum_below(n: u64) -> u64 {
+    n * n.saturating_sub(1) / 2
+}
+
+/// Builds the elite runtime `builder` describes; a refusal becomes an error.
+pub fn build_runtime(builder: elite_rt::RuntimeBuilder) -> Result<elite_rt::Runtime, String> {
+    builder.build().map_err(|e| format!("cannot build the elite runtime: {e}"))
+}
+
+/// A fresh elite runtime with `processors` processors and every other setting at its default.
+pub fn elite_runtime(processors: usize) -> Result<elite_rt::Runtime, String> {
+    build_runtime(elite_rt::Runtime::builder().processors(processors))
+}
+
+/// Joins an elite ULT; its panic becomes an error.
+pub fn elite_join<T>(handle: elite_rt::JoinHandle<T>) -> Result<T, String> {
+    handle.join().map_err(|payload| format!("a ULT panicked: {}", panic_message(&*payload)))
+}
+
+/// std-thread `spawn_join`: `std::thread::spawn` of a thread returning i, joined, for i in 0..n
+/// (the std-thread peer of micro's `spawn_join` and of blocking's `blocking_call`).
+pub fn std_spawn_join(n: u64) -> Result<Sample, String> {
+    warm_then_time(n, || {
+        let start = Instant::now();
+        let mut sum = 0u64;
+        for i in 0..n {
+            sum += std::thread::spawn(move || i)
+                .join()
+                .map_err(|payload| format!("a thread panicked: {}", panic_message(&*payload)))?;
+        }
+        Ok((start.elapsed(), sum))
+    })
+}
