@@ -13,12 +13,20 @@ pub struct Machine {
     pub pmu: bool,
     /// The kernel release (`/proc/sys/kernel/osrelease`), or `unknown`.
     pub kernel: String,
+    /// Bytes of the L2 cache of processor 0, from the topology (`None`: not known).
+    pub l2_bytes: Option<u64>,
+    /// Bytes of the L3 cache of processor 0 (`None`: none, or not known).
+    pub l3_bytes: Option<u64>,
 }
 
 impl Machine {
     /// Looks at the machine we run on.
     pub fn detect() -> Machine {
+        let topology = elite_affinity::Topology::detect();
+        let cache = |level: u8| topology.caches_of(0).find(|c| c.level == level).map(|c| c.size);
         Machine {
+            l2_bytes: cache(2),
+            l3_bytes: cache(3),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_model: cpu_model().unwrap_or_else(|| "unknown".into()),
             pmu: pmu_available(),
@@ -31,9 +39,11 @@ impl Machine {
     /// One line for the report's header.
     pub fn describe(&self) -> String {
         format!(
-            "{} cpus, {}, kernel {}, pmu {}",
+            "{} cpus, {}, L2 {}, L3 {}, kernel {}, pmu {}",
             self.cpus,
             self.cpu_model,
+            kib(self.l2_bytes),
+            kib(self.l3_bytes),
             self.kernel,
             if self.pmu { "yes" } else { "no" }
         )
@@ -46,8 +56,15 @@ impl Machine {
             "cpu_model": self.cpu_model,
             "pmu": self.pmu,
             "kernel": self.kernel,
+            "l2_bytes": self.l2_bytes,
+            "l3_bytes": self.l3_bytes,
         })
     }
+}
+
+/// A cache size for the report's header: `1024 KiB`, or `unknown`.
+fn kib(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "unknown".into(), |b| format!("{} KiB", b / 1024))
 }
 
 /// The most memory mappings a process may have (`vm.max_map_count`), if known.

@@ -73,10 +73,19 @@ mod tests {
                 targets: Vec::new(),
             }],
         };
-        let machine = Machine { cpus: 2, cpu_model: "x".into(), pmu: false, kernel: "k".into() };
+        let machine = Machine {
+            cpus: 2,
+            cpu_model: "x".into(),
+            pmu: false,
+            kernel: "k".into(),
+            l2_bytes: Some(1 << 20),
+            l3_bytes: None,
+        };
         let doc = json_document("micro", &machine, &results);
         assert_eq!(keys(&doc), ["machine", "results", "suite"]);
-        assert_eq!(keys(&doc["machine"]), ["cpu_model", "cpus", "kernel", "pmu"]);
+        assert_eq!(keys(&doc["machine"]), ["cpu_model", "cpus", "kernel", "l2_bytes", "l3_bytes", "pmu"]);
+        assert_eq!(doc["machine"]["l2_bytes"], json!(1 << 20));
+        assert_eq!(doc["machine"]["l3_bytes"], json!(null));
         let row_fields = ["bench", "max", "median", "metric", "min", "ok", "params", "runs", "system"];
         assert_eq!(keys(&doc["results"][0]), row_fields);
         assert_eq!(doc["results"][0]["median"], json!(2.0));
