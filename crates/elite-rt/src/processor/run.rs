@@ -144,7 +144,7 @@ impl Processor {
             }
             remote.stats.wakeup_drained.add(n);
             // More than one woken: let an idle processor help, unless they were sent here to be
-            // gathered (`gather_to`), which a helper would only send back.
+            // gathered (`sync::mutex::gather`), which a helper would only send back.
             if n - homing > 1 {
                 self.shared.notify_any();
             }

@@ -27,9 +27,9 @@
 //!   caller's: no move, for the lock's life.
 //! * **The move.** A ULT that enters the contended path of a saturated lock that is biased to
 //!   another processor, or held while its home is another processor, switches out and is pushed
-//!   on the home's wake-up stack (`processor::gather_to`), then takes the lock there (an
-//!   acquisition neither counted nor measured as one that waited): instead of spinning on a line
-//!   that moves, or revoking a bias. At most once per `lock` call and per 100 µs per ULT (two saturated
+//!   on the home's wake-up stack ([`gather_to`]), then takes the lock there (an acquisition
+//!   neither counted nor measured as one that waited): instead of spinning on a line that moves,
+//!   or revoking a bias. At most once per `lock` call and per 100 µs per ULT (two saturated
 //!   locks with two homes would otherwise move a ULT that takes them in turn at every call);
 //!   never an OS thread, a pinned ULT, in a `central` runtime, or to a parked home (the lock is
 //!   not busy there, and waking it costs more). The move bypasses the policy's wake target. The
@@ -42,12 +42,18 @@
 //!   other processor keeps running whatever does not contend, and is back within 2 ms of the
 //!   lock no longer saturating.
 //!
+//! Who keeps what: the lock its [`Saturation`] (in its cold lines) and its count of bounces (on
+//! its hot line, `Mutex::bounces`); each processor its [`Pauses`] (a field of its owned part,
+//! which the loop asks at steps 4 and 5: `processor::find`); each ULT `Tcb::homing` and
+//! `Tcb::moved_at`. The processor side of the move is [`gather_to`] and
+//! `Processor::send_home`, here.
+//!
 //! Between threads: the lock's state (its `Saturation` but for the holder-only `last_sample`,
 //! and the bounce count) is written only by the lock's holder, so the lock orders its writers;
 //! contenders read it as hints (`Relaxed`): a stale read moves a contender once too often or too
 //! rarely, and never touches exclusion, which stays the state word's alone. A processor's name
 //! in `Remote::name` is written once, before the processor runs anything, and a reader that
-//! misses it finds no home: no move.
+//! misses it finds no home: no move. `Pauses` is its processor's alone.
 //!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
 //! (which the bounces were eating), up to a pause of stealing for work queued behind a gathered
@@ -56,7 +62,10 @@
 
 use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::current::current_processor;
+use crate::processor::Processor;
 use crate::sync::ticks;
+use crate::tcb::TcbRef;
 use std::cell::UnsafeCell;
 
 /// Bounces must come closer than this on average (nanoseconds) for a lock to count as
@@ -71,6 +80,14 @@ const GATHER_WINDOW_NS: f64 = 10_000_000.0;
 
 /// The least time (nanoseconds) between two moves of one ULT.
 const MOVE_GAP_NS: f64 = 100_000.0;
+
+/// The first pause of stealing (microseconds) of a processor gone idle after sending ULTs to a
+/// lock's home; each such idle step in a row doubles it, up to [`STEAL_PAUSE_MAX`].
+const STEAL_PAUSE_MIN: u32 = 50;
+
+/// The longest pause of stealing (microseconds): how long an idle processor may leave ULTs it
+/// could steal waiting while a lock's contenders gather elsewhere.
+const STEAL_PAUSE_MAX: u32 = 2000;
 
 /// [`GATHER_GAP_NS`], [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`] in time-stamp ticks.
 pub(super) fn gather_ticks() -> (u64, u64, u64) {
@@ -218,6 +235,122 @@ impl<T: ?Sized> Mutex<T> {
             return None;
         }
         let (_, _, min_gap) = gather_ticks();
-        Some(me != 0 && crate::processor::gather_to(home, ticks(), min_gap))
+        Some(me != 0 && gather_to(home, ticks(), min_gap))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The move.
+
+/// Moves the running ULT to the processor named `home` (a processor's address, as a mutex's bias
+/// names its owner), where it goes on after the switch (`now`: the time stamp of the call). True
+/// if it moved; false, with nothing done, outside a ULT, for a pinned ULT or one that moved less
+/// than `min_gap` ticks ago (two saturated locks with two homes would otherwise move it at every
+/// call), in a `central` runtime or one built with `gather_locks(false)`, or when `home` is the
+/// caller's processor, none of its runtime's, or parked.
+#[cold]
+#[inline(never)]
+fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
+    let Some(p) = current_processor() else { return false };
+    if !p.gather_locks || std::ptr::eq(p, home as *const Processor) {
+        return false;
+    }
+    let Some(me) = p.current_ult() else { return false };
+    let tcb = me.tcb();
+    if tcb.pinned.get() || (now.wrapping_sub(tcb.moved_at.get()) as i64) < min_gap as i64 {
+        return false;
+    }
+    let Some(target) = p.shared.processors.iter().position(|r| r.name.load(Ordering::Relaxed) == home) else {
+        return false;
+    };
+    if p.shared.processors[target].park.is_parked() {
+        return false; // the lock is not busy there; waking its home would cost more
+    }
+    tcb.moved_at.set(now);
+    // SAFETY: `me` is the ULT running this code.
+    unsafe { crate::switch::park_ult(me, move |t, q| q.send_home(t, target)) };
+    true
+}
+
+impl Processor {
+    /// After `t` switched out to move to processor `target` ([`gather_to`]): onto its wake-up
+    /// stack, marked as homing (so that its drain wakes no helper), waking `target` if it sleeps.
+    fn send_home(&self, t: TcbRef, target: usize) {
+        self.remote().stats.gathered.bump();
+        self.pauses().note_sent_home();
+        t.tcb().homing.set(true);
+        self.shared.push_wakeup(t, target); // (no helper wanted: see `maintain`)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The processor's part: its pauses of stealing.
+
+/// A processor's part of the gathering, in its owned state (`processor::Core`): the ULTs it sent
+/// to a lock's home, and its pause of stealing. The loop asks it at step 4 (may it steal, and is
+/// the steal a probe: [`Pauses::before_steal`], [`Pauses::probing`], [`Pauses::note_probe`]) and
+/// at step 5 (does it pause instead of looking for work: [`Pauses::on_idle`]).
+pub(crate) struct Pauses {
+    /// ULTs this processor sent to a lock's home since it was last idle ([`gather_to`]).
+    sent_home: u32,
+    /// How long (microseconds) this processor stops stealing when it goes idle after sending
+    /// ULTs home; 0 when it did not last time, or its probe stayed.
+    steal_pause: u32,
+    /// A probe (one ULT stolen after a pause) was taken since the last steal.
+    probed: bool,
+}
+
+impl Pauses {
+    pub(crate) const fn new() -> Pauses {
+        Pauses { sent_home: 0, steal_pause: 0, probed: false }
+    }
+
+    /// A ULT that ran here went to a lock's home (`Processor::send_home`).
+    #[inline]
+    fn note_sent_home(&mut self) {
+        self.sent_home += 1;
+    }
+
+    /// Step 4: whether this processor may steal now. Not while ULTs that ran here went home since
+    /// its last idle step: it pauses first ([`Pauses::on_idle`]). A probe taken at the last steal
+    /// that is still here (it did not go home) ends the pauses.
+    #[inline]
+    pub(crate) fn before_steal(&mut self) -> bool {
+        if self.sent_home > 0 {
+            self.probed = false; // (went home, or others did)
+            return false;
+        }
+        if std::mem::take(&mut self.probed) {
+            self.steal_pause = 0; // the probe stayed: steal as usual again
+        }
+        true
+    }
+
+    /// Whether a steal from a runqueue now is a probe (the first after a pause): one ULT, to see
+    /// whether such ULTs still go home. The probe may go home at once, however recently it came
+    /// (`Tcb::moved_at`).
+    #[inline]
+    pub(crate) fn probing(&self) -> bool {
+        self.steal_pause > 0
+    }
+
+    /// After a steal from a runqueue: whether it took a probe (a ULT to run here, not a pinned
+    /// one sent back).
+    #[inline]
+    pub(crate) fn note_probe(&mut self, taken: bool) {
+        self.probed = taken;
+    }
+
+    /// Step 5: the pause of stealing (microseconds) when ULTs went home from here since the last
+    /// idle step (what it would steal now may well go the same way), longer each time in a row;
+    /// `None` (and the pauses over) otherwise.
+    #[inline]
+    pub(crate) fn on_idle(&mut self) -> Option<u32> {
+        if std::mem::take(&mut self.sent_home) > 0 {
+            self.steal_pause = (self.steal_pause * 2).clamp(STEAL_PAUSE_MIN, STEAL_PAUSE_MAX);
+            return Some(self.steal_pause);
+        }
+        self.steal_pause = 0;
+        None
     }
 }
