@@ -204,8 +204,7 @@ impl Processor {
                 self.shared.wake_remote(t, t.tcb().processor.load(Ordering::Relaxed));
             } else if first.is_none() {
                 if probing {
-                    // The probe may go home at once, however recently it came.
-                    t.tcb().moved_at.set(0);
+                    t.tcb().gather.forget_move(); // (it may go home at once)
                 }
                 first = Some(t);
             } else {

@@ -135,8 +135,7 @@ impl Processor {
         if !remote.wakeup.is_empty() {
             let (mut n, mut homing) = (0, 0);
             for t in remote.wakeup.drain() {
-                if t.tcb().homing.get() {
-                    t.tcb().homing.set(false);
+                if t.tcb().gather.take_homing() {
                     homing += 1;
                 }
                 self.make_ready(t);

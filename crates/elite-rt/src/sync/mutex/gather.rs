@@ -44,8 +44,8 @@
 //!
 //! Who keeps what: the lock its [`Saturation`] (in its cold lines) and its count of bounces (on
 //! its hot line, `Mutex::bounces`); each processor its [`Pauses`] (a field of its owned part,
-//! which the loop asks at steps 4 and 5: `processor::find`); each ULT `Tcb::homing` and
-//! `Tcb::moved_at`. The processor side of the move is [`gather_to`] and
+//! which the loop asks at steps 4 and 5: `processor::find`); each ULT its [`UltMarks`] (a field
+//! of its TCB, on the execution line). The processor side of the move is [`gather_to`] and
 //! `Processor::send_home`, here.
 //!
 //! Between threads: the lock's state (its `Saturation` but for the holder-only `last_sample`,
@@ -53,7 +53,8 @@
 //! contenders read it as hints (`Relaxed`): a stale read moves a contender once too often or too
 //! rarely, and never touches exclusion, which stays the state word's alone. A processor's name
 //! in `Remote::name` is written once, before the processor runs anything, and a reader that
-//! misses it finds no home: no move. `Pauses` is its processor's alone.
+//! misses it finds no home: no move. `Pauses` is its processor's alone; `UltMarks` belong to the
+//! processor holding the ULT, like the rest of its execution line.
 //!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
 //! (which the bounces were eating), up to a pause of stealing for work queued behind a gathered
@@ -66,7 +67,7 @@ use crate::current::current_processor;
 use crate::processor::Processor;
 use crate::sync::ticks;
 use crate::tcb::TcbRef;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 
 /// Bounces must come closer than this on average (nanoseconds) for a lock to count as
 /// saturated, and so gather its contenders.
@@ -257,7 +258,7 @@ fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     }
     let Some(me) = p.current_ult() else { return false };
     let tcb = me.tcb();
-    if tcb.pinned.get() || (now.wrapping_sub(tcb.moved_at.get()) as i64) < min_gap as i64 {
+    if tcb.pinned.get() || (now.wrapping_sub(tcb.gather.moved_at()) as i64) < min_gap as i64 {
         return false;
     }
     let Some(target) = p.shared.processors.iter().position(|r| r.name.load(Ordering::Relaxed) == home) else {
@@ -266,7 +267,7 @@ fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     if p.shared.processors[target].park.is_parked() {
         return false; // the lock is not busy there; waking its home would cost more
     }
-    tcb.moved_at.set(now);
+    tcb.gather.note_move(now);
     // SAFETY: `me` is the ULT running this code.
     unsafe { crate::switch::park_ult(me, move |t, q| q.send_home(t, target)) };
     true
@@ -278,7 +279,7 @@ impl Processor {
     fn send_home(&self, t: TcbRef, target: usize) {
         self.remote().stats.gathered.bump();
         self.pauses().note_sent_home();
-        t.tcb().homing.set(true);
+        t.tcb().gather.set_homing();
         self.shared.push_wakeup(t, target); // (no helper wanted: see `maintain`)
     }
 }
@@ -328,7 +329,7 @@ impl Pauses {
 
     /// Whether a steal from a runqueue now is a probe (the first after a pause): one ULT, to see
     /// whether such ULTs still go home. The probe may go home at once, however recently it came
-    /// (`Tcb::moved_at`).
+    /// ([`UltMarks::forget_move`]).
     #[inline]
     pub(crate) fn probing(&self) -> bool {
         self.steal_pause > 0
@@ -352,5 +353,66 @@ impl Pauses {
         }
         self.steal_pause = 0;
         None
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ULT's part: its marks in the TCB.
+
+/// Bit 0 of [`UltMarks`]' word: the ULT is on its way to a lock's home.
+const HOMING: u64 = 1;
+
+/// A ULT's part of the gathering, in its TCB (`Tcb::gather`, on the execution line): when it
+/// last moved to a lock's home, and whether it is on its way to one now.
+///
+/// Both in one word, as the execution line has 8 bytes for them (it is full: a flag of its own
+/// would push line 4 down, and that line's last word, the prefetch word, onto line 5): the time
+/// stamp of the last move (0: none, or a former ULT's of this TCB, which at most delays a move)
+/// with bit 0 clear (a stamp is kept to an even tick, nothing next to the 100 µs it is compared
+/// with), and the homing flag in bit 0. The stamp is written and read by the ULT itself
+/// ([`gather_to`]), and reset by a thief that takes the ULT as a probe (before it runs there);
+/// the flag is set by the processor the ULT leaves, before the push onto the home's wake-up
+/// stack, and cleared by the home when it drains that stack (whose push and drain order the two).
+pub(crate) struct UltMarks(Cell<u64>);
+
+impl UltMarks {
+    pub(crate) const fn new() -> UltMarks {
+        UltMarks(Cell::new(0))
+    }
+
+    /// The time stamp of the ULT's last move (0: none).
+    #[inline]
+    fn moved_at(&self) -> u64 {
+        self.0.get() & !HOMING
+    }
+
+    /// The ULT moves now (it runs, so it is not homing).
+    #[inline]
+    fn note_move(&self, now: u64) {
+        self.0.set(now & !HOMING);
+    }
+
+    /// A thief took the ULT as a probe: it may move home at once, however recently it came.
+    #[inline]
+    pub(crate) fn forget_move(&self) {
+        self.0.set(0);
+    }
+
+    /// The ULT is being sent to a lock's home (`Processor::send_home`).
+    #[inline]
+    fn set_homing(&self) {
+        self.0.set(self.0.get() | HOMING);
+    }
+
+    /// The home drained the ULT from its wake-up stack (`Processor::maintain`): whether it came
+    /// to be gathered (the flag, cleared).
+    #[inline(always)]
+    pub(crate) fn take_homing(&self) -> bool {
+        let w = self.0.get();
+        if w & HOMING == 0 {
+            return false;
+        }
+        self.0.set(w & !HOMING);
+        true
     }
 }
