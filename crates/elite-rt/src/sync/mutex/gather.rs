@@ -101,7 +101,6 @@ pub(super) fn gather_ticks() -> (u64, u64, u64) {
     })
 }
 
-// ---------------------------------------------------------------------------------------------
 // The lock's part.
 
 /// A lock's gathering state, in its cold lines (`Cold`, "Layout" in `sync::mutex`): how fast it
@@ -240,7 +239,6 @@ impl<T: ?Sized> Mutex<T> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
 // The move.
 
 /// Moves the running ULT to the processor named `home` (a processor's address, as a mutex's bias
@@ -284,7 +282,6 @@ impl Processor {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
 // The processor's part: its pauses of stealing.
 
 /// A processor's part of the gathering, in its owned state (`processor::Core`): the ULTs it sent
@@ -356,7 +353,6 @@ impl Pauses {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
 // The ULT's part: its marks in the TCB.
 
 /// Bit 0 of [`UltMarks`]' word: the ULT is on its way to a lock's home.
