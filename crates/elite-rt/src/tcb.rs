@@ -15,6 +15,8 @@
 //! * `run_link` belongs to the runqueue holding the TCB (under its lock); `affinity`, the policy's
 //!   per-ULT record, to the processor holding the ULT, and to its waker while it is being woken
 //!   (see `affinity`).
+//! * `gather`, the gathering's marks, to the processor holding the ULT, which hands it over with
+//!   the ULT (a move to a lock's home, a steal): `sync::mutex::gather`.
 //!
 //! # The join protocol (one state word, [`JoinWord`]; its transitions in `join_state`)
 //!
@@ -47,6 +49,7 @@
 use crate::atomics::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::stack::UltStack;
 use crate::switch::Switch;
+use crate::sync::mutex::gather::UltMarks;
 use corosensei::{Coroutine, Yielder};
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
@@ -291,7 +294,8 @@ static EMPTY_VTABLE: TaskVTable = {
 /// 1. the join protocol, the task's handle and the ULT's identity: spawner, starter, exiter and
 ///    joiner (the joiner also resets the TCB here for its next use, see [`Tcb::reset`]);
 /// 2. the task itself, inline (closure, then outcome);
-/// 3. execution: the processor running the ULT (context, wait word);
+/// 3. execution: the processor running the ULT (context, wait word), and the gathering's marks
+///    (`sync::mutex::gather`, written by the processor holding the ULT);
 /// 4. links and rarities: the wake-up stack's link (written by a waker, read by the owner), the
 ///    join waiter (only a joiner that blocks), the name (only a named ULT), and the declared data
 ///    block with its prefetch word (only a ULT that declares one; line 1's flags say whether there
@@ -328,10 +332,6 @@ pub(crate) struct Tcb {
     /// Whether `prefetch` holds a word to prefetch (a block, and the runtime prefetches): the
     /// one test the loop and the wakers make, on this line, which both touch anyway.
     pub(crate) prefetching: Cell<bool>,
-    /// Whether the ULT is on its way to a lock's home processor (`sync::mutex`, "Gathering"):
-    /// set by the processor it leaves before the push onto the home's wake-up stack, cleared by
-    /// the home when it drains that stack (whose push and drain order the two).
-    pub(crate) homing: Cell<bool>,
     // Line 2.
     pub(crate) inline: UnsafeCell<InlineTask>,
     // Line 3. Execution: owned by the processor holding the ULT.
@@ -353,11 +353,10 @@ pub(crate) struct Tcb {
     /// What the ULT last blocked on (`deadlock::note_wait`: kind and address), for the deadlock
     /// report; written when it blocks, read by the report while it stays blocked.
     pub(crate) waits_on: AtomicUsize,
-    /// Time stamp of the ULT's last move to a lock's home (`sync::mutex`, "Gathering"; 0: none,
-    /// or a former ULT's of this TCB, which at most delays a move): written and read by the ULT
-    /// itself, and reset to 0 by a thief that takes it as a probe (before it runs there). (Also
-    /// keeps line 4, written by wakers on other processors, off this owner's line.)
-    pub(crate) moved_at: Cell<u64>,
+    /// The gathering's marks (`sync::mutex::gather`): the time stamp of the ULT's last move to
+    /// a lock's home, and whether it is on its way to one. (Also keeps line 4, written by wakers
+    /// on other processors, off this owner's line.)
+    pub(crate) gather: UltMarks,
     // Line 4.
     /// The link of the wake-up stack while the TCB is on one.
     pub(crate) next: AtomicPtr<Tcb>,
@@ -409,7 +408,6 @@ impl Tcb {
             life: LifeCell::new(Life::Free),
             named: Cell::new(false),
             pinned: Cell::new(false),
-            homing: Cell::new(false),
             has_data: Cell::new(false),
             prefetching: Cell::new(false),
             inline: UnsafeCell::new(InlineTask(std::mem::MaybeUninit::uninit())),
@@ -420,7 +418,7 @@ impl Tcb {
             guard_at: Cell::new(0),
             locals: Cell::new(ptr::null_mut()),
             waits_on: AtomicUsize::new(0),
-            moved_at: Cell::new(0),
+            gather: UltMarks::new(),
             next: AtomicPtr::new(ptr::null_mut()),
             waiter: UnsafeCell::new(Waiter::None),
             name: UnsafeCell::new(None),
@@ -592,8 +590,9 @@ mod layout {
         assert_eq!(at(&t.name as *const _ as *const u8), 3);
         assert_eq!(at(&t.locals as *const _ as *const u8), 2);
         assert_eq!(at(&t.waits_on as *const _ as *const u8), 2);
-        assert_eq!(at(&t.moved_at as *const _ as *const u8), 2);
-        assert_eq!(at(&t.homing as *const _ as *const u8), 0);
+        assert_eq!(at(&t.gather as *const _ as *const u8), 2);
+        let gather_end = (&t.gather as *const UltMarks as *const u8).wrapping_add(size_of::<UltMarks>() - 1);
+        assert_eq!(at(gather_end), 2, "the gathering's marks end on line 3");
         assert_eq!(at(&t.run_link as *const _ as *const u8), 4);
         assert_eq!(at(&t.record as *const _ as *const u8), 4);
     }

@@ -15,14 +15,6 @@ use std::time::Instant;
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 64;
 
-/// The first pause of stealing (microseconds) of a processor gone idle after sending ULTs to a
-/// lock's home (`gather_to`); each such idle in a row doubles it, up to [`STEAL_PAUSE_MAX`].
-const STEAL_PAUSE_MIN: u32 = 50;
-
-/// The longest pause of stealing (microseconds): how long an idle processor may leave ULTs it
-/// could steal waiting while a lock's contenders gather elsewhere.
-const STEAL_PAUSE_MAX: u32 = 2000;
-
 impl Processor {
     /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
     /// asked for it); every [`START_TURN`]-th round a start-queue entry first.
@@ -168,13 +160,8 @@ impl Processor {
 
     /// Step 4: steal, nearest group first, random victim inside a group.
     pub(super) fn steal(&self) -> Option<TcbRef> {
-        let core = self.core();
-        if core.sent_home > 0 {
-            core.probed = false; // (went home, or others did)
+        if !self.core().pauses.before_steal() {
             return None; // ULTs went home from here: pause first (`idle`)
-        }
-        if std::mem::take(&mut core.probed) {
-            core.steal_pause = 0; // the probe stayed: steal as usual again
         }
         let topo = &self.shared.config.topology;
         for group in topo.distance_groups(self.index) {
@@ -208,7 +195,7 @@ impl Processor {
         let mut buf = std::mem::take(&mut self.core().scratch);
         let engine = &self.shared.engine;
         // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
-        let probing = self.core().steal_pause > 0;
+        let probing = self.core().pauses.probing();
         victim.runq.steal(|n| if probing { 1 } else { engine.steal_count(n) }, &mut buf);
         let mut first = None;
         for t in buf.drain(..) {
@@ -217,8 +204,7 @@ impl Processor {
                 self.shared.wake_remote(t, t.tcb().processor.load(Ordering::Relaxed));
             } else if first.is_none() {
                 if probing {
-                    // The probe may go home at once, however recently it came (`gather_to`).
-                    t.tcb().moved_at.set(0);
+                    t.tcb().gather.forget_move(); // (it may go home at once)
                 }
                 first = Some(t);
             } else {
@@ -226,7 +212,7 @@ impl Processor {
             }
         }
         self.core().scratch = buf;
-        self.core().probed = probing && first.is_some(); // (not a pinned ULT sent back)
+        self.core().pauses.note_probe(probing && first.is_some()); // (not a pinned ULT sent back)
         first
     }
 
@@ -248,15 +234,11 @@ impl Processor {
             self.chaos_idle();
         }
         self.flush_notes();
-        let core = self.core();
-        if std::mem::take(&mut core.sent_home) > 0 {
-            // What ran here last went to a lock's home (`gather_to`): what it would steal now
-            // may well go the same way. Pause stealing, longer each time in a row.
-            core.steal_pause = (core.steal_pause * 2).clamp(STEAL_PAUSE_MIN, STEAL_PAUSE_MAX);
-            self.pause_stealing(core.steal_pause);
+        if let Some(micros) = self.core().pauses.on_idle() {
+            // What ran here last went to a lock's home: pause stealing.
+            self.pause_stealing(micros);
             return;
         }
-        core.steal_pause = 0;
         let remote = self.remote();
         for _ in 0..self.shared.config.spin_rounds {
             // A wake-up directed here (a woken waiter, often one a lock was handed to) is looked

@@ -26,9 +26,9 @@
 //! 4. Otherwise steal, nearest distance group first, a random victim inside each group: first its
 //!    start-queue (those ULTs have no stack and no cache footprint yet), then the low-affinity part
 //!    of its runqueue. Not while ULTs that ran here went to a saturated lock's home since the
-//!    last idle step ([`gather_to`], `sync::mutex` "Gathering"): then step 5 pauses first, and
-//!    the first steal from a runqueue after a pause takes one ULT, a probe; a probe that stays
-//!    ends the pauses.
+//!    last idle step (`sync::mutex::gather`, whose [`Pauses`] keep the rules): then step 5
+//!    pauses first, and the first steal from a runqueue after a pause takes one ULT, a probe; a
+//!    probe that stays ends the pauses.
 //! 5. Otherwise spin a little, then park (see `crate::park`). The park is noted for the deadlock
 //!    report (with or without a timer), and a processor that leaves it while a report is being
 //!    taken waits until it is (`crate::deadlock`). After ULTs went home, instead: park at once
@@ -71,6 +71,7 @@ use crate::queue::shared::SharedStartQueue;
 use crate::queue::tcb_stack::TcbStack;
 use crate::runtime::Shared;
 use crate::stats::{Counter, Counters};
+use crate::sync::mutex::gather::Pauses;
 use crate::tcb::{Context, Tcb, TcbRef};
 use crate::timer::Timers;
 use crossbeam_utils::CachePadded;
@@ -82,13 +83,11 @@ mod alloc;
 mod chaos;
 mod exit;
 mod find;
-mod gather;
 mod run;
 mod wake;
 pub(crate) mod worker;
 
 pub(crate) use chaos::decision_point;
-pub(crate) use gather::gather_to;
 pub(crate) use run::Inline;
 
 /// The shared part of a processor.
@@ -171,13 +170,9 @@ pub(crate) struct Core {
     rng: u64,
     /// A reusable buffer (stolen batches, due timers).
     scratch: Vec<TcbRef>,
-    /// ULTs this processor sent to a lock's home since it was last idle (`gather_to`).
-    sent_home: u32,
-    /// How long (microseconds) this processor stops stealing when it goes idle after sending
-    /// ULTs home; 0 when it did not last time, or its probe stayed (see `Processor::idle`).
-    steal_pause: u32,
-    /// A probe (one ULT stolen after a pause) was taken since the last steal.
-    probed: bool,
+    /// The gathering's part (`sync::mutex::gather`): ULTs sent to a lock's home, and the pauses
+    /// of stealing that follow.
+    pauses: Pauses,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
     engine: crate::policy::engine::Local,
 }
@@ -215,8 +210,8 @@ pub(crate) struct Processor {
     current: Cell<Option<TcbRef>>,
     // Copies of configuration read on the hot paths (one load instead of two).
     central: bool,
-    /// `config.gather_locks && !config.central` (see [`gather_to`]).
-    gather_locks: bool,
+    /// `config.gather_locks && !config.central` (see `sync::mutex::gather`).
+    pub(crate) gather_locks: bool,
     check_canary: bool,
     stack_size: usize,
     /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
@@ -253,9 +248,7 @@ impl Processor {
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             scratch: Vec::new(),
-            sent_home: 0,
-            steal_pause: 0,
-            probed: false,
+            pauses: Pauses::new(),
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
             engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
         };
@@ -292,6 +285,14 @@ impl Processor {
         // holds the borrow across a switch or across another call to `core`, so borrows never
         // overlap.
         unsafe { &mut *self.core.get() }
+    }
+
+    /// The gathering's part of the owned state (`sync::mutex::gather`), under the rules of
+    /// [`Processor::core`].
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) fn pauses(&self) -> &mut Pauses {
+        &mut self.core().pauses
     }
 
     #[inline]

@@ -135,8 +135,7 @@ impl Processor {
         if !remote.wakeup.is_empty() {
             let (mut n, mut homing) = (0, 0);
             for t in remote.wakeup.drain() {
-                if t.tcb().homing.get() {
-                    t.tcb().homing.set(false);
+                if t.tcb().gather.take_homing() {
                     homing += 1;
                 }
                 self.make_ready(t);
@@ -144,7 +143,7 @@ impl Processor {
             }
             remote.stats.wakeup_drained.add(n);
             // More than one woken: let an idle processor help, unless they were sent here to be
-            // gathered (`gather_to`), which a helper would only send back.
+            // gathered (`sync::mutex::gather`), which a helper would only send back.
             if n - homing > 1 {
                 self.shared.notify_any();
             }

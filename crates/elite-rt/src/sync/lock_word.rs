@@ -438,7 +438,7 @@ impl LockWord {
         self.update(me, Ordering::Relaxed, |s| (None, s & LOCKED != 0))
     }
 
-    /// The processor this word gathers its contenders on (`sync::mutex`, "Gathering"): the one
+    /// The processor this word gathers its contenders on (`sync::mutex::gather`): the one
     /// it is biased to (`true`), or the first one it was ever biased to, now revoked (`false`);
     /// none if it was never biased. A hint: the word may change at once.
     #[inline]

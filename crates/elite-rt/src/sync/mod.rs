@@ -44,7 +44,7 @@ pub(crate) mod bias;
 mod chan;
 mod condvar;
 pub(crate) mod lock_word;
-mod mutex;
+pub(crate) mod mutex;
 mod rwlock;
 mod semaphore;
 pub(crate) mod wait;

@@ -1,0 +1,420 @@
+//! Gathering: a saturated [`Mutex`] brings its contenders to one processor.
+//!
+//! A lock taken from two processors with little work between two acquisitions moves its cache
+//! line between the cores at nearly every acquisition (a bounce, about 100 ns on the build VMs),
+//! and two processors then do less than one: `mutex_contended`'s loop (lock, increment, unlock,
+//! yield) took 35-48 ns per operation at 2 processors against 16 at 1. Such a lock gathers its
+//! contenders on one processor, in the spirit of ELiTE's synchronization-driven forces (3.3)
+//! ([`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks) turns it off):
+//!
+//! * **Saturation.** `LockWord::lock_fast` reports every bounce: an acquisition through the
+//!   unbiased fast path from another processor than the one before (acquisitions after a wait,
+//!   by `try_lock` or by hand-over are not looked at, and two processors whose streak tags alias
+//!   never bounce). Every [`BOUNCES_PER_SAMPLE`]-th (16) the holder takes a time stamp and
+//!   updates a moving average (3/4 old, 1/4 new) of the time between bounces. The lock is
+//!   saturated once that falls below [`GATHER_GAP_NS`] (200 ns), and stays so until it rises
+//!   above four times that. A sample spanning a quiet spell (more than 16 times the threshold a
+//!   bounce) is skipped; a sample that finds the last counted one older than 10 ms starts
+//!   over (the average forgotten, not saturated), and so does `saturated()` say no after 10 ms
+//!   without a counted sample: saturation must be shown again by dense bounces, not kept alive by
+//!   moves or by slow bounces. Measured with work between two acquisitions (a `black_box` loop
+//!   of 0 / 200 / 1000 / 3000 iterations, 1024 ULTs, on a build VM): the bounces came 50, 60,
+//!   150 and 370 ns apart, and the first three ran faster on one processor than on two.
+//! * **Home.** The processor the word is biased to, else the one it was first biased to (the only
+//!   one it can be biased to again, "The bias" in `sync::lock_word`), else the holder's when
+//!   saturation was first seen (kept for the lock's life). A first owner, or such a holder, of
+//!   another runtime (a `static` lock used by runtimes in turn) names no processor of the
+//!   caller's: no move, for the lock's life.
+//! * **The move.** A ULT that enters the contended path of a saturated lock that is biased to
+//!   another processor, or held while its home is another processor, switches out and is pushed
+//!   on the home's wake-up stack ([`gather_to`]), then takes the lock there (an acquisition
+//!   neither counted nor measured as one that waited): instead of spinning on a line that moves,
+//!   or revoking a bias. At most once per `lock` call and per 100 µs per ULT (two saturated
+//!   locks with two homes would otherwise move a ULT that takes them in turn at every call);
+//!   never an OS thread, a pinned ULT, in a `central` runtime, or to a parked home (the lock is
+//!   not busy there, and waking it costs more). The move bypasses the policy's wake target. The
+//!   fairness bound ("Fairness" in `sync::mutex`) is untouched: a mover is a newcomer at the
+//!   home, not a queued waiter (a woken waiter that moves keeps its count of lost races).
+//! * **Thieves.** A processor whose ULTs went home does not steal at once when it runs dry: it
+//!   parks for a pause (50 µs, doubled each time in a row up to 2 ms; any work of its own, a
+//!   wake-up or a spawn ends it), then steals one ULT as a probe (which may move home at once);
+//!   a probe that stays ends the pauses. The home's drain of such ULTs wakes no helper. So the
+//!   other processor keeps running whatever does not contend, and is back within 2 ms of the
+//!   lock no longer saturating.
+//!
+//! Who keeps what: the lock its [`Saturation`] (in its cold lines) and its count of bounces (on
+//! its hot line, `Mutex::bounces`); each processor its [`Pauses`] (a field of its owned part,
+//! which the loop asks at steps 4 and 5: `processor::find`); each ULT its [`UltMarks`] (a field
+//! of its TCB, on the execution line). The processor side of the move is [`gather_to`] and
+//! `Processor::send_home`, here.
+//!
+//! Between threads: the lock's state (its `Saturation` but for the holder-only `last_sample`,
+//! and the bounce count) is written only by the lock's holder, so the lock orders its writers;
+//! contenders read it as hints (`Relaxed`): a stale read moves a contender once too often or too
+//! rarely, and never touches exclusion, which stays the state word's alone. A processor's name
+//! in `Remote::name` is written once, before the processor runs anything, and a reader that
+//! misses it finds no home: no move. `Pauses` is its processor's alone; `UltMarks` belong to the
+//! processor holding the ULT, like the rest of its execution line.
+//!
+//! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
+//! (which the bounces were eating), up to a pause of stealing for work queued behind a gathered
+//! lock's contenders, and every 10 ms a revocation of the home's bias by a probe, to measure
+//! the bounces again.
+
+use super::{here, Mutex};
+use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::current::current_processor;
+use crate::processor::Processor;
+use crate::sync::ticks;
+use crate::tcb::TcbRef;
+use std::cell::{Cell, UnsafeCell};
+
+/// Bounces must come closer than this on average (nanoseconds) for a lock to count as
+/// saturated, and so gather its contenders.
+const GATHER_GAP_NS: f64 = 200.0;
+
+/// Bounces per sample of a lock's bounces.
+pub(super) const BOUNCES_PER_SAMPLE: u8 = 16;
+
+/// How long (nanoseconds) the last sign of saturation counts.
+const GATHER_WINDOW_NS: f64 = 10_000_000.0;
+
+/// The least time (nanoseconds) between two moves of one ULT.
+const MOVE_GAP_NS: f64 = 100_000.0;
+
+/// The first pause of stealing (microseconds) of a processor gone idle after sending ULTs to a
+/// lock's home; each such idle step in a row doubles it, up to [`STEAL_PAUSE_MAX`].
+const STEAL_PAUSE_MIN: u32 = 50;
+
+/// The longest pause of stealing (microseconds): how long an idle processor may leave ULTs it
+/// could steal waiting while a lock's contenders gather elsewhere.
+const STEAL_PAUSE_MAX: u32 = 2000;
+
+/// [`GATHER_GAP_NS`], [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`] in time-stamp ticks.
+pub(super) fn gather_ticks() -> (u64, u64, u64) {
+    static TICKS: std::sync::OnceLock<(u64, u64, u64)> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let c = crate::sync::switch_cost();
+        let per_ns = c.switch_ticks as f64 / c.switch_ns.max(1.0);
+        let ticks = |ns: f64| (ns * per_ns) as u64;
+        (ticks(GATHER_GAP_NS), ticks(GATHER_WINDOW_NS), ticks(MOVE_GAP_NS))
+    })
+}
+
+// The lock's part.
+
+/// A lock's gathering state, in its cold lines (`Cold`, "Layout" in `sync::mutex`): how fast it
+/// bounces, whether it is saturated, and where it gathers its contenders.
+pub(super) struct Saturation {
+    /// Ticks between two bounces (acquisitions from another processor than the one before), on
+    /// average (a moving average over samples of [`BOUNCES_PER_SAMPLE`]); `u64::MAX` before two
+    /// samples. Read by waiters deciding whether the lock is saturated.
+    pub(super) gap: AtomicU64,
+    /// Whether `gap` last crossed below the threshold rather than above four times it.
+    pub(super) saturated: AtomicBool,
+    /// Time stamp of the last counted sample of bounces (not one spanning a quiet spell):
+    /// saturation lapses when it is older than the window.
+    pub(super) recent: AtomicU64,
+    /// Where a word never biased gathers its contenders (a processor's name, `sync::lock_word`;
+    /// 0: nowhere yet): the holder's processor when the lock was first found saturated.
+    pub(super) home: AtomicUsize,
+    /// Time stamp of the last sample of bounces (0: none yet), for `gap`; holder-only.
+    last_sample: UnsafeCell<u64>,
+}
+
+impl Saturation {
+    pub(super) const fn new() -> Saturation {
+        Saturation {
+            gap: AtomicU64::new(u64::MAX),
+            saturated: AtomicBool::new(false),
+            recent: AtomicU64::new(0),
+            home: AtomicUsize::new(0),
+            last_sample: UnsafeCell::new(0),
+        }
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// A bounce (`LockWord::lock_fast`: the caller holds the lock, taken from another processor
+    /// than the acquisition before): counted, and every [`BOUNCES_PER_SAMPLE`]-th sampled.
+    #[inline(always)]
+    pub(super) fn bounced(&self) {
+        // SAFETY: only the holder of the lock reads or writes the counter.
+        let n = unsafe { &mut *self.bounces.get() };
+        *n += 1;
+        if *n == BOUNCES_PER_SAMPLE {
+            *n = 0;
+            self.sample_bounces();
+        }
+    }
+
+    /// Every [`BOUNCES_PER_SAMPLE`]-th bounce: the moving average of the time between bounces,
+    /// and the last sign of saturation. The caller holds the lock.
+    #[cold]
+    #[inline(never)]
+    fn sample_bounces(&self) {
+        let s = &self.cold.saturation;
+        let now = ticks();
+        // SAFETY: only the holder of the lock reads or writes the stamp, and this is its only
+        // reference.
+        let prev = unsafe { &mut *s.last_sample.get() };
+        let gap = now.wrapping_sub(*prev) / u64::from(BOUNCES_PER_SAMPLE);
+        // A sample that spans a quiet spell (bounces 16 times the threshold apart and more: its
+        // contenders gathered, or it is seldom taken) says nothing about how fast it bounces
+        // when it does.
+        let (threshold, window, _) = gather_ticks();
+        if now.wrapping_sub(s.recent.load(Ordering::Relaxed)) as i64 >= window as i64 {
+            // Saturation lapsed (no sample counted for the window): it must be shown again.
+            s.gap.store(u64::MAX, Ordering::Relaxed);
+            s.saturated.store(false, Ordering::Relaxed);
+        }
+        if *prev != 0 && gap < threshold * 16 {
+            let old = s.gap.load(Ordering::Relaxed);
+            let avg = if old == u64::MAX { gap } else { (old / 4) * 3 + gap / 4 };
+            s.gap.store(avg, Ordering::Relaxed);
+            // Saturated below the threshold, no longer above four times it (between the two,
+            // as it was: the average moves about while contenders gather and thieves probe).
+            if avg < threshold {
+                s.saturated.store(true, Ordering::Relaxed);
+            } else if avg > threshold * 4 {
+                s.saturated.store(false, Ordering::Relaxed);
+            }
+            // Only a counted sample renews saturation: bounces that keep coming, but slower
+            // than 16 times the threshold, let it lapse.
+            s.recent.store(now, Ordering::Relaxed);
+        }
+        *prev = now;
+        if s.home.load(Ordering::Relaxed) == 0 && self.saturated() {
+            // A home for a word never biased: the holder's processor, where the bias will
+            // then form.
+            s.home.store(here(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the lock is saturated: it bounced between processors less than [`GATHER_GAP_NS`]
+    /// apart on average, and the last sign of it is recent.
+    #[inline(never)]
+    pub(super) fn saturated(&self) -> bool {
+        let s = &self.cold.saturation;
+        if !s.saturated.load(Ordering::Relaxed) {
+            return false;
+        }
+        // (`recent` first: a later store, or another core's clock, then reads as a small
+        // negative age, not as a huge one.)
+        let recent = s.recent.load(Ordering::Relaxed);
+        (ticks().wrapping_sub(recent) as i64) < gather_ticks().1 as i64
+    }
+
+    /// The one move of a `lock` call, while `may_move` (cleared once the rule has decided,
+    /// whichever way): moves as [`Mutex::gather`] says, and takes the lock at the home if it is
+    /// free there. True if it took it.
+    #[inline]
+    pub(super) fn move_and_take(&self, may_move: &mut bool) -> bool {
+        if !*may_move {
+            return false;
+        }
+        let Some(moved) = self.gather(here()) else { return false };
+        *may_move = false;
+        moved && self.state.lock_fast(here(), || self.bounced())
+    }
+
+    /// The gathering rule of a saturated lock, for a caller on processor `me`: if the lock is
+    /// biased to another processor, or held while its home is another processor, move there.
+    /// `None`: no reason to move now; `Some(true)`: moved (the caller runs on the home now);
+    /// `Some(false)`: no move for the rest of this call (an OS thread, a pinned ULT, one that
+    /// moved less than 100 µs ago, gathering off, or a home that is parked or no processor of
+    /// the caller's runtime).
+    #[inline]
+    fn gather(&self, me: usize) -> Option<bool> {
+        let (home, biased) =
+            self.state.home().or_else(|| match self.cold.saturation.home.load(Ordering::Relaxed) {
+                0 => None,
+                h => Some((h, false)),
+            })?;
+        if home == me || !(biased || self.state.is_held()) {
+            return None;
+        }
+        let (_, _, min_gap) = gather_ticks();
+        Some(me != 0 && gather_to(home, ticks(), min_gap))
+    }
+}
+
+// The move.
+
+/// Moves the running ULT to the processor named `home` (a processor's address, as a mutex's bias
+/// names its owner), where it goes on after the switch (`now`: the time stamp of the call). True
+/// if it moved; false, with nothing done, outside a ULT, for a pinned ULT or one that moved less
+/// than `min_gap` ticks ago (two saturated locks with two homes would otherwise move it at every
+/// call), in a `central` runtime or one built with `gather_locks(false)`, or when `home` is the
+/// caller's processor, none of its runtime's, or parked.
+#[cold]
+#[inline(never)]
+fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
+    let Some(p) = current_processor() else { return false };
+    if !p.gather_locks || std::ptr::eq(p, home as *const Processor) {
+        return false;
+    }
+    let Some(me) = p.current_ult() else { return false };
+    let tcb = me.tcb();
+    if tcb.pinned.get() || (now.wrapping_sub(tcb.gather.moved_at()) as i64) < min_gap as i64 {
+        return false;
+    }
+    let Some(target) = p.shared.processors.iter().position(|r| r.name.load(Ordering::Relaxed) == home) else {
+        return false;
+    };
+    if p.shared.processors[target].park.is_parked() {
+        return false; // the lock is not busy there; waking its home would cost more
+    }
+    tcb.gather.note_move(now);
+    // SAFETY: `me` is the ULT running this code.
+    unsafe { crate::switch::park_ult(me, move |t, q| q.send_home(t, target)) };
+    true
+}
+
+impl Processor {
+    /// After `t` switched out to move to processor `target` ([`gather_to`]): onto its wake-up
+    /// stack, marked as homing (so that its drain wakes no helper), waking `target` if it sleeps.
+    fn send_home(&self, t: TcbRef, target: usize) {
+        self.remote().stats.gathered.bump();
+        self.pauses().note_sent_home();
+        t.tcb().gather.set_homing();
+        self.shared.push_wakeup(t, target); // (no helper wanted: see `maintain`)
+    }
+}
+
+// The processor's part: its pauses of stealing.
+
+/// A processor's part of the gathering, in its owned state (`processor::Core`): the ULTs it sent
+/// to a lock's home, and its pause of stealing. The loop asks it at step 4 (may it steal, and is
+/// the steal a probe: [`Pauses::before_steal`], [`Pauses::probing`], [`Pauses::note_probe`]) and
+/// at step 5 (does it pause instead of looking for work: [`Pauses::on_idle`]).
+pub(crate) struct Pauses {
+    /// ULTs this processor sent to a lock's home since it was last idle ([`gather_to`]).
+    sent_home: u32,
+    /// How long (microseconds) this processor stops stealing when it goes idle after sending
+    /// ULTs home; 0 when it did not last time, or its probe stayed.
+    steal_pause: u32,
+    /// A probe (one ULT stolen after a pause) was taken since the last steal.
+    probed: bool,
+}
+
+impl Pauses {
+    pub(crate) const fn new() -> Pauses {
+        Pauses { sent_home: 0, steal_pause: 0, probed: false }
+    }
+
+    /// A ULT that ran here went to a lock's home (`Processor::send_home`).
+    #[inline]
+    fn note_sent_home(&mut self) {
+        self.sent_home += 1;
+    }
+
+    /// Step 4: whether this processor may steal now. Not while ULTs that ran here went home since
+    /// its last idle step: it pauses first ([`Pauses::on_idle`]). A probe taken at the last steal
+    /// that is still here (it did not go home) ends the pauses.
+    #[inline]
+    pub(crate) fn before_steal(&mut self) -> bool {
+        if self.sent_home > 0 {
+            self.probed = false; // (went home, or others did)
+            return false;
+        }
+        if std::mem::take(&mut self.probed) {
+            self.steal_pause = 0; // the probe stayed: steal as usual again
+        }
+        true
+    }
+
+    /// Whether a steal from a runqueue now is a probe (the first after a pause): one ULT, to see
+    /// whether such ULTs still go home. The probe may go home at once, however recently it came
+    /// ([`UltMarks::forget_move`]).
+    #[inline]
+    pub(crate) fn probing(&self) -> bool {
+        self.steal_pause > 0
+    }
+
+    /// After a steal from a runqueue: whether it took a probe (a ULT to run here, not a pinned
+    /// one sent back).
+    #[inline]
+    pub(crate) fn note_probe(&mut self, taken: bool) {
+        self.probed = taken;
+    }
+
+    /// Step 5: the pause of stealing (microseconds) when ULTs went home from here since the last
+    /// idle step (what it would steal now may well go the same way), longer each time in a row;
+    /// `None` (and the pauses over) otherwise.
+    #[inline]
+    pub(crate) fn on_idle(&mut self) -> Option<u32> {
+        if std::mem::take(&mut self.sent_home) > 0 {
+            self.steal_pause = (self.steal_pause * 2).clamp(STEAL_PAUSE_MIN, STEAL_PAUSE_MAX);
+            return Some(self.steal_pause);
+        }
+        self.steal_pause = 0;
+        None
+    }
+}
+
+// The ULT's part: its marks in the TCB.
+
+/// Bit 0 of [`UltMarks`]' word: the ULT is on its way to a lock's home.
+const HOMING: u64 = 1;
+
+/// A ULT's part of the gathering, in its TCB (`Tcb::gather`, on the execution line): when it
+/// last moved to a lock's home, and whether it is on its way to one now.
+///
+/// Both in one word, as the execution line has 8 bytes for them (it is full: a flag of its own
+/// would push line 4 down, and that line's last word, the prefetch word, onto line 5): the time
+/// stamp of the last move (0: none, or a former ULT's of this TCB, which at most delays a move)
+/// with bit 0 clear (a stamp is kept to an even tick, nothing next to the 100 µs it is compared
+/// with), and the homing flag in bit 0. The stamp is written and read by the ULT itself
+/// ([`gather_to`]), and reset by a thief that takes the ULT as a probe (before it runs there);
+/// the flag is set by the processor the ULT leaves, before the push onto the home's wake-up
+/// stack, and cleared by the home when it drains that stack (whose push and drain order the two).
+pub(crate) struct UltMarks(Cell<u64>);
+
+impl UltMarks {
+    pub(crate) const fn new() -> UltMarks {
+        UltMarks(Cell::new(0))
+    }
+
+    /// The time stamp of the ULT's last move (0: none).
+    #[inline]
+    fn moved_at(&self) -> u64 {
+        self.0.get() & !HOMING
+    }
+
+    /// The ULT moves now (it runs, so it is not homing).
+    #[inline]
+    fn note_move(&self, now: u64) {
+        self.0.set(now & !HOMING);
+    }
+
+    /// A thief took the ULT as a probe: it may move home at once, however recently it came.
+    #[inline]
+    pub(crate) fn forget_move(&self) {
+        self.0.set(0);
+    }
+
+    /// The ULT is being sent to a lock's home (`Processor::send_home`).
+    #[inline]
+    fn set_homing(&self) {
+        self.0.set(self.0.get() | HOMING);
+    }
+
+    /// The home drained the ULT from its wake-up stack (`Processor::maintain`): whether it came
+    /// to be gathered (the flag, cleared).
+    #[inline(always)]
+    pub(crate) fn take_homing(&self) -> bool {
+        if self.0.get() & HOMING == 0 {
+            return false;
+        }
+        self.clear_homing();
+        true
+    }
+
+    /// [`UltMarks::take_homing`]'s clearing, out of line: the drain's test of every woken ULT
+    /// then reads the word in the test itself, one instruction, as it did a flag of its own.
+    #[inline(never)]
+    fn clear_homing(&self) {
+        self.0.set(self.0.get() & !HOMING);
+    }
+}

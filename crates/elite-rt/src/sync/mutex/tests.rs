@@ -1,0 +1,513 @@
+//! The mutex's unit tests, by what they protect: the layout of its hot line and the sampling
+//! of hold times, the owner's path of a biased word, and the gathering.
+
+use super::Mutex;
+
+/// Takes `m` through the uncontended path until it is biased to the calling processor (or
+/// gives up after far more acquisitions than any threshold: no `membarrier` here). Returns
+/// whether it is biased.
+fn bias_here(m: &Mutex<u64>) -> bool {
+    for _ in 0..100_000 {
+        if m.state.is_biased() {
+            return true;
+        }
+        *m.lock().unwrap() += 1;
+    }
+    m.state.is_biased()
+}
+
+fn one_processor() -> crate::Runtime {
+    crate::Runtime::builder().processors(1).build().unwrap()
+}
+
+mod layout_and_holds {
+    //! The hot line's layout ("Layout" in `sync::mutex`) and the sampling of hold times (`hold`).
+
+    use super::super::Mutex;
+    use std::mem::{align_of, offset_of};
+
+    /// The hot line of "Layout" (module docs): the state word starts a cache line, and the flags,
+    /// the counter and up to 40 bytes of data share it.
+    #[test]
+    fn state_and_data_share_one_cache_line() {
+        fn check<T>() {
+            let state = offset_of!(Mutex<T>, state);
+            assert_eq!(state % 64, 0, "the state word starts a line");
+            assert!(offset_of!(Mutex<T>, poison) - state < 64);
+            assert!(offset_of!(Mutex<T>, count) - state < 64);
+            assert!(offset_of!(Mutex<T>, measuring) - state < 64);
+            assert!(offset_of!(Mutex<T>, bounces) - state < 64);
+            let data = offset_of!(Mutex<T>, data);
+            assert!(data + std::mem::size_of::<T>() - state <= 64, "the data ends within the line");
+            assert_eq!(align_of::<Mutex<T>>(), 64);
+        }
+        check::<u64>();
+        check::<()>();
+        check::<[u8; 40]>();
+        check::<(u64, u64, u64, u64, u64)>();
+    }
+
+    /// Only acquisitions that waited are measured, one in eight by the count: uncontended ones
+    /// take no time stamp.
+    #[test]
+    fn only_contended_acquisitions_are_measured() {
+        let m = Mutex::new(0u32);
+        for _ in 0..64 {
+            let mut g = m.lock().unwrap();
+            *g += 1;
+            std::hint::black_box(&mut *g);
+        }
+        assert_eq!(m.holds().next, 0, "uncontended: nothing measured");
+        // Acquisitions through the contended path (the lock is free: they take it at once).
+        for _ in 0..24 {
+            m.lock_contended();
+            let mut g = m.guard().unwrap();
+            *g += 1;
+            std::hint::black_box(&mut *g);
+        }
+        assert_eq!(*m.lock().unwrap(), 88);
+        assert_eq!(m.holds().next, 3, "one contended acquisition in eight measured");
+    }
+}
+
+mod owner_path {
+    //! The bias (`sync::lock_word`, "The bias"): exclusion, revocation and poisoning on the owner's
+    //! path, against OS threads, other processors and holders that move.
+
+    use super::super::Mutex;
+    use super::{bias_here, one_processor};
+    use crate::sync::bias::heavy_barrier_available;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A mutex one processor keeps taking becomes biased (where `membarrier` exists), and its
+    /// owner's path keeps std's semantics: try_lock fails while held, a second ULT of the same
+    /// processor waits for the holder (which yields while holding) and gets the lock after it.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn the_owner_path_keeps_exclusion_on_one_processor() {
+        let rt = one_processor();
+        let total = rt.block_on(|| {
+            let m = Arc::new(Mutex::new(0u64));
+            let biased = bias_here(&m);
+            assert_eq!(biased, heavy_barrier_available(), "biased exactly when membarrier works");
+            let base = *m.lock().unwrap();
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    let m = m.clone();
+                    crate::spawn(move || {
+                        for _ in 0..500 {
+                            let mut g = m.lock().unwrap();
+                            assert!(m.try_lock().is_err(), "try_lock on a held mutex");
+                            let v = *g;
+                            crate::yield_now(); // the others run, and wait for this holder
+                            *g = v + 1;
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().for_each(|h| h.join().unwrap());
+            let n = *m.lock().unwrap();
+            n - base
+        });
+        assert_eq!(total, 8 * 500);
+    }
+
+    /// A holder that locks through the owner's path and unlocks elsewhere (its guard dropped on
+    /// an OS thread, as after a move to another processor) revokes the bias on the way; the
+    /// lock then works from both sides, and the owner biases it again later.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_guard_dropped_elsewhere_revokes_the_bias() {
+        let rt = one_processor();
+        rt.block_on(|| {
+            let m = Arc::new(Mutex::new(0u64));
+            if !bias_here(&m) {
+                return; // no membarrier: nothing biased to revoke
+            }
+            let mut g = m.lock().unwrap();
+            *g += 1;
+            // The guard is `Send`: an OS thread unlocks (this processor waits for it).
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    *g += 1;
+                    drop(g);
+                    assert!(!m.state.is_biased(), "the unlock from elsewhere revoked the bias");
+                    *m.lock().unwrap() += 1;
+                });
+            });
+            let before = *m.lock().unwrap();
+            assert!(bias_here(&m), "biased again after a longer streak");
+            assert!(*m.lock().unwrap() >= before);
+        });
+    }
+
+    /// OS threads and the ULTs of the owner processor take the lock at once: every revocation
+    /// (the threshold doubling each time) and re-biasing keeps the count exact.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn os_threads_contend_with_the_owner() {
+        const ULTS: u64 = 16;
+        const THREADS: u64 = 3;
+        const ROUNDS: u64 = 2000;
+        let rt = one_processor();
+        let m = Arc::new(Mutex::new(0u64));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for i in 0..ROUNDS {
+                        *m.lock().unwrap() += 1;
+                        if i % 64 == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let m2 = m.clone();
+        rt.block_on(move || {
+            let hs: Vec<_> = (0..ULTS)
+                .map(|_| {
+                    let m = m2.clone();
+                    crate::spawn(move || {
+                        for i in 0..ROUNDS {
+                            *m.lock().unwrap() += 1;
+                            if i % 4 == 0 {
+                                crate::yield_now();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().for_each(|h| h.join().unwrap());
+        });
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(*m.lock().unwrap(), (ULTS + THREADS) * ROUNDS);
+    }
+
+    /// An OS thread revokes the bias while the owner's ULT holds the lock (and sleeps): it
+    /// waits, and gets the lock with the holder's writes once the holder unlocks (through the
+    /// slow path: the owner's path is gone).
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_revocation_while_held_waits_for_the_holder() {
+        let rt = one_processor();
+        rt.block_on(|| {
+            let m = Arc::new(Mutex::new(0u64));
+            if !bias_here(&m) {
+                return;
+            }
+            let base = *m.lock().unwrap();
+            let mut g = m.lock().unwrap();
+            let m2 = m.clone();
+            let t = std::thread::spawn(move || {
+                let v = *m2.lock().unwrap();
+                assert!(!m2.state.is_biased());
+                v
+            });
+            // Let the thread revoke and block while this ULT holds the lock.
+            while m.state.is_biased() {
+                crate::yield_now();
+            }
+            crate::sleep(Duration::from_millis(20));
+            *g += 7;
+            drop(g);
+            assert_eq!(t.join().unwrap(), base + 7, "the waiter saw the holder's write");
+        });
+    }
+
+    /// A holder that panics on the owner's path poisons the lock, as with std; the poison is
+    /// seen by the owner's next lock and from elsewhere.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_panic_on_the_owner_path_poisons() {
+        let rt = one_processor();
+        rt.block_on(|| {
+            let m = Arc::new(Mutex::new(0u64));
+            let biased = bias_here(&m);
+            let m2 = m.clone();
+            let r = crate::spawn(move || {
+                let _g = m2.lock().unwrap();
+                panic!("poison it");
+            })
+            .join();
+            assert!(r.is_err());
+            assert_eq!(m.state.is_biased(), biased, "the same processor: still biased");
+            assert!(m.is_poisoned());
+            assert!(m.lock().is_err(), "the owner's lock reports the poison");
+            let m3 = m.clone();
+            std::thread::spawn(move || assert!(m3.lock().is_err(), "and so does an OS thread's"))
+                .join()
+                .unwrap();
+            m.clear_poison();
+            assert!(m.lock().is_ok());
+        });
+    }
+
+    /// On 2 processors, a holder that locked through the owner's path yields until it resumes
+    /// on the other processor (busy ULTs give that one a reason to steal), and unlocks there,
+    /// revoking; ULTs of both processors take the lock meanwhile. The count stays exact.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_biased_holder_that_moves_unlocks_by_revoking() {
+        const TRIALS: u64 = 12;
+        let rt = crate::Runtime::builder().processors(2).build().unwrap();
+        let (total, expected) = rt.block_on(|| {
+            let m = Arc::new(Mutex::new(0u64));
+            let mut expected = 0u64;
+            for _ in 0..TRIALS {
+                let before = *m.lock().unwrap();
+                // Biased again only on the processor of its first bias (`sync::lock_word`): after
+                // a move, the trial runs unbiased.
+                if !bias_here(&m) && !heavy_barrier_available() {
+                    return (0, 0); // no membarrier
+                }
+                expected += *m.lock().unwrap() - before;
+                let mut g = m.lock().unwrap();
+                let t0 = std::thread::current().id();
+                let busy: Vec<_> = (0..4)
+                    .map(|_| {
+                        let m = m.clone();
+                        crate::spawn(move || {
+                            for _ in 0..50 {
+                                crate::yield_now();
+                            }
+                            *m.lock().unwrap() += 1; // waits for the holder
+                        })
+                    })
+                    .collect();
+                for _ in 0..10_000 {
+                    if std::thread::current().id() != t0 {
+                        break;
+                    }
+                    crate::yield_now();
+                }
+                *g += 1;
+                drop(g);
+                busy.into_iter().for_each(|h| h.join().unwrap());
+                expected += 1 + 4;
+            }
+            let n = *m.lock().unwrap();
+            (n, expected)
+        });
+        // Most trials move (8 to 10 of 12 on the build VMs, each a revocation); the count
+        // holds whatever moved.
+        assert_eq!(total, expected);
+    }
+}
+
+mod gathering {
+    //! Gathering (`gather`): saturation, and the move of a contender to the lock's home.
+
+    use super::super::gather::{gather_ticks, BOUNCES_PER_SAMPLE};
+    use super::super::Mutex;
+    use crate::atomics::Ordering;
+    use crate::sync;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Spins until `ticks` time-stamp ticks have passed.
+    fn spin_ticks(ticks: u64) {
+        let start = sync::ticks();
+        while sync::ticks().wrapping_sub(start) < ticks {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// One sample of bounces ([`BOUNCES_PER_SAMPLE`] of them) about `gap` ticks apart
+    /// each, the first after a wait of that long; the caller holds `m`.
+    fn sample(m: &Mutex<u64>, gap: u64) {
+        spin_ticks(gap * u64::from(BOUNCES_PER_SAMPLE));
+        for _ in 0..BOUNCES_PER_SAMPLE {
+            m.bounced();
+        }
+    }
+
+    /// "Gathering" (module docs): a lock becomes saturated once its bounces come closer than the
+    /// threshold on average, stays so between the threshold and four times it, stops above;
+    /// a sample that spans a quiet spell leaves the average alone, and saturation lapses after
+    /// the window. (Each phase loops until its state is reached, up to far more samples than the
+    /// moving average needs: a sample stretched by preemption only delays it.)
+    #[test]
+    fn saturation_follows_the_time_between_bounces() {
+        let (threshold, ..) = gather_ticks();
+        let m = Mutex::new(0u64);
+        let _g = m.lock().unwrap(); // (the counters are the holder's)
+        assert!(!m.saturated(), "a new lock is not saturated");
+        let fast = (0..1000).position(|_| {
+            sample(&m, threshold / 4);
+            m.saturated()
+        });
+        assert!(fast.is_some(), "bounces a quarter of the threshold apart saturate it");
+        for _ in 0..8 {
+            sample(&m, threshold * 2);
+        }
+        assert!(m.saturated(), "twice the threshold apart: between the marks, it stays saturated");
+        let slow = (0..1000).position(|_| {
+            sample(&m, threshold * 8);
+            !m.saturated()
+        });
+        assert!(slow.is_some(), "eight times the threshold apart: no longer saturated");
+        let gap = m.cold.saturation.gap.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(2)); // 2 ms: far more than 16 thresholds a bounce
+        sample(&m, 0);
+        assert_eq!(m.cold.saturation.gap.load(Ordering::Relaxed), gap, "a quiet spell is no sample");
+        assert!((0..1000).any(|_| {
+            sample(&m, threshold / 4);
+            m.saturated()
+        }));
+        std::thread::sleep(Duration::from_millis(15)); // past the 10 ms window
+        assert!(!m.saturated(), "saturation lapses when nothing renews it");
+        sample(&m, threshold / 4);
+        assert!(!m.saturated(), "and must be shown again: the sample after the lapse starts over");
+        assert_eq!(m.cold.saturation.gap.load(Ordering::Relaxed), u64::MAX);
+        assert!((0..1000).any(|_| {
+            sample(&m, threshold / 4);
+            m.saturated()
+        }));
+        // Bounces that keep coming, but 32 thresholds apart: no sample counts, so it lapses.
+        let start = std::time::Instant::now();
+        assert!((0..10_000).any(|_| {
+            sample(&m, threshold * 32);
+            !m.saturated()
+        }));
+        assert!(start.elapsed() >= Duration::from_millis(9), "not before the window (10 ms)");
+    }
+
+    /// The name of the other processor of the calling ULT's 2-processor runtime, once that one
+    /// runs something: no move goes to a processor that has not started yet (its name is 0 until
+    /// its thread makes it) or is parked. Waits a while (yielding) for it.
+    fn other_processor_name() -> usize {
+        let p = crate::current::current_processor().unwrap();
+        let other = &p.shared.processors[1 - p.index];
+        for _ in 0..1_000_000 {
+            if other.name.load(Ordering::Relaxed) != 0 && !other.park.is_parked() {
+                break;
+            }
+            crate::yield_now();
+        }
+        other.name.load(Ordering::Relaxed)
+    }
+
+    /// What a test ULT on processor `from` of a 2-processor runtime finds: `m` saturated, its
+    /// home the other processor, held (by the test's OS thread); it locks `m` and returns the
+    /// processor it holds the lock on.
+    fn contend_from_elsewhere(m: &Mutex<u64>) -> usize {
+        m.cold.saturation.home.store(other_processor_name(), Ordering::Relaxed);
+        m.cold.saturation.saturated.store(true, Ordering::Relaxed);
+        m.cold.saturation.recent.store(sync::ticks(), Ordering::Relaxed);
+        let mut g = m.lock().unwrap();
+        *g += 1;
+        crate::current::current_processor().unwrap().index
+    }
+
+    /// Runs [`contend_from_elsewhere`] in a ULT spawned by `spawn` on `rt` while this OS thread
+    /// holds the lock, releases it once the runtime has counted `moves` moves (or the ULT is
+    /// blocked or spinning, after 50 ms, when no move is expected); returns the processor the
+    /// ULT started on, the one it took the lock on, and the runtime's counts of moves and of
+    /// pauses of stealing. Eight ULTs that only yield keep both processors busy meanwhile (a
+    /// parked processor is no home to move to).
+    fn run_contender(
+        rt: &crate::Runtime,
+        moves: u64,
+        spawn: impl FnOnce(Box<dyn FnOnce() -> usize + Send>) -> crate::JoinHandle<usize>,
+    ) -> (usize, usize, u64, u64) {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy: Vec<_> = (0..8)
+            .map(|_| {
+                let stop = stop.clone();
+                rt.spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        crate::yield_now();
+                    }
+                })
+            })
+            .collect();
+        let m = Arc::new(Mutex::new(0u64));
+        let g = m.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let m2 = m.clone();
+        let h = spawn(Box::new(move || {
+            tx.send(crate::current::current_processor().unwrap().index).unwrap();
+            contend_from_elsewhere(&m2)
+        }));
+        let from = rx.recv().unwrap();
+        let gathered = || rt.stats().processors.iter().map(|p| p.gathered).sum::<u64>();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        if moves == 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        while gathered() < moves && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(g);
+        let at = h.join().unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.into_iter().for_each(|b| b.join().unwrap());
+        assert_eq!(*m.lock().unwrap(), 1);
+        let pauses = rt.stats().processors[from].steal_pauses;
+        (from, at, gathered(), pauses)
+    }
+
+    /// A ULT that meets a saturated lock held, whose home is another processor, moves there and
+    /// takes the lock there; the processor it left pauses its stealing. (Without the chaos mode,
+    /// which `.ci/run` turns on for the whole suite: its wake-ups may send the woken mover
+    /// anywhere.)
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_contender_of_a_saturated_lock_moves_to_its_home() {
+        let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
+        let (from, at, moves, _) = run_contender(&rt, 1, |f| rt.spawn(f));
+        assert_eq!(moves, 1, "one move");
+        assert_eq!(at, 1 - from, "it holds the lock on the home processor");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while rt.stats().processors[from].steal_pauses == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(rt.stats().processors[from].steal_pauses > 0, "the processor it left paused stealing");
+    }
+
+    /// No move for a pinned ULT, in a runtime built with `gather_locks(false)`, or for a lock
+    /// that is not saturated; the lock works as always.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn pinned_ults_gathering_off_and_unsaturated_locks_stay() {
+        let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
+        let pinned = |f: Box<dyn FnOnce() -> usize + Send>| {
+            crate::Builder::new().pinned(true).spawn_on(&rt, f).unwrap()
+        };
+        let (from, at, moves, _) = run_contender(&rt, 0, pinned);
+        assert_eq!((moves, at), (0, from), "a pinned ULT stays");
+        let off = crate::Runtime::builder().processors(2).gather_locks(false).no_chaos().build().unwrap();
+        let (_, _, moves, pauses) = run_contender(&off, 0, |f| off.spawn(f));
+        assert_eq!((moves, pauses), (0, 0), "gathering off");
+        let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
+        let m = Arc::new(Mutex::new(0u64));
+        let g = m.lock().unwrap();
+        let m2 = m.clone();
+        let h = rt.spawn(move || {
+            m2.cold.saturation.home.store(other_processor_name(), Ordering::Relaxed);
+            *m2.lock().unwrap() += 1; // not saturated
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        drop(g);
+        h.join().unwrap();
+        assert_eq!(*m.lock().unwrap(), 1);
+        assert_eq!(rt.stats().processors.iter().map(|p| p.gathered).sum::<u64>(), 0, "not saturated");
+        // A home that names no processor of this runtime (a first owner in another runtime).
+        let g = m.lock().unwrap();
+        let m2 = m.clone();
+        let h = rt.spawn(move || {
+            m2.cold.saturation.home.store(0x4000, Ordering::Relaxed);
+            m2.cold.saturation.saturated.store(true, Ordering::Relaxed);
+            m2.cold.saturation.recent.store(sync::ticks(), Ordering::Relaxed);
+            *m2.lock().unwrap() += 1;
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        drop(g);
+        h.join().unwrap();
+        assert_eq!(*m.lock().unwrap(), 2);
+        assert_eq!(rt.stats().processors.iter().map(|p| p.gathered).sum::<u64>(), 0, "no such home");
+    }
+}
