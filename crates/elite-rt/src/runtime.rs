@@ -352,13 +352,6 @@ impl Shared {
             drop(ctx); // and its stack freed
         }
     }
-
-    /// Blocking calls in flight now (running, or queued at the cap); see
-    /// `crate::blocking::Registry::in_flight` for what a deadlock detector may conclude from it.
-    #[allow(dead_code)] // for the deadlock detector
-    pub(crate) fn blocking_in_flight(&self) -> usize {
-        self.blocking.in_flight()
-    }
 }
 
 /// A running set of processors that execute ULTs.
