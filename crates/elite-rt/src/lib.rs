@@ -294,7 +294,7 @@ mod queue {
     pub(crate) mod bound;
     pub(crate) mod deque;
     pub(crate) mod shared;
-    pub(crate) mod tcb_stack;
+    pub(crate) mod wakeup;
 }
 #[cfg(not(loom))]
 mod runtime;

@@ -58,7 +58,7 @@ use crate::queue::deque::Deque;
 use crate::queue::run::{RunQueue, YieldBatch, REFILL_FROM};
 use crate::queue::shared::{SharedStartQueue, TAKE_MAX};
 use crate::queue::start::steal_one;
-use crate::queue::tcb_stack::TcbStack;
+use crate::queue::wakeup::WakeupStack;
 use crate::runtime::Shared;
 use crate::stack::UltStack;
 use crate::stats::{Counter, Counters};
@@ -176,7 +176,7 @@ pub(crate) struct Remote {
     pub(crate) name: AtomicUsize,
     /// The own start-queue: pushed and popped by the owner, stolen from by others.
     pub(crate) start: Deque<Tcb>,
-    pub(crate) wakeup: CachePadded<TcbStack>,
+    pub(crate) wakeup: CachePadded<WakeupStack>,
     pub(crate) cleanup: CachePadded<CleanupStack>,
     pub(crate) runq: CachePadded<RunQueue>,
     pub(crate) park: CachePadded<ParkSlot>,
@@ -192,7 +192,7 @@ impl Remote {
             node,
             name: AtomicUsize::new(0),
             start: Deque::new(start_limit),
-            wakeup: CachePadded::new(TcbStack::new()),
+            wakeup: CachePadded::new(WakeupStack::new()),
             cleanup: CachePadded::new(CleanupStack::new()),
             runq: CachePadded::new(RunQueue::new()),
             park: CachePadded::new(ParkSlot::new()),

@@ -7,7 +7,7 @@
 use crate::pool::{Got, LocalPool, NodePool};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::run::RunQueue;
-use crate::queue::tcb_stack::TcbStack;
+use crate::queue::wakeup::WakeupStack;
 use crate::sync::wait::{SpinLock, WaitList, WaitNode};
 use crate::tcb::{Chunk, Life, TcbRef};
 use crate::timer::{Due, Timers};
@@ -25,9 +25,9 @@ fn tcbs(n: usize) -> (Arc<()>, Box<Chunk>, Vec<TcbRef>) {
 }
 
 #[test]
-fn tcb_stack_drains_newest_first() {
+fn wakeup_stack_drains_newest_first() {
     let (_owner, _chunk, t) = tcbs(5);
-    let s = TcbStack::new();
+    let s = WakeupStack::new();
     assert!(s.is_empty());
     assert_eq!(s.drain().count(), 0);
     for &x in &t {
@@ -46,11 +46,11 @@ fn tcb_stack_drains_newest_first() {
 }
 
 #[test]
-fn tcb_stack_takes_every_concurrent_push_exactly_once() {
+fn wakeup_stack_takes_every_concurrent_push_exactly_once() {
     const PUSHERS: usize = 3;
     const EACH: usize = 8;
     let (_owner, _chunk, t) = tcbs(PUSHERS * EACH);
-    let s = Arc::new(TcbStack::new());
+    let s = Arc::new(WakeupStack::new());
     let pushers: Vec<_> = t
         .chunks(EACH)
         .enumerate()

@@ -6,7 +6,7 @@
 //!   FIFO with a lock-free length hint, taken from in batches.
 //! * [`bound`]: the reserve-then-push bound of a node's start-queue.
 //! * [`run`]: the runqueue of ready ULTs, ordered by the policy's priority.
-//! * [`tcb_stack`]: the lock-free wake-up stack (many pushers, one draining owner), and the stack
+//! * [`wakeup`]: the lock-free wake-up stack (many pushers, one draining owner), and the stack
 //!   the clean-up stack is made of.
 //! * [`cleanup`]: the clean-up stack, clean-up notes from joiners in batches.
 //! * [`deathrow`]: exited ULTs waiting for their joiner.
@@ -18,4 +18,4 @@ pub(crate) mod deque;
 pub(crate) mod run;
 pub(crate) mod shared;
 pub(crate) mod start;
-pub(crate) mod tcb_stack;
+pub(crate) mod wakeup;

@@ -1,9 +1,11 @@
-//! A lock-free stack of TCBs: any thread pushes, only the owning processor drains.
+//! The wake-up stack of a processor: a lock-free stack of TCBs onto which whoever unblocks a ULT
+//! pushes it (onto the stack of the processor the policy picks), and which only the owning
+//! processor drains.
 //!
-//! This is the shape of both the **wake-up stack** (whoever unblocks a ULT pushes it onto the stack of
-//! the processor the policy picks) and the **clean-up stack** (a joiner pushes its clean-up notes
-//! onto the stack of the processor whose deathrow holds the TCBs, in batches: `queue::cleanup`).
-//! ELiTE (section 2.2) chose stacks because a push touches a single cache line of the owner.
+//! The stack underneath, [`LinkStack`], also carries the **clean-up stack** (a joiner pushes its
+//! clean-up notes onto the stack of the processor whose deathrow holds the TCBs, in batches:
+//! `queue::cleanup`). ELiTE (section 2.2) chose stacks because a push touches a single cache line
+//! of the owner.
 //!
 //! # Protocol
 //!
@@ -14,10 +16,10 @@
 //!   it privately. Because the owner never pops single entries, there is no ABA: a TCB can reappear on
 //!   the stack only after the drain that took it.
 //!
-//! The code is [`LinkStack`], generic over [`Link`] (a pointer to a node that carries the stack's
-//! `next` field), so that the loom model (`loom_models::tcb_stack`) runs this very code on light test
-//! nodes; the runtime uses [`TcbStack`], its instance for [`TcbRef`], for wake-ups, and an instance
-//! for note batches for clean-up notes (`queue::cleanup`), at no cost.
+//! [`LinkStack`] is generic over [`Link`] (a pointer to a node that carries the stack's `next`
+//! field), so that the loom model (`loom_models::wakeup`) runs this very code on light test nodes;
+//! the runtime uses [`WakeupStack`], its instance for [`TcbRef`], for wake-ups, and an instance for
+//! note batches for clean-up notes (`queue::cleanup`), at no cost.
 
 use crate::atomics::{AtomicPtr, Ordering};
 #[cfg(not(loom))]
@@ -63,7 +65,7 @@ impl Link for TcbRef {
 
 /// The wake-up stack of a processor: TCBs linked through `Tcb::next`.
 #[cfg(not(loom))]
-pub(crate) type TcbStack = LinkStack<TcbRef>;
+pub(crate) type WakeupStack = LinkStack<TcbRef>;
 
 /// A Treiber stack of nodes linked through [`Link::next`].
 pub(crate) struct LinkStack<L: Link> {
