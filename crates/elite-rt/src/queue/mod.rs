@@ -1,7 +1,8 @@
 //! The queues of a processor and of the hierarchy above it.
 //!
 //! * [`deque`]: a processor's own start-queue, a bounded work-stealing deque.
-//! * [`start`]: start-queues of ULTs that have not run yet (processor, node, global levels).
+//! * [`start`]: the start-queues of ULTs that have not run yet: the three levels (processor,
+//!   node, global), the global level's type and the rule by which a full level spills down.
 //! * [`shared`]: a start-queue level shared by processors (a node's, the global one): a locked
 //!   FIFO with a lock-free length hint, taken from in batches.
 //! * [`bound`]: the reserve-then-push bound of a node's start-queue.
