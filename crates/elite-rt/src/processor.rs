@@ -685,7 +685,7 @@ impl Processor {
                 remote.stats.cleanup_notes.add(batch.len() as u64);
                 for t in batch.tcbs() {
                     // The joiner reset the TCB: count it off and pool the pointer.
-                    self.core().deathrow.remove(t);
+                    self.core().deathrow.leave();
                     self.pool_tcb(t);
                 }
             }
@@ -1604,7 +1604,7 @@ impl Processor {
             self.remote().stats.reclaimed_local.bump();
             self.recycle(t);
         } else {
-            self.core().deathrow.insert(t);
+            self.core().deathrow.enter(t);
             self.remote().stats.deathrow_in.bump();
         }
         self.wake_joiner(waiter);
@@ -1814,7 +1814,7 @@ impl Processor {
     /// A joiner on this same processor let go of `t`: take it off the deathrow and recycle it.
     /// The TCB was reset by its joiner (see `Tcb::reset`).
     pub(crate) fn reclaim_joined(&self, t: TcbRef) {
-        self.core().deathrow.remove(t);
+        self.core().deathrow.leave();
         self.remote().stats.reclaimed_local.bump();
         self.pool_tcb(t);
     }

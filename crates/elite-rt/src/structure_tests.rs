@@ -82,7 +82,7 @@ fn wakeup_stack_takes_every_concurrent_push_exactly_once() {
 }
 
 /// The deathrow is a count (nothing walks it: see `queue::deathrow`): it counts exits in and
-/// clean-ups out, in any order.
+/// clean-ups out.
 #[test]
 fn deathrow_counts_exits_in_and_cleanups_out() {
     let (_owner, _chunk, t) = tcbs(6);
@@ -91,19 +91,32 @@ fn deathrow_counts_exits_in_and_cleanups_out() {
     }
     let mut d = Deathrow::new();
     for &x in &t {
-        d.insert(x);
+        d.enter(x);
     }
     assert_eq!(d.len(), 6);
-    d.remove(t[3]); // middle
-    d.remove(t[5]); // newest
-    d.remove(t[0]); // oldest
+    for _ in 0..3 {
+        d.leave();
+    }
     assert_eq!(d.len(), 3);
-    d.insert(t[5]);
+    d.enter(t[5]);
     assert_eq!(d.len(), 4);
-    for x in [t[1], t[2], t[4], t[5]] {
-        d.remove(x);
+    for _ in 0..4 {
+        d.leave();
     }
     assert_eq!(d.len(), 0);
+}
+
+/// In a debug build, a clean-up of a ULT that is on no deathrow is caught.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "a ULT left a deathrow it was not on")]
+fn deathrow_catches_a_leave_without_an_enter() {
+    let (_owner, _chunk, t) = tcbs(1);
+    t[0].tcb().life.set(Life::Exited);
+    let mut d = Deathrow::new();
+    d.enter(t[0]);
+    d.leave();
+    d.leave();
 }
 
 #[test]

@@ -10,7 +10,7 @@
 //! * [`wakeup`]: the lock-free wake-up stack (many pushers, one draining owner), and the stack
 //!   the clean-up stack is made of.
 //! * [`cleanup`]: the clean-up stack, clean-up notes from joiners in batches.
-//! * [`deathrow`]: exited ULTs waiting for their joiner.
+//! * [`deathrow`]: the count of a processor's exited ULTs waiting for their joiner.
 
 pub(crate) mod bound;
 pub(crate) mod cleanup;
