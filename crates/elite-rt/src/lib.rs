@@ -302,8 +302,6 @@ mod runtime;
 mod stack;
 #[cfg(not(loom))]
 mod stats;
-#[cfg(all(test, not(loom)))]
-mod structure_tests;
 #[cfg(not(loom))]
 pub mod sync;
 #[cfg(loom)]

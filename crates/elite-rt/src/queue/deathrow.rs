@@ -62,3 +62,47 @@ impl Deathrow {
         self.len
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::tcbs;
+
+    /// The deathrow is a count (nothing walks it: see `queue::deathrow`): it counts exits in and
+    /// clean-ups out.
+    #[test]
+    fn counts_exits_in_and_cleanups_out() {
+        let (_chunks, t) = tcbs(6);
+        for x in &t {
+            x.tcb().life.set(Life::Exited);
+        }
+        let mut d = Deathrow::new();
+        for &x in &t {
+            d.enter(x);
+        }
+        assert_eq!(d.len(), 6);
+        for _ in 0..3 {
+            d.leave();
+        }
+        assert_eq!(d.len(), 3);
+        d.enter(t[5]);
+        assert_eq!(d.len(), 4);
+        for _ in 0..4 {
+            d.leave();
+        }
+        assert_eq!(d.len(), 0);
+    }
+
+    /// In a debug build, a clean-up of a ULT that is on no deathrow is caught.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "a ULT left a deathrow it was not on")]
+    fn catches_a_leave_without_an_enter() {
+        let (_chunks, t) = tcbs(1);
+        t[0].tcb().life.set(Life::Exited);
+        let mut d = Deathrow::new();
+        d.enter(t[0]);
+        d.leave();
+        d.leave();
+    }
+}

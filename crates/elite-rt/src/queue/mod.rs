@@ -11,6 +11,11 @@
 //!   the clean-up stack is made of.
 //! * [`cleanup`]: the clean-up stack, clean-up notes from joiners in batches.
 //! * [`deathrow`]: the count of a processor's exited ULTs waiting for their joiner.
+//!
+//! Each queue's unit tests sit beside it. They use real TCBs and plain OS threads, without
+//! processors, stacks or switches, so that they also run under Miri (`.ci/run`'s step over the lib's
+//! unit tests), which checks them for undefined behaviour, data races and leaks: their sizes are
+//! small for that reason.
 
 pub(crate) mod bound;
 pub(crate) mod cleanup;
@@ -20,3 +25,15 @@ pub(crate) mod run;
 pub(crate) mod shared;
 pub(crate) mod start;
 pub(crate) mod wakeup;
+
+/// `n` fresh TCBs for the queues' tests, and the chunks holding them (boxed: each TCB points back
+/// to its chunk).
+#[cfg(test)]
+#[allow(clippy::vec_box)]
+fn tcbs(n: usize) -> (Vec<Box<crate::tcb::Chunk>>, Vec<crate::tcb::TcbRef>) {
+    let shared = std::sync::Arc::new(());
+    let chunks: Vec<Box<crate::tcb::Chunk>> =
+        (0..n.div_ceil(crate::tcb::CHUNK_TCBS)).map(|_| crate::tcb::Chunk::allocate(&shared)).collect();
+    let t = chunks.iter().flat_map(|c| c.tcbs()).take(n).collect();
+    (chunks, t)
+}

@@ -122,3 +122,68 @@ impl<L: Link> Iterator for Drain<L> {
         Some(t)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::queue::tcbs;
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    #[test]
+    fn drains_newest_first() {
+        let (_chunks, t) = tcbs(5);
+        let s = WakeupStack::new();
+        assert!(s.is_empty());
+        assert_eq!(s.drain().count(), 0);
+        for &x in &t {
+            s.push(x);
+        }
+        assert!(!s.is_empty());
+        let got: Vec<TcbRef> = s.drain().collect();
+        assert_eq!(got, [t[4], t[3], t[2], t[1], t[0]]);
+        assert!(s.is_empty());
+        // Drained entries may be pushed again at once (the iterator read each link before yielding).
+        for x in s.drain() {
+            s.push(x);
+        }
+        s.push(t[0]);
+        assert_eq!(s.drain().collect::<Vec<_>>(), [t[0]]);
+    }
+
+    #[test]
+    fn takes_every_concurrent_push_exactly_once() {
+        const PUSHERS: usize = 3;
+        const EACH: usize = 8;
+        let (_chunks, t) = tcbs(PUSHERS * EACH);
+        let s = Arc::new(WakeupStack::new());
+        let pushers: Vec<_> = t
+            .chunks(EACH)
+            .enumerate()
+            .map(|(p, mine)| {
+                let (s, mine) = (s.clone(), mine.to_vec());
+                std::thread::spawn(move || {
+                    for (i, &x) in mine.iter().enumerate() {
+                        s.push(x);
+                        if (i + p) % 3 == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        // The owner drains while the pushers push.
+        let mut seen = HashSet::new();
+        while seen.len() < PUSHERS * EACH {
+            for x in s.drain() {
+                assert!(seen.insert(x.as_ptr() as usize), "a TCB came out twice");
+            }
+            std::thread::yield_now();
+        }
+        for p in pushers {
+            p.join().unwrap();
+        }
+        assert!(s.is_empty());
+        assert_eq!(seen, t.iter().map(|x| x.as_ptr() as usize).collect());
+    }
+}

@@ -3,18 +3,9 @@
 
 use super::lanes::{Lane, ZeroLane};
 use super::*;
-use crate::tcb::Chunk;
+use crate::queue::tcbs;
+use std::collections::HashSet;
 use std::sync::Arc;
-
-/// `n` TCBs, and the chunks holding them (boxed: each TCB points back to its chunk).
-#[allow(clippy::vec_box)]
-fn tcbs(n: usize) -> (Vec<Box<Chunk>>, Vec<TcbRef>) {
-    let shared = Arc::new(());
-    let chunks: Vec<Box<Chunk>> =
-        (0..n.div_ceil(crate::tcb::CHUNK_TCBS)).map(|_| Chunk::allocate(&shared)).collect();
-    let t = chunks.iter().flat_map(|c| c.tcbs()).take(n).collect();
-    (chunks, t)
-}
 
 /// Checks the search order, the heap order, the parent links, the ends and the length.
 fn check(q: &RunQueue) {
@@ -460,4 +451,39 @@ fn a_push_during_a_batch_orders_it_among_the_batch() {
     let expected: Vec<TcbRef> = t[4..n].iter().chain(&t[..3]).copied().collect();
     assert_eq!((order, running), (vec![t[1], t[2], t[3]], t[3]));
     assert_eq!(rest, expected);
+}
+
+#[test]
+fn owner_and_thief_take_every_entry_once() {
+    const N: usize = 24;
+    let (_chunks, t) = tcbs(N);
+    let q = Arc::new(RunQueue::new());
+    let thief = {
+        let q = q.clone();
+        std::thread::spawn(move || {
+            let mut stolen = Vec::new();
+            for _ in 0..50 {
+                q.steal(|n| n.div_ceil(2), &mut stolen);
+                std::thread::yield_now();
+            }
+            stolen
+        })
+    };
+    let mut mine = Vec::new();
+    for (i, &x) in t.iter().enumerate() {
+        // Rising keys (No Affinity's sequence numbers) with a yielder's key 0 now and then.
+        q.push(if i % 5 == 4 { 0 } else { i as u64 + 1 }, x);
+        if i % 3 == 2 {
+            mine.extend(q.pop_best());
+        }
+    }
+    let stolen = thief.join().unwrap();
+    while let Some(x) = q.pop_best() {
+        mine.push(x);
+    }
+    assert_eq!(q.len(), 0);
+    let all: Vec<usize> = mine.iter().chain(&stolen).map(|x| x.as_ptr() as usize).collect();
+    let unique: HashSet<usize> = all.iter().copied().collect();
+    assert_eq!(all.len(), N, "every entry left exactly once");
+    assert_eq!(unique, t.iter().map(|x| x.as_ptr() as usize).collect());
 }
