@@ -14,25 +14,21 @@
 //! exit's publication until the joiner resets it, `Tcb::reset`, which may come before `enter`),
 //! and the deathrow links nothing: a list's insert and remove would write the neighbours' links,
 //! one or two more TCB lines per exit (and in a bulk join, cache misses). What is left to keep is
-//! how many ULTs are on it, which only debug builds and tests keep: there `leave` checks that
-//! nothing leaves that did not enter (a clean-up note sent twice, say), and tests read it
-//! ([`Deathrow::len`]). A release build keeps nothing, and `enter` and `leave` cost nothing.
+//! how many ULTs are on it: an add and a subtract on the processor's own line. Debug builds check
+//! with it that nothing leaves that did not enter (a clean-up note sent twice, say), and tests read
+//! it ([`Deathrow::len`]).
 
 use crate::tcb::{Life, TcbRef};
 
 /// The deathrow of one processor (see the module docs).
 pub(crate) struct Deathrow {
     /// Exited ULTs on this deathrow: entered and not yet left.
-    #[cfg(any(debug_assertions, test))]
     len: usize,
 }
 
 impl Deathrow {
     pub(crate) fn new() -> Deathrow {
-        Deathrow {
-            #[cfg(any(debug_assertions, test))]
-            len: 0,
-        }
+        Deathrow { len: 0 }
     }
 
     /// An exited ULT goes on the deathrow.
@@ -40,20 +36,14 @@ impl Deathrow {
     pub(crate) fn enter(&mut self, t: TcbRef) {
         // Exited, or already reset by a joiner that saw COMPLETE before this call.
         debug_assert!(matches!(t.tcb().life.get(), Life::Exited | Life::Free));
-        #[cfg(any(debug_assertions, test))]
-        {
-            self.len += 1;
-        }
+        self.len += 1;
     }
 
     /// A joined ULT leaves the deathrow (its joiner reset it already: no line of it is read).
     #[inline]
     pub(crate) fn leave(&mut self) {
-        #[cfg(any(debug_assertions, test))]
-        {
-            debug_assert!(self.len > 0, "a ULT left a deathrow it was not on");
-            self.len -= 1;
-        }
+        debug_assert!(self.len > 0, "a ULT left a deathrow it was not on");
+        self.len -= 1;
     }
 
     /// Exited ULTs on the deathrow.

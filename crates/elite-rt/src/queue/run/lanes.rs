@@ -27,7 +27,7 @@ pub(super) struct ZeroLane {
     /// `i`-th oldest entry for `i < len` (the other slots hold nothing or stale copies).
     pub(super) slots: Vec<Option<TcbRef>>,
     /// The slot of the oldest entry.
-    pub(super) head: usize,
+    head: usize,
     /// Entries in the lane.
     pub(super) len: usize,
 }
