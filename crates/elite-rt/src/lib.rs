@@ -290,7 +290,7 @@ mod queue {
     pub(crate) mod bound;
     pub(crate) mod deque;
     pub(crate) mod shared;
-    pub(crate) mod tcb_stack;
+    pub(crate) mod wakeup;
 }
 #[cfg(not(loom))]
 mod runtime;
@@ -298,8 +298,6 @@ mod runtime;
 mod stack;
 #[cfg(not(loom))]
 mod stats;
-#[cfg(all(test, not(loom)))]
-mod structure_tests;
 #[cfg(not(loom))]
 pub mod sync;
 #[cfg(loom)]

@@ -180,4 +180,30 @@ mod tests {
         }
         assert_eq!(node.len(), 1);
     }
+    #[test]
+    fn pools_keep_or_free_every_object_exactly_once() {
+        // Boxes, so that a lost object is a leak and a duplicated one a double free: Miri reports both.
+        let node = NodePool::new(6);
+        let mut a = LocalPool::new(4);
+        let mut b = LocalPool::new(4);
+        for i in 0..20u32 {
+            let _ = a.put(Box::new(i), &node);
+        }
+        // `a` overflowed batches to the node, which kept at most its limit and dropped the rest.
+        let mut taken = Vec::new();
+        while let Got::Hit(x) | Got::Underflow(x) = b.get(&node) {
+            taken.push(*x);
+        }
+        assert!(!taken.is_empty() && taken.len() <= 6, "{taken:?}");
+        let mut from_a = 0;
+        while let Got::Hit(_) | Got::Underflow(_) = a.get(&node) {
+            from_a += 1;
+        }
+        assert_eq!(from_a, 4, "the local pool kept its capacity");
+        node.put_one(Box::new(99));
+        assert_eq!(node.take_one().map(|x| *x), Some(99));
+        node.put_one(Box::new(100));
+        node.clear();
+        assert!(node.take_one().is_none());
+    }
 }

@@ -55,9 +55,9 @@ use crate::park::Idle;
 use crate::pool::NodePool;
 use crate::processor::{ProcessorSet, Remote};
 use crate::queue::run::RunQueue;
-use crate::queue::shared::SharedStartQueue;
+use crate::queue::start::{GlobalStart, NodeStart};
 use crate::stats::{Counter, ProcessorStats, RuntimeStats};
-use crate::tcb::{Cancelled, Chunk, JoinState, Life, Tcb, TcbRef, Waiter};
+use crate::tcb::{Cancelled, Chunk, JoinState, Life, TcbRef, Waiter};
 use crate::thread::{JoinHandle, UltSpec};
 use crate::{BuildError, RuntimeBuilder};
 use std::sync::{Arc, Mutex};
@@ -65,7 +65,7 @@ use std::thread;
 
 /// One node of the hierarchy: a bounded start-queue and the second level of the pools.
 pub(crate) struct Node {
-    pub(crate) start: SharedStartQueue<Tcb>,
+    pub(crate) start: NodeStart,
     pub(crate) tcbs: NodePool<TcbRef>,
     pub(crate) stacks: NodePool<Box<crate::tcb::Context>>,
 }
@@ -75,7 +75,7 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) processors: Box<[Remote]>,
     pub(crate) nodes: Box<[Node]>,
-    pub(crate) global_start: SharedStartQueue<Tcb>,
+    pub(crate) global_start: GlobalStart,
     /// The one runqueue of a `central` runtime (the ablation of `RuntimeBuilder::central`); unused
     /// otherwise.
     pub(crate) central_runq: RunQueue,
@@ -136,19 +136,6 @@ pub(crate) unsafe fn release_outside_claim(shared: *const Shared) {
 }
 
 impl Shared {
-    /// Pushes a never-started ULT on the global start-queue (unbounded: it always goes in).
-    #[inline]
-    pub(crate) fn push_global(&self, t: *mut Tcb) {
-        let pushed = self.global_start.push(t).is_ok();
-        debug_assert!(pushed, "the global start-queue is unbounded");
-    }
-
-    /// Pushes never-started ULTs (oldest first) on the global start-queue under one lock.
-    pub(crate) fn push_global_batch(&self, batch: &[*mut Tcb]) {
-        let pushed = self.global_start.push_batch(batch);
-        debug_assert_eq!(pushed, batch.len(), "the global start-queue is unbounded");
-    }
-
     #[inline]
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown.load(Ordering::Relaxed)
@@ -267,7 +254,7 @@ impl Shared {
         crate::thread::init_tcb(t, spec, id, 0, f);
         self.outside_spawns.bump_shared();
         claim_outside(self);
-        self.push_global(t.as_ptr());
+        self.global_start.push(t.as_ptr());
         self.notify_any_from_outside();
         JoinHandle::new(t)
     }
@@ -397,7 +384,7 @@ impl Runtime {
             .collect();
         let nodes = (0..topo.num_nodes())
             .map(|_| Node {
-                start: SharedStartQueue::new(Some(config.node_start_queue_limit)),
+                start: NodeStart::new(Some(config.node_start_queue_limit)),
                 tcbs: NodePool::new(usize::MAX),
                 stacks: NodePool::new(config.node_stack_pool_limit),
             })
@@ -415,7 +402,7 @@ impl Runtime {
             engine,
             processors,
             nodes,
-            global_start: SharedStartQueue::new(None),
+            global_start: GlobalStart::new(),
             central_runq: RunQueue::new(),
             idle: Idle::new(),
             blocking: crate::blocking::Registry::new(n, cap, keep_alive),

@@ -157,4 +157,29 @@ mod tests {
         due.sort_unstable();
         assert_eq!(due, [0, 5]);
     }
+    #[test]
+    fn timers_fire_in_deadline_order_and_only_when_due() {
+        let chunk = Chunk::allocate(&Arc::new(()));
+        let t: Vec<TcbRef> = chunk.tcbs().take(4).collect();
+        let mut timers = Timers::new();
+        let base = Instant::now();
+        timers.insert(base + Duration::from_millis(30), t[0]);
+        timers.insert_wait(base + Duration::from_millis(10), t[1], 7);
+        timers.insert(base + Duration::from_millis(20), t[2]);
+        timers.insert(base + Duration::from_millis(20), t[3]); // same deadline: arrival order
+        assert_eq!(timers.next_deadline(), Some(base + Duration::from_millis(10)));
+        assert!(timers.pop_due(base).is_none(), "nothing is due yet");
+        let mut order = Vec::new();
+        while let Some(d) = timers.pop_due(base + Duration::from_millis(25)) {
+            order.push(match d {
+                Due::Sleep(x) => (x, 0),
+                Due::Wait(x, seq) => (x, seq),
+            });
+        }
+        assert_eq!(order, [(t[1], 7), (t[2], 0), (t[3], 0)]);
+        assert!(!timers.is_empty());
+        assert!(matches!(timers.pop_due(base + Duration::from_secs(1)), Some(Due::Sleep(x)) if x == t[0]));
+        assert!(timers.is_empty());
+        assert_eq!(timers.next_deadline(), None);
+    }
 }

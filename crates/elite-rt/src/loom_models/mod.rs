@@ -11,7 +11,7 @@
 //! loom reports as a deadlock). What a pusher writes before a push is a loom `UnsafeCell` that the owner
 //! reads after the drain, so a publication that does not happen-before the read is a reported race.
 //!
-//! * [`tcb_stack`]: the wake-up stack (the same stack carries the clean-up notes' batches),
+//! * [`wakeup`]: the wake-up stack (the same stack carries the clean-up notes' batches),
 //!   drained by the owner while others push, and nodes pushed again after the drain that took
 //!   them.
 //! * [`deque`]: a processor's own start-queue (`queue::deque`), the owner pushing and popping
@@ -69,7 +69,7 @@
 //!    `const`), spins through a hint that is `loom::thread::yield_now` under loom (loom needs a spin
 //!    loop to yield), and uses nothing that is `cfg(not(loom))`. In `lib.rs`, a top-level module gets
 //!    `#[cfg_attr(loom, allow(dead_code))]` instead of `#[cfg(not(loom))]`; a file inside a module
-//!    directory is declared alone under `cfg(loom)`, as `queue::tcb_stack` is:
+//!    directory is declared alone under `cfg(loom)`, as `queue::wakeup` is:
 //!    `#[cfg(loom)] #[allow(dead_code)] mod sync { pub(crate) mod lock_word; }` beside the
 //!    `#[cfg(not(loom))] pub mod sync;`. For `sync::Mutex` that means moving the state word (the
 //!    `LOCKED`/`WAITERS` bits and the lock, unlock and hand-over transitions) into such a file, apart
@@ -88,10 +88,10 @@ mod mutex;
 mod park;
 mod shutdown;
 mod start_levels;
-mod tcb_stack;
+mod wakeup;
 
 use crate::atomics::AtomicPtr;
-use crate::queue::tcb_stack::Link;
+use crate::queue::wakeup::Link;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use std::ptr::{self, NonNull};

@@ -5,7 +5,7 @@
 
 use super::{check, NodeRef, Nodes, Tally};
 use crate::park::{Idle, ParkSlot};
-use crate::queue::tcb_stack::LinkStack;
+use crate::queue::wakeup::LinkStack;
 use loom::sync::Arc;
 use loom::thread;
 

@@ -21,7 +21,7 @@
 use super::{check, NodeRef, Nodes};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::park::{Idle, ParkSlot};
-use crate::queue::tcb_stack::LinkStack;
+use crate::queue::wakeup::LinkStack;
 use crate::tcb::join_state::JoinWord;
 use loom::cell::UnsafeCell;
 use loom::sync::{Arc, Mutex};

@@ -11,7 +11,7 @@
 use super::{check, Node, NodeRef, Nodes, Tally};
 use crate::queue::deque::{Deque, Stolen};
 use crate::queue::shared::{SharedStartQueue, TAKE_MAX};
-use crate::queue::tcb_stack::Link;
+use crate::queue::wakeup::Link;
 use loom::sync::Arc;
 use loom::thread;
 

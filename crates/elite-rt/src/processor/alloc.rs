@@ -209,7 +209,7 @@ impl Processor {
         let shared = &*self.shared;
         let core = self.core();
         if self.central {
-            shared.push_global(t.as_ptr());
+            shared.global_start.push(t.as_ptr());
         } else if let Err(t) = self.remote().start.push_within(t.as_ptr(), core.start_limit) {
             self.push_start_overflow(t);
         }
@@ -233,7 +233,7 @@ impl Processor {
         remote.stats.start_overflow_node.add(to_node as u64);
         if to_node < k {
             remote.stats.start_overflow_global.add((k - to_node) as u64);
-            shared.push_global_batch(&spill[to_node..k]);
+            shared.global_start.push_batch(&spill[to_node..k]);
         }
         self.core().spill = spill;
         // There is room now: the claim took at least one entry, or thieves emptied the queue
@@ -243,7 +243,7 @@ impl Processor {
                 Ok(()) => remote.stats.start_overflow_node.bump(),
                 Err(t) => {
                     remote.stats.start_overflow_global.bump();
-                    shared.push_global(t);
+                    shared.global_start.push(t);
                 }
             }
         }

@@ -92,7 +92,7 @@ impl Processor {
             self.remote().stats.reclaimed_local.bump();
             self.recycle(t);
         } else {
-            self.core().deathrow.insert(t);
+            self.core().deathrow.enter(t);
             self.remote().stats.deathrow_in.bump();
         }
         self.wake_joiner(waiter);
@@ -140,7 +140,7 @@ impl Processor {
     /// A joiner on this same processor let go of `t`: take it off the deathrow and recycle it.
     /// The TCB was reset by its joiner (see `Tcb::reset`).
     pub(crate) fn reclaim_joined(&self, t: TcbRef) {
-        self.core().deathrow.remove(t);
+        self.core().deathrow.leave();
         self.remote().stats.reclaimed_local.bump();
         self.pool_tcb(t);
     }

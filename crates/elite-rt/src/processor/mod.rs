@@ -67,8 +67,8 @@ use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::Deathrow;
 use crate::queue::deque::Deque;
 use crate::queue::run::{RunQueue, YieldBatch};
-use crate::queue::shared::SharedStartQueue;
-use crate::queue::tcb_stack::TcbStack;
+use crate::queue::start::NodeStart;
+use crate::queue::wakeup::WakeupStack;
 use crate::runtime::Shared;
 use crate::stats::{Counter, Counters};
 use crate::sync::mutex::gather::Pauses;
@@ -103,7 +103,7 @@ pub(crate) struct Remote {
     pub(crate) name: AtomicUsize,
     /// The own start-queue: pushed and popped by the owner, stolen from by others.
     pub(crate) start: Deque<Tcb>,
-    pub(crate) wakeup: CachePadded<TcbStack>,
+    pub(crate) wakeup: CachePadded<WakeupStack>,
     pub(crate) cleanup: CachePadded<CleanupStack>,
     pub(crate) runq: CachePadded<RunQueue>,
     pub(crate) park: CachePadded<ParkSlot>,
@@ -119,7 +119,7 @@ impl Remote {
             node,
             name: AtomicUsize::new(0),
             start: Deque::new(start_limit),
-            wakeup: CachePadded::new(TcbStack::new()),
+            wakeup: CachePadded::new(WakeupStack::new()),
             cleanup: CachePadded::new(CleanupStack::new()),
             runq: CachePadded::new(RunQueue::new()),
             park: CachePadded::new(ParkSlot::new()),
@@ -205,7 +205,7 @@ pub(crate) struct Processor {
     /// `&shared.processors[index]`, resolved once (it is on every hot path).
     remote: *const Remote,
     /// The start-queue level of this processor's node, resolved once (every yield looks at it).
-    node_start: *const SharedStartQueue<Tcb>,
+    node_start: *const NodeStart,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
     // Copies of configuration read on the hot paths (one load instead of two).
@@ -254,7 +254,7 @@ impl Processor {
         };
         let woken_stay = core.engine.woken_stay_with_ult_wakers();
         let remote: *const Remote = &shared.processors[index];
-        let node_start: *const SharedStartQueue<Tcb> = &shared.nodes[shared.processors[index].node].start;
+        let node_start: *const NodeStart = &shared.nodes[shared.processors[index].node].start;
         static UIDS: AtomicUsize = AtomicUsize::new(1);
         Processor {
             index,

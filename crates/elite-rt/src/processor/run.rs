@@ -153,7 +153,7 @@ impl Processor {
                 remote.stats.cleanup_notes.add(batch.len() as u64);
                 for t in batch.tcbs() {
                     // The joiner reset the TCB: count it off and pool the pointer.
-                    self.core().deathrow.remove(t);
+                    self.core().deathrow.leave();
                     self.pool_tcb(t);
                 }
             }

@@ -1,7 +1,7 @@
 //! The bound of a node's start-queue: a count of reserved slots that lets at most `limit` entries
 //! in, under any number of concurrent spawners and takers, without a lock. Apart from the queue
-//! itself (`queue::shared`) so that the loom model
-//! (`loom_models::start_levels`) runs this very code.
+//! itself (`queue::shared`) so that the loom model (`loom_models::start_levels`) runs this very
+//! code.
 //!
 //! # Protocol
 //!

@@ -7,16 +7,15 @@
 //! pushes a full batch (or, when it runs out of work or every so often, a partial one) onto the
 //! exiting processor's [`CleanupStack`] with one CAS.
 //!
-//! Notes travel as pointers in a buffer, not linked through the TCBs: a link in the TCB made the
-//! joiner write one more line of each TCB it joined and the exiting processor read it back, and in
-//! a bulk join (`elite-bench micro`'s `spawn_bulk`: a million TCBs spawned, then joined in order)
-//! those lines were long out of every cache, so the join and its clean-up each paid a miss per
-//! ULT for nothing but the link. The drain now reads a batch's buffer and pools the pointers,
-//! touching no line of the TCBs.
+//! Notes travel as pointers in a buffer, not linked through the TCBs: a link in the TCB would have
+//! the joiner write one more line of each TCB it joined and the exiting processor read it back,
+//! and in a bulk join (many TCBs spawned, then joined in order) those lines are long out of every
+//! cache, so the join and its clean-up would each pay a miss per ULT for nothing but the link. The
+//! drain reads a batch's buffer and pools the pointers, touching no line of the TCBs.
 //!
 //! # Protocol
 //!
-//! The stack is a [`LinkStack`] of batches (see `queue::tcb_stack`: any thread pushes with a
+//! The stack is a [`LinkStack`] of batches (see `queue::wakeup`: any thread pushes with a
 //! `Release` CAS, the owner drains with an `Acquire` swap, so a batch's contents, written by its
 //! joiner before the push, are visible to the owner). A batch belongs to its joiner until pushed,
 //! to the stack's owner after the drain that took it; the owner frees it. A joiner outside the
@@ -24,7 +23,7 @@
 //! dropped are freed with it (the TCBs they name are freed with their chunks).
 
 use crate::atomics::AtomicPtr;
-use crate::queue::tcb_stack::{Link, LinkStack};
+use crate::queue::wakeup::{Link, LinkStack};
 use crate::tcb::{Tcb, TcbRef};
 use std::ptr::{self, NonNull};
 

@@ -1,19 +1,28 @@
-//! The deathrow: exited ULTs of one processor whose joiner has not yet let go of them.
+//! The deathrow of a processor: the ULTs that exited on it and whose joiner has not let go of them
+//! yet.
 //!
-//! Written only by the owning processor: the exit path inserts, the clean-up path (a note from the
-//! joiner, or a join on this same processor) removes and recycles. Joiners never touch it (ELiTE
-//! section 2.2), which keeps the processor's lines in its own cache.
+//! The exit path puts an exited ULT on it ([`Deathrow::enter`], from the exit's `settle`); the
+//! clean-up path takes it off ([`Deathrow::leave`]): a clean-up note from a joiner on another
+//! processor (`queue::cleanup`), or a join on this same processor. Only the owning processor
+//! touches its deathrow; joiners never do (ELiTE section 2.2), which keeps it in that processor's
+//! cache.
 //!
-//! Nothing ever walks the deathrow (a joiner names the TCB it let go of, and the shutdown walks the
-//! TCB chunks), so the deathrow keeps only the count: a TCB is on it from its exit's `settle` until
-//! its clean-up note (or a join on this processor) takes it off. Its `life` says `Exited` from the
-//! exit's publication until the joiner resets it (`Tcb::reset`), which may come first. An intrusive list served before; its insert and remove
-//! wrote the neighbours' links, one or two more TCB lines (and, in a bulk join, cache misses) per
-//! exit.
+//! # A count, not a list
+//!
+//! Nothing walks the deathrow: a joiner names the TCB it let go of, and the shutdown walks the TCB
+//! chunks. So whether a ULT is on it is the TCB's own state (its `life` says `Exited` from the
+//! exit's publication until the joiner resets it, `Tcb::reset`, which may come before `enter`),
+//! and the deathrow links nothing: a list's insert and remove would write the neighbours' links,
+//! one or two more TCB lines per exit (and in a bulk join, cache misses). What is left to keep is
+//! how many ULTs are on it: an add and a subtract on the processor's own line. Debug builds check
+//! with it that nothing leaves that did not enter (a clean-up note sent twice, say), and tests read
+//! it ([`Deathrow::len`]).
 
 use crate::tcb::{Life, TcbRef};
 
+/// The deathrow of one processor (see the module docs).
 pub(crate) struct Deathrow {
+    /// Exited ULTs on this deathrow: entered and not yet left.
     len: usize,
 }
 
@@ -22,24 +31,68 @@ impl Deathrow {
         Deathrow { len: 0 }
     }
 
-    /// Puts an exited ULT on the deathrow.
+    /// An exited ULT goes on the deathrow.
     #[inline]
-    pub(crate) fn insert(&mut self, t: TcbRef) {
-        // Exited, or already reset by a joiner that saw COMPLETE before this insert.
+    pub(crate) fn enter(&mut self, t: TcbRef) {
+        // Exited, or already reset by a joiner that saw COMPLETE before this call.
         debug_assert!(matches!(t.tcb().life.get(), Life::Exited | Life::Free));
         self.len += 1;
     }
 
-    /// Takes a joined ULT off the deathrow (its joiner reset it already; its lines are not read).
+    /// A joined ULT leaves the deathrow (its joiner reset it already: no line of it is read).
     #[inline]
-    pub(crate) fn remove(&mut self, t: TcbRef) {
-        let _ = t;
+    pub(crate) fn leave(&mut self) {
+        debug_assert!(self.len > 0, "a ULT left a deathrow it was not on");
         self.len -= 1;
     }
 
-    /// Exited ULTs waiting for their joiner.
-    #[allow(dead_code)]
+    /// Exited ULTs on the deathrow.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::tcbs;
+
+    /// The deathrow is a count (nothing walks it: see `queue::deathrow`): it counts exits in and
+    /// clean-ups out.
+    #[test]
+    fn counts_exits_in_and_cleanups_out() {
+        let (_chunks, t) = tcbs(6);
+        for x in &t {
+            x.tcb().life.set(Life::Exited);
+        }
+        let mut d = Deathrow::new();
+        for &x in &t {
+            d.enter(x);
+        }
+        assert_eq!(d.len(), 6);
+        for _ in 0..3 {
+            d.leave();
+        }
+        assert_eq!(d.len(), 3);
+        d.enter(t[5]);
+        assert_eq!(d.len(), 4);
+        for _ in 0..4 {
+            d.leave();
+        }
+        assert_eq!(d.len(), 0);
+    }
+
+    /// In a debug build, a clean-up of a ULT that is on no deathrow is caught.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "a ULT left a deathrow it was not on")]
+    fn catches_a_leave_without_an_enter() {
+        let (_chunks, t) = tcbs(1);
+        t[0].tcb().life.set(Life::Exited);
+        let mut d = Deathrow::new();
+        d.enter(t[0]);
+        d.leave();
+        d.leave();
     }
 }

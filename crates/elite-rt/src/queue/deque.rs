@@ -41,11 +41,11 @@
 //! atomics so that such a read is not a data race. A push's `Release` store of `bottom` publishes
 //! the entry (and everything the spawner wrote into the TCB) to the thief whose `Acquire` load sees
 //! it; the pop's stores of `bottom` (lowering it, restoring it) are `Release` too, since a thief
-//! may read those values instead and must still see the entries below them (the loom model
-//! `loom_models::deque` lost an entry with `Relaxed` there). The owner's own pop needs no ordering.
+//! may read those values instead and must still see the entries below them (with `Relaxed` there,
+//! the loom model `loom_models::deque` loses an entry). The owner's own pop needs no ordering.
 //!
-//! Compared with `crossbeam_deque::Worker`, which served before: no fence on a pop of the last entry
-//! (the spawn-join case), no buffer growth or epoch reclamation (the queue is bounded anyway).
+//! Unlike `crossbeam_deque::Worker`: no fence on a pop of the last entry (the spawn-join case), no
+//! buffer growth or epoch reclamation (the queue is bounded anyway).
 
 use crate::atomics::{fence, AtomicPtr, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;

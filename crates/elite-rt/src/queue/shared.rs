@@ -20,8 +20,8 @@
 //! goes on to notify an idle processor (`Shared::notify_any`), whose idle check reads the hint
 //! after its own fence (see `crate::park`): a store before the waker's `SeqCst` fence and a load
 //! after the parker's fence, so either the parker sees the entry or the waker sees it parked. The
-//! bound (`queue::bound`) keeps a node's level within its limit without the lock, as before:
-//! reserve, then push; take, then release.
+//! bound (`queue::bound`) keeps a node's level within its limit without the lock: reserve, then
+//! push; take, then release.
 
 use crate::atomics::{AtomicUsize, Ordering};
 use crate::queue::bound::Bound;

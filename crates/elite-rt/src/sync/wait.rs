@@ -881,3 +881,59 @@ impl<T> Drop for SpinGuard<'_, T> {
         self.flag.store(false, Ordering::Release);
     }
 }
+
+/// The wait list and the spin lock on their own, from plain OS threads and with small sizes, so that
+/// they also run under Miri (`.ci/run`), which checks them for data races and leaks.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_list_is_fifo_with_front_insertion_and_removal_anywhere() {
+        // Nodes of the calling OS thread (not a ULT), as `sync` makes them outside a runtime.
+        let n: Vec<WaitNode> = (0..5).map(|_| WaitNode::new()).collect();
+        let mut list = WaitList::new();
+        assert!(list.is_empty());
+        list.push_back(&n[0]);
+        list.push_back(&n[1]);
+        list.push_back(&n[2]);
+        list.push_front(&n[3]); // a waiter that lost a race keeps its place
+        assert_eq!(list.len(), 4);
+        list.remove(&n[1]);
+        assert!(!n[1].is_linked());
+        list.remove(&n[1]); // unlinked already: nothing happens
+        list.push_back(&n[4]);
+        let order: Vec<*const WaitNode> =
+            std::iter::from_fn(|| list.pop_front().map(|x| x as *const WaitNode)).collect();
+        let expect: Vec<*const WaitNode> = [3, 0, 2, 4].iter().map(|&i| ptr::addr_of!(n[i])).collect();
+        assert_eq!(order, expect);
+        assert!(list.is_empty());
+        assert_eq!(list.len(), 0, "the count follows the links");
+        assert!(n.iter().all(|x| !x.is_linked()));
+    }
+
+    #[test]
+    fn spin_lock_serializes_its_holders() {
+        const THREADS: usize = 3;
+        const EACH: usize = 20;
+        let lock = Arc::new(SpinLock::new(Vec::new()));
+        let hs: Vec<_> = (0..THREADS)
+            .map(|i| {
+                let lock = lock.clone();
+                std::thread::spawn(move || {
+                    for k in 0..EACH {
+                        let mut v = lock.lock();
+                        // A non-atomic read-modify-write: a data race here would be caught by Miri.
+                        let len = v.len();
+                        v.push((i, k));
+                        assert_eq!(v.len(), len + 1);
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(lock.lock().len(), THREADS * EACH);
+    }
+}

@@ -1,8 +1,8 @@
-//! Models of the wake-up and clean-up stacks (`queue::tcb_stack`): pushers on other threads, the
+//! Models of the wake-up and clean-up stacks (`queue::wakeup`): pushers on other threads, the
 //! owner draining while they push; every node taken exactly once, with its pusher's payload.
 
 use super::{check, NodeRef, Nodes, Tally};
-use crate::queue::tcb_stack::LinkStack;
+use crate::queue::wakeup::LinkStack;
 use loom::sync::Arc;
 use loom::thread;
 

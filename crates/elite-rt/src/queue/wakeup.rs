@@ -1,9 +1,11 @@
-//! A lock-free stack of TCBs: any thread pushes, only the owning processor drains.
+//! The wake-up stack of a processor: a lock-free stack of TCBs onto which whoever unblocks a ULT
+//! pushes it (onto the stack of the processor the policy picks), and which only the owning
+//! processor drains.
 //!
-//! This is the shape of both the **wake-up stack** (whoever unblocks a ULT pushes it onto the stack of
-//! the processor the policy picks) and the **clean-up stack** (a joiner pushes its clean-up notes
-//! onto the stack of the processor whose deathrow holds the TCBs, in batches: `queue::cleanup`).
-//! ELiTE (section 2.2) chose stacks because a push touches a single cache line of the owner.
+//! The stack underneath, [`LinkStack`], also carries the **clean-up stack** (a joiner pushes its
+//! clean-up notes onto the stack of the processor whose deathrow holds the TCBs, in batches:
+//! `queue::cleanup`). ELiTE (section 2.2) chose stacks because a push touches a single cache line
+//! of the owner.
 //!
 //! # Protocol
 //!
@@ -14,10 +16,10 @@
 //!   it privately. Because the owner never pops single entries, there is no ABA: a TCB can reappear on
 //!   the stack only after the drain that took it.
 //!
-//! The code is [`LinkStack`], generic over [`Link`] (a pointer to a node that carries the stack's
-//! `next` field), so that the loom model (`loom_models::tcb_stack`) runs this very code on light test
-//! nodes; the runtime uses [`TcbStack`], its instance for [`TcbRef`], for wake-ups, and an instance
-//! for note batches for clean-up notes (`queue::cleanup`), at no cost.
+//! [`LinkStack`] is generic over [`Link`] (a pointer to a node that carries the stack's `next`
+//! field), so that the loom model (`loom_models::wakeup`) runs this very code on light test nodes;
+//! the runtime uses [`WakeupStack`], its instance for [`TcbRef`], for wake-ups, and an instance for
+//! note batches for clean-up notes (`queue::cleanup`), at no cost.
 
 use crate::atomics::{AtomicPtr, Ordering};
 #[cfg(not(loom))]
@@ -63,7 +65,7 @@ impl Link for TcbRef {
 
 /// The wake-up stack of a processor: TCBs linked through `Tcb::next`.
 #[cfg(not(loom))]
-pub(crate) type TcbStack = LinkStack<TcbRef>;
+pub(crate) type WakeupStack = LinkStack<TcbRef>;
 
 /// A Treiber stack of nodes linked through [`Link::next`].
 pub(crate) struct LinkStack<L: Link> {
@@ -118,5 +120,70 @@ impl<L: Link> Iterator for Drain<L> {
         // Read the link before the caller reuses the node (it may push it elsewhere at once).
         self.next = t.next().load(Ordering::Relaxed);
         Some(t)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::queue::tcbs;
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    #[test]
+    fn drains_newest_first() {
+        let (_chunks, t) = tcbs(5);
+        let s = WakeupStack::new();
+        assert!(s.is_empty());
+        assert_eq!(s.drain().count(), 0);
+        for &x in &t {
+            s.push(x);
+        }
+        assert!(!s.is_empty());
+        let got: Vec<TcbRef> = s.drain().collect();
+        assert_eq!(got, [t[4], t[3], t[2], t[1], t[0]]);
+        assert!(s.is_empty());
+        // Drained entries may be pushed again at once (the iterator read each link before yielding).
+        for x in s.drain() {
+            s.push(x);
+        }
+        s.push(t[0]);
+        assert_eq!(s.drain().collect::<Vec<_>>(), [t[0]]);
+    }
+
+    #[test]
+    fn takes_every_concurrent_push_exactly_once() {
+        const PUSHERS: usize = 3;
+        const EACH: usize = 8;
+        let (_chunks, t) = tcbs(PUSHERS * EACH);
+        let s = Arc::new(WakeupStack::new());
+        let pushers: Vec<_> = t
+            .chunks(EACH)
+            .enumerate()
+            .map(|(p, mine)| {
+                let (s, mine) = (s.clone(), mine.to_vec());
+                std::thread::spawn(move || {
+                    for (i, &x) in mine.iter().enumerate() {
+                        s.push(x);
+                        if (i + p) % 3 == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        // The owner drains while the pushers push.
+        let mut seen = HashSet::new();
+        while seen.len() < PUSHERS * EACH {
+            for x in s.drain() {
+                assert!(seen.insert(x.as_ptr() as usize), "a TCB came out twice");
+            }
+            std::thread::yield_now();
+        }
+        for p in pushers {
+            p.join().unwrap();
+        }
+        assert!(s.is_empty());
+        assert_eq!(seen, t.iter().map(|x| x.as_ptr() as usize).collect());
     }
 }
