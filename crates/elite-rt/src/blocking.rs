@@ -800,7 +800,7 @@ mod tests {
 
     /// The kind `t`'s TCB records as what it waits on.
     fn kind(t: TcbRef) -> usize {
-        t.tcb().waits_on.load(Ordering::Relaxed) & 0xff
+        t.tcb().exec.waits_on.load(Ordering::Relaxed) & 0xff
     }
 
     /// A ULT inside a blocking call is recorded as waiting on its call, not on what it blocked on

@@ -183,7 +183,7 @@ impl WaitKind {
 /// wait itself writes. Read only by the report, while the ULT stays blocked.
 #[inline]
 pub(crate) fn note_wait(t: TcbRef, kind: WaitKind, address: usize) {
-    t.tcb().waits_on.store(address << 8 | kind as usize, Ordering::Relaxed);
+    t.tcb().exec.waits_on.store(address << 8 | kind as usize, Ordering::Relaxed);
 }
 
 /// One blocked ULT of a [`Deadlock`] report.
@@ -570,15 +570,15 @@ fn blocked_ults(shared: &Shared) -> Vec<BlockedUlt> {
     let mut blocked: Vec<BlockedUlt> = shared
         .tcbs()
         .into_iter()
-        .filter(|t| t.tcb().life.get() == Life::Started)
+        .filter(|t| t.tcb().head.life.get() == Life::Started)
         .map(|t| {
-            let w = t.tcb().waits_on.load(Ordering::Relaxed);
+            let w = t.tcb().exec.waits_on.load(Ordering::Relaxed);
             let kind = WaitKind::ALL.get(w & 0xff).copied().unwrap_or(WaitKind::Other);
             let address = w >> 8;
             let joins = (kind == WaitKind::Join)
                 .then(|| TcbRef::from_ptr(address as *mut crate::tcb::Tcb))
                 .flatten()
-                .filter(|j| shared.is_own(*j) && j.tcb().life.get() == Life::Started)
+                .filter(|j| shared.is_own(*j) && j.tcb().head.life.get() == Life::Started)
                 .map(thread_of);
             let address = if kind == WaitKind::Join { 0 } else { address };
             BlockedUlt { thread: thread_of(t), kind, address, joins }

@@ -206,21 +206,21 @@ fn report_if_overflow(addr: usize) {
         return;
     };
     let tcb = t.tcb();
-    let guard = tcb.guard_at.get();
+    let guard = tcb.exec.guard_at.get();
     let page = PAGE.load(Ordering::Relaxed);
     if guard == 0 || addr < guard || addr >= guard + page {
         return;
     }
     // SAFETY: the name is written at spawn, before the ULT first ran, and immutable while it runs;
     // reading the bytes of the `Arc<str>` touches no reference count.
-    let name = unsafe { (*tcb.name.get()).as_deref() };
+    let name = unsafe { (*tcb.links.name.get()).as_deref() };
     let mut msg = Message::new();
     msg.push(b"\nULT '");
     msg.push_name(name.unwrap_or("<unnamed>"));
     msg.push(b"' (id ");
-    msg.push_u64(tcb.id.get());
+    msg.push_u64(tcb.head.id.get());
     msg.push(b") has overflowed its stack of ");
-    msg.push_u64(tcb.stack_size.get() as u64);
+    msg.push_u64(tcb.head.stack_size.get() as u64);
     msg.push(b" bytes (guard page hit at 0x");
     msg.push_hex(addr as u64);
     msg.push(b")\nelite-rt: fatal runtime error: stack overflow in a ULT, aborting\n");

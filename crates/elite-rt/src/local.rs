@@ -477,7 +477,7 @@ impl LocalMap {
 /// The map of the caller: its ULT's (created if needed), or its OS thread's outside a ULT.
 fn current_map() -> Result<*mut LocalMap, AccessError> {
     if let Some(t) = current_processor().and_then(|p| p.current_ult()) {
-        let field = &t.tcb().locals;
+        let field = &t.tcb().exec.locals;
         let mut map = field.get();
         if map.is_null() {
             map = LocalMap::create();
@@ -527,7 +527,7 @@ impl UltLocals {
     /// its exit's publication), or on the thread unwinding it at shutdown.
     #[inline]
     pub(crate) fn destroy(&self) {
-        if !self.0.tcb().locals.get().is_null() {
+        if !self.0.tcb().exec.locals.get().is_null() {
             self.destroy_slow();
         }
     }
@@ -535,7 +535,7 @@ impl UltLocals {
     #[cold]
     #[inline(never)]
     fn destroy_slow(&self) {
-        let field = &self.0.tcb().locals;
+        let field = &self.0.tcb().exec.locals;
         let map = field.get();
         // SAFETY: the map was created for this ULT by `current_map` and only this ULT reaches it
         // (it is the caller, at the end of its life); a value created by a destructor meanwhile

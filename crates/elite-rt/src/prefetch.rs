@@ -203,11 +203,11 @@ pub fn set_data_block(block: impl Into<DataBlock>) {
     if let Some(p) = current_processor() {
         if let Some(t) = p.current_ult() {
             let tcb = t.tcb();
-            tcb.data.set(block);
-            tcb.has_data.set(!block.is_empty());
+            tcb.links.data.set(block);
+            tcb.head.has_data.set(!block.is_empty());
             let word = if p.prefetch { block.word() } else { 0 };
-            tcb.prefetch.set(word);
-            tcb.prefetching.set(word != 0);
+            tcb.links.prefetch.set(word);
+            tcb.head.prefetching.set(word != 0);
         }
     }
 }
@@ -222,10 +222,10 @@ impl UltBlock {
         let tcb = t.tcb();
         match block {
             Some(b) if !b.is_empty() => {
-                tcb.data.set(b);
-                tcb.has_data.set(true);
+                tcb.links.data.set(b);
+                tcb.head.has_data.set(true);
             }
-            _ => tcb.has_data.set(false),
+            _ => tcb.head.has_data.set(false),
         }
     }
 
@@ -234,13 +234,13 @@ impl UltBlock {
     #[inline]
     pub(crate) fn on_start(t: TcbRef, on: bool) {
         let tcb = t.tcb();
-        if on && tcb.has_data.get() {
-            let word = tcb.data.get().word();
-            tcb.prefetch.set(word);
-            tcb.prefetching.set(word != 0);
+        if on && tcb.head.has_data.get() {
+            let word = tcb.links.data.get().word();
+            tcb.links.prefetch.set(word);
+            tcb.head.prefetching.set(word != 0);
         } else {
             // Line 1 only: the word is read only while the flag is set.
-            tcb.prefetching.set(false);
+            tcb.head.prefetching.set(false);
         }
     }
 
@@ -248,8 +248,8 @@ impl UltBlock {
     #[inline]
     pub(crate) fn block(t: TcbRef) -> DataBlock {
         let tcb = t.tcb();
-        if tcb.has_data.get() {
-            tcb.data.get()
+        if tcb.head.has_data.get() {
+            tcb.links.data.get()
         } else {
             DataBlock::NONE
         }
@@ -268,22 +268,22 @@ impl UltBlock {
 /// ULT's life in the out-of-line part.
 #[inline]
 pub(crate) fn ult(t: TcbRef) -> bool {
-    t.tcb().prefetching.get() && ult_lines(t)
+    t.tcb().head.prefetching.get() && ult_lines(t)
 }
 
 /// The body of [`ult`], kept out of line.
 #[inline(never)]
 fn ult_lines(t: TcbRef) -> bool {
     let tcb = t.tcb();
-    let word = tcb.prefetch.get();
-    if tcb.life.get() != crate::tcb::Life::Started {
+    let word = tcb.links.prefetch.get();
+    if tcb.head.life.get() != crate::tcb::Life::Started {
         return false;
     }
     #[cfg(test)]
     tests::PREFETCHES.with(|n| n.set(n.get() + 1));
     // The stack: the parent link at the top (written by the switch in), and the lines below it
     // (the frames the ULT returns to, the registers the switch restores).
-    let top = tcb.yielder.get() as usize;
+    let top = tcb.exec.yielder.get() as usize;
     if top != 0 {
         let top_line = top & !(LINE - 1);
         for k in 0..=STACK_LINES {
@@ -293,7 +293,7 @@ fn ult_lines(t: TcbRef) -> bool {
     // The execution context (the coroutine's saved stack pointer), read by the switch.
     // SAFETY: the caller's processor holds `t` (it is about to run it, or is making it ready
     // here), so nobody changes its context meanwhile; only the address is taken.
-    if let Some(ctx) = unsafe { (*tcb.context.get()).as_deref() } {
+    if let Some(ctx) = unsafe { (*tcb.exec.context.get()).as_deref() } {
         line(ctx as *const _ as usize);
     }
     block(word);

@@ -273,7 +273,7 @@ impl Shared {
         let unfinished: Vec<TcbRef> = chunks
             .iter()
             .flat_map(|c| c.tcbs())
-            .filter(|t| matches!(t.tcb().life.get(), Life::Queued | Life::Started))
+            .filter(|t| matches!(t.tcb().head.life.get(), Life::Queued | Life::Started))
             .filter(|t| !in_call.contains(t))
             .collect();
         drop(chunks);
@@ -310,20 +310,20 @@ impl Shared {
     /// The caller owns the unfinished ULT `t` (no processor runs, nobody else will touch it).
     unsafe fn cancel(&self, t: TcbRef) {
         let tcb = t.tcb();
-        if !tcb.task.get().is_null() {
+        if !tcb.head.task.get().is_null() {
             // SAFETY: per the contract the task never completed and nobody else can run it now.
             // (A null task: a detached ULT cancelled while dropping its own result.)
-            unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(Cancelled)) };
+            unsafe { (tcb.head.vtable.get().fail)(tcb.head.task.get(), Box::new(Cancelled)) };
         }
-        tcb.life.set(Life::Exited);
-        tcb.exit_processor.set(0);
-        let prev = tcb.join.publish_complete();
+        tcb.head.life.set(Life::Exited);
+        tcb.head.exit_processor.set(0);
+        let prev = tcb.head.join.publish_complete();
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: this thread is the last owner of the task.
             unsafe { tcb.drop_task() };
         } else if prev & JoinState::WAITER != 0 {
             // SAFETY: WAITER seen through the AcqRel RMW: the waiter field is published.
-            self.wake_joiner(unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) });
+            self.wake_joiner(unsafe { std::mem::replace(&mut *tcb.links.waiter.get(), Waiter::None) });
         }
     }
 
@@ -334,7 +334,7 @@ impl Shared {
     /// As for [`Shared::cancel`], and `t` was cancelled.
     unsafe fn unwind(t: TcbRef) {
         // SAFETY: per the contract the caller owns the suspended context.
-        if let Some(mut ctx) = unsafe { (*t.tcb().context.get()).take() } {
+        if let Some(mut ctx) = unsafe { (*t.tcb().exec.context.get()).take() } {
             ctx.co.force_unwind(); // the ULT's values are dropped here
             drop(ctx); // and its stack freed
         }

@@ -149,7 +149,7 @@ pub(crate) unsafe fn park_ult<F: FnOnce(TcbRef, &Processor)>(me: TcbRef, after: 
 /// `me` is the ULT running the caller.
 #[inline(always)]
 pub(crate) unsafe fn switch_out(me: TcbRef, why: Switch) {
-    let y = me.tcb().yielder.get();
+    let y = me.tcb().exec.yielder.get();
     // SAFETY: `me` runs this code (contract), so its yielder, set when it started on its context,
     // lives on its stack.
     unsafe { (*y).suspend(why) };

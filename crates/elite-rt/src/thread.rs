@@ -46,22 +46,22 @@ where
 {
     let tcb = t.tcb();
     let (task, vtable) = new_task(f, tcb.inline.get());
-    tcb.id.set(id);
+    tcb.head.id.set(id);
     crate::prefetch::UltBlock::on_spawn(t, spec.data);
     if spec.name.is_some() {
-        tcb.named.set(true);
+        tcb.head.named.set(true);
         // SAFETY: the TCB is free and not yet published: the spawner owns every field. (A free
         // TCB's name is `None`: `Tcb::reset` clears it.)
-        unsafe { *tcb.name.get() = spec.name };
+        unsafe { *tcb.links.name.get() = spec.name };
     }
     // Validated: at most MAX_STACK_SIZE (1 GiB), which fits.
-    tcb.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE) as u32);
-    tcb.task.set(task);
-    tcb.vtable.set(vtable);
-    tcb.pinned.set(spec.pinned);
+    tcb.head.stack_size.set(spec.stack_size.unwrap_or(crate::stack::DEFAULT_STACK_SIZE) as u32);
+    tcb.head.task.set(task);
+    tcb.head.vtable.set(vtable);
+    tcb.head.pinned.set(spec.pinned);
     // `join` is already 0: free TCBs are reset by `recycle` (or fresh).
-    tcb.life.set(Life::Queued);
-    tcb.processor.store(processor, Ordering::Relaxed);
+    tcb.head.life.set(Life::Queued);
+    tcb.head.processor.store(processor, Ordering::Relaxed);
 }
 
 /// Spawns on the processor running the caller.
@@ -436,7 +436,7 @@ impl<T> JoinHandle<T> {
         let t = self.tcb;
         let tcb = t.tcb();
         let mut here = current_processor();
-        if !tcb.join.is_complete() {
+        if !tcb.head.join.is_complete() {
             if let Some(p) = here {
                 if p.shared.is_own(t) && p.start_inline(t) == Inline::Finished {
                     // SAFETY: the child finished inside `start_inline`; this handle is the only
@@ -447,7 +447,7 @@ impl<T> JoinHandle<T> {
                     return out;
                 }
             }
-            if !tcb.join.is_complete() {
+            if !tcb.head.join.is_complete() {
                 wait_for_exit(t);
                 // Blocking may have moved this ULT to another OS thread: look it up again.
                 here = current_processor();
@@ -471,18 +471,18 @@ impl<T> JoinHandle<T> {
     ) -> Option<std::thread::Result<T>> {
         let t = self.tcb;
         let tcb = t.tcb();
-        if !tcb.join.is_complete() {
+        if !tcb.head.join.is_complete() {
             // As in `wait_for_exit` for an OS thread.
             // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
-            unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
-            if tcb.join.register_waiter() & JoinState::COMPLETE != 0 {
+            unsafe { *tcb.links.waiter.get() = Waiter::Thread(std::thread::current()) };
+            if tcb.head.join.register_waiter() & JoinState::COMPLETE != 0 {
                 // SAFETY: the exiter did not see WAITER: the field is still ours.
-                unsafe { *tcb.waiter.get() = Waiter::None };
+                unsafe { *tcb.links.waiter.get() = Waiter::None };
             } else {
                 let _counted = crate::deadlock::OsWait::enter(false);
-                while !tcb.join.is_complete() {
+                while !tcb.head.join.is_complete() {
                     std::thread::park_timeout(period);
-                    if !tcb.join.is_complete() && give_up() {
+                    if !tcb.head.join.is_complete() && give_up() {
                         // Detach: the exiter saw WAITER and will unpark this thread once, in vain.
                         drop(self);
                         return None;
@@ -504,13 +504,13 @@ impl<T> JoinHandle<T> {
     /// The ULT is complete and visible as such to the caller, who is the only reader of the output.
     unsafe fn take_output(&self) -> std::thread::Result<T> {
         // SAFETY: per the contract; the task was made for this handle's `T`.
-        let out = unsafe { crate::tcb::take_output::<T>(self.tcb.tcb().task.get()) };
+        let out = unsafe { crate::tcb::take_output::<T>(self.tcb.tcb().head.task.get()) };
         out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)))
     }
 
     /// Whether the ULT has finished (a later `join` will not block).
     pub fn is_finished(&self) -> bool {
-        self.tcb.tcb().join.is_complete()
+        self.tcb.tcb().head.join.is_complete()
     }
 
     /// The ULT's id and name.
@@ -550,13 +550,13 @@ fn wait_for_exit(t: TcbRef) {
         let after = move |me, p: &Processor| {
             crate::deadlock::note_wait(me, crate::deadlock::WaitKind::Join, t.as_ptr() as usize);
             // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
-            unsafe { *tcb.waiter.get() = Waiter::Ult(me) };
-            let prev = tcb.join.register_waiter();
+            unsafe { *tcb.links.waiter.get() = Waiter::Ult(me) };
+            let prev = tcb.head.join.register_waiter();
             if prev & JoinState::COMPLETE != 0 {
                 // The ULT exited before it could see WAITER: nobody else will wake us, nor read
                 // the waiter field, which we clear (a free TCB's waiter is `None`).
                 // SAFETY: the exiter did not see WAITER, so the field is still ours alone.
-                unsafe { *tcb.waiter.get() = Waiter::None };
+                unsafe { *tcb.links.waiter.get() = Waiter::None };
                 p.wake(me);
                 if foreign {
                     // SAFETY: our runtime is alive (its processor runs this); this gives up the
@@ -567,7 +567,7 @@ fn wait_for_exit(t: TcbRef) {
         };
         // SAFETY: `me` is the ULT running this code (the processor's current ULT).
         unsafe { park_ult(me, after) };
-        if !tcb.join.is_complete() {
+        if !tcb.head.join.is_complete() {
             crate::fatal("a joining ULT was woken before the ULT it joins finished");
         }
     } else {
@@ -581,16 +581,16 @@ fn wait_for_exit(t: TcbRef) {
 fn wait_for_exit_thread(t: TcbRef) {
     let tcb = t.tcb();
     // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
-    unsafe { *tcb.waiter.get() = Waiter::Thread(std::thread::current()) };
-    let prev = tcb.join.register_waiter();
+    unsafe { *tcb.links.waiter.get() = Waiter::Thread(std::thread::current()) };
+    let prev = tcb.head.join.register_waiter();
     if prev & JoinState::COMPLETE != 0 {
         // As in `wait_for_exit`: the field is ours alone; a free TCB's waiter is `None`.
         // SAFETY: the exiter did not see WAITER.
-        unsafe { *tcb.waiter.get() = Waiter::None };
+        unsafe { *tcb.links.waiter.get() = Waiter::None };
         return;
     }
     let _counted = crate::deadlock::OsWait::enter(false);
-    while !tcb.join.is_complete() {
+    while !tcb.head.join.is_complete() {
         if current_ult_processor().is_some() {
             crate::fatal("a joining ULT was woken before the ULT it joins finished");
         }
@@ -613,7 +613,7 @@ fn release(t: TcbRef) {
 /// [`release`] for a caller that already knows the processor it runs on (if any).
 #[inline]
 fn release_on(t: TcbRef, here: Option<&Processor>) {
-    let prev = t.tcb().join.detach();
+    let prev = t.tcb().head.join.detach();
     // SAFETY: the AcqRel RMW decides: with COMPLETE in `prev` the exiter is done with the TCB and
     // left it to us; without, the exiter sees DETACHED and recycles it.
     unsafe { let_go(t, here, prev & JoinState::COMPLETE != 0) };
@@ -673,7 +673,7 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
 pub fn yield_now() {
     match current_processor().and_then(|p| p.current_ult()) {
         Some(me) => {
-            let y = me.tcb().yielder.get();
+            let y = me.tcb().exec.yielder.get();
             // SAFETY: `me` runs this code, so its yielder (set when it started on its context)
             // lives on its stack.
             unsafe { (*y).suspend(Switch::YIELD) };
@@ -735,10 +735,10 @@ impl Thread {
 pub(crate) fn thread_of(t: TcbRef) -> Thread {
     let tcb = t.tcb();
     Thread {
-        id: ThreadId(tcb.id.get()),
+        id: ThreadId(tcb.head.id.get()),
         // SAFETY: the name is written at spawn, before the handle or the ULT exists, then immutable.
-        name: unsafe { (*tcb.name.get()).clone() },
-        processor: tcb.processor.load(Ordering::Relaxed),
+        name: unsafe { (*tcb.links.name.get()).clone() },
+        processor: tcb.head.processor.load(Ordering::Relaxed),
     }
 }
 

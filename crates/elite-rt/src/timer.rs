@@ -131,8 +131,8 @@ mod tests {
         let mut tcbs = chunk.tcbs();
         let (stale, live) = (tcbs.next().unwrap(), tcbs.next().unwrap());
         // `stale` is on wait 2 (waits 1 and 2 were notified); `live` waits in wait 5.
-        stale.tcb().wait.store(crate::sync::wait::word(2, true), Ordering::Relaxed);
-        live.tcb().wait.store(crate::sync::wait::word(5, false), Ordering::Relaxed);
+        stale.tcb().exec.wait.store(crate::sync::wait::word(2, true), Ordering::Relaxed);
+        live.tcb().exec.wait.store(crate::sync::wait::word(5, false), Ordering::Relaxed);
         let mut timers = Timers::new();
         let later = Instant::now() + Duration::from_secs(3600);
         timers.insert_wait(later, live, 5);

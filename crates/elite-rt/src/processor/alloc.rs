@@ -29,12 +29,12 @@ impl Processor {
                 crate::fatal("a context started with no current ULT");
             };
             let tcb = t.tcb();
-            tcb.yielder.set(y);
+            tcb.exec.yielder.set(y);
             // ULT-local values die with the ULT, also when shutdown unwinds it (`crate::local`).
             let locals = crate::local::UltLocals(t);
             // SAFETY: the task is live (set at spawn, consumed only after COMPLETE) and only
             // the processor running this ULT calls `run`.
-            unsafe { (tcb.vtable.get().run)(tcb.task.get()) };
+            unsafe { (tcb.head.vtable.get().run)(tcb.head.task.get()) };
             locals.destroy(); // before the exit is published: the joiner sees their destructors
             std::mem::forget(locals);
             // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result
@@ -57,7 +57,7 @@ impl Processor {
         let err = SpawnError::Stack { size: t.tcb().stack_size(), error: e.to_string() };
         let tcb = t.tcb();
         // SAFETY: this processor owns the never-started task.
-        unsafe { (tcb.vtable.get().fail)(tcb.task.get(), Box::new(err)) };
+        unsafe { (tcb.head.vtable.get().fail)(tcb.head.task.get(), Box::new(err)) };
         // Never started: no ULT stack to publish from; a detached one's closure is dropped here, on
         // the loop (where join, yield and sleep act like on a plain OS thread).
         let prev = self.publish(t);
@@ -116,7 +116,7 @@ impl Processor {
         // bring the TCB here) took a registered one, and a joiner that registered after the exit
         // cleared its own (see `Tcb::reset`).
         // SAFETY: the TCB is finished and this processor pools it: nobody else accesses it.
-        debug_assert!(matches!(unsafe { &*t.tcb().waiter.get() }, Waiter::None));
+        debug_assert!(matches!(unsafe { &*t.tcb().links.waiter.get() }, Waiter::None));
         let shared = &*self.shared;
         if self.central {
             shared.nodes[0].tcbs.put_one(t);

@@ -108,7 +108,7 @@ impl Processor {
     /// Chaos on a yield: sends `t` to another processor (true), unless it is pinned or this
     /// processor is alone (false: requeue it as usual).
     pub(super) fn chaos_migrate(&self, t: TcbRef) -> bool {
-        if self.shared.processors.len() == 1 || t.tcb().pinned.get() {
+        if self.shared.processors.len() == 1 || t.tcb().head.pinned.get() {
             return false;
         }
         let target = self.chaos_other();
@@ -119,7 +119,7 @@ impl Processor {
     /// Chaos on a wake-up from this processor: one in two goes to a random processor instead of
     /// `target`, unless `t` is pinned.
     pub(super) fn chaos_wake_target(&self, t: TcbRef, target: usize) -> usize {
-        if self.shared.processors.len() == 1 || t.tcb().pinned.get() || !self.chaos.one_in(2) {
+        if self.shared.processors.len() == 1 || t.tcb().head.pinned.get() || !self.chaos.one_in(2) {
             return target;
         }
         self.chaos.below(self.shared.processors.len() as u64) as usize

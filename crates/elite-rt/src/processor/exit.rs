@@ -12,22 +12,22 @@ impl Processor {
     pub(super) fn exit(&self, t: TcbRef) {
         let tcb = t.tcb();
         // SAFETY: the ULT switched out for good (`Switch::EXIT`); this processor owns its context.
-        let ctx = unsafe { (*tcb.context.get()).take() };
+        let ctx = unsafe { (*tcb.exec.context.get()).take() };
         if let Some(ctx) = ctx {
             self.put_context(ctx);
         }
-        if tcb.pinned.get() {
+        if tcb.head.pinned.get() {
             self.core().pinned_here -= 1; // it started here (pinned ULTs never move)
         }
         if self.core().inline_child == Some(t) {
             // Its joiner started it inline and is waiting right below us on this OS thread with
             // the only handle: nobody else can observe the join state (see `Inline::Finished`).
             self.core().inline_child = None;
-            tcb.life.set(Life::Exited);
+            tcb.head.life.set(Life::Exited);
             self.remote().stats.joined_inline.bump();
             return;
         }
-        self.settle(t, tcb.exit_prev.get());
+        self.settle(t, tcb.exec.exit_prev.get());
     }
 
     /// The joiner's end of [`Inline::Finished`]: the output was taken, give the TCB back.
@@ -48,7 +48,7 @@ impl Processor {
             return;
         }
         let prev = self.publish(t);
-        t.tcb().exit_prev.set(prev);
+        t.tcb().exec.exit_prev.set(prev);
     }
 
     /// The exit's step one: publish COMPLETE; a detached ULT's result is dropped at once, by the
@@ -59,11 +59,11 @@ impl Processor {
     /// thread, has put the TCB on the deathrow.
     pub(super) fn publish(&self, t: TcbRef) -> usize {
         let tcb = t.tcb();
-        tcb.exit_processor.set(self.index as u32);
+        tcb.head.exit_processor.set(self.index as u32);
         // Before COMPLETE: once it is out, a joiner elsewhere may reset the TCB (`Tcb::reset`), so
         // nothing of this processor's writes to the TCB may follow it (`settle` writes none).
-        tcb.life.set(Life::Exited);
-        let prev = tcb.join.publish_complete();
+        tcb.head.life.set(Life::Exited);
+        let prev = tcb.head.join.publish_complete();
         if prev & JoinState::DETACHED != 0 {
             // SAFETY: detached and complete: nobody else will read the task.
             unsafe { tcb.drop_task() };
@@ -82,7 +82,7 @@ impl Processor {
         let waiter = if prev & JoinState::WAITER != 0 {
             // SAFETY: the waiter was written before WAITER was set, and the AcqRel RMW in
             // `publish` saw WAITER.
-            unsafe { std::mem::replace(&mut *tcb.waiter.get(), Waiter::None) }
+            unsafe { std::mem::replace(&mut *tcb.links.waiter.get(), Waiter::None) }
         } else {
             Waiter::None
         };

@@ -199,12 +199,12 @@ impl Processor {
         victim.runq.steal(|n| if probing { 1 } else { engine.steal_count(n) }, &mut buf);
         let mut first = None;
         for t in buf.drain(..) {
-            if t.tcb().pinned.get() {
+            if t.tcb().head.pinned.get() {
                 // Pinned to the victim (`Builder::pinned`): straight back, through its wake-up stack.
-                self.shared.wake_remote(t, t.tcb().processor.load(Ordering::Relaxed));
+                self.shared.wake_remote(t, t.tcb().head.processor.load(Ordering::Relaxed));
             } else if first.is_none() {
                 if probing {
-                    t.tcb().gather.forget_move(); // (it may go home at once)
+                    t.tcb().exec.gather.forget_move(); // (it may go home at once)
                 }
                 first = Some(t);
             } else {

@@ -103,7 +103,7 @@ impl Processor {
     /// Runs `t`, giving it a stack first if it never ran; `w` is the calling thread's worker.
     #[inline]
     fn dispatch(&self, t: TcbRef, w: &Worker) {
-        if t.tcb().life.get() == Life::Queued {
+        if t.tcb().head.life.get() == Life::Queued {
             self.start_ult(t, w);
         } else {
             self.run_ult(t, w);
@@ -135,7 +135,7 @@ impl Processor {
         if !remote.wakeup.is_empty() {
             let (mut n, mut homing) = (0, 0);
             for t in remote.wakeup.drain() {
-                if t.tcb().gather.take_homing() {
+                if t.tcb().exec.gather.take_homing() {
                     homing += 1;
                 }
                 self.make_ready(t);
@@ -253,12 +253,12 @@ impl Processor {
         };
         // SAFETY: this processor owns the TCB (it took it from a start-queue); a never-started
         // ULT has no context, so the write overwrites a `None` (nothing to drop).
-        unsafe { ptr::write(tcb.context.get(), Some(ctx)) };
+        unsafe { ptr::write(tcb.exec.context.get(), Some(ctx)) };
         // SAFETY: as above; the context holds its stack until the ULT exits.
-        tcb.guard_at.set(unsafe { (*tcb.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
+        tcb.exec.guard_at.set(unsafe { (*tcb.exec.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
         crate::prefetch::UltBlock::on_start(t, self.prefetch);
-        tcb.life.set(Life::Started);
-        if tcb.pinned.get() {
+        tcb.head.life.set(Life::Started);
+        if tcb.head.pinned.get() {
             self.core().pinned_here += 1;
         }
         self.run_ult(t, w);
@@ -281,11 +281,11 @@ impl Processor {
         let after_hooks = end_hook || check_canary;
         'chain: loop {
             let tcb = t.tcb();
-            tcb.processor.store(self.index, Ordering::Relaxed);
+            tcb.head.processor.store(self.index, Ordering::Relaxed);
             // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
             // until `exit` takes it, after this borrow ends. The ULT's own code never touches the
             // field.
-            let ctx = unsafe { (*tcb.context.get()).as_mut() }
+            let ctx = unsafe { (*tcb.exec.context.get()).as_mut() }
                 .unwrap_or_else(|| crate::fatal("ULT without a context"));
             let why = loop {
                 self.current.set(Some(t));
@@ -392,7 +392,7 @@ impl Processor {
         if self.loop_has_errands() {
             return None;
         }
-        if n.tcb().life.get() != Life::Started {
+        if n.tcb().head.life.get() != Life::Started {
             return None; // (never in the slot today; the loop's dispatch starts such a one)
         }
         core.next = None;
@@ -426,7 +426,7 @@ impl Processor {
         if core.next.is_some()
             || core.no_hand_off > 0
             || (core.batch.at_first() && (self.loop_has_errands() || self.start_work_visible()))
-            || n.tcb().life.get() != Life::Started
+            || n.tcb().head.life.get() != Life::Started
             || !core.engine.yield_at_zero()
         {
             return FromBatch::Elsewhere;
@@ -438,7 +438,7 @@ impl Processor {
             core.next = Some(n);
             return FromBatch::Loop;
         }
-        if n.tcb().prefetching.get() {
+        if n.tcb().head.prefetching.get() {
             self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
         }
         FromBatch::Run(n)
@@ -506,7 +506,7 @@ impl Processor {
     fn check_canary(&self, t: TcbRef) {
         // SAFETY: the ULT just switched out, so its context is still in the TCB; only this
         // processor touches it.
-        let at = unsafe { (*t.tcb().context.get()).as_ref() }.map_or(0, |c| c.canary_at);
+        let at = unsafe { (*t.tcb().exec.context.get()).as_ref() }.map_or(0, |c| c.canary_at);
         // SAFETY: `at` is the low end of the ULT's unguarded stack (0: guarded), recorded when the
         // context was made; the context holds the stack, so the memory is live.
         if !unsafe { crate::stack::canary_intact_at(at) } {
@@ -519,7 +519,7 @@ impl Processor {
         let tcb = t.tcb();
         crate::fatal(&format!(
             "stack overflow in ULT {} ({}): the canary of its {}-byte unguarded stack was overwritten",
-            tcb.id.get(),
+            tcb.head.id.get(),
             self.ult_name(t),
             tcb.stack_size()
         ));
@@ -527,6 +527,6 @@ impl Processor {
 
     fn ult_name(&self, t: TcbRef) -> String {
         // SAFETY: the name is written at spawn and immutable afterwards.
-        unsafe { (*t.tcb().name.get()).as_deref().unwrap_or("unnamed").to_string() }
+        unsafe { (*t.tcb().links.name.get()).as_deref().unwrap_or("unnamed").to_string() }
     }
 }

@@ -35,7 +35,7 @@ impl Deathrow {
     #[inline]
     pub(crate) fn enter(&mut self, t: TcbRef) {
         // Exited, or already reset by a joiner that saw COMPLETE before this call.
-        debug_assert!(matches!(t.tcb().life.get(), Life::Exited | Life::Free));
+        debug_assert!(matches!(t.tcb().head.life.get(), Life::Exited | Life::Free));
         self.len += 1;
     }
 
@@ -64,7 +64,7 @@ mod tests {
     fn counts_exits_in_and_cleanups_out() {
         let (_chunks, t) = tcbs(6);
         for x in &t {
-            x.tcb().life.set(Life::Exited);
+            x.tcb().head.life.set(Life::Exited);
         }
         let mut d = Deathrow::new();
         for &x in &t {
@@ -89,7 +89,7 @@ mod tests {
     #[should_panic(expected = "a ULT left a deathrow it was not on")]
     fn catches_a_leave_without_an_enter() {
         let (_chunks, t) = tcbs(1);
-        t[0].tcb().life.set(Life::Exited);
+        t[0].tcb().head.life.set(Life::Exited);
         let mut d = Deathrow::new();
         d.enter(t[0]);
         d.leave();

@@ -59,7 +59,7 @@ impl Link for TcbRef {
 
     #[inline]
     fn next<'a>(self) -> &'a AtomicPtr<Tcb> {
-        &self.tcb().next
+        &self.tcb().links.next
     }
 }
 

@@ -130,21 +130,21 @@ pub(crate) fn word(seq: u64, notified: bool) -> u64 {
 
 /// True while wait `seq` of `t` is neither notified nor timed out (used to drop stale timers).
 pub(crate) fn is_pending(t: TcbRef, seq: u64) -> bool {
-    let w = t.tcb().wait.load(Ordering::Acquire);
+    let w = t.tcb().exec.wait.load(Ordering::Acquire);
     w >> SEQ_SHIFT == seq && w & RESOLVED == 0
 }
 
 /// True while `t` has started a wait (made its `WaitNode`) that is not resolved yet: from then
 /// until it is notified or times out it must not switch but to block (the chaos mode asks).
 pub(crate) fn has_unresolved_wait(t: TcbRef) -> bool {
-    let w = t.tcb().wait.load(Ordering::Relaxed);
+    let w = t.tcb().exec.wait.load(Ordering::Relaxed);
     w >> SEQ_SHIFT != 0 && w & RESOLVED == 0
 }
 
 /// The processor's timer for wait `seq` of `t` came due: resolve the wait as timed out. Returns
 /// true if this won the race against any notifier (the caller then makes `t` ready).
 pub(crate) fn time_out(t: TcbRef, seq: u64) -> bool {
-    resolve(&t.tcb().wait, seq, TIMED_OUT).is_some()
+    resolve(&t.tcb().exec.wait, seq, TIMED_OUT).is_some()
 }
 
 /// CAS the wait word from "wait `seq`, unresolved" to `| how`; the previous word if this won.
@@ -206,7 +206,7 @@ impl WaitNode {
     pub(crate) fn new_on(here: Option<&Processor>) -> WaitNode {
         let who = match here.and_then(|p| Some((p.current_ult()?, p))) {
             Some((tcb, p)) => {
-                let w = &tcb.tcb().wait;
+                let w = &tcb.tcb().exec.wait;
                 // Only this ULT starts its waits; earlier ones are all resolved (it runs), and a
                 // stale timer's CAS fails on the new sequence number.
                 let seq = (w.load(Ordering::Relaxed) >> SEQ_SHIFT) + 1;
@@ -285,7 +285,7 @@ impl WaitNode {
                         unsafe { crate::switch::park_ult(t, after_switch) };
                     }
                 }
-                t.tcb().wait.load(Ordering::Acquire) & NOTIFIED != 0
+                t.tcb().exec.wait.load(Ordering::Acquire) & NOTIFIED != 0
             }
             Who::Thread { state, .. } => {
                 let mut g = guard;
@@ -384,7 +384,7 @@ impl WaitNode {
             if w & NODE_TIMED == 0 {
                 // Untimed, and linked only after its ULT switched out: nobody but us, under the
                 // object's lock, can resolve it (module docs), so a store does.
-                tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
+                tcb.tcb().exec.wait.store(w | NOTIFIED, Ordering::Release);
                 return Some(Self::wake_ult(*tcb, *runtime, here));
             }
         }
@@ -406,7 +406,7 @@ impl WaitNode {
             let w = word.get();
             if w & NODE_TIMED == 0 && ptr::eq(*runtime, Arc::as_ptr(&p.shared)) && p.current_ult().is_some() {
                 // As in `notify_on`: untimed, so the store resolves it.
-                tcb.tcb().wait.store(w | NOTIFIED, Ordering::Release);
+                tcb.tcb().exec.wait.store(w | NOTIFIED, Ordering::Release);
                 let t = *tcb;
                 drop(g);
                 Wake::Ult(t, p).wake();
@@ -436,7 +436,7 @@ impl WaitNode {
         match &self.who {
             Who::Ult { tcb, word, runtime } => {
                 let t = *tcb;
-                resolve(&t.tcb().wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
+                resolve(&t.tcb().exec.wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
                 Some(Self::wake_ult(t, *runtime, current_processor()))
             }
             Who::Thread { thread, state } => {

@@ -150,7 +150,7 @@ impl Engine {
     /// a runtime whose policy keeps nothing touches no record on a plain spawn).
     #[inline]
     pub(crate) fn on_spawn(&self, t: TcbRef, footprint: Option<usize>) {
-        let rec = &t.tcb().record;
+        let rec = &t.tcb().sched.record;
         if self.needs.records() {
             rec.stamp.set(0);
             rec.misses.set(0);
@@ -187,7 +187,7 @@ impl Engine {
 pub fn set_footprint(bytes: usize) {
     if let Some(p) = current_processor() {
         if let Some(t) = p.current_ult() {
-            t.tcb().record.declare(bytes, p.shared.engine.line_size);
+            t.tcb().sched.record.declare(bytes, p.shared.engine.line_size);
         }
     }
 }
@@ -196,11 +196,11 @@ pub fn set_footprint(bytes: usize) {
 #[inline]
 pub(crate) fn ult_info(t: TcbRef, needs: Needs) -> UltInfo {
     let tcb = t.tcb();
-    let info = UltInfo::new(tcb.id.get(), tcb.processor.load(crate::atomics::Ordering::Relaxed));
+    let info = UltInfo::new(tcb.head.id.get(), tcb.head.processor.load(crate::atomics::Ordering::Relaxed));
     if !needs.records() {
         return info;
     }
-    let rec = &tcb.record;
+    let rec = &tcb.sched.record;
     UltInfo {
         stamp: rec.stamp.get(),
         misses: rec.misses.get(),
@@ -217,8 +217,8 @@ impl Engine {
     /// owns the wake-up of `t`.
     #[inline]
     pub(crate) fn wake_target(&self, t: TcbRef, waker: Option<usize>, by: Option<TcbRef>) -> usize {
-        let home = t.tcb().processor.load(Order::Relaxed);
-        if t.tcb().pinned.get() {
+        let home = t.tcb().head.processor.load(Order::Relaxed);
+        if t.tcb().head.pinned.get() {
             // A pinned ULT goes back to its own processor; the policy is not asked (`Builder::pinned`).
             return home;
         }
@@ -283,7 +283,7 @@ impl Engine {
         let mut state = info.state;
         let target = self.policy.hooks().wake_target(&info, &waker_info, &mut state);
         if state != info.state {
-            t.tcb().record.state.set(state);
+            t.tcb().sched.record.state.set(state);
         }
         target
     }
@@ -310,9 +310,9 @@ fn gravity_has_no_force(t: TcbRef, by: Option<TcbRef>) -> bool {
 #[inline(never)]
 fn gravity_wakes_here(t: TcbRef, here: usize, by: Option<TcbRef>) -> bool {
     // Home, and no force acts: the hand-off rule's answer is home.
-    let home = t.tcb().processor.load(Order::Relaxed) == here;
+    let home = t.tcb().head.processor.load(Order::Relaxed) == here;
     let stays = home && gravity_has_no_force(t, by);
-    if stays && !t.tcb().pinned.get() {
+    if stays && !t.tcb().head.pinned.get() {
         mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
     }
     stays
@@ -322,7 +322,7 @@ fn gravity_wakes_here(t: TcbRef, here: usize, by: Option<TcbRef>) -> bool {
 /// of `t`.
 #[inline]
 fn mark_woken(t: TcbRef) {
-    let state = &t.tcb().record.state;
+    let state = &t.tcb().sched.record.state;
     let mut word = state.get();
     rounds::mark_woken(&mut word);
     state.set(word);
@@ -425,7 +425,7 @@ impl Engine {
     /// thread may ask; the caller owns the wake-up of `t`, so its record is settled.
     #[inline]
     pub(crate) fn home_lines(&self, t: TcbRef, home: usize) -> f32 {
-        let rec = &t.tcb().record;
+        let rec = &t.tcb().sched.record;
         match &self.model {
             Some(model) if self.needs.misses => {
                 // (Relaxed: a hint, see `clocks`.)
@@ -596,9 +596,9 @@ impl Local {
     #[inline]
     pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
         let tcb = t.tcb();
-        let rec = &tcb.record;
+        let rec = &tcb.sched.record;
         let virtual_time = || {
-            let last = tcb.processor.load(Order::Relaxed);
+            let last = tcb.head.processor.load(Order::Relaxed);
             virtual_time::key(last, rec.stamp.get(), self.processor)
         };
         match self.kind {
@@ -664,7 +664,7 @@ impl Local {
             }
             Kind::MinimumMisses => super::DEFAULT_YIELD_KEY,
             Kind::VirtualTime | Kind::ReloadTransient | Kind::Gravity => {
-                rounds::yield_key(t.tcb().record.state.get())
+                rounds::yield_key(t.tcb().sched.record.state.get())
             }
             Kind::Custom => {
                 self.seq += 1;
@@ -683,11 +683,11 @@ impl Local {
         let here = self.processor;
         match self.wake {
             // (A pinned ULT goes back where it ran, whatever the rule.)
-            WakeRule::Waker if by.is_some() && !t.tcb().pinned.get() => true,
-            WakeRule::Waker | WakeRule::HandOff => t.tcb().processor.load(Order::Relaxed) == here,
+            WakeRule::Waker if by.is_some() && !t.tcb().head.pinned.get() => true,
+            WakeRule::Waker | WakeRule::HandOff => t.tcb().head.processor.load(Order::Relaxed) == here,
             WakeRule::HandOffInRounds => {
-                let home = t.tcb().processor.load(Order::Relaxed) == here;
-                if home && !t.tcb().pinned.get() {
+                let home = t.tcb().head.processor.load(Order::Relaxed) == here;
+                if home && !t.tcb().head.pinned.get() {
                     mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
                 }
                 home
@@ -733,11 +733,11 @@ impl Local {
         if self.records {
             if self.stamps_only {
                 self.vtime += 1;
-                t.tcb().record.stamp.set(self.vtime);
+                t.tcb().sched.record.stamp.set(self.vtime);
             } else if self.stamps_and_rounds {
                 // What `record` does for these needs, without the call and its checks.
                 self.vtime += 1;
-                let rec = &t.tcb().record;
+                let rec = &t.tcb().sched.record;
                 rec.stamp.set(self.vtime);
                 rec.state.set(rounds::end_run(self.processor, self.vtime, rec.state.get()));
             } else {
@@ -764,7 +764,7 @@ impl Local {
     #[inline(never)]
     fn record(&mut self, t: TcbRef) {
         let tcb = t.tcb();
-        let rec = &tcb.record;
+        let rec = &tcb.sched.record;
         if let Some(c) = &mut self.counting {
             // One dispatch on the kind of source, then a path made for it.
             let (model, processor) = (&*c.model, self.processor);
@@ -808,7 +808,7 @@ impl Local {
     /// machines without a PMU take this path on every run).
     #[inline(never)]
     fn record_estimated<const STAMPS: bool, const ROUNDS: bool>(&mut self, t: TcbRef) {
-        let rec = &t.tcb().record;
+        let rec = &t.tcb().sched.record;
         let processor = self.processor;
         let clock = &mut self.clock;
         let Some(Counting { source: AnySource::Estimated(source), model, published, .. }) =
@@ -850,7 +850,7 @@ impl Local {
         let info = ult_info(t, self.needs);
         let mut state = info.state;
         self.policy.hooks().record_run(&info, &self.view(), &mut state);
-        t.tcb().record.state.set(state);
+        t.tcb().sched.record.state.set(state);
     }
 }
 
@@ -860,11 +860,11 @@ impl Local {
 fn count_run<S: CounterSource>(source: &mut S, model: &CacheModel, at: (usize, u64), t: TcbRef) -> u64 {
     let (processor, began) = at;
     let tcb = t.tcb();
-    let rec = &tcb.record;
+    let rec = &tcb.sched.record;
     // What the model expected cached when the run began, from the clock then.
     let mut footprint = rec.footprint.get();
     let valid = footprint.valid_on(model, processor, began);
-    let misses = source.end_run(&RunInfo::new(tcb.id.get(), rec.bytes.get(), valid));
+    let misses = source.end_run(&RunInfo::new(tcb.head.id.get(), rec.bytes.get(), valid));
     rec.misses.set(misses);
     let clock = source.clock();
     footprint.record_run(model, processor, valid, misses, clock);

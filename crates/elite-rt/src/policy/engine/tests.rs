@@ -131,10 +131,10 @@ fn declared_lines_are_the_estimators() {
     for needs in [Needs::NOTHING, Needs::MISSES] {
         let engine = affinity.with_policy(&policy, needs);
         engine.on_spawn(t, Some(1000));
-        assert_eq!(t.tcb().record.lines.get(), 1000u64.div_ceil(u64::from(cache.line_size)));
+        assert_eq!(t.tcb().sched.record.lines.get(), 1000u64.div_ceil(u64::from(cache.line_size)));
     }
     affinity.on_spawn(t, None);
-    assert_eq!((t.tcb().record.bytes.get(), t.tcb().record.lines.get()), (0, 0));
+    assert_eq!((t.tcb().sched.record.bytes.get(), t.tcb().sched.record.lines.get()), (0, 0));
 }
 
 /// With the estimator, each counting policy's run end (`record_estimated`, chosen for its
@@ -222,22 +222,22 @@ fn the_runtime_wakes_where_the_builtin_hooks_send() {
                                 affinity.on_spawn(by, Some(1 << 10));
                                 UltBlock::on_spawn(t, block(8192, 8192));
                                 UltBlock::on_spawn(by, block(8192 + 8192 - overlap, 4096));
-                                t.tcb().processor.store(home, crate::atomics::Ordering::Relaxed);
+                                t.tcb().head.processor.store(home, crate::atomics::Ordering::Relaxed);
                                 local.begin_run();
                                 local.end_run(t);
                                 if evicted {
                                     // Another ULT's large run at home: its misses evict `t`.
-                                    by.tcb().record.declare(4 << 20, affinity.line_size);
+                                    by.tcb().sched.record.declare(4 << 20, affinity.line_size);
                                     local.begin_run();
                                     local.end_run(by);
-                                    by.tcb().record.declare(1 << 10, affinity.line_size);
+                                    by.tcb().sched.record.declare(1 << 10, affinity.line_size);
                                 }
                                 let by = (by_ult && waker.is_some()).then_some(by);
                                 let mut results = Vec::new();
                                 for engine in [&affinity, &by_hooks] {
-                                    t.tcb().record.state.set(state);
+                                    t.tcb().sched.record.state.set(state);
                                     let target = engine.wake_target(t, waker, by);
-                                    results.push((target, t.tcb().record.state.get()));
+                                    results.push((target, t.tcb().sched.record.state.get()));
                                 }
                                 assert_eq!(
                                     results[0], results[1],
@@ -314,12 +314,12 @@ fn the_runtime_computes_the_keys_the_builtin_hooks_give() {
         for run in 0..40usize {
             let (i, p) = (run * 3 % ults.len(), run / 7 % 2);
             let t = ults[i];
-            t.tcb().processor.store(p, crate::atomics::Ordering::Relaxed);
+            t.tcb().head.processor.store(p, crate::atomics::Ordering::Relaxed);
             locals[p].begin_run();
             locals[p].end_run(t);
             if run % 6 == 5 {
                 // Gravity's repelled mark (and, for the others, a bit they do not read).
-                let state = &t.tcb().record.state;
+                let state = &t.tcb().sched.record.state;
                 state.set(state.get() ^ (1 << rounds::ROUND_BITS));
             }
             for local in &mut locals {

@@ -122,7 +122,7 @@ impl RunLink {
 
 #[inline]
 fn link<'a>(t: TcbRef) -> &'a RunLink {
-    &t.tcb().run_link
+    &t.tcb().sched.run_link
 }
 
 #[inline]

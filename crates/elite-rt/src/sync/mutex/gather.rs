@@ -256,7 +256,7 @@ fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     }
     let Some(me) = p.current_ult() else { return false };
     let tcb = me.tcb();
-    if tcb.pinned.get() || (now.wrapping_sub(tcb.gather.moved_at()) as i64) < min_gap as i64 {
+    if tcb.head.pinned.get() || (now.wrapping_sub(tcb.exec.gather.moved_at()) as i64) < min_gap as i64 {
         return false;
     }
     let Some(target) = p.shared.processors.iter().position(|r| r.name.load(Ordering::Relaxed) == home) else {
@@ -265,7 +265,7 @@ fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     if p.shared.processors[target].park.is_parked() {
         return false; // the lock is not busy there; waking its home would cost more
     }
-    tcb.gather.note_move(now);
+    tcb.exec.gather.note_move(now);
     // SAFETY: `me` is the ULT running this code.
     unsafe { crate::switch::park_ult(me, move |t, q| q.send_home(t, target)) };
     true
@@ -277,7 +277,7 @@ impl Processor {
     fn send_home(&self, t: TcbRef, target: usize) {
         self.remote().stats.gathered.bump();
         self.pauses().note_sent_home();
-        t.tcb().gather.set_homing();
+        t.tcb().exec.gather.set_homing();
         self.shared.push_wakeup(t, target); // (no helper wanted: see `maintain`)
     }
 }
