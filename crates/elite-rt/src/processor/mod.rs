@@ -64,7 +64,7 @@ use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
 use crate::park::ParkSlot;
 use crate::pool::LocalPool;
 use crate::queue::cleanup::{CleanupStack, NoteBatch};
-use crate::queue::deathrow::Deathrow;
+use crate::queue::deathrow::DeathrowCount;
 use crate::queue::deque::Deque;
 use crate::queue::run::{RunQueue, YieldBatch};
 use crate::queue::start::NodeStart;
@@ -136,7 +136,7 @@ pub(crate) struct Core {
     tcb_pool: LocalPool<TcbRef>,
     /// Pooled contexts (a stack each, see [`Context`]): the stack pool.
     stack_pool: LocalPool<Box<Context>>,
-    deathrow: Deathrow,
+    deathrow: DeathrowCount,
     timers: Timers,
     /// The ULT to run next, outside the runqueue: set when a ULT becomes ready while nothing else is
     /// (a joiner woken by the exit of the ULT it joined, the other end of a hand-off). Private to
@@ -233,7 +233,7 @@ impl Processor {
             start_limit: c.start_queue_limit.min(shared.processors[index].start.capacity()),
             tcb_pool: LocalPool::new(c.tcb_pool_limit),
             stack_pool: LocalPool::new(c.stack_pool_limit),
-            deathrow: Deathrow::new(),
+            deathrow: DeathrowCount::new(),
             timers: Timers::new(),
             next: None,
             admit_one: false,

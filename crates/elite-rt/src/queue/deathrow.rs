@@ -1,8 +1,8 @@
 //! The deathrow of a processor: the ULTs that exited on it and whose joiner has not let go of them
 //! yet.
 //!
-//! The exit path puts an exited ULT on it ([`Deathrow::enter`], from the exit's `settle`); the
-//! clean-up path takes it off ([`Deathrow::leave`]): a clean-up note from a joiner on another
+//! The exit path puts an exited ULT on it ([`DeathrowCount::enter`], from the exit's `settle`); the
+//! clean-up path takes it off ([`DeathrowCount::leave`]): a clean-up note from a joiner on another
 //! processor (`queue::cleanup`), or a join on this same processor. Only the owning processor
 //! touches its deathrow; joiners never do (ELiTE section 2.2), which keeps it in that processor's
 //! cache.
@@ -16,19 +16,19 @@
 //! one or two more TCB lines per exit (and in a bulk join, cache misses). What is left to keep is
 //! how many ULTs are on it: an add and a subtract on the processor's own line. Debug builds check
 //! with it that nothing leaves that did not enter (a clean-up note sent twice, say), and tests read
-//! it ([`Deathrow::len`]).
+//! it ([`DeathrowCount::len`]).
 
 use crate::tcb::{Life, TcbRef};
 
-/// The deathrow of one processor (see the module docs).
-pub(crate) struct Deathrow {
+/// The deathrow of one processor, kept as the count of ULTs on it (see the module docs).
+pub(crate) struct DeathrowCount {
     /// Exited ULTs on this deathrow: entered and not yet left.
     len: usize,
 }
 
-impl Deathrow {
-    pub(crate) fn new() -> Deathrow {
-        Deathrow { len: 0 }
+impl DeathrowCount {
+    pub(crate) fn new() -> DeathrowCount {
+        DeathrowCount { len: 0 }
     }
 
     /// An exited ULT goes on the deathrow.
@@ -66,7 +66,7 @@ mod tests {
         for x in &t {
             x.tcb().head.life.set(Life::Exited);
         }
-        let mut d = Deathrow::new();
+        let mut d = DeathrowCount::new();
         for &x in &t {
             d.enter(x);
         }
@@ -90,7 +90,7 @@ mod tests {
     fn catches_a_leave_without_an_enter() {
         let (_chunks, t) = tcbs(1);
         t[0].tcb().head.life.set(Life::Exited);
-        let mut d = Deathrow::new();
+        let mut d = DeathrowCount::new();
         d.enter(t[0]);
         d.leave();
         d.leave();
