@@ -5,7 +5,7 @@
 //! ```sh
 //! cargo build --release -p elite-rt --example hot_path_probe
 //! for n in 100000 200000; do
-//!   valgrind --tool=callgrind --callgrind-out-file=/tmp/cg_$n.out \
+//!   valgrind --tool=callgrind --callgrind-out-file=cg_$n.out \
 //!     target/release/examples/hot_path_probe yield $n 2>&1 | grep refs
 //! done
 //! ```

@@ -143,10 +143,10 @@
 //! waits on (`deadlock::note_wait`), so its TCB never shows what it last blocked on before.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
-use crate::current::{current_processor, set_current_processor};
 use crate::processor::worker::Worker;
 use crate::processor::{Processor, ProcessorSet};
 use crate::runtime::Shared;
+use crate::slot::{current_processor, set_current_processor};
 use crate::stats::BlockingStats;
 use crate::tcb::TcbRef;
 use std::cell::Cell;
@@ -814,7 +814,7 @@ mod tests {
         let (in_tx, in_rx) = std_mpsc::channel::<()>();
         let (go_tx, go_rx) = std_mpsc::channel::<()>();
         let h = rt.spawn(move || {
-            let me = crate::current::current_processor().and_then(|p| p.current_ult()).expect("a ULT");
+            let me = crate::slot::current_processor().and_then(|p| p.current_ult()).expect("a ULT");
             tcb_tx.send(me.as_ptr() as usize).expect("send the TCB");
             let v = rx.recv().expect("the value");
             crate::blocking(move || {
@@ -854,7 +854,7 @@ mod tests {
             let ults: Vec<_> = (0..4)
                 .map(|i| {
                     crate::spawn(move || {
-                        let here = || crate::current::current_processor().expect("a ULT runs on a processor");
+                        let here = || crate::slot::current_processor().expect("a ULT runs on a processor");
                         let me = here().current_ult().expect("a ULT");
                         let mut moves = 0;
                         let mut thread = std::thread::current().id();

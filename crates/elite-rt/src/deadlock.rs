@@ -86,8 +86,8 @@
 //! among them) cannot act until someone wakes them, so they do not hold the report back; the
 //! report counts them.
 
-use crate::current::current_processor;
 use crate::runtime::Shared;
+use crate::slot::current_processor;
 use crate::tcb::{Life, TcbRef};
 use crate::thread::{thread_of, JoinHandle, Thread, ThreadId};
 use std::fmt;

@@ -32,7 +32,7 @@
 //! The previous actions are written before ours is installed and never again, so a handler that
 //! can run has them; `INSTALLED` (release/acquire) says so explicitly.
 
-use crate::current::current_processor;
+use crate::slot::current_processor;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;

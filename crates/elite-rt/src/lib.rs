@@ -20,7 +20,7 @@
 //! ```
 //!
 //! The names mirror `std::thread`: [`spawn`], [`Builder`], [`JoinHandle::join`] (a panic arrives as
-//! `Err(payload)` and the runtime runs on), [`yield_now`], [`sleep`], [`current`]. Dropping a
+//! `Err(payload)` and the runtime runs on), [`yield_now`], [`sleep`], [`current()`]. Dropping a
 //! [`JoinHandle`] detaches the ULT; a detached ULT's panic goes to
 //! [`RuntimeBuilder::detached_panic_hook`] (by default one line on stderr naming the ULT). A
 //! `JoinHandle` may be joined from a ULT (which blocks, letting its processor run others) or from
@@ -257,8 +257,6 @@ pub mod caveats {}
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
-mod current;
-#[cfg(not(loom))]
 pub mod deadlock;
 #[cfg(not(loom))]
 mod fault;
@@ -280,6 +278,8 @@ mod prefetch;
 mod processor;
 #[cfg(not(loom))]
 mod queue;
+#[cfg(not(loom))]
+mod slot;
 #[cfg(not(loom))]
 mod switch;
 #[cfg(loom)]

@@ -28,7 +28,7 @@
 //! Outside a ULT (a plain OS thread, or code a processor runs outside any ULT), a key falls back to
 //! one value per OS thread, destroyed when the thread exits, like `thread_local!`.
 
-use crate::current::current_processor;
+use crate::slot::current_processor;
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::marker::PhantomData;

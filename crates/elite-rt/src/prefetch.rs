@@ -53,7 +53,7 @@
 //! and read by the processor holding the ULT or by a waker that owns its wake-up (see
 //! `affinity`); the wake-up and runqueue protocols carry them like the rest of the TCB.
 
-use crate::current::current_processor;
+use crate::slot::current_processor;
 use crate::tcb::TcbRef;
 use std::fmt;
 

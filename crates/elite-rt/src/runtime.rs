@@ -50,12 +50,12 @@
 
 use crate::atomics::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use crate::config::Config;
-use crate::current::current_processor;
 use crate::park::Idle;
 use crate::pool::NodePool;
 use crate::processor::{ProcessorSet, Remote};
 use crate::queue::run::RunQueue;
 use crate::queue::start::{GlobalStart, NodeStart};
+use crate::slot::current_processor;
 use crate::stats::{Counter, ProcessorStats, RuntimeStats};
 use crate::tcb::{Cancelled, Chunk, JoinState, Life, TcbRef, Waiter};
 use crate::thread::{JoinHandle, UltSpec};

@@ -4,8 +4,8 @@
 //! and yield through here without reaching into the processor loop, which finishes each
 //! transition after the switch (`processor::run`).
 
-use crate::current::current_processor;
 use crate::processor::Processor;
+use crate::slot::current_processor;
 use crate::sync::wait::LinkTo;
 use crate::tcb::TcbRef;
 use std::time::Instant;

@@ -2,8 +2,8 @@
 //! `yield_now`, `sleep`.
 
 use crate::atomics::Ordering;
-use crate::current::current_processor;
 use crate::processor::{Inline, Processor};
+use crate::slot::current_processor;
 use crate::stack::{round_to_pages, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::switch::{park_ult, suspend, Deadline, Switch};
 use crate::tcb::{new_task, JoinState, Life, TcbRef, Waiter};

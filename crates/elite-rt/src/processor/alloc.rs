@@ -3,8 +3,8 @@
 
 use super::Processor;
 use crate::atomics::Ordering;
-use crate::current::current_processor;
 use crate::pool::Got;
+use crate::slot::current_processor;
 use crate::stack::UltStack;
 use crate::switch::Switch;
 use crate::tcb::{Context, Tcb, TcbRef, Ult, UltYielder, Waiter};

@@ -170,7 +170,7 @@ pub(crate) fn decision_point() {
 #[cold]
 #[inline(never)]
 pub(super) fn decision_point_slow() {
-    let Some(p) = crate::current::current_processor() else {
+    let Some(p) = crate::slot::current_processor() else {
         return;
     };
     let Some(me) = p.current_ult() else {

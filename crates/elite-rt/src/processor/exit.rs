@@ -30,7 +30,7 @@ impl Processor {
         self.settle(t, tcb.exec.exit_prev.get());
     }
 
-    /// The joiner's end of [`Inline::Finished`]: the output was taken, give the TCB back.
+    /// The joiner's end of [`Inline::Finished`](super::Inline::Finished): the output was taken, give the TCB back.
     pub(crate) fn reclaim_inline(&self, t: TcbRef) {
         // SAFETY: the joiner owns the finished task and took its outcome (see `Inline::Finished`).
         unsafe { t.tcb().drop_spent_task() };
@@ -99,7 +99,7 @@ impl Processor {
     }
 
     /// Wakes whoever waited in a join: a ULT of this runtime from here (see `wake`), anyone else
-    /// through [`Shared::wake_joiner`].
+    /// through [`Shared::wake_joiner`](crate::runtime::Shared::wake_joiner).
     #[inline]
     fn wake_joiner(&self, w: Waiter) {
         match w {

@@ -6,8 +6,8 @@
 use super::worker::Worker;
 use super::Processor;
 use crate::atomics::Ordering;
-use crate::current::set_current_processor;
 use crate::queue::run::REFILL_FROM;
+use crate::slot::set_current_processor;
 use crate::switch::{Deadline, Park, Switch};
 use crate::tcb::{Life, TcbRef};
 use crate::timer::Due;
@@ -455,7 +455,7 @@ impl Processor {
     /// True when no ready ULT, wake-up, start-queue entry or timer waits here (the yield fast path).
     /// Only such a yield counts a step here; one that finds other work counts its step in
     /// [`Processor::hand_off`], so that every yield counts one and the loop's turn (every
-    /// [`TICK_PERIOD`]-th step) is never spent on a yield that goes on to the hand-off anyway.
+    /// [`TICK_PERIOD`](super::TICK_PERIOD)-th step) is never spent on a yield that goes on to the hand-off anyway.
     #[inline]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();

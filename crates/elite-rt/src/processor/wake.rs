@@ -35,7 +35,7 @@ impl Processor {
         }
     }
 
-    /// Puts the yield batch's ULTs back in the runqueue (see [`YieldBatch`]): when a chain of
+    /// Puts the yield batch's ULTs back in the runqueue (see [`YieldBatch`](crate::queue::run::YieldBatch)): when a chain of
     /// switches returns to the loop, and before a blocking call's action hands the processor to
     /// another OS thread (`crate::blocking::switched`), whose loop must find them there.
     #[inline]

@@ -17,7 +17,7 @@ thread_local! {
 }
 
 /// An OS thread of the runtime (see `crate::blocking`). What only the lock guards lives in its
-/// [`Slot`]; this part is read without it.
+/// `Slot` (`crate::blocking`); this part is read without it.
 pub(crate) struct Worker {
     /// Index of its slot.
     pub(crate) id: usize,
@@ -29,7 +29,7 @@ pub(crate) struct Worker {
 /// The worker the calling thread is: a thread running a processor's loop is always one. Its
 /// `stop` flag tells whether it was told to leave the loop it runs (its blocking handoff gave the
 /// processor to another thread, or shutdown); the processor reads it after a park's action, which
-/// may be [`switched`], before the loop's bottom frame touches the processor again.
+/// may be [`switched`](crate::blocking::switched), before the loop's bottom frame touches the processor again.
 pub(crate) fn current_worker<'a>() -> &'a Worker {
     let w = WORKER.with(|c| c.get());
     if w.is_null() {

@@ -18,9 +18,9 @@
 //! Values are dropped only outside the lock: no user code runs while it is held.
 
 use super::wait::{BiasedSpinLock, OnUnwind, SpinGuard, WaitList, WaitNode, Wakes};
-use crate::current::current_processor;
 use crate::deadlock::WaitKind;
 use crate::processor::Processor;
+use crate::slot::current_processor;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};

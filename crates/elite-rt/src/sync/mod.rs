@@ -71,7 +71,7 @@ pub mod mpmc {
     pub use super::chan::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
 }
 
-use crate::current::current_processor;
+use crate::slot::current_processor;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 

@@ -97,10 +97,10 @@
 //! (a lock, a permit).
 
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use crate::current::current_processor;
 use crate::deadlock::WaitKind;
 use crate::processor::Processor;
 use crate::runtime::Shared;
+use crate::slot::current_processor;
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};

@@ -12,7 +12,7 @@
 //! | a run begins / ends | the processor running it | [`Local::begin_run`], [`Local::end_run`] |
 //! | a ULT is spawned | its spawner | [`Engine::on_spawn`] |
 //!
-//! For the built-in policies the engine answers without a call through their [`Hooks`]: it
+//! For the built-in policies the engine answers without a call through their [`Hooks`](super::Hooks): it
 //! computes their keys with the same functions their hooks call (each policy's key is written
 //! once, in its file), and their wake targets by their [`WakeRule`]. A custom policy's hooks are
 //! called. This is where the second wave's decisions (places, groups, the online selector)
@@ -71,8 +71,8 @@ use super::{
     Policy, ProcessorView, UltInfo, WakeRule, WakerInfo,
 };
 use crate::atomics::Ordering as Order;
-use crate::current::current_processor;
 use crate::prefetch::UltBlock;
+use crate::slot::current_processor;
 use crate::tcb::TcbRef;
 use crossbeam_utils::CachePadded;
 use elite_affinity::{
@@ -289,7 +289,7 @@ impl Engine {
     }
 
     /// How many of a victim's `len` ready ULTs a thief takes (the policy's
-    /// [`steal_count`](Hooks::steal_count)).
+    /// [`steal_count`](super::Hooks::steal_count)).
     #[inline]
     pub(crate) fn steal_count(&self, len: usize) -> usize {
         self.policy.hooks().steal_count(len)

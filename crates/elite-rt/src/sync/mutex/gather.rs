@@ -63,8 +63,8 @@
 
 use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use crate::current::current_processor;
 use crate::processor::Processor;
+use crate::slot::current_processor;
 use crate::sync::ticks;
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};

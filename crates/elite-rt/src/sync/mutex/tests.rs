@@ -379,7 +379,7 @@ mod gathering {
     /// runs something: no move goes to a processor that has not started yet (its name is 0 until
     /// its thread makes it) or is parked. Waits a while (yielding) for it.
     fn other_processor_name() -> usize {
-        let p = crate::current::current_processor().unwrap();
+        let p = crate::slot::current_processor().unwrap();
         let other = &p.shared.processors[1 - p.index];
         for _ in 0..1_000_000 {
             if other.name.load(Ordering::Relaxed) != 0 && !other.park.is_parked() {
@@ -399,7 +399,7 @@ mod gathering {
         m.cold.saturation.recent.store(sync::ticks(), Ordering::Relaxed);
         let mut g = m.lock().unwrap();
         *g += 1;
-        crate::current::current_processor().unwrap().index
+        crate::slot::current_processor().unwrap().index
     }
 
     /// Runs [`contend_from_elsewhere`] in a ULT spawned by `spawn` on `rt` while this OS thread
@@ -429,7 +429,7 @@ mod gathering {
         let (tx, rx) = std::sync::mpsc::channel();
         let m2 = m.clone();
         let h = spawn(Box::new(move || {
-            tx.send(crate::current::current_processor().unwrap().index).unwrap();
+            tx.send(crate::slot::current_processor().unwrap().index).unwrap();
             contend_from_elsewhere(&m2)
         }));
         let from = rx.recv().unwrap();

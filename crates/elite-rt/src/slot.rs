@@ -24,7 +24,7 @@ use std::ptr;
 /// loom and Miri, which run no inline assembly), a `thread_local!` behind an `#[inline(never)]`
 /// accessor.
 #[cfg(all(target_arch = "x86_64", target_pointer_width = "64", target_os = "linux", not(loom), not(miri)))]
-mod slot {
+mod word {
     use super::Processor;
 
     // One 8-byte thread-local word, zero (null) in every new thread. Global but hidden: it is
@@ -75,7 +75,7 @@ mod slot {
     }
 }
 
-/// [`slot`] elsewhere: a `thread_local!`, read only by a never-inlined function.
+/// [`word`] elsewhere: a `thread_local!`, read only by a never-inlined function.
 #[cfg(not(all(
     target_arch = "x86_64",
     target_pointer_width = "64",
@@ -83,7 +83,7 @@ mod slot {
     not(loom),
     not(miri)
 )))]
-mod slot {
+mod word {
     use super::Processor;
     use std::cell::Cell;
     use std::ptr;
@@ -108,13 +108,13 @@ mod slot {
 /// The processor running on this OS thread, if any.
 ///
 /// A ULT may resume on another OS thread after any switch (DESIGN §8): each call reads the slot
-/// of the OS thread running it at that moment ([`slot`]: an inline `asm!` read on x86-64
+/// of the OS thread running it at that moment ([`word`]: an inline `asm!` read on x86-64
 /// Linux, a never-inlined function elsewhere), but the reference it returns is only good until
 /// the caller's next switch. Call it again after every switch; never keep the reference across
 /// one.
 #[inline(always)]
 pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
-    let p = slot::get();
+    let p = word::get();
     // SAFETY: the pointer is set by `Processor::run` (and the blocking handoff) while this thread
     // runs the processor, and cleared before it stops running it; a processor lives in its
     // `ProcessorSet` as long as any thread that may run it. ULTs only run inside the loop.
@@ -125,5 +125,5 @@ pub(crate) fn current_processor<'a>() -> Option<&'a Processor> {
 /// blocking call, during which the thread runs none.
 #[inline]
 pub(crate) fn set_current_processor(p: Option<&Processor>) {
-    slot::set(p.map_or(ptr::null(), |p| p as *const Processor));
+    word::set(p.map_or(ptr::null(), |p| p as *const Processor));
 }
