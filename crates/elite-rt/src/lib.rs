@@ -286,9 +286,10 @@ mod switch;
 #[allow(dead_code)]
 mod queue {
     //! Under loom: only the wake-up and clean-up stacks, the own start-queue and the shared
-    //! start-queue levels with a node level's bound.
+    //! start-queue levels with a node level's bound, and the `next` slot.
     pub(crate) mod bound;
     pub(crate) mod deque;
+    pub(crate) mod next;
     pub(crate) mod shared;
     pub(crate) mod wakeup;
 }

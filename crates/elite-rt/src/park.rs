@@ -57,6 +57,9 @@ pub(crate) struct ParkSlot {
     /// still wakes it. Outside the protocol above: a stale read only picks another slot or none
     /// (so a `std` atomic under loom too: the models' state space stays as it was).
     pausing: std::sync::atomic::AtomicBool,
+    /// Whether the processor parks for a watch period, looking for stranded ULTs when it ends
+    /// (`processor::find`, "Stranded ULTs"). A hint outside the protocol above, as `pausing`.
+    watching: std::sync::atomic::AtomicBool,
 }
 
 impl ParkSlot {
@@ -65,7 +68,18 @@ impl ParkSlot {
             state: AtomicU8::new(RUNNING),
             thread: Mutex::new(None),
             pausing: std::sync::atomic::AtomicBool::new(false),
+            watching: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Marks the slot as parking for a watch period, or not (see `watching`).
+    pub(crate) fn set_watching(&self, watching: bool) {
+        self.watching.store(watching, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the slot parks for a watch period (a hint).
+    pub(crate) fn is_watching(&self) -> bool {
+        self.watching.load(std::sync::atomic::Ordering::Relaxed) && self.is_parked()
     }
 
     /// Marks the slot as parking for a pause of stealing, or not (see `pausing`).
@@ -132,6 +146,13 @@ impl ParkSlot {
     /// Whether the processor is parked (announced PARKED and not yet woken).
     pub(crate) fn is_parked(&self) -> bool {
         self.still_parked()
+    }
+
+    /// Whether the processor runs (neither parked nor woken and on its way back): a hint, read
+    /// outside the protocol above (Relaxed) by a processor looking for stranded ULTs
+    /// (`processor::find`), which skips one that is not running.
+    pub(crate) fn is_running(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == RUNNING
     }
 
     fn still_parked(&self) -> bool {

@@ -380,7 +380,7 @@ impl Runtime {
         crate::sync::bias::prepare();
         let topo = &config.topology;
         let processors = (0..topo.num_processors())
-            .map(|i| Remote::new(topo.node_of(i), config.start_queue_limit))
+            .map(|i| Remote::new(topo.node_of(i), config.start_queue_limit, topo.num_processors() > 1))
             .collect();
         let nodes = (0..topo.num_nodes())
             .map(|_| Node {

@@ -109,6 +109,9 @@ counters! {
     steals_node,
     /// ULTs stolen from processors of other nodes.
     steals_remote,
+    /// Ready ULTs this processor, idle, took from the `next` slot of a processor that had been
+    /// running one ULT all the while since they became ready (stranded there).
+    rescued,
     /// TCBs served by the local TCB pool.
     tcb_pool_hits,
     /// TCBs the local pool could not serve (an underflow or a fresh allocation followed).

@@ -85,6 +85,7 @@ mod bias;
 mod deque;
 mod join;
 mod mutex;
+mod next;
 mod park;
 mod shutdown;
 mod start_levels;

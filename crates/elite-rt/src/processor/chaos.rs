@@ -128,7 +128,7 @@ impl Processor {
     /// Chaos in step 2 of the loop: the `next` slot half of the time, then the runqueue's best,
     /// its worst, or a never-started ULT first.
     pub(super) fn chaos_take_ready(&self) -> Option<TcbRef> {
-        if let Some(n) = self.core().next.take() {
+        if let Some(n) = self.take_next() {
             if self.runq().len() == 0 || self.chaos.one_in(2) {
                 return Some(n);
             }

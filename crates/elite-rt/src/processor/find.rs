@@ -1,6 +1,28 @@
 //! Finding work, steps 2 to 5 of the loop: the `next` slot and the runqueue, the start-queues
 //! (own, node, global), stealing (nearest distance group first), and going idle (spin, then
 //! park; or pause stealing after ULTs went to a lock's home).
+//!
+//! # Stranded ULTs
+//!
+//! A ULT made ready by a ULT that goes on running (a send, an unlock, a notify) waits in its
+//! processor's `next` slot until the running ULT switches. Usually that is at once (the waker
+//! blocks next), but a ULT that runs on without a switch would keep it waiting beside an idle
+//! processor for as long as it runs. So an idle processor, before it parks, looks at the others'
+//! slots ([`Processor::rescue_stranded`]): a ULT it saw in a slot at its last look, still there
+//! while its processor has been running (not parked, nor woken and on its way back) and has not
+//! switched since, at least [`STRANDED_AFTER`] later, is stranded,
+//! and the idle processor takes it (`queue::next`: the thief's side of the slot's protocol)
+//! and runs it. The same for a processor's wake-up stack, which its owner drains only from its
+//! loop: the idle processor drains it (`queue::wakeup`, `drain_stranded`). And while another processor of the runtime runs ULTs, an idle one parks for at
+//! most a watch period ([`WATCH_FIRST`], doubled at each look that finds nothing, up to
+//! [`WATCH_MAX`]) rather than until notified, so that it looks again: a stranded ULT waits at
+//! most about twice the watch period. A processor that goes back to work after a park while
+//! every other one parked without a watch (nobody ran ULTs when they parked) wakes one of them,
+//! so that someone watches (`ensure_watcher`). A hand-off whose waker switches at once (a ping-pong)
+//! never counts as stranded, and costs the owner's path of the slot's protocol (a few plain
+//! stores, no atomic read-modify-write). A processor whose OS thread the kernel preempted looks
+//! stranded too, and rightly: its ULTs run sooner elsewhere. The chaos mode, which places ULTs at
+//! random itself, takes no stranded ULTs.
 
 use super::Processor;
 use super::Remote;
@@ -10,7 +32,33 @@ use crate::queue::shared::TAKE_MAX;
 use crate::queue::start::steal_one;
 use crate::tcb::TcbRef;
 use std::ptr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long a ULT must be seen waiting in another processor's `next` slot, that processor not
+/// having switched meanwhile, before an idle processor takes it (module docs).
+pub(super) const STRANDED_AFTER: Duration = Duration::from_micros(100);
+
+/// The first watch period of an idle processor while another runs ULTs (module docs).
+const WATCH_FIRST: Duration = Duration::from_micros(200);
+
+/// The longest watch period.
+const WATCH_MAX: Duration = Duration::from_millis(2);
+
+/// What an idle processor saw of the other processors' `next` slots at its last look (module
+/// docs, "Stranded ULTs"): the processor's own, in its `Core`.
+pub(crate) struct StrandWatch {
+    /// Per processor, for its `next` slot and its wake-up stack: the ULT seen there (the
+    /// stack's newest), the processor's switch count then, and when.
+    seen: Vec<[Option<(usize, u64, Instant)>; 2]>,
+    /// How long the next park lasts at most while another processor runs ULTs.
+    period: Duration,
+}
+
+impl StrandWatch {
+    pub(crate) fn new(processors: usize) -> StrandWatch {
+        StrandWatch { seen: vec![[None; 2]; processors], period: WATCH_FIRST }
+    }
+}
 
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 64;
@@ -42,7 +90,7 @@ impl Processor {
                 return Some(t);
             }
         }
-        if let Some(t) = core.next.take() {
+        if let Some(t) = self.take_next() {
             return Some(t);
         }
         if core.admit_one {
@@ -247,24 +295,153 @@ impl Processor {
             for _ in 0..32 {
                 std::hint::spin_loop();
                 if !remote.wakeup.is_empty() {
+                    self.ensure_watcher();
                     return;
                 }
             }
             if self.has_work() || self.shared.is_shutting_down() {
+                self.ensure_watcher();
                 return;
             }
         }
+        if let Some(t) = self.rescue_stranded() {
+            self.make_ready(t);
+            return;
+        }
         remote.stats.parks.bump();
-        let deadline = self.core().timers.next_deadline();
-        self.shared.watch.note_park(self.index, deadline.is_some()); // for the deadlock report
+        let timer = self.core().timers.next_deadline();
+        let deadline = match (timer, self.watch_deadline()) {
+            (Some(t), Some(w)) => Some(t.min(w)),
+            (t, w) => t.or(w),
+        };
+        // For the deadlock report: a timer of a ULT's (the watch is no ULT's progress).
+        self.shared.watch.note_park(self.index, timer.is_some());
+        let watching = deadline.is_some() && deadline != timer;
+        remote.park.set_watching(watching);
         let parked = self
             .shared
             .idle
             .park(&remote.park, deadline, || self.has_work() || self.shared.is_shutting_down());
+        remote.park.set_watching(false);
         self.shared.watch.after_park(); // waits while a deadlock report is being taken
         if parked == crate::park::Parked::Slept {
             remote.stats.wakeups.bump();
         }
+        if self.has_own_work() {
+            self.ensure_watcher();
+        }
+    }
+
+    /// About to run work after being idle: if every other processor parked without a watch (none
+    /// was running ULTs when it parked), wakes one, which then watches while this one runs
+    /// (module docs, "Stranded ULTs"). Once per return to work from idle, not per ULT.
+    #[cold]
+    fn ensure_watcher(&self) {
+        let shared = &*self.shared;
+        if shared.processors.len() == 1 || self.chaos.on || !crate::sync::bias::heavy_barrier_available() {
+            return;
+        }
+        let others = shared.processors.iter().enumerate().filter(|&(v, _)| v != self.index);
+        let mut parked = 0;
+        for (_, p) in others {
+            if !p.park.is_parked() || p.park.is_watching() {
+                return; // one runs (and will watch when it idles) or watches already
+            }
+            parked += 1;
+        }
+        if parked > 0 {
+            shared.notify_any();
+        }
+    }
+
+    /// Takes the ULTs stranded on another processor, if any (module docs, "Stranded ULTs"): in
+    /// its `next` slot, or on its wake-up stack, which its owner drains only from its loop. Notes
+    /// what the slots and stacks hold for the next look. Returns one to run; the others taken are
+    /// ready here. A pinned ULT goes back through its processor's wake-up stack.
+    #[cold]
+    fn rescue_stranded(&self) -> Option<TcbRef> {
+        let shared = &*self.shared;
+        if shared.processors.len() == 1 || self.chaos.on {
+            return None; // (the chaos mode places ULTs at random, and its tests count on it)
+        }
+        let now = Instant::now();
+        let mut rescued = None;
+        for (v, victim) in shared.processors.iter().enumerate() {
+            if v == self.index || !victim.park.is_running() {
+                // (Parked, or woken and on its way: it drains its stack and slot itself.)
+                self.core().strands.seen[v] = [None; 2];
+                continue;
+            }
+            let switches = victim.stats.switches.get();
+            if self.stranded(v, 0, victim.next.peek() as usize, switches, now) {
+                if let Some(t) = TcbRef::from_ptr(victim.next.steal()) {
+                    self.rescue(t, v, &mut rescued);
+                }
+            }
+            if self.stranded(v, 1, victim.wakeup.peek() as usize, switches, now) {
+                for t in victim.wakeup.drain_stranded() {
+                    let _ = t.tcb().exec.gather.take_homing(); // (it goes on here, not home)
+                    self.rescue(t, v, &mut rescued);
+                }
+            }
+        }
+        if rescued.is_some() {
+            self.core().strands.period = WATCH_FIRST;
+            if self.runq().len() > 0 {
+                self.shared.notify_any(); // more than one: let another idle processor help
+            }
+        }
+        rescued
+    }
+
+    /// Whether what processor `v` holds in place `at` (0: its `next` slot, 1: its wake-up
+    /// stack), `what` (0: nothing), is stranded: the same was there at this processor's last look,
+    /// `v` has not switched since (`switches`), and that look was [`STRANDED_AFTER`] ago or more.
+    /// Notes what is there now otherwise.
+    fn stranded(&self, v: usize, at: usize, what: usize, switches: u64, now: Instant) -> bool {
+        let seen = &mut self.core().strands.seen[v][at];
+        match *seen {
+            _ if what == 0 => *seen = None,
+            Some((w, s, since)) if w == what && s == switches => {
+                if now.duration_since(since) >= STRANDED_AFTER {
+                    *seen = None;
+                    return true;
+                }
+            }
+            _ => *seen = Some((what, switches, now)),
+        }
+        false
+    }
+
+    /// `t`, taken from processor `v` where it was stranded: the first to run here (`first`), the
+    /// others ready here; a pinned one back to `v`.
+    fn rescue(&self, t: TcbRef, v: usize, first: &mut Option<TcbRef>) {
+        if t.tcb().head.pinned.get() {
+            self.shared.wake_remote(t, v); // (pinned there: back through its wake-up stack)
+            return;
+        }
+        self.remote().stats.rescued.bump();
+        match first {
+            None => *first = Some(t),
+            Some(_) => self.make_ready(t),
+        }
+    }
+
+    /// Until when an idle processor parks at most: while another processor of the runtime runs
+    /// ULTs (it is not parked), the watch period, which then doubles (module docs, "Stranded
+    /// ULTs"); else no limit (and the next watch starts at its first period).
+    #[cold]
+    fn watch_deadline(&self) -> Option<Instant> {
+        let shared = &*self.shared;
+        let strands = &mut self.core().strands;
+        let busy = shared.processors.iter().enumerate().any(|(v, p)| v != self.index && !p.park.is_parked());
+        if !busy || !crate::sync::bias::heavy_barrier_available() {
+            strands.period = WATCH_FIRST;
+            return None;
+        }
+        let period = strands.period;
+        strands.period = (period * 2).min(WATCH_MAX);
+        Some(Instant::now() + period)
     }
 
     /// Parks until there is work of this processor's own (nothing to steal counts), a
@@ -305,8 +482,7 @@ impl Processor {
     fn has_own_work(&self) -> bool {
         let shared = &*self.shared;
         let remote = self.remote();
-        let core = self.core();
-        if core.next.is_some()
+        if !self.next_is_empty()
             || !remote.wakeup.is_empty()
             || self.runq().len() > 0
             || !remote.start.is_empty()

@@ -66,6 +66,7 @@ use crate::pool::LocalPool;
 use crate::queue::cleanup::{CleanupStack, NoteBatch};
 use crate::queue::deathrow::DeathrowCount;
 use crate::queue::deque::Deque;
+use crate::queue::next::NextSlot;
 use crate::queue::run::{RunQueue, YieldBatch};
 use crate::queue::start::NodeStart;
 use crate::queue::wakeup::WakeupStack;
@@ -106,6 +107,11 @@ pub(crate) struct Remote {
     pub(crate) wakeup: CachePadded<WakeupStack>,
     pub(crate) cleanup: CachePadded<CleanupStack>,
     pub(crate) runq: CachePadded<RunQueue>,
+    /// The ULT to run next, outside the runqueue: set when a ULT becomes ready while nothing
+    /// else here is (a joiner woken by the exit of the ULT it joined, the other end of a
+    /// hand-off), like Go's runnext. The owner's path costs no atomic read-modify-write; a thief
+    /// takes it only when it is stranded (`queue::next`, `Processor::rescue_stranded`).
+    pub(crate) next: CachePadded<NextSlot<Tcb>>,
     pub(crate) park: CachePadded<ParkSlot>,
     pub(crate) stats: CachePadded<Counters>,
     /// Join handles created minus handles released on this processor (see `runtime`, "Handle
@@ -114,7 +120,9 @@ pub(crate) struct Remote {
 }
 
 impl Remote {
-    pub(crate) fn new(node: usize, start_limit: usize) -> Remote {
+    /// The shared part of a processor of node `node`; `stealable`: the runtime has other
+    /// processors, which may take a ULT stranded in its `next` slot.
+    pub(crate) fn new(node: usize, start_limit: usize, stealable: bool) -> Remote {
         Remote {
             node,
             name: AtomicUsize::new(0),
@@ -122,6 +130,7 @@ impl Remote {
             wakeup: CachePadded::new(WakeupStack::new()),
             cleanup: CachePadded::new(CleanupStack::new()),
             runq: CachePadded::new(RunQueue::new()),
+            next: CachePadded::new(NextSlot::new(stealable)),
             park: CachePadded::new(ParkSlot::new()),
             stats: CachePadded::new(Counters::default()),
             handles: CachePadded::new(Counter::default()),
@@ -138,10 +147,6 @@ pub(crate) struct Core {
     stack_pool: LocalPool<Box<Context>>,
     deathrow: DeathrowCount,
     timers: Timers,
-    /// The ULT to run next, outside the runqueue: set when a ULT becomes ready while nothing else is
-    /// (a joiner woken by the exit of the ULT it joined, the other end of a hand-off). Private to
-    /// the owner, so the common hand-off costs no atomic operation; not stealable, like Go's runnext.
-    next: Option<TcbRef>,
     /// Set by a yield: the loop starts one ULT from the start-queue before going back to the
     /// runqueue, so a yielding ULT cannot keep a freshly spawned one from ever starting.
     admit_one: bool,
@@ -168,6 +173,8 @@ pub(crate) struct Core {
     tick: u32,
     rounds: u32,
     rng: u64,
+    /// What this processor, idle, last saw of the others' `next` slots (`find`, "Stranded ULTs").
+    strands: find::StrandWatch,
     /// A reusable buffer (stolen batches, due timers).
     scratch: Vec<TcbRef>,
     /// The gathering's part (`sync::mutex::gather`): ULTs sent to a lock's home, and the pauses
@@ -235,7 +242,6 @@ impl Processor {
             stack_pool: LocalPool::new(c.stack_pool_limit),
             deathrow: DeathrowCount::new(),
             timers: Timers::new(),
-            next: None,
             admit_one: false,
             batch: YieldBatch::new(),
             spill: Vec::new(),
@@ -248,6 +254,7 @@ impl Processor {
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             scratch: Vec::new(),
+            strands: find::StrandWatch::new(shared.processors.len()),
             pauses: Pauses::new(),
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
             engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
@@ -300,6 +307,30 @@ impl Processor {
         // SAFETY: `remote` points into `shared.processors`, a boxed slice that lives as long as
         // `shared`, which this processor holds.
         unsafe { &*self.remote }
+    }
+
+    /// Takes the ULT in the `next` slot ([`Remote::next`]).
+    #[inline]
+    pub(super) fn take_next(&self) -> Option<TcbRef> {
+        TcbRef::from_ptr(self.remote().next.take())
+    }
+
+    /// Puts `t` in the empty `next` slot.
+    #[inline]
+    pub(super) fn put_next(&self, t: TcbRef) {
+        self.remote().next.put(t.as_ptr());
+    }
+
+    /// The ULT in the `next` slot, left there.
+    #[inline]
+    pub(super) fn peek_next(&self) -> Option<TcbRef> {
+        TcbRef::from_ptr(self.remote().next.peek())
+    }
+
+    /// Whether the `next` slot is empty.
+    #[inline]
+    pub(super) fn next_is_empty(&self) -> bool {
+        self.remote().next.is_empty()
     }
 
     /// The ULT running on this processor.

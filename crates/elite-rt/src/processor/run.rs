@@ -385,7 +385,7 @@ impl Processor {
     #[inline]
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
-        let n = core.next?;
+        let n = self.peek_next()?;
         if core.step() || core.no_hand_off > 0 {
             return None; // (a join fast path waits below us; the chaos mode's loop picks at random)
         }
@@ -395,7 +395,8 @@ impl Processor {
         if n.tcb().head.life.get() != Life::Started {
             return None; // (never in the slot today; the loop's dispatch starts such a one)
         }
-        core.next = None;
+        // (A thief may have taken it since the look: then the loop goes on.)
+        let n = self.take_next()?;
         self.prefetch_chosen(n); // as the loop does for the ULT it picks
         Some(n)
     }
@@ -423,7 +424,7 @@ impl Processor {
             return FromBatch::Elsewhere;
         };
         // (`yield_at_zero` last: it does `yield_priority`'s bookkeeping.)
-        if core.next.is_some()
+        if !self.next_is_empty()
             || core.no_hand_off > 0
             || (core.batch.at_first() && (self.loop_has_errands() || self.start_work_visible()))
             || n.tcb().head.life.get() != Life::Started
@@ -435,7 +436,7 @@ impl Processor {
             return FromBatch::Elsewhere; // (not reached: `n` was peeked)
         };
         if core.step() {
-            core.next = Some(n);
+            self.put_next(n);
             return FromBatch::Loop;
         }
         if n.tcb().head.prefetching.get() {
@@ -459,7 +460,7 @@ impl Processor {
     #[inline]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
-        let alone = core.next.is_none()
+        let alone = self.next_is_empty()
             && self.runq().len() == 0
             && core.batch.is_empty()
             && self.remote().wakeup.is_empty()
@@ -476,25 +477,30 @@ impl Processor {
             return;
         }
         let core = self.core();
-        if let Some(n) = core.next.take() {
+        if let Some(n) = self.take_next() {
             self.make_ready(n);
         }
         let key = core.engine.yield_priority(t);
-        if !self.central && core.next.is_none() && !self.start_work_visible() {
+        if !self.central && self.next_is_empty() && !self.start_work_visible() {
             // Nothing to admit: queue `t` and take the best ready ULT; the best runs next.
             if key == 0 && !self.chaos.on && (!core.batch.is_empty() || self.runq().len() >= BATCH_FROM) {
                 // The zero lane's round-robin (see `YieldBatch`): the batch's next ULT, without
                 // the lock, or a refill under one acquisition. (A runqueue too short for a batch
                 // takes the plain path below: fewer instructions.)
-                core.next = match core.batch.swap(t) {
+                let n = match core.batch.swap(t) {
                     Ok(n) => Some(n),
                     Err(t) => self.runq().yield_refill(t, &mut core.batch),
                 };
+                if let Some(n) = n {
+                    self.put_next(n);
+                }
                 return;
             }
             // In one critical section (one lock round trip instead of two).
             self.flush_batch();
-            core.next = self.runq().push_pop_best(key, t);
+            if let Some(n) = self.runq().push_pop_best(key, t) {
+                self.put_next(n);
+            }
             return;
         }
         self.runq().push_flushing(key, t, &mut core.batch);

@@ -51,12 +51,11 @@ impl Processor {
     /// sends the one in the slot to the runqueue first, so that the policy orders the two.
     #[inline]
     pub(crate) fn make_ready(&self, t: TcbRef) {
-        let core = self.core();
-        if core.next.is_none() && self.runq().len() == 0 && !self.central {
-            core.next = Some(t);
+        if self.next_is_empty() && self.runq().len() == 0 && !self.central {
+            self.put_next(t);
             return;
         }
-        if let Some(n) = core.next.take() {
+        if let Some(n) = self.take_next() {
             self.enqueue(n);
         }
         self.enqueue(t);
@@ -88,9 +87,8 @@ impl Processor {
             self.queue_ready(t);
             return true;
         }
-        let core = self.core();
-        if core.next.is_none() {
-            core.next = Some(t);
+        if self.next_is_empty() {
+            self.put_next(t);
             return true;
         }
         false
@@ -120,7 +118,7 @@ impl Processor {
     /// [`Processor::make_ready`] with the runqueue known non-empty (so not into the `next` slot).
     #[inline(never)]
     fn queue_ready(&self, t: TcbRef) {
-        if let Some(n) = self.core().next.take() {
+        if let Some(n) = self.take_next() {
             self.enqueue(n);
         }
         self.enqueue(t);

@@ -7,6 +7,8 @@
 //!   FIFO with a lock-free length hint, taken from in batches.
 //! * [`bound`]: the reserve-then-push bound of a node's start-queue.
 //! * [`run`]: the runqueue of ready ULTs, ordered by the policy's priority.
+//! * [`next`]: the `next` slot, the one ready ULT that runs before the runqueue; a thief takes it
+//!   only when it is stranded.
 //! * [`wakeup`]: the lock-free wake-up stack (many pushers, one draining owner), and the stack
 //!   the clean-up stack is made of.
 //! * [`cleanup`]: the clean-up stack, clean-up notes from joiners in batches.
@@ -21,6 +23,7 @@ pub(crate) mod bound;
 pub(crate) mod cleanup;
 pub(crate) mod deathrow;
 pub(crate) mod deque;
+pub(crate) mod next;
 pub(crate) mod run;
 pub(crate) mod shared;
 pub(crate) mod start;

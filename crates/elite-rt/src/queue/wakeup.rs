@@ -13,8 +13,12 @@
 //!   with the freshly read head. The `Release` publishes everything the pusher wrote before (the TCB's
 //!   fields, the reason it was woken).
 //! * `drain()`: `swap(head, null)` with `Acquire` takes the whole list at once; the owner then walks
-//!   it privately. Because the owner never pops single entries, there is no ABA: a TCB can reappear on
-//!   the stack only after the drain that took it.
+//!   it privately. Because nobody pops single entries, there is no ABA: a TCB can reappear on the
+//!   stack only after the drain that took it.
+//! * `drain_stranded()`: the same swap, by an idle processor that takes the wake-ups of one that
+//!   has been running one ULT all the while since they were pushed (`processor::find`, "Stranded
+//!   ULTs"). Two drains are two swaps: each takes what was pushed before it and after the other,
+//!   so every entry is taken once, whoever drains (the loom model `wakeup_stack_two_drainers`).
 //!
 //! [`LinkStack`] is generic over [`Link`] (a pointer to a node that carries the stack's `next`
 //! field), so that the loom model (`loom_models::wakeup`) runs this very code on light test nodes;
@@ -102,6 +106,20 @@ impl<L: Link> LinkStack<L> {
         if self.is_empty() {
             return Drain { next: ptr::null_mut() };
         }
+        Drain { next: self.head.swap(ptr::null_mut(), Ordering::Acquire) }
+    }
+
+    /// The newest entry, left in place (null: none): a hint for a processor watching for
+    /// stranded wake-ups.
+    #[inline]
+    pub(crate) fn peek(&self) -> *mut L::Node {
+        self.head.load(Ordering::Relaxed)
+    }
+
+    /// Takes every entry, newest first, from another processor than the owner: the wake-ups of
+    /// an owner that has not drained them for a while (module docs).
+    #[cold]
+    pub(crate) fn drain_stranded(&self) -> Drain<L> {
         Drain { next: self.head.swap(ptr::null_mut(), Ordering::Acquire) }
     }
 }

@@ -1,0 +1,236 @@
+//! The `next` slot of a processor: the one ready ULT that runs before the runqueue (Go's
+//! `runnext`), where a ULT goes when it becomes ready while nothing else here is: a joiner woken
+//! by its child's exit, the other end of a hand-off.
+//!
+//! The owner fills and empties it on every hand-off, so its path has no atomic read-modify-write
+//! and no fence. A thief may still take the slot's ULT, but only rarely: when the owner has been
+//! running one ULT for a while with a ready ULT waiting in the slot while another processor idles
+//! (a *stranded* ULT; see `Processor::rescue_stranded`). Without the thief's side a ready ULT would
+//! wait for the running one to switch, however long that takes, beside an idle processor.
+//!
+//! # The protocol (an asymmetric Dekker, as `sync::bias`)
+//!
+//! ```text
+//! owner, put t      (the slot is empty)        ult = t (Release)
+//! owner, take       if ult == null: none
+//!                   taking = 1; light barrier;
+//!                   if claim (Acquire): taking = 0; t = swap(ult, null) (AcqRel)  (a thief is at it)
+//!                   else:     t = ult; ult = null; taking = 0 (Release)      (plain loads and stores)
+//! thief, steal      claim: false -> true (CAS; another thief: give up)
+//!                   heavy barrier; wait until taking == 0 (Acquire);
+//!                   t = swap(ult, null) (AcqRel); claim = 0 (Release)
+//! ```
+//!
+//! The light barrier is a compiler fence and the heavy one `membarrier(2)`, a full barrier on every
+//! CPU running a thread of the process: the pair acts as two `SeqCst` fences (and the loom model
+//! `loom_models::next` models them so). Either the owner's `taking = 1` is visible to the thief after
+//! its barrier, and the thief waits until the owner's plain take is over (its store of null comes
+//! before `taking = 0`, Release, which the thief reads with Acquire: the thief's swap then finds
+//! null, or a ULT the owner put after); or the owner's read of `claim` after its barrier sees the
+//! thief's claim, and the owner takes with a swap, as the thief does. So a ULT leaves the slot
+//! once. The owner reads `claim` with Acquire: reading the `claim = 0` of a thief that is done,
+//! it sees that thief's swap, and its plain load does not find the ULT the thief took (the loom
+//! model found that double take with a Relaxed read). Only the owner puts, and only into an
+//! empty slot; a thief only empties it, so a put never
+//! races with anything. The Release of the put and the Acquire of the thief's swap carry what the
+//! waker wrote to the ULT before making it ready (as the wake-up stack's push and drain do).
+//!
+//! Without `membarrier` (another OS, an old kernel), and in a runtime of one processor, nothing is
+//! ever stolen from the slot ([`NextSlot::steal`] gives up), and the owner's take is a plain load
+//! and store.
+
+use crate::atomics::{AtomicBool, AtomicPtr, Ordering};
+use crate::sync::bias::{heavy_barrier, heavy_barrier_available, light_barrier, wait_a_little};
+use std::ptr;
+
+/// A processor's `next` slot (see the module docs).
+pub(crate) struct NextSlot<T> {
+    ult: AtomicPtr<T>,
+    /// Whether a thief may come at all: the runtime has another processor and the machine a
+    /// heavy barrier. Fixed when the slot is made; without it the owner's take is a load and a
+    /// store.
+    stealable: bool,
+    /// The owner is inside a take.
+    taking: AtomicBool,
+    /// A thief is at the slot.
+    claim: AtomicBool,
+}
+
+impl<T> NextSlot<T> {
+    /// A slot that a thief may take from when `stealable` (see [`NextSlot::steal`]).
+    pub(crate) fn new(stealable: bool) -> NextSlot<T> {
+        NextSlot {
+            ult: AtomicPtr::new(ptr::null_mut()),
+            stealable: stealable && heavy_barrier_available(),
+            taking: AtomicBool::new(false),
+            claim: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the slot is empty. Exact for the owner but for a thief emptying it meanwhile; a
+    /// hint for anyone else.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ult.load(Ordering::Relaxed).is_null()
+    }
+
+    /// The slot's ULT, left in place (null: none). The owner's look before a take; for others a
+    /// hint.
+    #[inline]
+    pub(crate) fn peek(&self) -> *mut T {
+        self.ult.load(Ordering::Relaxed)
+    }
+
+    /// Puts `t` in the slot. Only the owner calls this, and only when the slot is empty.
+    #[inline]
+    pub(crate) fn put(&self, t: *mut T) {
+        debug_assert!(self.is_empty(), "a put into a full next slot");
+        self.set(t, Ordering::Release);
+    }
+
+    /// The owner's store to the slot. Under loom a swap whose result is dropped: loom lets a
+    /// read-modify-write read an older store than the latest one in the location's modification
+    /// order when that latest is a plain store of another thread (its swap here could read the
+    /// owner's store of null before a put that follows it, an execution no hardware allows),
+    /// which an all-RMW history avoids; the owner's load and this store stay two steps, so the
+    /// model still checks that no thief comes between them.
+    #[inline(always)]
+    fn set(&self, t: *mut T, order: Ordering) {
+        #[cfg(not(loom))]
+        self.ult.store(t, order);
+        #[cfg(loom)]
+        let _ =
+            self.ult.swap(t, if order == Ordering::Relaxed { Ordering::Relaxed } else { Ordering::AcqRel });
+    }
+
+    /// Takes the slot's ULT, if any. Only the owner calls this.
+    #[inline]
+    pub(crate) fn take(&self) -> *mut T {
+        let t = self.ult.load(Ordering::Relaxed);
+        if t.is_null() {
+            return t;
+        }
+        if !self.stealable {
+            self.set(ptr::null_mut(), Ordering::Relaxed); // (no thief: the owner's alone)
+            return t;
+        }
+        // 1. Announce the take, then look for a thief (the light barrier keeps the look after
+        //    the announcement; the thief's heavy barrier orders them on the CPU).
+        self.taking.store(true, Ordering::Relaxed);
+        light_barrier();
+        // (Acquire: a claim already released here comes with its thief's swap, so the plain
+        // load below sees the slot that thief emptied.)
+        if self.claim.load(Ordering::Acquire) {
+            return self.take_claimed();
+        }
+        // 2. No thief before the announcement, and any after it waits for step 3.
+        let t = self.ult.load(Ordering::Relaxed);
+        self.set(ptr::null_mut(), Ordering::Relaxed);
+        // 3. The take is over: a waiting thief goes on, and sees the slot empty.
+        self.taking.store(false, Ordering::Release);
+        t
+    }
+
+    /// [`take`](Self::take) while a thief is at the slot: as the thief takes.
+    #[cold]
+    #[inline(never)]
+    fn take_claimed(&self) -> *mut T {
+        self.taking.store(false, Ordering::Release);
+        self.ult.swap(ptr::null_mut(), Ordering::AcqRel)
+    }
+
+    /// Takes the slot's ULT from another processor (null: none, another thief is at it, or this
+    /// machine has no heavy barrier). Costs a process-wide barrier: for a ULT stranded in the
+    /// slot, not for work-stealing at large.
+    #[cold]
+    pub(crate) fn steal(&self) -> *mut T {
+        if self.is_empty() || !self.stealable {
+            return ptr::null_mut();
+        }
+        if self.claim.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return ptr::null_mut();
+        }
+        heavy_barrier();
+        let mut spins = 0;
+        while self.taking.load(Ordering::Acquire) {
+            wait_a_little(&mut spins);
+        }
+        let t = self.ult.swap(ptr::null_mut(), Ordering::AcqRel);
+        self.claim.store(false, Ordering::Release);
+        t
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::NextSlot;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Barrier};
+
+    #[test]
+    fn the_owner_puts_and_takes_one_at_a_time() {
+        let slot = NextSlot::<u32>::new(true);
+        let mut x = 1u32;
+        assert!(slot.is_empty() && slot.take().is_null());
+        slot.put(&mut x);
+        assert_eq!(slot.peek(), &mut x as *mut u32);
+        assert_eq!(slot.take(), &mut x as *mut u32);
+        assert!(slot.is_empty() && slot.take().is_null());
+    }
+
+    /// An owner putting and taking against a thief: every value leaves the slot exactly once.
+    #[test]
+    #[cfg_attr(miri, ignore = "membarrier: Miri runs no system calls of that kind")]
+    fn a_thief_and_the_owner_take_every_value_once() {
+        crate::sync::bias::prepare();
+        if !crate::sync::bias::heavy_barrier_available() {
+            return; // nothing is ever stolen without the barrier
+        }
+        const N: usize = 20_000;
+        let values: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
+        let slot = Arc::new(NextSlot::<AtomicUsize>::new(true));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let start = Arc::new(Barrier::new(2));
+        let thief = {
+            let (slot, done, start) = (slot.clone(), done.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                let mut stolen = 0;
+                while !done.load(Ordering::Acquire) {
+                    let t = slot.steal();
+                    if !t.is_null() {
+                        // SAFETY: the pointers are into `values`, alive for the test.
+                        unsafe { (*t).fetch_add(1, Ordering::Relaxed) };
+                        stolen += 1;
+                    }
+                }
+                stolen
+            })
+        };
+        start.wait();
+        let (mut taken, mut put) = (0, 0);
+        let mut take = |slot: &NextSlot<AtomicUsize>| {
+            let t = slot.take();
+            if !t.is_null() {
+                // SAFETY: the pointers are into `values`, alive for the test.
+                unsafe { (*t).fetch_add(1, Ordering::Relaxed) };
+                taken += 1;
+            }
+        };
+        for (i, v) in values.iter().enumerate() {
+            if slot.is_empty() {
+                slot.put(v as *const AtomicUsize as *mut AtomicUsize);
+                put += 1;
+            }
+            if i % 4 == 3 {
+                take(&slot); // (meanwhile the slot stays full: the thief's chance)
+            }
+        }
+        take(&slot);
+        done.store(true, Ordering::Release);
+        let stolen = thief.join().unwrap();
+        assert!(slot.steal().is_null() && slot.is_empty());
+        assert!(values.iter().all(|v| v.load(Ordering::Relaxed) <= 1), "a value left the slot twice");
+        assert_eq!(taken + stolen, put, "every value put left the slot once");
+    }
+}
