@@ -4,8 +4,13 @@
 
 mod common;
 
-use elite_rt::sync::{Barrier, Condvar, Mutex, RwLock, RwLockReadGuard, Semaphore, WaitGroup};
+use elite_rt::sync::{
+    Barrier, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Semaphore, WaitGroup,
+};
+use elite_rt::Runtime;
 use std::panic::{catch_unwind, RefUnwindSafe, UnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, TryLockError};
 
 fn unwind_safe<T: UnwindSafe + ?Sized>() {}
 fn ref_unwind_safe<T: RefUnwindSafe + ?Sized>() {}
@@ -90,4 +95,105 @@ fn a_read_guard_is_covariant_in_its_value() {
         assert_eq!(*g, "hello");
     }
     assert!(lock.try_write().is_ok(), "the guards unlocked");
+}
+
+/// std: `RwLockWriteGuard::downgrade` turns a write lock into a read lock atomically, so no
+/// writer can come between and what the downgraded reader reads is what it wrote; other readers
+/// may then read alongside it. Here, on one processor (so that each waiter has blocked once it
+/// says it arrived), two readers and a writer queue during a write: after the downgrade both
+/// readers read (the value written) while the downgraded guard is still held, and the writer
+/// still waits; it gets in only when the last reader has left.
+#[test]
+fn downgrade_lets_the_queued_readers_in_and_no_writer_between() {
+    common::hang_guard(60, "downgrade", || {
+        let rt = Runtime::builder().processors(1).no_chaos().build().unwrap();
+        rt.block_on(|| {
+            let lock = Arc::new(RwLock::new(0u32));
+            let arrived = Arc::new(AtomicUsize::new(0));
+            let read = Arc::new(AtomicUsize::new(0));
+            let reader = || {
+                let (lock, arrived, read) = (lock.clone(), arrived.clone(), read.clone());
+                elite_rt::spawn(move || {
+                    arrived.fetch_add(1, SeqCst);
+                    let v = *lock.read().unwrap();
+                    read.fetch_add(1, SeqCst);
+                    v
+                })
+            };
+            let mut w = lock.write().unwrap();
+            let first = reader();
+            let writer = {
+                let (lock, arrived) = (lock.clone(), arrived.clone());
+                elite_rt::spawn(move || {
+                    arrived.fetch_add(1, SeqCst);
+                    *lock.write().unwrap() = 99;
+                })
+            };
+            let second = reader();
+            common::ult_sleep_until(10, "two readers and a writer queued", || arrived.load(SeqCst) == 3);
+            *w = 7;
+            let r = RwLockWriteGuard::downgrade(w);
+            common::ult_sleep_until(10, "both queued readers read", || read.load(SeqCst) == 2);
+            assert_eq!(*r, 7, "no writer came between the write and the downgraded read");
+            assert!(!writer.is_finished(), "the writer waits while the downgraded guard reads");
+            assert_eq!((first.join().unwrap(), second.join().unwrap()), (7, 7));
+            drop(r);
+            writer.join().unwrap();
+            assert_eq!(*lock.read().unwrap(), 99);
+        })
+    });
+}
+
+/// The same from an OS thread (no runtime): the downgraded guard shares the lock with readers and
+/// keeps writers out until it goes.
+#[test]
+fn downgrade_from_an_os_thread() {
+    let lock = RwLock::new(vec![1]);
+    let mut w = lock.write().unwrap();
+    w.push(2);
+    let r = RwLockWriteGuard::downgrade(w);
+    assert_eq!(*r, [1, 2]);
+    assert_eq!(*lock.try_read().unwrap(), [1, 2], "a reader shares the lock");
+    assert!(matches!(lock.try_write(), Err(TryLockError::WouldBlock)), "a writer waits");
+    drop(r);
+    lock.try_write().unwrap().push(3);
+    assert_eq!(lock.into_inner().unwrap(), [1, 2, 3]);
+}
+
+/// Writers that each downgrade and then read back what they wrote, among plain readers, on every
+/// kind of runtime: no downgraded reader ever sees another writer's value, and no reader sees a
+/// half-written pair.
+#[test]
+fn downgraded_writers_read_their_own_writes_under_contention() {
+    for (name, rt) in [
+        ("1 processor", Runtime::builder().processors(1).build().unwrap()),
+        ("2 processors", Runtime::builder().processors(2).build().unwrap()),
+    ] {
+        common::hang_guard(60, name, move || {
+            rt.block_on(|| {
+                let lock = Arc::new(RwLock::new((0u64, 0u64)));
+                let hs: Vec<_> = (1..=200u64)
+                    .map(|i| {
+                        let lock = lock.clone();
+                        elite_rt::spawn(move || {
+                            if i % 3 == 0 {
+                                let g = lock.read().unwrap();
+                                elite_rt::yield_now();
+                                assert_eq!(g.0, g.1, "a reader saw a half-written pair");
+                            } else {
+                                let mut w = lock.write().unwrap();
+                                w.0 = i;
+                                elite_rt::yield_now();
+                                w.1 = i;
+                                let r = RwLockWriteGuard::downgrade(w);
+                                elite_rt::yield_now();
+                                assert_eq!(*r, (i, i), "a writer came between the downgrade and the read");
+                            }
+                        })
+                    })
+                    .collect();
+                hs.into_iter().for_each(|h| h.join().unwrap());
+            })
+        });
+    }
 }

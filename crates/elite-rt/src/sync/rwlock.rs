@@ -7,6 +7,9 @@
 //! * The last reader out hands the lock to the first queued writer.
 //! * A writer's unlock hands the lock to every queued reader if there are any, else to the next
 //!   writer.
+//! * A writer's downgrade (`RwLockWriteGuard::downgrade`) makes it a reader in the same critical
+//!   section of the internal lock (no writer can come between) and hands the lock to every queued
+//!   reader, as an unlock would; queued writers go on waiting for the last reader out.
 //!
 //! Handing over (the waiter is granted the lock before it is woken; `tag` says so) keeps the order
 //! fair: readers that arrive while a writer waits queue behind it, and the readers queued during a
@@ -320,6 +323,17 @@ impl Raw {
         drop(s);
         wakes.wake_all();
     }
+
+    /// The writer becomes a reader, and every queued reader joins it (module docs).
+    fn downgrade(&self) {
+        let mut s = self.state.lock();
+        debug_assert!(s.writer && s.readers == 0);
+        s.writer = false;
+        s.readers = 1;
+        let wakes = Self::grant_readers(&mut s);
+        drop(s);
+        wakes.wake_all();
+    }
 }
 
 impl<T: Default> Default for RwLock<T> {
@@ -380,6 +394,50 @@ unsafe impl<T: ?Sized + Sync> Send for RwLockReadGuard<'_, T> {}
 unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
 // SAFETY: as above; moving the guard moves exclusive access to T.
 unsafe impl<T: ?Sized + Send + Sync> Send for RwLockWriteGuard<'_, T> {}
+
+impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// Turns the write guard into a read guard without unlocking: no writer can take the lock in
+    /// between, so the reader sees what it wrote. Readers queued for the lock are let in at once
+    /// (they share it with the returned guard); writers queued go on waiting until every reader
+    /// has left, and while one waits, readers that arrive after the downgrade queue behind it
+    /// (as they would behind any waiting writer). As std's `RwLockWriteGuard::downgrade`: an associated function (call it as
+    /// `RwLockWriteGuard::downgrade(guard)`), which cannot fail. A panic since the write guard was
+    /// taken poisons the lock, as dropping the write guard would.
+    ///
+    /// ```
+    /// use elite_rt::sync::{RwLock, RwLockWriteGuard};
+    /// use std::sync::Arc;
+    ///
+    /// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let config = Arc::new(RwLock::new(String::from("old")));
+    ///     let mut w = config.write().unwrap();
+    ///     // A writer that arrives now waits for us...
+    ///     let c2 = config.clone();
+    ///     let other = elite_rt::spawn(move || c2.write().unwrap().push_str(", overwritten"));
+    ///     *w = String::from("new");
+    ///     let r = RwLockWriteGuard::downgrade(w);
+    ///     // ...and goes on waiting while we read: what we read is what we wrote.
+    ///     elite_rt::yield_now();
+    ///     assert_eq!(*r, "new");
+    ///     drop(r);
+    ///     other.join().unwrap();
+    ///     assert_eq!(*config.read().unwrap(), "new, overwritten");
+    /// });
+    /// ```
+    pub fn downgrade(s: Self) -> RwLockReadGuard<'a, T> {
+        let lock = s.lock;
+        let was_panicking = s.panicking;
+        std::mem::forget(s); // its unlock is the downgrade below
+        if !was_panicking && std::thread::panicking() {
+            lock.raw.poison.store(true, Ordering::Relaxed);
+        }
+        lock.raw.downgrade();
+        // SAFETY: `UnsafeCell::get` never returns null.
+        let data = unsafe { NonNull::new_unchecked(lock.data.get()) };
+        RwLockReadGuard { data, raw: &lock.raw }
+    }
+}
 
 impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
