@@ -4,6 +4,8 @@
 
 mod common;
 
+use elite_rt::sync::mpsc::SendTimeoutError;
+use elite_rt::sync::{mpmc, mpsc};
 use elite_rt::sync::{
     Barrier, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Semaphore, WaitGroup,
 };
@@ -11,6 +13,7 @@ use elite_rt::Runtime;
 use std::panic::{catch_unwind, RefUnwindSafe, UnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, TryLockError};
+use std::time::{Duration, Instant};
 
 fn unwind_safe<T: UnwindSafe + ?Sized>() {}
 fn ref_unwind_safe<T: RefUnwindSafe + ?Sized>() {}
@@ -196,4 +199,136 @@ fn downgraded_writers_read_their_own_writes_under_contention() {
             })
         });
     }
+}
+
+/// std (`SyncSender::send_timeout`, `SendTimeoutError`): on a full channel the send waits at most
+/// the timeout and then gives the value back as `Timeout`; with room made in time it succeeds; on a
+/// rendezvous channel it needs a receiver within the timeout; with the receiver gone (before or
+/// during the wait) it gives the value back as `Disconnected`. The waiting sender blocks only its
+/// ULT: on one processor, the receiver that makes room runs meanwhile.
+#[test]
+fn send_timeout_follows_std() {
+    common::hang_guard(60, "send_timeout", || {
+        let rt = Runtime::builder().processors(1).build().unwrap();
+        rt.block_on(|| {
+            let (tx, rx) = mpsc::sync_channel(1);
+            tx.send_timeout(1, Duration::from_millis(5)).unwrap();
+            let t0 = Instant::now();
+            assert_eq!(tx.send_timeout(2, Duration::from_millis(20)), Err(SendTimeoutError::Timeout(2)));
+            assert!(t0.elapsed() >= Duration::from_millis(20), "it waited the whole timeout");
+            // Room made in time, by a ULT of the same processor.
+            let taker = elite_rt::spawn(move || {
+                elite_rt::sleep(Duration::from_millis(5));
+                let first = rx.recv().unwrap();
+                (first, rx)
+            });
+            tx.send_timeout(3, Duration::from_secs(30)).unwrap();
+            let (first, rx) = taker.join().unwrap();
+            assert_eq!((first, rx.recv().unwrap()), (1, 3));
+            // The receiver leaves while a sender waits on the full channel.
+            tx.send(4).unwrap();
+            let dropper = elite_rt::spawn(move || {
+                elite_rt::sleep(Duration::from_millis(5));
+                drop(rx);
+            });
+            assert_eq!(tx.send_timeout(5, Duration::from_secs(30)), Err(SendTimeoutError::Disconnected(5)));
+            dropper.join().unwrap();
+            // Gone before: at once.
+            assert_eq!(tx.send_timeout(6, Duration::from_secs(30)), Err(SendTimeoutError::Disconnected(6)));
+
+            // A rendezvous channel: no receiver, a timeout; a receiver that comes, a hand-over.
+            let (tx, rx) = mpsc::sync_channel::<u32>(0);
+            assert_eq!(tx.send_timeout(7, Duration::from_millis(5)), Err(SendTimeoutError::Timeout(7)));
+            let receiver = elite_rt::spawn(move || rx.recv().unwrap());
+            tx.send_timeout(8, Duration::from_secs(30)).unwrap();
+            assert_eq!(receiver.join().unwrap(), 8);
+
+            // The error type as std's.
+            let e = SendTimeoutError::Timeout(1u8);
+            assert_eq!(format!("{e:?}"), "SendTimeoutError(..)");
+            assert_eq!(e.to_string(), "timed out waiting on send operation");
+            assert_eq!(SendTimeoutError::Disconnected(1u8).to_string(), "sending on a disconnected channel");
+            let from: SendTimeoutError<u8> = mpsc::SendError(9).into();
+            assert_eq!(from, SendTimeoutError::Disconnected(9));
+            let _: &dyn std::error::Error = &e;
+        })
+    });
+}
+
+/// Timed sends racing receivers on small channels, from ULTs on one and two processors and from
+/// OS threads: each value is either received exactly once or given back exactly once, never both
+/// and never lost (a receiver may take a value from a sender whose deadline has just passed; that
+/// send then succeeds).
+#[test]
+fn timed_sends_racing_receivers_lose_and_duplicate_nothing() {
+    /// A sender's or receiver's work, to run on a ULT or an OS thread.
+    type Work = Box<dyn FnOnce() -> Vec<u64> + Send>;
+    const SENDERS: u64 = 4;
+    const EACH: u64 = 300;
+    fn run(cap: usize, spawn: &dyn Fn(Work) -> Box<dyn FnOnce() -> Vec<u64>>) {
+        let (tx, rx) = mpmc::bounded::<u64>(cap);
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|s| {
+                let tx = tx.clone();
+                spawn(Box::new(move || {
+                    let mut back = Vec::new();
+                    for i in 0..EACH {
+                        let v = s * EACH + i;
+                        match tx.send_timeout(v, Duration::from_micros(1 + (v % 7) * 20)) {
+                            Ok(()) => {}
+                            Err(SendTimeoutError::Timeout(x)) => back.push(x),
+                            Err(SendTimeoutError::Disconnected(x)) => {
+                                panic!("receivers alive, yet {x} disconnected")
+                            }
+                        }
+                    }
+                    back
+                }))
+            })
+            .collect();
+        drop(tx);
+        let receivers: Vec<_> = (0..2)
+            .map(|_| {
+                let rx = rx.clone();
+                spawn(Box::new(move || {
+                    let mut got = Vec::new();
+                    while let Ok(v) = rx.recv_timeout(Duration::from_secs(30)) {
+                        got.push(v);
+                        if v % 5 == 0 {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    got
+                }))
+            })
+            .collect();
+        drop(rx);
+        let mut all: Vec<u64> = senders.into_iter().flat_map(|h| h()).collect();
+        all.extend(receivers.into_iter().flat_map(|h| h()));
+        all.sort_unstable();
+        assert_eq!(all, (0..SENDERS * EACH).collect::<Vec<_>>(), "capacity {cap}");
+    }
+    for (name, rt) in [
+        ("1 processor", Runtime::builder().processors(1).build().unwrap()),
+        ("2 processors", Runtime::builder().processors(2).build().unwrap()),
+    ] {
+        common::hang_guard(120, name, move || {
+            rt.block_on(|| {
+                for cap in [0, 1, 3] {
+                    run(cap, &|f| {
+                        let h = elite_rt::spawn(f);
+                        Box::new(move || h.join().unwrap())
+                    });
+                }
+            })
+        });
+    }
+    common::hang_guard(120, "OS threads", || {
+        for cap in [0, 2] {
+            run(cap, &|f| {
+                let h = std::thread::spawn(f);
+                Box::new(move || h.join().unwrap())
+            });
+        }
+    });
 }

@@ -11,6 +11,10 @@
 //!   value directly; otherwise it blocks with an empty slot.
 //! * A notify that fails (the receiver's deadline won) gives the value back to the sender's hand,
 //!   and the sender tries the next receiver.
+//! * A receiver that pops a blocked sender takes its value even when the notify fails (the
+//!   sender's deadline won, `send_timeout`): the sender, once it has the lock again, finds its
+//!   slot empty and reports the value sent. So what decides a timed send is its slot, looked at
+//!   under the lock: empty, sent; still full, timed out (or disconnected, with no receiver left).
 //! * The last sender to go notifies every blocked receiver (their slots stay empty: disconnected);
 //!   the last receiver to go notifies every blocked sender (their values stay in their slots and
 //!   come back in `SendError`) and drops what was queued.
@@ -164,6 +168,53 @@ impl<T> Chan<T> {
         }
     }
 
+    /// Sends `value`, waiting while the channel is full until `deadline` (`None`: as long as it
+    /// takes). Out of line: `send_timeout` only.
+    #[inline(never)]
+    fn send_until(&self, value: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
+        let mut g = self.inner.lock();
+        let (r, wake) = Self::try_send_locked(&mut g, value);
+        let value = match r {
+            Try::Full(v) => v,
+            Try::Sent => {
+                drop(g);
+                if let Some(w) = wake {
+                    w.wake();
+                }
+                return Ok(());
+            }
+            Try::Disconnected(v) => return Err(SendTimeoutError::Disconnected(v)),
+        };
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(SendTimeoutError::Timeout(value));
+        }
+        let mut mine: Slot<T> = Some(value);
+        let node = WaitNode::new();
+        node.slot.set(&mut mine as *mut Slot<T> as *mut ());
+        let unwind = OnUnwind::new(|| self.inner.lock().send_waiters.remove(&node));
+        let notified = node.block(g, deadline, |inner, n| inner.send_waiters.push_back(n));
+        unwind.disarm();
+        if notified {
+            // A receiver took the value, or the last one left (the value is still ours).
+            return match mine {
+                None => Ok(()),
+                Some(v) => Err(SendTimeoutError::Disconnected(v)),
+            };
+        }
+        // The deadline won. A receiver may still have popped us and taken the value before we
+        // had the lock again (module docs): the slot, read under the lock, decides.
+        let mut g = self.inner.lock();
+        g.send_waiters.remove(&node);
+        let receivers = g.receivers;
+        let left = mine.take();
+        drop(g);
+        match left {
+            None => Ok(()),
+            Some(v) if receivers == 0 => Err(SendTimeoutError::Disconnected(v)),
+            Some(v) => Err(SendTimeoutError::Timeout(v)),
+        }
+    }
+
     /// Takes a value without blocking, under the lock `g`.
     fn try_recv_locked(g: &mut SpinGuard<'_, Inner<T>>) -> (Option<T>, Option<super::wait::Wake>) {
         if let Some(v) = g.queue.pop_front() {
@@ -206,8 +257,8 @@ impl<T> Chan<T> {
             if let Some(n) = g.send_waiters.pop_front() {
                 // SAFETY: a popped sender node's slot is its live `Slot<T>`, holding its value.
                 if let Some(v) = unsafe { slot::<T>(n) }.take() {
-                    // (A sender whose deadline won is gone with nothing to give back: its
-                    // value is ours, as `try_recv_locked` has it.)
+                    // (A sender whose deadline won keeps no claim on it: it finds its slot
+                    // empty and reports the value sent, module docs.)
                     if let Err(g) = n.notify_unlock(g, here) {
                         drop(g);
                     }
@@ -366,6 +417,41 @@ fn try_recv_error(e: RecvTimeoutError) -> TryRecvError {
     }
 }
 
+/// Why [`SyncSender::send_timeout`](mpsc::SyncSender::send_timeout) (or an `mpmc` sender's)
+/// gave its value back: std's `SendTimeoutError` (unstable in std, hence elite's own type, with
+/// std's variants, messages and conversions).
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum SendTimeoutError<T> {
+    /// The channel stayed full (for a rendezvous channel: no receiver came) until the timeout.
+    Timeout(T),
+    /// Every receiver is gone: the value can never be received.
+    Disconnected(T),
+}
+
+impl<T> fmt::Debug for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendTimeoutError(..)") // as std: the value need not be `Debug`
+    }
+}
+
+impl<T> fmt::Display for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SendTimeoutError::Timeout(_) => "timed out waiting on send operation",
+            SendTimeoutError::Disconnected(_) => "sending on a disconnected channel",
+        })
+    }
+}
+
+impl<T> std::error::Error for SendTimeoutError<T> {}
+
+impl<T> From<SendError<T>> for SendTimeoutError<T> {
+    /// A failed `send` is a disconnection.
+    fn from(e: SendError<T>) -> SendTimeoutError<T> {
+        SendTimeoutError::Disconnected(e.0)
+    }
+}
+
 /// `std::sync::mpsc` for ULTs.
 pub(crate) mod mpsc {
     use super::*;
@@ -439,6 +525,37 @@ pub(crate) mod mpsc {
                 Try::Full(v) => Err(TrySendError::Full(v)),
                 Try::Disconnected(v) => Err(TrySendError::Disconnected(v)),
             }
+        }
+
+        /// Sends `value`, waiting at most `timeout` while the channel is full (on a rendezvous
+        /// channel, for a receiver to take it); blocks the calling ULT, or parks the OS thread.
+        /// `Err` gives the value back: [`SendTimeoutError::Timeout`] when the time ran out,
+        /// [`SendTimeoutError::Disconnected`] when the receiver is gone (also if it goes while
+        /// this waits). As std's (unstable) `SyncSender::send_timeout`.
+        ///
+        /// ```
+        /// use elite_rt::sync::mpsc::{sync_channel, SendTimeoutError};
+        /// use std::time::Duration;
+        ///
+        /// let rt = elite_rt::Runtime::builder().processors(1).build().unwrap();
+        /// rt.block_on(|| {
+        ///     let (tx, rx) = sync_channel(1);
+        ///     tx.send_timeout(1, Duration::from_millis(10)).unwrap(); // room for one
+        ///     // Full: waits 10 ms (other ULTs run meanwhile), then gives the value back.
+        ///     assert_eq!(tx.send_timeout(2, Duration::from_millis(10)), Err(SendTimeoutError::Timeout(2)));
+        ///     // A receiver that makes room in time lets it through.
+        ///     let h = elite_rt::spawn(move || {
+        ///         elite_rt::sleep(Duration::from_millis(5));
+        ///         (rx.recv().unwrap(), rx.recv().unwrap())
+        ///     });
+        ///     tx.send_timeout(3, Duration::from_secs(10)).unwrap();
+        ///     assert_eq!(h.join().unwrap(), (1, 3));
+        ///     // The receiver is gone now.
+        ///     assert_eq!(tx.send_timeout(4, Duration::from_millis(10)), Err(SendTimeoutError::Disconnected(4)));
+        /// });
+        /// ```
+        pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+            self.chan.send_until(value, super::super::deadline(timeout))
         }
     }
 
@@ -639,6 +756,12 @@ pub(crate) mod mpmc {
                 Try::Full(v) => Err(TrySendError::Full(v)),
                 Try::Disconnected(v) => Err(TrySendError::Disconnected(v)),
             }
+        }
+
+        /// Sends `value`, waiting at most `timeout` while the channel is full; as
+        /// [`mpsc::SyncSender::send_timeout`](super::mpsc::SyncSender::send_timeout).
+        pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+            self.chan.send_until(value, super::super::deadline(timeout))
         }
     }
 

@@ -63,12 +63,14 @@ pub mod mpsc {
         channel, sync_channel, IntoIter, Iter, Receiver, RecvError, RecvTimeoutError, SendError, Sender,
         SyncSender, TryIter, TryRecvError, TrySendError,
     };
+    pub use super::chan::SendTimeoutError;
 }
 
 /// A bounded multi-producer, multi-consumer channel: both ends can be cloned.
 pub mod mpmc {
     pub use super::chan::mpmc::{bounded, Receiver, Sender};
     pub use super::chan::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
+    pub use super::chan::SendTimeoutError;
 }
 
 use crate::slot::current_processor;
