@@ -1,8 +1,9 @@
 //! Synchronization that blocks ULTs, not processors.
 //!
 //! The names and semantics follow `std::sync`: [`Mutex`], [`RwLock`], [`Condvar`], [`Barrier`],
-//! plus a [`Semaphore`], a [`WaitGroup`], the channels of [`mpsc`] (`channel`, `sync_channel`, with
-//! std's disconnection rules) and a bounded multi-consumer channel in [`mpmc`].
+//! [`Once`], [`OnceLock`], [`LazyLock`], plus a [`Semaphore`], a [`WaitGroup`], the channels of
+//! [`mpsc`] (`channel`, `sync_channel`, with std's disconnection rules) and a bounded
+//! multi-consumer channel in [`mpmc`].
 //!
 //! * Every blocking call blocks only the calling ULT: its processor runs other ULTs meanwhile.
 //! * Every primitive also works from a plain OS thread outside the runtime, which then parks; a
@@ -45,6 +46,8 @@ mod chan;
 mod condvar;
 pub(crate) mod lock_word;
 pub(crate) mod mutex;
+mod once;
+mod once_lock;
 mod rwlock;
 mod semaphore;
 pub(crate) mod wait;
@@ -53,6 +56,8 @@ mod waitgroup;
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard, MAX_LOSSES};
+pub use once::{Once, OnceState};
+pub use once_lock::{LazyLock, OnceLock};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use waitgroup::WaitGroup;
@@ -74,7 +79,9 @@ pub mod mpmc {
 }
 
 use crate::slot::current_processor;
-use std::sync::OnceLock;
+// std's for the two cells below: their initialisers never switch, so a caller can only wait (a
+// moment) for an initialiser running on another OS thread, never for a ULT of its own processor.
+use std::sync::OnceLock as StdOnceLock;
 use std::time::{Duration, Instant};
 
 /// How a waiter on a contended lock ([`Mutex`], [`RwLock`]) waits: ELiTE's two-phase locking.
@@ -174,7 +181,7 @@ pub(crate) fn ticks() -> u64 {
     // (Miri, which runs the primitives from OS threads in `.ci/run`, has no `rdtsc`.)
     #[cfg(any(not(target_arch = "x86_64"), miri))]
     {
-        static START: OnceLock<Instant> = OnceLock::new();
+        static START: StdOnceLock<Instant> = StdOnceLock::new();
         START.get_or_init(Instant::now).elapsed().as_nanos() as u64
     }
 }
@@ -208,7 +215,7 @@ pub struct SwitchCost {
 /// start measures it: it starts one helper thread and wakes it nine times, which takes from under
 /// a millisecond to a few where waking a parked thread is slow).
 pub fn switch_cost() -> SwitchCost {
-    static COST: OnceLock<SwitchCost> = OnceLock::new();
+    static COST: StdOnceLock<SwitchCost> = StdOnceLock::new();
     *COST.get_or_init(measure_switch)
 }
 
