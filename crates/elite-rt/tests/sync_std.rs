@@ -5,11 +5,12 @@
 mod common;
 
 use elite_rt::sync::mpsc::SendTimeoutError;
-use elite_rt::sync::{mpmc, mpsc};
 use elite_rt::sync::{
-    Barrier, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Semaphore, WaitGroup,
+    mpmc, mpsc, Barrier, Condvar, Mutex, ReentrantLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Semaphore,
+    WaitGroup,
 };
-use elite_rt::Runtime;
+use elite_rt::{Policy, Runtime};
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, RefUnwindSafe, UnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, TryLockError};
@@ -331,4 +332,129 @@ fn timed_sends_racing_receivers_lose_and_duplicate_nothing() {
             });
         }
     });
+}
+
+/// std (`ReentrantLock`): the owner may lock again while it holds the lock, and the lock is free
+/// once every guard of the owner is gone. Here the owner is the ULT: on one processor (so every
+/// ULT runs on the same OS thread), a second ULT that asks for the lock while the first holds it
+/// (twice, across a sleep and a yield) waits until both of the first's guards are gone; with an
+/// owner per OS thread it would walk in.
+#[test]
+fn a_reentrant_lock_belongs_to_the_ult_not_to_its_os_thread() {
+    common::hang_guard(60, "ReentrantLock per ULT", || {
+        let rt = Runtime::builder().processors(1).no_chaos().build().unwrap();
+        rt.block_on(|| {
+            let lock = Arc::new(ReentrantLock::new(Cell::new(0u32)));
+            let inside = Arc::new(AtomicUsize::new(0));
+            let holder = {
+                let (lock, inside) = (lock.clone(), inside.clone());
+                elite_rt::spawn(move || {
+                    let outer = lock.lock();
+                    assert_eq!(inside.fetch_add(1, SeqCst), 0);
+                    let inner = lock.lock(); // re-entry
+                    inner.set(inner.get() + 1);
+                    elite_rt::sleep(Duration::from_millis(10)); // the other ULT runs, on this OS thread
+                    drop(inner);
+                    elite_rt::yield_now(); // one guard left: still ours
+                    assert_eq!(outer.get(), 1);
+                    inside.fetch_sub(1, SeqCst);
+                    std::thread::current().id()
+                })
+            };
+            elite_rt::yield_now(); // the holder takes the lock first
+            let other = {
+                let (lock, inside) = (lock.clone(), inside.clone());
+                elite_rt::spawn(move || {
+                    let g = lock.lock();
+                    assert_eq!(inside.fetch_add(1, SeqCst), 0, "entered while another ULT held the lock");
+                    g.set(g.get() + 10);
+                    inside.fetch_sub(1, SeqCst);
+                    std::thread::current().id()
+                })
+            };
+            let (a, b) = (holder.join().unwrap(), other.join().unwrap());
+            assert_eq!(a, b, "one processor: both ran on the same OS thread");
+            assert_eq!(lock.lock().get(), 11);
+        })
+    });
+}
+
+/// A ULT keeps its `ReentrantLock` when it moves: under a policy that moves every woken ULT to the
+/// other processor, the owner blocks (and moves) four times while holding the lock, re-enters
+/// after each move, and a contender gets the lock only after the owner's last guard is gone.
+#[test]
+fn a_ult_keeps_its_reentrant_lock_when_it_moves() {
+    common::hang_guard(60, "ReentrantLock across moves", || {
+        let rt = Runtime::builder()
+            .processors(2)
+            .policy(Policy::new(common::Alternate))
+            .no_chaos()
+            .build()
+            .unwrap();
+        rt.block_on(|| {
+            let lock = Arc::new(ReentrantLock::new(RefCell::new(Vec::new())));
+            let go = Arc::new(Semaphore::new(0));
+            let holding = Arc::new(AtomicUsize::new(0));
+            let owner = {
+                let (lock, go, holding) = (lock.clone(), go.clone(), holding.clone());
+                elite_rt::spawn(move || {
+                    let _outer = lock.lock();
+                    holding.store(1, SeqCst);
+                    let mut trail = vec![elite_rt::current().processor()];
+                    for _ in 0..4 {
+                        go.acquire(); // blocks; woken on the other processor
+                        let again = lock.lock(); // re-entry after the move
+                        again.borrow_mut().push(elite_rt::current().processor());
+                        trail.push(elite_rt::current().processor());
+                    }
+                    trail
+                })
+            };
+            common::ult_sleep_until(10, "the owner holds the lock", || holding.load(SeqCst) == 1);
+            let contender = {
+                let lock = lock.clone();
+                elite_rt::spawn(move || lock.lock().borrow().len())
+            };
+            for _ in 0..4 {
+                elite_rt::sleep(Duration::from_millis(2));
+                go.release();
+            }
+            let trail = owner.join().unwrap();
+            assert!(trail.windows(2).any(|w| w[0] != w[1]), "the owner never moved: {trail:?}");
+            assert_eq!(
+                contender.join().unwrap(),
+                4,
+                "the contender got in only after the owner's four entries"
+            );
+        })
+    });
+}
+
+/// `ReentrantLock` from OS threads, and its other methods as std's: `try_lock` (the owner always
+/// gets it, others only when free), `get_mut`, `into_inner`, `Debug`, `Default`, `From`.
+#[test]
+fn reentrant_lock_from_os_threads_and_its_methods() {
+    let lock = Arc::new(ReentrantLock::new(RefCell::new(String::from("a"))));
+    let g = lock.lock();
+    let again = lock.try_lock().expect("the owner re-enters with try_lock");
+    again.borrow_mut().push('b');
+    let other = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            assert!(lock.try_lock().is_none(), "another thread's try_lock fails while it is held");
+            lock.lock().borrow_mut().push('c'); // waits for both guards
+        })
+    };
+    std::thread::sleep(Duration::from_millis(10));
+    assert_eq!(format!("{:?}", *lock), "ReentrantLock { data: RefCell { value: \"ab\" }, .. }");
+    drop(again);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(*g.borrow(), "ab", "one guard left: still held");
+    drop(g);
+    other.join().unwrap();
+    let mut lock = Arc::into_inner(lock).unwrap();
+    lock.get_mut().borrow_mut().push('d');
+    assert_eq!(lock.into_inner().into_inner(), "abcd");
+    assert_eq!(*ReentrantLock::<u8>::default().lock(), 0);
+    assert_eq!(*ReentrantLock::from(3).lock(), 3);
 }

@@ -1,9 +1,9 @@
 //! Synchronization that blocks ULTs, not processors.
 //!
 //! The names and semantics follow `std::sync`: [`Mutex`], [`RwLock`], [`Condvar`], [`Barrier`],
-//! [`Once`], [`OnceLock`], [`LazyLock`], plus a [`Semaphore`], a [`WaitGroup`], the channels of
-//! [`mpsc`] (`channel`, `sync_channel`, with std's disconnection rules) and a bounded
-//! multi-consumer channel in [`mpmc`].
+//! [`Once`], [`OnceLock`], [`LazyLock`], [`ReentrantLock`], plus a [`Semaphore`], a [`WaitGroup`],
+//! the channels of [`mpsc`] (`channel`, `sync_channel`, with std's disconnection rules) and a
+//! bounded multi-consumer channel in [`mpmc`].
 //!
 //! * Every blocking call blocks only the calling ULT: its processor runs other ULTs meanwhile.
 //! * Every primitive also works from a plain OS thread outside the runtime, which then parks; a
@@ -48,6 +48,7 @@ pub(crate) mod lock_word;
 pub(crate) mod mutex;
 mod once;
 mod once_lock;
+mod reentrant;
 mod rwlock;
 mod semaphore;
 pub(crate) mod wait;
@@ -58,6 +59,7 @@ pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard, MAX_LOSSES};
 pub use once::{Once, OnceState};
 pub use once_lock::{LazyLock, OnceLock};
+pub use reentrant::{ReentrantLock, ReentrantLockGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use waitgroup::WaitGroup;

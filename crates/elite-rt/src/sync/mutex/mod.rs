@@ -259,6 +259,15 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 
+    /// Unlocks a mutex whose guard was forgotten (`ReentrantLock` keeps the lock without one).
+    ///
+    /// # Safety
+    /// The caller locked the mutex through `lock` or `try_lock` and forgot that guard; this
+    /// stands for the guard's drop (without its poisoning).
+    pub(super) unsafe fn force_unlock(&self) {
+        self.unlock();
+    }
+
     #[inline]
     fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
         let g = MutexGuard { lock: self, panicking: std::thread::panicking() };
