@@ -458,3 +458,93 @@ fn reentrant_lock_from_os_threads_and_its_methods() {
     assert_eq!(*ReentrantLock::<u8>::default().lock(), 0);
     assert_eq!(*ReentrantLock::from(3).lock(), 3);
 }
+
+/// std's (unstable) `mpmc::channel`: unbounded, so `send` never blocks (here 10 000 sends on one
+/// processor with no receiver running); both ends clone; each value goes to exactly one
+/// receiver; receivers see `Err` once every sender is gone and the queue is empty, senders get
+/// their value back once every receiver is gone; `try_iter`, `recv_deadline`, `same_channel` and
+/// iteration by value as std's.
+#[test]
+fn unbounded_mpmc_follows_std() {
+    common::hang_guard(60, "mpmc::channel", || {
+        let rt = Runtime::builder().processors(1).build().unwrap();
+        rt.block_on(|| {
+            let (tx, rx) = mpmc::channel::<u32>();
+            for i in 0..10_000 {
+                tx.send(i).unwrap();
+            }
+            let rx2 = rx.clone();
+            assert!(rx.same_channel(&rx2) && tx.same_channel(&tx.clone()));
+            assert!(!rx.same_channel(&mpmc::channel::<u32>().1));
+            assert_eq!(rx.try_iter().take(3).collect::<Vec<_>>(), [0, 1, 2]);
+            assert_eq!(rx2.recv(), Ok(3), "a clone takes the next value: one queue");
+            drop(tx);
+            // Values still queued are received after the last sender is gone; then Err.
+            let rest: Vec<u32> = rx2.into_iter().collect();
+            assert_eq!(rest, (4..10_000).collect::<Vec<_>>());
+            assert_eq!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
+            assert_eq!(
+                rx.recv_deadline(Instant::now() + Duration::from_secs(10)),
+                Err(mpsc::RecvTimeoutError::Disconnected)
+            );
+            let (tx, rx) = mpmc::channel::<String>();
+            assert_eq!(
+                rx.recv_deadline(Instant::now() + Duration::from_millis(5)),
+                Err(mpsc::RecvTimeoutError::Timeout)
+            );
+            drop(rx);
+            assert_eq!(tx.send("back".into()), Err(mpsc::SendError(String::from("back"))));
+        })
+    });
+}
+
+/// Producers and consumers on an unbounded `mpmc` channel, on 1 and 2 processors and between OS
+/// threads and ULTs: every value is received exactly once.
+#[test]
+fn unbounded_mpmc_hands_each_value_to_exactly_one_receiver() {
+    const PRODUCERS: u64 = 4;
+    const EACH: u64 = 2_000;
+    for (name, rt) in [
+        ("1 processor", Runtime::builder().processors(1).build().unwrap()),
+        ("2 processors", Runtime::builder().processors(2).build().unwrap()),
+    ] {
+        let got = common::hang_guard(60, name, move || {
+            let (tx, rx) = mpmc::channel::<u64>();
+            // One OS-thread consumer besides the ULTs.
+            let outside = {
+                let rx = rx.clone();
+                std::thread::spawn(move || rx.iter().collect::<Vec<_>>())
+            };
+            let mut got = rt.block_on(|| {
+                let consumers: Vec<_> = (0..3)
+                    .map(|_| {
+                        let rx = rx.clone();
+                        elite_rt::spawn(move || rx.iter().collect::<Vec<_>>())
+                    })
+                    .collect();
+                drop(rx);
+                let producers: Vec<_> = (0..PRODUCERS)
+                    .map(|p| {
+                        let tx = tx.clone();
+                        elite_rt::spawn(move || {
+                            for i in 0..EACH {
+                                tx.send(p * EACH + i).unwrap();
+                                if i % 64 == 0 {
+                                    elite_rt::yield_now();
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                drop(tx);
+                producers.into_iter().for_each(|h| h.join().unwrap());
+                consumers.into_iter().flat_map(|h| h.join().unwrap()).collect::<Vec<_>>()
+            });
+            got.extend(outside.join().unwrap());
+            got
+        });
+        let mut got = got;
+        got.sort_unstable();
+        assert_eq!(got, (0..PRODUCERS * EACH).collect::<Vec<_>>(), "{name}");
+    }
+}

@@ -698,12 +698,49 @@ pub(crate) mod mpsc {
     }
 }
 
-/// A bounded channel with any number of senders and receivers.
+/// Channels with any number of senders and receivers: `std::sync::mpmc`'s (unstable in std).
 pub(crate) mod mpmc {
     use super::*;
 
+    /// An unbounded channel: `send` never blocks; both ends can be cloned, and each value goes
+    /// to exactly one receiver (the first to ask, in FIFO order of the receivers that wait). Like
+    /// std's (unstable) `mpmc::channel`.
+    ///
+    /// ```
+    /// use elite_rt::sync::mpmc;
+    ///
+    /// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
+    /// let (count, sum) = rt.block_on(|| {
+    ///     let (tx, rx) = mpmc::channel();
+    ///     // A pool of workers sharing one queue of jobs.
+    ///     let workers: Vec<_> = (0..4)
+    ///         .map(|_| {
+    ///             let rx = rx.clone();
+    ///             elite_rt::spawn(move || rx.iter().fold((0, 0u64), |(n, s), job: u64| (n + 1, s + job)))
+    ///         })
+    ///         .collect();
+    ///     drop(rx);
+    ///     for job in 1..=1000 {
+    ///         tx.send(job).unwrap(); // never blocks
+    ///     }
+    ///     drop(tx); // the workers' `iter` ends once the queue is empty
+    ///     workers.into_iter().map(|h| h.join().unwrap()).fold((0, 0), |(n, s), (a, b)| (n + a, s + b))
+    /// });
+    /// assert_eq!((count, sum), (1000, 500_500));
+    /// ```
+    pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+        let c = Chan::new(None, 1);
+        (Sender { chan: c.clone() }, Receiver { chan: c })
+    }
+
+    /// A channel holding at most `cap` values (0: a rendezvous): `send` blocks while it is full;
+    /// both ends can be cloned. Like std's (unstable) `mpmc::sync_channel`.
+    pub fn sync_channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+        bounded(cap)
+    }
+
     /// A channel holding at most `cap` values (0: a rendezvous); both ends can be cloned, and each
-    /// value goes to exactly one receiver.
+    /// value goes to exactly one receiver. The same as [`sync_channel`].
     ///
     /// ```
     /// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
@@ -729,18 +766,20 @@ pub(crate) mod mpmc {
         (Sender { chan: c.clone() }, Receiver { chan: c })
     }
 
-    /// The sending half of [`bounded`].
+    /// The sending half of an `mpmc` channel; clone it for more senders.
     pub struct Sender<T> {
         chan: Arc<Chan<T>>,
     }
 
-    /// The receiving half of [`bounded`].
+    /// The receiving half of an `mpmc` channel; clone it for more receivers (each value goes to
+    /// one of them).
     pub struct Receiver<T> {
-        chan: Arc<Chan<T>>,
+        pub(super) chan: Arc<Chan<T>>,
     }
 
     impl<T> Sender<T> {
-        /// Sends `value`, blocking while the channel is full; `Err` once every receiver is gone.
+        /// Sends `value`, blocking while a bounded channel is full; `Err` gives the value back
+        /// once every receiver is gone.
         #[inline]
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             match self.chan.send(value, true) {
@@ -763,6 +802,16 @@ pub(crate) mod mpmc {
         pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
             self.chan.send_until(value, super::super::deadline(timeout))
         }
+
+        /// Sends `value`, waiting until `deadline` at the latest while the channel is full.
+        pub fn send_deadline(&self, value: T, deadline: Instant) -> Result<(), SendTimeoutError<T>> {
+            self.chan.send_until(value, Some(deadline))
+        }
+
+        /// Whether `other` sends on the same channel.
+        pub fn same_channel(&self, other: &Sender<T>) -> bool {
+            Arc::ptr_eq(&self.chan, &other.chan)
+        }
     }
 
     impl<T> Receiver<T> {
@@ -782,9 +831,24 @@ pub(crate) mod mpmc {
             self.chan.recv(Some(super::super::deadline(timeout)))
         }
 
-        /// Values as they arrive, until every sender is gone.
-        pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
-            std::iter::from_fn(move || self.recv().ok())
+        /// Waits until `deadline` for a value.
+        pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+            self.chan.recv(Some(Some(deadline)))
+        }
+
+        /// Values as they arrive, until every sender is gone and the channel is empty.
+        pub fn iter(&self) -> Iter<'_, T> {
+            Iter { rx: self }
+        }
+
+        /// The values ready now, without waiting.
+        pub fn try_iter(&self) -> TryIter<'_, T> {
+            TryIter { rx: self }
+        }
+
+        /// Whether `other` receives from the same channel.
+        pub fn same_channel(&self, other: &Receiver<T>) -> bool {
+            Arc::ptr_eq(&self.chan, &other.chan)
         }
     }
 
@@ -823,6 +887,61 @@ pub(crate) mod mpmc {
     impl<T> fmt::Debug for Receiver<T> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.debug_struct("mpmc::Receiver").field("queued", &self.chan.len()).finish_non_exhaustive()
+        }
+    }
+
+    /// Iterator of [`Receiver::iter`].
+    #[derive(Debug)]
+    pub struct Iter<'a, T> {
+        rx: &'a Receiver<T>,
+    }
+
+    /// Iterator of [`Receiver::try_iter`].
+    #[derive(Debug)]
+    pub struct TryIter<'a, T> {
+        rx: &'a Receiver<T>,
+    }
+
+    /// Iterator of a [`Receiver`] taken by value.
+    #[derive(Debug)]
+    pub struct IntoIter<T> {
+        rx: Receiver<T>,
+    }
+
+    impl<T> Iterator for Iter<'_, T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.recv().ok()
+        }
+    }
+
+    impl<T> Iterator for TryIter<'_, T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.try_recv().ok()
+        }
+    }
+
+    impl<T> Iterator for IntoIter<T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.recv().ok()
+        }
+    }
+
+    impl<'a, T> IntoIterator for &'a Receiver<T> {
+        type Item = T;
+        type IntoIter = Iter<'a, T>;
+        fn into_iter(self) -> Iter<'a, T> {
+            self.iter()
+        }
+    }
+
+    impl<T> IntoIterator for Receiver<T> {
+        type Item = T;
+        type IntoIter = IntoIter<T>;
+        fn into_iter(self) -> IntoIter<T> {
+            IntoIter { rx: self }
         }
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! The names and semantics follow `std::sync`: [`Mutex`], [`RwLock`], [`Condvar`], [`Barrier`],
 //! [`Once`], [`OnceLock`], [`LazyLock`], [`ReentrantLock`], plus a [`Semaphore`], a [`WaitGroup`],
-//! the channels of [`mpsc`] (`channel`, `sync_channel`, with std's disconnection rules) and a
-//! bounded multi-consumer channel in [`mpmc`].
+//! the channels of [`mpsc`] (`channel`, `sync_channel`, with std's disconnection rules) and the
+//! multi-consumer channels of [`mpmc`].
 //!
 //! * Every blocking call blocks only the calling ULT: its processor runs other ULTs meanwhile.
 //! * Every primitive also works from a plain OS thread outside the runtime, which then parks; a
@@ -73,9 +73,11 @@ pub mod mpsc {
     pub use super::chan::SendTimeoutError;
 }
 
-/// A bounded multi-producer, multi-consumer channel: both ends can be cloned.
+/// Multi-producer, multi-consumer channels, unbounded ([`channel`](mpmc::channel)) or bounded
+/// ([`sync_channel`](mpmc::sync_channel), [`bounded`](mpmc::bounded)): both ends can be cloned,
+/// and each value goes to one receiver. The interface of std's (unstable) `std::sync::mpmc`.
 pub mod mpmc {
-    pub use super::chan::mpmc::{bounded, Receiver, Sender};
+    pub use super::chan::mpmc::{bounded, channel, sync_channel, IntoIter, Iter, Receiver, Sender, TryIter};
     pub use super::chan::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
     pub use super::chan::SendTimeoutError;
 }
