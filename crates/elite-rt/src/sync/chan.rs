@@ -945,3 +945,59 @@ pub(crate) mod mpmc {
         }
     }
 }
+
+/// What a [`Select`](super::Select) does on a channel, its element type erased (`select.rs`).
+impl<T> super::select::SelectChan for Chan<T> {
+    unsafe fn try_take(&self, slot: *mut ()) -> super::select::Ready {
+        match self.recv(None) {
+            Ok(v) => {
+                // SAFETY: per the trait's contract, `slot` is this channel's `Option<T>`.
+                unsafe { *(slot as *mut Slot<T>) = Some(v) };
+                super::select::Ready::Value
+            }
+            Err(RecvTimeoutError::Disconnected) => super::select::Ready::Disconnected,
+            Err(RecvTimeoutError::Timeout) => super::select::Ready::Not,
+        }
+    }
+
+    fn lock_if_idle(&self) -> Option<super::wait::HeldLock<'_>> {
+        let g = self.inner.lock();
+        // A receive would not block: a queued value, a blocked sender's, or no sender left.
+        if !g.queue.is_empty() || !g.send_waiters.is_empty() || g.senders == 0 {
+            return None;
+        }
+        Some(g.hold())
+    }
+
+    unsafe fn link_locked(&self, node: &WaitNode) {
+        // SAFETY: per the trait's contract, the caller holds the lock (and makes no other
+        // reference to the channel's state meanwhile).
+        unsafe { self.inner.held_value() }.recv_waiters.push_back(node);
+    }
+
+    fn unlink(&self, node: &WaitNode) {
+        self.inner.lock().recv_waiters.remove(node);
+    }
+
+    unsafe fn slot_is_full(&self, slot: *mut ()) -> bool {
+        // SAFETY: per the trait's contract, `slot` is this channel's `Option<T>`, touched by no
+        // sender now.
+        unsafe { (*(slot as *mut Slot<T>)).is_some() }
+    }
+}
+
+impl<T> super::select::sealed::Sealed for mpsc::Receiver<T> {}
+
+impl<T> super::select::SelectReceiver<T> for mpsc::Receiver<T> {
+    fn select_chan(&self) -> super::select::ChanRef<'_> {
+        super::select::ChanRef(&*self.chan)
+    }
+}
+
+impl<T> super::select::sealed::Sealed for mpmc::Receiver<T> {}
+
+impl<T> super::select::SelectReceiver<T> for mpmc::Receiver<T> {
+    fn select_chan(&self) -> super::select::ChanRef<'_> {
+        super::select::ChanRef(&*self.chan)
+    }
+}

@@ -3,7 +3,8 @@
 //! The names and semantics follow `std::sync`: [`Mutex`], [`RwLock`], [`Condvar`], [`Barrier`],
 //! [`Once`], [`OnceLock`], [`LazyLock`], [`ReentrantLock`], plus a [`Semaphore`], a [`WaitGroup`],
 //! the channels of [`mpsc`] (`channel`, `sync_channel`, with std's disconnection rules) and the
-//! multi-consumer channels of [`mpmc`].
+//! multi-consumer channels of [`mpmc`], with [`Select`] and [`select!`](crate::select) (in
+//! crossbeam-channel's style) to receive from whichever of several channels is ready first.
 //!
 //! * Every blocking call blocks only the calling ULT: its processor runs other ULTs meanwhile.
 //! * Every primitive also works from a plain OS thread outside the runtime, which then parks; a
@@ -50,6 +51,7 @@ mod once;
 mod once_lock;
 mod reentrant;
 mod rwlock;
+mod select;
 mod semaphore;
 pub(crate) mod wait;
 mod waitgroup;
@@ -61,6 +63,7 @@ pub use once::{Once, OnceState};
 pub use once_lock::{LazyLock, OnceLock};
 pub use reentrant::{ReentrantLock, ReentrantLockGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use select::{Select, SelectReceiver, SelectTimeoutError, SelectedOperation, TrySelectError};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use waitgroup::WaitGroup;
 
