@@ -142,10 +142,13 @@ pub enum WaitKind {
     /// A [`blocking`](crate::blocking) call: the ULT waits for its call, which runs on an OS
     /// thread. (Never part of a report: the watcher sees calls in flight as possible wakers.)
     BlockingCall,
+    /// A [`sync::Once`](crate::sync::Once) (or a `OnceLock`, `LazyLock`) another thread is
+    /// initialising.
+    Once,
 }
 
 impl WaitKind {
-    const ALL: [WaitKind; 12] = [
+    const ALL: [WaitKind; 13] = [
         WaitKind::Other,
         WaitKind::Mutex,
         WaitKind::RwLockRead,
@@ -158,6 +161,7 @@ impl WaitKind {
         WaitKind::ChannelRecv,
         WaitKind::Join,
         WaitKind::BlockingCall,
+        WaitKind::Once,
     ];
 
     fn describe(self) -> &'static str {
@@ -174,6 +178,7 @@ impl WaitKind {
             WaitKind::ChannelRecv => "a channel (to receive)",
             WaitKind::Join => "a join",
             WaitKind::BlockingCall => "its blocking call",
+            WaitKind::Once => "a Once (its initialisation, by another thread)",
         }
     }
 }

@@ -77,7 +77,8 @@
 //!
 //! ## Synchronization and the two-phase rule
 //!
-//! [`sync`] has std's `Mutex`, `RwLock`, `Condvar`, `Barrier` and channels, plus a `Semaphore` and a
+//! [`sync`] has std's `Mutex`, `RwLock`, `Condvar`, `Barrier`, `Once`, `OnceLock`, `LazyLock`,
+//! `ReentrantLock` and channels (with a `Select` over receivers), plus a `Semaphore` and a
 //! `WaitGroup`; each blocks only the calling ULT. Locks are two-phase (ELiTE section 2.3.2): a
 //! [`sync::Mutex`] averages the hold times of its last 8 measured acquisitions, and a waiter
 //! *blocks at once* when that average exceeds half the cost of a context switch; otherwise it

@@ -3,6 +3,7 @@
 use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode, Wakes};
 use crate::deadlock::WaitKind;
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 
 struct State {
     arrived: usize,
@@ -105,6 +106,11 @@ impl Barrier {
         wakes.wake_all();
     }
 }
+
+// As std's `Barrier`: its state is a count and a queue of waiters, which a panic anywhere leaves
+// consistent (a waiter unwound while queued leaves its round).
+impl UnwindSafe for Barrier {}
+impl RefUnwindSafe for Barrier {}
 
 impl fmt::Debug for Barrier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -11,6 +11,10 @@
 //!   value directly; otherwise it blocks with an empty slot.
 //! * A notify that fails (the receiver's deadline won) gives the value back to the sender's hand,
 //!   and the sender tries the next receiver.
+//! * A receiver that pops a blocked sender takes its value even when the notify fails (the
+//!   sender's deadline won, `send_timeout`): the sender, once it has the lock again, finds its
+//!   slot empty and reports the value sent. So what decides a timed send is its slot, looked at
+//!   under the lock: empty, sent; still full, timed out (or disconnected, with no receiver left).
 //! * The last sender to go notifies every blocked receiver (their slots stay empty: disconnected);
 //!   the last receiver to go notifies every blocked sender (their values stay in their slots and
 //!   come back in `SendError`) and drops what was queued.
@@ -164,6 +168,53 @@ impl<T> Chan<T> {
         }
     }
 
+    /// Sends `value`, waiting while the channel is full until `deadline` (`None`: as long as it
+    /// takes). Out of line: `send_timeout` only.
+    #[inline(never)]
+    fn send_until(&self, value: T, deadline: Option<Instant>) -> Result<(), SendTimeoutError<T>> {
+        let mut g = self.inner.lock();
+        let (r, wake) = Self::try_send_locked(&mut g, value);
+        let value = match r {
+            Try::Full(v) => v,
+            Try::Sent => {
+                drop(g);
+                if let Some(w) = wake {
+                    w.wake();
+                }
+                return Ok(());
+            }
+            Try::Disconnected(v) => return Err(SendTimeoutError::Disconnected(v)),
+        };
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(SendTimeoutError::Timeout(value));
+        }
+        let mut mine: Slot<T> = Some(value);
+        let node = WaitNode::new();
+        node.slot.set(&mut mine as *mut Slot<T> as *mut ());
+        let unwind = OnUnwind::new(|| self.inner.lock().send_waiters.remove(&node));
+        let notified = node.block(g, deadline, |inner, n| inner.send_waiters.push_back(n));
+        unwind.disarm();
+        if notified {
+            // A receiver took the value, or the last one left (the value is still ours).
+            return match mine {
+                None => Ok(()),
+                Some(v) => Err(SendTimeoutError::Disconnected(v)),
+            };
+        }
+        // The deadline won. A receiver may still have popped us and taken the value before we
+        // had the lock again (module docs): the slot, read under the lock, decides.
+        let mut g = self.inner.lock();
+        g.send_waiters.remove(&node);
+        let receivers = g.receivers;
+        let left = mine.take();
+        drop(g);
+        match left {
+            None => Ok(()),
+            Some(v) if receivers == 0 => Err(SendTimeoutError::Disconnected(v)),
+            Some(v) => Err(SendTimeoutError::Timeout(v)),
+        }
+    }
+
     /// Takes a value without blocking, under the lock `g`.
     fn try_recv_locked(g: &mut SpinGuard<'_, Inner<T>>) -> (Option<T>, Option<super::wait::Wake>) {
         if let Some(v) = g.queue.pop_front() {
@@ -206,8 +257,8 @@ impl<T> Chan<T> {
             if let Some(n) = g.send_waiters.pop_front() {
                 // SAFETY: a popped sender node's slot is its live `Slot<T>`, holding its value.
                 if let Some(v) = unsafe { slot::<T>(n) }.take() {
-                    // (A sender whose deadline won is gone with nothing to give back: its
-                    // value is ours, as `try_recv_locked` has it.)
+                    // (A sender whose deadline won keeps no claim on it: it finds its slot
+                    // empty and reports the value sent, module docs.)
                     if let Err(g) = n.notify_unlock(g, here) {
                         drop(g);
                     }
@@ -366,6 +417,41 @@ fn try_recv_error(e: RecvTimeoutError) -> TryRecvError {
     }
 }
 
+/// Why [`SyncSender::send_timeout`](mpsc::SyncSender::send_timeout) (or an `mpmc` sender's)
+/// gave its value back: std's `SendTimeoutError` (unstable in std, hence elite's own type, with
+/// std's variants, messages and conversions).
+#[derive(PartialEq, Eq, Clone, Copy)]
+pub enum SendTimeoutError<T> {
+    /// The channel stayed full (for a rendezvous channel: no receiver came) until the timeout.
+    Timeout(T),
+    /// Every receiver is gone: the value can never be received.
+    Disconnected(T),
+}
+
+impl<T> fmt::Debug for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendTimeoutError(..)") // as std: the value need not be `Debug`
+    }
+}
+
+impl<T> fmt::Display for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SendTimeoutError::Timeout(_) => "timed out waiting on send operation",
+            SendTimeoutError::Disconnected(_) => "sending on a disconnected channel",
+        })
+    }
+}
+
+impl<T> std::error::Error for SendTimeoutError<T> {}
+
+impl<T> From<SendError<T>> for SendTimeoutError<T> {
+    /// A failed `send` is a disconnection.
+    fn from(e: SendError<T>) -> SendTimeoutError<T> {
+        SendTimeoutError::Disconnected(e.0)
+    }
+}
+
 /// `std::sync::mpsc` for ULTs.
 pub(crate) mod mpsc {
     use super::*;
@@ -439,6 +525,37 @@ pub(crate) mod mpsc {
                 Try::Full(v) => Err(TrySendError::Full(v)),
                 Try::Disconnected(v) => Err(TrySendError::Disconnected(v)),
             }
+        }
+
+        /// Sends `value`, waiting at most `timeout` while the channel is full (on a rendezvous
+        /// channel, for a receiver to take it); blocks the calling ULT, or parks the OS thread.
+        /// `Err` gives the value back: [`SendTimeoutError::Timeout`] when the time ran out,
+        /// [`SendTimeoutError::Disconnected`] when the receiver is gone (also if it goes while
+        /// this waits). As std's (unstable) `SyncSender::send_timeout`.
+        ///
+        /// ```
+        /// use elite_rt::sync::mpsc::{sync_channel, SendTimeoutError};
+        /// use std::time::Duration;
+        ///
+        /// let rt = elite_rt::Runtime::builder().processors(1).build().unwrap();
+        /// rt.block_on(|| {
+        ///     let (tx, rx) = sync_channel(1);
+        ///     tx.send_timeout(1, Duration::from_millis(10)).unwrap(); // room for one
+        ///     // Full: waits 10 ms (other ULTs run meanwhile), then gives the value back.
+        ///     assert_eq!(tx.send_timeout(2, Duration::from_millis(10)), Err(SendTimeoutError::Timeout(2)));
+        ///     // A receiver that makes room in time lets it through.
+        ///     let h = elite_rt::spawn(move || {
+        ///         elite_rt::sleep(Duration::from_millis(5));
+        ///         (rx.recv().unwrap(), rx.recv().unwrap())
+        ///     });
+        ///     tx.send_timeout(3, Duration::from_secs(10)).unwrap();
+        ///     assert_eq!(h.join().unwrap(), (1, 3));
+        ///     // The receiver is gone now.
+        ///     assert_eq!(tx.send_timeout(4, Duration::from_millis(10)), Err(SendTimeoutError::Disconnected(4)));
+        /// });
+        /// ```
+        pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+            self.chan.send_until(value, super::super::deadline(timeout))
         }
     }
 
@@ -581,12 +698,49 @@ pub(crate) mod mpsc {
     }
 }
 
-/// A bounded channel with any number of senders and receivers.
+/// Channels with any number of senders and receivers: `std::sync::mpmc`'s (unstable in std).
 pub(crate) mod mpmc {
     use super::*;
 
+    /// An unbounded channel: `send` never blocks; both ends can be cloned, and each value goes
+    /// to exactly one receiver (the first to ask, in FIFO order of the receivers that wait). Like
+    /// std's (unstable) `mpmc::channel`.
+    ///
+    /// ```
+    /// use elite_rt::sync::mpmc;
+    ///
+    /// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
+    /// let (count, sum) = rt.block_on(|| {
+    ///     let (tx, rx) = mpmc::channel();
+    ///     // A pool of workers sharing one queue of jobs.
+    ///     let workers: Vec<_> = (0..4)
+    ///         .map(|_| {
+    ///             let rx = rx.clone();
+    ///             elite_rt::spawn(move || rx.iter().fold((0, 0u64), |(n, s), job: u64| (n + 1, s + job)))
+    ///         })
+    ///         .collect();
+    ///     drop(rx);
+    ///     for job in 1..=1000 {
+    ///         tx.send(job).unwrap(); // never blocks
+    ///     }
+    ///     drop(tx); // the workers' `iter` ends once the queue is empty
+    ///     workers.into_iter().map(|h| h.join().unwrap()).fold((0, 0), |(n, s), (a, b)| (n + a, s + b))
+    /// });
+    /// assert_eq!((count, sum), (1000, 500_500));
+    /// ```
+    pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+        let c = Chan::new(None, 1);
+        (Sender { chan: c.clone() }, Receiver { chan: c })
+    }
+
+    /// A channel holding at most `cap` values (0: a rendezvous): `send` blocks while it is full;
+    /// both ends can be cloned. Like std's (unstable) `mpmc::sync_channel`.
+    pub fn sync_channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+        bounded(cap)
+    }
+
     /// A channel holding at most `cap` values (0: a rendezvous); both ends can be cloned, and each
-    /// value goes to exactly one receiver.
+    /// value goes to exactly one receiver. The same as [`sync_channel`].
     ///
     /// ```
     /// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
@@ -612,18 +766,20 @@ pub(crate) mod mpmc {
         (Sender { chan: c.clone() }, Receiver { chan: c })
     }
 
-    /// The sending half of [`bounded`].
+    /// The sending half of an `mpmc` channel; clone it for more senders.
     pub struct Sender<T> {
         chan: Arc<Chan<T>>,
     }
 
-    /// The receiving half of [`bounded`].
+    /// The receiving half of an `mpmc` channel; clone it for more receivers (each value goes to
+    /// one of them).
     pub struct Receiver<T> {
-        chan: Arc<Chan<T>>,
+        pub(super) chan: Arc<Chan<T>>,
     }
 
     impl<T> Sender<T> {
-        /// Sends `value`, blocking while the channel is full; `Err` once every receiver is gone.
+        /// Sends `value`, blocking while a bounded channel is full; `Err` gives the value back
+        /// once every receiver is gone.
         #[inline]
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             match self.chan.send(value, true) {
@@ -639,6 +795,22 @@ pub(crate) mod mpmc {
                 Try::Full(v) => Err(TrySendError::Full(v)),
                 Try::Disconnected(v) => Err(TrySendError::Disconnected(v)),
             }
+        }
+
+        /// Sends `value`, waiting at most `timeout` while the channel is full; as
+        /// [`mpsc::SyncSender::send_timeout`](super::mpsc::SyncSender::send_timeout).
+        pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+            self.chan.send_until(value, super::super::deadline(timeout))
+        }
+
+        /// Sends `value`, waiting until `deadline` at the latest while the channel is full.
+        pub fn send_deadline(&self, value: T, deadline: Instant) -> Result<(), SendTimeoutError<T>> {
+            self.chan.send_until(value, Some(deadline))
+        }
+
+        /// Whether `other` sends on the same channel.
+        pub fn same_channel(&self, other: &Sender<T>) -> bool {
+            Arc::ptr_eq(&self.chan, &other.chan)
         }
     }
 
@@ -659,9 +831,24 @@ pub(crate) mod mpmc {
             self.chan.recv(Some(super::super::deadline(timeout)))
         }
 
-        /// Values as they arrive, until every sender is gone.
-        pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
-            std::iter::from_fn(move || self.recv().ok())
+        /// Waits until `deadline` for a value.
+        pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+            self.chan.recv(Some(Some(deadline)))
+        }
+
+        /// Values as they arrive, until every sender is gone and the channel is empty.
+        pub fn iter(&self) -> Iter<'_, T> {
+            Iter { rx: self }
+        }
+
+        /// The values ready now, without waiting.
+        pub fn try_iter(&self) -> TryIter<'_, T> {
+            TryIter { rx: self }
+        }
+
+        /// Whether `other` receives from the same channel.
+        pub fn same_channel(&self, other: &Receiver<T>) -> bool {
+            Arc::ptr_eq(&self.chan, &other.chan)
         }
     }
 
@@ -701,5 +888,116 @@ pub(crate) mod mpmc {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.debug_struct("mpmc::Receiver").field("queued", &self.chan.len()).finish_non_exhaustive()
         }
+    }
+
+    /// Iterator of [`Receiver::iter`].
+    #[derive(Debug)]
+    pub struct Iter<'a, T> {
+        rx: &'a Receiver<T>,
+    }
+
+    /// Iterator of [`Receiver::try_iter`].
+    #[derive(Debug)]
+    pub struct TryIter<'a, T> {
+        rx: &'a Receiver<T>,
+    }
+
+    /// Iterator of a [`Receiver`] taken by value.
+    #[derive(Debug)]
+    pub struct IntoIter<T> {
+        rx: Receiver<T>,
+    }
+
+    impl<T> Iterator for Iter<'_, T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.recv().ok()
+        }
+    }
+
+    impl<T> Iterator for TryIter<'_, T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.try_recv().ok()
+        }
+    }
+
+    impl<T> Iterator for IntoIter<T> {
+        type Item = T;
+        fn next(&mut self) -> Option<T> {
+            self.rx.recv().ok()
+        }
+    }
+
+    impl<'a, T> IntoIterator for &'a Receiver<T> {
+        type Item = T;
+        type IntoIter = Iter<'a, T>;
+        fn into_iter(self) -> Iter<'a, T> {
+            self.iter()
+        }
+    }
+
+    impl<T> IntoIterator for Receiver<T> {
+        type Item = T;
+        type IntoIter = IntoIter<T>;
+        fn into_iter(self) -> IntoIter<T> {
+            IntoIter { rx: self }
+        }
+    }
+}
+
+/// What a [`Select`](super::Select) does on a channel, its element type erased (`select.rs`).
+impl<T> super::select::SelectChan for Chan<T> {
+    unsafe fn try_take(&self, slot: *mut ()) -> super::select::Ready {
+        match self.recv(None) {
+            Ok(v) => {
+                // SAFETY: per the trait's contract, `slot` is this channel's `Option<T>`.
+                unsafe { *(slot as *mut Slot<T>) = Some(v) };
+                super::select::Ready::Value
+            }
+            Err(RecvTimeoutError::Disconnected) => super::select::Ready::Disconnected,
+            Err(RecvTimeoutError::Timeout) => super::select::Ready::Not,
+        }
+    }
+
+    fn lock_if_idle(&self) -> Option<super::wait::HeldLock<'_>> {
+        let g = self.inner.lock();
+        // A receive would not block: a queued value, a blocked sender's, or no sender left.
+        if !g.queue.is_empty() || !g.send_waiters.is_empty() || g.senders == 0 {
+            return None;
+        }
+        Some(g.hold())
+    }
+
+    unsafe fn link_locked(&self, node: &WaitNode) {
+        // SAFETY: per the trait's contract, the caller holds the lock (and makes no other
+        // reference to the channel's state meanwhile).
+        unsafe { self.inner.held_value() }.recv_waiters.push_back(node);
+    }
+
+    fn unlink(&self, node: &WaitNode) {
+        self.inner.lock().recv_waiters.remove(node);
+    }
+
+    unsafe fn slot_is_full(&self, slot: *mut ()) -> bool {
+        // SAFETY: per the trait's contract, `slot` is this channel's `Option<T>`, touched by no
+        // sender now.
+        unsafe { (*(slot as *mut Slot<T>)).is_some() }
+    }
+}
+
+impl<T> super::select::sealed::Sealed for mpsc::Receiver<T> {}
+
+impl<T> super::select::SelectReceiver<T> for mpsc::Receiver<T> {
+    fn select_chan(&self) -> super::select::ChanRef<'_> {
+        super::select::ChanRef(&*self.chan)
+    }
+}
+
+impl<T> super::select::sealed::Sealed for mpmc::Receiver<T> {}
+
+impl<T> super::select::SelectReceiver<T> for mpmc::Receiver<T> {
+    fn select_chan(&self) -> super::select::ChanRef<'_> {
+        super::select::ChanRef(&*self.chan)
     }
 }

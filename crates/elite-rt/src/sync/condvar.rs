@@ -4,6 +4,7 @@ use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
 use super::MutexGuard;
 use crate::deadlock::WaitKind;
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::{LockResult, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -174,6 +175,11 @@ impl Condvar {
         wakes.wake_all();
     }
 }
+
+// As std's `Condvar`: its state is only its queue of waiters, which a panic anywhere leaves
+// consistent (a waiter unwound while queued leaves the queue).
+impl UnwindSafe for Condvar {}
+impl RefUnwindSafe for Condvar {}
 
 impl Default for Condvar {
     fn default() -> Condvar {

@@ -1,8 +1,10 @@
 //! Synchronization that blocks ULTs, not processors.
 //!
 //! The names and semantics follow `std::sync`: [`Mutex`], [`RwLock`], [`Condvar`], [`Barrier`],
-//! plus a [`Semaphore`], a [`WaitGroup`], the channels of [`mpsc`] (`channel`, `sync_channel`, with
-//! std's disconnection rules) and a bounded multi-consumer channel in [`mpmc`].
+//! [`Once`], [`OnceLock`], [`LazyLock`], [`ReentrantLock`], plus a [`Semaphore`], a [`WaitGroup`],
+//! the channels of [`mpsc`] (`channel`, `sync_channel`, with std's disconnection rules) and the
+//! multi-consumer channels of [`mpmc`], with [`Select`] and [`select!`](crate::select) (in
+//! crossbeam-channel's style) to receive from whichever of several channels is ready first.
 //!
 //! * Every blocking call blocks only the calling ULT: its processor runs other ULTs meanwhile.
 //! * Every primitive also works from a plain OS thread outside the runtime, which then parks; a
@@ -45,7 +47,11 @@ mod chan;
 mod condvar;
 pub(crate) mod lock_word;
 pub(crate) mod mutex;
+mod once;
+mod once_lock;
+mod reentrant;
 mod rwlock;
+mod select;
 mod semaphore;
 pub(crate) mod wait;
 mod waitgroup;
@@ -53,7 +59,11 @@ mod waitgroup;
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard, MAX_LOSSES};
+pub use once::{Once, OnceState};
+pub use once_lock::{LazyLock, OnceLock};
+pub use reentrant::{ReentrantLock, ReentrantLockGuard};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use select::{Select, SelectReceiver, SelectTimeoutError, SelectedOperation, TrySelectError};
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use waitgroup::WaitGroup;
 
@@ -63,16 +73,22 @@ pub mod mpsc {
         channel, sync_channel, IntoIter, Iter, Receiver, RecvError, RecvTimeoutError, SendError, Sender,
         SyncSender, TryIter, TryRecvError, TrySendError,
     };
+    pub use super::chan::SendTimeoutError;
 }
 
-/// A bounded multi-producer, multi-consumer channel: both ends can be cloned.
+/// Multi-producer, multi-consumer channels, unbounded ([`channel`](mpmc::channel)) or bounded
+/// ([`sync_channel`](mpmc::sync_channel), [`bounded`](mpmc::bounded)): both ends can be cloned,
+/// and each value goes to one receiver. The interface of std's (unstable) `std::sync::mpmc`.
 pub mod mpmc {
-    pub use super::chan::mpmc::{bounded, Receiver, Sender};
+    pub use super::chan::mpmc::{bounded, channel, sync_channel, IntoIter, Iter, Receiver, Sender, TryIter};
     pub use super::chan::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
+    pub use super::chan::SendTimeoutError;
 }
 
 use crate::slot::current_processor;
-use std::sync::OnceLock;
+// std's for the two cells below: their initialisers never switch, so a caller can only wait (a
+// moment) for an initialiser running on another OS thread, never for a ULT of its own processor.
+use std::sync::OnceLock as StdOnceLock;
 use std::time::{Duration, Instant};
 
 /// How a waiter on a contended lock ([`Mutex`], [`RwLock`]) waits: ELiTE's two-phase locking.
@@ -172,7 +188,7 @@ pub(crate) fn ticks() -> u64 {
     // (Miri, which runs the primitives from OS threads in `.ci/run`, has no `rdtsc`.)
     #[cfg(any(not(target_arch = "x86_64"), miri))]
     {
-        static START: OnceLock<Instant> = OnceLock::new();
+        static START: StdOnceLock<Instant> = StdOnceLock::new();
         START.get_or_init(Instant::now).elapsed().as_nanos() as u64
     }
 }
@@ -206,7 +222,7 @@ pub struct SwitchCost {
 /// start measures it: it starts one helper thread and wakes it nine times, which takes from under
 /// a millisecond to a few where waking a parked thread is slow).
 pub fn switch_cost() -> SwitchCost {
-    static COST: OnceLock<SwitchCost> = OnceLock::new();
+    static COST: StdOnceLock<SwitchCost> = StdOnceLock::new();
     *COST.get_or_init(measure_switch)
 }
 

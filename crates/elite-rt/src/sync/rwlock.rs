@@ -7,6 +7,9 @@
 //! * The last reader out hands the lock to the first queued writer.
 //! * A writer's unlock hands the lock to every queued reader if there are any, else to the next
 //!   writer.
+//! * A writer's downgrade (`RwLockWriteGuard::downgrade`) makes it a reader in the same critical
+//!   section of the internal lock (no writer can come between) and hands the lock to every queued
+//!   reader, as an unlock would; queued writers go on waiting for the last reader out.
 //!
 //! Handing over (the waiter is granted the lock before it is woken; `tag` says so) keeps the order
 //! fair: readers that arrive while a writer waits queue behind it, and the readers queued during a
@@ -19,6 +22,8 @@ use crate::deadlock::WaitKind;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::ptr::NonNull;
 use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 
 const GRANTED: usize = 1;
@@ -51,9 +56,16 @@ struct State {
 /// });
 /// ```
 pub struct RwLock<T: ?Sized> {
+    raw: Raw,
+    data: UnsafeCell<T>,
+}
+
+/// The lock without its value: the queueing state and the poison flag. Not generic, so that a
+/// read guard can hold it beside a pointer to the value (which makes the guard covariant in `T`,
+/// as std's is) and its code is not repeated for every `T`.
+struct Raw {
     state: SpinLock<State>,
     poison: AtomicBool,
-    data: UnsafeCell<T>,
 }
 
 // SAFETY: as std's RwLock: writers need T: Send, concurrent readers share &T (T: Sync).
@@ -61,24 +73,32 @@ unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
 // SAFETY: as above.
 unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
 
+// As std's: a writer that panics poisons the lock, and every later `read` or `write` says so, so
+// a broken invariant cannot be observed by mistake after `catch_unwind`; whatever `T` is, the lock
+// may be used across that boundary.
+impl<T: ?Sized> UnwindSafe for RwLock<T> {}
+impl<T: ?Sized> RefUnwindSafe for RwLock<T> {}
+
 impl<T> RwLock<T> {
     /// A new unlocked lock holding `value`.
     pub const fn new(value: T) -> RwLock<T> {
         RwLock {
-            state: SpinLock::new(State {
-                readers: 0,
-                writer: false,
-                read_waiters: WaitList::of(WaitKind::RwLockRead),
-                write_waiters: WaitList::of(WaitKind::RwLockWrite),
-            }),
-            poison: AtomicBool::new(false),
+            raw: Raw {
+                state: SpinLock::new(State {
+                    readers: 0,
+                    writer: false,
+                    read_waiters: WaitList::of(WaitKind::RwLockRead),
+                    write_waiters: WaitList::of(WaitKind::RwLockWrite),
+                }),
+                poison: AtomicBool::new(false),
+            },
             data: UnsafeCell::new(value),
         }
     }
 
     /// Consumes the lock and returns its value (`Err` with the value if poisoned).
     pub fn into_inner(self) -> LockResult<T> {
-        let poisoned = self.poison.load(Ordering::Relaxed);
+        let poisoned = self.raw.poison.load(Ordering::Relaxed);
         let v = self.data.into_inner();
         if poisoned {
             Err(PoisonError::new(v))
@@ -91,37 +111,19 @@ impl<T> RwLock<T> {
 impl<T: ?Sized> RwLock<T> {
     /// Shared access; waits while a writer holds the lock or waits for it.
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
-        if !self.try_read_now() {
-            // No hold times here: spin for as long as a context switch costs (see `Spinner`).
-            let mut spin = Spinner::new(0);
-            while spin.again() {
-                if self.try_read_now() {
-                    return self.read_guard();
-                }
-            }
-            self.block(false);
-        }
+        self.raw.read();
         self.read_guard()
     }
 
     /// Exclusive access; waits while anyone holds the lock.
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
-        if !self.try_write_now() {
-            // No hold times here: spin for as long as a context switch costs (see `Spinner`).
-            let mut spin = Spinner::new(0);
-            while spin.again() {
-                if self.try_write_now() {
-                    return self.write_guard();
-                }
-            }
-            self.block(true);
-        }
+        self.raw.write();
         self.write_guard()
     }
 
     /// Shared access if it can be had right now.
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
-        if self.try_read_now() {
+        if self.raw.try_read_now() {
             self.read_guard().map_err(TryLockError::from)
         } else {
             Err(TryLockError::WouldBlock)
@@ -130,7 +132,7 @@ impl<T: ?Sized> RwLock<T> {
 
     /// Exclusive access if it can be had right now.
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
-        if self.try_write_now() {
+        if self.raw.try_write_now() {
             self.write_guard().map_err(TryLockError::from)
         } else {
             Err(TryLockError::WouldBlock)
@@ -139,22 +141,76 @@ impl<T: ?Sized> RwLock<T> {
 
     /// Whether a writer panicked while holding the lock.
     pub fn is_poisoned(&self) -> bool {
-        self.poison.load(Ordering::Relaxed)
+        self.raw.poison.load(Ordering::Relaxed)
     }
 
     /// Clears the poisoned state.
     pub fn clear_poison(&self) {
-        self.poison.store(false, Ordering::Relaxed);
+        self.raw.poison.store(false, Ordering::Relaxed);
     }
 
     /// The value, through exclusive access.
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let poisoned = self.poison.load(Ordering::Relaxed);
+        let poisoned = self.raw.poison.load(Ordering::Relaxed);
         let v = self.data.get_mut();
         if poisoned {
             Err(PoisonError::new(v))
         } else {
             Ok(v)
+        }
+    }
+
+    /// A read guard for the caller, who holds the lock shared.
+    fn read_guard(&self) -> LockResult<RwLockReadGuard<'_, T>> {
+        // SAFETY: `UnsafeCell::get` never returns null.
+        let data = unsafe { NonNull::new_unchecked(self.data.get()) };
+        let g = RwLockReadGuard { data, raw: &self.raw };
+        if self.is_poisoned() {
+            Err(PoisonError::new(g))
+        } else {
+            Ok(g)
+        }
+    }
+
+    /// A write guard for the caller, who holds the lock alone.
+    fn write_guard(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
+        let g = RwLockWriteGuard { lock: self, panicking: std::thread::panicking() };
+        if self.is_poisoned() {
+            Err(PoisonError::new(g))
+        } else {
+            Ok(g)
+        }
+    }
+}
+
+impl Raw {
+    /// Takes the lock shared (see [`RwLock::read`]).
+    #[inline]
+    fn read(&self) {
+        if !self.try_read_now() {
+            // No hold times here: spin for as long as a context switch costs (see `Spinner`).
+            let mut spin = Spinner::new(0);
+            while spin.again() {
+                if self.try_read_now() {
+                    return;
+                }
+            }
+            self.block(false);
+        }
+    }
+
+    /// Takes the lock alone (see [`RwLock::write`]).
+    #[inline]
+    fn write(&self) {
+        if !self.try_write_now() {
+            // No hold times here: spin for as long as a context switch costs (see `Spinner`).
+            let mut spin = Spinner::new(0);
+            while spin.again() {
+                if self.try_write_now() {
+                    return;
+                }
+            }
+            self.block(true);
         }
     }
 
@@ -268,22 +324,15 @@ impl<T: ?Sized> RwLock<T> {
         wakes.wake_all();
     }
 
-    fn read_guard(&self) -> LockResult<RwLockReadGuard<'_, T>> {
-        let g = RwLockReadGuard { lock: self };
-        if self.poison.load(Ordering::Relaxed) {
-            Err(PoisonError::new(g))
-        } else {
-            Ok(g)
-        }
-    }
-
-    fn write_guard(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
-        let g = RwLockWriteGuard { lock: self, panicking: std::thread::panicking() };
-        if self.poison.load(Ordering::Relaxed) {
-            Err(PoisonError::new(g))
-        } else {
-            Ok(g)
-        }
+    /// The writer becomes a reader, and every queued reader joins it (module docs).
+    fn downgrade(&self) {
+        let mut s = self.state.lock();
+        debug_assert!(s.writer && s.readers == 0);
+        s.writer = false;
+        s.readers = 1;
+        let wakes = Self::grant_readers(&mut s);
+        drop(s);
+        wakes.wake_all();
     }
 }
 
@@ -306,9 +355,28 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
 }
 
 /// Shared access to an [`RwLock`]'s value.
+///
+/// Covariant in `T`, as std's: a guard of an `RwLock<&'static str>` may be used where one of a
+/// `&'a str` is expected.
+///
+/// ```
+/// use elite_rt::sync::{RwLock, RwLockReadGuard};
+///
+/// fn longer<'a>(g: RwLockReadGuard<'_, &'a str>, other: &'a str) -> &'a str {
+///     if g.len() >= other.len() { *g } else { other }
+/// }
+///
+/// let lock: RwLock<&'static str> = RwLock::new("static");
+/// let local = String::from("a local string");
+/// // The guard's `&'static str` shortens to the local string's lifetime.
+/// assert_eq!(longer(lock.read().unwrap(), &local), "a local string");
+/// ```
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct RwLockReadGuard<'a, T: ?Sized> {
-    lock: &'a RwLock<T>,
+    /// The value, shared while the guard lives (a pointer rather than `&'a RwLock<T>`, which
+    /// would make the guard invariant in `T`).
+    data: NonNull<T>,
+    raw: &'a Raw,
 }
 
 /// Exclusive access to an [`RwLock`]'s value.
@@ -327,11 +395,56 @@ unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
 // SAFETY: as above; moving the guard moves exclusive access to T.
 unsafe impl<T: ?Sized + Send + Sync> Send for RwLockWriteGuard<'_, T> {}
 
+impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// Turns the write guard into a read guard without unlocking: no writer can take the lock in
+    /// between, so the reader sees what it wrote. Readers queued for the lock are let in at once
+    /// (they share it with the returned guard); writers queued go on waiting until every reader
+    /// has left, and while one waits, readers that arrive after the downgrade queue behind it
+    /// (as they would behind any waiting writer). As std's `RwLockWriteGuard::downgrade`: an associated function (call it as
+    /// `RwLockWriteGuard::downgrade(guard)`), which cannot fail. A panic since the write guard was
+    /// taken poisons the lock, as dropping the write guard would.
+    ///
+    /// ```
+    /// use elite_rt::sync::{RwLock, RwLockWriteGuard};
+    /// use std::sync::Arc;
+    ///
+    /// let rt = elite_rt::Runtime::builder().processors(2).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let config = Arc::new(RwLock::new(String::from("old")));
+    ///     let mut w = config.write().unwrap();
+    ///     // A writer that arrives now waits for us...
+    ///     let c2 = config.clone();
+    ///     let other = elite_rt::spawn(move || c2.write().unwrap().push_str(", overwritten"));
+    ///     *w = String::from("new");
+    ///     let r = RwLockWriteGuard::downgrade(w);
+    ///     // ...and goes on waiting while we read: what we read is what we wrote.
+    ///     elite_rt::yield_now();
+    ///     assert_eq!(*r, "new");
+    ///     drop(r);
+    ///     other.join().unwrap();
+    ///     assert_eq!(*config.read().unwrap(), "new, overwritten");
+    /// });
+    /// ```
+    pub fn downgrade(s: Self) -> RwLockReadGuard<'a, T> {
+        let lock = s.lock;
+        let was_panicking = s.panicking;
+        std::mem::forget(s); // its unlock is the downgrade below
+        if !was_panicking && std::thread::panicking() {
+            lock.raw.poison.store(true, Ordering::Relaxed);
+        }
+        lock.raw.downgrade();
+        // SAFETY: `UnsafeCell::get` never returns null.
+        let data = unsafe { NonNull::new_unchecked(lock.data.get()) };
+        RwLockReadGuard { data, raw: &lock.raw }
+    }
+}
+
 impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: a read guard means no writer holds the lock.
-        unsafe { &*self.lock.data.get() }
+        // SAFETY: a read guard means no writer holds the lock, and the lock (with the value)
+        // outlives the guard's `'a`.
+        unsafe { self.data.as_ref() }
     }
 }
 
@@ -352,16 +465,16 @@ impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
 
 impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
     fn drop(&mut self) {
-        self.lock.read_unlock();
+        self.raw.read_unlock();
     }
 }
 
 impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     fn drop(&mut self) {
         if !self.panicking && std::thread::panicking() {
-            self.lock.poison.store(true, Ordering::Relaxed);
+            self.lock.raw.poison.store(true, Ordering::Relaxed);
         }
-        self.lock.write_unlock();
+        self.lock.raw.write_unlock();
     }
 }
 

@@ -3,6 +3,7 @@
 use super::wait::{OnUnwind, SpinGuard, SpinLock, WaitList, WaitNode};
 use crate::deadlock::WaitKind;
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::{Duration, Instant};
 
 /// A waiter's `tag` once a release handed it a permit.
@@ -148,6 +149,11 @@ impl Semaphore {
         }
     }
 }
+
+// As the `std::sync` types: its state is a count of permits and a queue of waiters, which a panic anywhere leaves consistent (a
+// waiter unwound while queued leaves the queue, and passes on a permit it was handed).
+impl UnwindSafe for Semaphore {}
+impl RefUnwindSafe for Semaphore {}
 
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -47,6 +47,17 @@
 //! links the node, unlocks, and parks in `std::thread::park` (whose token makes an early unpark
 //! harmless).
 //!
+//! # One wait in several lists (`Select`)
+//!
+//! A select waits on several channels at once: one node per channel, the first made by
+//! [`WaitNode::new`], the others its siblings ([`WaitNode::sibling`]), all of the same wait (a
+//! ULT's: the same sequence number; an OS thread's: the first node's state byte). Siblings make
+//! the wait one that several notifiers may race for, so every notify of it is a CAS, as for a
+//! timed wait: the first wins, a later one fails (and its notifier goes on as when a deadline
+//! won). The waiter holds every channel's lock across the switch; after it, the processor links
+//! each node and releases the locks; once resumed, the waiter unlinks every node under its
+//! channel's lock before its frame goes (`sync::select`).
+//!
 //! # Who may wake after the object's lock is released
 //!
 //! A notifier unlinks the node under the object's lock, but making a ULT ready may happen after
@@ -176,6 +187,9 @@ enum Who {
         thread: Thread,
         state: AtomicU8,
     },
+    /// Another node of the wait of an OS thread whose first node, a `Thread`, this points to
+    /// ([`WaitNode::sibling`]): it is resolved through that node's state.
+    ThreadOf(*const WaitNode),
 }
 
 /// One waiter, on its own stack, linked into a [`WaitList`] of the object it waits on.
@@ -217,6 +231,38 @@ impl WaitNode {
                 std::hint::cold_path(); // (an OS thread's wait costs a park anyway)
                 Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) }
             }
+        };
+        WaitNode {
+            prev: Cell::new(ptr::null()),
+            next: Cell::new(UNLINKED),
+            who,
+            tag: Cell::new(0),
+            slot: Cell::new(ptr::null_mut()),
+        }
+    }
+
+    /// Another node of this node's wait, for a waiter that waits in several lists at once (a
+    /// `Select` over several channels): whichever node a notifier (or the deadline) resolves
+    /// first resolves the wait, and a notify through any other fails, as a notify of a timed
+    /// wait whose deadline won. A ULT's nodes share its wait's sequence number, and all of them
+    /// are resolved by compare-and-swap on its wait word (as a timed wait is, `NODE_TIMED`); an
+    /// OS thread's refer to the first node's state. Only the first node blocks ([`block`]).
+    ///
+    /// # Safety
+    /// `self` stays where it is, alive, for as long as the returned node (or any other sibling)
+    /// may be linked or notified.
+    ///
+    /// [`block`]: WaitNode::block
+    pub(crate) unsafe fn sibling(&self) -> WaitNode {
+        let who = match &self.who {
+            Who::Ult { tcb, word, runtime } => {
+                // Several notifiers may race for this wait now: they must CAS. (Set before any
+                // node is linked: the wait has no notifier yet.)
+                word.set(word.get() | NODE_TIMED);
+                Who::Ult { tcb: *tcb, word: Cell::new(word.get()), runtime: *runtime }
+            }
+            Who::Thread { .. } => Who::ThreadOf(self),
+            Who::ThreadOf(first) => Who::ThreadOf(*first),
         };
         WaitNode {
             prev: Cell::new(ptr::null()),
@@ -296,6 +342,7 @@ impl WaitNode {
                 // thread runs again by itself, an untimed one only when someone wakes it.
                 crate::deadlock::OsWait::during(deadline.is_some(), || Self::park_thread(state, deadline))
             }
+            Who::ThreadOf(_) => crate::fatal("a wait blocks through its first node"),
         }
     }
 
@@ -337,6 +384,7 @@ impl WaitNode {
                 drop(g);
                 crate::deadlock::OsWait::during(false, || Self::park_thread(state, None));
             }
+            Who::ThreadOf(_) => crate::fatal("a wait blocks through its first node"),
         }
     }
 
@@ -444,6 +492,8 @@ impl WaitNode {
                 state.compare_exchange(T_WAITING, T_NOTIFIED, Ordering::AcqRel, Ordering::Relaxed).ok()?;
                 Some(Wake::Thread(th))
             }
+            // SAFETY: the first node outlives its siblings (`sibling`'s contract).
+            Who::ThreadOf(first) => unsafe { &**first }.notify_slow(),
         }
     }
 
@@ -831,6 +881,17 @@ impl<T> BiasedSpinLock<T> {
         self.lock_unbiased(0)
     }
 
+    /// The value, for a caller holding the lock through a [`HeldLock`].
+    ///
+    /// # Safety
+    /// The caller holds this lock (a [`HeldLock`] of it, alive), and makes no other reference to
+    /// the value while the returned one lives.
+    #[allow(clippy::mut_from_ref)] // the lock, held by the caller, makes it exclusive
+    pub(crate) unsafe fn held_value(&self) -> &mut T {
+        // SAFETY: per the contract, the lock makes the access exclusive.
+        unsafe { &mut *self.value.get() }
+    }
+
     #[inline(never)]
     fn lock_unbiased(&self, me: usize) -> SpinGuard<'_, T> {
         acquire(&self.locked);
@@ -855,6 +916,23 @@ impl<'a, T> SpinGuard<'a, T> {
         let l: *const AtomicBool = self.flag;
         std::mem::forget(self);
         l
+    }
+
+    /// The guard without the value: the lock stays held until the [`HeldLock`] is dropped (a
+    /// `Select` holds the locks of channels of different element types together).
+    pub(crate) fn hold(self) -> HeldLock<'a> {
+        // SAFETY: the flag is the one this guard holds, and outlives `'a`.
+        HeldLock(unsafe { &*self.into_held() })
+    }
+}
+
+/// A held [`SpinLock`] or [`BiasedSpinLock`] whose value is reached some other way
+/// ([`SpinGuard::hold`]); dropping it unlocks.
+pub(crate) struct HeldLock<'a>(&'a AtomicBool);
+
+impl Drop for HeldLock<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 

@@ -3,6 +3,7 @@
 use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode, Wakes};
 use crate::deadlock::WaitKind;
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::time::Duration;
 
 struct State {
@@ -126,6 +127,11 @@ impl Default for WaitGroup {
         WaitGroup::new()
     }
 }
+
+// As the `std::sync` types: its state is a count and a queue of waiters, which a panic anywhere leaves consistent (a waiter unwound
+// while queued leaves the queue).
+impl UnwindSafe for WaitGroup {}
+impl RefUnwindSafe for WaitGroup {}
 
 impl fmt::Debug for WaitGroup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -69,6 +69,7 @@ use hold::Holds;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
 
 pub use super::lock_word::MAX_LOSSES;
@@ -136,6 +137,27 @@ struct Cold {
 /// came for 10 ms. [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
 /// turns this off; pinned ULTs and OS threads never move.
 ///
+/// As with std, a holder that panics poisons the lock, so a `Mutex` is `UnwindSafe` and
+/// `RefUnwindSafe` whatever it holds (so are [`RwLock`](super::RwLock), [`Condvar`](super::Condvar)
+/// and [`Barrier`](super::Barrier)): a closure that borrows one may be given to `catch_unwind`
+/// as it is.
+///
+/// ```
+/// use elite_rt::sync::Mutex;
+/// use std::cell::RefCell;
+///
+/// let log = Mutex::new(RefCell::new(vec![1]));
+/// let r = std::panic::catch_unwind(|| {
+///     let g = log.lock().unwrap();
+///     g.borrow_mut().push(2);
+///     panic!("half way through");
+/// });
+/// assert!(r.is_err());
+/// // The panic is not hidden: the lock says its value may be half updated.
+/// assert!(log.is_poisoned());
+/// assert_eq!(*log.lock().unwrap_err().into_inner().borrow(), [1, 2]);
+/// ```
+///
 /// [`SpinPolicy::Adaptive`]: super::SpinPolicy::Adaptive
 #[repr(C)] // the hot line: `state` starts it (after `Cold`), `data` follows (module docs)
 pub struct Mutex<T: ?Sized> {
@@ -157,6 +179,12 @@ pub struct Mutex<T: ?Sized> {
 unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
 // SAFETY: as above.
 unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+
+// As std's: a holder that panics poisons the lock, and every later `lock` says so, so a broken
+// invariant cannot be observed by mistake after `catch_unwind`; whatever `T` is, the lock may be
+// used across that boundary.
+impl<T: ?Sized> UnwindSafe for Mutex<T> {}
+impl<T: ?Sized> RefUnwindSafe for Mutex<T> {}
 
 impl<T> Mutex<T> {
     /// A new unlocked mutex holding `value`.
@@ -229,6 +257,15 @@ impl<T: ?Sized> Mutex<T> {
         } else {
             Ok(v)
         }
+    }
+
+    /// Unlocks a mutex whose guard was forgotten (`ReentrantLock` keeps the lock without one).
+    ///
+    /// # Safety
+    /// The caller locked the mutex through `lock` or `try_lock` and forgot that guard; this
+    /// stands for the guard's drop (without its poisoning).
+    pub(super) unsafe fn force_unlock(&self) {
+        self.unlock();
     }
 
     #[inline]
