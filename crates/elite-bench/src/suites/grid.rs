@@ -52,7 +52,7 @@ use std::rc::Rc;
 
 use elite_grid::active::SolveOptions;
 use elite_grid::experiment::{
-    measure, runtime_builder, Config, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE,
+    check_ults, measure, runtime_builder, Config, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE,
 };
 use elite_grid::matrix::Problem;
 
@@ -342,6 +342,11 @@ pub fn probe_main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Refused before the build when a lower bound of the cells already makes too many ULTs.
+    if let Err(e) = check_ults(&Model { level: size }, PATCH) {
+        eprintln!("elite-bench {PROBE_COMMAND}: --size {size}: {e}");
+        return ExitCode::from(2);
+    }
     let problem = match (Model { level: size }).problem() {
         Ok(p) => p,
         Err(e) => {
