@@ -324,7 +324,7 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
         };
         match flag {
             "--policy" => {
-                for name in value.split(',').map(str::trim) {
+                for name in items(flag, &value)? {
                     if !POLICIES.contains(&name) {
                         return Err(format!(
                             "--policy: unknown policy `{name}`, expected one of {}",
@@ -340,8 +340,8 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
                 size = number(flag, &value, Model::MIN_LEVEL as usize, Model::MAX_LEVEL as usize)? as u8
             }
             "--processors" => {
-                for n in value.split(',') {
-                    processors.push(number(flag, n.trim(), 1, elite_rt::MAX_PROCESSORS)?);
+                for n in items(flag, &value)? {
+                    processors.push(number(flag, n, 1, elite_rt::MAX_PROCESSORS)?);
                 }
             }
             "--patch" => patch = number(flag, &value, 1, MAX_PATCH)?,
@@ -374,6 +374,15 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
     processors.sort_unstable();
     processors.dedup();
     Ok(Some(Options { policies, size, processors, patch, prefetch, reps, stats, json }))
+}
+
+/// The items of a comma-separated `value` of `flag`, trimmed; an empty one is an error.
+fn items<'a>(flag: &str, value: &'a str) -> Result<Vec<&'a str>, String> {
+    let items: Vec<&str> = value.split(',').map(str::trim).collect();
+    if items.contains(&"") {
+        return Err(format!("{flag}: empty item in `{value}` (items are separated by commas)"));
+    }
+    Ok(items)
 }
 
 /// Parses `value` of `flag` as a number in `min..=max`.
@@ -876,6 +885,11 @@ mod tests {
             (&["--json", "--size"], "--json needs a value"),
             (&["--verbose"], "unknown flag `--verbose`"),
             (&["12"], "unexpected argument `12`"),
+            // Found by `fuzz::any_command_line`: an empty item of a list was reported as the
+            // policy or count `` (nothing), without the list it came from.
+            (&["--policy=,A"], "--policy: empty item in `,A`"),
+            (&["--processors", "1,,2"], "--processors: empty item in `1,,2`"),
+            (&["--policy", ""], "--policy: empty item in ``"),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(expect), "{args:?}: {e}");
@@ -1017,17 +1031,17 @@ mod tests {
                         prop_assert_eq!(o.stats, args.iter().any(|a| a == "--stats"));
                     }
                     Err(message) => {
-                        let quotes = |text: &str| message.contains(&format!("`{text}`"));
-                        let named = args.iter().any(|a| {
-                            quotes(a)
-                                || a.split_once('=').is_some_and(|(f, v)| quotes(f) || quotes(v))
-                                || a.split(',').any(|part| quotes(part.trim()))
-                                || message.starts_with(&format!("{a} needs a value"))
-                                || message.starts_with(&format!("{a}: expected"))
-                                || message.starts_with(&format!("{}: expected", a.split('=').next().unwrap_or(a)))
-                        });
+                        // The message quotes an argument, or a part of one, or begins with the
+                        // flag at fault.
+                        let quoted: Vec<&str> = message.split('`').skip(1).step_by(2).collect();
+                        let from_args = |text: &str| args.iter().any(|a| a.contains(text));
+                        let value_of = |a: &String| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_string();
+                        let flag = message.split([':', ' ']).next().unwrap_or_default();
                         prop_assert!(
-                            named || message == "--json needs a file name (or `-` for stdout)",
+                            args.iter().any(|a| message.contains(&format!("`{a}`")))
+                                || args.iter().any(|a| message.contains(&format!("`{}`", value_of(a))))
+                                || quoted.iter().any(|q| !q.is_empty() && from_args(q))
+                                || (flag.starts_with("--") && from_args(flag)),
                             "{:?}: {}", args, message
                         );
                     }
