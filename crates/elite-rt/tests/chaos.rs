@@ -134,9 +134,9 @@ fn a_bad_elite_chaos_fails_the_build_and_says_why() {
     );
 }
 
-/// A value that is not Unicode is no seed either (found with the property test of the value's
-/// parsing in `config.rs`: it was taken for an unset variable, so the chaos mode stayed off
-/// without a word).
+/// A value that is not Unicode is no seed either (found while making the value's parsing a
+/// function for its property test in `config.rs`: it was taken for an unset variable, so the
+/// chaos mode stayed off without a word).
 #[test]
 #[cfg(unix)]
 fn a_non_unicode_elite_chaos_fails_the_build_too() {
