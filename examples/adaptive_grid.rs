@@ -212,8 +212,8 @@
 
 use elite_grid::active::{Monitor, SolveOptions};
 use elite_grid::experiment::{
-    max_guarded_ults, measure, measure_sequential, runtime_builder, Config, Measurement, Model, RunError,
-    BASELINE, POLICIES, PREFETCH_AVAILABLE, STACK_SIZE,
+    check_ults, max_guarded_ults, measure, measure_sequential, runtime_builder, Config, Measurement, Model,
+    RunError, BASELINE, POLICIES, PREFETCH_AVAILABLE, STACK_SIZE,
 };
 use elite_grid::layout::MAX_PATCH;
 use serde_json::{json, Value};
@@ -324,7 +324,7 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
         };
         match flag {
             "--policy" => {
-                for name in value.split(',').map(str::trim) {
+                for name in items(flag, &value)? {
                     if !POLICIES.contains(&name) {
                         return Err(format!(
                             "--policy: unknown policy `{name}`, expected one of {}",
@@ -340,8 +340,8 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
                 size = number(flag, &value, Model::MIN_LEVEL as usize, Model::MAX_LEVEL as usize)? as u8
             }
             "--processors" => {
-                for n in value.split(',') {
-                    processors.push(number(flag, n.trim(), 1, elite_rt::MAX_PROCESSORS)?);
+                for n in items(flag, &value)? {
+                    processors.push(number(flag, n, 1, elite_rt::MAX_PROCESSORS)?);
                 }
             }
             "--patch" => patch = number(flag, &value, 1, MAX_PATCH)?,
@@ -374,6 +374,15 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
     processors.sort_unstable();
     processors.dedup();
     Ok(Some(Options { policies, size, processors, patch, prefetch, reps, stats, json }))
+}
+
+/// The items of a comma-separated `value` of `flag`, trimmed; an empty one is an error.
+fn items<'a>(flag: &str, value: &'a str) -> Result<Vec<&'a str>, String> {
+    let items: Vec<&str> = value.split(',').map(str::trim).collect();
+    if items.contains(&"") {
+        return Err(format!("{flag}: empty item in `{value}` (items are separated by commas)"));
+    }
+    Ok(items)
 }
 
 /// Parses `value` of `flag` as a number in `min..=max`.
@@ -546,6 +555,12 @@ fn run(options: &Options) -> ExitCode {
     let started = Instant::now();
     let machine = machine();
     let model = Model { level: options.size };
+    // Refused before the build when a lower bound of the cells already makes too many ULTs: the
+    // largest meshes take minutes and gigabytes to build.
+    if let Err(e) = check_ults(&model, options.patch) {
+        eprintln!("adaptive_grid: --size {} with --patch {}: {e}", options.size, options.patch);
+        return ExitCode::from(2);
+    }
     let problem = match model.problem() {
         Ok(p) => p,
         Err(e) => {
@@ -870,6 +885,11 @@ mod tests {
             (&["--json", "--size"], "--json needs a value"),
             (&["--verbose"], "unknown flag `--verbose`"),
             (&["12"], "unexpected argument `12`"),
+            // Found by `fuzz::any_command_line`: an empty item of a list was reported as the
+            // policy or count `` (nothing), without the list it came from.
+            (&["--policy=,A"], "--policy: empty item in `,A`"),
+            (&["--processors", "1,,2"], "--processors: empty item in `1,,2`"),
+            (&["--policy", ""], "--policy: empty item in ``"),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(expect), "{args:?}: {e}");
@@ -906,5 +926,127 @@ mod tests {
         }
         assert_eq!(results[2]["metric"], json!("ratio_to_no_affinity"));
         assert_eq!(results[2]["median"], json!(1.0));
+    }
+
+    /// Property tests of the flags: any argument list gives options within their ranges or an
+    /// error that quotes the flag or value at fault. Cases: 256, times `ELITE_FUZZ_SCALE`, or
+    /// `PROPTEST_CASES`.
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn config() -> proptest::test_runner::Config {
+            let env = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok());
+            let cases = env("PROPTEST_CASES")
+                .unwrap_or_else(|| 256u32.saturating_mul(env("ELITE_FUZZ_SCALE").unwrap_or(1)));
+            proptest::test_runner::Config { cases, failure_persistence: None, ..Default::default() }
+        }
+
+        /// A flag, a value, or both in one argument (`--flag=value`).
+        fn arg() -> impl Strategy<Value = String> {
+            let flags = vec![
+                "--policy",
+                "--size",
+                "--processors",
+                "--patch",
+                "--prefetch",
+                "--reps",
+                "--json",
+                "--stats",
+                "--help",
+                "-h",
+                "--verbose",
+                "-",
+                "--",
+                "-p",
+            ];
+            let values = prop_oneof![
+                prop::sample::select(POLICIES.to_vec()).prop_map(str::to_string),
+                prop::sample::select(vec![
+                    "on",
+                    "off",
+                    "both",
+                    "maybe",
+                    "",
+                    " ",
+                    ",",
+                    "1,2",
+                    "2, 1",
+                    "1,,2",
+                    "0",
+                    "1",
+                    "4",
+                    "5",
+                    "20",
+                    "21",
+                    "64",
+                    "65",
+                    "100",
+                    "101",
+                    "4096",
+                    "4097",
+                    "+5",
+                    "-1",
+                    "1.5",
+                    "18446744073709551616",
+                    "out.json",
+                    "-",
+                    "no-affinity,gravity",
+                    "gravity,lifo",
+                    "é",
+                    "\0",
+                ])
+                .prop_map(str::to_string),
+                any::<u64>().prop_map(|n| n.to_string()),
+                any::<String>(),
+            ];
+            let flag = prop::sample::select(flags).prop_map(str::to_string);
+            prop_oneof![
+                2 => flag.clone(),
+                2 => values.clone(),
+                1 => (flag, values).prop_map(|(f, v)| format!("{f}={v}")),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(config())]
+
+            #[test]
+            fn any_command_line(args in prop::collection::vec(arg(), 0..8), cpus in 0usize..=8) {
+                match parse_args(&args, cpus) {
+                    Ok(None) => prop_assert!(args.iter().any(|a| a == "--help" || a == "-h")),
+                    Ok(Some(o)) => {
+                        prop_assert!(!o.policies.is_empty());
+                        let order: Vec<usize> =
+                            o.policies.iter().map(|p| POLICIES.iter().position(|q| q == p).expect("known")).collect();
+                        prop_assert!(order.windows(2).all(|w| w[0] < w[1]), "{:?}", o.policies);
+                        prop_assert!((Model::MIN_LEVEL..=Model::MAX_LEVEL).contains(&o.size));
+                        prop_assert!(!o.processors.is_empty());
+                        prop_assert!(o.processors.windows(2).all(|w| w[0] < w[1]));
+                        prop_assert!(o.processors.iter().all(|p| (1..=elite_rt::MAX_PROCESSORS).contains(p)));
+                        prop_assert!((1..=MAX_PATCH).contains(&o.patch));
+                        prop_assert!((1..=MAX_REPS).contains(&o.reps));
+                        prop_assert!(!o.prefetch.is_empty());
+                        prop_assert!(o.json.as_ref().is_none_or(|j| !j.is_empty()));
+                        prop_assert_eq!(o.stats, args.iter().any(|a| a == "--stats"));
+                    }
+                    Err(message) => {
+                        // The message quotes an argument, or a part of one, or begins with the
+                        // flag at fault.
+                        let quoted: Vec<&str> = message.split('`').skip(1).step_by(2).collect();
+                        let from_args = |text: &str| args.iter().any(|a| a.contains(text));
+                        let value_of = |a: &String| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_string();
+                        let flag = message.split([':', ' ']).next().unwrap_or_default();
+                        prop_assert!(
+                            args.iter().any(|a| message.contains(&format!("`{a}`")))
+                                || args.iter().any(|a| message.contains(&format!("`{}`", value_of(a))))
+                                || quoted.iter().any(|q| !q.is_empty() && from_args(q))
+                                || (flag.starts_with("--") && from_args(flag)),
+                            "{:?}: {}", args, message
+                        );
+                    }
+                }
+            }
+        }
     }
 }

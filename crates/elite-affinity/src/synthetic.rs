@@ -11,7 +11,8 @@
 //! scope   = processor | thread | core | node | machine    (singular or plural)
 //! ```
 //!
-//! `x` may be written `X` or `×`; words are case-insensitive and spaces between tokens optional.
+//! `x` may be written `X` or `×`; words are case-insensitive and spaces between tokens optional
+//! (`"2nodesx2cores"` reads as `"2 nodes x 2 cores"`).
 //! The factors of a shape are, by position: one factor counts processors (`"4"`, `"4 cores"`);
 //! two count nodes and processors (or cores) per node (`"2 nodes x 2 processors"`), or, when the
 //! first says `cores`, cores and threads per core (`"2 cores x 2 threads"`); three count nodes,
@@ -167,6 +168,12 @@ fn tokenize(spec: &str) -> Vec<Token> {
         } else if c.is_ascii_alphabetic() {
             let end = take_while(&mut chars, |c| c.is_ascii_alphabetic());
             let word = spec[start..end].to_ascii_lowercase();
+            // A unit written against its `x` ("2 nodesx2"): the unit, then the times sign.
+            if let Some(unit) = word.strip_suffix('x').filter(|w| unit_of(w).is_some()) {
+                tokens.push(Token { kind: TokenKind::Word(unit.to_string()), start, end: end - 1 });
+                tokens.push(Token { kind: TokenKind::Times, start: end - 1, end });
+                continue;
+            }
             (if word == "x" { TokenKind::Times } else { TokenKind::Word(word) }, end)
         } else {
             chars.next();
@@ -507,6 +514,33 @@ mod tests {
         assert_eq!(parse_shape("1x4096"), Ok(shape(1, 4096)));
         assert_eq!(parse_shape("4096"), Ok(shape(1, 4096)));
         assert_eq!(parse_shape("0002x02"), Ok(shape(2, 2)));
+    }
+
+    /// Spaces between tokens are optional, also between a unit and the `x` after it (found by the
+    /// property tests: `"1 coresx1 threads"` read `coresx` as one unknown word).
+    #[test]
+    fn a_unit_and_its_x_without_a_space() {
+        for spec in ["2 nodesx2 processors", "2 NODESX2", "2nodesx2cores", "2 nodes×2", "2nodex2corex1thread"]
+        {
+            assert_eq!(parse_shape(spec), Ok(shape(2, 2)), "{spec:?}");
+        }
+        let one_node = Shape { nodes: 1, cores_per_node: 2, threads_per_core: 2, caches: vec![] };
+        assert_eq!(parse_shape("2 coresx2 threads"), Ok(one_node));
+        // Only a unit gives up its `x`: other words ending in x stay whole.
+        assert_eq!(
+            error("2 boxx2"),
+            "cannot parse topology \"2 boxx2\": expected \"nodes\", \"cores\", \"processors\" or \"threads\" after \
+             a count, found \"boxx\" at byte 2"
+                .to_string()
+                + crate::topology::SPEC_EXAMPLES
+        );
+        assert_eq!(
+            error("2 nodesx"),
+            format!(
+                "cannot parse topology \"2 nodesx\": expected a count such as \"2\" at the end{}",
+                crate::topology::SPEC_EXAMPLES
+            )
+        );
     }
 
     #[test]

@@ -142,6 +142,8 @@
 //! its suite's workloads through the lookup `main` hands it).
 
 mod cachegrind;
+#[cfg(test)]
+mod fuzz_inputs;
 mod harness;
 mod machine;
 mod peers;

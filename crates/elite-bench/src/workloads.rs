@@ -5,9 +5,11 @@ use std::time::Instant;
 
 use crate::harness::{panic_message, warm_then_time, Sample};
 
-/// 0 + 1 + ... + (n - 1): the answer of a workload whose tasks return their index.
+/// 0 + 1 + ... + (n - 1), modulo 2^64: the answer of a workload whose tasks return their index.
 pub fn sum_below(n: u64) -> u64 {
-    n * n.saturating_sub(1) / 2
+    // In 128 bits: n (n - 1) overflows 64 from n = 2^32 + 1 on (a count a probe's user may give),
+    // while the sum itself wraps as the workloads' sums do in a release build.
+    (u128::from(n) * u128::from(n.saturating_sub(1)) / 2) as u64
 }
 
 /// Builds the elite runtime `builder` describes; a refusal becomes an error.

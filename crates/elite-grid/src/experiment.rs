@@ -70,23 +70,53 @@ impl Model {
         2.0 / (1u64 << self.level) as f64
     }
 
-    /// Builds the mesh and the linear system.
-    pub fn problem(&self) -> Result<Problem, RefinementError> {
+    /// The circle the mesh is refined towards: centre and radius.
+    const CIRCLE: (f64, f64, f64) = (0.52, 0.47, 0.3);
+
+    /// The mesh's refinement, if the level is in range.
+    fn refinement(&self) -> Result<Refinement, RefinementError> {
         if !(Self::MIN_LEVEL..=Self::MAX_LEVEL).contains(&self.level) {
             return Err(RefinementError::Levels { base_level: 3, max_level: self.level });
         }
-        let eps = self.epsilon();
-        let (cx, cy, r) = (0.52, 0.47, 0.3);
-        let tree = Quadtree::build(&Refinement {
+        let (cx, cy, r) = Self::CIRCLE;
+        Ok(Refinement {
             base_level: 3,
             max_level: self.level,
             feature: Feature::Circle { cx, cy, r },
             band: 1.0,
-            halo: eps,
-        })?;
+            halo: self.epsilon(),
+        })
+    }
+
+    /// Builds the mesh and the linear system.
+    pub fn problem(&self) -> Result<Problem, RefinementError> {
+        let tree = Quadtree::build(&self.refinement()?)?;
+        let eps = self.epsilon();
+        let (cx, cy, r) = Self::CIRCLE;
         let layer = Layer { cx, cy, r, width: eps };
         Ok(Problem::manufactured(tree, 1.0 / (eps * eps), |x, y| layer.value(x, y)))
     }
+
+    /// At most the cells of [`problem`](Self::problem), counted in a fraction of the time it
+    /// takes (see [`Refinement::leaves_at_least`]).
+    pub fn cells_at_least(&self) -> Result<u64, RefinementError> {
+        self.refinement()?.leaves_at_least()
+    }
+}
+
+/// Refuses, before the problem is built, a `model` cut into patches of `patch` cells that makes
+/// more ULTs than guarded stacks allow ([`max_guarded_ults`]): building the largest meshes takes
+/// minutes and gigabytes that [`measure`] would refuse afterwards. `Ok` when the limit is
+/// unknown or the level out of range (for [`Model::problem`] to refuse).
+pub fn check_ults(model: &Model, patch: usize) -> Result<(), RunError> {
+    let (Some(max), Ok(cells)) = (max_guarded_ults(), model.cells_at_least()) else {
+        return Ok(());
+    };
+    let ults = usize::try_from(cells).unwrap_or(usize::MAX).div_ceil(patch.max(1));
+    if ults > max {
+        return Err(RunError::TooManyUlts { ults, max, at_least: true });
+    }
+    Ok(())
 }
 
 /// The most ULTs with guarded stacks this process can keep alive: each costs two kernel mappings
@@ -127,10 +157,12 @@ pub enum RunError {
     Build(BuildError),
     /// More ULTs than guarded stacks fit under `vm.max_map_count`.
     TooManyUlts {
-        /// ULTs the solve needs.
+        /// ULTs the solve needs (at least, when `at_least`).
         ults: usize,
         /// The most that fit.
         max: usize,
+        /// Whether `ults` is a lower bound, counted before the problem was built ([`check_ults`]).
+        at_least: bool,
     },
     /// The solve failed.
     Solve(SolveError),
@@ -144,10 +176,11 @@ impl fmt::Display for RunError {
                 write!(f, "unknown policy {name:?}, expected one of {}", POLICIES.join(", "))
             }
             RunError::Build(e) => write!(f, "runtime: {e}"),
-            RunError::TooManyUlts { ults, max } => write!(
+            RunError::TooManyUlts { ults, max, at_least } => write!(
                 f,
-                "{ults} ULTs (patches) but only {max} guarded stacks fit under vm.max_map_count: \
-                 use a smaller size or larger patches"
+                "{}{ults} ULTs (patches) but only {max} guarded stacks fit under vm.max_map_count: \
+                 use a smaller size or larger patches",
+                if *at_least { "at least " } else { "" }
             ),
             RunError::Solve(e) => e.fmt(f),
         }
@@ -277,7 +310,7 @@ pub fn measure(
     let solver = ActiveSolver::new(problem, &options)?;
     if let Some(max) = max_guarded_ults() {
         if solver.patches() > max {
-            return Err(RunError::TooManyUlts { ults: solver.patches(), max });
+            return Err(RunError::TooManyUlts { ults: solver.patches(), max, at_least: false });
         }
     }
     let rt = runtime_builder(&config.policy)?
@@ -329,6 +362,41 @@ mod tests {
         assert!((bound - 4.0).abs() < 1e-9, "{bound}");
         assert!(Model { level: 4 }.problem().is_err());
         assert!(Model { level: 21 }.problem().is_err());
+    }
+
+    /// The count before the build is a lower bound of the cells, close to them.
+    #[test]
+    fn cells_at_least_bounds_the_problem() {
+        for level in Model::MIN_LEVEL..=10 {
+            let model = Model { level };
+            let (bound, cells) = (model.cells_at_least().unwrap(), model.problem().unwrap().len() as u64);
+            assert!(bound <= cells && bound * 10 >= cells * 8, "level {level}: {bound} of {cells}");
+        }
+        assert!(Model { level: 21 }.cells_at_least().is_err());
+    }
+
+    /// A mesh that makes too many ULTs is refused before it is built (`--size 20` took minutes
+    /// and gigabytes of building before the refusal).
+    #[test]
+    fn too_many_ults_are_refused_before_the_build() {
+        let model = Model { level: 14 };
+        let bound = model.cells_at_least().unwrap() as usize;
+        match (check_ults(&model, 1), max_guarded_ults()) {
+            (Err(e @ RunError::TooManyUlts { ults, max, at_least: true }), Some(limit)) => {
+                assert_eq!((ults, max), (bound, limit));
+                assert!(ults > max);
+                assert!(
+                    e.to_string().starts_with(&format!("at least {bound} ULTs (patches) but only {max}")),
+                    "{e}"
+                );
+            }
+            (Ok(()), Some(limit)) => assert!(bound <= limit, "{bound} ULTs passed a limit of {limit}"),
+            (Ok(()), None) => {}
+            (other, limit) => panic!("{other:?} with a limit of {limit:?}"),
+        }
+        assert!(check_ults(&Model { level: 5 }, 64).is_ok());
+        assert!(check_ults(&Model { level: 99 }, 1).is_ok(), "for problem() to refuse");
+        assert!(check_ults(&Model { level: 5 }, 0).is_ok(), "a patch of 0 counts as 1");
     }
 
     #[test]

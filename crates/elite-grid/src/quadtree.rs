@@ -178,6 +178,45 @@ pub struct Refinement {
     pub halo: f64,
 }
 
+impl Refinement {
+    /// The leaves this refinement makes before [`Quadtree::build`] balances them, counted without
+    /// storing a cell: a lower bound on the tree's [`len`](Quadtree::len) (balancing only splits
+    /// leaves), in a fraction of the time and none of the memory of building it, for refusing a
+    /// mesh too large for what comes next before building it. Refused as `build` refuses.
+    ///
+    /// ```
+    /// use elite_grid::quadtree::{Feature, Quadtree, Refinement};
+    ///
+    /// let r = Refinement { base_level: 2, max_level: 7, feature: Feature::Point(0.3, 0.3), band: 1.0, halo: 0.0 };
+    /// let tree = Quadtree::build(&r)?;
+    /// assert!(r.leaves_at_least()? <= tree.len() as u64);
+    /// # Ok::<(), elite_grid::quadtree::RefinementError>(())
+    /// ```
+    pub fn leaves_at_least(&self) -> Result<u64, RefinementError> {
+        self.check()?;
+        let n = 1u32 << self.base_level;
+        Ok((0..n)
+            .flat_map(|y| (0..n).map(move |x| (x, y)))
+            .map(|(x, y)| count(Cell::new(self.base_level, x, y), self))
+            .sum())
+    }
+
+    /// What [`Quadtree::build`] refuses.
+    fn check(&self) -> Result<(), RefinementError> {
+        let Refinement { base_level, max_level, band, halo, .. } = *self;
+        if base_level == 0 || base_level > max_level || max_level > MAX_LEVEL {
+            return Err(RefinementError::Levels { base_level, max_level });
+        }
+        if !(band.is_finite() && band >= 0.0) {
+            return Err(RefinementError::Band(band));
+        }
+        if !(halo.is_finite() && halo >= 0.0) {
+            return Err(RefinementError::Halo(halo));
+        }
+        Ok(())
+    }
+}
+
 /// Why a [`Refinement`] was refused.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RefinementError {
@@ -246,16 +285,8 @@ impl Quadtree {
     /// # Ok::<(), elite_grid::quadtree::RefinementError>(())
     /// ```
     pub fn build(refinement: &Refinement) -> Result<Quadtree, RefinementError> {
-        let Refinement { base_level, max_level, band, halo, .. } = *refinement;
-        if base_level == 0 || base_level > max_level || max_level > MAX_LEVEL {
-            return Err(RefinementError::Levels { base_level, max_level });
-        }
-        if !(band.is_finite() && band >= 0.0) {
-            return Err(RefinementError::Band(band));
-        }
-        if !(halo.is_finite() && halo >= 0.0) {
-            return Err(RefinementError::Halo(halo));
-        }
+        refinement.check()?;
+        let Refinement { base_level, max_level, .. } = *refinement;
         let mut leaves = HashSet::new();
         let n = 1u32 << base_level;
         for y in 0..n {
@@ -330,6 +361,16 @@ fn refine(cell: Cell, r: &Refinement, leaves: &mut HashSet<Cell>) {
         }
     } else {
         leaves.insert(cell);
+    }
+}
+
+/// The leaves [`refine`] would make of `cell`, counted.
+fn count(cell: Cell, r: &Refinement) -> u64 {
+    let (x, y) = cell.centre();
+    if cell.level < r.max_level && r.feature.distance(x, y) < r.band * cell.size() + r.halo {
+        cell.children().into_iter().map(|child| count(child, r)).sum()
+    } else {
+        1
     }
 }
 

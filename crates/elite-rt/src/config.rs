@@ -533,9 +533,16 @@ impl RuntimeBuilder {
 
 /// The seed `ELITE_CHAOS` gives, if it is set and not empty.
 fn chaos_from_env() -> Result<Option<u64>, BuildError> {
-    let Ok(value) = std::env::var(CHAOS_ENV) else {
-        return Ok(None);
-    };
+    match std::env::var(CHAOS_ENV) {
+        Ok(value) => chaos_seed(value),
+        // Not set, or not Unicode: a value that is no number either way.
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(value)) => chaos_seed(value.to_string_lossy().into_owned()),
+    }
+}
+
+/// The seed in a value of `ELITE_CHAOS`: `None` when it is empty (or only spaces).
+fn chaos_seed(value: String) -> Result<Option<u64>, BuildError> {
     let v = value.trim();
     if v.is_empty() {
         return Ok(None);
@@ -621,6 +628,55 @@ impl std::error::Error for BuildError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Cases: 256, times `ELITE_FUZZ_SCALE`, or `PROPTEST_CASES` (as in `tests/fuzz_inputs.rs`).
+    fn fuzz_config() -> proptest::test_runner::Config {
+        let env = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok());
+        let cases = env("PROPTEST_CASES")
+            .unwrap_or_else(|| 256u32.saturating_mul(env("ELITE_FUZZ_SCALE").unwrap_or(1)));
+        proptest::test_runner::Config { cases, failure_persistence: None, ..Default::default() }
+    }
+
+    proptest! {
+        #![proptest_config(fuzz_config())]
+
+        /// Any value of `ELITE_CHAOS`: no seed when blank, the number it writes in decimal or
+        /// after `0x`, or an error that quotes it and says what a seed looks like.
+        #[test]
+        #[cfg_attr(miri, ignore = "a parser: nothing for Miri to find that the native run misses")]
+        fn any_chaos_value(value in prop_oneof![
+            any::<String>(),
+            any::<u64>().prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| format!(" 0x{n:x}\t")),
+            any::<u64>().prop_map(|n| format!("0X{n:X}")),
+            Just("18446744073709551616".to_string()),
+            Just("0x".to_string()),
+            Just("-1".to_string()),
+            Just(" \n ".to_string()),
+        ]) {
+            let v = value.trim();
+            let hex = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X"));
+            let expected = match hex {
+                Some(h) => u64::from_str_radix(h, 16).ok(),
+                None => v.parse::<u64>().ok(),
+            };
+            match chaos_seed(value.clone()) {
+                Ok(None) => prop_assert!(v.is_empty(), "{:?} read as unset", value),
+                Ok(Some(seed)) => prop_assert_eq!(Some(seed), expected, "{:?}", value),
+                Err(e) => {
+                    prop_assert!(expected.is_none() && !v.is_empty(), "{:?} refused: {}", value, e);
+                    prop_assert_eq!(
+                        e.to_string(),
+                        format!(
+                            "invalid environment variable ELITE_CHAOS={value:?}: expected a seed: an unsigned \
+                             64-bit number, decimal or hexadecimal after 0x"
+                        )
+                    );
+                }
+            }
+        }
+    }
 
     /// With `processors(1)` the one processor is alone on the machine's shared caches; the cache
     /// model must still describe the cache private to a core of the machine, not its L3.

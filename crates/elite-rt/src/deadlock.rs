@@ -322,9 +322,13 @@ impl DeadlockConfig {
         if (MIN_GRACE..=MAX_GRACE).contains(&self.grace) {
             return Ok(());
         }
+        // The value shown is rounded away from the range, so that it is outside it too
+        // (3600 s + 1 ns shows 3600001, not the upper bound itself).
+        let ms = self.grace.as_millis()
+            + u128::from(self.grace > MAX_GRACE && !self.grace.subsec_nanos().is_multiple_of(1_000_000));
         Err(crate::BuildError::OutOfRange {
             field: "deadlock_grace (milliseconds)",
-            value: self.grace.as_millis().min(usize::MAX as u128) as usize,
+            value: ms.min(usize::MAX as u128) as usize,
             min: MIN_GRACE.as_millis() as usize,
             max: MAX_GRACE.as_millis() as usize,
         })

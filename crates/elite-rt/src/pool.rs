@@ -28,9 +28,15 @@ pub(crate) struct LocalPool<T> {
     capacity: usize,
 }
 
+/// Most entries a [`LocalPool`] allocates room for up front (the default TCB pool limit): a larger
+/// limit grows the pool as it fills, so that a limit meaning "keep everything"
+/// ([`RuntimeBuilder::tcb_pool_limit`](crate::RuntimeBuilder::tcb_pool_limit) has no upper bound)
+/// costs nothing until used.
+const PREALLOCATED: usize = 256;
+
 impl<T> LocalPool<T> {
     pub(crate) fn new(capacity: usize) -> LocalPool<T> {
-        LocalPool { items: Vec::with_capacity(capacity), capacity }
+        LocalPool { items: Vec::with_capacity(capacity.min(PREALLOCATED)), capacity }
     }
 
     /// Takes an object, refilling from `node` when empty.
@@ -169,6 +175,22 @@ mod tests {
         assert!(matches!(local.get(&node), Got::Hit(_)));
         assert!(matches!(local.get(&node), Got::Empty));
         assert_eq!(got, vec![4, 1, 0]);
+    }
+
+    /// A limit too large to allocate up front (any `usize`, which the builder accepts) only
+    /// bounds the pool: it allocated `capacity` entries at once, a capacity overflow or an
+    /// allocation failure that aborted the processor's thread.
+    #[test]
+    fn an_unbounded_limit_allocates_as_it_fills() {
+        let node = NodePool::new(usize::MAX);
+        for capacity in [usize::MAX, 1 << 40, PREALLOCATED + 1] {
+            let mut local = LocalPool::new(capacity);
+            let fill = capacity.min(1000);
+            for i in 0..fill {
+                assert!(!local.put(i, &node), "capacity {capacity}");
+            }
+            assert_eq!(local.len(), fill);
+        }
     }
 
     #[test]

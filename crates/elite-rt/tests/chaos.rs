@@ -134,6 +134,29 @@ fn a_bad_elite_chaos_fails_the_build_and_says_why() {
     );
 }
 
+/// A value that is not Unicode is no seed either (found while making the value's parsing a
+/// function for its property test in `config.rs`: it was taken for an unset variable, so the
+/// chaos mode stayed off without a word).
+#[test]
+#[cfg(unix)]
+fn a_non_unicode_elite_chaos_fails_the_build_too() {
+    use std::os::unix::ffi::OsStringExt;
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "chaos_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "bad")
+        .env("ELITE_CHAOS", std::ffi::OsString::from_vec(b"\xff42".to_vec()))
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        stdout.contains("ENV-ERROR invalid environment variable ELITE_CHAOS=\"\u{fffd}42\""),
+        "{}",
+        describe(&out)
+    );
+}
+
 #[test]
 #[ignore = "child half of the tests above (run with ELITE_CHAOS_TEST_CHILD set)"]
 fn chaos_child() {

@@ -55,8 +55,9 @@ impl ChildArgs {
         self.extra.get(name).copied().ok_or_else(|| format!("missing parameter -{name}"))
     }
 
-    /// Parses `-name=value` arguments; `n` and `procs` are required and positive.
-    fn parse(flags: &[String]) -> Result<ChildArgs, String> {
+    /// Parses `-name=value` arguments; `n` and `procs` are required and positive, `procs` at
+    /// most [`elite_rt::MAX_PROCESSORS`].
+    pub(crate) fn parse(flags: &[String]) -> Result<ChildArgs, String> {
         let mut values = BTreeMap::new();
         for flag in flags {
             let (name, value) = flag
@@ -70,11 +71,14 @@ impl ChildArgs {
         let n = values.remove("n").filter(|&n| n > 0);
         let procs = values.remove("procs").filter(|&p| p > 0);
         match (n, procs) {
-            (Some(n), Some(procs)) => Ok(ChildArgs {
-                n,
-                procs: usize::try_from(procs).map_err(|_| "-procs is too large".to_string())?,
-                extra: values,
-            }),
+            (Some(n), Some(procs)) => {
+                // may starts that many worker threads: as many as an elite runtime may have.
+                let max = elite_rt::MAX_PROCESSORS;
+                match usize::try_from(procs) {
+                    Ok(procs) if procs <= max => Ok(ChildArgs { n, procs, extra: values }),
+                    _ => Err(format!("-procs must be 1..={max}, got {procs}")),
+                }
+            }
             _ => Err("-n and -procs are required and must be positive".into()),
         }
     }

@@ -184,9 +184,9 @@ const WARM_ITERATIONS: u64 = 1;
 
 /// A workload: its bench, its groups and working sets, and its sizes.
 #[derive(Clone, Copy, Debug)]
-struct Shape {
+pub(crate) struct Shape {
     /// The bench's name.
-    bench: &'static str,
+    pub(crate) bench: &'static str,
     /// ULTs per group (the last group takes what is left): always under cachegrind's simulated
     /// last level, and in timed runs unless `cache_sized`.
     group: usize,
@@ -274,7 +274,7 @@ const NO_LOCALITY: Shape = Shape {
 const SIMULATED_GROUP: usize = 48;
 
 /// The shapes by bench name (for the probe).
-const SHAPES: [Shape; 2] = [SYNTHETIC, NO_LOCALITY];
+pub(crate) const SHAPES: [Shape; 2] = [SYNTHETIC, NO_LOCALITY];
 
 /// The benches of the suite.
 pub fn benches(ctx: &mut Context) -> Vec<Bench> {
@@ -434,28 +434,16 @@ fn cachegrind_probe(exe: &std::path::Path, bench: &str, policy: &str, quick: boo
 /// `elite-bench affinity-probe <bench> <policy> [--quick]`: one pass of the workload at 1
 /// processor, printing its sample line; for running under cachegrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
-    let usage = || {
-        let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
-        format!(
-            "usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--quick]\nbenches: {}\npolicies: {}",
-            benches.join(", "),
-            Policy::NAMES.join(", ")
-        )
-    };
-    let quick = args.iter().any(|a| a == "--quick");
-    let words: Vec<&String> = args.iter().filter(|a| *a != "--quick").collect();
-    let [bench, policy] = words[..] else {
-        eprintln!("{}", usage());
-        return ExitCode::from(2);
-    };
-    let Some(shape) = SHAPES.iter().find(|s| s.bench == bench.as_str()) else {
-        eprintln!("elite-bench {PROBE_COMMAND}: unknown bench `{bench}`\n{}", usage());
-        return ExitCode::from(2);
-    };
-    let policy: Policy = match policy.parse() {
-        Ok(policy) => policy,
-        Err(e) => {
-            eprintln!("elite-bench {PROBE_COMMAND}: {e}");
+    let (shape, policy, quick) = match parse_probe_args(args) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
+            eprintln!(
+                "elite-bench {PROBE_COMMAND}: {message}\n\
+                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--quick]\nbenches: {}\npolicies: {}",
+                benches.join(", "),
+                Policy::NAMES.join(", ")
+            );
             return ExitCode::from(2);
         }
     };
@@ -480,6 +468,24 @@ pub fn probe_main(args: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Parses `<bench> <policy> [--quick]`; an error names the argument at fault and what was
+/// expected.
+pub(crate) fn parse_probe_args(args: &[String]) -> Result<(&'static Shape, Policy, bool), String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let words: Vec<&String> = args.iter().filter(|a| *a != "--quick").collect();
+    let (bench, policy) = match words[..] {
+        [bench, policy] => (bench, policy),
+        [] | [_] => return Err("expected a bench and a policy".into()),
+        [_, _, extra, ..] => return Err(format!("unexpected `{extra}` after the policy")),
+    };
+    let Some(shape) = SHAPES.iter().find(|s| s.bench == bench.as_str()) else {
+        let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
+        return Err(format!("unknown bench `{bench}`, expected one of {}", benches.join(", ")));
+    };
+    let policy = policy.parse::<Policy>().map_err(|e| e.to_string())?;
+    Ok((shape, policy, quick))
 }
 
 // ---- the workload ----

@@ -181,18 +181,16 @@ pub const PROBE_COMMAND: &str = "blocking-probe";
 /// suite's `ping_pong`: there every send blocks until the other side takes it), `blocking`
 /// (`blocking(move || i)`). Prints `ops=<n> answer=<checked sum>`.
 pub fn probe_main(args: &[String]) -> std::process::ExitCode {
-    let usage = "usage: elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>";
-    let (Some(op), Some(Ok(n))) = (args.first(), args.get(1).map(|n| n.parse::<u64>())) else {
-        eprintln!("{usage}");
-        return std::process::ExitCode::from(2);
-    };
-    let expected = match op.as_str() {
-        "blocking" | "spawn_join" => sum_below(n),
-        "yield" | "ping_pong" | "ping_pong_sync" => n,
-        _ => {
-            eprintln!("{usage}");
+    let (op, n) = match parse_probe_args(args) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("elite-bench {PROBE_COMMAND}: {message}\n{PROBE_USAGE}");
             return std::process::ExitCode::from(2);
         }
+    };
+    let expected = match op {
+        ProbeOp::Blocking | ProbeOp::SpawnJoin => sum_below(n),
+        ProbeOp::Yield | ProbeOp::PingPong | ProbeOp::PingPongSync => n,
     };
     let rt = match elite_runtime(1) {
         Ok(rt) => rt,
@@ -201,12 +199,12 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let answer = match op.as_str() {
-        "yield" => Some(rt.block_on(move || probe_yield(n))),
-        "spawn_join" => rt.block_on(move || probe_spawn_join(n)),
-        "ping_pong" => rt.block_on(move || probe_ping_pong(n)),
-        "ping_pong_sync" => rt.block_on(move || probe_ping_pong_sync(n)),
-        _ => Some(rt.block_on(move || probe_blocking(n))),
+    let answer = match op {
+        ProbeOp::Yield => Some(rt.block_on(move || probe_yield(n))),
+        ProbeOp::SpawnJoin => rt.block_on(move || probe_spawn_join(n)),
+        ProbeOp::PingPong => rt.block_on(move || probe_ping_pong(n)),
+        ProbeOp::PingPongSync => rt.block_on(move || probe_ping_pong_sync(n)),
+        ProbeOp::Blocking => Some(rt.block_on(move || probe_blocking(n))),
     };
     match answer {
         Some(a) if a == expected => {
@@ -222,6 +220,45 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+const PROBE_USAGE: &str =
+    "usage: elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>";
+
+/// The operations of the probe, by name.
+pub(crate) const PROBE_OPS: [(&str, ProbeOp); 5] = [
+    ("yield", ProbeOp::Yield),
+    ("spawn_join", ProbeOp::SpawnJoin),
+    ("ping_pong", ProbeOp::PingPong),
+    ("ping_pong_sync", ProbeOp::PingPongSync),
+    ("blocking", ProbeOp::Blocking),
+];
+
+/// An operation the probe repeats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProbeOp {
+    Yield,
+    SpawnJoin,
+    PingPong,
+    PingPongSync,
+    Blocking,
+}
+
+/// The probe's arguments: `<op> <n>`; an error says which is wrong and what was expected.
+pub(crate) fn parse_probe_args(args: &[String]) -> Result<(ProbeOp, u64), String> {
+    let names = || PROBE_OPS.map(|(name, _)| name).join(", ");
+    let (op, n) = match args {
+        [op, n] => (op, n),
+        [] | [_] => return Err("expected an operation and a count".into()),
+        [_, _, extra, ..] => return Err(format!("unexpected `{extra}` after the count")),
+    };
+    let Some(&(_, op)) = PROBE_OPS.iter().find(|(name, _)| name == op) else {
+        return Err(format!("unknown operation `{op}`, expected one of {}", names()));
+    };
+    let n = n
+        .parse::<u64>()
+        .map_err(|_| format!("expected a count of operations (0..={}), got `{n}`", u64::MAX))?;
+    Ok((op, n))
 }
 
 // One function per operation, never inlined: each loop is compiled on its own, whatever else the

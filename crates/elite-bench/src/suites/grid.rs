@@ -52,7 +52,7 @@ use std::rc::Rc;
 
 use elite_grid::active::SolveOptions;
 use elite_grid::experiment::{
-    measure, runtime_builder, Config, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE,
+    check_ults, measure, runtime_builder, Config, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE,
 };
 use elite_grid::matrix::Problem;
 
@@ -256,6 +256,63 @@ fn cachegrind_bench(
     Some(Bench { name: "adaptive_grid", metric: Metric::Count("ll_misses"), contenders, targets: Vec::new() })
 }
 
+/// What `grid-probe` was asked for.
+#[derive(Debug, PartialEq)]
+pub(crate) struct ProbeArgs {
+    /// One of [`POLICIES`].
+    pub(crate) policy: String,
+    /// `--prefetch`.
+    pub(crate) prefetch: bool,
+    /// The finest level, `Model::MIN_LEVEL..=Model::MAX_LEVEL`.
+    pub(crate) size: u8,
+    /// `1..=elite_rt::MAX_PROCESSORS`.
+    pub(crate) processors: usize,
+}
+
+/// Parses `<policy> [--prefetch] [--size LEVEL] [--processors N]`; an error names the argument at
+/// fault and what was expected.
+pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
+    let mut policy = None;
+    let mut prefetch = false;
+    let mut size = PROBE_SIZE.0;
+    let mut processors = 1;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--prefetch" => prefetch = true,
+            "--size" => {
+                let (lo, hi) = (Model::MIN_LEVEL, Model::MAX_LEVEL);
+                size = match rest.next().map(|v| (v, v.parse::<u8>())) {
+                    Some((_, Ok(v))) if (lo..=hi).contains(&v) => v,
+                    Some((v, _)) => {
+                        return Err(format!("--size: expected a level in {lo}..={hi}, got `{v}`"))
+                    }
+                    None => return Err(format!("--size needs a level in {lo}..={hi}")),
+                }
+            }
+            "--processors" => {
+                let max = elite_rt::MAX_PROCESSORS;
+                processors = match rest.next().map(|v| (v, v.parse::<usize>())) {
+                    Some((_, Ok(v))) if (1..=max).contains(&v) => v,
+                    Some((v, _)) => {
+                        return Err(format!("--processors: expected a count in 1..={max}, got `{v}`"))
+                    }
+                    None => return Err(format!("--processors needs a count in 1..={max}")),
+                }
+            }
+            name if policy.is_none() && !name.starts_with('-') => {
+                if !POLICIES.contains(&name) {
+                    return Err(format!("unknown policy `{name}`, expected one of {}", POLICIES.join(", ")));
+                }
+                policy = Some(name.to_string());
+            }
+            other => return Err(format!("unexpected `{other}`")),
+        }
+    }
+    let policy = policy.ok_or_else(|| "no policy given".to_string())?;
+    Ok(ProbeArgs { policy, prefetch, size, processors })
+}
+
 /// Runs the probe under cachegrind; the sample carries the LL misses, the answer the cells.
 fn cachegrind_probe(exe: &std::path::Path, policy: &str, prefetch: bool, size: u8) -> Result<Sample, String> {
     let size = size.to_string();
@@ -270,46 +327,26 @@ fn cachegrind_probe(exe: &std::path::Path, policy: &str, prefetch: bool, size: u
 /// solve, printing its sample line (answer: the cells) and, on stderr, its rate, solve time and
 /// relaxations per cell; for running under cachegrind or callgrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
-    let usage = format!(
-        "usage: elite-bench {PROBE_COMMAND} <policy> [--prefetch] [--size LEVEL] [--processors N]\n\
-         policies: {}; LEVEL {}..={}",
-        POLICIES.join(", "),
-        Model::MIN_LEVEL,
-        Model::MAX_LEVEL
-    );
-    let mut policy = None;
-    let mut prefetch = false;
-    let mut size = PROBE_SIZE.0;
-    let mut processors = 1;
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--prefetch" => prefetch = true,
-            "--size" => match rest.next().and_then(|v| v.parse::<u8>().ok()) {
-                Some(v) if (Model::MIN_LEVEL..=Model::MAX_LEVEL).contains(&v) => size = v,
-                _ => {
-                    eprintln!("elite-bench {PROBE_COMMAND}: --size needs a level\n{usage}");
-                    return ExitCode::from(2);
-                }
-            },
-            "--processors" => match rest.next().and_then(|v| v.parse::<usize>().ok()) {
-                Some(v) if (1..=elite_rt::MAX_PROCESSORS).contains(&v) => processors = v,
-                _ => {
-                    eprintln!("elite-bench {PROBE_COMMAND}: --processors needs a count\n{usage}");
-                    return ExitCode::from(2);
-                }
-            },
-            name if policy.is_none() && !name.starts_with('-') => policy = Some(name.to_string()),
-            other => {
-                eprintln!("elite-bench {PROBE_COMMAND}: unexpected `{other}`\n{usage}");
-                return ExitCode::from(2);
-            }
+    let ProbeArgs { policy, prefetch, size, processors } = match parse_probe_args(args) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!(
+                "elite-bench {PROBE_COMMAND}: {message}\n\
+                 usage: elite-bench {PROBE_COMMAND} <policy> [--prefetch] [--size LEVEL] [--processors N]\n\
+                 policies: {}; LEVEL {}..={}; N 1..={}",
+                POLICIES.join(", "),
+                Model::MIN_LEVEL,
+                Model::MAX_LEVEL,
+                elite_rt::MAX_PROCESSORS
+            );
+            return ExitCode::from(2);
         }
-    }
-    let Some(policy) = policy else {
-        eprintln!("{usage}");
-        return ExitCode::from(2);
     };
+    // Refused before the build when a lower bound of the cells already makes too many ULTs.
+    if let Err(e) = check_ults(&Model { level: size }, PATCH) {
+        eprintln!("elite-bench {PROBE_COMMAND}: --size {size}: {e}");
+        return ExitCode::from(2);
+    }
     let problem = match (Model { level: size }).problem() {
         Ok(p) => p,
         Err(e) => {
