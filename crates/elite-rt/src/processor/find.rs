@@ -13,7 +13,9 @@
 //! switched since, at least [`STRANDED_AFTER`] later, is stranded,
 //! and the idle processor takes it (`queue::next`: the thief's side of the slot's protocol)
 //! and runs it. The same for a processor's wake-up stack, which its owner drains only from its
-//! loop: the idle processor drains it (`queue::wakeup`, `drain_stranded`). And while another processor of the runtime runs ULTs, an idle one parks for at
+//! loop: the idle processor drains it (`queue::wakeup`, `drain_stranded`), but for the ULTs sent
+//! there to be gathered with a saturated mutex's contenders (`sync::mutex::gather`), which it
+//! puts back. And while another processor of the runtime runs ULTs, an idle one parks for at
 //! most a watch period ([`WATCH_FIRST`], doubled at each look that finds nothing, up to
 //! [`WATCH_MAX`]) rather than until notified, so that it looks again: a stranded ULT waits at
 //! most about twice the watch period. A processor that goes back to work after a park while
@@ -380,7 +382,12 @@ impl Processor {
             }
             if self.stranded(v, 1, victim.wakeup.peek() as usize, switches, now) {
                 for t in victim.wakeup.drain_stranded() {
-                    let _ = t.tcb().exec.gather.take_homing(); // (it goes on here, not home)
+                    if t.tcb().exec.gather.is_homing() {
+                        // Sent there to be gathered with a saturated lock's other contenders,
+                        // whose home is busy by design: back onto its stack.
+                        victim.wakeup.push(t);
+                        continue;
+                    }
                     self.rescue(t, v, &mut rescued);
                 }
             }

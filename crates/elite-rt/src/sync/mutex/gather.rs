@@ -400,6 +400,12 @@ impl UltMarks {
         self.0.set(self.0.get() | HOMING);
     }
 
+    /// Whether the ULT is on its way to a lock's home (left as it is).
+    #[inline]
+    pub(crate) fn is_homing(&self) -> bool {
+        self.0.get() & HOMING != 0
+    }
+
     /// The home drained the ULT from its wake-up stack (`Processor::maintain`): whether it came
     /// to be gathered (the flag, cleared).
     #[inline(always)]
