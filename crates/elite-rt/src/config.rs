@@ -421,8 +421,8 @@ impl RuntimeBuilder {
 
     /// The **cooperative budget**: how many operations on the [`sync`](crate::sync) primitives a
     /// ULT may make in one turn on its processor (from one switch into it to the next) before
-    /// the next such operation yields first, as [`yield_now`](crate::yield_now) does; `None`
-    /// turns it off. Default `Some(`[`DEFAULT_COOP_BUDGET`]`)` (128); `Some(n)` takes
+    /// the next such operation yields first, as [`yield_now`](crate::yield_now) does (unless
+    /// it is about to block anyway: its block is then the switch); `None` turns it off. Default `Some(`[`DEFAULT_COOP_BUDGET`]`)` (1024); `Some(n)` takes
     /// `1..=4294967295`.
     ///
     /// ULTs are not preempted: without a budget, a ULT that keeps calling operations that never

@@ -100,13 +100,14 @@
 //! sends on an unbounded channel) would keep the ULTs it makes ready on its processor from
 //! running: on one processor the loop never ends when it waits for them, and an unbounded channel
 //! grows until memory runs out. Each ULT therefore has a budget of such calls per turn on its
-//! processor ([`RuntimeBuilder::coop_budget`], default [`DEFAULT_COOP_BUDGET`], 128): channel
+//! processor ([`RuntimeBuilder::coop_budget`], default [`DEFAULT_COOP_BUDGET`], 1024): channel
 //! sends and receives, lock and semaphore acquisitions, their `try_` forms. The call that finds it
-//! spent yields first, as [`yield_now`] does, and the ULT starts its next turn with a full budget;
-//! a switch of any kind (a block, a yield) refills it. A ULT alone on its processor pays a switch
-//! out and straight back in once per budget; the charge itself is a load, a test and a store on
-//! the processor the call looks up anyway. `coop_budget(None)` turns it off. A loop that makes
-//! no such call still holds its processor ([`caveats`]).
+//! spent yields first, as [`yield_now`] does (unless it is about to block anyway), and the ULT
+//! starts its next turn with a full budget; a switch of any kind (a block, a yield) refills it. A
+//! ULT alone on its processor pays a switch out and straight back in once per budget; the charge
+//! itself is a decrement and a branch on the processor the call looks up.
+//! `coop_budget(None)` turns it off. A loop that makes no such call still holds its processor
+//! ([`caveats`]).
 //!
 //! ```
 //! use elite_rt::sync::mpsc;
@@ -120,7 +121,7 @@
 //!         if let Ok(v) = answers.try_recv() {
 //!             return v;
 //!         }
-//!         ask.send(()).unwrap(); // every 128th `sync` call yields first: the root answers
+//!         ask.send(()).unwrap(); // every 1024th `sync` call yields first: the root answers
 //!     });
 //!     for () in asked.iter() {
 //!         if answer.send(42).is_err() {

@@ -322,3 +322,58 @@ fn no_budget_yield_while_panicking() {
     });
     assert!(!ran_meanwhile, "the other ULT ran while the panicking ULT's destructor polled");
 }
+
+/// A call that finds the budget spent but is about to block anyway does not yield first (its
+/// block is the switch); one that would go straight on does.
+#[test]
+fn a_call_about_to_block_does_not_yield_first() {
+    use elite_rt::sync::Semaphore;
+    use std::sync::Arc;
+
+    // Each scenario spends a budget of 4 with calls that go straight on, then makes a fifth
+    // that blocks (`true`) or not (`false`) until a spawned helper runs; the count of budget
+    // yields it made.
+    let scenarios: Vec<(&str, bool, fn())> = vec![
+        ("Semaphore::acquire, no permit left", true, || {
+            let sem = Arc::new(Semaphore::new(4));
+            let s = sem.clone();
+            let helper = spawn(move || s.release());
+            (0..5).for_each(|_| sem.acquire());
+            helper.join().unwrap();
+        }),
+        ("Semaphore::acquire, a permit left", false, || {
+            let sem = Arc::new(Semaphore::new(5));
+            let s = sem.clone();
+            let helper = spawn(move || s.release());
+            (0..5).for_each(|_| sem.acquire());
+            helper.join().unwrap();
+        }),
+        ("recv on an empty channel", true, || {
+            let (tx, rx) = mpsc::channel::<u8>();
+            let helper = spawn(move || tx.send(1).unwrap());
+            (0..4).for_each(|_| assert!(rx.try_recv().is_err()));
+            assert_eq!(rx.recv(), Ok(1));
+            helper.join().unwrap();
+        }),
+        ("send on a full rendezvous channel", true, || {
+            let (tx, rx) = mpsc::sync_channel::<u8>(0);
+            let helper = spawn(move || rx.recv().unwrap());
+            (0..4).for_each(|_| assert!(tx.try_send(1).is_err()));
+            tx.send(2).unwrap();
+            assert_eq!(helper.join().unwrap(), 2);
+        }),
+    ];
+    let mut wrong = Vec::new();
+    for (what, blocks, scenario) in scenarios {
+        let budget_yields = hang_guard(60, what, move || {
+            let rt = counted(Some(4));
+            rt.block_on(scenario);
+            rt.stats().total().budget_yields
+        });
+        let expected = u64::from(!blocks);
+        if budget_yields != expected {
+            wrong.push(format!("{what}: {budget_yields} budget yields, expected {expected}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

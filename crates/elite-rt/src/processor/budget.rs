@@ -27,7 +27,11 @@
 //!   [`yield_now`](crate::yield_now) does: the ULT goes behind the other ready ULTs of its
 //!   processor, and the operation proceeds once it runs again, as the first of its new turn.
 //!   Alone on its processor (nothing ready, woken, due or waiting to start), the yield's fast
-//!   path resumes it at once.
+//!   path resumes it at once. Except when the operation is about to block anyway (a receive
+//!   from an empty channel, an acquire with no permit, a lock that is held: each primitive says
+//!   so, looking at its state without changing it, and only then): its block is the switch, so
+//!   a yield first would only be a second one. Operations that never block (`try_` forms, a
+//!   send on an unbounded channel) always yield.
 //! * When other ULTs are ready beside it, the yield also wakes a parked processor, if there is
 //!   one, which can then steal from the runqueue (the yielder goes there): a processor whose
 //!   ULTs keep it busy should not run them one after the other while another sleeps. (A thief
@@ -57,22 +61,30 @@
 use super::Processor;
 use crate::slot::current_processor;
 
-/// The budget of a turn when the configuration sets none ([`RuntimeBuilder::coop_budget`](crate::RuntimeBuilder::coop_budget)).
-pub const DEFAULT_COOP_BUDGET: u32 = 128;
+/// The budget of a turn unless the builder sets another
+/// ([`RuntimeBuilder::coop_budget`](crate::RuntimeBuilder::coop_budget)): 1024 operations of a
+/// few to a few tens of nanoseconds each, a turn of microseconds. Smaller budgets make way more
+/// often than that needs, and each budget yield reorders the processor's ready ULTs: ULTs that
+/// pass work along in a convoy (a ring of semaphores, each ULT taking every permit its
+/// neighbour handed it before it blocks) then block and switch more often.
+pub const DEFAULT_COOP_BUDGET: u32 = 1024;
 
 /// Charges one operation to the budget of the ULT running on `here` (the caller's
 /// `current_processor()`, looked up since its last switch), and returns the processor the
 /// operation goes on with: `here`, or when the budget was spent and the ULT yielded, the one it
-/// runs on now (looked up again: it may have moved).
+/// runs on now (looked up again: it may have moved). `would_block`, asked only when the budget
+/// is found spent, says whether the operation is about to block anyway (a hint, taken without
+/// changing anything): then it does not yield, since its block is a switch, which starts the
+/// next turn.
 #[inline(always)]
-pub(crate) fn charge(here: Option<&Processor>) -> Option<&Processor> {
+pub(crate) fn charge(here: Option<&Processor>, would_block: impl FnOnce() -> bool) -> Option<&Processor> {
     if let Some(p) = here {
         // One decrement in memory and a branch on its borrow: spent when it was 0 (then it
         // wrapped, and `budget_spent` puts it right).
         let (left, spent) = p.budget.get().overflowing_sub(1);
         p.budget.set(left);
         if spent {
-            return budget_spent();
+            return budget_spent(would_block);
         }
     }
     here
@@ -97,7 +109,7 @@ impl Processor {
 /// never yields"). Looks the processor up itself, and returns it as [`charge`] does.
 #[cold]
 #[inline(never)]
-fn budget_spent<'a>() -> Option<&'a Processor> {
+fn budget_spent<'a>(would_block: impl FnOnce() -> bool) -> Option<&'a Processor> {
     let p = current_processor()?;
     if !p.budget_on {
         p.refill_budget(); // off: it only counted down from `u32::MAX`
@@ -110,6 +122,9 @@ fn budget_spent<'a>() -> Option<&'a Processor> {
     };
     if crate::sync::wait::has_unresolved_wait(me) || std::thread::panicking() {
         return Some(p); // the next operation where a switch is allowed yields
+    }
+    if would_block() {
+        return Some(p); // it blocks: that switch starts the next turn
     }
     p.remote().stats.budget_yields.bump();
     if p.others_ready() {

@@ -109,7 +109,7 @@ impl<T> Chan<T> {
     fn send(&self, value: T, block: bool) -> Try<T> {
         // Looked up once for the lock, the notify and the node (no switch in between, but the
         // budget's yield: then again).
-        let here = budget::charge(current_processor());
+        let here = budget::charge(current_processor(), || block && self.would_block_send());
         let mut g = self.inner.lock_on(here);
         if g.receivers > 0 {
             if let Some(n) = g.recv_waiters.pop_front() {
@@ -249,7 +249,7 @@ impl<T> Chan<T> {
     fn recv(&self, deadline: Option<Option<Instant>>) -> Result<T, RecvTimeoutError> {
         // Looked up once for the lock, the notify and the node (no switch in between, but the
         // budget's yield: then again).
-        let here = budget::charge(current_processor());
+        let here = budget::charge(current_processor(), || deadline.is_some() && self.would_block_recv());
         let mut g = self.inner.lock_on(here);
         if g.send_waiters.is_empty() {
             if let Some(v) = g.queue.pop_front() {
@@ -360,6 +360,22 @@ impl<T> Chan<T> {
                 };
             }
         }
+    }
+
+    /// Whether a blocking send would wait now: full, a receiver alive and none waiting (a hint
+    /// for the budget's yield, `processor::budget`).
+    #[cold]
+    fn would_block_send(&self) -> bool {
+        let g = self.inner.lock();
+        g.receivers > 0 && g.recv_waiters.is_empty() && g.cap.is_some_and(|c| g.queue.len() >= c)
+    }
+
+    /// Whether a blocking receive would wait now: nothing queued, no blocked sender, a sender
+    /// alive (a hint for the budget's yield, `processor::budget`).
+    #[cold]
+    fn would_block_recv(&self) -> bool {
+        let g = self.inner.lock();
+        g.senders > 0 && g.queue.is_empty() && g.send_waiters.is_empty()
     }
 
     fn add_sender(&self) {

@@ -111,21 +111,27 @@ impl<T> RwLock<T> {
 impl<T: ?Sized> RwLock<T> {
     /// Shared access; waits while a writer holds the lock or waits for it.
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
-        super::charge_budget();
+        super::charge_budget(|| {
+            let s = self.raw.state.lock();
+            s.writer || !s.write_waiters.is_empty()
+        });
         self.raw.read();
         self.read_guard()
     }
 
     /// Exclusive access; waits while anyone holds the lock.
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
-        super::charge_budget();
+        super::charge_budget(|| {
+            let s = self.raw.state.lock();
+            s.writer || s.readers > 0
+        });
         self.raw.write();
         self.write_guard()
     }
 
     /// Shared access if it can be had right now.
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
-        super::charge_budget();
+        super::charge_budget(|| false);
         self.try_read_uncharged()
     }
 
@@ -141,7 +147,7 @@ impl<T: ?Sized> RwLock<T> {
 
     /// Exclusive access if it can be had right now.
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
-        super::charge_budget();
+        super::charge_budget(|| false);
         if self.raw.try_write_now() {
             self.write_guard().map_err(TryLockError::from)
         } else {

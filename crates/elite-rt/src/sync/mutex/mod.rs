@@ -226,7 +226,7 @@ impl<T: ?Sized> Mutex<T> {
     /// Locking a mutex the caller already holds deadlocks, as with std.
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
-        if !self.state.lock_fast(here_charged(), || self.bounced()) {
+        if !self.state.lock_fast(here_charged(|| self.state.is_held()), || self.bounced()) {
             self.lock_contended();
         }
         self.guard()
@@ -234,7 +234,7 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Acquires the lock if it is free right now.
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
-        self.try_lock_as(here_charged())
+        self.try_lock_as(here_charged(|| false))
     }
 
     /// [`try_lock`](Mutex::try_lock) for `me` (see [`here`]), charging no budget: `Debug` takes
@@ -440,10 +440,10 @@ fn here() -> usize {
 }
 
 /// [`here`] at the entry of `lock` and `try_lock`, after charging the running ULT's cooperative
-/// budget (`processor::budget`): looked up again when the charge yielded.
+/// budget (`processor::budget`; `would_block` as there): looked up again when the charge yielded.
 #[inline(always)]
-fn here_charged() -> usize {
-    budget::charge(current_processor()).map_or(0, |p| p as *const Processor as usize)
+fn here_charged(would_block: impl FnOnce() -> bool) -> usize {
+    budget::charge(current_processor(), would_block).map_or(0, |p| p as *const Processor as usize)
 }
 
 impl<T: Default> Default for Mutex<T> {
