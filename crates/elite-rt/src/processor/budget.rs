@@ -48,7 +48,8 @@
 //! rules of the chaos mode's decision points. Operations of code that is not a ULT's (the loop's
 //! own, an OS thread outside the runtime, a [`blocking`](crate::blocking()) call, which runs
 //! with no processor) charge nothing or never yield. No operation is charged while a spin lock
-//! of the primitives is held: the charge comes before the operation takes its lock. The join
+//! of the primitives is held: the charge comes before the operation takes its lock, and a
+//! primitive's `would_block` takes that lock and lets go of it before any yield. The join
 //! fast path runs no primitive itself; a child it starts is a ULT like any other, whose yield
 //! ends that run of the fast path as any yield of the child does.
 //!
