@@ -436,10 +436,11 @@ impl RuntimeBuilder {
     /// Charged: a channel's sends and receives of every kind (`send`, `try_send`, `recv`,
     /// `try_recv`, `recv_timeout`, each step of `iter` and `try_iter`), `Mutex::lock` and
     /// `try_lock`, the `RwLock`'s `read`, `write`, `try_read` and `try_write`, the `Semaphore`'s
-    /// acquires, `WaitGroup::wait`. Releases, notifies and drops are not. So with the budget on,
-    /// each charged call is a switch point (see [`caveats`](crate::caveats)), even one that
-    /// never blocks. A loop that calls none of them still holds its processor: it yields on
-    /// its own.
+    /// acquires, `WaitGroup::wait`, and through them a `ReentrantLock`'s first `lock` or
+    /// `try_lock` and each channel a `Select` tries. Releases, notifies and drops are not. So
+    /// with the budget on, each charged call is a switch point (see [`caveats`](crate::caveats)),
+    /// even one that never blocks. A loop that calls none of them still holds its processor: it
+    /// yields on its own.
     ///
     /// ```
     /// use elite_rt::sync::mpsc;

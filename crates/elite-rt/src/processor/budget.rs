@@ -21,8 +21,10 @@
 //!   for this: two loads). The operations: a channel's `send`, `try_send`, `recv`, `try_recv`,
 //!   `recv_timeout` (and so every step of `iter` and `try_iter`); `Mutex::lock` and `try_lock`;
 //!   `RwLock::read`, `write`, `try_read`, `try_write`; `Semaphore::acquire`, `try_acquire`,
-//!   `acquire_timeout`, `access`; `WaitGroup::wait`. Releases (unlocks, sends of permits,
-//!   notifies, drops) are never charged: they are what lets others go on.
+//!   `acquire_timeout`, `access`; `WaitGroup::wait`; and through these, `ReentrantLock::lock`
+//!   and `try_lock` (its mutex, when the caller does not hold it yet) and a `Select` (each
+//!   channel it tries, a `try_recv`). Releases (unlocks, sends of permits, notifies, drops) are
+//!   never charged: they are what lets others go on.
 //! * An operation that finds the budget spent yields first ([`budget_spent`]), as
 //!   [`yield_now`](crate::yield_now) does: the ULT goes behind the other ready ULTs of its
 //!   processor, and the operation proceeds once it runs again, as the first of its new turn.
