@@ -3,6 +3,7 @@
 use crate::panics::{DetachedPanic, DetachedPanicHook};
 use crate::policy::engine::CounterChoice;
 use crate::policy::{Needs, Policy};
+pub use crate::processor::budget::DEFAULT_COOP_BUDGET;
 use crate::stack::{StackKind, DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 use crate::sync::SpinPolicy;
 use crate::Runtime;
@@ -47,6 +48,7 @@ pub struct RuntimeBuilder {
     deadlock: crate::deadlock::DeadlockConfig,
     max_spare_threads: usize,
     spare_keep_alive: Duration,
+    coop_budget: Option<u32>,
 }
 
 /// Whether the chaos mode is on: as `ELITE_CHAOS` says (the default), off, or with a seed.
@@ -92,6 +94,7 @@ impl Default for RuntimeBuilder {
             deadlock: crate::deadlock::DeadlockConfig::default(),
             max_spare_threads: DEFAULT_MAX_SPARE_THREADS,
             spare_keep_alive: Duration::from_secs(10),
+            coop_budget: Some(DEFAULT_COOP_BUDGET),
         }
     }
 }
@@ -127,6 +130,8 @@ pub(crate) struct Config {
     pub(crate) deadlock: crate::deadlock::DeadlockConfig,
     pub(crate) max_spare_threads: usize,
     pub(crate) spare_keep_alive: Duration,
+    /// Operations on the primitives per turn of a ULT (`processor::budget`); `None`: no budget.
+    pub(crate) coop_budget: Option<u32>,
 }
 
 impl RuntimeBuilder {
@@ -414,6 +419,54 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The **cooperative budget**: how many operations on the [`sync`](crate::sync) primitives a
+    /// ULT may make in one turn on its processor (from one switch into it to the next) before
+    /// the next such operation yields first, as [`yield_now`](crate::yield_now) does (unless
+    /// it is about to block anyway: its block is then the switch); `None` turns it off. Default `Some(`[`DEFAULT_COOP_BUDGET`]`)` (1024); `Some(n)` takes
+    /// `1..=4294967295`.
+    ///
+    /// ULTs are not preempted: without a budget, a ULT that keeps calling operations that never
+    /// block (polling a channel with `try_recv`, sending on an unbounded channel, taking a lock
+    /// nobody else wants) holds its processor for as long as the loop lasts, and a ULT it made
+    /// ready there (say, the receiver it sends to) does not run meanwhile; when the loop waits
+    /// for that ULT it never ends, and an unbounded channel grows until memory runs out. With
+    /// it, the loop makes way every `n` operations; alone on its processor, the yield costs a
+    /// switch out and straight back in.
+    ///
+    /// Charged: a channel's sends and receives of every kind (`send`, `try_send`, `recv`,
+    /// `try_recv`, `recv_timeout`, each step of `iter` and `try_iter`), `Mutex::lock` and
+    /// `try_lock`, the `RwLock`'s `read`, `write`, `try_read` and `try_write`, the `Semaphore`'s
+    /// acquires, `WaitGroup::wait`, and through them a `ReentrantLock`'s first `lock` or
+    /// `try_lock` and each channel a `Select` tries. Releases, notifies and drops are not. So
+    /// with the budget on, each charged call is a switch point (see [`caveats`](crate::caveats)),
+    /// even one that never blocks. A loop that calls none of them still holds its processor: it
+    /// yields on its own.
+    ///
+    /// ```
+    /// use elite_rt::sync::mpsc;
+    ///
+    /// // One processor: the receiver runs only when the sending loop makes way.
+    /// let rt = elite_rt::Runtime::builder().processors(1).coop_budget(Some(64)).build()?;
+    /// let sent = rt.block_on(|| {
+    ///     let (tx, rx) = mpsc::channel();
+    ///     let receiver = elite_rt::spawn(move || rx.recv().unwrap()); // takes one, then leaves
+    ///     let mut sent = 0u64;
+    ///     while tx.send(1u8).is_ok() {
+    ///         sent += 1; // until the receiver is gone: after at most one budget's worth
+    ///     }
+    ///     receiver.join().unwrap();
+    ///     sent
+    /// });
+    /// assert!(sent <= 64);
+    /// let err = elite_rt::Runtime::builder().coop_budget(Some(0)).build().unwrap_err();
+    /// assert!(err.to_string().contains("coop_budget"));
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn coop_budget(mut self, budget: Option<u32>) -> Self {
+        self.coop_budget = budget;
+        self
+    }
+
     /// Use heap stacks without guard pages, with a canary checked at every switch, so a program can
     /// keep more ULTs alive than `vm.max_map_count` allows guarded stacks (about 32 000 by default).
     ///
@@ -460,6 +513,9 @@ impl RuntimeBuilder {
         // In milliseconds (the error's unit).
         let keep_alive_ms = usize::try_from(self.spare_keep_alive.as_millis()).unwrap_or(usize::MAX);
         range("spare_keep_alive (in milliseconds)", keep_alive_ms, 1, 86_400_000)?;
+        if let Some(n) = self.coop_budget {
+            range("coop_budget", n as usize, 1, u32::MAX as usize)?;
+        }
         if let SpinPolicy::Fixed(n) = self.spin_policy {
             range("spin_policy", n as usize, 0, 1_000_000)?;
         }
@@ -527,6 +583,7 @@ impl RuntimeBuilder {
             deadlock: self.deadlock,
             max_spare_threads: self.max_spare_threads,
             spare_keep_alive: Duration::from_millis(keep_alive_ms as u64),
+            coop_budget: self.coop_budget,
         })
     }
 }

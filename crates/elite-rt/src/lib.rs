@@ -94,6 +94,46 @@
 //! choice. A spinner also stops when an unlock has handed the lock to a blocked waiter, which may
 //! need the spinner's processor. [`sync::SpinPolicy`] chooses another rule per runtime.
 //!
+//! ## The cooperative budget
+//!
+//! ULTs are not preempted, so a ULT looping on `sync` calls that never block (a `try_recv` poll,
+//! sends on an unbounded channel) would keep the ULTs it makes ready on its processor from
+//! running: on one processor the loop never ends when it waits for them, and an unbounded channel
+//! grows until memory runs out. Each ULT therefore has a budget of such calls per turn on its
+//! processor ([`RuntimeBuilder::coop_budget`], default [`DEFAULT_COOP_BUDGET`], 1024): channel
+//! sends and receives, lock and semaphore acquisitions, their `try_` forms. The call that finds it
+//! spent yields first, as [`yield_now`] does (unless it is about to block anyway), and the ULT
+//! starts its next turn with a full budget; a switch of any kind (a block, a yield) refills it. A
+//! ULT alone on its processor pays a switch out and straight back in once per budget; the charge
+//! itself is a decrement and a branch on the processor the call looks up.
+//! `coop_budget(None)` turns it off. A loop that makes no such call still holds its processor
+//! ([`caveats`]).
+//!
+//! ```
+//! use elite_rt::sync::mpsc;
+//!
+//! // One processor. The poller never blocks; the root answers its requests.
+//! let rt = elite_rt::Runtime::builder().processors(1).build()?;
+//! let got = rt.block_on(|| {
+//!     let (ask, asked) = mpsc::channel();
+//!     let (answer, answers) = mpsc::channel();
+//!     let poller = elite_rt::spawn(move || loop {
+//!         if let Ok(v) = answers.try_recv() {
+//!             return v;
+//!         }
+//!         ask.send(()).unwrap(); // every 1024th `sync` call yields first: the root answers
+//!     });
+//!     for () in asked.iter() {
+//!         if answer.send(42).is_err() {
+//!             break; // the poller got its answer and left
+//!         }
+//!     }
+//!     poller.join().unwrap()
+//! });
+//! assert_eq!(got, 42);
+//! # Ok::<(), elite_rt::BuildError>(())
+//! ```
+//!
 //! ## Stacks
 //!
 //! Stacks are guarded (a `PROT_NONE` page below each) and pooled; the default is 64 KiB, and a ULT
@@ -179,7 +219,9 @@
 //! dropped, and a started ULT's stack is unwound (the destructors of its values run on the thread
 //! that drops the runtime, where a `join` returns at once and `yield_now` or `sleep` act on that OS
 //! thread) and freed. A ULT that runs without ever yielding, blocking or returning holds its
-//! processor, and the drop waits for it: user-level threads are not preemptible. The drop does not
+//! processor, and the drop waits for it: user-level threads are not preemptible (the cooperative
+//! budget makes a loop of `sync` calls yield now and then, see below; a loop without any does
+//! not). The drop does not
 //! wait for [`blocking`] calls in flight: the thread of such a call cancels its ULT when the call
 //! returns (the ULT's stack is unwound there), then exits; a call queued at the cap never runs.
 //!
@@ -325,7 +367,9 @@ mod timer;
 #[cfg(not(loom))]
 pub use blocking::blocking;
 #[cfg(not(loom))]
-pub use config::{BuildError, RuntimeBuilder, CHAOS_ENV, MAX_PROCESSORS, MAX_SPARE_THREADS};
+pub use config::{
+    BuildError, RuntimeBuilder, CHAOS_ENV, DEFAULT_COOP_BUDGET, MAX_PROCESSORS, MAX_SPARE_THREADS,
+};
 #[cfg(not(loom))]
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]

@@ -85,8 +85,13 @@ counters! {
     switches,
     /// ULTs spawned by code running on this processor.
     spawns,
-    /// `yield_now` calls that reached the processor loop.
+    /// `yield_now` calls that reached the processor loop, and the yields of the cooperative
+    /// budget (`budget_yields`).
     yields,
+    /// Yields made because a ULT had spent its cooperative budget
+    /// ([`RuntimeBuilder::coop_budget`](crate::RuntimeBuilder::coop_budget)); counted in
+    /// `yields` too.
+    budget_yields,
     /// ULTs taken from this processor's own start-queue.
     start_local,
     /// ULTs taken from this processor's node start-queue (a take starts one and moves up to 15 more

@@ -190,3 +190,14 @@ fn invalid_ult_stack_sizes() {
     });
     assert_eq!(ok, 3);
 }
+
+#[test]
+fn coop_budget_out_of_range() {
+    let msg = out_of_range(Runtime::builder().coop_budget(Some(0)), "coop_budget", 0, 1, u32::MAX as usize);
+    assert!(msg.contains("1..=4294967295"), "{msg}");
+    // The bounds, and off, are accepted.
+    for budget in [Some(1), Some(u32::MAX), None] {
+        let rt = Runtime::builder().processors(1).coop_budget(budget).build();
+        assert!(rt.is_ok(), "coop_budget({budget:?}) was rejected: {:?}", rt.err());
+    }
+}

@@ -124,6 +124,8 @@ struct Settings {
     central: Option<bool>,
     prefetch: Option<bool>,
     unguarded_stacks: bool,
+    /// `Some(b)`: `coop_budget(b)`.
+    coop_budget: Option<Option<u32>>,
 }
 
 /// Settings around their ranges, or (`valid`) inside them, the extremes included.
@@ -195,7 +197,25 @@ fn settings(valid: bool) -> impl Strategy<Value = Settings> {
         prop::option::of(any::<bool>()),
         any::<bool>(),
     );
-    (shape, limits, times, choices).prop_map(
+    // The budget: off, around the bounds of `1..=u32::MAX`, anywhere; 0 is refused.
+    let coop_budget = if valid {
+        prop_oneof![
+            Just(None),
+            (1u32..=4).prop_map(Some),
+            (u32::MAX - 2..=u32::MAX).prop_map(Some),
+            any::<u32>().prop_map(|n| Some(n.max(1)))
+        ]
+        .boxed()
+    } else {
+        prop_oneof![
+            Just(None),
+            (0u32..=4).prop_map(Some),
+            (u32::MAX - 2..=u32::MAX).prop_map(Some),
+            any::<u32>().prop_map(Some)
+        ]
+        .boxed()
+    };
+    (shape, limits, times, choices, prop::option::of(coop_budget)).prop_map(
         move |(
             (processors, topology, stack_size),
             (
@@ -220,6 +240,7 @@ fn settings(valid: bool) -> impl Strategy<Value = Settings> {
                 prefetch,
                 unguarded_stacks,
             ),
+            coop_budget,
         )| {
             // A valid spec decides the count: none, or its own.
             let (topology, processors) = match topology {
@@ -250,6 +271,7 @@ fn settings(valid: bool) -> impl Strategy<Value = Settings> {
                 central,
                 prefetch,
                 unguarded_stacks,
+                coop_budget,
             }
         },
     )
@@ -282,7 +304,7 @@ impl Settings {
             spare_keep_alive,
             deadlock_grace
         );
-        set!(on_deadlock, pin_threads, gather_locks, central, prefetch);
+        set!(on_deadlock, pin_threads, gather_locks, central, prefetch, coop_budget);
         if let Some(spec) = &self.topology {
             b = b.topology(spec);
         }
@@ -328,6 +350,9 @@ impl Settings {
         check("spare_keep_alive (in milliseconds)", ms(self.spare_keep_alive), 1, 86_400_000);
         if let Some(SpinPolicy::Fixed(n)) = self.spin_policy {
             check("spin_policy", Some(n as usize), 0, 1_000_000);
+        }
+        if let Some(Some(n)) = self.coop_budget {
+            check("coop_budget", Some(n as usize), 1, u32::MAX as usize);
         }
         // The grace is compared as a duration: 1 ms..=1 h exactly.
         if let Some(grace) = self.deadlock_grace {

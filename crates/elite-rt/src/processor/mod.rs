@@ -58,7 +58,8 @@
 //! * `exit`: a ULT's exit (publish, settle), clean-up notes, reclaiming joined TCBs;
 //! * `alloc`: TCBs, contexts (stacks), ULT ids, start-queue pushes;
 //! * `worker`: the OS thread that carries a processor;
-//! * `chaos`: the chaos mode's decisions.
+//! * `chaos`: the chaos mode's decisions;
+//! * `budget`: the cooperative budget (a ULT's operations on the primitives per turn).
 
 use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
 use crate::park::ParkSlot;
@@ -81,6 +82,7 @@ use std::ptr;
 use std::sync::Arc;
 
 mod alloc;
+pub(crate) mod budget;
 mod chaos;
 mod exit;
 mod find;
@@ -215,6 +217,13 @@ pub(crate) struct Processor {
     node_start: *const NodeStart,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
+    /// Operations the running ULT may still make before the next one yields (`budget`); set
+    /// at every switch into a ULT. Only this processor's OS thread touches it.
+    pub(super) budget: Cell<u32>,
+    /// What `budget` is set to at a switch: the configured budget, or `u32::MAX` when it is off.
+    pub(super) budget_turn: u32,
+    /// `config.coop_budget.is_some()`.
+    budget_on: bool,
     // Copies of configuration read on the hot paths (one load instead of two).
     central: bool,
     /// `config.gather_locks && !config.central` (see `sync::mutex::gather`).
@@ -270,6 +279,9 @@ impl Processor {
             node_start,
             core: UnsafeCell::new(core),
             current: Cell::new(None),
+            budget: Cell::new(c.coop_budget.unwrap_or(u32::MAX)),
+            budget_turn: c.coop_budget.unwrap_or(u32::MAX),
+            budget_on: c.coop_budget.is_some(),
             central: c.central,
             gather_locks: c.gather_locks && !c.central,
             check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,

@@ -279,6 +279,8 @@ impl Processor {
         // Whether anything at all runs after a switch out (rare: a recording or hardware-counting
         // policy, unguarded stacks): one test per switch when nothing does.
         let after_hooks = end_hook || check_canary;
+        // What a turn's budget starts from (`budget`), read once: a store per switch.
+        let budget_turn = self.budget_turn;
         'chain: loop {
             let tcb = t.tcb();
             tcb.head.processor.store(self.index, Ordering::Relaxed);
@@ -289,6 +291,7 @@ impl Processor {
                 .unwrap_or_else(|| crate::fatal("ULT without a context"));
             let why = loop {
                 self.current.set(Some(t));
+                self.budget.set(budget_turn); // a new turn: a full budget (`budget`)
                 stats.switches.bump();
                 if begin_hook {
                     std::hint::cold_path();

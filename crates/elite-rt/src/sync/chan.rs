@@ -20,10 +20,13 @@
 //!   come back in `SendError`) and drops what was queued.
 //!
 //! Values are dropped only outside the lock: no user code runs while it is held.
+//!
+//! Every send and receive charges the running ULT's cooperative budget at its entry, before it
+//! takes the lock (`processor::budget`).
 
 use super::wait::{BiasedSpinLock, OnUnwind, SpinGuard, WaitList, WaitNode, Wakes};
 use crate::deadlock::WaitKind;
-use crate::processor::Processor;
+use crate::processor::{budget, Processor};
 use crate::slot::current_processor;
 use std::collections::VecDeque;
 use std::fmt;
@@ -104,8 +107,9 @@ impl<T> Chan<T> {
     /// (`send_blocking`: see "Switch depth" in `sync::wait`); the rest in [`Chan::send_slow`].
     #[inline(always)]
     fn send(&self, value: T, block: bool) -> Try<T> {
-        // Looked up once for the lock, the notify and the node (no switch in between).
-        let here = current_processor();
+        // Looked up once for the lock, the notify and the node (no switch in between, but the
+        // budget's yield: then again).
+        let here = budget::charge(current_processor(), || block && self.would_block_send());
         let mut g = self.inner.lock_on(here);
         if g.receivers > 0 {
             if let Some(n) = g.recv_waiters.pop_front() {
@@ -243,8 +247,9 @@ impl<T> Chan<T> {
     /// included, in [`Chan::recv_slow`].
     #[inline(always)]
     fn recv(&self, deadline: Option<Option<Instant>>) -> Result<T, RecvTimeoutError> {
-        // Looked up once for the lock, the notify and the node (no switch in between).
-        let here = current_processor();
+        // Looked up once for the lock, the notify and the node (no switch in between, but the
+        // budget's yield: then again).
+        let here = budget::charge(current_processor(), || deadline.is_some() && self.would_block_recv());
         let mut g = self.inner.lock_on(here);
         if g.send_waiters.is_empty() {
             if let Some(v) = g.queue.pop_front() {
@@ -355,6 +360,22 @@ impl<T> Chan<T> {
                 };
             }
         }
+    }
+
+    /// Whether a blocking send would wait now: full, a receiver alive and none waiting (a hint
+    /// for the budget's yield, `processor::budget`).
+    #[cold]
+    fn would_block_send(&self) -> bool {
+        let g = self.inner.lock();
+        g.receivers > 0 && g.recv_waiters.is_empty() && g.cap.is_some_and(|c| g.queue.len() >= c)
+    }
+
+    /// Whether a blocking receive would wait now: nothing queued, no blocked sender, a sender
+    /// alive (a hint for the budget's yield, `processor::budget`).
+    #[cold]
+    fn would_block_recv(&self) -> bool {
+        let g = self.inner.lock();
+        g.senders > 0 && g.queue.is_empty() && g.send_waiters.is_empty()
     }
 
     fn add_sender(&self) {

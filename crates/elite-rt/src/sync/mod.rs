@@ -14,6 +14,10 @@
 //!   ([`Hooks::wake_target`](crate::policy::Hooks::wake_target)) and unparks that processor if
 //!   it sleeps; when the policy picks the waker's own processor no atomic operation is needed.
 //! * Locks are two-phase (ELiTE section 2.3.2): see [`SpinPolicy`].
+//! * Every call that takes something (a value, a lock, a permit), blocking or not, charges the
+//!   calling ULT's cooperative budget, and yields first when the budget is spent, unless it is
+//!   about to block anyway ([`RuntimeBuilder::coop_budget`](crate::RuntimeBuilder::coop_budget));
+//!   releases never do.
 //!
 //! At shutdown, a ULT blocked in any of these is unwound where it waits and leaves the object
 //! consistent (it leaves the queue, and hands on a lock or permit it was given).
@@ -90,6 +94,15 @@ use crate::slot::current_processor;
 // moment) for an initialiser running on another OS thread, never for a ULT of its own processor.
 use std::sync::OnceLock as StdOnceLock;
 use std::time::{Duration, Instant};
+
+/// Charges one operation to the running ULT's cooperative budget (`processor::budget`), at the
+/// entry of an operation that takes something (a value, a lock, a permit), before it takes any
+/// lock of its own; yields first when the budget is spent, unless `would_block` (asked only
+/// then) says the operation is about to block anyway.
+#[inline(always)]
+pub(crate) fn charge_budget(would_block: impl FnOnce() -> bool) {
+    let _ = crate::processor::budget::charge(current_processor(), would_block);
+}
 
 /// How a waiter on a contended lock ([`Mutex`], [`RwLock`]) waits: ELiTE's two-phase locking.
 ///

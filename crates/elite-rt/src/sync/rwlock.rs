@@ -111,18 +111,33 @@ impl<T> RwLock<T> {
 impl<T: ?Sized> RwLock<T> {
     /// Shared access; waits while a writer holds the lock or waits for it.
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
+        super::charge_budget(|| {
+            let s = self.raw.state.lock();
+            s.writer || !s.write_waiters.is_empty()
+        });
         self.raw.read();
         self.read_guard()
     }
 
     /// Exclusive access; waits while anyone holds the lock.
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
+        super::charge_budget(|| {
+            let s = self.raw.state.lock();
+            s.writer || s.readers > 0
+        });
         self.raw.write();
         self.write_guard()
     }
 
     /// Shared access if it can be had right now.
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
+        super::charge_budget(|| false);
+        self.try_read_uncharged()
+    }
+
+    /// [`try_read`](RwLock::try_read) without charging the budget: `Debug` takes the lock this
+    /// way, so that formatting (under the lock of `stdout`, say) never yields.
+    fn try_read_uncharged(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         if self.raw.try_read_now() {
             self.read_guard().map_err(TryLockError::from)
         } else {
@@ -132,6 +147,7 @@ impl<T: ?Sized> RwLock<T> {
 
     /// Exclusive access if it can be had right now.
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
+        super::charge_budget(|| false);
         if self.raw.try_write_now() {
             self.write_guard().map_err(TryLockError::from)
         } else {
@@ -345,7 +361,7 @@ impl<T: Default> Default for RwLock<T> {
 impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("RwLock");
-        match self.try_read() {
+        match self.try_read_uncharged() {
             Ok(g) => d.field("data", &&*g),
             Err(TryLockError::Poisoned(e)) => d.field("data", &&**e.get_ref()),
             Err(TryLockError::WouldBlock) => d.field("data", &format_args!("<locked>")),

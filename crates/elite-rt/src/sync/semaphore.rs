@@ -53,6 +53,7 @@ impl Semaphore {
 
     /// Takes a permit if one is available right now.
     pub fn try_acquire(&self) -> bool {
+        super::charge_budget(|| false);
         let mut s = self.state.lock();
         if s.permits > 0 {
             s.permits -= 1;
@@ -114,6 +115,7 @@ impl Semaphore {
 
     #[inline(always)]
     fn acquire_until(&self, deadline: Option<Instant>) -> bool {
+        super::charge_budget(|| self.state.lock().permits == 0);
         let mut s = self.state.lock();
         if s.permits > 0 {
             s.permits -= 1;

@@ -105,6 +105,7 @@ impl WaitGroup {
     /// Inlined: a shallow wait (see "Switch depth" in `sync::wait`).
     #[inline(always)]
     fn wait_until(&self, deadline: Option<std::time::Instant>) -> bool {
+        super::charge_budget(|| self.state.lock().count > 0);
         let s = self.state.lock();
         if s.count == 0 {
             return true;

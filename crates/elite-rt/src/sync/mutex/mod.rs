@@ -11,7 +11,9 @@
 //! unlock took 8 ns of CPU time per turn with the two RMWs, 2.7 ns without:
 //! `examples/hot_path_probe mutex`, against its `--no-lock`). Every transition names the
 //! caller's processor, looked up again each time (a ULT may have moved since the last one: a
-//! holder that moved unlocks as a stranger, revoking the bias). Anything else goes to the slow
+//! holder that moved unlocks as a stranger, revoking the bias). `lock` and `try_lock` charge the
+//! cooperative budget (`processor::budget`) before any of this, with the processor they look up
+//! for the word anyway (again after the budget's yield). Anything else goes to the slow
 //! paths:
 //!
 //! ```text
@@ -62,7 +64,7 @@ use super::wait::{OnUnwind, SpinLock, WaitList, WaitNode};
 use super::Spinner;
 use crate::atomics::{AtomicBool, AtomicU64, Ordering};
 use crate::deadlock::WaitKind;
-use crate::processor::Processor;
+use crate::processor::{budget, Processor};
 use crate::slot::current_processor;
 use gather::Saturation;
 use hold::Holds;
@@ -224,7 +226,7 @@ impl<T: ?Sized> Mutex<T> {
     /// Locking a mutex the caller already holds deadlocks, as with std.
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
-        if !self.state.lock_fast(here(), || self.bounced()) {
+        if !self.state.lock_fast(here_charged(|| self.state.is_held()), || self.bounced()) {
             self.lock_contended();
         }
         self.guard()
@@ -232,7 +234,13 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Acquires the lock if it is free right now.
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
-        if !self.state.try_lock(here()) {
+        self.try_lock_as(here_charged(|| false))
+    }
+
+    /// [`try_lock`](Mutex::try_lock) for `me` (see [`here`]), charging no budget: `Debug` takes
+    /// the lock this way, so that formatting (under the lock of `stdout`, say) never yields.
+    fn try_lock_as(&self, me: usize) -> TryLockResult<MutexGuard<'_, T>> {
+        if !self.state.try_lock(me) {
             return Err(TryLockError::WouldBlock);
         }
         self.guard().map_err(TryLockError::from)
@@ -431,6 +439,13 @@ fn here() -> usize {
     current_processor().map_or(0, |p| p as *const Processor as usize)
 }
 
+/// [`here`] at the entry of `lock` and `try_lock`, after charging the running ULT's cooperative
+/// budget (`processor::budget`; `would_block` as there): looked up again when the charge yielded.
+#[inline(always)]
+fn here_charged(would_block: impl FnOnce() -> bool) -> usize {
+    budget::charge(current_processor(), would_block).map_or(0, |p| p as *const Processor as usize)
+}
+
 impl<T: Default> Default for Mutex<T> {
     fn default() -> Mutex<T> {
         Mutex::new(T::default())
@@ -446,7 +461,7 @@ impl<T> From<T> for Mutex<T> {
 impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Mutex");
-        match self.try_lock() {
+        match self.try_lock_as(here()) {
             Ok(g) => d.field("data", &&*g),
             Err(TryLockError::Poisoned(e)) => d.field("data", &&**e.get_ref()),
             Err(TryLockError::WouldBlock) => d.field("data", &format_args!("<locked>")),
