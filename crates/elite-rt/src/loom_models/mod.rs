@@ -219,6 +219,26 @@ impl Tally {
         self.0.iter().sum()
     }
 
+    /// Records the node at `p`, if any (a take that may find nothing).
+    pub(super) fn take_ptr(&mut self, p: *mut Node) {
+        if let Some(t) = NodeRef::from_ptr(p) {
+            self.take(t);
+        }
+    }
+
+    /// How often each node was taken, by id: what another thread's tally hands back.
+    pub(super) fn counts(&self) -> Vec<usize> {
+        self.0.clone()
+    }
+
+    /// Asserts that every node was taken exactly once, here or in `others` (another thread's
+    /// [`Tally::counts`]).
+    pub(super) fn assert_once_with(&self, others: &[usize]) {
+        for (id, (&n, &m)) in self.0.iter().zip(others).enumerate() {
+            assert_eq!(n + m, 1, "node {id} taken {n} times here and {m} times by the other");
+        }
+    }
+
     /// Asserts that every node was taken exactly `times` times.
     pub(super) fn assert_each(&self, times: usize) {
         for (id, &n) in self.0.iter().enumerate() {

@@ -20,40 +20,21 @@ fn next_slot_owner_against_a_thief() {
         slot.put(nodes.get(0).as_ptr());
         let thief = {
             let slot = Arc::clone(&slot);
-            let nodes = Arc::clone(&nodes);
             thread::spawn(move || {
                 let mut tally = Tally::new(2);
-                let mut log = Vec::new();
                 for _ in 0..2 {
-                    let p = slot.steal();
-                    log.push(NodeRef::from_ptr(p).map(|t| t.id()));
-                    if let Some(t) = NodeRef::from_ptr(p) {
-                        tally.take(t);
-                    }
+                    tally.take_ptr(slot.steal());
                 }
-                ((0..2).map(|id| tally.count(nodes.get(id))).collect::<Vec<_>>(), log)
+                tally.counts()
             })
         };
         let mut tally = Tally::new(2);
-        let mut log = Vec::new();
-        let p = slot.take();
-        log.push(NodeRef::from_ptr(p).map(|t| t.id()));
-        if let Some(t) = NodeRef::from_ptr(p) {
-            tally.take(t);
-        }
+        tally.take_ptr(slot.take());
         assert!(slot.is_empty(), "a take leaves the slot empty, whoever took the node");
         nodes.publish(1, 0);
         slot.put(nodes.get(1).as_ptr());
-        let p = slot.take();
-        log.push(NodeRef::from_ptr(p).map(|t| t.id()));
-        if let Some(t) = NodeRef::from_ptr(p) {
-            tally.take(t);
-        }
-        let (stolen, thief_log) = thief.join().unwrap();
-        for id in 0..2 {
-            let n = tally.count(nodes.get(id)) + stolen[id];
-            assert_eq!(n, 1, "node {id} left the slot {n} times (owner took {log:?}, thief {thief_log:?})");
-        }
+        tally.take_ptr(slot.take());
+        tally.assert_once_with(&thief.join().unwrap());
     });
 }
 
@@ -64,22 +45,14 @@ fn wakeup_stack_two_drainers() {
     check("wakeup_stack_two_drainers", || {
         let nodes = Nodes::new(2);
         let stack = Arc::new(LinkStack::<NodeRef>::new());
-        let waker = {
-            let (nodes, stack) = (Arc::clone(&nodes), Arc::clone(&stack));
-            thread::spawn(move || {
-                for id in 0..2 {
-                    nodes.publish(id, 0);
-                    stack.push(nodes.get(id));
-                }
-            })
-        };
+        let waker = super::wakeup::waker(&nodes, &stack, 0..2);
         let thief = {
-            let (nodes, stack) = (Arc::clone(&nodes), Arc::clone(&stack));
+            let stack = Arc::clone(&stack);
             thread::spawn(move || {
                 let mut tally = Tally::new(2);
                 thread::yield_now(); // see `loom_models`
                 stack.drain_stranded().for_each(|t| tally.take(t));
-                (0..2).map(|id| tally.count(nodes.get(id))).collect::<Vec<_>>()
+                tally.counts()
             })
         };
         let mut tally = Tally::new(2);
@@ -88,9 +61,6 @@ fn wakeup_stack_two_drainers() {
         waker.join().unwrap();
         let stolen = thief.join().unwrap();
         stack.drain().for_each(|t| tally.take(t));
-        for id in 0..2 {
-            let n = tally.count(nodes.get(id)) + stolen[id];
-            assert_eq!(n, 1, "node {id} taken {n} times");
-        }
+        tally.assert_once_with(&stolen);
     });
 }

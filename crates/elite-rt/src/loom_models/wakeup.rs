@@ -4,24 +4,30 @@
 use super::{check, NodeRef, Nodes, Tally};
 use crate::queue::wakeup::LinkStack;
 use loom::sync::Arc;
-use loom::thread;
+use loom::thread::{self, JoinHandle};
+use std::ops::Range;
+
+/// A waker on a thread of its own: publishes and pushes the nodes `ids`, one `push` at a time.
+pub(super) fn waker(
+    nodes: &Arc<Nodes>,
+    stack: &Arc<LinkStack<NodeRef>>,
+    ids: Range<usize>,
+) -> JoinHandle<()> {
+    let (nodes, stack) = (Arc::clone(nodes), Arc::clone(stack));
+    thread::spawn(move || {
+        for id in ids {
+            nodes.publish(id, 0);
+            stack.push(nodes.get(id));
+        }
+    })
+}
 
 /// The wake-up stack: two wakers push `per_waker` nodes each, one `push` at a time, while the owner
 /// drains twice; after they finish, the owner's last drain must have left nothing behind.
 fn wakeup_stack(per_waker: usize) {
     let nodes = Nodes::new(2 * per_waker);
     let stack = Arc::new(LinkStack::<NodeRef>::new());
-    let wakers: Vec<_> = (0..2)
-        .map(|w| {
-            let (nodes, stack) = (Arc::clone(&nodes), Arc::clone(&stack));
-            thread::spawn(move || {
-                for id in w * per_waker..(w + 1) * per_waker {
-                    nodes.publish(id, 0);
-                    stack.push(nodes.get(id));
-                }
-            })
-        })
-        .collect();
+    let wakers: Vec<_> = (0..2).map(|w| waker(&nodes, &stack, w * per_waker..(w + 1) * per_waker)).collect();
 
     let mut tally = Tally::new(2 * per_waker);
     for _ in 0..2 {
@@ -52,15 +58,7 @@ fn wakeup_stack_push_again_after_drain() {
     check("wakeup_stack_push_again_after_drain", || {
         let nodes = Nodes::new(2);
         let stack = Arc::new(LinkStack::<NodeRef>::new());
-        let waker = {
-            let (nodes, stack) = (Arc::clone(&nodes), Arc::clone(&stack));
-            thread::spawn(move || {
-                for id in 0..2 {
-                    nodes.publish(id, 0);
-                    stack.push(nodes.get(id));
-                }
-            })
-        };
+        let waker = waker(&nodes, &stack, 0..2);
 
         // The owner's drain: take each node, and push it again the first time.
         let drain = |tally: &mut Tally| {

@@ -46,6 +46,10 @@ const WATCH_FIRST: Duration = Duration::from_micros(200);
 /// The longest watch period.
 const WATCH_MAX: Duration = Duration::from_millis(2);
 
+/// Where a ULT may be stranded on a processor: the index of its place in [`StrandWatch::seen`].
+const IN_NEXT_SLOT: usize = 0;
+const ON_WAKEUP_STACK: usize = 1;
+
 /// What an idle processor saw of the other processors' `next` slots at its last look (module
 /// docs, "Stranded ULTs"): the processor's own, in its `Core`.
 pub(crate) struct StrandWatch {
@@ -289,37 +293,25 @@ impl Processor {
             self.pause_stealing(micros);
             return;
         }
-        let remote = self.remote();
-        for _ in 0..self.shared.config.spin_rounds {
-            // A wake-up directed here (a woken waiter, often one a lock was handed to) is looked
-            // for after every pause: the latency of a hand-over to an idle processor is a pause,
-            // not a round.
-            for _ in 0..32 {
-                std::hint::spin_loop();
-                if !remote.wakeup.is_empty() {
-                    self.ensure_watcher();
-                    return;
-                }
-            }
-            if self.has_work() || self.shared.is_shutting_down() {
-                self.ensure_watcher();
-                return;
-            }
+        if self.spin_for_work() {
+            self.ensure_watcher();
+            return;
         }
         if let Some(t) = self.rescue_stranded() {
             self.make_ready(t);
             return;
         }
+        let remote = self.remote();
         remote.stats.parks.bump();
         let timer = self.core().timers.next_deadline();
-        let deadline = match (timer, self.watch_deadline()) {
+        let watch = self.watch_deadline();
+        let deadline = match (timer, watch) {
             (Some(t), Some(w)) => Some(t.min(w)),
             (t, w) => t.or(w),
         };
         // For the deadlock report: a timer of a ULT's (the watch is no ULT's progress).
         self.shared.watch.note_park(self.index, timer.is_some());
-        let watching = deadline.is_some() && deadline != timer;
-        remote.park.set_watching(watching);
+        remote.park.set_watching(watch.is_some());
         let parked = self
             .shared
             .idle
@@ -343,15 +335,9 @@ impl Processor {
         if shared.processors.len() == 1 || self.chaos.on || !crate::sync::bias::heavy_barrier_available() {
             return;
         }
-        let others = shared.processors.iter().enumerate().filter(|&(v, _)| v != self.index);
-        let mut parked = 0;
-        for (_, p) in others {
-            if !p.park.is_parked() || p.park.is_watching() {
-                return; // one runs (and will watch when it idles) or watches already
-            }
-            parked += 1;
-        }
-        if parked > 0 {
+        // (If another runs, it watches when it idles; if one watches already, nothing to do.)
+        let mut others = shared.processors.iter().enumerate().filter(|&(v, _)| v != self.index);
+        if others.all(|(_, p)| p.park.is_parked() && !p.park.is_watching()) {
             shared.notify_any();
         }
     }
@@ -375,12 +361,12 @@ impl Processor {
                 continue;
             }
             let switches = victim.stats.switches.get();
-            if self.stranded(v, 0, victim.next.peek() as usize, switches, now) {
+            if self.stranded(v, IN_NEXT_SLOT, victim.next.peek() as usize, switches, now) {
                 if let Some(t) = TcbRef::from_ptr(victim.next.steal()) {
                     self.rescue(t, v, &mut rescued);
                 }
             }
-            if self.stranded(v, 1, victim.wakeup.peek() as usize, switches, now) {
+            if self.stranded(v, ON_WAKEUP_STACK, victim.wakeup.peek() as usize, switches, now) {
                 for t in victim.wakeup.drain_stranded() {
                     if t.tcb().exec.gather.is_homing() {
                         // Sent there to be gathered with a saturated lock's other contenders,
@@ -401,8 +387,8 @@ impl Processor {
         rescued
     }
 
-    /// Whether what processor `v` holds in place `at` (0: its `next` slot, 1: its wake-up
-    /// stack), `what` (0: nothing), is stranded: the same was there at this processor's last look,
+    /// Whether what processor `v` holds in place `at` ([`IN_NEXT_SLOT`] or [`ON_WAKEUP_STACK`]),
+    /// `what` (0: nothing), is stranded: the same was there at this processor's last look,
     /// `v` has not switched since (`switches`), and that look was [`STRANDED_AFTER`] ago or more.
     /// Notes what is there now otherwise.
     fn stranded(&self, v: usize, at: usize, what: usize, switches: u64, now: Instant) -> bool {
@@ -449,6 +435,25 @@ impl Processor {
         let period = strands.period;
         strands.period = (period * 2).min(WATCH_MAX);
         Some(Instant::now() + period)
+    }
+
+    /// Step 5's spin: looks for work a few rounds; true when there is some (or shutdown began).
+    /// A wake-up directed here (a woken waiter, often one a lock was handed to) is looked for
+    /// after every pause: the latency of a hand-over to an idle processor is a pause, not a round.
+    fn spin_for_work(&self) -> bool {
+        let remote = self.remote();
+        for _ in 0..self.shared.config.spin_rounds {
+            for _ in 0..32 {
+                std::hint::spin_loop();
+                if !remote.wakeup.is_empty() {
+                    return true;
+                }
+            }
+            if self.has_work() || self.shared.is_shutting_down() {
+                return true;
+            }
+        }
+        false
     }
 
     /// Parks until there is work of this processor's own (nothing to steal counts), a

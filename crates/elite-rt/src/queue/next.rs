@@ -179,6 +179,8 @@ mod tests {
     }
 
     /// An owner putting and taking against a thief: every value leaves the slot exactly once.
+    /// The owner goes on until the thief has taken some (or its values run out), so that the test
+    /// checks the race it is about.
     #[test]
     #[cfg_attr(miri, ignore = "membarrier: Miri runs no system calls of that kind")]
     fn a_thief_and_the_owner_take_every_value_once() {
@@ -186,25 +188,25 @@ mod tests {
         if !crate::sync::bias::heavy_barrier_available() {
             return; // nothing is ever stolen without the barrier
         }
-        const N: usize = 20_000;
+        const N: usize = 1 << 20;
+        const ENOUGH: usize = 64;
         let values: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
         let slot = Arc::new(NextSlot::<AtomicUsize>::new(true));
+        let stolen = Arc::new(AtomicUsize::new(0));
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let start = Arc::new(Barrier::new(2));
         let thief = {
-            let (slot, done, start) = (slot.clone(), done.clone(), start.clone());
+            let (slot, stolen, done, start) = (slot.clone(), stolen.clone(), done.clone(), start.clone());
             std::thread::spawn(move || {
                 start.wait();
-                let mut stolen = 0;
                 while !done.load(Ordering::Acquire) {
                     let t = slot.steal();
                     if !t.is_null() {
                         // SAFETY: the pointers are into `values`, alive for the test.
                         unsafe { (*t).fetch_add(1, Ordering::Relaxed) };
-                        stolen += 1;
+                        stolen.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                stolen
             })
         };
         start.wait();
@@ -224,11 +226,16 @@ mod tests {
             }
             if i % 4 == 3 {
                 take(&slot); // (meanwhile the slot stays full: the thief's chance)
+                if stolen.load(Ordering::Relaxed) >= ENOUGH {
+                    break;
+                }
             }
         }
         take(&slot);
         done.store(true, Ordering::Release);
-        let stolen = thief.join().unwrap();
+        thief.join().unwrap();
+        let stolen = stolen.load(Ordering::Relaxed);
+        assert!(stolen > 0, "the thief took nothing in {put} puts: the race went untested");
         assert!(slot.steal().is_null() && slot.is_empty());
         assert!(values.iter().all(|v| v.load(Ordering::Relaxed) <= 1), "a value left the slot twice");
         assert_eq!(taken + stolen, put, "every value put left the slot once");

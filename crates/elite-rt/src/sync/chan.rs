@@ -473,6 +473,67 @@ impl<T> From<SendError<T>> for SendTimeoutError<T> {
     }
 }
 
+/// The iterators of a channel module's `Receiver` (its `recv`, `try_recv` and `iter` in scope):
+/// `Iter`, `TryIter`, `IntoIter` and the `IntoIterator` impls, the same for `mpsc` and `mpmc`.
+macro_rules! receiver_iterators {
+    () => {
+        /// Iterator of [`Receiver::iter`].
+        #[derive(Debug)]
+        pub struct Iter<'a, T> {
+            rx: &'a Receiver<T>,
+        }
+
+        /// Iterator of [`Receiver::try_iter`].
+        #[derive(Debug)]
+        pub struct TryIter<'a, T> {
+            rx: &'a Receiver<T>,
+        }
+
+        /// Iterator of a [`Receiver`] taken by value.
+        #[derive(Debug)]
+        pub struct IntoIter<T> {
+            rx: Receiver<T>,
+        }
+
+        impl<T> Iterator for Iter<'_, T> {
+            type Item = T;
+            fn next(&mut self) -> Option<T> {
+                self.rx.recv().ok()
+            }
+        }
+
+        impl<T> Iterator for TryIter<'_, T> {
+            type Item = T;
+            fn next(&mut self) -> Option<T> {
+                self.rx.try_recv().ok()
+            }
+        }
+
+        impl<T> Iterator for IntoIter<T> {
+            type Item = T;
+            fn next(&mut self) -> Option<T> {
+                self.rx.recv().ok()
+            }
+        }
+
+        impl<'a, T> IntoIterator for &'a Receiver<T> {
+            type Item = T;
+            type IntoIter = Iter<'a, T>;
+            fn into_iter(self) -> Iter<'a, T> {
+                self.iter()
+            }
+        }
+
+        impl<T> IntoIterator for Receiver<T> {
+            type Item = T;
+            type IntoIter = IntoIter<T>;
+            fn into_iter(self) -> IntoIter<T> {
+                IntoIter { rx: self }
+            }
+        }
+    };
+}
+
 /// `std::sync::mpsc` for ULTs.
 pub(crate) mod mpsc {
     use super::*;
@@ -663,60 +724,7 @@ pub(crate) mod mpsc {
         }
     }
 
-    /// Iterator of [`Receiver::iter`].
-    #[derive(Debug)]
-    pub struct Iter<'a, T> {
-        rx: &'a Receiver<T>,
-    }
-
-    /// Iterator of [`Receiver::try_iter`].
-    #[derive(Debug)]
-    pub struct TryIter<'a, T> {
-        rx: &'a Receiver<T>,
-    }
-
-    /// Iterator of a [`Receiver`] taken by value.
-    #[derive(Debug)]
-    pub struct IntoIter<T> {
-        rx: Receiver<T>,
-    }
-
-    impl<T> Iterator for Iter<'_, T> {
-        type Item = T;
-        fn next(&mut self) -> Option<T> {
-            self.rx.recv().ok()
-        }
-    }
-
-    impl<T> Iterator for TryIter<'_, T> {
-        type Item = T;
-        fn next(&mut self) -> Option<T> {
-            self.rx.try_recv().ok()
-        }
-    }
-
-    impl<T> Iterator for IntoIter<T> {
-        type Item = T;
-        fn next(&mut self) -> Option<T> {
-            self.rx.recv().ok()
-        }
-    }
-
-    impl<'a, T> IntoIterator for &'a Receiver<T> {
-        type Item = T;
-        type IntoIter = Iter<'a, T>;
-        fn into_iter(self) -> Iter<'a, T> {
-            self.iter()
-        }
-    }
-
-    impl<T> IntoIterator for Receiver<T> {
-        type Item = T;
-        type IntoIter = IntoIter<T>;
-        fn into_iter(self) -> IntoIter<T> {
-            IntoIter { rx: self }
-        }
-    }
+    receiver_iterators!();
 }
 
 /// Channels with any number of senders and receivers: `std::sync::mpmc`'s (unstable in std).
@@ -911,60 +919,7 @@ pub(crate) mod mpmc {
         }
     }
 
-    /// Iterator of [`Receiver::iter`].
-    #[derive(Debug)]
-    pub struct Iter<'a, T> {
-        rx: &'a Receiver<T>,
-    }
-
-    /// Iterator of [`Receiver::try_iter`].
-    #[derive(Debug)]
-    pub struct TryIter<'a, T> {
-        rx: &'a Receiver<T>,
-    }
-
-    /// Iterator of a [`Receiver`] taken by value.
-    #[derive(Debug)]
-    pub struct IntoIter<T> {
-        rx: Receiver<T>,
-    }
-
-    impl<T> Iterator for Iter<'_, T> {
-        type Item = T;
-        fn next(&mut self) -> Option<T> {
-            self.rx.recv().ok()
-        }
-    }
-
-    impl<T> Iterator for TryIter<'_, T> {
-        type Item = T;
-        fn next(&mut self) -> Option<T> {
-            self.rx.try_recv().ok()
-        }
-    }
-
-    impl<T> Iterator for IntoIter<T> {
-        type Item = T;
-        fn next(&mut self) -> Option<T> {
-            self.rx.recv().ok()
-        }
-    }
-
-    impl<'a, T> IntoIterator for &'a Receiver<T> {
-        type Item = T;
-        type IntoIter = Iter<'a, T>;
-        fn into_iter(self) -> Iter<'a, T> {
-            self.iter()
-        }
-    }
-
-    impl<T> IntoIterator for Receiver<T> {
-        type Item = T;
-        type IntoIter = IntoIter<T>;
-        fn into_iter(self) -> IntoIter<T> {
-            IntoIter { rx: self }
-        }
-    }
+    receiver_iterators!();
 }
 
 /// What a [`Select`](super::Select) does on a channel, its element type erased (`select.rs`).

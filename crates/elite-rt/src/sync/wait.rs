@@ -232,6 +232,12 @@ impl WaitNode {
                 Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) }
             }
         };
+        WaitNode::of(who)
+    }
+
+    /// An unlinked node of the waiter `who`.
+    #[inline(always)]
+    fn of(who: Who) -> WaitNode {
         WaitNode {
             prev: Cell::new(ptr::null()),
             next: Cell::new(UNLINKED),
@@ -264,13 +270,7 @@ impl WaitNode {
             Who::Thread { .. } => Who::ThreadOf(self),
             Who::ThreadOf(first) => Who::ThreadOf(*first),
         };
-        WaitNode {
-            prev: Cell::new(ptr::null()),
-            next: Cell::new(UNLINKED),
-            who,
-            tag: Cell::new(0),
-            slot: Cell::new(ptr::null_mut()),
-        }
+        WaitNode::of(who)
     }
 
     /// Whether the node is in a list. Read under the object's lock.
