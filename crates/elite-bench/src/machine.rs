@@ -36,6 +36,19 @@ impl Machine {
         }
     }
 
+    /// A made-up machine for the tests of the documents written about it.
+    #[cfg(test)]
+    pub fn for_tests() -> Machine {
+        Machine {
+            cpus: 2,
+            cpu_model: "x".into(),
+            pmu: false,
+            kernel: "k".into(),
+            l2_bytes: None,
+            l3_bytes: None,
+        }
+    }
+
     /// One line for the report's header.
     pub fn describe(&self) -> String {
         format!(

@@ -290,14 +290,7 @@ mod tests {
         assert!(result.rows[2].failure.as_deref() == Some("panicked: boom"));
         let results = SuiteResults { benches: vec![result] };
         assert!(!results.all_ok());
-        let machine = Machine {
-            cpus: 2,
-            cpu_model: "x".into(),
-            pmu: false,
-            kernel: "k".into(),
-            l2_bytes: None,
-            l3_bytes: None,
-        };
+        let machine = Machine::for_tests();
         let doc = json_document("micro", &machine, &results);
         assert_eq!(doc["results"][1]["ok"], json!(false));
         assert_eq!(doc["results"][1]["median"], Value::Null);
@@ -357,14 +350,7 @@ mod tests {
             "spin_regimes: regime short: adaptive = 1.10x block, the best of spin, block \
              (target <= 1.1x: met); regime long: adaptive failed"
         );
-        let machine = Machine {
-            cpus: 2,
-            cpu_model: "x".into(),
-            pmu: false,
-            kernel: "k".into(),
-            l2_bytes: None,
-            l3_bytes: None,
-        };
+        let machine = Machine::for_tests();
         let doc = json_document("sync", &machine, &SuiteResults { benches: vec![result] });
         assert_eq!(doc["results"][4]["metric"], json!("ratio_to_best"));
         assert_eq!(doc["results"][4]["params"], json!({"processors": 2, "regime": "short", "best": "block"}));
