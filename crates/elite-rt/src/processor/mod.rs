@@ -213,6 +213,10 @@ pub(crate) struct Processor {
     /// `config.gather_locks && !config.central` (see `sync::mutex::gather`).
     pub(crate) gather_locks: bool,
     check_canary: bool,
+    /// Something runs at every switch of a ULT here: the policy's hooks around a run (a recording
+    /// or hardware-counting policy) or the canary check of unguarded stacks. Fixed for the
+    /// processor's life; `run_ult` has a copy for each answer.
+    hooked: bool,
     stack_size: usize,
     /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
     pub(crate) prefetch: bool,
@@ -253,6 +257,11 @@ impl Processor {
             engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
         };
         let woken_stay = core.engine.woken_stay_with_ult_wakers();
+        let check_canary = c.stack_kind == crate::stack::StackKind::Unguarded;
+        let hooked = {
+            let (begin, end) = core.engine.run_hooks();
+            begin || end || check_canary
+        };
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const NodeStart = &shared.nodes[shared.processors[index].node].start;
         static UIDS: AtomicUsize = AtomicUsize::new(1);
@@ -265,7 +274,8 @@ impl Processor {
             current: Cell::new(None),
             central: c.central,
             gather_locks: c.gather_locks && !c.central,
-            check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
+            check_canary,
+            hooked,
             stack_size: c.stack_size,
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),

@@ -114,7 +114,7 @@ impl Processor {
     /// the control block of the ULT the runqueue would hand out after it (see `crate::prefetch`).
     /// For ULTs without a block, and whenever prefetch is off (no ULT has a prefetch word then):
     /// one load of a line the switch reads anyway, and a branch.
-    #[inline]
+    #[inline(always)]
     fn prefetch_chosen(&self, t: TcbRef) {
         if crate::prefetch::ult(t) {
             if let Some(next) = self.runq().peek_best() {
@@ -271,14 +271,30 @@ impl Processor {
     /// `w` is the calling OS thread's worker (`crate::blocking`), passed down from the loop (or
     /// looked up once by the join fast path) rather than read from a thread-local after every
     /// park.
-    fn run_ult(&self, mut t: TcbRef, w: &Worker) {
+    ///
+    /// Two copies of the loop, chosen here once per call: with the hooks around each run (a
+    /// recording or hardware-counting policy, unguarded stacks' canary: `hooked`), and without,
+    /// which is what runs unless one of those was asked for, and tests nothing for them at its
+    /// switches.
+    #[inline]
+    fn run_ult(&self, t: TcbRef, w: &Worker) {
+        if self.hooked {
+            std::hint::cold_path();
+            self.run_ult_as::<true>(t, w);
+        } else {
+            self.run_ult_as::<false>(t, w);
+        }
+    }
+
+    /// [`Processor::run_ult`], with the hooks (`HOOKED`) or without.
+    fn run_ult_as<const HOOKED: bool>(&self, mut t: TcbRef, w: &Worker) {
         let stats = &self.remote().stats;
-        let check_canary = self.check_canary;
+        let check_canary = HOOKED && self.check_canary;
         // Fixed for the processor's life: read once here, not at every resume.
-        let (begin_hook, end_hook) = self.core().engine.run_hooks();
-        // Whether anything at all runs after a switch out (rare: a recording or hardware-counting
-        // policy, unguarded stacks): one test per switch when nothing does.
-        let after_hooks = end_hook || check_canary;
+        let (begin_hook, end_hook) = if HOOKED { self.core().engine.run_hooks() } else { (false, false) };
+        // Whether anything at all runs after a switch out: one test per switch in the hooked copy,
+        // none in the other.
+        let after_hooks = HOOKED && (end_hook || check_canary);
         'chain: loop {
             let tcb = t.tcb();
             tcb.head.processor.store(self.index, Ordering::Relaxed);
@@ -382,7 +398,7 @@ impl Processor {
     /// or timer waits, and this is not the 61st step in a row (then the loop runs, and with it
     /// the shutdown check and the shared start-queue levels). Never inside the join fast path,
     /// whose caller waits on this stack for its child's switch.
-    #[inline]
+    #[inline(always)]
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
         let n = core.next?;
@@ -416,7 +432,7 @@ impl Processor {
     /// (`hot_path_probe yields`, 1024 ULTs: 156 -> 139 per yield, task-clock 8.8 -> 8.4 ns).
     /// Under No Affinity and Minimum Misses only (their yield key is always 0; the batch is
     /// never filled under the others, nor in the central or chaos mode).
-    #[inline]
+    #[inline(always)]
     fn yield_from_batch(&self, t: TcbRef) -> FromBatch {
         let core = self.core();
         let Some(n) = core.batch.peek_taken() else {
@@ -446,7 +462,7 @@ impl Processor {
 
     /// Whether a wake-up, a clean-up note or a timer waits for the loop: then the fast paths
     /// (`hand_off`, `yield_from_batch`) go back to it.
-    #[inline]
+    #[inline(always)]
     fn loop_has_errands(&self) -> bool {
         let remote = self.remote();
         !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !self.core().timers.is_empty()
@@ -456,7 +472,7 @@ impl Processor {
     /// Only such a yield counts a step here; one that finds other work counts its step in
     /// [`Processor::hand_off`], so that every yield counts one and the loop's turn (every
     /// [`TICK_PERIOD`](super::TICK_PERIOD)-th step) is never spent on a yield that goes on to the hand-off anyway.
-    #[inline]
+    #[inline(always)]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
         let alone = core.next.is_none()
@@ -471,6 +487,7 @@ impl Processor {
 
     /// A ULT yielded while other work waits: it goes behind the other ready ULTs (the policy's
     /// yield key) and one never-started ULT is admitted first.
+    #[inline(always)]
     fn requeue_yielded(&self, t: TcbRef) {
         if self.chaos.on && self.chaos_migrate(t) {
             return;
