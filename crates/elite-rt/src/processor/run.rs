@@ -301,8 +301,13 @@ impl Processor {
             // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
             // until `exit` takes it, after this borrow ends. The ULT's own code never touches the
             // field.
-            let ctx = unsafe { (*tcb.exec.context.get()).as_mut() }
-                .unwrap_or_else(|| crate::fatal("ULT without a context"));
+            let ctx = unsafe { (*tcb.exec.context.get()).as_mut() };
+            debug_assert!(ctx.is_some(), "ULT without a context");
+            // SAFETY: only started ULTs come here (`dispatch`, `start_ult`, and the chain's
+            // `hand_off` and `yield_from_batch`, which take only `Life::Started` ones), and a
+            // started ULT has its context until `exit` takes it after its last switch (as said
+            // above): it is Some.
+            let ctx = unsafe { ctx.unwrap_unchecked() };
             let why = loop {
                 self.current.set(Some(t));
                 stats.switches.bump();
