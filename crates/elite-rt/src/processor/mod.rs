@@ -153,6 +153,9 @@ pub(crate) struct Core {
     spill: Vec<*mut Tcb>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
+    /// A child of the join fast path that switched while unwinding, to anchor after its joiner's
+    /// switch (`crate::anchor`, "Where the invariant costs something else").
+    pending_anchor: Option<crate::blocking::CallRef>,
     /// Join fast paths in progress on this OS thread's stack (no hand-off inside one), plus one
     /// for good in chaos mode (whose loop picks the next ULT at random): no direct hand-off while
     /// non-zero, one test on the hand-off path for both.
@@ -244,6 +247,7 @@ impl Processor {
             batch: YieldBatch::new(),
             spill: Vec::new(),
             inline_child: None,
+            pending_anchor: None,
             no_hand_off: u32::from(c.chaos.is_some()),
             pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
@@ -321,6 +325,18 @@ impl Processor {
     /// Whether a pinned ULT lives on this processor (started here, not exited).
     pub(crate) fn hosts_pinned(&self) -> bool {
         self.core().pinned_here > 0
+    }
+
+    /// Notes `anchor`, of a child of the join fast path that switched out while unwinding, for
+    /// its joiner's wait to make (`crate::anchor`).
+    pub(crate) fn set_pending_anchor(&self, anchor: crate::blocking::CallRef) {
+        let prev = self.core().pending_anchor.replace(anchor);
+        debug_assert!(prev.is_none(), "two pending anchors");
+    }
+
+    /// The anchor noted by [`Processor::set_pending_anchor`], if any.
+    pub(crate) fn take_pending_anchor(&self) -> Option<crate::blocking::CallRef> {
+        self.core().pending_anchor.take()
     }
 }
 

@@ -331,6 +331,12 @@ impl Processor {
                     }
                 }
                 if why == Switch::YIELD {
+                    if std::thread::panicking() {
+                        // It yields while it unwinds: this thread's panic count is its own, and
+                        // nothing else may run here meanwhile (`crate::anchor`).
+                        std::hint::cold_path();
+                        break Switch::ANCHOR;
+                    }
                     stats.yields.bump();
                     match self.yield_from_batch(t) {
                         FromBatch::Run(n) => {
@@ -357,12 +363,23 @@ impl Processor {
             // The kinds by how often they come: a blocking wait on a synchronization object
             // first (tested alone, so that it is not one case of a jump table).
             if why.kind() <= Switch::LINK_FRONT {
-                // SAFETY: the ULT switched out holding the object's lock, the `LinkTo` and its
-                // node on its frozen stack, the object alive and untouched by anyone else until
-                // the node is linked and the lock released, which this does (`Switch::link`).
-                unsafe {
-                    crate::sync::wait::link_after_switch(why.at(), why.kind() == Switch::LINK_FRONT, t)
-                };
+                if std::thread::panicking() {
+                    // It blocked while it unwinds: it waits anchored to this thread instead
+                    // (`crate::anchor`).
+                    std::hint::cold_path();
+                    self.anchor_linker(t, why);
+                    if w.stop.load(Ordering::Relaxed) {
+                        return; // (as after a blocking call's action)
+                    }
+                } else {
+                    // SAFETY: the ULT switched out holding the object's lock, the `LinkTo` and its
+                    // node on its frozen stack, the object alive and untouched by anyone else
+                    // until the node is linked and the lock released, which this does
+                    // (`Switch::link`).
+                    unsafe {
+                        crate::sync::wait::link_after_switch(why.at(), why.kind() == Switch::LINK_FRONT, t)
+                    };
+                }
             } else if why == Switch::YIELD {
                 self.requeue_yielded(t);
             } else if why.kind() == Switch::PARK {
@@ -378,13 +395,20 @@ impl Processor {
                 }
             } else if why == Switch::EXIT {
                 self.exit(t);
-            } else {
-                debug_assert!(why.kind() == Switch::SLEEP);
+            } else if why.kind() == Switch::SLEEP {
                 // SAFETY: the deadline lives on the sleeping ULT's frozen stack.
                 let deadline = unsafe { (*why.at::<Deadline>()).0 };
                 self.core().timers.insert(deadline, t);
                 self.flush_batch();
                 return;
+            } else {
+                debug_assert!(why == Switch::ANCHOR);
+                self.anchor_yielder(t);
+                // As after a blocking call's action: this thread may have handed the processor
+                // over.
+                if w.stop.load(Ordering::Relaxed) {
+                    return;
+                }
             }
             match self.hand_off() {
                 Some(n) => t = n,
@@ -395,6 +419,29 @@ impl Processor {
                 }
             }
         }
+    }
+
+    /// `t` yielded while it unwinds a panic: it is anchored to this OS thread (the processor is
+    /// handed over, as for a blocking call) and goes on here, as its yield, until its unwinding is
+    /// over (`crate::anchor`).
+    #[cold]
+    #[inline(never)]
+    fn anchor_yielder(&self, t: TcbRef) {
+        self.remote().stats.yields.bump();
+        crate::blocking::switched(self, t, crate::blocking::CallRef::anchor(t, std::ptr::null()));
+    }
+
+    /// `t` switched out to block on a synchronization object (`why`, a `Switch::link`) while it
+    /// unwinds a panic: its node becomes this OS thread's and is linked as such, and `t` is
+    /// anchored to this thread, which waits for the node's notification before it resumes `t`
+    /// (`crate::anchor`).
+    #[cold]
+    #[inline(never)]
+    fn anchor_linker(&self, t: TcbRef, why: Switch) {
+        // SAFETY: as for `link_after_switch` in `run_ult_as`: the ULT switched out with this link,
+        // holding the object's lock, and stays switched out until it is anchored.
+        let wait = unsafe { crate::sync::wait::anchor_link(why.at(), why.kind() == Switch::LINK_FRONT, t) };
+        crate::blocking::switched(self, t, crate::blocking::CallRef::anchor(t, wait));
     }
 
     /// The direct hand-off: after a transition, the ULT in the `next` slot (the one the
