@@ -60,7 +60,8 @@
 //!
 //! ```text
 //! role   Running(p) --ULT's call; offer p to a spare (parked, or started)--> InCall
-//!        Running(p) --ULT's call, no spare and `extra == cap`: queue it--> Running(p)
+//!        Running(p) --ULT's call, no spare and `extra >= cap`: queue it--> Running(p)
+//!        Running(p) --ULT anchors after the close: p counted stopped--> InCall (see "Anchored ULTs")
 //!        InCall --call done, its own offer of p (giver: it) still pending: revoke it--> Running(p)
 //!                                                                                  (reclaim)
 //!        InCall --call done, p taken: ULT to a wake-up stack; next queued call--> InCall
@@ -86,8 +87,9 @@
 //! Invariants: each processor is, at every moment, either the `Running` role of exactly one
 //! worker, or the pending `Processor` offer of exactly one worker, or stopped (shutdown); a worker
 //! on the `spares` list has role `Spare` and no offer; the queue is non-empty only while every
-//! spare thread allowed is inside a call (`extra == cap`, nobody on `spares`); `extra`, the workers
-//! beyond the processors, never exceeds the cap, so at most `cap` calls run at once.
+//! spare thread allowed is inside a call (`extra >= cap`, nobody on `spares`); `extra`, the workers
+//! beyond the processors, exceeds the cap only by spares started for anchored ULTs (below), so at
+//! most `cap` calls run at once.
 //!
 //! # Who owns a processor's `Core`
 //!
@@ -140,7 +142,30 @@
 //! at shutdown). A ULT in a call is neither ready nor blocked on any runtime object: a deadlock
 //! detector must not report a deadlock while [`Registry::in_flight`] is not zero. Before it parks
 //! for its call, the ULT records [`WaitKind::BlockingCall`](crate::deadlock::WaitKind) as what it
-//! waits on (`deadlock::note_wait`), so its TCB never shows what it last blocked on before.
+//! waits on (`deadlock::note_wait`), so its TCB never shows what it last blocked on before. An
+//! anchored ULT counts the same way, except while it waits without a deadline in an elite object
+//! or a join ([`Registry::wait_aside`]): it is blocked then, and its TCB says on what.
+//!
+//! # Anchored ULTs
+//!
+//! A ULT that would block, yield or sleep while it unwinds a panic must keep its OS thread, and
+//! that thread must run nothing else, until its unwinding is over: std counts panics per OS thread
+//! (`crate::anchor` says why and how). It goes through this protocol as a call whose function is
+//! the ULT itself (`CallRef::anchor`, `crate::anchor::run`: the thread resumes the ULT's coroutine,
+//! with no processor, until the ULT switches back to rejoin), so its processor is handed over and
+//! taken back exactly as for a call, with these differences in [`switched`]:
+//!
+//! * never queued at the cap (a queued call runs on another worker, and the ULT must stay on this
+//!   one): with no spare parked it starts one whatever `extra` is;
+//! * counted in `BlockingStats::anchored` (and `anchored_inline` when it runs on a processor that is
+//!   not handed over: a pinned ULT lives there, or no thread could be started), not in `calls`;
+//! * under the join fast path's nested resumer it is not made ready (it must run again on this
+//!   thread, and nothing else before it): the processor notes it (`Core::pending_anchor`), and the
+//!   joiner's wait, which goes on below, anchors it from the bottom frame after its own switch
+//!   (`crate::anchor::join_while_unwinding`);
+//! * after the close (shutdown) no offer can be made: the thread leaves its processor, counted as
+//!   stopped, and runs the ULT as a call in flight at the close (`anchor_after_close`): the drop does
+//!   not wait for it, and `finish_call` cancels the ULT on this thread when it rejoins.
 
 use crate::atomics::{AtomicBool, AtomicUsize, Ordering};
 use crate::processor::worker::Worker;
@@ -176,7 +201,10 @@ use std::time::{Duration, Instant};
 /// `blocking` inside `f` just calls its function.
 ///
 /// A panic in `f` propagates to the caller of `blocking`, as from any function call; the
-/// processor stays in service. Called outside a ULT, `blocking(f)` is `f()`.
+/// processor stays in service. Called outside a ULT, `blocking(f)` is `f()`; called by a ULT in
+/// the middle of unwinding a panic (in a destructor), it runs `f` on the ULT's own OS thread, which
+/// the ULT keeps, with nothing else running there, until its unwinding is over (the crate docs,
+/// [Panics](crate#panics)).
 ///
 /// What it costs (see the crate docs, "Blocking calls"): a switch out and back, two lock round
 /// trips and the unpark of a spare thread: on the 2-core build VM about 2 µs for a call when the
@@ -216,6 +244,9 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
+    // An unwinding ULT anchors (and then calls `f` here, as a plain OS thread); an anchored one
+    // whose unwinding is over rejoins a processor (`crate::anchor`).
+    crate::anchor::at_switch_point();
     let Some(me) = current_processor().and_then(|p| p.current_ult()) else {
         return f(); // not a ULT: nothing to keep in service
     };
@@ -223,7 +254,7 @@ where
     crate::deadlock::note_wait(me, crate::deadlock::WaitKind::BlockingCall, 0);
     let mut call = Call::<F, R> { f: Some(f), out: None };
     loop {
-        let call_ref = CallRef { data: &mut call as *mut Call<F, R> as *mut (), run: run_call::<F, R> };
+        let call_ref = CallRef::Call { data: &mut call as *mut Call<F, R> as *mut (), run: run_call::<F, R> };
         // Block: after the switch, the processor that resumed us calls `switched` on its stack.
         crate::switch::park_current(move |me, p| switched(p, me, call_ref));
         // Back on a processor: after the call ran, or made ready without it (the join fast path's
@@ -258,19 +289,37 @@ unsafe fn run_call<F: FnOnce() -> R, R>(data: *mut ()) {
     call.out = Some(out);
 }
 
-/// A call waiting in a suspended ULT's frame.
+/// A call waiting in a suspended ULT's frame, or an anchoring ULT (see "Anchored ULTs").
 #[derive(Clone, Copy)]
-pub(crate) struct CallRef {
-    data: *mut (),
-    run: unsafe fn(*mut ()),
+pub(crate) enum CallRef {
+    /// `run(data)` runs the call in the ULT's frame at `data`.
+    Call { data: *mut (), run: unsafe fn(*mut ()) },
+    /// The "call" is the ULT itself, anchored to the calling thread (`crate::anchor::run`); with
+    /// `wait` (not null), the wait word of the OS thread's node it switched out blocked on: the
+    /// thread waits until that node is notified before it resumes the ULT.
+    Anchor { ult: TcbRef, wait: *const AtomicUsize },
 }
 
 // SAFETY: a `CallRef` is handed, with its suspended ULT, to the one thread that runs the call (the
 // caller's worker, or the worker that takes it from the queue): `blocking` requires `F: Send` and
-// `R: Send`, and the ULT does not run until the outcome is stored.
+// `R: Send`, and the ULT does not run until the outcome is stored. An anchor is only ever run by
+// the thread that made it (its ULT's thread), and its wait word lives on the suspended ULT's
+// stack.
 unsafe impl Send for CallRef {}
 
 impl CallRef {
+    /// The "call" of a ULT that anchors to the calling thread: run the ULT itself there
+    /// (`crate::anchor::run`) until it rejoins; first, with `wait`, wait for its node (see
+    /// [`CallRef::Anchor`]).
+    pub(crate) fn anchor(ult: TcbRef, wait: *const AtomicUsize) -> CallRef {
+        CallRef::Anchor { ult, wait }
+    }
+
+    /// Whether this anchors its ULT rather than runs a call.
+    fn anchors(self) -> bool {
+        matches!(self, CallRef::Anchor { .. })
+    }
+
     /// Runs the call as a plain OS thread of `shared`'s runtime (see [`blocking`]).
     ///
     /// # Safety
@@ -278,8 +327,13 @@ impl CallRef {
     /// processor (its current processor is cleared).
     unsafe fn run(self, shared: &Arc<Shared>) {
         let outer = IN_CALL.with(|c| c.replace(shared as *const Arc<Shared>));
-        // SAFETY: per the contract (see `run_call`).
-        unsafe { (self.run)(self.data) };
+        match self {
+            // SAFETY: per the contract (see `run_call`).
+            CallRef::Call { data, run } => unsafe { run(data) },
+            // SAFETY: per the contract (see `crate::anchor::run`): the ULT switched out to anchor
+            // on this thread, which made the anchor.
+            CallRef::Anchor { ult, wait } => unsafe { crate::anchor::run(ult, wait) },
+        }
         IN_CALL.with(|c| c.set(outer));
     }
 }
@@ -420,6 +474,14 @@ impl Registry {
     /// on a processor (both SeqCst), so it is never zero while a caller is between the two.
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Takes an anchored ULT off the calls in flight while it waits without a deadline in an elite
+    /// object or a join (`crate::anchor::unwatched`), until the guard drops: only someone else can
+    /// end such a wait, so the deadlock report may then count the ULT as blocked.
+    pub(crate) fn wait_aside(&self) -> WaitAside<'_> {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        WaitAside(self)
     }
 
     /// A snapshot of the counters.
@@ -670,6 +732,16 @@ impl Registry {
     }
 }
 
+/// An anchored ULT's wait, off the calls in flight ([`Registry::wait_aside`]).
+pub(crate) struct WaitAside<'a>(&'a Registry);
+
+impl Drop for WaitAside<'_> {
+    fn drop(&mut self) {
+        // Before the ULT runs any code of its own again (it may wake others).
+        self.0.in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// Removes `t` from the ULTs whose call runs.
 fn forget_call(in_call: &mut Vec<TcbRef>, t: TcbRef) {
     if let Some(i) = in_call.iter().position(|&u| u == t) {
@@ -678,7 +750,8 @@ fn forget_call(in_call: &mut Vec<TcbRef>, t: TcbRef) {
 }
 
 /// The bottom of a blocking call, on the processor `p` that ULT `t` switched out of with its call
-/// (see the module docs for the protocol). Cold: never reached without a call.
+/// (see the module docs for the protocol), or of an anchoring ULT (`call.anchors`: "Anchored
+/// ULTs"). Cold: never reached without a call or an anchor.
 #[cold]
 #[inline(never)]
 pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
@@ -686,8 +759,14 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     p.flush_batch();
     if p.running_inline() {
         // A nested resumer (the join fast path) cannot give the processor away in the middle of
-        // the joiner's run: let the bottom frame do it when the ULT switches out again.
-        p.make_ready(t);
+        // the joiner's run: let the bottom frame do it when the ULT switches out again; an
+        // anchoring child waits for its joiner's switch instead (it must not run again
+        // elsewhere, nor anything else run here, before it is anchored).
+        if call.anchors() {
+            p.set_pending_anchor(call);
+        } else {
+            p.make_ready(t);
+        }
         return;
     }
     let shared = &p.shared;
@@ -697,31 +776,40 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     //    if no thread can be started).
     let mut st = registry.lock();
     if st.closed {
+        if call.anchors() {
+            anchor_after_close(st, p, w, t, call);
+            return;
+        }
         drop(st);
         p.make_ready(t); // cancelled where it is, with the rest, by the shutdown walk
         return;
     }
-    st.stats.calls += 1;
+    if call.anchors() {
+        st.stats.anchored += 1;
+    } else {
+        st.stats.calls += 1;
+    }
+    registry.in_flight.fetch_add(1, Ordering::SeqCst);
     if p.hosts_pinned() {
         // A pinned ULT lives here (maybe the caller): it must never leave this OS thread, so the
         // processor stays on it and the call runs here, the processor out of service meanwhile.
-        st.stats.pinned_inline += 1;
+        if call.anchors() {
+            st.stats.anchored_inline += 1;
+        } else {
+            st.stats.pinned_inline += 1;
+        }
         drop(st);
-        set_current_processor(None);
-        // SAFETY: this thread holds `t`'s call (nobody else saw it) and, with its current processor cleared,
-        // runs no processor.
-        unsafe { call.run(shared) };
-        set_current_processor(Some(p));
-        p.make_ready(t);
+        run_inline(p, t, call);
         return;
     }
-    registry.in_flight.fetch_add(1, Ordering::SeqCst);
     let taker = match st.spares.pop() {
         Some(s) => {
             st.slots[s].offer = Offer::Processor { p: p.index, giver: w.id };
             Some(s)
         }
-        None if st.extra < registry.cap => start_spare(&mut st, shared, p.index, w.id),
+        // An anchoring ULT cannot wait in the queue (a queued call runs on another thread): it
+        // takes a thread beyond the cap if it must.
+        None if st.extra < registry.cap || call.anchors() => start_spare(&mut st, shared, p.index, w.id),
         None => {
             st.queue.push_back(Queued { ult: t, call });
             st.stats.queued += 1;
@@ -730,19 +818,18 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     };
     let Some(s) = taker else {
         // The system refused a thread: run the call here, `p` out of service meanwhile.
-        st.stats.unserved += 1;
+        if call.anchors() {
+            st.stats.anchored_inline += 1;
+        } else {
+            st.stats.unserved += 1;
+        }
         drop(st);
-        set_current_processor(None);
-        // SAFETY: this thread holds `t`'s call and, with its current processor cleared, runs no processor.
-        unsafe { call.run(shared) };
-        set_current_processor(Some(p));
-        p.make_ready(t);
-        registry.in_flight.fetch_sub(1, Ordering::SeqCst);
+        run_inline(p, t, call);
         return;
     };
     st.slots[w.id].role = Role::InCall;
     st.in_call.push(t);
-    st.stats.handoffs += 1;
+    st.stats.handoffs += u64::from(!call.anchors());
     let thread = st.slots[s].thread.clone();
     drop(st);
     if let Some(thread) = thread {
@@ -765,7 +852,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
         registry.rehire(&mut st, s);
         st.slots[w.id].role = Role::Running(p.index);
         forget_call(&mut st.in_call, t);
-        st.stats.reclaimed += 1;
+        st.stats.reclaimed += u64::from(!call.anchors());
         drop(st);
         set_current_processor(Some(p));
         p.make_ready(t); // runs next, on this thread
@@ -777,6 +864,42 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     }
     // Leave `p`'s loop (whose frames are below us) without touching `p`: it runs elsewhere.
     w.stop.store(true, Ordering::Relaxed);
+}
+
+/// A call (or an anchored ULT) run on `p`'s own thread, `p` out of service meanwhile (a pinned ULT
+/// lives on `p`, or no thread could be started); `t` then runs next on `p`. Counted in flight.
+fn run_inline(p: &Processor, t: TcbRef, call: CallRef) {
+    set_current_processor(None);
+    // SAFETY: this thread holds `t`'s call (nobody else saw it) and, with its current processor
+    // cleared, runs no processor.
+    unsafe { call.run(&p.shared) };
+    set_current_processor(Some(p));
+    p.make_ready(t);
+    p.shared.blocking.in_flight.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// `t` anchors on `p` after the runtime closed (`st`, locked): no offer can be made any more, and
+/// `t` must go on on this thread. This thread leaves `p`, counted as stopped (shutdown raised its
+/// `stop`: the loop's frames below are left without touching `p`), and runs `t` as a call in flight
+/// at the close: when `t` rejoins, `finish_call` finds the runtime closed and cancels it here.
+#[cold]
+fn anchor_after_close(mut st: MutexGuard<'_, State>, p: &Processor, w: &Worker, t: TcbRef, call: CallRef) {
+    let shared = &p.shared;
+    let registry = &shared.blocking;
+    st.stats.anchored += 1;
+    st.slots[w.id].role = Role::InCall;
+    st.in_call.push(t);
+    st.stopped += 1;
+    if st.stopped == registry.processors {
+        registry.stopped.notify_all();
+    }
+    registry.in_flight.fetch_add(1, Ordering::SeqCst);
+    drop(st);
+    set_current_processor(None);
+    // SAFETY: this thread holds `t` (`InCall`, in `in_call`) and runs no processor.
+    unsafe { call.run(shared) };
+    let next = registry.finish_call(registry.lock(), shared, w, t);
+    debug_assert!(next.is_none(), "a queued call after the close");
 }
 
 /// Starts a spare worker offered processor `p`; `None` when the system refuses a thread.

@@ -387,7 +387,9 @@ impl RuntimeBuilder {
     /// this; a call that finds every one of them inside a call waits in a queue (its processor
     /// runs other ULTs meanwhile) until one finishes, which then runs it. So at most this many
     /// blocking calls run at once, and the process has at most `processors + max_spare_threads`
-    /// threads of this runtime.
+    /// threads of this runtime, plus one for each ULT that waits in the middle of unwinding a
+    /// panic while the others are taken (such a ULT keeps its own thread and cannot wait in the
+    /// queue: the crate docs, [Panics](crate#panics)).
     ///
     /// ```
     /// let rt = elite_rt::Runtime::builder().processors(1).max_spare_threads(2).build()?;

@@ -48,7 +48,9 @@
 //! 3. no thread outside the processors is inside a call that can make a ULT ready: waking a
 //!    blocked ULT (a notify, send, unlock or join completion from an OS thread or from a ULT of
 //!    another runtime), spawning onto the runtime, or a blocking call
-//!    (`external_wakers_possible` in the source);
+//!    (`external_wakers_possible` in the source); a ULT that keeps its OS thread while it unwinds
+//!    a panic (see the crate docs, [Panics](crate#panics)) counts as such a call while it runs,
+//!    not while it waits without a timeout in an elite primitive or join;
 //! 4. no OS thread waits in an elite primitive with a timeout (it will run again by itself);
 //! 5. every other runtime in the process is quiet by 1 to 4 too (its ULTs may wake ours), or shut
 //!    down.
@@ -60,7 +62,9 @@
 //! is blocked, and its TCB says on what (the synchronization objects record it when a ULT
 //! blocks: the kind of object and the address of its wait queue, which lies inside the object;
 //! a join records the ULT it joins; a [`blocking`](crate::blocking) call records itself, so a ULT
-//! in a call never shows what it blocked on before). Then the configured action runs ([`OnDeadlock`]), or
+//! in a call never shows what it blocked on before; a ULT blocked in the middle of unwinding a
+//! panic, on its own OS thread, is marked so: [`BlockedUlt::unwinding`]). Then the configured
+//! action runs ([`OnDeadlock`]), or
 //! `try_block_on` returns the report as its error.
 //!
 //! # Why it cannot misfire on a program the runtime can see
@@ -191,6 +195,16 @@ pub(crate) fn note_wait(t: TcbRef, kind: WaitKind, address: usize) {
     t.tcb().exec.waits_on.store(address << 8 | kind as usize, Ordering::Relaxed);
 }
 
+/// In a TCB's wait record, beside the kind: the ULT waits anchored to its OS thread, in the middle
+/// of unwinding a panic (`crate::anchor`).
+const ANCHORED: usize = 0x80;
+
+/// [`note_wait`] for a ULT that waits anchored to its OS thread while it unwinds (`crate::anchor`).
+#[cold]
+pub(crate) fn note_anchored_wait(t: TcbRef, kind: WaitKind, address: usize) {
+    t.tcb().exec.waits_on.store(address << 8 | ANCHORED | kind as usize, Ordering::Relaxed);
+}
+
 /// One blocked ULT of a [`Deadlock`] report.
 #[derive(Clone, Debug)]
 pub struct BlockedUlt {
@@ -198,6 +212,7 @@ pub struct BlockedUlt {
     kind: WaitKind,
     address: usize,
     joins: Option<Thread>,
+    unwinding: bool,
 }
 
 impl BlockedUlt {
@@ -226,6 +241,13 @@ impl BlockedUlt {
     pub fn joins(&self) -> Option<ThreadId> {
         self.joins.as_ref().map(Thread::id)
     }
+
+    /// Whether it blocked in the middle of unwinding a panic (in a destructor). Such a ULT waits
+    /// on its OS thread, which runs nothing else until its unwinding is over (see the crate docs,
+    /// "Panics").
+    pub fn unwinding(&self) -> bool {
+        self.unwinding
+    }
 }
 
 impl fmt::Display for BlockedUlt {
@@ -234,12 +256,16 @@ impl fmt::Display for BlockedUlt {
         match (&self.joins, self.kind) {
             (Some(j), _) => {
                 f.write_str(" waits on a join of ")?;
-                write_ult(f, j)
+                write_ult(f, j)?;
             }
-            (None, WaitKind::Join) => f.write_str(" waits on a join"),
-            (None, WaitKind::Other) => write!(f, " waits on {}", self.kind.describe()),
-            (None, k) => write!(f, " waits on {} (wait queue at {:#x})", k.describe(), self.address),
+            (None, WaitKind::Join) => f.write_str(" waits on a join")?,
+            (None, WaitKind::Other) => write!(f, " waits on {}", self.kind.describe())?,
+            (None, k) => write!(f, " waits on {} (wait queue at {:#x})", k.describe(), self.address)?,
         }
+        if self.unwinding {
+            f.write_str(", in the middle of unwinding a panic (on an OS thread of its own)")?;
+        }
+        Ok(())
     }
 }
 
@@ -582,7 +608,8 @@ fn blocked_ults(shared: &Shared) -> Vec<BlockedUlt> {
         .filter(|t| t.tcb().head.life.get() == Life::Started)
         .map(|t| {
             let w = t.tcb().exec.waits_on.load(Ordering::Relaxed);
-            let kind = WaitKind::ALL.get(w & 0xff).copied().unwrap_or(WaitKind::Other);
+            let kind = WaitKind::ALL.get(w & 0xff & !ANCHORED).copied().unwrap_or(WaitKind::Other);
+            let unwinding = w & ANCHORED != 0;
             let address = w >> 8;
             let joins = (kind == WaitKind::Join)
                 .then(|| TcbRef::from_ptr(address as *mut crate::tcb::Tcb))
@@ -590,7 +617,7 @@ fn blocked_ults(shared: &Shared) -> Vec<BlockedUlt> {
                 .filter(|j| shared.is_own(*j) && j.tcb().head.life.get() == Life::Started)
                 .map(thread_of);
             let address = if kind == WaitKind::Join { 0 } else { address };
-            BlockedUlt { thread: thread_of(t), kind, address, joins }
+            BlockedUlt { thread: thread_of(t), kind, address, joins, unwinding }
         })
         .collect();
     blocked.sort_by_key(|u| u.thread.id());

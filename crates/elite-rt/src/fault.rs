@@ -199,10 +199,9 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, context: *m
 
 /// Writes the report and aborts when `addr` is in the guard page of the ULT running on this thread.
 fn report_if_overflow(addr: usize) {
-    let Some(p) = current_processor() else {
-        return;
-    };
-    let Some(t) = p.current_ult() else {
+    // (A ULT anchored to its OS thread while it unwinds runs with no processor: `crate::anchor`;
+    // the thread-local read is a plain load, safe in a signal handler.)
+    let Some(t) = current_processor().and_then(|p| p.current_ult()).or_else(crate::anchor::anchored) else {
         return;
     };
     let tcb = t.tcb();

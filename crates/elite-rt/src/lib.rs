@@ -212,6 +212,21 @@
 //! handoff: the policies that need misses would see wrong counts on processors that changed
 //! threads.
 //!
+//! ## Panics
+//!
+//! A panic in a ULT unwinds the ULT's stack and arrives at its joiner as `Err(payload)`; the
+//! runtime runs on. A ULT's panic state is its own, as a thread's is with std:
+//! `std::thread::panicking()` inside a ULT is true exactly while that ULT unwinds, and a lock
+//! (elite's or std's) held across a panic is poisoned by the ULT that panicked. std counts panics
+//! per OS thread, so a ULT that blocks, yields or sleeps in the middle of its unwinding (in a
+//! destructor) *anchors*: it keeps its OS thread, which runs nothing else until the unwinding is
+//! over, while its processor is handed to a spare thread as for a [`blocking`] call and runs the
+//! other ULTs. Its waits park that thread; it goes back to a processor once its panic is caught.
+//! On a processor where a [pinned](Builder::pinned) ULT lives the processor cannot change
+//! threads: it stays out of service until the unwinding is over, so a destructor there must not
+//! wait for a ULT that only that processor runs. [`RuntimeStats::blocking`] counts anchored ULTs;
+//! the [`caveats`] page has the details and an example.
+//!
 //! ## Shutdown
 //!
 //! Dropping the [`Runtime`] stops its processors and cancels every ULT that has not finished,
@@ -290,6 +305,8 @@
 // switching, statics, thread-locals) is left out, since loom can neither build nor run it. A new
 // module gets `#[cfg(not(loom))]` too, unless a model needs it (see `loom_models`).
 
+#[cfg(not(loom))]
+mod anchor;
 #[cfg_attr(loom, allow(dead_code))]
 mod atomics;
 #[cfg(not(loom))]

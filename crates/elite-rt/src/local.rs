@@ -474,9 +474,10 @@ impl LocalMap {
     }
 }
 
-/// The map of the caller: its ULT's (created if needed), or its OS thread's outside a ULT.
+/// The map of the caller: its ULT's (created if needed, also for a ULT anchored to its OS thread
+/// while it unwinds, `crate::anchor`), or its OS thread's outside a ULT.
 fn current_map() -> Result<*mut LocalMap, AccessError> {
-    if let Some(t) = current_processor().and_then(|p| p.current_ult()) {
+    if let Some(t) = current_processor().and_then(|p| p.current_ult()).or_else(crate::anchor::anchored) {
         let field = &t.tcb().exec.locals;
         let mut map = field.get();
         if map.is_null() {

@@ -202,6 +202,14 @@ pub struct BlockingStats {
     /// because a pinned ULT lives on that processor ([`Builder::pinned`](crate::Builder::pinned):
     /// handing the processor to another OS thread would move it).
     pub pinned_inline: u64,
+    /// ULTs that waited, yielded or slept while unwinding a panic and went on anchored to their
+    /// OS thread, which ran nothing else until their unwinding was over (see the crate docs,
+    /// [Panics](crate#panics)), their processor handed over meanwhile as for a call. Not counted
+    /// in `calls`, `handoffs` nor `reclaimed`.
+    pub anchored: u64,
+    /// Of those, the ones whose processor stayed on their thread, out of service meanwhile: a
+    /// pinned ULT lived there, or the operating system refused a thread.
+    pub anchored_inline: u64,
     /// Spare threads started.
     pub spares_started: u64,
     /// Times a thread parked as a spare (after its call, or when started for a call that ended
@@ -212,7 +220,8 @@ pub struct BlockingStats {
     pub spares_exited: u64,
     /// Threads of this runtime beyond its processors now: parked spares and threads in calls.
     pub threads: u64,
-    /// Calls in flight now: running, or queued.
+    /// Calls in flight now: running, or queued; and anchored ULTs that are not waiting without
+    /// a deadline.
     pub in_flight: u64,
 }
 
@@ -247,14 +256,16 @@ impl fmt::Display for RuntimeStats {
         let b = &self.blocking;
         write!(
             f,
-            "blocking calls          {:>12} (handoffs {}, reclaimed {}, queued {}, unserved {}, pinned inline {}); spare threads: \
-             {} started, {} parks, {} exited, {} now; {} calls in flight",
+            "blocking calls          {:>12} (handoffs {}, reclaimed {}, queued {}, unserved {}, pinned inline {}); anchored \
+             while unwinding {} ({} inline); spare threads: {} started, {} parks, {} exited, {} now; {} calls in flight",
             b.calls,
             b.handoffs,
             b.reclaimed,
             b.queued,
             b.unserved,
             b.pinned_inline,
+            b.anchored,
+            b.anchored_inline,
             b.spares_started,
             b.spares_parked,
             b.spares_exited,

@@ -2,7 +2,9 @@
 //! park carries ([`Park`]), and the calls that switch out ([`park_current`], [`park_ult`],
 //! [`switch_out`], [`suspend`]). The synchronization objects, timers and ULT-local values block
 //! and yield through here without reaching into the processor loop, which finishes each
-//! transition after the switch (`processor::run`).
+//! transition after the switch (`processor::run`). A ULT in the middle of unwinding a panic does
+//! not switch to another ULT's turn: it anchors to its OS thread (`crate::anchor`), through a park
+//! whose action hands the processor over (`crate::blocking::switched`).
 
 use crate::processor::Processor;
 use crate::slot::current_processor;
@@ -31,6 +33,8 @@ use std::time::Instant;
 /// * [`Switch::YIELD`]: let others run; stay ready.
 /// * [`Switch::EXIT`]: the ULT's task returned and its exit is published: the context is free for
 ///   another ULT.
+/// * [`Switch::REJOIN`]: an anchored ULT whose unwinding is over goes back to a processor; only
+///   the thread it is anchored to sees it (`crate::anchor::run`), never a processor.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Switch(usize);
 
@@ -44,6 +48,11 @@ impl Switch {
     pub(crate) const YIELD: Switch = Switch(4);
     /// The task returned, its exit published.
     pub(crate) const EXIT: Switch = Switch(5);
+    /// An anchored ULT rejoins a processor (`crate::anchor`).
+    pub(crate) const REJOIN: Switch = Switch(6);
+    /// Not a reason a ULT gives: what the processor makes of a [`Switch::YIELD`] of a ULT that
+    /// unwinds a panic (anchor it, `crate::anchor`).
+    pub(crate) const ANCHOR: Switch = Switch(7);
 
     #[inline(always)]
     fn with<T>(at: *const T, kind: usize) -> Switch {

@@ -438,7 +438,9 @@ impl<T> JoinHandle<T> {
         let mut here = current_processor();
         if !tcb.head.join.is_complete() {
             if let Some(p) = here {
-                if p.shared.is_own(t) && p.start_inline(t) == Inline::Finished {
+                // Not while unwinding: the child would run on this stack, on this OS thread, whose
+                // panic count is ours (`crate::anchor`).
+                if p.shared.is_own(t) && !std::thread::panicking() && p.start_inline(t) == Inline::Finished {
                     // SAFETY: the child finished inside `start_inline`; this handle is the only
                     // way to it and is consumed here (see `Inline::Finished`).
                     let out = unsafe { self.take_output() };
@@ -540,33 +542,32 @@ fn wait_for_exit(t: TcbRef) {
     let tcb = t.tcb();
     let here = current_processor();
     if let Some((p, me)) = here.and_then(|p| Some((p, p.current_ult()?))) {
-        // A ULT: block; the loop registers us after the switch (the join protocol in `tcb`). A ULT
-        // joining one of another runtime holds a claim on its own runtime until woken, so the
-        // waker (or the joined runtime's shutdown) can reach it even while its runtime is dropped.
-        let foreign = !p.shared.is_own(t);
-        if foreign {
-            crate::runtime::claim_outside(&p.shared);
-        }
-        let after = move |me, p: &Processor| {
-            crate::deadlock::note_wait(me, crate::deadlock::WaitKind::Join, t.as_ptr() as usize);
-            // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
-            unsafe { *tcb.links.waiter.get() = Waiter::Ult(me) };
-            let prev = tcb.head.join.register_waiter();
-            if prev & JoinState::COMPLETE != 0 {
-                // The ULT exited before it could see WAITER: nobody else will wake us, nor read
-                // the waiter field, which we clear (a free TCB's waiter is `None`).
-                // SAFETY: the exiter did not see WAITER, so the field is still ours alone.
-                unsafe { *tcb.links.waiter.get() = Waiter::None };
-                p.wake(me);
-                if foreign {
-                    // SAFETY: our runtime is alive (its processor runs this); this gives up the
-                    // claim taken above.
-                    unsafe { crate::runtime::release_outside_claim(Arc::as_ptr(&p.shared)) };
-                }
+        if std::thread::panicking() {
+            // It must not switch while it unwinds (`crate::anchor`); or a child that the join fast
+            // path started here switched while unwinding, and waits for this join to anchor.
+            // SAFETY: `me` is the ULT running this code, on `p`; such a child is one of ours.
+            unsafe {
+                crate::anchor::join_while_unwinding(
+                    p,
+                    me,
+                    t,
+                    move |me, p| register_joiner(me, p, t, false),
+                    wait_for_exit_thread,
+                )
+            };
+        } else {
+            // A ULT: block; the loop registers us after the switch (the join protocol in `tcb`). A
+            // ULT joining one of another runtime holds a claim on its own runtime until woken, so
+            // the waker (or the joined runtime's shutdown) can reach it even while its runtime is
+            // dropped.
+            let foreign = !p.shared.is_own(t);
+            if foreign {
+                crate::runtime::claim_outside(&p.shared);
             }
-        };
-        // SAFETY: `me` is the ULT running this code (the processor's current ULT).
-        unsafe { park_ult(me, after) };
+            let after = move |me, p: &Processor| register_joiner(me, p, t, foreign);
+            // SAFETY: `me` is the ULT running this code (the processor's current ULT).
+            unsafe { park_ult(me, after) };
+        }
         if !tcb.head.join.is_complete() {
             crate::fatal("a joining ULT was woken before the ULT it joins finished");
         }
@@ -575,10 +576,41 @@ fn wait_for_exit(t: TcbRef) {
     }
 }
 
+/// The join's action after the joining ULT `me` switched out, on its processor `p`: registers `me`
+/// as `t`'s joiner, or wakes it at once if `t` has finished meanwhile (`foreign`: `t` belongs to
+/// another runtime, and `me` holds a claim on its own, given up here in that case).
+#[inline(always)]
+fn register_joiner(me: TcbRef, p: &Processor, t: TcbRef, foreign: bool) {
+    let tcb = t.tcb();
+    crate::deadlock::note_wait(me, crate::deadlock::WaitKind::Join, t.as_ptr() as usize);
+    // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
+    unsafe { *tcb.links.waiter.get() = Waiter::Ult(me) };
+    let prev = tcb.head.join.register_waiter();
+    if prev & JoinState::COMPLETE != 0 {
+        // The ULT exited before it could see WAITER: nobody else will wake us, nor read the
+        // waiter field, which we clear (a free TCB's waiter is `None`).
+        // SAFETY: the exiter did not see WAITER, so the field is still ours alone.
+        unsafe { *tcb.links.waiter.get() = Waiter::None };
+        p.wake(me);
+        if foreign {
+            // SAFETY: our runtime is alive (its processor runs this); this gives up the claim the
+            // joiner took before it switched.
+            unsafe { crate::runtime::release_outside_claim(Arc::as_ptr(&p.shared)) };
+        }
+    }
+}
+
 /// [`wait_for_exit`] of an OS thread (or of a processor's own loop code, which has no ULT to
 /// block): park.
+///
+/// The thread may be a ULT's, anchored while it unwinds (`crate::anchor`): a ULT that is done
+/// unwinding rejoins a processor first and waits as a ULT; one that still unwinds waits here,
+/// recorded in its TCB for the deadlock report.
 #[cold]
 fn wait_for_exit_thread(t: TcbRef) {
+    if crate::anchor::rejoin_if_done() {
+        return wait_for_exit(t);
+    }
     let tcb = t.tcb();
     // SAFETY: the waiter field is written only before WAITER is set, by this single joiner.
     unsafe { *tcb.links.waiter.get() = Waiter::Thread(std::thread::current()) };
@@ -589,12 +621,21 @@ fn wait_for_exit_thread(t: TcbRef) {
         unsafe { *tcb.links.waiter.get() = Waiter::None };
         return;
     }
-    let _counted = crate::deadlock::OsWait::enter(false);
-    while !tcb.head.join.is_complete() {
-        if current_ult_processor().is_some() {
-            crate::fatal("a joining ULT was woken before the ULT it joins finished");
+    let park = || {
+        while !tcb.head.join.is_complete() {
+            if current_ult_processor().is_some() {
+                crate::fatal("a joining ULT was woken before the ULT it joins finished");
+            }
+            std::thread::park();
         }
-        std::thread::park();
+    };
+    match crate::anchor::anchored() {
+        None => crate::deadlock::OsWait::during(false, park),
+        Some(me) => {
+            crate::deadlock::note_anchored_wait(me, crate::deadlock::WaitKind::Join, t.as_ptr() as usize);
+            crate::anchor::unwatched(park);
+            crate::anchor::after_wait();
+        }
     }
 }
 
@@ -673,6 +714,8 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
 pub fn yield_now() {
     match current_processor().and_then(|p| p.current_ult()) {
         Some(me) => {
+            // (A ULT that yields while it unwinds is anchored by its processor after the switch:
+            // `crate::anchor`.)
             let y = me.tcb().exec.yielder.get();
             // SAFETY: `me` runs this code, so its yielder (set when it started on its context)
             // lives on its stack.
@@ -685,6 +728,8 @@ pub fn yield_now() {
 /// Puts the running ULT to sleep for at least `dur` without blocking its processor. Outside a ULT
 /// it sleeps the OS thread.
 pub fn sleep(dur: Duration) {
+    // A ULT that unwinds sleeps anchored to its OS thread (`crate::anchor`).
+    crate::anchor::at_switch_point();
     if current_ult_processor().is_some() {
         let deadline = Instant::now() + dur;
         while Instant::now() < deadline {
@@ -744,11 +789,17 @@ pub(crate) fn thread_of(t: TcbRef) -> Thread {
 
 /// The running ULT, or `None` outside one.
 pub fn try_current() -> Option<Thread> {
-    let p = current_processor()?;
-    let me = p.current_ult()?;
-    let mut th = thread_of(me);
-    th.processor = p.index;
-    Some(th)
+    match current_processor().map(|p| (p, p.current_ult())) {
+        Some((p, Some(me))) => {
+            let mut th = thread_of(me);
+            th.processor = p.index;
+            Some(th)
+        }
+        Some((_, None)) => None,
+        // A ULT anchored to its OS thread while it unwinds (`crate::anchor`): the processor it
+        // last ran on.
+        None => crate::anchor::anchored().map(thread_of),
+    }
 }
 
 /// The running ULT.

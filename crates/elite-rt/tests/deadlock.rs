@@ -81,6 +81,55 @@ fn try_block_on_reports_a_lock_order_inversion() {
     });
 }
 
+/// A ULT that blocks in a destructor while it unwinds a panic waits on its own OS thread (the
+/// thread's panic count is its own); the report still names it, with what it waits on and that it
+/// unwinds: here it locks a mutex that the root holds while the root joins it.
+#[test]
+fn a_ult_blocked_while_it_unwinds_is_named_in_the_report() {
+    struct LockOnDrop(Arc<Mutex<()>>);
+    impl Drop for LockOnDrop {
+        fn drop(&mut self) {
+            let _g = self.0.lock();
+        }
+    }
+    for processors in [1, 2] {
+        hang_guard(60, "a deadlock while unwinding", move || {
+            let rt = runtime(processors);
+            let d = rt
+                .try_block_on(|| {
+                    let m = Arc::new(Mutex::new(()));
+                    let held = m.lock().unwrap();
+                    let (tx, rx) = mpsc::channel::<()>();
+                    let m2 = m.clone();
+                    let unwinding = named("unwinding", move || {
+                        let _d = LockOnDrop(m2);
+                        tx.send(()).unwrap();
+                        panic!("unwinds into a lock the root holds");
+                    });
+                    rx.recv().unwrap();
+                    let _ = unwinding.join(); // waits for ever: the root holds the lock
+                    drop(held);
+                })
+                .expect_err("a deadlock");
+            let (u, root) = (find(&d, "unwinding"), find(&d, "root"));
+            assert_eq!(u.waits_on(), WaitKind::Mutex, "{d}");
+            assert!(u.unwinding(), "{d}");
+            assert!(!root.unwinding(), "{d}");
+            assert_eq!(root.joins(), Some(u.id()), "{d}");
+            assert_eq!(d.blocked().len(), 2, "{d}");
+            let text = d.to_string();
+            assert!(
+                text.contains(&format!("ULT {} 'unwinding' waits on a Mutex", u.id().as_u64()))
+                    && text.contains("in the middle of unwinding a panic"),
+                "{text}"
+            );
+            assert_eq!(rt.stats().blocking.anchored, 1, "{d}");
+            // Dropping the runtime cancels the root, whose guard then lets the unwinding ULT go
+            // on, on its own thread, which cancels it when it is done.
+        });
+    }
+}
+
 /// One ULT blocked on each kind of object; every one is named with its kind.
 #[test]
 fn every_kind_of_wait_is_named() {

@@ -39,9 +39,12 @@ impl Processor {
             std::mem::forget(locals);
             // Publish the exit here, on the ULT's own stack: dropping a detached ULT's result
             // runs user code, which may join, yield or sleep like any ULT code. The task may
-            // have switched: the processor running us now is the last one that resumed us.
-            let Some(p) = current_processor() else {
-                crate::fatal("a ULT exited off its processor");
+            // have switched: the processor running us now is the last one that resumed us. A
+            // ULT anchored to its OS thread while it unwound (`crate::anchor`), its panic caught
+            // now, rejoins a processor first.
+            let p = match current_processor() {
+                Some(p) => p,
+                None => crate::anchor::rejoin_at_exit(t),
             };
             p.publish_from_ult(t);
             // At rest until the next ULT: nothing with drop glue lives in this frame here.

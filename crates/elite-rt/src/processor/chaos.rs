@@ -5,7 +5,8 @@
 //! # What it changes
 //!
 //! * **Every yield migrates** the yielding ULT to another processor, chosen at random (through
-//!   that processor's wake-up stack), instead of requeueing it here.
+//!   that processor's wake-up stack), instead of requeueing it here (but a yield in the middle of
+//!   unwinding a panic, which anchors the ULT to its OS thread instead: `crate::anchor`).
 //! * **Wake-ups go astray**: one in two wake-ups from a processor sends the woken ULT to a random
 //!   processor instead of the one the policy chose.
 //! * **Runqueue picks are random**: the `next` slot is skipped half of the time, and the next ULT

@@ -9,6 +9,7 @@ use crate::tcb::{JoinState, Life, TcbRef, Waiter};
 impl Processor {
     /// The ULT's task returned: free its context (and stack) at once, then hand the TCB to the
     /// join protocol.
+    #[inline(always)]
     pub(super) fn exit(&self, t: TcbRef) {
         let tcb = t.tcb();
         // SAFETY: the ULT switched out for good (`Switch::EXIT`); this processor owns its context.

@@ -160,6 +160,9 @@ pub(crate) struct Core {
     spill: Vec<*mut Tcb>,
     /// The child a joiner is running through the join fast path, if any (see `start_inline`).
     inline_child: Option<TcbRef>,
+    /// A child of the join fast path that switched while unwinding, to anchor after its joiner's
+    /// switch (`crate::anchor`, "Where the invariant costs something else").
+    pending_anchor: Option<crate::blocking::CallRef>,
     /// Join fast paths in progress on this OS thread's stack (no hand-off inside one), plus one
     /// for good in chaos mode (whose loop picks the next ULT at random): no direct hand-off while
     /// non-zero, one test on the hand-off path for both.
@@ -229,6 +232,10 @@ pub(crate) struct Processor {
     /// `config.gather_locks && !config.central` (see `sync::mutex::gather`).
     pub(crate) gather_locks: bool,
     check_canary: bool,
+    /// Something runs at every switch of a ULT here: the policy's hooks around a run (a recording
+    /// or hardware-counting policy) or the canary check of unguarded stacks. Fixed for the
+    /// processor's life; `run_ult` has a copy for each answer.
+    hooked: bool,
     stack_size: usize,
     /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
     pub(crate) prefetch: bool,
@@ -255,6 +262,7 @@ impl Processor {
             batch: YieldBatch::new(),
             spill: Vec::new(),
             inline_child: None,
+            pending_anchor: None,
             no_hand_off: u32::from(c.chaos.is_some()),
             pinned_here: 0,
             notes: (0..shared.processors.len()).map(|_| None).collect(),
@@ -269,6 +277,11 @@ impl Processor {
             engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
         };
         let woken_stay = core.engine.woken_stay_with_ult_wakers();
+        let check_canary = c.stack_kind == crate::stack::StackKind::Unguarded;
+        let hooked = {
+            let (begin, end) = core.engine.run_hooks();
+            begin || end || check_canary
+        };
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const NodeStart = &shared.nodes[shared.processors[index].node].start;
         static UIDS: AtomicUsize = AtomicUsize::new(1);
@@ -284,7 +297,8 @@ impl Processor {
             budget_on: c.coop_budget.is_some(),
             central: c.central,
             gather_locks: c.gather_locks && !c.central,
-            check_canary: c.stack_kind == crate::stack::StackKind::Unguarded,
+            check_canary,
+            hooked,
             stack_size: c.stack_size,
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
@@ -354,6 +368,18 @@ impl Processor {
     /// Whether a pinned ULT lives on this processor (started here, not exited).
     pub(crate) fn hosts_pinned(&self) -> bool {
         self.core().pinned_here > 0
+    }
+
+    /// Notes `anchor`, of a child of the join fast path that switched out while unwinding, for
+    /// its joiner's wait to make (`crate::anchor`).
+    pub(crate) fn set_pending_anchor(&self, anchor: crate::blocking::CallRef) {
+        let prev = self.core().pending_anchor.replace(anchor);
+        debug_assert!(prev.is_none(), "two pending anchors");
+    }
+
+    /// The anchor noted by [`Processor::set_pending_anchor`], if any.
+    pub(crate) fn take_pending_anchor(&self) -> Option<crate::blocking::CallRef> {
+        self.core().pending_anchor.take()
     }
 }
 

@@ -114,7 +114,7 @@ impl Processor {
     /// the control block of the ULT the runqueue would hand out after it (see `crate::prefetch`).
     /// For ULTs without a block, and whenever prefetch is off (no ULT has a prefetch word then):
     /// one load of a line the switch reads anyway, and a branch.
-    #[inline]
+    #[inline(always)]
     fn prefetch_chosen(&self, t: TcbRef) {
         if crate::prefetch::ult(t) {
             if let Some(next) = self.runq().peek_best() {
@@ -271,14 +271,30 @@ impl Processor {
     /// `w` is the calling OS thread's worker (`crate::blocking`), passed down from the loop (or
     /// looked up once by the join fast path) rather than read from a thread-local after every
     /// park.
-    fn run_ult(&self, mut t: TcbRef, w: &Worker) {
+    ///
+    /// Two copies of the loop, chosen here once per call: with the hooks around each run (a
+    /// recording or hardware-counting policy, unguarded stacks' canary: `hooked`), and without,
+    /// which is what runs unless one of those was asked for, and tests nothing for them at its
+    /// switches.
+    #[inline]
+    fn run_ult(&self, t: TcbRef, w: &Worker) {
+        if self.hooked {
+            std::hint::cold_path();
+            self.run_ult_as::<true>(t, w);
+        } else {
+            self.run_ult_as::<false>(t, w);
+        }
+    }
+
+    /// [`Processor::run_ult`], with the hooks (`HOOKED`) or without.
+    fn run_ult_as<const HOOKED: bool>(&self, mut t: TcbRef, w: &Worker) {
         let stats = &self.remote().stats;
-        let check_canary = self.check_canary;
+        let check_canary = HOOKED && self.check_canary;
         // Fixed for the processor's life: read once here, not at every resume.
-        let (begin_hook, end_hook) = self.core().engine.run_hooks();
-        // Whether anything at all runs after a switch out (rare: a recording or hardware-counting
-        // policy, unguarded stacks): one test per switch when nothing does.
-        let after_hooks = end_hook || check_canary;
+        let (begin_hook, end_hook) = if HOOKED { self.core().engine.run_hooks() } else { (false, false) };
+        // Whether anything at all runs after a switch out: one test per switch in the hooked copy,
+        // none in the other.
+        let after_hooks = HOOKED && (end_hook || check_canary);
         // What a turn's budget starts from (`budget`), read once: a store per switch.
         let budget_turn = self.budget_turn;
         'chain: loop {
@@ -287,8 +303,13 @@ impl Processor {
             // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
             // until `exit` takes it, after this borrow ends. The ULT's own code never touches the
             // field.
-            let ctx = unsafe { (*tcb.exec.context.get()).as_mut() }
-                .unwrap_or_else(|| crate::fatal("ULT without a context"));
+            let ctx = unsafe { (*tcb.exec.context.get()).as_mut() };
+            debug_assert!(ctx.is_some(), "ULT without a context");
+            // SAFETY: only started ULTs come here (`dispatch`, `start_ult`, and the chain's
+            // `hand_off` and `yield_from_batch`, which take only `Life::Started` ones), and a
+            // started ULT has its context until `exit` takes it after its last switch (as said
+            // above): it is Some.
+            let ctx = unsafe { ctx.unwrap_unchecked() };
             let why = loop {
                 self.current.set(Some(t));
                 self.budget.set(budget_turn); // a new turn: a full budget (`budget`)
@@ -313,6 +334,12 @@ impl Processor {
                     }
                 }
                 if why == Switch::YIELD {
+                    if std::thread::panicking() {
+                        // It yields while it unwinds: this thread's panic count is its own, and
+                        // nothing else may run here meanwhile (`crate::anchor`).
+                        std::hint::cold_path();
+                        break Switch::ANCHOR;
+                    }
                     stats.yields.bump();
                     match self.yield_from_batch(t) {
                         FromBatch::Run(n) => {
@@ -339,12 +366,23 @@ impl Processor {
             // The kinds by how often they come: a blocking wait on a synchronization object
             // first (tested alone, so that it is not one case of a jump table).
             if why.kind() <= Switch::LINK_FRONT {
-                // SAFETY: the ULT switched out holding the object's lock, the `LinkTo` and its
-                // node on its frozen stack, the object alive and untouched by anyone else until
-                // the node is linked and the lock released, which this does (`Switch::link`).
-                unsafe {
-                    crate::sync::wait::link_after_switch(why.at(), why.kind() == Switch::LINK_FRONT, t)
-                };
+                if std::thread::panicking() {
+                    // It blocked while it unwinds: it waits anchored to this thread instead
+                    // (`crate::anchor`).
+                    std::hint::cold_path();
+                    self.anchor_linker(t, why);
+                    if w.stop.load(Ordering::Relaxed) {
+                        return; // (as after a blocking call's action)
+                    }
+                } else {
+                    // SAFETY: the ULT switched out holding the object's lock, the `LinkTo` and its
+                    // node on its frozen stack, the object alive and untouched by anyone else
+                    // until the node is linked and the lock released, which this does
+                    // (`Switch::link`).
+                    unsafe {
+                        crate::sync::wait::link_after_switch(why.at(), why.kind() == Switch::LINK_FRONT, t)
+                    };
+                }
             } else if why == Switch::YIELD {
                 self.requeue_yielded(t);
             } else if why.kind() == Switch::PARK {
@@ -360,13 +398,20 @@ impl Processor {
                 }
             } else if why == Switch::EXIT {
                 self.exit(t);
-            } else {
-                debug_assert!(why.kind() == Switch::SLEEP);
+            } else if why.kind() == Switch::SLEEP {
                 // SAFETY: the deadline lives on the sleeping ULT's frozen stack.
                 let deadline = unsafe { (*why.at::<Deadline>()).0 };
                 self.core().timers.insert(deadline, t);
                 self.flush_batch();
                 return;
+            } else {
+                debug_assert!(why == Switch::ANCHOR);
+                self.anchor_yielder(t);
+                // As after a blocking call's action: this thread may have handed the processor
+                // over.
+                if w.stop.load(Ordering::Relaxed) {
+                    return;
+                }
             }
             match self.hand_off() {
                 Some(n) => t = n,
@@ -379,13 +424,36 @@ impl Processor {
         }
     }
 
+    /// `t` yielded while it unwinds a panic: it is anchored to this OS thread (the processor is
+    /// handed over, as for a blocking call) and goes on here, as its yield, until its unwinding is
+    /// over (`crate::anchor`).
+    #[cold]
+    #[inline(never)]
+    fn anchor_yielder(&self, t: TcbRef) {
+        self.remote().stats.yields.bump();
+        crate::blocking::switched(self, t, crate::blocking::CallRef::anchor(t, std::ptr::null()));
+    }
+
+    /// `t` switched out to block on a synchronization object (`why`, a `Switch::link`) while it
+    /// unwinds a panic: its node becomes this OS thread's and is linked as such, and `t` is
+    /// anchored to this thread, which waits for the node's notification before it resumes `t`
+    /// (`crate::anchor`).
+    #[cold]
+    #[inline(never)]
+    fn anchor_linker(&self, t: TcbRef, why: Switch) {
+        // SAFETY: as for `link_after_switch` in `run_ult_as`: the ULT switched out with this link,
+        // holding the object's lock, and stays switched out until it is anchored.
+        let wait = unsafe { crate::sync::wait::anchor_link(why.at(), why.kind() == Switch::LINK_FRONT, t) };
+        crate::blocking::switched(self, t, crate::blocking::CallRef::anchor(t, wait));
+    }
+
     /// The direct hand-off: after a transition, the ULT in the `next` slot (the one the
     /// transition made ready: a woken receiver, a joiner, the next yielder in line) runs at once,
     /// without a round of the loop, when the loop would pick it anyway: no wake-up, clean-up note
     /// or timer waits, and this is not the 61st step in a row (then the loop runs, and with it
     /// the shutdown check and the shared start-queue levels). Never inside the join fast path,
     /// whose caller waits on this stack for its child's switch.
-    #[inline]
+    #[inline(always)]
     fn hand_off(&self) -> Option<TcbRef> {
         let core = self.core();
         let n = self.peek_next()?;
@@ -420,7 +488,7 @@ impl Processor {
     /// (`hot_path_probe yields`, 1024 ULTs: 156 -> 139 per yield, task-clock 8.8 -> 8.4 ns).
     /// Under No Affinity and Minimum Misses only (their yield key is always 0; the batch is
     /// never filled under the others, nor in the central or chaos mode).
-    #[inline]
+    #[inline(always)]
     fn yield_from_batch(&self, t: TcbRef) -> FromBatch {
         let core = self.core();
         let Some(n) = core.batch.peek_taken() else {
@@ -450,7 +518,7 @@ impl Processor {
 
     /// Whether a wake-up, a clean-up note or a timer waits for the loop: then the fast paths
     /// (`hand_off`, `yield_from_batch`) go back to it.
-    #[inline]
+    #[inline(always)]
     fn loop_has_errands(&self) -> bool {
         let remote = self.remote();
         !remote.wakeup.is_empty() || !remote.cleanup.is_empty() || !self.core().timers.is_empty()
@@ -460,7 +528,7 @@ impl Processor {
     /// Only such a yield counts a step here; one that finds other work counts its step in
     /// [`Processor::hand_off`], so that every yield counts one and the loop's turn (every
     /// [`TICK_PERIOD`](super::TICK_PERIOD)-th step) is never spent on a yield that goes on to the hand-off anyway.
-    #[inline]
+    #[inline(always)]
     fn nothing_else_local(&self) -> bool {
         let core = self.core();
         let alone = self.next_is_empty()
@@ -475,6 +543,7 @@ impl Processor {
 
     /// A ULT yielded while other work waits: it goes behind the other ready ULTs (the policy's
     /// yield key) and one never-started ULT is admitted first.
+    #[inline(always)]
     fn requeue_yielded(&self, t: TcbRef) {
         if self.chaos.on && self.chaos_migrate(t) {
             return;

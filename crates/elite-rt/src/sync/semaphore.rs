@@ -126,12 +126,18 @@ impl Semaphore {
 
     /// [`acquire_until`](Semaphore::acquire_until) with no permit available: block until a
     /// release hands one over or the deadline passes. Inlined: a shallow wait (see "Switch depth"
-    /// in `sync::wait`).
+    /// in `sync::wait`); an untimed one only links its node (`WaitNode::block_on`).
     #[inline(always)]
     fn wait_for_permit(&self, s: SpinGuard<'_, State>, deadline: Option<Instant>) -> bool {
         let node = WaitNode::new();
         let unwind = OnUnwind::new(|| self.abandon(&node));
-        let notified = node.block(s, deadline, |s, n| s.waiters.push_back(n));
+        let notified = match deadline {
+            None => {
+                node.block_on(s, |s| &mut s.waiters, false);
+                true // (untimed: only a release resolves it)
+            }
+            Some(_) => node.block(s, deadline, |s, n| s.waiters.push_back(n)),
+        };
         unwind.disarm();
         if !notified {
             // Timed out: the notify that failed on us left the tag alone; leave the queue.

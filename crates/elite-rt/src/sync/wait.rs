@@ -43,7 +43,7 @@
 //! other parties a wait of one coroutine switch at most; it is the "spin lock that guarded it"
 //! of DESIGN §3 step 4.
 //!
-//! An OS thread waits the same way with a state byte in its node instead of the TCB word: it
+//! An OS thread waits the same way with a state word in its node instead of the TCB word: it
 //! links the node, unlocks, and parks in `std::thread::park` (whose token makes an early unpark
 //! harmless).
 //!
@@ -57,6 +57,14 @@
 //! won). The waiter holds every channel's lock across the switch; after it, the processor links
 //! each node and releases the locks; once resumed, the waiter unlinks every node under its
 //! channel's lock before its frame goes (`sync::select`).
+//!
+//! A ULT that would block while it unwinds a panic waits as its OS thread instead, anchored to it
+//! (`crate::anchor`: std counts panics per OS thread). Its node, made as a ULT's, becomes its OS
+//! thread's before it is linked ([`WaitNode::become_anchored`]; the node's state word then also
+//! names the ULT, for the deadlock report): in `block_on` its processor sees the `Switch::link`
+//! while `std::thread::panicking()` and links it so ([`anchor_link`]), then its OS thread waits on
+//! it before it resumes the ULT; in `block` the ULT does it itself before it would switch
+//! (`WaitNode::block_unwinding`). Notifiers see an OS thread's node and unpark that thread.
 //!
 //! # Who may wake after the object's lock is released
 //!
@@ -107,12 +115,12 @@
 //! unlinks the node if it is still linked, and gives back what a notifier may have handed over
 //! (a lock, a permit).
 
-use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::deadlock::WaitKind;
 use crate::processor::Processor;
 use crate::runtime::Shared;
 use crate::slot::current_processor;
-use crate::tcb::TcbRef;
+use crate::tcb::{Tcb, TcbRef};
 use std::cell::{Cell, UnsafeCell};
 use std::ops::{Deref, DerefMut};
 use std::ptr;
@@ -129,9 +137,25 @@ const SEQ_SHIFT: u32 = 2;
 /// when the wait has a deadline: the outcome bits are free there (the node never records one).
 const NODE_TIMED: u64 = TIMED_OUT;
 
-const T_WAITING: u8 = 0;
-const T_NOTIFIED: u8 = 1;
-const T_TIMED_OUT: u8 = 2;
+// An OS thread's wait word (`Who::Thread`): its state in the low bits, and above them the address
+// of the ULT that waits as this OS thread, if any (`crate::anchor`), fixed when the node is made.
+// One word, so that `Who` stays the size of a ULT's variant (its discriminant in the ULT's
+// non-null TCB pointer, no tag of its own).
+const T_WAITING: usize = 0;
+const T_NOTIFIED: usize = 1;
+const T_TIMED_OUT: usize = 2;
+const T_STATE: usize = 3;
+const _: () = assert!(std::mem::align_of::<Tcb>() > T_STATE);
+
+/// An OS thread's wait word, waiting, for a thread that is `ult`'s if it is a ULT's.
+fn thread_wait(ult: Option<TcbRef>) -> AtomicUsize {
+    AtomicUsize::new(ult.map_or(0, |t| t.as_ptr() as usize) | T_WAITING)
+}
+
+/// The ULT whose OS thread waits with the wait word `w`, if any.
+fn waiting_ult(w: &AtomicUsize) -> Option<TcbRef> {
+    TcbRef::from_ptr((w.load(Ordering::Relaxed) & !T_STATE) as *mut Tcb)
+}
 
 /// The wait word of wait `seq`, notified or not yet resolved (for tests that set one up).
 #[cfg(test)]
@@ -178,15 +202,11 @@ enum Who {
     /// for a timed wait (set before the node is linked: only then can a timer race the
     /// notifier). `runtime`: the ULT's runtime (the shared state of the processor it blocks on),
     /// which a notifier compares with its own without reaching into the TCB's chunk.
-    Ult {
-        tcb: TcbRef,
-        word: Cell<u64>,
-        runtime: *const Shared,
-    },
-    Thread {
-        thread: Thread,
-        state: AtomicU8,
-    },
+    Ult { tcb: TcbRef, word: Cell<u64>, runtime: *const Shared },
+    /// An OS thread's wait: `state` is its wait word, which also names the ULT whose thread it
+    /// is, when a ULT waits as its OS thread (`crate::anchor`: one that unwinds and made the node
+    /// on its processor, anchoring before it parks, or one anchored already).
+    Thread { thread: Thread, state: AtomicUsize },
     /// Another node of the wait of an OS thread whose first node, a `Thread`, this points to
     /// ([`WaitNode::sibling`]): it is resolved through that node's state.
     ThreadOf(*const WaitNode),
@@ -201,7 +221,9 @@ pub(crate) struct WaitNode {
     prev: Cell<*const WaitNode>,
     /// The next node in the list, null for the last; [`UNLINKED`] while the node is in no list.
     next: Cell<*const WaitNode>,
-    who: Who,
+    /// Written only before the node is linked: the node of a ULT that must not switch (it unwinds
+    /// a panic) becomes an OS thread's ([`WaitNode::become_anchored`]).
+    who: UnsafeCell<Who>,
     pub(crate) tag: Cell<usize>,
     pub(crate) slot: Cell<*mut ()>,
 }
@@ -229,7 +251,7 @@ impl WaitNode {
             }
             None => {
                 std::hint::cold_path(); // (an OS thread's wait costs a park anyway)
-                Who::Thread { thread: std::thread::current(), state: AtomicU8::new(T_WAITING) }
+                Who::Thread { thread: std::thread::current(), state: thread_wait(crate::anchor::anchored()) }
             }
         };
         WaitNode::of(who)
@@ -241,7 +263,7 @@ impl WaitNode {
         WaitNode {
             prev: Cell::new(ptr::null()),
             next: Cell::new(UNLINKED),
-            who,
+            who: UnsafeCell::new(who),
             tag: Cell::new(0),
             slot: Cell::new(ptr::null_mut()),
         }
@@ -254,13 +276,23 @@ impl WaitNode {
     /// are resolved by compare-and-swap on its wait word (as a timed wait is, `NODE_TIMED`); an
     /// OS thread's refer to the first node's state. Only the first node blocks ([`block`]).
     ///
+    /// A ULT that unwinds a panic waits as its OS thread (`crate::anchor`): its first node becomes
+    /// its OS thread's here, before any sibling is made, so that every sibling refers to it.
+    ///
     /// # Safety
     /// `self` stays where it is, alive, for as long as the returned node (or any other sibling)
     /// may be linked or notified.
     ///
     /// [`block`]: WaitNode::block
     pub(crate) unsafe fn sibling(&self) -> WaitNode {
-        let who = match &self.who {
+        if let Who::Ult { tcb, .. } = self.who() {
+            if std::thread::panicking() {
+                std::hint::cold_path();
+                let t = *tcb;
+                self.become_anchored(t); // (no reference into `who` is held across this)
+            }
+        }
+        let who = match self.who() {
             Who::Ult { tcb, word, runtime } => {
                 // Several notifiers may race for this wait now: they must CAS. (Set before any
                 // node is linked: the wait has no notifier yet.)
@@ -271,6 +303,51 @@ impl WaitNode {
             Who::ThreadOf(first) => Who::ThreadOf(*first),
         };
         WaitNode::of(who)
+    }
+
+    #[inline(always)]
+    fn who(&self) -> &Who {
+        // SAFETY: written only before the node is linked (`become_anchored`), by its waiter or by
+        // its processor while the waiter is switched out, and no reference taken here before that
+        // write is used after it (`block` copies the TCB out and goes to `block_unwinding`;
+        // `block_on` copies it out before it switches).
+        unsafe { &*self.who.get() }
+    }
+
+    /// [`WaitNode::block`] of `t`, the ULT that made this node, while it unwinds a panic: the
+    /// node becomes an OS thread's (its wait in `t`'s TCB is resolved: nothing will resolve it
+    /// there), then `t` waits as an OS thread does, anchored to this OS thread first
+    /// (`crate::anchor::wait`, once the node is linked and the object unlocked).
+    #[cold]
+    #[inline(never)]
+    fn block_unwinding<S, R>(
+        &self,
+        t: TcbRef,
+        guard: SpinGuard<'_, S>,
+        deadline: Option<Instant>,
+        link: impl FnOnce(&mut S, &WaitNode) -> R,
+    ) -> bool {
+        self.become_anchored(t);
+        let Who::Thread { state, .. } = self.who() else {
+            crate::fatal("a node made an OS thread's is not");
+        };
+        let mut g = guard;
+        let after = link(&mut g, self);
+        drop(g);
+        drop(after);
+        crate::anchor::wait(Some(t), deadline.is_some(), || Self::park_thread(state, deadline))
+    }
+
+    /// Makes this node, made by the ULT `t` and not linked yet, the node of the calling OS thread
+    /// (`t`'s, to which `t` anchors), and resolves `t`'s wait in its TCB (nothing will resolve it
+    /// there now). Called by `t` itself, or by its processor after `t` switched out to link it.
+    fn become_anchored(&self, t: TcbRef) {
+        let w = &t.tcb().exec.wait;
+        w.store(w.load(Ordering::Relaxed) | NOTIFIED, Ordering::Release);
+        let thread = Who::Thread { thread: std::thread::current(), state: thread_wait(Some(t)) };
+        // SAFETY: the node is in no list, and the object's lock is held (by its waiter, or on its
+        // behalf): nobody else reads it; no reference to `who` taken before is used after this.
+        unsafe { *self.who.get() = thread };
     }
 
     /// Whether the node is in a list. Read under the object's lock.
@@ -298,8 +375,12 @@ impl WaitNode {
         deadline: Option<Instant>,
         link: impl FnOnce(&mut S, &WaitNode) -> R,
     ) -> bool {
-        match &self.who {
+        match self.who() {
             Who::Ult { tcb, word, .. } => {
+                if std::thread::panicking() {
+                    // It must not switch while it unwinds (`crate::anchor`).
+                    return self.block_unwinding(*tcb, guard, deadline, link);
+                }
                 let (t, seq) = (*tcb, word.get() >> SEQ_SHIFT);
                 if deadline.is_some() {
                     word.set(word.get() | NODE_TIMED);
@@ -339,8 +420,11 @@ impl WaitNode {
                 drop(g);
                 drop(after);
                 // Counted for the deadlock report (`crate::deadlock`): a timed wait of an OS
-                // thread runs again by itself, an untimed one only when someone wakes it.
-                crate::deadlock::OsWait::during(deadline.is_some(), || Self::park_thread(state, deadline))
+                // thread runs again by itself, an untimed one only when someone wakes it (an
+                // anchored ULT's: `crate::anchor::wait`).
+                crate::anchor::wait(waiting_ult(state), deadline.is_some(), || {
+                    Self::park_thread(state, deadline)
+                })
             }
             Who::ThreadOf(_) => crate::fatal("a wait blocks through its first node"),
         }
@@ -360,8 +444,10 @@ impl WaitNode {
         front: bool,
     ) {
         let mut g = guard;
-        match &self.who {
+        match self.who() {
             Who::Ult { tcb, .. } => {
+                // (A ULT that unwinds is anchored by its processor after the switch, instead of
+                // linked: `anchor_link`.)
                 let t = *tcb;
                 debug_assert!(current_processor().and_then(|p| p.current_ult()) == Some(t));
                 let list: *mut WaitList = list(&mut g);
@@ -382,16 +468,17 @@ impl WaitNode {
                     l.push_back(self);
                 }
                 drop(g);
-                crate::deadlock::OsWait::during(false, || Self::park_thread(state, None));
+                crate::anchor::wait(waiting_ult(state), false, || Self::park_thread(state, None));
             }
             Who::ThreadOf(_) => crate::fatal("a wait blocks through its first node"),
         }
     }
 
     /// An OS thread's wait, its node linked: park until notified (true) or the deadline (false).
-    fn park_thread(state: &AtomicU8, deadline: Option<Instant>) -> bool {
+    fn park_thread(state: &AtomicUsize, deadline: Option<Instant>) -> bool {
+        let ult = state.load(Ordering::Relaxed) & !T_STATE;
         loop {
-            match state.load(Ordering::Acquire) {
+            match state.load(Ordering::Acquire) & T_STATE {
                 T_NOTIFIED => return true,
                 T_TIMED_OUT => return false,
                 _ => {}
@@ -402,7 +489,12 @@ impl WaitNode {
                     let now = Instant::now();
                     if now >= d {
                         if state
-                            .compare_exchange(T_WAITING, T_TIMED_OUT, Ordering::AcqRel, Ordering::Acquire)
+                            .compare_exchange(
+                                ult | T_WAITING,
+                                ult | T_TIMED_OUT,
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            )
                             .is_ok()
                         {
                             return false;
@@ -427,7 +519,7 @@ impl WaitNode {
     /// switch (see [`WaitNode::new_on`]).
     #[inline(always)]
     pub(crate) fn notify_on(&self, here: Option<&Processor>) -> Option<Wake> {
-        if let Who::Ult { tcb, word, runtime } = &self.who {
+        if let Who::Ult { tcb, word, runtime } = self.who() {
             let w = word.get();
             if w & NODE_TIMED == 0 {
                 // Untimed, and linked only after its ULT switched out: nobody but us, under the
@@ -450,7 +542,7 @@ impl WaitNode {
         g: SpinGuard<'a, S>,
         here: Option<&Processor>,
     ) -> Result<(), SpinGuard<'a, S>> {
-        if let (Some(p), Who::Ult { tcb, word, runtime }) = (here, &self.who) {
+        if let (Some(p), Who::Ult { tcb, word, runtime }) = (here, self.who()) {
             let w = word.get();
             if w & NODE_TIMED == 0 && ptr::eq(*runtime, Arc::as_ptr(&p.shared)) && p.current_ult().is_some() {
                 // As in `notify_on`: untimed, so the store resolves it.
@@ -481,15 +573,18 @@ impl WaitNode {
     /// [`WaitNode::notify`] of a timed wait or of an OS thread.
     #[cold]
     fn notify_slow(&self) -> Option<Wake> {
-        match &self.who {
+        match self.who() {
             Who::Ult { tcb, word, runtime } => {
                 let t = *tcb;
                 resolve(&t.tcb().exec.wait, word.get() >> SEQ_SHIFT, NOTIFIED)?; // fails: the deadline won
                 Some(Self::wake_ult(t, *runtime, current_processor()))
             }
-            Who::Thread { thread, state } => {
+            Who::Thread { thread, state, .. } => {
                 let th = thread.clone(); // the node may be gone once the state says NOTIFIED
-                state.compare_exchange(T_WAITING, T_NOTIFIED, Ordering::AcqRel, Ordering::Relaxed).ok()?;
+                let ult = state.load(Ordering::Relaxed) & !T_STATE; // (fixed for the node's life)
+                state
+                    .compare_exchange(ult | T_WAITING, ult | T_NOTIFIED, Ordering::AcqRel, Ordering::Relaxed)
+                    .ok()?;
                 Some(Wake::Thread(th))
             }
             // SAFETY: the first node outlives its siblings (`sibling`'s contract).
@@ -616,11 +711,20 @@ impl WaitList {
         WaitList { head: ptr::null(), tail: ptr::null(), kind }
     }
 
-    /// Records in a linking ULT's TCB what it is about to block on (`deadlock::note_wait`).
+    /// Records in a linking ULT's TCB what it is about to block on (`deadlock::note_wait`), also
+    /// when it waits as its OS thread while it unwinds (`deadlock::note_anchored_wait`).
     #[inline]
     fn note(&self, n: &WaitNode) {
-        if let Who::Ult { tcb, .. } = &n.who {
-            crate::deadlock::note_wait(*tcb, self.kind, self as *const WaitList as usize);
+        match n.who() {
+            Who::Ult { tcb, .. } => {
+                crate::deadlock::note_wait(*tcb, self.kind, self as *const WaitList as usize)
+            }
+            Who::Thread { state, .. } => {
+                if let Some(t) = waiting_ult(state) {
+                    crate::deadlock::note_anchored_wait(t, self.kind, self as *const WaitList as usize)
+                }
+            }
+            Who::ThreadOf(_) => {} // (its first node's list is the one reported)
         }
     }
 
@@ -757,6 +861,48 @@ pub(crate) unsafe fn link_after_switch(to: *const LinkTo, front: bool, t: TcbRef
     }
     // SAFETY: per the contract, the lock is held (by the switched-out waiter, on our behalf).
     unsafe { (**lock).store(false, Ordering::Release) };
+}
+
+/// The processor's half of a [`WaitNode::block_on`] whose ULT, `t`, unwinds a panic (`Switch::link`
+/// seen while `std::thread::panicking()`): instead of [`link_after_switch`], the node becomes the
+/// node of this OS thread (`t`'s, to which `t` is anchored next, `crate::anchor`), is linked as
+/// such, and the object's lock is released. Returns the node's wait word, which this thread waits
+/// on, as `t`, before it resumes `t` (`crate::anchor::run`): `t` then returns from `block_on`
+/// notified, as usual.
+///
+/// # Safety
+/// As for [`link_after_switch`].
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn anchor_link(to: *const LinkTo, front: bool, t: TcbRef) -> *const AtomicUsize {
+    // SAFETY: per the contract, `to` and the node are alive on `t`'s frozen stack, and the list is
+    // ours under the held lock.
+    let LinkTo { node, list, lock } = unsafe { &*to };
+    // SAFETY: as above.
+    let (list, node) = unsafe { (&mut **list, &**node) };
+    node.become_anchored(t);
+    if front {
+        list.push_front(node);
+    } else {
+        list.push_back(node); // (with its note for the deadlock report, as anchored)
+    }
+    let Who::Thread { state, .. } = node.who() else {
+        crate::fatal("a node made an OS thread's is not");
+    };
+    let wait: *const AtomicUsize = state;
+    // SAFETY: per the contract, the lock is held on the waiter's behalf.
+    unsafe { (**lock).store(false, Ordering::Release) };
+    wait
+}
+
+/// The wait of a ULT anchored by [`anchor_link`], on its OS thread: parks until its node is
+/// notified.
+///
+/// # Safety
+/// `wait` is the wait word of a linked node of the calling OS thread, alive until this returns.
+pub(crate) unsafe fn park_anchored(wait: *const AtomicUsize) {
+    // SAFETY: per the contract.
+    WaitNode::park_thread(unsafe { &*wait }, None);
 }
 
 /// Runs a closure if dropped while armed: the clean-up of a wait when the waiter is force-unwound

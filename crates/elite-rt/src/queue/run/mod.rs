@@ -149,7 +149,7 @@ impl RunQueue {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn with<R>(&self, f: impl FnOnce(&mut Tree) -> R) -> R {
         if self.lock.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             self.lock_contended();
@@ -190,7 +190,7 @@ impl RunQueue {
 
     /// Adds `t` with `key`, then takes the ULT with the highest key (maybe `t`), under one
     /// acquisition of the lock.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_pop_best(&self, key: u64, t: TcbRef) -> Option<TcbRef> {
         self.with(|tree| {
             tree.push(key, t);

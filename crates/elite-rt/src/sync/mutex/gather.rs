@@ -245,7 +245,7 @@ impl<T: ?Sized> Mutex<T> {
 /// names its owner), where it goes on after the switch (`now`: the time stamp of the call). True
 /// if it moved; false, with nothing done, outside a ULT, for a pinned ULT or one that moved less
 /// than `min_gap` ticks ago (two saturated locks with two homes would otherwise move it at every
-/// call), in a `central` runtime or one built with `gather_locks(false)`, or when `home` is the
+/// call) or one that unwinds a panic, in a `central` runtime or one built with `gather_locks(false)`, or when `home` is the
 /// caller's processor, none of its runtime's, or parked.
 #[cold]
 #[inline(never)]
@@ -258,6 +258,9 @@ fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     let tcb = me.tcb();
     if tcb.head.pinned.get() || (now.wrapping_sub(tcb.exec.gather.moved_at()) as i64) < min_gap as i64 {
         return false;
+    }
+    if std::thread::panicking() {
+        return false; // an unwinding ULT does not leave its OS thread (`crate::anchor`)
     }
     let Some(target) = p.shared.processors.iter().position(|r| r.name.load(Ordering::Relaxed) == home) else {
         return false;
