@@ -55,7 +55,7 @@
 //! go to its runtime. What names it stays: [`current`](crate::current), `ult_local!` values, the
 //! stack-overflow report and the deadlock report find it through [`anchored`].
 //!
-//! It *rejoins* a processor at its next wait, join, `sleep` or `blocking` once `panicking()` is
+//! It *rejoins* a processor at its next wait, join, `yield_now`, `sleep` or `blocking` once `panicking()` is
 //! false again (its panic was caught, by the ULT's own `catch_unwind`), and at its end (the runtime
 //! caught the panic): it switches back to [`run`] ([`Switch::REJOIN`]), which ends the "call", and
 //! the thread takes its processor back if the spare has not taken it over yet, or else gives the
@@ -63,8 +63,8 @@
 //! after each of its waits in a `sync` object ([`after_wait`]: the wait is over, its node in no
 //! list, or timed out, which no notifier can resolve any more), before a `sleep` or `blocking`
 //! ([`at_switch_point`]), before and after a join's wait, and at its exit (the trampoline,
-//! `processor::alloc`: its exit is published from a processor). A `yield_now` of an anchored ULT
-//! only yields its OS thread.
+//! `processor::alloc`: its exit is published from a processor), and at a `yield_now` (`thread`'s
+//! `yield_thread`). A `yield_now` of an anchored ULT that still unwinds only yields its OS thread.
 //!
 //! # Where the invariant costs something else
 //!

@@ -710,6 +710,10 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
 
 /// Lets other ready ULTs of this processor run; a no-op for the ULT when nothing else is ready.
 /// Outside a ULT it yields the OS thread.
+///
+/// A ULT that unwinds a panic yields its OS thread instead (it keeps that thread until its
+/// unwinding is over, see the caveats page); once its panic is caught, its next yield takes it
+/// back to a processor.
 #[inline]
 pub fn yield_now() {
     match current_processor().and_then(|p| p.current_ult()) {
@@ -721,7 +725,17 @@ pub fn yield_now() {
             // lives on its stack.
             unsafe { (*y).suspend(Switch::YIELD) };
         }
-        None => std::thread::yield_now(),
+        None => yield_thread(),
+    }
+}
+
+/// [`yield_now`] outside a processor: an OS thread yields, and so does a ULT anchored to its OS
+/// thread while it unwinds; one whose unwinding is over rejoins a processor instead
+/// (`crate::anchor`).
+#[cold]
+fn yield_thread() {
+    if !crate::anchor::rejoin_if_done() {
+        std::thread::yield_now();
     }
 }
 

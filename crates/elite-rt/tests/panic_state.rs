@@ -552,13 +552,14 @@ fn a_ult_that_catches_its_panic_goes_back_to_a_processor() {
                         panic!("caught below");
                     }));
                     assert!(caught.is_err());
-                    // The panic is over: it goes back to a processor at its next wait (here, the
-                    // receive, after which it runs where a ULT spawned now ran: with one
-                    // processor, on the same OS thread as that one).
+                    // The panic is over: it goes back to a processor at its next switch point
+                    // (the receive if it waits, else the yield; the ULT spawned now may run on
+                    // the spare thread holding the processor before the receive), after which it
+                    // runs where that ULT ran: with one processor, on the same OS thread.
                     let (tx, rx) = mpsc::channel();
                     spawn(move || tx.send(std::thread::current().id()).expect("send"));
                     let there = rx.recv().expect("the thread");
-                    elite_rt::yield_now(); // a switch point as a ULT again
+                    elite_rt::yield_now();
                     (same.load(SeqCst) && MARK.get() == 7, there == std::thread::current().id())
                 });
                 h.join().expect("the ULT")

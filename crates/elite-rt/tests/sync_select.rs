@@ -16,32 +16,36 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// crossbeam: `select` blocks until an operation is ready. Here the selecting ULT and the sender
-/// share one processor: the select blocks the ULT only, so the sender runs and the select returns
-/// its value, on the operation of the channel it used.
+/// crossbeam: `select` blocks until an operation is ready. Here the selecting ULT and the senders
+/// share one processor: the root lets one sender go (in the order 4, 3, 2, 1, 0), then selects;
+/// the select blocks the ULT only, so that sender runs, and the select returns its value, on the
+/// operation of the channel it used. (Each sender waits for its go on a channel of its own, so
+/// that whatever the timing, or the chaos mode, only one operation is ready at each select.)
 #[test]
 fn select_blocks_the_ult_until_a_channel_has_a_value() {
     hang_guard(30, "select blocks", || {
         let rt = Runtime::builder().processors(1).build().unwrap();
         rt.block_on(|| {
             let (txs, rxs): (Vec<_>, Vec<_>) = (0..5).map(|_| mpsc::channel::<usize>()).unzip();
-            let senders: Vec<_> = txs
+            let (gos, senders): (Vec<_>, Vec<_>) = txs
                 .into_iter()
                 .enumerate()
                 .map(|(i, tx)| {
-                    elite_rt::spawn(move || {
-                        elite_rt::sleep(Duration::from_millis(5 + 5 * (4 - i as u64)));
+                    let (go, wait) = mpsc::channel::<()>();
+                    let sender = elite_rt::spawn(move || {
+                        wait.recv().unwrap();
                         tx.send(i * 10).unwrap();
                         tx // kept alive by the joiner
-                    })
+                    });
+                    (go, sender)
                 })
-                .collect();
+                .unzip();
             let mut sel = Select::new();
             for rx in &rxs {
                 sel.recv(rx);
             }
-            // The senders fire in the order 4, 3, 2, 1, 0.
             for expected in (0..5).rev() {
+                gos[expected].send(()).unwrap();
                 let op = sel.select();
                 assert_eq!(op.index(), expected);
                 assert_eq!(op.recv(&rxs[expected]), Ok(expected * 10));
