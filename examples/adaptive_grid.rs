@@ -212,8 +212,9 @@
 
 use elite_grid::active::{Monitor, SolveOptions};
 use elite_grid::experiment::{
-    check_ults, max_guarded_ults, measure, measure_sequential, runtime_builder, Config, Measurement, Model,
-    RunError, BASELINE, POLICIES, PREFETCH_AVAILABLE, STACK_SIZE,
+    check_ults, choose_patch, max_guarded_ults, measure, measure_rayon, measure_sequential, runtime_builder,
+    Config, Measurement, Model, PatchChoice, RunError, BASELINE, POLICIES, PREFETCH_AVAILABLE, RAYON,
+    SEQUENTIAL, STACK_SIZE,
 };
 use elite_grid::layout::MAX_PATCH;
 use serde_json::{json, Value};
@@ -226,8 +227,8 @@ use std::time::{Duration, Instant};
 
 /// The finest level at the default size.
 const DEFAULT_SIZE: u8 = 13;
-/// Cells per ULT by default.
-const DEFAULT_PATCH: usize = 8;
+/// Repetitions of every run by default.
+const DEFAULT_REPS: usize = 5;
 /// Most repetitions accepted.
 const MAX_REPS: usize = 100;
 
@@ -244,8 +245,8 @@ struct Options {
     size: u8,
     /// Processor counts, ascending.
     processors: Vec<usize>,
-    /// Cells per ULT.
-    patch: usize,
+    /// Cells per ULT (`None`: chosen from measured costs).
+    patch: Option<usize>,
     /// Prefetch settings to try: off, on, or both.
     prefetch: Vec<bool>,
     /// Repetitions of every run (interleaved).
@@ -267,9 +268,9 @@ fn help(cpus: usize) -> String {
          {policies}\n  \
          --size LEVEL      finest refinement level, {min}..={max} (default {DEFAULT_SIZE}: 171 000 cells)\n  \
          --processors N    processor counts, repeatable or comma-separated, 1..={max_p} (default: 1 and {cpus})\n  \
-         --patch CELLS     cells per ULT, 1..={MAX_PATCH} (default {DEFAULT_PATCH})\n  \
+         --patch CELLS     cells per ULT, 1..={MAX_PATCH} (default: chosen from costs measured at start)\n  \
          --prefetch WHEN   on, off or both (default both)\n  \
-         --reps N          repetitions of every run, interleaved, 1..={MAX_REPS} (default 1)\n  \
+         --reps N          repetitions of every run, interleaved, 1..={MAX_REPS} (default {DEFAULT_REPS})\n  \
          --stats           also print the runtime's counters per sweep (switches, wake-ups, steals, parks)\n  \
          --json FILE       write the JSON document of BENCHMARKS.md to FILE (`-`: stdout)\n  \
          --help            this text",
@@ -285,9 +286,9 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
     let mut policies: Vec<String> = Vec::new();
     let mut size = DEFAULT_SIZE;
     let mut processors: Vec<usize> = Vec::new();
-    let mut patch = DEFAULT_PATCH;
+    let mut patch = None;
     let mut prefetch = vec![false, true];
-    let mut reps = 1;
+    let mut reps = DEFAULT_REPS;
     let mut json = None;
     let mut stats = false;
     let mut rest = args.iter();
@@ -344,7 +345,7 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
                     processors.push(number(flag, n, 1, elite_rt::MAX_PROCESSORS)?);
                 }
             }
-            "--patch" => patch = number(flag, &value, 1, MAX_PATCH)?,
+            "--patch" => patch = Some(number(flag, &value, 1, MAX_PATCH)?),
             "--prefetch" => {
                 prefetch = match value.as_str() {
                     "on" => vec![true],
@@ -493,7 +494,22 @@ struct Row {
     runs: Vec<Result<Measurement, RunError>>,
 }
 
+/// Median, min and max of `values` (none when empty).
+fn spread(mut values: Vec<f64>) -> Option<(f64, f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let median = if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 };
+    Some((median, values[0], values[n - 1]))
+}
+
 impl Row {
+    fn new(config: Config) -> Row {
+        Row { config, runs: Vec::new() }
+    }
+
     fn measurements(&self) -> impl Iterator<Item = &Measurement> {
         self.runs.iter().filter_map(|r| r.as_ref().ok())
     }
@@ -503,16 +519,27 @@ impl Row {
         self.runs.iter().all(|r| r.as_ref().is_ok_and(Measurement::ok))
     }
 
-    /// The median, min and max rate over the right runs.
-    fn rates(&self) -> Option<(f64, f64, f64)> {
-        let mut rates: Vec<f64> = self.measurements().filter(|m| m.ok()).map(Measurement::rate).collect();
-        if rates.is_empty() || !self.ok() {
+    /// The median, min and max of `f` over the runs, if every run was right.
+    fn stats(&self, f: impl Fn(&Measurement) -> f64) -> Option<(f64, f64, f64)> {
+        if !self.ok() {
             return None;
         }
-        rates.sort_by(f64::total_cmp);
-        let n = rates.len();
-        let median = if n % 2 == 1 { rates[n / 2] } else { (rates[n / 2 - 1] + rates[n / 2]) / 2.0 };
-        Some((median, rates[0], rates[n - 1]))
+        spread(self.measurements().map(f).collect())
+    }
+
+    /// The solve time in seconds: median, min, max.
+    fn solve_s(&self) -> Option<(f64, f64, f64)> {
+        self.stats(|m| m.elapsed.as_secs_f64())
+    }
+
+    /// The smoothing rate: median, min, max.
+    fn rates(&self) -> Option<(f64, f64, f64)> {
+        self.stats(Measurement::rate)
+    }
+
+    /// Relaxations per cell: median, min, max.
+    fn per_cell(&self) -> Option<(f64, f64, f64)> {
+        self.stats(|m| m.relaxations as f64 / m.cells as f64)
     }
 
     /// The first failure, as text.
@@ -524,11 +551,7 @@ impl Row {
     }
 
     fn system(&self) -> String {
-        if self.config.policy == "sequential" {
-            "sequential".into()
-        } else {
-            self.config.system()
-        }
+        self.config.system()
     }
 }
 
@@ -557,8 +580,9 @@ fn run(options: &Options) -> ExitCode {
     let model = Model { level: options.size };
     // Refused before the build when a lower bound of the cells already makes too many ULTs: the
     // largest meshes take minutes and gigabytes to build.
-    if let Err(e) = check_ults(&model, options.patch) {
-        eprintln!("adaptive_grid: --size {} with --patch {}: {e}", options.size, options.patch);
+    if let Err(e) = check_ults(&model, options.patch.unwrap_or(MAX_PATCH)) {
+        let patch = options.patch.map_or("the largest patch".to_string(), |p| format!("--patch {p}"));
+        eprintln!("adaptive_grid: --size {} with {patch}: {e}", options.size);
         return ExitCode::from(2);
     }
     let problem = match model.problem() {
@@ -568,19 +592,30 @@ fn run(options: &Options) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let ults = problem.len().div_ceil(options.patch);
+    let most_processors = options.processors.iter().copied().max().unwrap_or(1);
+    let patch = match options.patch {
+        Some(size) => PatchChoice { size, costs: None },
+        None => match choose_patch(&problem, most_processors) {
+            Ok(choice) => choice,
+            Err(e) => {
+                eprintln!("adaptive_grid: cannot measure the costs that choose the patch size: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let ults = problem.len().div_ceil(patch.size);
     if let Some(max) = max_guarded_ults() {
         if ults > max {
             eprintln!(
                 "adaptive_grid: --size {} with --patch {} makes {ults} ULTs, but only {max} guarded stacks fit \
                  under vm.max_map_count; use a smaller --size or a larger --patch",
-                options.size, options.patch
+                options.size, patch.size
             );
             return ExitCode::from(2);
         }
     }
     let coarsest = problem.tree.leaves().iter().map(|c| c.level).min().unwrap_or(0);
-    let solve = SolveOptions { patch_size: options.patch, ..SolveOptions::default() };
+    let solve = SolveOptions { patch_size: patch.size, ..SolveOptions::default() };
     let _ = writeln!(
         out,
         "adaptive_grid: {} cpus, {}, kernel {}, pmu {}",
@@ -589,18 +624,28 @@ fn run(options: &Options) -> ExitCode {
         machine["kernel"].as_str().unwrap_or("unknown"),
         if machine["pmu"] == json!(true) { "yes" } else { "no" }
     );
+    let chosen = match patch.costs {
+        None => "given".to_string(),
+        Some(c) => format!(
+            "chosen: a cell {:.1} ns, a sweep's hand-off and signals {:.0} ns, kept under {:.0}% of a sweep",
+            c.cell_ns,
+            c.sweep_ns,
+            elite_grid::active::OVERHEAD_SHARE * 100.0
+        ),
+    };
     let _ = writeln!(
         out,
         "mesh: size {} (eps = 2^-{}), {} cells, levels {coarsest}..{}, {:.2} couplings per cell; \
-         {ults} ULTs of {} cells, {} KiB stacks; tolerance {:e}",
+         tolerance {:e}\npatches: {ults} ULTs of {} cells ({chosen}), {} KiB stacks; {} interleaved repetitions",
         options.size,
         options.size - 1,
         problem.len(),
         problem.tree.finest_level(),
         problem.matrix.couplings() as f64 / problem.len() as f64,
-        options.patch,
+        solve.tolerance,
+        patch.size,
         STACK_SIZE / 1024,
-        solve.tolerance
+        options.reps,
     );
 
     // Which configurations can run; what cannot gets one line.
@@ -616,7 +661,16 @@ fn run(options: &Options) -> ExitCode {
             "elite/*+prefetch: not available yet: elite-rt cannot prefetch a ULT's declared data".into(),
         );
     }
+    // One rayon pool per thread count, built once: its threads start with it.
+    let mut pools = Vec::new();
     for &processors in &options.processors {
+        match rayon::ThreadPoolBuilder::new().num_threads(processors).build() {
+            Ok(pool) => {
+                pools.push(pool);
+                configs.push(Config { policy: RAYON.into(), prefetch: false, processors });
+            }
+            Err(e) => notes.push(format!("rayon at {processors} threads: cannot build its pool: {e}")),
+        }
         for policy in &options.policies {
             for &prefetch in &options.prefetch {
                 if runtime_builder(policy).is_ok() && (PREFETCH_AVAILABLE || !prefetch) {
@@ -630,15 +684,20 @@ fn run(options: &Options) -> ExitCode {
     }
     let _ = out.flush();
 
-    let mut sequential =
-        Row { config: Config { policy: "sequential".into(), prefetch: false, processors: 1 }, runs: vec![] };
-    let mut rows: Vec<Row> = configs.into_iter().map(|config| Row { config, runs: vec![] }).collect();
-    let progress = Progress::new(std::io::stderr().is_terminal(), options.reps * rows.len());
+    let mut sequential = Row::new(Config { policy: SEQUENTIAL.into(), prefetch: false, processors: 1 });
+    let mut rows: Vec<Row> = configs.into_iter().map(Row::new).collect();
+    let progress = Progress::new(std::io::stderr().is_terminal(), options.reps * (rows.len() + 1));
     for _ in 0..options.reps {
         sequential.runs.push(Ok(measure_sequential(&problem, solve.tolerance)));
+        progress.finish_one();
         for row in &mut rows {
-            let label = format!("{} on {} processor(s)", row.config.system(), row.config.processors);
-            let result = measure(&problem, &solve, &row.config, |monitor| progress.start(label, monitor));
+            let result = if row.config.policy == RAYON {
+                let pool = pools.iter().find(|p| p.current_num_threads() == row.config.processors);
+                measure_rayon(&problem, &solve, pool.expect("a pool per rayon row"))
+            } else {
+                let label = format!("{} on {} processor(s)", row.config.system(), row.config.processors);
+                measure(&problem, &solve, &row.config, |monitor| progress.start(label, monitor))
+            };
             progress.finish_one();
             row.runs.push(result);
         }
@@ -660,8 +719,12 @@ fn run(options: &Options) -> ExitCode {
     };
     let _ = out.flush();
     if let Some(path) = &options.json {
-        let document =
-            json_document(machine, &problem_params(options, problem.len(), ults), &sequential, &rows);
+        let document = json_document(
+            machine,
+            &problem_params(options, problem.len(), ults, patch.size),
+            &sequential,
+            &rows,
+        );
         if let Err(e) = write_json(path, &document) {
             eprintln!("adaptive_grid: cannot write the JSON document to `{path}`: {e}");
             status = ExitCode::FAILURE;
@@ -670,45 +733,53 @@ fn run(options: &Options) -> ExitCode {
     status
 }
 
-/// The rate of `no-affinity` without prefetch at `processors`, the ratios' denominator.
-fn baseline(rows: &[Row], processors: usize) -> Option<f64> {
+/// The row of `no-affinity` without prefetch at `processors`, the ratios' denominator.
+fn baseline(rows: &[Row], processors: usize) -> Option<&Row> {
     rows.iter()
         .find(|r| r.config.policy == BASELINE && !r.config.prefetch && r.config.processors == processors)
-        .and_then(Row::rates)
-        .map(|(median, _, _)| median)
 }
 
+/// The table: solve time first (what a user waits for), its speed-up over the sequential
+/// reference and over no-affinity, then the rate and the work.
 fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<28} {:>5} {:>22} {:>14} {:>8} {:>10} {:>12}  check",
-        "system", "procs", "M smoothing ops/s", "vs no-affinity", "solve s", "relax/cell", "woken/sweep"
+        "{:<28} {:>5} {:>22} {:>7} {:>7} {:>20} {:>10} {:>10}  check",
+        "system",
+        "procs",
+        "solve ms (min-max)",
+        "vs seq",
+        "vs no-a",
+        "M ops/s (min-max)",
+        "relax/cell",
+        "waits/sweep"
     )?;
+    let seq_time = sequential.solve_s().map(|(median, _, _)| median);
     for row in std::iter::once(sequential).chain(rows) {
-        let ms: Vec<&Measurement> = row.measurements().collect();
-        let (rate, ratio) = match row.rates() {
-            Some((median, min, max)) => (
-                format!("{:.1} ({:.1}-{:.1})", median / 1e6, min / 1e6, max / 1e6),
-                match (row.config.policy.as_str(), baseline(rows, row.config.processors)) {
-                    ("sequential", _) | (_, None) => "-".to_string(),
-                    (_, Some(base)) => format!("{:.2}", median / base),
-                },
-            ),
-            None => ("-".into(), "-".into()),
-        };
-        let mean = |f: &dyn Fn(&Measurement) -> f64| {
-            if ms.is_empty() {
-                "-".to_string()
-            } else {
-                format!("{:.2}", ms.iter().map(|m| f(m)).sum::<f64>() / ms.len() as f64)
+        let range = |v: Option<(f64, f64, f64)>, scale: f64, digits: usize| match v {
+            Some((median, min, max)) => {
+                format!("{:.digits$} ({:.digits$}-{:.digits$})", median * scale, min * scale, max * scale)
             }
+            None => "-".into(),
         };
-        let solve = mean(&|m| m.elapsed.as_secs_f64());
-        let per_cell = mean(&|m| m.relaxations as f64 / m.cells as f64);
-        let woken = if row.config.policy == "sequential" {
+        let time = row.solve_s().map(|(median, _, _)| median);
+        let faster = |base: Option<f64>| match (base, time) {
+            (Some(b), Some(t)) if t > 0.0 => format!("{:.2}x", b / t),
+            _ => "-".into(),
+        };
+        let vs_no_affinity = if row.config.policy == SEQUENTIAL || row.config.policy == RAYON {
             "-".to_string()
         } else {
-            mean(&|m| m.sleeps as f64 / m.sweeps.max(1) as f64)
+            faster(baseline(rows, row.config.processors).and_then(Row::solve_s).map(|(median, _, _)| median))
+        };
+        let ms: Vec<&Measurement> = row.measurements().collect();
+        let waits = if row.config.policy == SEQUENTIAL || row.config.policy == RAYON || ms.is_empty() {
+            "-".to_string()
+        } else {
+            format!(
+                "{:.2}",
+                ms.iter().map(|m| m.sleeps as f64 / m.sweeps.max(1) as f64).sum::<f64>() / ms.len() as f64
+            )
         };
         let check = match row.failure() {
             None => "ok".to_string(),
@@ -716,29 +787,34 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         };
         writeln!(
             out,
-            "{:<28} {:>5} {:>22} {:>14} {:>8} {:>10} {:>12}  {check}",
+            "{:<28} {:>5} {:>22} {:>7} {:>7} {:>20} {:>10} {:>10}  {check}",
             row.system(),
             row.config.processors,
-            rate,
-            ratio,
-            solve,
-            per_cell,
-            woken
+            range(row.solve_s(), 1e3, 1),
+            faster(seq_time),
+            vs_no_affinity,
+            range(row.rates(), 1e-6, 1),
+            row.per_cell().map_or("-".into(), |(median, _, _)| format!("{median:.1}")),
+            waits,
         )?;
     }
-    Ok(())
+    writeln!(
+        out,
+        "solve: median over the repetitions (min-max); vs seq, vs no-a: the sequential reference's, \
+         no-affinity's median solve time over this row's (above 1: faster)"
+    )
 }
 
 /// The runtime's counters per 1000 sweeps, averaged over the runs of each row.
 fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "\nper 1000 sweeps:               procs   switches     yields  wake-ups  remote wake-ups   steals    parks"
+        "\nper 1000 sweeps:               procs   switches     yields     waits  remote wake-ups   steals    parks"
     )?;
     for row in rows {
         let ms: Vec<&Measurement> = row.measurements().collect();
         let sweeps: u64 = ms.iter().map(|m| m.sweeps).sum();
-        if sweeps == 0 {
+        if sweeps == 0 || row.config.policy == RAYON {
             continue;
         }
         let per = |f: &dyn Fn(&Measurement) -> u64| {
@@ -761,8 +837,8 @@ fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
 }
 
 /// The parameters every row shares.
-fn problem_params(options: &Options, cells: usize, ults: usize) -> Value {
-    json!({ "size": options.size, "cells": cells, "ults": ults, "patch": options.patch })
+fn problem_params(options: &Options, cells: usize, ults: usize, patch: usize) -> Value {
+    json!({ "size": options.size, "cells": cells, "ults": ults, "patch": patch })
 }
 
 /// The JSON document of `BENCHMARKS.md` (see the module docs).
@@ -772,6 +848,9 @@ fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row])
         let mut params = shared.clone();
         params["processors"] = json!(row.config.processors);
         params["prefetch"] = json!(row.config.prefetch);
+        if row.config.policy == SEQUENTIAL {
+            params["ults"] = json!(0);
+        }
         let (median, min, max) = match values {
             Some((a, b, c)) => (json!(a), json!(b), json!(c)),
             None => (Value::Null, Value::Null, Value::Null),
@@ -793,10 +872,13 @@ fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row])
         object
     };
     for row in std::iter::once(sequential).chain(rows) {
+        results.push(row_json(row, "solve_s", row.solve_s()));
         results.push(row_json(row, "ops_per_sec", row.rates()));
+        results.push(row_json(row, "relaxations_per_cell", row.per_cell()));
     }
-    for row in rows {
-        if let (Some((median, min, max)), Some(base)) = (row.rates(), baseline(rows, row.config.processors)) {
+    for row in rows.iter().filter(|r| r.config.policy != RAYON) {
+        let base = baseline(rows, row.config.processors).and_then(Row::rates).map(|(median, _, _)| median);
+        if let (Some((median, min, max)), Some(base)) = (row.rates(), base) {
             let mut object =
                 row_json(row, "ratio_to_no_affinity", Some((median / base, min / base, max / base)));
             object["params"]["baseline"] = json!(format!("elite/{BASELINE}"));
@@ -832,7 +914,7 @@ mod tests {
     fn defaults() {
         let o = parse(&[]).unwrap().unwrap();
         assert_eq!(o.policies, POLICIES.iter().map(|p| p.to_string()).collect::<Vec<_>>());
-        assert_eq!((o.size, o.patch, o.reps), (DEFAULT_SIZE, DEFAULT_PATCH, 1));
+        assert_eq!((o.size, o.patch, o.reps), (DEFAULT_SIZE, None, DEFAULT_REPS));
         assert_eq!(o.processors, vec![1, 2]);
         assert_eq!(o.prefetch, vec![false, true]);
         assert_eq!(o.json, None);
@@ -864,7 +946,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.policies, vec!["no-affinity", "virtual-time"]);
         assert_eq!(o.processors, vec![1, 2]);
-        assert_eq!((o.size, o.patch, o.reps), (9, 4, 3));
+        assert_eq!((o.size, o.patch, o.reps), (9, Some(4), 3));
         assert_eq!(o.prefetch, vec![false]);
         assert_eq!(o.json.as_deref(), Some("-"));
         assert!(o.stats);
@@ -879,7 +961,7 @@ mod tests {
             (&["--size"], "--size needs a value"),
             (&["--processors", "0"], "--processors: expected a number in 1..=4096"),
             (&["--processors", "1,x"], "got `x`"),
-            (&["--patch", "65"], "--patch: expected a number in 1..=64"),
+            (&["--patch", "4097"], "--patch: expected a number in 1..=4096"),
             (&["--prefetch", "maybe"], "expected on, off or both"),
             (&["--reps", "0"], "--reps: expected a number in 1..=100"),
             (&["--json", "--size"], "--json needs a value"),
@@ -901,31 +983,34 @@ mod tests {
         let p = Model { level: 6 }.problem().unwrap();
         let options =
             parse(&["--size", "6", "--processors", "1", "--policy", "no-affinity"]).unwrap().unwrap();
-        let solve = SolveOptions::default();
+        let solve = SolveOptions { patch_size: 16, ..SolveOptions::default() };
         let config = Config { policy: BASELINE.into(), prefetch: false, processors: 1 };
         let m = measure(&p, &solve, &config, |_| {}).unwrap();
-        let rows = vec![Row { config, runs: vec![Ok(m)] }];
-        let seq = Row {
-            config: Config { policy: "sequential".into(), prefetch: false, processors: 1 },
-            runs: vec![Ok(measure_sequential(&p, solve.tolerance))],
-        };
-        let doc = json_document(machine(), &problem_params(&options, p.len(), 7), &seq, &rows);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let r = measure_rayon(&p, &solve, &pool).unwrap();
+        let rows =
+            vec![Row { config: r.config.clone(), runs: vec![Ok(r)] }, Row { config, runs: vec![Ok(m)] }];
+        let seq = Row::new(Config { policy: SEQUENTIAL.into(), prefetch: false, processors: 1 });
+        let seq = Row { runs: vec![Ok(measure_sequential(&p, solve.tolerance))], ..seq };
+        let doc = json_document(machine(), &problem_params(&options, p.len(), 7, 16), &seq, &rows);
         assert_eq!(doc["suite"], json!("grid"));
         assert!(doc["machine"]["cpus"].as_u64().unwrap() >= 1);
         let results = doc["results"].as_array().unwrap();
-        assert_eq!(results.len(), 3);
-        assert_eq!(results[0]["system"], json!("sequential"));
-        assert_eq!(results[1]["system"], json!("elite/no-affinity"));
-        for r in &results[..2] {
+        assert_eq!(results.len(), 10);
+        let systems = ["sequential", "rayon", "elite/no-affinity"];
+        for (k, r) in results[..9].iter().enumerate() {
+            assert_eq!(r["system"], json!(systems[k / 3]));
+            assert_eq!(r["metric"], json!(["solve_s", "ops_per_sec", "relaxations_per_cell"][k % 3]));
             assert_eq!(r["bench"], json!("adaptive_grid"));
-            assert_eq!(r["metric"], json!("ops_per_sec"));
             assert_eq!(r["ok"], json!(true));
             assert!(r["median"].as_f64().unwrap() > 0.0);
             assert_eq!(r["params"]["processors"], json!(1));
             assert_eq!(r["params"]["size"], json!(6));
+            assert_eq!(r["params"]["patch"], json!(16));
         }
-        assert_eq!(results[2]["metric"], json!("ratio_to_no_affinity"));
-        assert_eq!(results[2]["median"], json!(1.0));
+        assert_eq!(results[9]["system"], json!("elite/no-affinity"));
+        assert_eq!(results[9]["metric"], json!("ratio_to_no_affinity"));
+        assert_eq!(results[9]["median"], json!(1.0));
     }
 
     /// Property tests of the flags: any argument list gives options within their ranges or an
@@ -1024,7 +1109,7 @@ mod tests {
                         prop_assert!(!o.processors.is_empty());
                         prop_assert!(o.processors.windows(2).all(|w| w[0] < w[1]));
                         prop_assert!(o.processors.iter().all(|p| (1..=elite_rt::MAX_PROCESSORS).contains(p)));
-                        prop_assert!((1..=MAX_PATCH).contains(&o.patch));
+                        prop_assert!(o.patch.is_none_or(|p| (1..=MAX_PATCH).contains(&p)));
                         prop_assert!((1..=MAX_REPS).contains(&o.reps));
                         prop_assert!(!o.prefetch.is_empty());
                         prop_assert!(o.json.as_ref().is_none_or(|j| !j.is_empty()));

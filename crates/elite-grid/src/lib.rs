@@ -29,3 +29,4 @@ pub mod experiment;
 pub mod layout;
 pub mod matrix;
 pub mod quadtree;
+pub mod rayon_peer;

@@ -363,7 +363,18 @@ fn relative_part(
     };
     let at = at_processors(processors);
     let target = format!("target {}", bound.describe());
-    let base = match median(baseline) {
+    // A baseline that runs at one processor count only (a sequential reference) is compared
+    // with the subjects at every count.
+    let base_row = |system: &str| {
+        let rows: Vec<&Row> =
+            bench.rows.iter().filter(|r| r.system == system && r.metric == bench.metric).collect();
+        match rows.iter().find(|r| r.params.processors == processors) {
+            Some(r) => Some(r.median()),
+            None if rows.len() == 1 => Some(rows[0].median()),
+            None => None,
+        }
+    };
+    let base = match base_row(baseline) {
         None => return format!("{baseline}{at} skipped"),
         Some(None) => return format!("{baseline}{at} failed"),
         Some(Some(base)) => base,
