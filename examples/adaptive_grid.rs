@@ -1,16 +1,17 @@
 //! # The adaptive-grid solver: active threads on a locally refined mesh
 //!
 //! ELiTE's flagship workload (sections 2.3.5 and 3.2, figure 3.2.2): a full-adaptive iterative
-//! solver in which every small piece of an irregular grid is a user-level thread that relaxes its
-//! unknowns, wakes its neighbours when it changed, and sleeps until a neighbour wakes it. This
-//! program runs it under every scheduling policy of the runtime, with and without prefetch, at
-//! one and at all processors, checks every answer, and prints the smoothing rate of each run
-//! and its ratio to the `no-affinity` policy.
+//! solver in which every piece of an irregular grid is a user-level thread that relaxes its
+//! unknowns as soon as its neighbours' values are there, tells its neighbours when it is done,
+//! and sleeps in between. This program runs it under every scheduling policy of the runtime, with
+//! and without prefetch, at one and at all processors, beside the sequential loop and a rayon
+//! peer, checks every answer, and prints each one's time to solution, then its smoothing rate and
+//! its work.
 //!
 //! ```sh
 //! cargo run --release --example adaptive_grid                       # everything, defaults
 //! cargo run --release --example adaptive_grid -- --policy no-affinity --processors 2 --size 11 --stats
-//! cargo run --release --example adaptive_grid -- --reps 5 --json grid.json
+//! cargo run --release --example adaptive_grid -- --reps 9 --patch 1024 --json grid.json
 //! ```
 //!
 //! The solver itself lives in the `elite-grid` crate (`crates/elite-grid`), so that the
@@ -45,10 +46,9 @@
 //! rounded to `f32` so the solver can store a coupling in half a word); a boundary face of a cell
 //! of side `h` has `a = h / (h/2) = 2` to the boundary value 0; the reaction adds `h²/ε²` to the
 //! diagonal. `A` is symmetric, with positive diagonal and non-positive off-diagonals, strictly
-//! diagonally dominant: an M-matrix, for which Gauss-Seidel and *chaotic relaxation* (any order,
-//! any staleness, as long as every unknown keeps being relaxed) converge.
+//! diagonally dominant: an M-matrix, for which Gauss-Seidel converges in any order of the unknowns.
 //!
-//! | `--size` | cells | ULTs, patches of 8 | ULTs, one per cell |
+//! | `--size` | cells | ULTs with `--patch 8` | ULTs, one per cell |
 //! | --- | --- | --- | --- |
 //! | 9 | 10 606 | 1 326 | 10 606 |
 //! | 10 | 21 292 | 2 662 | 21 292 |
@@ -57,84 +57,100 @@
 //! | 13 (default) | 170 998 | 21 375 | too many |
 //! | 14 | 341 590 | too many: `--patch 16` gives 21 350 | too many |
 //!
+//! By default the patch size is chosen at the start (see "The patch size"): on a 2-core machine
+//! about 1 800 cells, about 96 ULTs at the default size.
+//!
 //! Every mesh has cells from level 3 (side 1/8) to level `size`, 4.2 couplings per cell on
 //! average.
 //!
 //! ## Active threads
 //!
-//! The cells, in Morton order, are cut into *patches* of `--patch` consecutive cells (default
-//! 8), and each patch is one ULT: 21 375 ULTs at the default size. A ULT:
+//! The cells, in Morton order, are cut into *patches* of consecutive cells, and each patch is one
+//! ULT. The patches are coloured so that no two neighbours (patches with a coupling between their
+//! cells) share a colour, and the solve is **multicolour Gauss-Seidel**: in sweep `k`, a patch
+//! relaxes its cells once, in order, `u_i = (b_i + Σ_j a_ij u_j) / a_ii`, reading its
+//! lower-coloured neighbours' values of sweep `k` and its higher-coloured neighbours' of sweep
+//! `k - 1`. There is no barrier between colours or sweeps: a ULT
 //!
-//! 1. sleeps until a neighbour (or, at the start, the root) rings its doorbell;
-//! 2. relaxes its cells once, in order: `u_i = (b_i + Σ_j a_ij u_j) / a_ii` with the current
-//!    values of all neighbours, including those of other patches that other processors are
-//!    writing at that moment (Gauss-Seidel on the patch, chaotic across patches);
-//! 3. if some unknown moved by more than the tolerance `τ = 1e-9` since the patch last told its
-//!    neighbours, rings the doorbell of every neighbouring patch, remembers what it told, and
-//!    yields: its own cells are coupled to each other, so it must sweep again, but after the
-//!    neighbours it just woke have used its new values;
-//! 4. otherwise sleeps again (step 1).
+//! 1. sleeps on its semaphore until every value it reads is there: its lower-coloured neighbours
+//!    finished sweep `k`, its higher-coloured ones sweep `k - 1` (each finished sweep *signals*
+//!    the neighbours, a decrement of their count of missing signals; the signal that takes a
+//!    count to zero releases that neighbour's semaphore);
+//! 2. sweeps its patch, then signals its neighbours and adds its sweep's largest change to the
+//!    convergence count;
+//! 3. goes on with the next sweep, or returns if the solve is over.
 //!
-//! Step 3 yields instead of sweeping again at once on purpose: with wake-ups served last-in
-//! first-out, a few patches that keep waking each other would otherwise loop while patches woken
-//! earlier wait with frozen values, and converge only in steps of about `τ` (a `--size 5` solve
-//! did not end within a minute that way). The solver relies on `yield_now` putting the ULT behind
-//! the other ready ULTs, the default `yield_priority` of every policy.
-//!
-//! The unknowns are shared: neighbours read a patch's values while its ULT writes them, on two
-//! processors at once. Each value is an `f64` kept as bits in an `AtomicU64`, read and written
-//! with relaxed loads and stores (the same plain moves as an `f64` array on x86-64): no data race,
-//! and chaotic relaxation needs nothing stronger.
-//!
-//! The doorbell is a state word (`PENDING`, `SLEEPING`) and an `elite_rt::sync::Semaphore`. A
-//! ring is one `fetch_or(PENDING)`; only the ring that finds the owner `SLEEPING` and nothing
-//! pending releases the semaphore, so any number of rings while the owner runs, or before it
-//! wakes, coalesce into one wake-up, and a ring during a sweep makes the owner sweep again
-//! instead of sleeping. Every ring is a release and every sweep starts with an acquire on the
-//! same word, so a sweep after a ring sees the values the ringer stored.
+//! A neighbour can neither run with it nor run ahead of it (its next sweep needs this patch's),
+//! so every value a sweep reads is exactly the one the iteration prescribes: **the answer and the
+//! work are the same under every policy, at every processor count**, bit for bit (a test checks
+//! it), and a policy can change only how fast that work is done. The solver this replaces relaxed
+//! chaotically (a patch swept whenever a neighbour had moved by more than the tolerance, in
+//! whatever order the scheduler picked), and its policies changed the work: 161 to 218
+//! relaxations per cell where sequential Gauss-Seidel does 124, so a policy that raised the rate
+//! could lengthen the solve.
 //!
 //! ## Termination
 //!
-//! A count of tokens: one for each ULT that runs or has been woken, plus one the root holds while
-//! it rings every patch at the start. Ringing a running ULT creates no token (it holds one and
-//! will see `PENDING`); the ring that wakes a sleeper adds one before releasing the semaphore and
-//! hands it over; a ULT going to sleep gives its own back. Since a ringer always holds a token
-//! itself, the count reaches zero exactly when no ULT runs and none is woken or pending: nothing
-//! can ever ring again. The ULT that takes it to zero releases a semaphore the root waits on; the
-//! root sets a stop flag, rings every doorbell, and joins every ULT. (The protocol, with its
-//! states and orderings, is written down in `crates/elite-grid/src/activation.rs`.)
+//! Each patch adds its sweep's largest change to a count of its group of 64 patches, and the
+//! group's last one to the solve's: when every patch finished sweep `k`, sweep `k` is complete.
+//! The first complete sweep that moved no unknown by more than the tolerance `τ = 1e-9` is `S`,
+//! and every patch runs exactly sweeps `1..=S + 1`: to start sweep `k + 1`, a patch needs sweep
+//! `k - 1` complete (rarely a wait: two sweeps of slack) to know whether `k - 1` was `S`.
 //!
-//! What that guarantees, and what the program checks: at the end, every patch's last sweep moved
-//! its unknowns by at most `τ` and read neighbour values within `2τ` of their final ones (a
-//! larger move would have rung it again), so `||b - A u||_inf <= 2τ max_i Σ_j a_ij` (plus room
-//! for rounding), and `||u - u*||_inf <= ||A⁻¹||_inf` times that. A run whose residual or error
-//! exceeds these bounds, which is what a lost wake-up would cause, is reported as failed and the
-//! program exits with status 1.
+//! What that guarantees, and what the program checks: with a strictly diagonally dominant matrix
+//! the Gauss-Seidel iteration (in any order) contracts in the max norm, so sweep `S + 1` moved no
+//! unknown by more than `τ` either; in it every unknown read its neighbours at their final
+//! values or one sweep before, so `||b - A u||_inf <= τ max_i Σ_j a_ij`, within the bound checked,
+//! `2τ max_i Σ_j a_ij` (plus room for rounding), and `||u - u*||_inf <= ||A⁻¹||_inf` times that. A
+//! run whose residual or error exceeds these bounds, which is what a lost signal or a sweep run
+//! too early would cause, is reported as failed and the program exits with status 1. (The
+//! protocol, with its orderings, is written down in `crates/elite-grid/src/active.rs`.)
+//!
+//! ## The patch size
+//!
+//! A sweep of a patch costs its cells' relaxations plus a fixed part: the semaphore hand-off, the
+//! switch, the signals, mostly cache misses on the ULT's control block and stack and on the
+//! neighbours' counters when many patches take turns. At the start the program measures both on
+//! the machine (`elite_grid::active::measure_costs`: a sequential sweep per cell, and a token
+//! passed around a ring of 1024 ULTs that each signal eight cold lines) and picks the patch that
+//! keeps the fixed part under 3% of a sweep, in whole lines of 8 unknowns, but no larger than
+//! leaves 48 patches per processor, so that every colour has work for every processor. The line
+//! `patches:` says what was measured and chosen; `--patch` overrides it (up to 4096 cells). With
+//! patches of 8 (the old default) the fixed part is several times the relaxations, and the
+//! program runs far slower than the sequential loop.
+//!
+//! ## The peers
+//!
+//! * **sequential**: Gauss-Seidel in Morton order on one OS thread, a plain `f64` slice, no ULTs,
+//!   until a sweep moves nothing by more than `τ` (`Problem::gauss_seidel`): the arithmetic
+//!   without any scheduling.
+//! * **rayon** (`elite_grid::rayon_peer`): the same patches, colours and sweeps, colour after
+//!   colour with `par_iter` (a join between colours), on one pool per thread count, built once;
+//!   it stops after sweep `S` (it can: each sweep ends with a join), one sweep before the ULTs.
+//!   Multicolour Gauss-Seidel rather than block Jacobi, which needs no colours but converges more
+//!   slowly.
 //!
 //! ## Data layout, ULT count and stacks
 //!
 //! *For locality.* Morton order puts cells that are near in the square near in memory, so a patch
 //! is a compact piece of the mesh and the neighbours a sweep reads lie mostly in the same or the
-//! adjacent patches. The unknowns are an array of 64-byte lines of 8 values, so a patch of 8
-//! owns exactly one line and two processors never write the same line. Everything else a patch's
-//! ULT reads (its neighbour patches, and per cell `b_i`, `1/a_ii` and one word per coupling with
-//! `j` and `a_ij`) is one contiguous block, the blocks in patch order: about 500 bytes for a patch
-//! of 8. One block per ULT is what ELiTE's application interface declares as a thread's data,
-//! for the runtime to prefetch before it runs the thread. Each patch's doorbell and progress
-//! counter sit on a cache line of their own.
+//! adjacent patches. The unknowns are an array of 64-byte lines of 8 values. Everything else a
+//! patch's ULT reads (its neighbour patches, and per cell `b_i`, `1/a_ii` and one word per
+//! coupling with `j` and `a_ij`) is one contiguous block, the blocks in patch order, about 60 bytes
+//! per cell. One block per ULT is what ELiTE's application interface declares as a thread's data,
+//! for the runtime to prefetch before it runs the thread. Each patch's signal count, semaphore and
+//! progress counter sit on a cache line of their own.
 //!
 //! *ULT count.* Every ULT is alive for the whole solve, each with a guarded stack, and each
 //! guarded stack costs two kernel mappings: `vm.max_map_count` (65 530 by default) allows about
-//! 31 700 of them after what the process needs otherwise. One ULT per cell fits only up to
-//! `--size 10` (21 292 cells; `--patch 1` gives ELiTE's one thread per grid point there), so by
-//! default cells are grouped into patches of 8: 21 375 ULTs for 171 000 cells. The program refuses
-//! a size/patch pair that would not fit, before it starts, with a message saying so.
+//! 31 700 of them after what the process needs otherwise. The chosen patch is made larger if
+//! needed to fit, and a `--size`/`--patch` pair that would not fit is refused before the mesh is
+//! built, with a message saying so. (`--patch 1`, ELiTE's one thread per grid point, fits up to
+//! `--size 10`.)
 //!
-//! *Stack size.* 16 KiB (32 KiB in debug builds): a patch's ULT needs its frames, two arrays of up
-//! to 64 values and the runtime's switch frames, well under a page. Only the pages a ULT touches
-//! are backed by memory: measured, 4.4 KB per ULT (its stack's top page and its TCB), 90 MB of
-//! the 130 MB peak resident set at the default size (`/usr/bin/time -v`, `--patch 8` against
-//! `--patch 64`).
+//! *Stack size.* 16 KiB (32 KiB in debug builds): a patch's ULT keeps nothing per cell on its
+//! stack, only its frames and the runtime's switch frames, well under a page. Only the pages a
+//! ULT touches are backed by memory.
 //!
 //! ## Policies and prefetch
 //!
@@ -142,70 +158,42 @@
 //! (`no-affinity`, `virtual-time`, `minimum-misses`, `reload-transient`, `gravity`), each without
 //! and with prefetch. A policy the runtime does not have yet, or prefetch while the runtime cannot
 //! prefetch, is listed as "not available yet" and skipped; adding one to the runtime makes it run
-//! here with a one-line change in `elite_grid::experiment`. Each rate is compared with
-//! `no-affinity` without prefetch at the same processor count (figure 3.2.2's "relative smoothing
-//! performance").
+//! here with a one-line change in `elite_grid::experiment`. Each solve time is compared with the
+//! sequential reference's and with `no-affinity`'s without prefetch at the same processor count.
 //!
-//! ## Why the policies differ
+//! ## What the policies can change
 //!
-//! `elite-bench grid` runs the same solves under the bench harness (interleaved repetitions,
-//! medians, answers checked) and `docs/benchmarks.md` has its tables, each with its host. The
-//! repeatable count of what each order does to the cache is `valgrind --tool=cachegrind
+//! The work is fixed, so a policy changes only the order in which ready patches run, and with it
+//! what is still cached and which processor runs what. With patches of a thousand cells or more,
+//! a patch's block (tens of KiB) is streamed through the cache in every order, and the policies
+//! differ little at one processor. At two processors the policies that send a woken ULT back to
+//! the processor it last ran on (`virtual-time`, and the counting policies after it) make many
+//! wake-ups remote (`--stats`: remote wake-ups per 1000 sweeps), which the dataflow pays for in
+//! latency. `elite-bench grid` runs the same solves under the bench harness (interleaved
+//! repetitions, medians, answers checked) and `docs/benchmarks.md` has its tables, each with its
+//! host. The repeatable count of what each order does to the cache is `valgrind --tool=cachegrind
 //! --cache-sim=yes --LL=2097152,16,64 target/release/elite-bench grid-probe POLICY --size 12`
-//! (one processor): simulated last-level misses and instructions per policy.
-//!
-//! * **no-affinity** runs the most recently readied ULT first, and a patch that yields goes
-//!   behind every other ready patch: when it runs again, 21 000 other patches' blocks, stacks
-//!   and TCBs (over ten times a 2 MiB L2) have gone through the cache, so each sweep starts cold.
-//! * **virtual-time** keys woken patches by how recently they ran here and lets yielders take
-//!   turns in *rounds* of at most 512 ULTs that ran together (`elite_rt::policy::rounds`): a
-//!   patch runs again while its lines and its neighbours' are still cached. It does ~4% more
-//!   relaxations per cell (neighbours are staler), far less than the misses it saves.
-//! * **minimum-misses** has no hardware counter here: it runs on misses *estimated* from the
-//!   declared footprint, which is the same for every patch, so its key barely tells patches
-//!   apart and it pays the estimator's bookkeeping on every run: slower than no-affinity.
-//! * **reload-transient** gets rounds too but keys woken patches by the model's reload
-//!   transient, an estimate from the declared footprint that is nearly flat across patches: the
-//!   order it gives is close to arbitrary, and it takes more relaxations per cell to converge.
-//! * **gravity** orders like virtual-time within a processor and pays the counting policies'
-//!   bookkeeping on top. Its forces never act here: the patches' declared blocks (their own
-//!   coefficients, declared only in the `+prefetch` runs) do not overlap, so no wake-up finds
-//!   shared data and no patch moves. A grid whose ULTs declared the unknowns they read from their
-//!   neighbours would give it something to pull on (not tried).
-//! * **prefetch**: the block (about 500 bytes), the top of the stack and the control block arrive
-//!   while the previous patch finishes. It stays on by default: it costs ULTs without a block
-//!   next to nothing (`crate::prefetch` in elite-rt).
-//!
-//! ## Where the time goes
-//!
-//! Counted with `valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64` on
-//! `--size 12 --policy no-affinity --processors 1 --prefetch off` (10 667 ULTs; the counts do not
-//! depend on timing at one processor): a sweep of a patch of 8 cells costs about 1 550
-//! instructions and 21 misses of the 2 MiB cache. In the ULT, 1 130 instructions (relaxing 8
-//! cells, about 85 each, and ringing 6 neighbours) and 15 misses (9 for the patch's block, read
-//! cold every time; 3 on its stack at the switch; the rest unknowns and doorbells); in the
-//! runtime, 420 instructions (the yield, the switch, the run-queue, the wake-ups) and 6 misses
-//! (TCB, run-queue). Sequential Gauss-Seidel needs 80 instructions per cell and, in Morton order,
-//! streams its data. With one ULT per cell (`--size 9 --patch 1`) an activation costs about 720
-//! instructions and 14 misses for a single relaxation.
+//! (one processor, patches of 256 unless `--patch` says otherwise).
 //!
 //! ## Output
 //!
-//! A table: per system and processor count the median smoothing rate (relaxations of one unknown
-//! per second; min and max over `--reps`), the ratio to `no-affinity`, the solve time (the
-//! clock starts when every ULT sleeps on its doorbell, after spawning, and stops at quiescence),
-//! the relaxations per cell (chaotic relaxation does a little more work than sequential
-//! Gauss-Seidel, more so on two processors), the fraction of sweeps that began with a sleep and a
-//! wake-up rather than a yield, and the check. `--stats` adds the runtime's counters per 1000
-//! sweeps. `sequential` is Gauss-Seidel on one OS thread without ULTs, the same arithmetic
-//! without any scheduling: the physical limit of this solver on one core.
+//! A table, one row per system and processor count, repeated `--reps` times (default 5),
+//! interleaved: the median solve time (the clock starts when every ULT has its stack and sleeps,
+//! after spawning, and stops when the last ULT is done; min and max in brackets, which say how far
+//! the ratios can be trusted on a busy machine), the speed-up over the sequential reference and
+//! over `no-affinity` (medians' ratios, above 1: faster), the smoothing rate (relaxations of one
+//! unknown per second), the relaxations per cell (the same for every elite row), the fraction of
+//! sweeps that had to wait for a neighbour, and the check. `--stats` adds the runtime's counters
+//! per 1000 sweeps.
 //!
 //! With `--json FILE` (`-`: stdout) the document of `BENCHMARKS.md`: suite `grid`, bench
-//! `adaptive_grid`, system `elite/<policy>` or `elite/<policy>+prefetch` (and `sequential`),
-//! metric `ops_per_sec` (smoothing operations per second), params `processors`, `size`, `cells`,
-//! `ults`, `patch` and `prefetch`; plus, for every elite row with a `no-affinity` row to compare
-//! with, a row of metric `ratio_to_no_affinity` (its rate over no-affinity's, without prefetch,
-//! at the same processor count).
+//! `adaptive_grid`, systems `sequential` (processors 1), `rayon` and `elite/<policy>` or
+//! `elite/<policy>+prefetch`, each with the metrics `solve_s` (seconds), `ops_per_sec` (smoothing
+//! operations per second) and `relaxations_per_cell`; params `processors`, `size`, `cells`,
+//! `ults` (0 for the peers), `patch` and `prefetch`; plus, for every elite row with a
+//! `no-affinity` row to compare with, a row of metric `ratio_to_no_affinity` (its rate over
+//! no-affinity's, without prefetch, at the same processor count; with the work fixed, also the
+//! ratio of their solve times' inverses).
 //!
 //! Exit status: 0 when every run that could run was right, 1 when one failed its check or could
 //! not run, 2 for a command-line mistake.

@@ -19,7 +19,7 @@
 //!    same values, bit for bit, as [`crate::rayon_peer`], which runs the same sweeps colour after
 //!    colour with barriers.
 //! 2. **Convergence.** Each patch reports its sweep's largest change to its group of 64
-//!    patches, the group's last patch to the solve ([`Progress`]): when all patches finished
+//!    patches, the group's last patch to the solve's (`Progress`): when all patches finished
 //!    sweep `k`, sweep `k` is *complete*, and the first complete sweep whose largest change is at
 //!    most the tolerance `τ` is `S`. Every patch runs exactly sweeps `1..=S + 1`. To know whether
 //!    to run sweep `k + 1`, a patch needs sweep `k - 1` complete (the *gate*, two sweeps behind
@@ -340,7 +340,7 @@ pub struct Solution {
     pub values: Vec<f64>,
     /// Smoothing operations: relaxations of one unknown.
     pub relaxations: u64,
-    /// Patch sweeps (activations of a ULT).
+    /// Patch sweeps (runs of a patch's ULT).
     pub sweeps: u64,
     /// Sweeps that had to wait for a neighbour (the ULT slept and was woken), rather than finding
     /// their inputs ready.
@@ -685,7 +685,7 @@ const RING_ULTS: usize = 1024;
 const RING_TURNS: usize = 5;
 
 /// Measures [`Costs`] on this machine: three sequential sweeps of `problem` (the fastest counts),
-/// and a token passed [`RING_TURNS`] times around a ring of [`RING_ULTS`] ULTs of a
+/// and a token passed 4 times (after one untimed turn) around a ring of 1024 ULTs of a
 /// one-processor runtime built for it, each holder signalling eight lines spread over 8 MiB
 /// before it wakes the next one through its semaphore and blocks on its own.
 pub fn measure_costs(problem: &Problem) -> Result<Costs, elite_rt::BuildError> {

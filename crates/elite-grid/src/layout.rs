@@ -3,19 +3,23 @@
 //! A *patch* is a run of `size` consecutive cells in Morton order (the last one may be shorter):
 //! a compact piece of the mesh, relaxed by one ULT.
 //!
-//! * [`Values`]: the unknowns, which neighbouring ULTs read while their owner writes them (on
-//!   two processors at once), so each is an `f64` kept as bits in an `AtomicU64` and accessed with
-//!   relaxed loads and stores: no data race, and on x86-64 or AArch64 the same plain moves as an
-//!   `f64` array. They are laid out in cache lines of 8, 64-byte aligned, so a patch of 8 cells
-//!   owns exactly one line and two processors relaxing different patches never write the same
-//!   line.
+//! * [`Values`]: the unknowns, shared by the ULTs (or rayon's threads) of every patch. The
+//!   solvers order a patch's writes before its neighbours' reads themselves (see
+//!   `crate::active`), but the type does not rely on it: each value is an `f64` kept as bits in an
+//!   `AtomicU64`, read and written with relaxed loads and stores, the same plain moves as an `f64`
+//!   array on x86-64 or AArch64. [`Patch::relax`] reads them through one flat slice, the
+//!   neighbours' without bounds checks (every column is checked when the blocks are laid out).
+//!   They are laid out in cache lines of 8, 64-byte aligned, so patches of a multiple of 8 cells
+//!   never share a line.
 //! * [`Patches`]: everything else a patch's ULT reads, in *one block of words per patch*, the
 //!   blocks in patch order: first the patches to wake (its neighbours, two `u32` to a word),
 //!   then per cell its right-hand side, the inverse of its diagonal entry, the number of its
 //!   couplings and one word per coupling holding `j` (low half) and `a_ij` (an `f32`, high half):
-//!   about 60 bytes per cell, 500 per patch of 8. One block is what ELiTE's application interface
-//!   (section 2.3.5) declares as a thread's data, and what a waker can prefetch before the thread
-//!   runs.
+//!   about 60 bytes per cell. One block is what ELiTE's application interface (section 2.3.5)
+//!   declares as a thread's data, and what a waker can prefetch before the thread runs.
+//! * The colouring ([`Patches::colour`]): greedy in patch order, so that no two neighbouring
+//!   patches share a colour; the multicolour sweeps of `crate::active` and `crate::rayon_peer`
+//!   relax the colours in turn.
 //!
 //! Morton order keeps the cells a patch couples to mostly inside the patch or in the patches next
 //! to it in memory, so a relaxation touches few lines besides its own.
