@@ -21,14 +21,15 @@
 //! 2. **Convergence.** Each patch reports its sweep's largest change to its group of 64
 //!    patches, the group's last patch to the solve's (`Progress`): when all patches finished
 //!    sweep `k`, sweep `k` is *complete*, and the first complete sweep whose largest change is at
-//!    most the tolerance `τ` is `S`. Every patch runs exactly sweeps `1..=S + 1`. To know whether
-//!    to run sweep `k + 1`, a patch needs sweep `k - 1` complete (the *gate*, two sweeps behind
-//!    the newest); it sleeps on a condition variable in the rare case it is not.
+//!    most the tolerance `τ` is `S`. Every patch runs exactly sweeps `1..=S + LAG - 1`
+//!    ([`LAG`] is 4). To know whether to run sweep `k + 1`, a patch needs sweep `k + 1 - LAG`
+//!    complete (the *gate*: patches far apart in the mesh are a few sweeps apart in the dataflow,
+//!    and a patch waits on a condition variable in the rare case that it runs too far ahead).
 //!
 //! **What the termination guarantees.** The multicolour iteration is Gauss-Seidel in another
 //! order, and with a strictly diagonally dominant matrix its iteration matrix `G` has
 //! `||G||_inf <= max_i Σ_j |a_ij| / a_ii < 1`, so the largest change of a sweep never exceeds the
-//! previous one's: sweep `S + 1` changed no unknown by more than `τ`. In its last sweep each
+//! previous one's: the sweeps after `S` changed no unknown by more than `τ`. In its last sweep each
 //! unknown read every neighbour at its final value or one sweep before it, within `τ`, so
 //! `|b - A u|_i <= τ Σ_j a_ij`, within
 //! [`Problem::residual_bound`](crate::matrix::Problem::residual_bound) (`2τ max_i Σ_j a_ij`).
@@ -57,7 +58,7 @@ pub struct SolveOptions {
     /// Cells per patch, i.e. per ULT, `1..=MAX_PATCH` (default 128; [`Costs::patch_size`]
     /// chooses one from costs measured on the machine).
     pub patch_size: usize,
-    /// The solve ends one sweep after the first sweep that moved no unknown by more than this
+    /// The solve ends `LAG - 1` sweeps after the first sweep that moved no unknown by more than this
     /// (default `1e-9`; finite, `> 0`).
     pub tolerance: f64,
     /// Declare each patch's block as its ULT's data for the runtime to prefetch (see
@@ -166,10 +167,15 @@ struct PatchState {
 /// mostly run on one processor, so its counter is rarely contended).
 const GROUP: usize = 64;
 
-/// Sweeps whose counts may be open at once: a patch runs sweep `k + 1` only once sweep `k - 1` is
-/// complete, so counts are open for at most two sweeps, and a slot is reset (by the count that
-/// completes it) before the sweep three later can use it.
-const SLOTS: usize = 3;
+/// How far a patch may run ahead of the slowest: it runs sweep `k + 1` only once sweep
+/// `k + 1 - LAG` is complete on the whole mesh (the gate), and the solve runs to sweep
+/// `S + LAG - 1`. Patches far apart in the mesh are several sweeps apart in the dataflow; a lag of
+/// 2 made most sweeps wait at the gate; 4 costs two sweeps more than 2.
+pub const LAG: u64 = 4;
+
+/// Sweeps whose counts may be open at once: counts are open for at most `LAG` sweeps, and a slot
+/// is reset (by the count that completes it) before the sweep `LAG + 1` later can use it.
+const SLOTS: usize = LAG as usize + 1;
 
 /// How many patches (or groups) finished a sweep, and the largest change among them.
 #[derive(Default)]
@@ -254,19 +260,22 @@ impl Progress {
         self.opened.notify_all();
     }
 
-    /// Waits until sweep `k` is complete; `false` if the solve was stopped first.
-    fn wait_complete(&self, k: u64, stop: &AtomicBool) -> bool {
+    /// Waits until sweep `k` is complete: `Some(waited)`, or `None` if the solve was stopped
+    /// first.
+    fn wait_complete(&self, k: u64, stop: &AtomicBool) -> Option<bool> {
         if self.complete.load(Ordering::Acquire) >= k {
-            return true;
+            return Some(false);
         }
         let mut gate = self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut waited = false;
         while self.complete.load(Ordering::Acquire) < k {
             if stop.load(Ordering::Acquire) {
-                return false;
+                return None;
             }
+            waited = true;
             gate = self.opened.wait(gate).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
-        true
+        Some(waited)
     }
 }
 
@@ -331,6 +340,7 @@ struct Tally {
     sweeps: u64,
     relaxations: u64,
     sleeps: u64,
+    gate_waits: u64,
 }
 
 /// The result of a solve.
@@ -345,6 +355,9 @@ pub struct Solution {
     /// Sweeps that had to wait for a neighbour (the ULT slept and was woken), rather than finding
     /// their inputs ready.
     pub sleeps: u64,
+    /// Times a patch, its sweep done, had to wait for the sweep before it to complete on the
+    /// whole mesh (the gate, see the module docs) before it could decide to go on.
+    pub gate_waits: u64,
     /// Sweeps of the whole mesh: every patch ran this many (the sequential reference: its sweeps).
     pub iterations: u64,
     /// ULTs (patches).
@@ -524,6 +537,7 @@ fn solve_root(shared: &Arc<Shared>, time_limit: Duration) -> Result<Solution, So
                 total.sweeps += t.sweeps;
                 total.relaxations += t.relaxations;
                 total.sleeps += t.sleeps;
+                total.gate_waits += t.gate_waits;
             }
             Err(why) => return Err(SolveError::Panicked(why)),
         }
@@ -534,7 +548,8 @@ fn solve_root(shared: &Arc<Shared>, time_limit: Duration) -> Result<Solution, So
         relaxations: total.relaxations,
         sweeps: total.sweeps,
         sleeps: total.sleeps,
-        iterations: converged.saturating_add(1),
+        gate_waits: total.gate_waits,
+        iterations: converged.saturating_add(LAG - 1),
         ults: count,
         elapsed,
         cpu,
@@ -636,10 +651,16 @@ fn run_patch(shared: &Shared, p: usize, ready: &WaitGroup) -> Tally {
             shared.signal(q);
         }
         progress.finish(p, k, drift, shared.tolerance, &shared.stop);
-        // Sweep `k + 1` runs unless sweep `k - 1` was the first within the tolerance (`S`):
-        // the last sweep is `S + 1`.
-        if !progress.wait_complete(k - 1, &shared.stop) || progress.converged.load(Ordering::Acquire) < k {
-            break;
+        // Sweep `k + 1` runs unless `S`, the first sweep within the tolerance, is at most
+        // `k + 1 - LAG`: the last sweep is `S + LAG - 1`.
+        if let Some(decisive) = (k + 1).checked_sub(LAG).filter(|&d| d > 0) {
+            match progress.wait_complete(decisive, &shared.stop) {
+                None => break,
+                Some(waited) => tally.gate_waits += u64::from(waited),
+            }
+            if progress.converged.load(Ordering::Acquire) <= decisive {
+                break;
+            }
         }
     }
     tally
@@ -798,7 +819,7 @@ mod tests {
                 assert_eq!(s.ults, ults);
                 assert_eq!(monitor.relaxations(), s.relaxations);
                 assert!(s.relaxations >= p.len() as u64, "every unknown relaxed at least once");
-                assert_eq!(s.sweeps, s.iterations * ults as u64, "every patch runs S + 1 sweeps");
+                assert_eq!(s.sweeps, s.iterations * ults as u64, "every patch runs S + LAG - 1 sweeps");
                 let residual = p.residual(&s.values);
                 let bound = p.residual_bound(options.tolerance);
                 assert!(

@@ -6,7 +6,7 @@
 //! patches of one colour are never neighbours, so they may run at once, and the join at the end
 //! of each colour is the barrier before the next. The sweeps go on until one moves no unknown by
 //! more than the tolerance (the largest change is a `reduce` of the patches'), so the peer stops
-//! one sweep before the ULT solver, which runs sweep `S + 1` because its patches cannot wait for
+//! three sweeps before the ULT solver, which runs to sweep `S + 3` because its patches cannot wait for
 //! the whole mesh to learn that sweep `S` converged (see [`crate::active`]). Both compute the same
 //! values in their common sweeps, bit for bit.
 //!
@@ -114,6 +114,7 @@ impl RayonSolver {
             relaxations: sweeps * self.cells as u64,
             sweeps: sweeps * self.patches.count() as u64,
             sleeps: 0,
+            gate_waits: 0,
             iterations: sweeps,
             ults: 0,
             elapsed,
