@@ -735,7 +735,7 @@ fn baseline(rows: &[Row], processors: usize) -> Option<&Row> {
 fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<28} {:>5} {:>22} {:>7} {:>7} {:>20} {:>10} {:>10}  check",
+        "{:<31} {:>5} {:>22} {:>7} {:>7} {:>20} {:>10} {:>10}  check",
         "system",
         "procs",
         "solve ms (min-max)",
@@ -778,7 +778,7 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         };
         writeln!(
             out,
-            "{:<28} {:>5} {:>22} {:>7} {:>7} {:>20} {:>10} {:>10}  {check}",
+            "{:<31} {:>5} {:>22} {:>7} {:>7} {:>20} {:>10} {:>10}  {check}",
             row.system(),
             row.config.processors,
             range(row.solve_s(), 1e3, 1),
@@ -800,7 +800,16 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
 fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "\nper 1000 sweeps:               procs   switches     yields     waits  gate waits  remote wake-ups   steals    parks"
+        "\n{:<31} {:>5} {:>10} {:>10} {:>9} {:>11} {:>16} {:>8} {:>8}",
+        "per 1000 sweeps:",
+        "procs",
+        "switches",
+        "yields",
+        "waits",
+        "gate waits",
+        "remote wake-ups",
+        "steals",
+        "parks"
     )?;
     for row in rows {
         let ms: Vec<&Measurement> = row.measurements().collect();
@@ -813,7 +822,7 @@ fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
         };
         writeln!(
             out,
-            "{:<28} {:>7} {:>10.0} {:>10.0} {:>9.0} {:>11.1} {:>16.1} {:>8.2} {:>8.2}",
+            "{:<31} {:>5} {:>10.0} {:>10.0} {:>9.0} {:>11.1} {:>16.1} {:>8.2} {:>8.2}",
             row.system(),
             row.config.processors,
             per(&|m| m.stats.switches),
