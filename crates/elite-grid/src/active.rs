@@ -43,6 +43,7 @@
 //! The ULTs only use `elite_rt`'s public API: `Builder::spawn`, `set_footprint`,
 //! `set_data_block`, and `sync::{Semaphore, Mutex, Condvar, WaitGroup}`.
 
+use crate::counts::{signal, Counts};
 use crate::layout::{Patches, Values, MAX_PATCH};
 use crate::matrix::Problem;
 use elite_rt::sync::{Condvar, Mutex, Semaphore, WaitGroup};
@@ -177,42 +178,13 @@ pub const LAG: u64 = 4;
 /// is reset (by the count that completes it) before the sweep `LAG + 1` later can use it.
 const SLOTS: usize = LAG as usize + 1;
 
-/// How many patches (or groups) finished a sweep, and the largest change among them.
-#[derive(Default)]
-struct SweepCount {
-    done: AtomicU32,
-    /// The largest change, as the bits of a non-negative `f64` (ordered like the numbers).
-    drift: AtomicU64,
-}
-
-/// The counts of one group of patches (or of all groups), one per open sweep.
-#[repr(align(64))]
-#[derive(Default)]
-struct Counts([SweepCount; SLOTS]);
-
-impl Counts {
-    /// Adds one member's `drift` to sweep `k`'s count; when it makes `members`, resets the slot
-    /// and returns the members' largest change.
-    fn finish(&self, k: u64, drift: u64, members: usize) -> Option<u64> {
-        let slot = &self.0[(k % SLOTS as u64) as usize];
-        slot.drift.fetch_max(drift, Ordering::AcqRel);
-        if slot.done.fetch_add(1, Ordering::AcqRel) as usize + 1 != members {
-            return None;
-        }
-        // Every member added its change before its `fetch_add`, which ours read after.
-        let largest = slot.drift.swap(0, Ordering::AcqRel);
-        slot.done.store(0, Ordering::Release);
-        Some(largest)
-    }
-}
-
 /// No sweep within the tolerance yet.
 const NOT_YET: u64 = u64::MAX;
 
 /// Which sweeps are complete, and when the solve converged (see the module docs).
 struct Progress {
-    groups: Box<[Counts]>,
-    whole: Counts,
+    groups: Box<[Counts<SLOTS>]>,
+    whole: Counts<SLOTS>,
     patches: usize,
     /// The newest complete sweep (0: the start). Sweeps are published in order.
     complete: AtomicU64,
@@ -226,8 +198,8 @@ struct Progress {
 impl Progress {
     fn new(patches: usize) -> Progress {
         Progress {
-            groups: (0..patches.div_ceil(GROUP)).map(|_| Counts::default()).collect(),
-            whole: Counts::default(),
+            groups: (0..patches.div_ceil(GROUP)).map(|_| Counts::new()).collect(),
+            whole: Counts::new(),
             patches,
             complete: AtomicU64::new(0),
             converged: AtomicU64::new(NOT_YET),
@@ -324,7 +296,7 @@ impl Shared {
     #[inline]
     fn signal(&self, q: usize) {
         let state = &self.states[q];
-        if state.missing.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if signal(&state.missing) {
             state.ready.release();
         }
     }

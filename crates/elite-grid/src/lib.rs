@@ -29,9 +29,18 @@
 //! choose the patch size), [`rayon_peer`] (the same sweeps on rayon), [`experiment`] (policies,
 //! prefetch, checked measurements of all three).
 
+// Under `cfg(loom)` (the model checker's build, in which elite-rt has no runtime) only the
+// counting protocols are built, with their models (see `counts`).
+#[cfg(not(loom))]
 pub mod active;
+mod counts;
+#[cfg(not(loom))]
 pub mod experiment;
+#[cfg(not(loom))]
 pub mod layout;
+#[cfg(not(loom))]
 pub mod matrix;
+#[cfg(not(loom))]
 pub mod quadtree;
+#[cfg(not(loom))]
 pub mod rayon_peer;
