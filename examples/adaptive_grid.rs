@@ -183,7 +183,8 @@
 //! A table, one row per system and processor count, repeated `--reps` times (default 5),
 //! interleaved: the median solve time (the clock starts when every ULT has its stack and sleeps,
 //! after spawning, and stops when the last ULT is done; min and max in brackets, which say how far
-//! the ratios can be trusted on a busy machine), the speed-up over the sequential reference and
+//! the ratios can be trusted on a busy machine), the process's CPU time over the solve (at one
+//! processor, what the solve took without the time other programs had the CPU), the speed-up over the sequential reference and
 //! over `no-affinity` (medians' ratios, above 1: faster), the smoothing rate (relaxations of one
 //! unknown per second), the relaxations per cell (the same for every elite row), the fraction of
 //! sweeps that had to wait for a neighbour, and the check. `--stats` adds the runtime's counters
@@ -523,6 +524,15 @@ impl Row {
         self.stats(|m| m.elapsed.as_secs_f64())
     }
 
+    /// The process's CPU time over the solve, in seconds: median, min, max (none where the
+    /// system does not say).
+    fn cpu_s(&self) -> Option<(f64, f64, f64)> {
+        if !self.measurements().all(|m| m.cpu.is_some()) {
+            return None;
+        }
+        self.stats(|m| m.cpu.map_or(0.0, |c| c.as_secs_f64()))
+    }
+
     /// The smoothing rate: median, min, max.
     fn rates(&self) -> Option<(f64, f64, f64)> {
         self.stats(Measurement::rate)
@@ -735,10 +745,11 @@ fn baseline(rows: &[Row], processors: usize) -> Option<&Row> {
 fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<31} {:>5} {:>22} {:>7} {:>7} {:>20} {:>10} {:>10}  check",
+        "{:<31} {:>5} {:>22} {:>7} {:>7} {:>7} {:>20} {:>10} {:>10}  check",
         "system",
         "procs",
         "solve ms (min-max)",
+        "cpu ms",
         "vs seq",
         "vs no-a",
         "M ops/s (min-max)",
@@ -778,10 +789,11 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         };
         writeln!(
             out,
-            "{:<31} {:>5} {:>22} {:>7} {:>7} {:>20} {:>10} {:>10}  {check}",
+            "{:<31} {:>5} {:>22} {:>7} {:>7} {:>7} {:>20} {:>10} {:>10}  {check}",
             row.system(),
             row.config.processors,
             range(row.solve_s(), 1e3, 1),
+            row.cpu_s().map_or("-".into(), |(median, _, _)| format!("{:.1}", median * 1e3)),
             faster(seq_time),
             vs_no_affinity,
             range(row.rates(), 1e-6, 1),
@@ -791,8 +803,9 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
     }
     writeln!(
         out,
-        "solve: median over the repetitions (min-max); vs seq, vs no-a: the sequential reference's, \
-         no-affinity's median solve time over this row's (above 1: faster)"
+        "solve: median over the repetitions (min-max); cpu: the process's CPU time over the solve \
+         (median; at 1 processor, solve minus cpu is time other programs took); vs seq, vs no-a: \
+         the sequential reference's, no-affinity's median solve time over this row's (above 1: faster)"
     )
 }
 
