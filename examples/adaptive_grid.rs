@@ -470,8 +470,9 @@ fn draw(s: &ProgressState) {
     let mut line = format!("[{}{}] {}/{}", "#".repeat(filled), ".".repeat(WIDTH - filled), s.done, s.total);
     if let Some((label, monitor, started)) = &s.running {
         line += &format!(
-            " {label}: {:.1} M relaxations, {} ULTs active, {:.1} s",
+            " {label}: {:.1} M relaxations, {} sweeps complete, {} ULTs left, {:.1} s",
             monitor.relaxations() as f64 / 1e6,
+            monitor.complete_sweeps(),
             monitor.active(),
             started.elapsed().as_secs_f64()
         );
