@@ -1,16 +1,17 @@
 //! # The adaptive-grid solver: active threads on a locally refined mesh
 //!
 //! ELiTE's flagship workload (sections 2.3.5 and 3.2, figure 3.2.2): a full-adaptive iterative
-//! solver in which every small piece of an irregular grid is a user-level thread that relaxes its
-//! unknowns, wakes its neighbours when it changed, and sleeps until a neighbour wakes it. This
-//! program runs it under every scheduling policy of the runtime, with and without prefetch, at
-//! one and at all processors, checks every answer, and prints the smoothing rate of each run
-//! and its ratio to the `no-affinity` policy.
+//! solver in which every piece of an irregular grid is a user-level thread that relaxes its
+//! unknowns as soon as its neighbours' values are there, tells its neighbours when it is done,
+//! and sleeps in between. This program runs it under every scheduling policy of the runtime, with
+//! and without prefetch, at one and at all processors, beside the sequential loop and a rayon
+//! peer, checks every answer, and prints each one's time to solution, then its smoothing rate and
+//! its work.
 //!
 //! ```sh
 //! cargo run --release --example adaptive_grid                       # everything, defaults
 //! cargo run --release --example adaptive_grid -- --policy no-affinity --processors 2 --size 11 --stats
-//! cargo run --release --example adaptive_grid -- --reps 5 --json grid.json
+//! cargo run --release --example adaptive_grid -- --reps 9 --patch 1024 --json grid.json
 //! ```
 //!
 //! The solver itself lives in the `elite-grid` crate (`crates/elite-grid`), so that the
@@ -45,10 +46,9 @@
 //! rounded to `f32` so the solver can store a coupling in half a word); a boundary face of a cell
 //! of side `h` has `a = h / (h/2) = 2` to the boundary value 0; the reaction adds `h²/ε²` to the
 //! diagonal. `A` is symmetric, with positive diagonal and non-positive off-diagonals, strictly
-//! diagonally dominant: an M-matrix, for which Gauss-Seidel and *chaotic relaxation* (any order,
-//! any staleness, as long as every unknown keeps being relaxed) converge.
+//! diagonally dominant: an M-matrix, for which Gauss-Seidel converges in any order of the unknowns.
 //!
-//! | `--size` | cells | ULTs, patches of 8 | ULTs, one per cell |
+//! | `--size` | cells | ULTs with `--patch 8` | ULTs, one per cell |
 //! | --- | --- | --- | --- |
 //! | 9 | 10 606 | 1 326 | 10 606 |
 //! | 10 | 21 292 | 2 662 | 21 292 |
@@ -57,84 +57,103 @@
 //! | 13 (default) | 170 998 | 21 375 | too many |
 //! | 14 | 341 590 | too many: `--patch 16` gives 21 350 | too many |
 //!
+//! By default the patch size is chosen at the start (see "The patch size"): on a 2-core machine
+//! about 1 800 cells, about 96 ULTs at the default size.
+//!
 //! Every mesh has cells from level 3 (side 1/8) to level `size`, 4.2 couplings per cell on
 //! average.
 //!
 //! ## Active threads
 //!
-//! The cells, in Morton order, are cut into *patches* of `--patch` consecutive cells (default
-//! 8), and each patch is one ULT: 21 375 ULTs at the default size. A ULT:
+//! The cells, in Morton order, are cut into *patches* of consecutive cells, and each patch is one
+//! ULT. The patches are coloured so that no two neighbours (patches with a coupling between their
+//! cells) share a colour, and the solve is **multicolour Gauss-Seidel**: in sweep `k`, a patch
+//! relaxes its cells once, in order, `u_i = (b_i + Σ_j a_ij u_j) / a_ii`, reading its
+//! lower-coloured neighbours' values of sweep `k` and its higher-coloured neighbours' of sweep
+//! `k - 1`. There is no barrier between colours or sweeps: a ULT
 //!
-//! 1. sleeps until a neighbour (or, at the start, the root) rings its doorbell;
-//! 2. relaxes its cells once, in order: `u_i = (b_i + Σ_j a_ij u_j) / a_ii` with the current
-//!    values of all neighbours, including those of other patches that other processors are
-//!    writing at that moment (Gauss-Seidel on the patch, chaotic across patches);
-//! 3. if some unknown moved by more than the tolerance `τ = 1e-9` since the patch last told its
-//!    neighbours, rings the doorbell of every neighbouring patch, remembers what it told, and
-//!    yields: its own cells are coupled to each other, so it must sweep again, but after the
-//!    neighbours it just woke have used its new values;
-//! 4. otherwise sleeps again (step 1).
+//! 1. sleeps on its semaphore until every value it reads is there: its lower-coloured neighbours
+//!    finished sweep `k`, its higher-coloured ones sweep `k - 1` (each finished sweep *signals*
+//!    the neighbours, a decrement of their count of missing signals; the signal that takes a
+//!    count to zero releases that neighbour's semaphore);
+//! 2. sweeps its patch, then signals its neighbours and adds its sweep's largest change to the
+//!    convergence count;
+//! 3. goes on with the next sweep, or returns if the solve is over.
 //!
-//! Step 3 yields instead of sweeping again at once on purpose: with wake-ups served last-in
-//! first-out, a few patches that keep waking each other would otherwise loop while patches woken
-//! earlier wait with frozen values, and converge only in steps of about `τ` (a `--size 5` solve
-//! did not end within a minute that way). The solver relies on `yield_now` putting the ULT behind
-//! the other ready ULTs, the default `yield_priority` of every policy.
-//!
-//! The unknowns are shared: neighbours read a patch's values while its ULT writes them, on two
-//! processors at once. Each value is an `f64` kept as bits in an `AtomicU64`, read and written
-//! with relaxed loads and stores (the same plain moves as an `f64` array on x86-64): no data race,
-//! and chaotic relaxation needs nothing stronger.
-//!
-//! The doorbell is a state word (`PENDING`, `SLEEPING`) and an `elite_rt::sync::Semaphore`. A
-//! ring is one `fetch_or(PENDING)`; only the ring that finds the owner `SLEEPING` and nothing
-//! pending releases the semaphore, so any number of rings while the owner runs, or before it
-//! wakes, coalesce into one wake-up, and a ring during a sweep makes the owner sweep again
-//! instead of sleeping. Every ring is a release and every sweep starts with an acquire on the
-//! same word, so a sweep after a ring sees the values the ringer stored.
+//! A neighbour can neither run with it nor run ahead of it (its next sweep needs this patch's),
+//! so every value a sweep reads is exactly the one the iteration prescribes: **the answer and the
+//! work are the same under every policy, at every processor count**, bit for bit (a test checks
+//! it), and a policy can change only how fast that work is done. The solver this replaces relaxed
+//! chaotically (a patch swept whenever a neighbour had moved by more than the tolerance, in
+//! whatever order the scheduler picked), and its policies changed the work: 161 to 218
+//! relaxations per cell where sequential Gauss-Seidel does 124, so a policy that raised the rate
+//! could lengthen the solve.
 //!
 //! ## Termination
 //!
-//! A count of tokens: one for each ULT that runs or has been woken, plus one the root holds while
-//! it rings every patch at the start. Ringing a running ULT creates no token (it holds one and
-//! will see `PENDING`); the ring that wakes a sleeper adds one before releasing the semaphore and
-//! hands it over; a ULT going to sleep gives its own back. Since a ringer always holds a token
-//! itself, the count reaches zero exactly when no ULT runs and none is woken or pending: nothing
-//! can ever ring again. The ULT that takes it to zero releases a semaphore the root waits on; the
-//! root sets a stop flag, rings every doorbell, and joins every ULT. (The protocol, with its
-//! states and orderings, is written down in `crates/elite-grid/src/activation.rs`.)
+//! Each patch adds its sweep's largest change to a count of its group of 64 patches, and the
+//! group's last one to the solve's: when every patch finished sweep `k`, sweep `k` is complete.
+//! The first complete sweep that moved no unknown by more than the tolerance `τ = 1e-9` is `S`,
+//! and every patch runs exactly sweeps `1..=S + 3`: to start sweep `k + 1`, a patch needs sweep
+//! `k - 3` complete to know whether `S` came already. Patches far apart in the mesh are a few
+//! sweeps apart in the dataflow, and with less slack (sweep `k - 1`, which cost one sweep instead
+//! of three) most patches waited at that gate; with these three sweeps (about 2% more work than
+//! the fewest possible) a wait is rare (`--stats`: gate waits).
 //!
-//! What that guarantees, and what the program checks: at the end, every patch's last sweep moved
-//! its unknowns by at most `τ` and read neighbour values within `2τ` of their final ones (a
-//! larger move would have rung it again), so `||b - A u||_inf <= 2τ max_i Σ_j a_ij` (plus room
-//! for rounding), and `||u - u*||_inf <= ||A⁻¹||_inf` times that. A run whose residual or error
-//! exceeds these bounds, which is what a lost wake-up would cause, is reported as failed and the
-//! program exits with status 1.
+//! What that guarantees, and what the program checks: with a strictly diagonally dominant matrix
+//! the Gauss-Seidel iteration (in any order) contracts in the max norm, so the sweeps after `S` moved no
+//! unknown by more than `τ` either; in it every unknown read its neighbours at their final
+//! values or one sweep before, so `||b - A u||_inf <= τ max_i Σ_j a_ij`, within the bound checked,
+//! `2τ max_i Σ_j a_ij` (plus room for rounding), and `||u - u*||_inf <= ||A⁻¹||_inf` times that. A
+//! run whose residual or error exceeds these bounds, which is what a lost signal or a sweep run
+//! too early would cause, is reported as failed and the program exits with status 1. (The
+//! protocol, with its orderings, is written down in `crates/elite-grid/src/active.rs`.)
+//!
+//! ## The patch size
+//!
+//! A sweep of a patch costs its cells' relaxations plus a fixed part: the semaphore hand-off, the
+//! switch, the signals, mostly cache misses on the ULT's control block and stack and on the
+//! neighbours' counters when many patches take turns. At the start the program measures both on
+//! the machine (`elite_grid::active::measure_costs`: a sequential sweep per cell, and a token
+//! passed around a ring of 1024 ULTs that each signal eight cold lines) and picks the patch that
+//! keeps the fixed part under 3% of a sweep, in whole lines of 8 unknowns, but no larger than
+//! leaves 48 patches per processor, so that every colour has work for every processor. The line
+//! `patches:` says what was measured and chosen; `--patch` overrides it (up to 4096 cells). With
+//! patches of 8 (the old default) the fixed part is several times the relaxations, and the
+//! program runs far slower than the sequential loop.
+//!
+//! ## The peers
+//!
+//! * **sequential**: Gauss-Seidel in Morton order on one OS thread, a plain `f64` slice, no ULTs,
+//!   until a sweep moves nothing by more than `τ` (`Problem::gauss_seidel`): the arithmetic
+//!   without any scheduling.
+//! * **rayon** (`elite_grid::rayon_peer`): the same patches, colours and sweeps, colour after
+//!   colour with `par_iter` (a join between colours), on one pool per thread count, built once;
+//!   it stops after sweep `S` (it can: each sweep ends with a join), three sweeps before the ULTs.
+//!   Multicolour Gauss-Seidel rather than block Jacobi, which needs no colours but converges more
+//!   slowly.
 //!
 //! ## Data layout, ULT count and stacks
 //!
 //! *For locality.* Morton order puts cells that are near in the square near in memory, so a patch
 //! is a compact piece of the mesh and the neighbours a sweep reads lie mostly in the same or the
-//! adjacent patches. The unknowns are an array of 64-byte lines of 8 values, so a patch of 8
-//! owns exactly one line and two processors never write the same line. Everything else a patch's
-//! ULT reads (its neighbour patches, and per cell `b_i`, `1/a_ii` and one word per coupling with
-//! `j` and `a_ij`) is one contiguous block, the blocks in patch order: about 500 bytes for a patch
-//! of 8. One block per ULT is what ELiTE's application interface declares as a thread's data,
-//! for the runtime to prefetch before it runs the thread. Each patch's doorbell and progress
-//! counter sit on a cache line of their own.
+//! adjacent patches. The unknowns are an array of 64-byte lines of 8 values. Everything else a
+//! patch's ULT reads (its neighbour patches, and per cell `b_i`, `1/a_ii` and one word per
+//! coupling with `j` and `a_ij`) is one contiguous block, the blocks in patch order, about 60 bytes
+//! per cell. One block per ULT is what ELiTE's application interface declares as a thread's data,
+//! for the runtime to prefetch before it runs the thread. Each patch's signal count, semaphore and
+//! progress counter sit on a cache line of their own.
 //!
 //! *ULT count.* Every ULT is alive for the whole solve, each with a guarded stack, and each
 //! guarded stack costs two kernel mappings: `vm.max_map_count` (65 530 by default) allows about
-//! 31 700 of them after what the process needs otherwise. One ULT per cell fits only up to
-//! `--size 10` (21 292 cells; `--patch 1` gives ELiTE's one thread per grid point there), so by
-//! default cells are grouped into patches of 8: 21 375 ULTs for 171 000 cells. The program refuses
-//! a size/patch pair that would not fit, before it starts, with a message saying so.
+//! 31 700 of them after what the process needs otherwise. The chosen patch is made larger if
+//! needed to fit, and a `--size`/`--patch` pair that would not fit is refused before the mesh is
+//! built, with a message saying so. (`--patch 1`, ELiTE's one thread per grid point, fits up to
+//! `--size 10`.)
 //!
-//! *Stack size.* 16 KiB (32 KiB in debug builds): a patch's ULT needs its frames, two arrays of up
-//! to 64 values and the runtime's switch frames, well under a page. Only the pages a ULT touches
-//! are backed by memory: measured, 4.4 KB per ULT (its stack's top page and its TCB), 90 MB of
-//! the 130 MB peak resident set at the default size (`/usr/bin/time -v`, `--patch 8` against
-//! `--patch 64`).
+//! *Stack size.* 16 KiB (32 KiB in debug builds): a patch's ULT keeps nothing per cell on its
+//! stack, only its frames and the runtime's switch frames, well under a page. Only the pages a
+//! ULT touches are backed by memory.
 //!
 //! ## Policies and prefetch
 //!
@@ -142,78 +161,52 @@
 //! (`no-affinity`, `virtual-time`, `minimum-misses`, `reload-transient`, `gravity`), each without
 //! and with prefetch. A policy the runtime does not have yet, or prefetch while the runtime cannot
 //! prefetch, is listed as "not available yet" and skipped; adding one to the runtime makes it run
-//! here with a one-line change in `elite_grid::experiment`. Each rate is compared with
-//! `no-affinity` without prefetch at the same processor count (figure 3.2.2's "relative smoothing
-//! performance").
+//! here with a one-line change in `elite_grid::experiment`. Each solve time is compared with the
+//! sequential reference's and with `no-affinity`'s without prefetch at the same processor count.
 //!
-//! ## Why the policies differ
+//! ## What the policies can change
 //!
-//! `elite-bench grid` runs the same solves under the bench harness (interleaved repetitions,
-//! medians, answers checked) and `docs/benchmarks.md` has its tables, each with its host. The
-//! repeatable count of what each order does to the cache is `valgrind --tool=cachegrind
+//! The work is fixed, so a policy changes only the order in which ready patches run, and with it
+//! what is still cached and which processor runs what. With patches of a thousand cells or more,
+//! a patch's block (tens of KiB) is streamed through the cache in every order, and the policies
+//! differ little at one processor. At two processors the policies that send a woken ULT back to
+//! the processor it last ran on (`virtual-time`, and the counting policies after it) make many
+//! wake-ups remote (`--stats`: remote wake-ups per 1000 sweeps), which the dataflow pays for in
+//! latency. `elite-bench grid` runs the same solves under the bench harness (interleaved
+//! repetitions, medians, answers checked) and `docs/benchmarks.md` has its tables, each with its
+//! host. The repeatable count of what each order does to the cache is `valgrind --tool=cachegrind
 //! --cache-sim=yes --LL=2097152,16,64 target/release/elite-bench grid-probe POLICY --size 12`
-//! (one processor): simulated last-level misses and instructions per policy.
-//!
-//! * **no-affinity** runs the most recently readied ULT first, and a patch that yields goes
-//!   behind every other ready patch: when it runs again, 21 000 other patches' blocks, stacks
-//!   and TCBs (over ten times a 2 MiB L2) have gone through the cache, so each sweep starts cold.
-//! * **virtual-time** keys woken patches by how recently they ran here and lets yielders take
-//!   turns in *rounds* of at most 512 ULTs that ran together (`elite_rt::policy::rounds`): a
-//!   patch runs again while its lines and its neighbours' are still cached. It does ~4% more
-//!   relaxations per cell (neighbours are staler), far less than the misses it saves.
-//! * **minimum-misses** has no hardware counter here: it runs on misses *estimated* from the
-//!   declared footprint, which is the same for every patch, so its key barely tells patches
-//!   apart and it pays the estimator's bookkeeping on every run: slower than no-affinity.
-//! * **reload-transient** gets rounds too but keys woken patches by the model's reload
-//!   transient, an estimate from the declared footprint that is nearly flat across patches: the
-//!   order it gives is close to arbitrary, and it takes more relaxations per cell to converge.
-//! * **gravity** orders like virtual-time within a processor and pays the counting policies'
-//!   bookkeeping on top. Its forces never act here: the patches' declared blocks (their own
-//!   coefficients, declared only in the `+prefetch` runs) do not overlap, so no wake-up finds
-//!   shared data and no patch moves. A grid whose ULTs declared the unknowns they read from their
-//!   neighbours would give it something to pull on (not tried).
-//! * **prefetch**: the block (about 500 bytes), the top of the stack and the control block arrive
-//!   while the previous patch finishes. It stays on by default: it costs ULTs without a block
-//!   next to nothing (`crate::prefetch` in elite-rt).
-//!
-//! ## Where the time goes
-//!
-//! Counted with `valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64` on
-//! `--size 12 --policy no-affinity --processors 1 --prefetch off` (10 667 ULTs; the counts do not
-//! depend on timing at one processor): a sweep of a patch of 8 cells costs about 1 550
-//! instructions and 21 misses of the 2 MiB cache. In the ULT, 1 130 instructions (relaxing 8
-//! cells, about 85 each, and ringing 6 neighbours) and 15 misses (9 for the patch's block, read
-//! cold every time; 3 on its stack at the switch; the rest unknowns and doorbells); in the
-//! runtime, 420 instructions (the yield, the switch, the run-queue, the wake-ups) and 6 misses
-//! (TCB, run-queue). Sequential Gauss-Seidel needs 80 instructions per cell and, in Morton order,
-//! streams its data. With one ULT per cell (`--size 9 --patch 1`) an activation costs about 720
-//! instructions and 14 misses for a single relaxation.
+//! (one processor, patches of 256 unless `--patch` says otherwise).
 //!
 //! ## Output
 //!
-//! A table: per system and processor count the median smoothing rate (relaxations of one unknown
-//! per second; min and max over `--reps`), the ratio to `no-affinity`, the solve time (the
-//! clock starts when every ULT sleeps on its doorbell, after spawning, and stops at quiescence),
-//! the relaxations per cell (chaotic relaxation does a little more work than sequential
-//! Gauss-Seidel, more so on two processors), the fraction of sweeps that began with a sleep and a
-//! wake-up rather than a yield, and the check. `--stats` adds the runtime's counters per 1000
-//! sweeps. `sequential` is Gauss-Seidel on one OS thread without ULTs, the same arithmetic
-//! without any scheduling: the physical limit of this solver on one core.
+//! A table, one row per system and processor count, repeated `--reps` times (default 5),
+//! interleaved: the median solve time (the clock starts when every ULT has its stack and sleeps,
+//! after spawning, and stops when the last ULT is done; min and max in brackets, which say how far
+//! the ratios can be trusted on a busy machine), the process's CPU time over the solve (at one
+//! processor, what the solve took without the time other programs had the CPU), the speed-up over the sequential reference and
+//! over `no-affinity` (medians' ratios, above 1: faster), the smoothing rate (relaxations of one
+//! unknown per second), the relaxations per cell (the same for every elite row), the fraction of
+//! sweeps that had to wait for a neighbour, and the check. `--stats` adds the runtime's counters
+//! per 1000 sweeps.
 //!
 //! With `--json FILE` (`-`: stdout) the document of `BENCHMARKS.md`: suite `grid`, bench
-//! `adaptive_grid`, system `elite/<policy>` or `elite/<policy>+prefetch` (and `sequential`),
-//! metric `ops_per_sec` (smoothing operations per second), params `processors`, `size`, `cells`,
-//! `ults`, `patch` and `prefetch`; plus, for every elite row with a `no-affinity` row to compare
-//! with, a row of metric `ratio_to_no_affinity` (its rate over no-affinity's, without prefetch,
-//! at the same processor count).
+//! `adaptive_grid`, systems `sequential` (processors 1), `rayon` and `elite/<policy>` or
+//! `elite/<policy>+prefetch`, each with the metrics `solve_s` (seconds), `ops_per_sec` (smoothing
+//! operations per second) and `relaxations_per_cell`; params `processors`, `size`, `cells`,
+//! `ults` (0 for the peers), `patch` and `prefetch`; plus, for every elite row with a
+//! `no-affinity` row to compare with, a row of metric `ratio_to_no_affinity` (its rate over
+//! no-affinity's, without prefetch, at the same processor count; with the work fixed, also the
+//! ratio of their solve times' inverses).
 //!
 //! Exit status: 0 when every run that could run was right, 1 when one failed its check or could
 //! not run, 2 for a command-line mistake.
 
 use elite_grid::active::{Monitor, SolveOptions};
 use elite_grid::experiment::{
-    check_ults, max_guarded_ults, measure, measure_sequential, runtime_builder, Config, Measurement, Model,
-    RunError, BASELINE, POLICIES, PREFETCH_AVAILABLE, STACK_SIZE,
+    check_ults, choose_patch, max_guarded_ults, measure, measure_rayon, measure_sequential, runtime_builder,
+    Config, Measurement, Model, PatchChoice, RunError, BASELINE, POLICIES, PREFETCH_AVAILABLE, RAYON,
+    SEQUENTIAL, STACK_SIZE,
 };
 use elite_grid::layout::MAX_PATCH;
 use serde_json::{json, Value};
@@ -226,8 +219,8 @@ use std::time::{Duration, Instant};
 
 /// The finest level at the default size.
 const DEFAULT_SIZE: u8 = 13;
-/// Cells per ULT by default.
-const DEFAULT_PATCH: usize = 8;
+/// Repetitions of every run by default.
+const DEFAULT_REPS: usize = 5;
 /// Most repetitions accepted.
 const MAX_REPS: usize = 100;
 
@@ -244,8 +237,8 @@ struct Options {
     size: u8,
     /// Processor counts, ascending.
     processors: Vec<usize>,
-    /// Cells per ULT.
-    patch: usize,
+    /// Cells per ULT (`None`: chosen from measured costs).
+    patch: Option<usize>,
     /// Prefetch settings to try: off, on, or both.
     prefetch: Vec<bool>,
     /// Repetitions of every run (interleaved).
@@ -267,9 +260,9 @@ fn help(cpus: usize) -> String {
          {policies}\n  \
          --size LEVEL      finest refinement level, {min}..={max} (default {DEFAULT_SIZE}: 171 000 cells)\n  \
          --processors N    processor counts, repeatable or comma-separated, 1..={max_p} (default: 1 and {cpus})\n  \
-         --patch CELLS     cells per ULT, 1..={MAX_PATCH} (default {DEFAULT_PATCH})\n  \
+         --patch CELLS     cells per ULT, 1..={MAX_PATCH} (default: chosen from costs measured at start)\n  \
          --prefetch WHEN   on, off or both (default both)\n  \
-         --reps N          repetitions of every run, interleaved, 1..={MAX_REPS} (default 1)\n  \
+         --reps N          repetitions of every run, interleaved, 1..={MAX_REPS} (default {DEFAULT_REPS})\n  \
          --stats           also print the runtime's counters per sweep (switches, wake-ups, steals, parks)\n  \
          --json FILE       write the JSON document of BENCHMARKS.md to FILE (`-`: stdout)\n  \
          --help            this text",
@@ -285,9 +278,9 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
     let mut policies: Vec<String> = Vec::new();
     let mut size = DEFAULT_SIZE;
     let mut processors: Vec<usize> = Vec::new();
-    let mut patch = DEFAULT_PATCH;
+    let mut patch = None;
     let mut prefetch = vec![false, true];
-    let mut reps = 1;
+    let mut reps = DEFAULT_REPS;
     let mut json = None;
     let mut stats = false;
     let mut rest = args.iter();
@@ -344,7 +337,7 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
                     processors.push(number(flag, n, 1, elite_rt::MAX_PROCESSORS)?);
                 }
             }
-            "--patch" => patch = number(flag, &value, 1, MAX_PATCH)?,
+            "--patch" => patch = Some(number(flag, &value, 1, MAX_PATCH)?),
             "--prefetch" => {
                 prefetch = match value.as_str() {
                     "on" => vec![true],
@@ -477,8 +470,9 @@ fn draw(s: &ProgressState) {
     let mut line = format!("[{}{}] {}/{}", "#".repeat(filled), ".".repeat(WIDTH - filled), s.done, s.total);
     if let Some((label, monitor, started)) = &s.running {
         line += &format!(
-            " {label}: {:.1} M relaxations, {} ULTs active, {:.1} s",
+            " {label}: {:.1} M relaxations, {} sweeps complete, {} ULTs left, {:.1} s",
             monitor.relaxations() as f64 / 1e6,
+            monitor.complete_sweeps(),
             monitor.active(),
             started.elapsed().as_secs_f64()
         );
@@ -493,7 +487,22 @@ struct Row {
     runs: Vec<Result<Measurement, RunError>>,
 }
 
+/// Median, min and max of `values` (none when empty).
+fn spread(mut values: Vec<f64>) -> Option<(f64, f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let median = if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 };
+    Some((median, values[0], values[n - 1]))
+}
+
 impl Row {
+    fn new(config: Config) -> Row {
+        Row { config, runs: Vec::new() }
+    }
+
     fn measurements(&self) -> impl Iterator<Item = &Measurement> {
         self.runs.iter().filter_map(|r| r.as_ref().ok())
     }
@@ -503,16 +512,36 @@ impl Row {
         self.runs.iter().all(|r| r.as_ref().is_ok_and(Measurement::ok))
     }
 
-    /// The median, min and max rate over the right runs.
-    fn rates(&self) -> Option<(f64, f64, f64)> {
-        let mut rates: Vec<f64> = self.measurements().filter(|m| m.ok()).map(Measurement::rate).collect();
-        if rates.is_empty() || !self.ok() {
+    /// The median, min and max of `f` over the runs, if every run was right.
+    fn stats(&self, f: impl Fn(&Measurement) -> f64) -> Option<(f64, f64, f64)> {
+        if !self.ok() {
             return None;
         }
-        rates.sort_by(f64::total_cmp);
-        let n = rates.len();
-        let median = if n % 2 == 1 { rates[n / 2] } else { (rates[n / 2 - 1] + rates[n / 2]) / 2.0 };
-        Some((median, rates[0], rates[n - 1]))
+        spread(self.measurements().map(f).collect())
+    }
+
+    /// The solve time in seconds: median, min, max.
+    fn solve_s(&self) -> Option<(f64, f64, f64)> {
+        self.stats(|m| m.elapsed.as_secs_f64())
+    }
+
+    /// The process's CPU time over the solve, in seconds: median, min, max (none where the
+    /// system does not say).
+    fn cpu_s(&self) -> Option<(f64, f64, f64)> {
+        if !self.measurements().all(|m| m.cpu.is_some()) {
+            return None;
+        }
+        self.stats(|m| m.cpu.map_or(0.0, |c| c.as_secs_f64()))
+    }
+
+    /// The smoothing rate: median, min, max.
+    fn rates(&self) -> Option<(f64, f64, f64)> {
+        self.stats(Measurement::rate)
+    }
+
+    /// Relaxations per cell: median, min, max.
+    fn per_cell(&self) -> Option<(f64, f64, f64)> {
+        self.stats(|m| m.relaxations as f64 / m.cells as f64)
     }
 
     /// The first failure, as text.
@@ -524,11 +553,7 @@ impl Row {
     }
 
     fn system(&self) -> String {
-        if self.config.policy == "sequential" {
-            "sequential".into()
-        } else {
-            self.config.system()
-        }
+        self.config.system()
     }
 }
 
@@ -557,8 +582,9 @@ fn run(options: &Options) -> ExitCode {
     let model = Model { level: options.size };
     // Refused before the build when a lower bound of the cells already makes too many ULTs: the
     // largest meshes take minutes and gigabytes to build.
-    if let Err(e) = check_ults(&model, options.patch) {
-        eprintln!("adaptive_grid: --size {} with --patch {}: {e}", options.size, options.patch);
+    if let Err(e) = check_ults(&model, options.patch.unwrap_or(MAX_PATCH)) {
+        let patch = options.patch.map_or("the largest patch".to_string(), |p| format!("--patch {p}"));
+        eprintln!("adaptive_grid: --size {} with {patch}: {e}", options.size);
         return ExitCode::from(2);
     }
     let problem = match model.problem() {
@@ -568,19 +594,30 @@ fn run(options: &Options) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let ults = problem.len().div_ceil(options.patch);
+    let most_processors = options.processors.iter().copied().max().unwrap_or(1);
+    let patch = match options.patch {
+        Some(size) => PatchChoice { size, costs: None },
+        None => match choose_patch(&problem, most_processors) {
+            Ok(choice) => choice,
+            Err(e) => {
+                eprintln!("adaptive_grid: cannot measure the costs that choose the patch size: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let ults = problem.len().div_ceil(patch.size);
     if let Some(max) = max_guarded_ults() {
         if ults > max {
             eprintln!(
                 "adaptive_grid: --size {} with --patch {} makes {ults} ULTs, but only {max} guarded stacks fit \
                  under vm.max_map_count; use a smaller --size or a larger --patch",
-                options.size, options.patch
+                options.size, patch.size
             );
             return ExitCode::from(2);
         }
     }
     let coarsest = problem.tree.leaves().iter().map(|c| c.level).min().unwrap_or(0);
-    let solve = SolveOptions { patch_size: options.patch, ..SolveOptions::default() };
+    let solve = SolveOptions { patch_size: patch.size, ..SolveOptions::default() };
     let _ = writeln!(
         out,
         "adaptive_grid: {} cpus, {}, kernel {}, pmu {}",
@@ -589,18 +626,28 @@ fn run(options: &Options) -> ExitCode {
         machine["kernel"].as_str().unwrap_or("unknown"),
         if machine["pmu"] == json!(true) { "yes" } else { "no" }
     );
+    let chosen = match patch.costs {
+        None => "given".to_string(),
+        Some(c) => format!(
+            "chosen: a cell {:.1} ns, a sweep's hand-off and signals {:.0} ns, kept under {:.0}% of a sweep",
+            c.cell_ns,
+            c.sweep_ns,
+            elite_grid::active::OVERHEAD_SHARE * 100.0
+        ),
+    };
     let _ = writeln!(
         out,
         "mesh: size {} (eps = 2^-{}), {} cells, levels {coarsest}..{}, {:.2} couplings per cell; \
-         {ults} ULTs of {} cells, {} KiB stacks; tolerance {:e}",
+         tolerance {:e}\npatches: {ults} ULTs of {} cells ({chosen}), {} KiB stacks; {} interleaved repetitions",
         options.size,
         options.size - 1,
         problem.len(),
         problem.tree.finest_level(),
         problem.matrix.couplings() as f64 / problem.len() as f64,
-        options.patch,
+        solve.tolerance,
+        patch.size,
         STACK_SIZE / 1024,
-        solve.tolerance
+        options.reps,
     );
 
     // Which configurations can run; what cannot gets one line.
@@ -616,7 +663,16 @@ fn run(options: &Options) -> ExitCode {
             "elite/*+prefetch: not available yet: elite-rt cannot prefetch a ULT's declared data".into(),
         );
     }
+    // One rayon pool per thread count, built once: its threads start with it.
+    let mut pools = Vec::new();
     for &processors in &options.processors {
+        match rayon::ThreadPoolBuilder::new().num_threads(processors).build() {
+            Ok(pool) => {
+                pools.push(pool);
+                configs.push(Config { policy: RAYON.into(), prefetch: false, processors });
+            }
+            Err(e) => notes.push(format!("rayon at {processors} threads: cannot build its pool: {e}")),
+        }
         for policy in &options.policies {
             for &prefetch in &options.prefetch {
                 if runtime_builder(policy).is_ok() && (PREFETCH_AVAILABLE || !prefetch) {
@@ -630,15 +686,20 @@ fn run(options: &Options) -> ExitCode {
     }
     let _ = out.flush();
 
-    let mut sequential =
-        Row { config: Config { policy: "sequential".into(), prefetch: false, processors: 1 }, runs: vec![] };
-    let mut rows: Vec<Row> = configs.into_iter().map(|config| Row { config, runs: vec![] }).collect();
-    let progress = Progress::new(std::io::stderr().is_terminal(), options.reps * rows.len());
+    let mut sequential = Row::new(Config { policy: SEQUENTIAL.into(), prefetch: false, processors: 1 });
+    let mut rows: Vec<Row> = configs.into_iter().map(Row::new).collect();
+    let progress = Progress::new(std::io::stderr().is_terminal(), options.reps * (rows.len() + 1));
     for _ in 0..options.reps {
         sequential.runs.push(Ok(measure_sequential(&problem, solve.tolerance)));
+        progress.finish_one();
         for row in &mut rows {
-            let label = format!("{} on {} processor(s)", row.config.system(), row.config.processors);
-            let result = measure(&problem, &solve, &row.config, |monitor| progress.start(label, monitor));
+            let result = if row.config.policy == RAYON {
+                let pool = pools.iter().find(|p| p.current_num_threads() == row.config.processors);
+                measure_rayon(&problem, &solve, pool.expect("a pool per rayon row"))
+            } else {
+                let label = format!("{} on {} processor(s)", row.config.system(), row.config.processors);
+                measure(&problem, &solve, &row.config, |monitor| progress.start(label, monitor))
+            };
             progress.finish_one();
             row.runs.push(result);
         }
@@ -660,8 +721,12 @@ fn run(options: &Options) -> ExitCode {
     };
     let _ = out.flush();
     if let Some(path) = &options.json {
-        let document =
-            json_document(machine, &problem_params(options, problem.len(), ults), &sequential, &rows);
+        let document = json_document(
+            machine,
+            &problem_params(options, problem.len(), ults, patch.size),
+            &sequential,
+            &rows,
+        );
         if let Err(e) = write_json(path, &document) {
             eprintln!("adaptive_grid: cannot write the JSON document to `{path}`: {e}");
             status = ExitCode::FAILURE;
@@ -670,45 +735,54 @@ fn run(options: &Options) -> ExitCode {
     status
 }
 
-/// The rate of `no-affinity` without prefetch at `processors`, the ratios' denominator.
-fn baseline(rows: &[Row], processors: usize) -> Option<f64> {
+/// The row of `no-affinity` without prefetch at `processors`, the ratios' denominator.
+fn baseline(rows: &[Row], processors: usize) -> Option<&Row> {
     rows.iter()
         .find(|r| r.config.policy == BASELINE && !r.config.prefetch && r.config.processors == processors)
-        .and_then(Row::rates)
-        .map(|(median, _, _)| median)
 }
 
+/// The table: solve time first (what a user waits for), its speed-up over the sequential
+/// reference and over no-affinity, then the rate and the work.
 fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<28} {:>5} {:>22} {:>14} {:>8} {:>10} {:>12}  check",
-        "system", "procs", "M smoothing ops/s", "vs no-affinity", "solve s", "relax/cell", "woken/sweep"
+        "{:<31} {:>5} {:>22} {:>7} {:>7} {:>7} {:>20} {:>10} {:>10}  check",
+        "system",
+        "procs",
+        "solve ms (min-max)",
+        "cpu ms",
+        "vs seq",
+        "vs no-a",
+        "M ops/s (min-max)",
+        "relax/cell",
+        "waits/sweep"
     )?;
+    let seq_time = sequential.solve_s().map(|(median, _, _)| median);
     for row in std::iter::once(sequential).chain(rows) {
-        let ms: Vec<&Measurement> = row.measurements().collect();
-        let (rate, ratio) = match row.rates() {
-            Some((median, min, max)) => (
-                format!("{:.1} ({:.1}-{:.1})", median / 1e6, min / 1e6, max / 1e6),
-                match (row.config.policy.as_str(), baseline(rows, row.config.processors)) {
-                    ("sequential", _) | (_, None) => "-".to_string(),
-                    (_, Some(base)) => format!("{:.2}", median / base),
-                },
-            ),
-            None => ("-".into(), "-".into()),
-        };
-        let mean = |f: &dyn Fn(&Measurement) -> f64| {
-            if ms.is_empty() {
-                "-".to_string()
-            } else {
-                format!("{:.2}", ms.iter().map(|m| f(m)).sum::<f64>() / ms.len() as f64)
+        let range = |v: Option<(f64, f64, f64)>, scale: f64, digits: usize| match v {
+            Some((median, min, max)) => {
+                format!("{:.digits$} ({:.digits$}-{:.digits$})", median * scale, min * scale, max * scale)
             }
+            None => "-".into(),
         };
-        let solve = mean(&|m| m.elapsed.as_secs_f64());
-        let per_cell = mean(&|m| m.relaxations as f64 / m.cells as f64);
-        let woken = if row.config.policy == "sequential" {
+        let time = row.solve_s().map(|(median, _, _)| median);
+        let faster = |base: Option<f64>| match (base, time) {
+            (Some(b), Some(t)) if t > 0.0 => format!("{:.2}x", b / t),
+            _ => "-".into(),
+        };
+        let vs_no_affinity = if row.config.policy == SEQUENTIAL || row.config.policy == RAYON {
             "-".to_string()
         } else {
-            mean(&|m| m.sleeps as f64 / m.sweeps.max(1) as f64)
+            faster(baseline(rows, row.config.processors).and_then(Row::solve_s).map(|(median, _, _)| median))
+        };
+        let ms: Vec<&Measurement> = row.measurements().collect();
+        let waits = if row.config.policy == SEQUENTIAL || row.config.policy == RAYON || ms.is_empty() {
+            "-".to_string()
+        } else {
+            format!(
+                "{:.2}",
+                ms.iter().map(|m| m.sleeps as f64 / m.sweeps.max(1) as f64).sum::<f64>() / ms.len() as f64
+            )
         };
         let check = match row.failure() {
             None => "ok".to_string(),
@@ -716,29 +790,45 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         };
         writeln!(
             out,
-            "{:<28} {:>5} {:>22} {:>14} {:>8} {:>10} {:>12}  {check}",
+            "{:<31} {:>5} {:>22} {:>7} {:>7} {:>7} {:>20} {:>10} {:>10}  {check}",
             row.system(),
             row.config.processors,
-            rate,
-            ratio,
-            solve,
-            per_cell,
-            woken
+            range(row.solve_s(), 1e3, 1),
+            row.cpu_s().map_or("-".into(), |(median, _, _)| format!("{:.1}", median * 1e3)),
+            faster(seq_time),
+            vs_no_affinity,
+            range(row.rates(), 1e-6, 1),
+            row.per_cell().map_or("-".into(), |(median, _, _)| format!("{median:.1}")),
+            waits,
         )?;
     }
-    Ok(())
+    writeln!(
+        out,
+        "solve: median over the repetitions (min-max); cpu: the process's CPU time over the solve \
+         (median; at 1 processor, solve minus cpu is time other programs took); vs seq, vs no-a: \
+         the sequential reference's, no-affinity's median solve time over this row's (above 1: faster)"
+    )
 }
 
 /// The runtime's counters per 1000 sweeps, averaged over the runs of each row.
 fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "\nper 1000 sweeps:               procs   switches     yields  wake-ups  remote wake-ups   steals    parks"
+        "\n{:<31} {:>5} {:>10} {:>10} {:>9} {:>11} {:>16} {:>8} {:>8}",
+        "per 1000 sweeps:",
+        "procs",
+        "switches",
+        "yields",
+        "waits",
+        "gate waits",
+        "remote wake-ups",
+        "steals",
+        "parks"
     )?;
     for row in rows {
         let ms: Vec<&Measurement> = row.measurements().collect();
         let sweeps: u64 = ms.iter().map(|m| m.sweeps).sum();
-        if sweeps == 0 {
+        if sweeps == 0 || row.config.policy == RAYON {
             continue;
         }
         let per = |f: &dyn Fn(&Measurement) -> u64| {
@@ -746,12 +836,13 @@ fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
         };
         writeln!(
             out,
-            "{:<28} {:>7} {:>10.0} {:>10.0} {:>9.0} {:>16.1} {:>8.2} {:>8.2}",
+            "{:<31} {:>5} {:>10.0} {:>10.0} {:>9.0} {:>11.1} {:>16.1} {:>8.2} {:>8.2}",
             row.system(),
             row.config.processors,
             per(&|m| m.stats.switches),
             per(&|m| m.stats.yields),
             per(&|m| m.sleeps),
+            per(&|m| m.gate_waits),
             per(&|m| m.stats.wakeup_drained),
             per(&|m| m.stats.steals_node + m.stats.steals_remote),
             per(&|m| m.stats.parks),
@@ -761,8 +852,8 @@ fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
 }
 
 /// The parameters every row shares.
-fn problem_params(options: &Options, cells: usize, ults: usize) -> Value {
-    json!({ "size": options.size, "cells": cells, "ults": ults, "patch": options.patch })
+fn problem_params(options: &Options, cells: usize, ults: usize, patch: usize) -> Value {
+    json!({ "size": options.size, "cells": cells, "ults": ults, "patch": patch })
 }
 
 /// The JSON document of `BENCHMARKS.md` (see the module docs).
@@ -772,6 +863,9 @@ fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row])
         let mut params = shared.clone();
         params["processors"] = json!(row.config.processors);
         params["prefetch"] = json!(row.config.prefetch);
+        if row.config.policy == SEQUENTIAL {
+            params["ults"] = json!(0);
+        }
         let (median, min, max) = match values {
             Some((a, b, c)) => (json!(a), json!(b), json!(c)),
             None => (Value::Null, Value::Null, Value::Null),
@@ -793,10 +887,13 @@ fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row])
         object
     };
     for row in std::iter::once(sequential).chain(rows) {
+        results.push(row_json(row, "solve_s", row.solve_s()));
         results.push(row_json(row, "ops_per_sec", row.rates()));
+        results.push(row_json(row, "relaxations_per_cell", row.per_cell()));
     }
-    for row in rows {
-        if let (Some((median, min, max)), Some(base)) = (row.rates(), baseline(rows, row.config.processors)) {
+    for row in rows.iter().filter(|r| r.config.policy != RAYON) {
+        let base = baseline(rows, row.config.processors).and_then(Row::rates).map(|(median, _, _)| median);
+        if let (Some((median, min, max)), Some(base)) = (row.rates(), base) {
             let mut object =
                 row_json(row, "ratio_to_no_affinity", Some((median / base, min / base, max / base)));
             object["params"]["baseline"] = json!(format!("elite/{BASELINE}"));
@@ -832,7 +929,7 @@ mod tests {
     fn defaults() {
         let o = parse(&[]).unwrap().unwrap();
         assert_eq!(o.policies, POLICIES.iter().map(|p| p.to_string()).collect::<Vec<_>>());
-        assert_eq!((o.size, o.patch, o.reps), (DEFAULT_SIZE, DEFAULT_PATCH, 1));
+        assert_eq!((o.size, o.patch, o.reps), (DEFAULT_SIZE, None, DEFAULT_REPS));
         assert_eq!(o.processors, vec![1, 2]);
         assert_eq!(o.prefetch, vec![false, true]);
         assert_eq!(o.json, None);
@@ -864,7 +961,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.policies, vec!["no-affinity", "virtual-time"]);
         assert_eq!(o.processors, vec![1, 2]);
-        assert_eq!((o.size, o.patch, o.reps), (9, 4, 3));
+        assert_eq!((o.size, o.patch, o.reps), (9, Some(4), 3));
         assert_eq!(o.prefetch, vec![false]);
         assert_eq!(o.json.as_deref(), Some("-"));
         assert!(o.stats);
@@ -879,7 +976,7 @@ mod tests {
             (&["--size"], "--size needs a value"),
             (&["--processors", "0"], "--processors: expected a number in 1..=4096"),
             (&["--processors", "1,x"], "got `x`"),
-            (&["--patch", "65"], "--patch: expected a number in 1..=64"),
+            (&["--patch", "4097"], "--patch: expected a number in 1..=4096"),
             (&["--prefetch", "maybe"], "expected on, off or both"),
             (&["--reps", "0"], "--reps: expected a number in 1..=100"),
             (&["--json", "--size"], "--json needs a value"),
@@ -901,31 +998,34 @@ mod tests {
         let p = Model { level: 6 }.problem().unwrap();
         let options =
             parse(&["--size", "6", "--processors", "1", "--policy", "no-affinity"]).unwrap().unwrap();
-        let solve = SolveOptions::default();
+        let solve = SolveOptions { patch_size: 16, ..SolveOptions::default() };
         let config = Config { policy: BASELINE.into(), prefetch: false, processors: 1 };
         let m = measure(&p, &solve, &config, |_| {}).unwrap();
-        let rows = vec![Row { config, runs: vec![Ok(m)] }];
-        let seq = Row {
-            config: Config { policy: "sequential".into(), prefetch: false, processors: 1 },
-            runs: vec![Ok(measure_sequential(&p, solve.tolerance))],
-        };
-        let doc = json_document(machine(), &problem_params(&options, p.len(), 7), &seq, &rows);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let r = measure_rayon(&p, &solve, &pool).unwrap();
+        let rows =
+            vec![Row { config: r.config.clone(), runs: vec![Ok(r)] }, Row { config, runs: vec![Ok(m)] }];
+        let seq = Row::new(Config { policy: SEQUENTIAL.into(), prefetch: false, processors: 1 });
+        let seq = Row { runs: vec![Ok(measure_sequential(&p, solve.tolerance))], ..seq };
+        let doc = json_document(machine(), &problem_params(&options, p.len(), 7, 16), &seq, &rows);
         assert_eq!(doc["suite"], json!("grid"));
         assert!(doc["machine"]["cpus"].as_u64().unwrap() >= 1);
         let results = doc["results"].as_array().unwrap();
-        assert_eq!(results.len(), 3);
-        assert_eq!(results[0]["system"], json!("sequential"));
-        assert_eq!(results[1]["system"], json!("elite/no-affinity"));
-        for r in &results[..2] {
+        assert_eq!(results.len(), 10);
+        let systems = ["sequential", "rayon", "elite/no-affinity"];
+        for (k, r) in results[..9].iter().enumerate() {
+            assert_eq!(r["system"], json!(systems[k / 3]));
+            assert_eq!(r["metric"], json!(["solve_s", "ops_per_sec", "relaxations_per_cell"][k % 3]));
             assert_eq!(r["bench"], json!("adaptive_grid"));
-            assert_eq!(r["metric"], json!("ops_per_sec"));
             assert_eq!(r["ok"], json!(true));
             assert!(r["median"].as_f64().unwrap() > 0.0);
             assert_eq!(r["params"]["processors"], json!(1));
             assert_eq!(r["params"]["size"], json!(6));
+            assert_eq!(r["params"]["patch"], json!(16));
         }
-        assert_eq!(results[2]["metric"], json!("ratio_to_no_affinity"));
-        assert_eq!(results[2]["median"], json!(1.0));
+        assert_eq!(results[9]["system"], json!("elite/no-affinity"));
+        assert_eq!(results[9]["metric"], json!("ratio_to_no_affinity"));
+        assert_eq!(results[9]["median"], json!(1.0));
     }
 
     /// Property tests of the flags: any argument list gives options within their ranges or an
@@ -1024,7 +1124,7 @@ mod tests {
                         prop_assert!(!o.processors.is_empty());
                         prop_assert!(o.processors.windows(2).all(|w| w[0] < w[1]));
                         prop_assert!(o.processors.iter().all(|p| (1..=elite_rt::MAX_PROCESSORS).contains(p)));
-                        prop_assert!((1..=MAX_PATCH).contains(&o.patch));
+                        prop_assert!(o.patch.is_none_or(|p| (1..=MAX_PATCH).contains(&p)));
                         prop_assert!((1..=MAX_REPS).contains(&o.reps));
                         prop_assert!(!o.prefetch.is_empty());
                         prop_assert!(o.json.as_ref().is_none_or(|j| !j.is_empty()));

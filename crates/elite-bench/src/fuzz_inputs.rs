@@ -42,6 +42,7 @@ fn word() -> impl Strategy<Value = String> {
             "--prefetch",
             "--size",
             "--processors",
+            "--patch",
             "-",
             "--",
             "",
@@ -162,7 +163,7 @@ proptest! {
         }
     }
 
-    /// `elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N]`.
+    /// `elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]`.
     #[test]
     fn grid_probe_command_lines(args in args()) {
         match grid::parse_probe_args(&args) {
@@ -171,9 +172,10 @@ proptest! {
                 prop_assert!((Model::MIN_LEVEL..=Model::MAX_LEVEL).contains(&p.size));
                 prop_assert!((1..=elite_rt::MAX_PROCESSORS).contains(&p.processors));
                 prop_assert_eq!(p.prefetch, args.iter().any(|a| a == "--prefetch"));
+                prop_assert!((1..=elite_grid::layout::MAX_PATCH).contains(&p.patch));
             }
             Err(message) => prop_assert!(
-                names_the_fault(&message, &args, &["--size needs a level", "--processors needs a count", "no policy given"]),
+                names_the_fault(&message, &args, &["--size needs a level", "--processors needs a count", "--patch needs a count", "no policy given"]),
                 "{:?}: {}", args, message
             ),
         }

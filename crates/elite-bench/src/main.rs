@@ -172,7 +172,7 @@ struct Options {
 const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
     "       elite-bench affinity-probe <bench> <policy> [--quick]\n",
-    "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N]\n",
+    "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>"
 );
 

@@ -1,59 +1,66 @@
-//! The active-threads solver: one ULT per patch, relaxing when woken, waking its neighbours when
-//! it changed.
+//! The active-threads solver: one ULT per patch, each sweeping its patch as soon as the
+//! neighbours it reads have moved on, in a dataflow that makes the result and the work the same
+//! under every schedule.
 //!
-//! Each ULT owns one patch ([`crate::layout`]). Its life:
+//! Each ULT owns one patch ([`crate::layout`]). The patches are coloured so that neighbours
+//! differ ([`Patches::colour`](crate::layout::Patches::colour)), and the solve is the
+//! *multicolour* Gauss-Seidel iteration: in sweep `k`, patch `p` relaxes its cells in order with
+//! the values of sweep `k` of its lower-coloured neighbours and of sweep `k - 1` of its
+//! higher-coloured ones. No barrier separates the colours or the sweeps; each patch waits only for
+//! what it reads:
 //!
-//! 1. Start, report ready, and sleep on its [`Doorbell`] (so every stack is allocated before the
-//!    clock starts). The root then rings every doorbell once.
-//! 2. Woken: answer the rings ([`Doorbell::begin_sweep`]), then relax the patch's unknowns once,
-//!    in order, with the neighbours' current values (Gauss-Seidel on the patch).
-//! 3. If some unknown moved by more than the tolerance `τ` since the patch last told its
-//!    neighbours, tell them now (ring each neighbour patch's doorbell), remember the values told,
-//!    and yield, so the woken neighbours run before this patch sweeps again.
-//! 4. Otherwise sleep until a neighbour rings ([`Doorbell::wait`]); go to 2.
+//! 1. **Dependencies.** Patch `p` may run sweep `k` once every lower-coloured neighbour finished
+//!    its sweep `k` and every higher-coloured one its sweep `k - 1`. A patch that finishes a sweep
+//!    *signals* each neighbour: a decrement of the neighbour's count of missing signals; the
+//!    signal that takes it to zero releases the neighbour's semaphore, on which the neighbour
+//!    sleeps. A neighbour cannot run ahead either: its next sweep needs this patch's next one. So
+//!    two neighbours never sweep at once, every value a sweep reads is exactly the one the
+//!    iteration prescribes, and every run (any policy, any number of processors) computes the
+//!    same values, bit for bit, as [`crate::rayon_peer`], which runs the same sweeps colour after
+//!    colour with barriers.
+//! 2. **Convergence.** Each patch reports its sweep's largest change to its group of 64
+//!    patches, the group's last patch to the solve's (`Progress`): when all patches finished
+//!    sweep `k`, sweep `k` is *complete*, and the first complete sweep whose largest change is at
+//!    most the tolerance `τ` is `S`. Every patch runs exactly sweeps `1..=S + LAG - 1`
+//!    ([`LAG`] is 4). To know whether to run sweep `k + 1`, a patch needs sweep `k + 1 - LAG`
+//!    complete (the *gate*: patches far apart in the mesh are a few sweeps apart in the dataflow,
+//!    and a patch waits on a condition variable in the rare case that it runs too far ahead).
 //!
-//! Why step 3 yields rather than sweeping again at once (the patch's own cells are coupled, so it
-//! must sweep again either way): a sweep against neighbours that have not moved yet is mostly
-//! wasted, and worse, with wake-ups served last-in first-out (`no-affinity`) a group of patches
-//! that keep waking each other would then run in a tight loop while patches woken earlier wait,
-//! their values frozen; the group converges only in steps of about `τ`, which even a small solve
-//! cannot afford. The solver thus relies on `yield_now` putting the ULT behind the other ready
-//! ULTs of its processor, which is the default `yield_priority` of every policy
-//! (`elite_rt::policy::Policy`).
+//! **What the termination guarantees.** The multicolour iteration is Gauss-Seidel in another
+//! order, and with a strictly diagonally dominant matrix its iteration matrix `G` has
+//! `||G||_inf <= max_i Σ_j |a_ij| / a_ii < 1`, so the largest change of a sweep never exceeds the
+//! previous one's: the sweeps after `S` changed no unknown by more than `τ`. In its last sweep each
+//! unknown read every neighbour at its final value or one sweep before it, within `τ`, so
+//! `|b - A u|_i <= τ Σ_j a_ij`, within
+//! [`Problem::residual_bound`](crate::matrix::Problem::residual_bound) (`2τ max_i Σ_j a_ij`).
 //!
-//! The solve is over when no ULT runs and none is woken or pending: the token count of
-//! [`Quiescence`] reaches zero (the protocol and why no ring is lost are in
-//! [`crate::activation`]). The root then sets the stop flag, rings every doorbell, and joins
-//! every ULT.
+//! **Why not chaotic relaxation.** An earlier version woke a patch whenever a neighbour moved by
+//! more than `τ` and let the scheduler pick the order: the policies then changed the order of the
+//! relaxations and so the work (relaxations per cell 124 sequential, 161 to 218 under the
+//! policies), and a policy that raised the rate could lengthen the solve. Here the work is fixed
+//! by the mesh and `τ`, and a policy can only change how fast it is done.
 //!
-//! **What the termination guarantees.** When the solve ends, every patch's last sweep moved none
-//! of its unknowns by more than `τ` from the values it last told, and it started after the last
-//! ring of each neighbour, whose unknowns have stayed within `τ` of what that neighbour last told
-//! (a larger move would have rung again). So every unknown's last update used neighbour values
-//! within `2τ` of their final ones, and `|b - A u|_i <= 2τ Σ_j a_ij`
-//! ([`Problem::residual_bound`](crate::matrix::Problem::residual_bound)): a caller may check a
-//! solution against exactly that bound.
-//!
-//! The ULTs only use `elite_rt`'s public API: `Builder::spawn`, `yield_now`, `set_footprint`,
-//! `set_data_block`, and `sync::{Semaphore, WaitGroup}`.
+//! The ULTs only use `elite_rt`'s public API: `Builder::spawn`, `set_footprint`,
+//! `set_data_block`, and `sync::{Semaphore, Mutex, Condvar, WaitGroup}`.
 
-use crate::activation::{Doorbell, Quiescence, Waited};
+use crate::counts::{signal, Counts};
 use crate::layout::{Patches, Values, MAX_PATCH};
 use crate::matrix::Problem;
-use elite_rt::sync::WaitGroup;
+use elite_rt::sync::{Condvar, Mutex, Semaphore, WaitGroup};
 use elite_rt::{JoinHandle, SpawnError};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How to solve.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SolveOptions {
-    /// Cells per patch, i.e. per ULT, `1..=64` (default 8: one cache line of unknowns).
+    /// Cells per patch, i.e. per ULT, `1..=MAX_PATCH` (default 128; [`Costs::patch_size`]
+    /// chooses one from costs measured on the machine).
     pub patch_size: usize,
-    /// A patch wakes its neighbours when one of its unknowns moved by more than this since it
-    /// last did (default `1e-9`; finite, `> 0`).
+    /// The solve ends `LAG - 1` sweeps after the first sweep that moved no unknown by more than this
+    /// (default `1e-9`; finite, `> 0`).
     pub tolerance: f64,
     /// Declare each patch's block as its ULT's data for the runtime to prefetch (see
     /// [`declare_data_block`]; default off).
@@ -65,7 +72,12 @@ pub struct SolveOptions {
 
 impl Default for SolveOptions {
     fn default() -> Self {
-        SolveOptions { patch_size: 8, tolerance: 1e-9, prefetch: false, time_limit: Duration::from_secs(120) }
+        SolveOptions {
+            patch_size: 128,
+            tolerance: 1e-9,
+            prefetch: false,
+            time_limit: Duration::from_secs(120),
+        }
     }
 }
 
@@ -140,17 +152,107 @@ impl fmt::Display for SolveError {
 
 impl std::error::Error for SolveError {}
 
-/// The shared state of one patch: its doorbell, and a progress counter only its ULT writes.
-/// Aligned to a cache line, so ringing one patch never touches another's line.
+/// The shared state of one patch. Aligned to a cache line, so signalling one patch never
+/// touches another's line.
 #[repr(align(64))]
-#[derive(Default)]
 struct PatchState {
-    bell: Doorbell,
+    /// Signals still missing before the patch's next sweep may run.
+    missing: AtomicU32,
+    /// Released by the signal that makes `missing` zero (and by [`Shared::abort`]).
+    ready: Semaphore,
+    /// Relaxations done so far, written only by the patch's ULT.
     relaxations: AtomicU64,
 }
 
-/// Lines of unknowns a patch's footprint counts (see `run_patch`).
-const FOOTPRINT_UNKNOWN_LINES: usize = 6;
+/// Patches per group of the convergence count (a group's patches are neighbours in memory and
+/// mostly run on one processor, so its counter is rarely contended).
+const GROUP: usize = 64;
+
+/// How far a patch may run ahead of the slowest: it runs sweep `k + 1` only once sweep
+/// `k + 1 - LAG` is complete on the whole mesh (the gate), and the solve runs to sweep
+/// `S + LAG - 1`. Patches far apart in the mesh are several sweeps apart in the dataflow; a lag of
+/// 2 made most sweeps wait at the gate; 4 costs two sweeps more than 2.
+pub const LAG: u64 = 4;
+
+/// Sweeps whose counts may be open at once: counts are open for at most `LAG` sweeps, and a slot
+/// is reset (by the count that completes it) before the sweep `LAG + 1` later can use it.
+const SLOTS: usize = LAG as usize + 1;
+
+/// No sweep within the tolerance yet.
+const NOT_YET: u64 = u64::MAX;
+
+/// Which sweeps are complete, and when the solve converged (see the module docs).
+struct Progress {
+    groups: Box<[Counts<SLOTS>]>,
+    whole: Counts<SLOTS>,
+    patches: usize,
+    /// The newest complete sweep (0: the start). Sweeps are published in order.
+    complete: AtomicU64,
+    /// `S`: the first complete sweep whose largest change was within the tolerance, or `NOT_YET`.
+    converged: AtomicU64,
+    /// Held while `complete` changes and while a patch decides to wait for it.
+    gate: Mutex<()>,
+    opened: Condvar,
+}
+
+impl Progress {
+    fn new(patches: usize) -> Progress {
+        Progress {
+            groups: (0..patches.div_ceil(GROUP)).map(|_| Counts::new()).collect(),
+            whole: Counts::new(),
+            patches,
+            complete: AtomicU64::new(0),
+            converged: AtomicU64::new(NOT_YET),
+            gate: Mutex::new(()),
+            opened: Condvar::new(),
+        }
+    }
+
+    /// Patch `p` finished sweep `k` with largest change `drift`.
+    fn finish(&self, p: usize, k: u64, drift: f64, tolerance: f64, stop: &AtomicBool) {
+        let g = p / GROUP;
+        let members = GROUP.min(self.patches - g * GROUP);
+        let Some(group) = self.groups[g].finish(k, drift.to_bits(), members) else { return };
+        let Some(largest) = self.whole.finish(k, group, self.groups.len()) else { return };
+        // Sweep `k` is complete. Publish it after `k - 1`, whose last count may not have been
+        // published yet (its processor's thread was descheduled just before, say).
+        while self.complete.load(Ordering::Acquire) + 1 < k {
+            if stop.load(Ordering::Acquire) {
+                return;
+            }
+            elite_rt::yield_now();
+        }
+        if f64::from_bits(largest) <= tolerance && self.converged.load(Ordering::Acquire) == NOT_YET {
+            self.converged.store(k, Ordering::Release);
+        }
+        {
+            let _gate = self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.complete.store(k, Ordering::Release);
+        }
+        self.opened.notify_all();
+    }
+
+    /// Waits until sweep `k` is complete: `Some(waited)`, or `None` if the solve was stopped
+    /// first.
+    fn wait_complete(&self, k: u64, stop: &AtomicBool) -> Option<bool> {
+        if self.complete.load(Ordering::Acquire) >= k {
+            return Some(false);
+        }
+        let mut gate = self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut waited = false;
+        while self.complete.load(Ordering::Acquire) < k {
+            if stop.load(Ordering::Acquire) {
+                return None;
+            }
+            waited = true;
+            gate = self.opened.wait(gate).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        Some(waited)
+    }
+}
+
+/// Lines of unknowns a patch's footprint counts besides its own (see `run_patch`).
+const FOOTPRINT_NEIGHBOUR_LINES: usize = 6;
 
 /// [`Shared::alarm`]: nothing happened.
 const QUIET: u8 = 0;
@@ -164,20 +266,39 @@ struct Shared {
     patches: Patches,
     values: Values,
     states: Box<[PatchState]>,
-    quiescence: Quiescence,
-    /// Set by the root once the solve is over: every ULT returns when it sees it.
+    /// The patches without a lower-coloured neighbour: the root starts them.
+    first: Vec<usize>,
+    progress: Progress,
+    /// The patches' ULTs that have not returned yet.
+    running: WaitGroup,
+    /// Set to stop every ULT early (time limit, panic, failed spawn).
     stop: AtomicBool,
-    /// Why the root's wait for quiescence was interrupted, if it was (`QUIET` otherwise).
+    /// Why the solve was stopped early, if it was (`QUIET` otherwise).
     alarm: AtomicU8,
     tolerance: f64,
     prefetch: bool,
 }
 
 impl Shared {
-    /// Interrupts the root's wait for quiescence with `why`.
-    fn raise(&self, why: u8) {
-        self.alarm.store(why, Ordering::Release);
-        self.quiescence.interrupt();
+    /// Stops the solve for `why`: every ULT returns at its next step.
+    fn abort(&self, why: u8) {
+        let _ = self.alarm.compare_exchange(QUIET, why, Ordering::AcqRel, Ordering::Acquire);
+        self.stop.store(true, Ordering::Release);
+        for state in self.states.iter() {
+            state.ready.release();
+        }
+        // A patch decides to wait at the gate under its lock, after reading `stop`.
+        drop(self.progress.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        self.progress.opened.notify_all();
+    }
+
+    /// Patch `q`'s neighbour finished a sweep that `q`'s next one reads.
+    #[inline]
+    fn signal(&self, q: usize) {
+        let state = &self.states[q];
+        if signal(&state.missing) {
+            state.ready.release();
+        }
     }
 
     fn relaxations(&self) -> u64 {
@@ -191,7 +312,7 @@ struct Tally {
     sweeps: u64,
     relaxations: u64,
     sleeps: u64,
-    notifications: u64,
+    gate_waits: u64,
 }
 
 /// The result of a solve.
@@ -201,16 +322,20 @@ pub struct Solution {
     pub values: Vec<f64>,
     /// Smoothing operations: relaxations of one unknown.
     pub relaxations: u64,
-    /// Patch sweeps (activations of a ULT).
+    /// Patch sweeps (runs of a patch's ULT).
     pub sweeps: u64,
-    /// Times a ULT went to sleep and was woken (sweeps that began with a context switch caused by
-    /// a ring rather than a yield).
+    /// Sweeps that had to wait for a neighbour (the ULT slept and was woken), rather than finding
+    /// their inputs ready.
     pub sleeps: u64,
-    /// Sweeps after which the patch woke its neighbours.
-    pub notifications: u64,
+    /// Times a patch, its sweep done, had to wait for the sweep before it to complete on the
+    /// whole mesh (the gate, see the module docs) before it could decide to go on.
+    pub gate_waits: u64,
+    /// Sweeps of the whole mesh: every patch ran this many (the sequential reference: its sweeps).
+    pub iterations: u64,
     /// ULTs (patches).
     pub ults: usize,
-    /// Time from the first ring to quiescence: spawning, stack allocation and joining are not in it.
+    /// Time from the start of the first sweep to the end of the last: spawning, stack allocation
+    /// and joining are not in it.
     pub elapsed: Duration,
     /// CPU time the process used over the same span (every thread; `None` where the system does
     /// not say): at one processor, the solve's time without the time other programs took the
@@ -243,10 +368,14 @@ impl Monitor {
         self.shared.relaxations()
     }
 
-    /// ULTs running or woken right now, plus one while the root is starting the solve (a
-    /// snapshot, meaningful while the solve runs).
+    /// Patches whose ULT has not finished yet (a snapshot).
     pub fn active(&self) -> usize {
-        self.shared.quiescence.tokens()
+        self.shared.running.count()
+    }
+
+    /// Sweeps of the whole mesh complete so far.
+    pub fn complete_sweeps(&self) -> u64 {
+        self.shared.progress.complete.load(Ordering::Relaxed)
     }
 }
 
@@ -268,11 +397,22 @@ impl ActiveSolver {
         options.validate()?;
         let patches = Patches::new(problem, options.patch_size);
         let count = patches.count();
+        let states: Box<[PatchState]> = (0..count)
+            .map(|p| PatchState {
+                missing: AtomicU32::new(patches.lower_neighbours(p) as u32),
+                ready: Semaphore::new(0),
+                relaxations: AtomicU64::new(0),
+            })
+            .collect();
+        let first = (0..count).filter(|&p| patches.lower_neighbours(p) == 0).collect();
+        let running = WaitGroup::new();
+        running.add(count);
         let shared = Shared {
             values: Values::new(&vec![0.0; problem.len()]),
-            states: (0..count).map(|_| PatchState::default()).collect(),
-            // One token per ULT (each starts running) and the root's.
-            quiescence: Quiescence::new(count + 1),
+            states,
+            first,
+            progress: Progress::new(count),
+            running,
             stop: AtomicBool::new(false),
             alarm: AtomicU8::new(QUIET),
             tolerance: options.tolerance,
@@ -287,6 +427,11 @@ impl ActiveSolver {
         self.shared.patches.count()
     }
 
+    /// Number of colours of the patches.
+    pub fn colours(&self) -> usize {
+        self.shared.patches.colours()
+    }
+
     /// Bytes of the patches' blocks (the static data the ULTs read).
     pub fn block_bytes(&self) -> usize {
         self.shared.patches.bytes()
@@ -298,9 +443,10 @@ impl ActiveSolver {
     }
 
     /// Runs the solve on `rt` (as its root ULT): spawns one ULT per patch with the runtime's
-    /// default stack size, rings them all, waits for quiescence, stops and joins them. A watchdog
-    /// OS thread enforces the time limit, so the root's wait is untimed (an armed timer would make
-    /// every pass of the processor loop read the clock).
+    /// default stack size, starts the patches without a lower-coloured neighbour, waits until
+    /// every ULT returned, and joins them. A watchdog OS thread enforces the time limit, so the
+    /// root's wait is untimed (an armed timer would make every pass of the processor loop read
+    /// the clock).
     pub fn solve(self, rt: &elite_rt::Runtime) -> Result<Solution, SolveError> {
         let ActiveSolver { shared, time_limit } = self;
         let (done, watch) = std::sync::mpsc::channel::<()>();
@@ -309,7 +455,7 @@ impl ActiveSolver {
             .name("grid-watchdog".into())
             .spawn(move || {
                 if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(time_limit) {
-                    watched.raise(TIMED_OUT);
+                    watched.abort(TIMED_OUT);
                 }
             })
             .map_err(|e| SolveError::Panicked(format!("could not start the watchdog thread: {e}")))?;
@@ -332,7 +478,8 @@ fn solve_root(shared: &Arc<Shared>, time_limit: Duration) -> Result<Solution, So
         match elite_rt::Builder::new().spawn(move || run_patch(&s, p, &r)) {
             Ok(h) => handles.push(h),
             Err(e) => {
-                stop_all(shared, handles);
+                shared.abort(PANICKED);
+                join_all(handles);
                 return Err(SolveError::Spawn(e));
             }
         }
@@ -340,50 +487,41 @@ fn solve_root(shared: &Arc<Shared>, time_limit: Duration) -> Result<Solution, So
     // Every ULT has its stack and sleeps (or one could not start: its join says why). Timed
     // waits are fine here: the clock has not started.
     while !ready.wait_timeout(Duration::from_millis(20)) {
-        if handles.iter().any(JoinHandle::is_finished) {
-            return Err(failure(shared, handles));
-        }
-        if shared.alarm.load(Ordering::Acquire) == TIMED_OUT {
-            stop_all(shared, handles);
-            return Err(SolveError::TimeLimit { limit: time_limit, relaxations: 0 });
+        if handles.iter().any(JoinHandle::is_finished) || shared.stop.load(Ordering::Acquire) {
+            shared.abort(PANICKED);
+            return Err(failure(shared, handles, time_limit));
         }
     }
     let (start, cpu_start) = (Instant::now(), process_cpu_time());
-    for state in shared.states.iter() {
-        state.bell.ring(&shared.quiescence);
+    for &p in &shared.first {
+        shared.states[p].ready.release();
     }
-    shared.quiescence.drop_token();
-    shared.quiescence.wait();
+    shared.running.wait();
     let elapsed = start.elapsed();
     let cpu = process_cpu_time().zip(cpu_start).map(|(end, start)| end.saturating_sub(start));
-    match shared.alarm.load(Ordering::Acquire) {
-        QUIET => {}
-        TIMED_OUT => {
-            let relaxations = shared.relaxations();
-            stop_all(shared, handles);
-            return Err(SolveError::TimeLimit { limit: time_limit, relaxations });
-        }
-        _ => return Err(failure(shared, handles)),
+    if shared.alarm.load(Ordering::Acquire) != QUIET {
+        return Err(failure(shared, handles, time_limit));
     }
-    let tallies = stop_all(shared, handles);
     let mut total = Tally::default();
-    for t in tallies {
+    for t in join_all(handles) {
         match t {
             Ok(t) => {
                 total.sweeps += t.sweeps;
                 total.relaxations += t.relaxations;
                 total.sleeps += t.sleeps;
-                total.notifications += t.notifications;
+                total.gate_waits += t.gate_waits;
             }
             Err(why) => return Err(SolveError::Panicked(why)),
         }
     }
+    let converged = shared.progress.converged.load(Ordering::Acquire);
     Ok(Solution {
         values: shared.values.to_vec(),
         relaxations: total.relaxations,
         sweeps: total.sweeps,
         sleeps: total.sleeps,
-        notifications: total.notifications,
+        gate_waits: total.gate_waits,
+        iterations: converged.saturating_add(LAG - 1),
         ults: count,
         elapsed,
         cpu,
@@ -403,22 +541,14 @@ pub(crate) fn process_cpu_time() -> Option<Duration> {
     Some(of(usage.ru_utime) + of(usage.ru_stime))
 }
 
-/// Sets the stop flag, rings every doorbell and joins every ULT.
-fn stop_all(shared: &Shared, handles: Vec<JoinHandle<Tally>>) -> Vec<Result<Tally, String>> {
-    shared.stop.store(true, Ordering::Release);
-    for state in shared.states.iter() {
-        state.bell.ring(&shared.quiescence);
-    }
+/// Joins every ULT: each one's tally, or why it panicked.
+fn join_all(handles: Vec<JoinHandle<Tally>>) -> Vec<Result<Tally, String>> {
     handles.into_iter().map(|h| h.join().map_err(|payload| panic_message(&*payload))).collect()
 }
 
-/// Stops everything after a ULT ended early, and says why it did.
-fn failure(shared: &Shared, handles: Vec<JoinHandle<Tally>>) -> SolveError {
+/// Joins every ULT after the solve was stopped early (`abort` was called), and says why.
+fn failure(shared: &Shared, handles: Vec<JoinHandle<Tally>>, time_limit: Duration) -> SolveError {
     let mut why = None;
-    shared.stop.store(true, Ordering::Release);
-    for state in shared.states.iter() {
-        state.bell.ring(&shared.quiescence);
-    }
     for h in handles {
         if let Err(payload) = h.join() {
             if why.is_none() {
@@ -429,7 +559,177 @@ fn failure(shared: &Shared, handles: Vec<JoinHandle<Tally>>) -> SolveError {
             }
         }
     }
+    if shared.alarm.load(Ordering::Acquire) == TIMED_OUT {
+        return SolveError::TimeLimit { limit: time_limit, relaxations: shared.relaxations() };
+    }
     why.unwrap_or_else(|| SolveError::Panicked("a ULT returned before the solve ended".into()))
+}
+
+/// Marks the ULT finished when it returns, and stops the solve if it unwinds (a bug: relaxing
+/// cannot panic).
+struct Leaving<'a>(&'a Shared);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort(PANICKED);
+        }
+        self.0.running.done();
+    }
+}
+
+/// The life of a patch's ULT (see the module docs).
+fn run_patch(shared: &Shared, p: usize, ready: &WaitGroup) -> Tally {
+    let _leaving = Leaving(shared);
+    let patch = shared.patches.patch(p);
+    let state = &shared.states[p];
+    let progress = &shared.progress;
+    // The data a sweep touches, for the policies that estimate cache misses (their estimator
+    // takes each run to touch this much): the block, the patch's unknowns, and the lines of
+    // unknowns it reads from its neighbours.
+    elite_rt::set_footprint(
+        std::mem::size_of_val(patch.block())
+            + (patch.len() * 8).div_ceil(64) * 64
+            + FOOTPRINT_NEIGHBOUR_LINES * 64,
+    );
+    if shared.prefetch {
+        declare_data_block(patch.block());
+    }
+    let degree = patch.neighbours().count() as u32;
+    let len = patch.len() as u64;
+    let mut tally = Tally::default();
+    ready.done();
+    // `k`: the sweeps done.
+    let mut k = 0u64;
+    loop {
+        // Wait for the sweeps that sweep `k + 1` reads (the root's start for sweep 1 when no
+        // neighbour has a lower colour; nothing from sweep 2 on when there is no neighbour).
+        if (k == 0 || degree > 0) && !state.ready.try_acquire() {
+            tally.sleeps += 1;
+            state.ready.acquire();
+        }
+        if shared.stop.load(Ordering::Acquire) {
+            break;
+        }
+        k += 1;
+        // The signals for sweep `k + 1` all come after this sweep's own signals below.
+        state.missing.store(degree, Ordering::Relaxed);
+        let drift = patch.relax(&shared.values);
+        tally.sweeps += 1;
+        tally.relaxations += len;
+        // Owner-only counter: a plain store, no read-modify-write.
+        state.relaxations.store(tally.relaxations, Ordering::Relaxed);
+        for q in patch.neighbours() {
+            shared.signal(q);
+        }
+        progress.finish(p, k, drift, shared.tolerance, &shared.stop);
+        // Sweep `k + 1` runs unless `S`, the first sweep within the tolerance, is at most
+        // `k + 1 - LAG`: the last sweep is `S + LAG - 1`.
+        if let Some(decisive) = (k + 1).checked_sub(LAG).filter(|&d| d > 0) {
+            match progress.wait_complete(decisive, &shared.stop) {
+                None => break,
+                Some(waited) => tally.gate_waits += u64::from(waited),
+            }
+            if progress.converged.load(Ordering::Acquire) <= decisive {
+                break;
+            }
+        }
+    }
+    tally
+}
+
+/// What a patch's sweep costs besides relaxing its cells, and what relaxing a cell costs, as
+/// measured on this machine by [`measure_costs`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    /// Nanoseconds to relax one cell (sequential Gauss-Seidel over the whole problem).
+    pub cell_ns: f64,
+    /// Nanoseconds a sweep spends outside its cells: waking the next ULT through its semaphore,
+    /// blocking on its own, the switch, and eight signals to other patches, with the ULTs' and
+    /// the signals' lines cold, as they are when many patches take turns.
+    pub sweep_ns: f64,
+}
+
+/// The share of a sweep's time that [`Costs::patch_size`] allows the per-sweep costs.
+pub const OVERHEAD_SHARE: f64 = 0.03;
+
+/// The fewest patches per processor [`Costs::patch_size`] leaves, so that every colour has work
+/// for every processor.
+pub const MIN_PATCHES_PER_PROCESSOR: usize = 48;
+
+impl Costs {
+    /// The patch size that keeps the per-sweep costs near [`OVERHEAD_SHARE`] of a sweep, in
+    /// whole cache lines of unknowns (a multiple of 8 cells), `8..=MAX_PATCH`, and small enough
+    /// to leave [`MIN_PATCHES_PER_PROCESSOR`] patches per processor for `cells` cells.
+    pub fn patch_size(&self, cells: usize, processors: usize) -> usize {
+        let wanted = (self.sweep_ns / (OVERHEAD_SHARE * self.cell_ns.max(0.1))).ceil();
+        let wanted = if wanted.is_finite() { wanted.min(MAX_PATCH as f64) as usize } else { MAX_PATCH };
+        let most = cells / (MIN_PATCHES_PER_PROCESSOR * processors.max(1));
+        wanted.min(most).next_multiple_of(8).clamp(8, MAX_PATCH)
+    }
+}
+
+/// ULTs in the ring of [`measure_costs`]: about as many as patches of a few hundred cells make at
+/// the default size, so that their control blocks and stacks do not stay cached.
+const RING_ULTS: usize = 1024;
+
+/// Turns of the token around the ring; the first is not timed (it finds the ULTs' lines wherever
+/// spawning left them).
+const RING_TURNS: usize = 5;
+
+/// Measures [`Costs`] on this machine: three sequential sweeps of `problem` (the fastest counts),
+/// and a token passed 4 times (after one untimed turn) around a ring of 1024 ULTs of a
+/// one-processor runtime built for it, each holder signalling eight lines spread over 8 MiB
+/// before it wakes the next one through its semaphore and blocks on its own.
+pub fn measure_costs(problem: &Problem) -> Result<Costs, elite_rt::BuildError> {
+    let mut u = vec![0.0; problem.len()];
+    let mut cell_ns = f64::INFINITY;
+    for _ in 0..3 {
+        let start = Instant::now();
+        problem.gauss_seidel(&mut u, 0.0, 1);
+        cell_ns = cell_ns.min(start.elapsed().as_secs_f64() * 1e9 / problem.len().max(1) as f64);
+    }
+    let rt = elite_rt::Runtime::builder().processors(1).stack_size(16 * 1024).build()?;
+    let sweep_ns = rt.block_on(|| {
+        let bells: Arc<Vec<Semaphore>> = Arc::new((0..RING_ULTS).map(|_| Semaphore::new(0)).collect());
+        // 8 MiB of counters, one per line: larger than the caches that matter here.
+        let lines: Arc<Vec<AtomicU64>> = Arc::new((0..(8 << 20) / 8).map(|_| AtomicU64::new(0)).collect());
+        let started = Arc::new(WaitGroup::new());
+        started.add(RING_ULTS);
+        let second_turn = Arc::new(std::sync::OnceLock::new());
+        let ring: Vec<_> = (0..RING_ULTS)
+            .map(|i| {
+                let (bells, lines, started) = (bells.clone(), lines.clone(), started.clone());
+                let second_turn = second_turn.clone();
+                elite_rt::spawn(move || {
+                    started.done();
+                    let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    for turn in 0..RING_TURNS {
+                        bells[i].acquire();
+                        if i == 0 && turn == 1 {
+                            let _ = second_turn.set(Instant::now());
+                        }
+                        for _ in 0..8 {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            let line = (x as usize % (lines.len() / 8)) * 8;
+                            lines[line].fetch_add(1, Ordering::AcqRel);
+                        }
+                        bells[(i + 1) % RING_ULTS].release();
+                    }
+                })
+            })
+            .collect();
+        started.wait();
+        bells[0].release();
+        for h in ring {
+            let _ = h.join();
+        }
+        let timed = second_turn.get().map_or(Duration::ZERO, Instant::elapsed);
+        timed.as_secs_f64() * 1e9 / (RING_ULTS * (RING_TURNS - 1)) as f64
+    });
+    Ok(Costs { cell_ns, sweep_ns })
 }
 
 /// The text of a panic payload.
@@ -450,63 +750,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 #[inline]
 pub fn declare_data_block(block: &[u64]) {
     elite_rt::set_data_block(block);
-}
-
-/// Interrupts the root's wait if the ULT holding it unwinds (a bug: relaxing cannot panic).
-struct PanicAlarm<'a>(&'a Shared);
-
-impl Drop for PanicAlarm<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.raise(PANICKED);
-        }
-    }
-}
-
-/// The life of a patch's ULT (see the module docs).
-fn run_patch(shared: &Shared, p: usize, ready: &WaitGroup) -> Tally {
-    let _alarm = PanicAlarm(shared);
-    let patch = shared.patches.patch(p);
-    let state = &shared.states[p];
-    let q = &shared.quiescence;
-    // The data a sweep touches, for the policies that estimate cache misses (their estimator
-    // takes each run to touch this much): the block, and the lines of unknowns it reads (its
-    // own and, in Morton order, mostly those of a few neighbouring patches).
-    elite_rt::set_footprint(std::mem::size_of_val(patch.block()) + FOOTPRINT_UNKNOWN_LINES * 64);
-    if shared.prefetch {
-        declare_data_block(patch.block());
-    }
-    let len = patch.len();
-    // `told`: the values the neighbours were last told about; `now`: after the last sweep.
-    let mut told = [0.0f64; MAX_PATCH];
-    let mut now = [0.0f64; MAX_PATCH];
-    for (r, t) in told[..len].iter_mut().enumerate() {
-        *t = shared.values.get(patch.first() + r);
-    }
-    let mut tally = Tally::default();
-    ready.done();
-    if state.bell.wait(q) == Waited::Woken {
-        tally.sleeps += 1;
-    }
-    while !shared.stop.load(Ordering::Acquire) {
-        state.bell.begin_sweep();
-        let drift = patch.relax(&shared.values, &told[..len], &mut now[..len]);
-        tally.sweeps += 1;
-        tally.relaxations += len as u64;
-        // Owner-only counter: a plain store, no read-modify-write.
-        state.relaxations.store(tally.relaxations, Ordering::Relaxed);
-        if drift > shared.tolerance {
-            told[..len].copy_from_slice(&now[..len]);
-            for n in patch.neighbours() {
-                shared.states[n].bell.ring(q);
-            }
-            tally.notifications += 1;
-            elite_rt::yield_now();
-        } else if state.bell.wait(q) == Waited::Woken {
-            tally.sleeps += 1;
-        }
-    }
-    tally
 }
 
 #[cfg(test)]
@@ -548,7 +791,7 @@ mod tests {
                 assert_eq!(s.ults, ults);
                 assert_eq!(monitor.relaxations(), s.relaxations);
                 assert!(s.relaxations >= p.len() as u64, "every unknown relaxed at least once");
-                assert!(s.sweeps >= s.notifications);
+                assert_eq!(s.sweeps, s.iterations * ults as u64, "every patch runs S + LAG - 1 sweeps");
                 let residual = p.residual(&s.values);
                 let bound = p.residual_bound(options.tolerance);
                 assert!(
@@ -559,6 +802,68 @@ mod tests {
                 assert!(error < 1e-7, "{processors} processors, patch {patch_size}: error {error:e}");
             }
         }
+    }
+
+    /// The work and the answer do not depend on the schedule: every policy at 1 and 2
+    /// processors computes the same values, bit for bit, with the same relaxations, and they are
+    /// the rayon peer's after as many sweeps.
+    #[test]
+    fn the_result_is_the_same_under_every_schedule() {
+        let p = problem(7);
+        let options = SolveOptions { patch_size: 8, tolerance: 1e-10, ..SolveOptions::default() };
+        let mut first: Option<Solution> = None;
+        for policy in ["no-affinity", "virtual-time", "reload-transient"] {
+            for processors in [1, 2] {
+                let rt = elite_rt::Runtime::builder()
+                    .policy(policy.parse::<elite_rt::Policy>().unwrap())
+                    .processors(processors)
+                    .stack_size(32 * 1024)
+                    .build()
+                    .unwrap();
+                let s = ActiveSolver::new(&p, &options).unwrap().solve(&rt).unwrap();
+                match &first {
+                    None => first = Some(s),
+                    Some(f) => {
+                        assert_eq!((s.relaxations, s.iterations), (f.relaxations, f.iterations), "{policy}");
+                        let same = s.values.iter().zip(&f.values).all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(same, "{policy} at {processors} processors computed other values");
+                    }
+                }
+            }
+        }
+        let f = first.unwrap();
+        assert!(f.iterations > 10, "{} sweeps", f.iterations);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let r = crate::rayon_peer::RayonSolver::new(&p, &options)
+            .unwrap()
+            .run_sweeps(&pool, f.iterations)
+            .unwrap();
+        assert!(r.values.iter().zip(&f.values).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+
+    /// A problem of one patch: no neighbour to wait for.
+    #[test]
+    fn a_single_patch_solves_alone() {
+        let p = problem(5);
+        let options = SolveOptions { patch_size: MAX_PATCH, tolerance: 1e-10, ..SolveOptions::default() };
+        assert!(p.len() <= MAX_PATCH);
+        let s = ActiveSolver::new(&p, &options).unwrap().solve(&runtime(2)).unwrap();
+        assert_eq!(s.ults, 1);
+        assert!(p.residual(&s.values) <= p.residual_bound(options.tolerance));
+    }
+
+    #[test]
+    fn the_patch_size_follows_the_costs() {
+        let costs = Costs { cell_ns: 5.0, sweep_ns: 300.0 };
+        // 300 / (0.03 * 5) = 2000 cells, in whole lines.
+        assert_eq!(costs.patch_size(1 << 20, 1), 2000);
+        // Fewer patches than 48 per processor: smaller.
+        assert_eq!(costs.patch_size(96_000, 2), 1000);
+        assert_eq!(costs.patch_size(100, 2), 8);
+        assert_eq!(Costs { cell_ns: 5.0, sweep_ns: 1e9 }.patch_size(usize::MAX, 1), MAX_PATCH);
+        assert_eq!(Costs { cell_ns: 0.0, sweep_ns: 0.0 }.patch_size(1 << 20, 1), 8);
+        let measured = measure_costs(&problem(6)).unwrap();
+        assert!(measured.cell_ns > 0.0 && measured.sweep_ns > 0.0, "{measured:?}");
     }
 
     #[test]
@@ -579,7 +884,7 @@ mod tests {
         let p = problem(5);
         for (options, field) in [
             (SolveOptions { patch_size: 0, ..SolveOptions::default() }, "patch_size"),
-            (SolveOptions { patch_size: 65, ..SolveOptions::default() }, "patch_size"),
+            (SolveOptions { patch_size: MAX_PATCH + 1, ..SolveOptions::default() }, "patch_size"),
             (SolveOptions { tolerance: 0.0, ..SolveOptions::default() }, "tolerance"),
             (SolveOptions { tolerance: f64::NAN, ..SolveOptions::default() }, "tolerance"),
             (SolveOptions { time_limit: Duration::ZERO, ..SolveOptions::default() }, "time_limit"),

@@ -15,9 +15,10 @@
 //!   prefetch differs from one without, so that they can leave the prefetch runs out where it
 //!   does not.
 
-use crate::active::{ActiveSolver, Monitor, Solution, SolveError, SolveOptions};
+use crate::active::{measure_costs, ActiveSolver, Costs, Monitor, Solution, SolveError, SolveOptions};
 use crate::matrix::{Layer, Problem};
 use crate::quadtree::{Feature, Quadtree, Refinement, RefinementError};
+use crate::rayon_peer::RayonSolver;
 use elite_rt::{BuildError, ProcessorStats, RuntimeBuilder};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -138,11 +139,42 @@ pub struct Config {
     pub processors: usize,
 }
 
+/// The [`Config::policy`] of the sequential reference's measurements.
+pub const SEQUENTIAL: &str = "sequential";
+
+/// The [`Config::policy`] of the rayon peer's measurements.
+pub const RAYON: &str = "rayon";
+
 impl Config {
-    /// The system's name in reports: `elite/<policy>`, with `+prefetch` when prefetching.
+    /// The system's name in reports: `elite/<policy>`, with `+prefetch` when prefetching;
+    /// `sequential` and `rayon` for the peers.
     pub fn system(&self) -> String {
-        format!("elite/{}{}", self.policy, if self.prefetch { "+prefetch" } else { "" })
+        match self.policy.as_str() {
+            SEQUENTIAL | RAYON => self.policy.clone(),
+            _ => format!("elite/{}{}", self.policy, if self.prefetch { "+prefetch" } else { "" }),
+        }
     }
+}
+
+/// The patch size of a run: given, or chosen from costs measured on this machine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PatchChoice {
+    /// Cells per patch.
+    pub size: usize,
+    /// The measured costs it was chosen from (`None` when it was given).
+    pub costs: Option<Costs>,
+}
+
+/// Chooses the patch size for `problem` at up to `processors` processors from costs measured
+/// now ([`measure_costs`], [`Costs::patch_size`]), made larger where needed for the patches to
+/// fit the guarded stacks ([`max_guarded_ults`]).
+pub fn choose_patch(problem: &Problem, processors: usize) -> Result<PatchChoice, RunError> {
+    let costs = measure_costs(problem).map_err(RunError::Build)?;
+    let mut size = costs.patch_size(problem.len(), processors);
+    if let Some(max) = max_guarded_ults() {
+        size = size.max(problem.len().div_ceil(max.max(1)));
+    }
+    Ok(PatchChoice { size: size.min(crate::layout::MAX_PATCH), costs: Some(costs) })
 }
 
 /// Why a configuration did not produce a measurement.
@@ -220,10 +252,12 @@ pub struct Measurement {
     pub relaxations: u64,
     /// Patch sweeps.
     pub sweeps: u64,
-    /// Sweeps that followed a sleep.
+    /// Patch sweeps that waited for a neighbour.
     pub sleeps: u64,
-    /// Sweeps after which the patch woke its neighbours.
-    pub notifications: u64,
+    /// Waits at the gate (see [`Solution::gate_waits`]).
+    pub gate_waits: u64,
+    /// Sweeps of the whole mesh.
+    pub iterations: u64,
     /// Time of the solve proper.
     pub elapsed: Duration,
     /// The process's CPU time over the solve (see [`Solution::cpu`]).
@@ -283,7 +317,8 @@ impl Measurement {
             relaxations: s.relaxations,
             sweeps: s.sweeps,
             sleeps: s.sleeps,
-            notifications: s.notifications,
+            gate_waits: s.gate_waits,
+            iterations: s.iterations,
             elapsed: s.elapsed,
             cpu: s.cpu,
             residual: problem.residual(&s.values),
@@ -340,13 +375,27 @@ pub fn measure_sequential(problem: &Problem, tolerance: f64) -> Measurement {
         relaxations: (sweeps * problem.len()) as u64,
         sweeps: sweeps as u64,
         sleeps: 0,
-        notifications: 0,
+        gate_waits: 0,
+        iterations: sweeps as u64,
         ults: 0,
         elapsed,
         cpu,
     };
-    let config = Config { policy: "sequential".into(), prefetch: false, processors: 1 };
+    let config = Config { policy: SEQUENTIAL.into(), prefetch: false, processors: 1 };
     Measurement::checked(problem, config, 0, solution, ProcessorStats::default(), tolerance)
+}
+
+/// The rayon peer ([`crate::rayon_peer`]) on `pool`, with the patches of `options`. Checked like
+/// [`measure`]; `processors` is the pool's thread count. Build one pool per thread count and
+/// reuse it: a pool's threads start when it is built, not at each solve.
+pub fn measure_rayon(
+    problem: &Problem,
+    options: &SolveOptions,
+    pool: &rayon::ThreadPool,
+) -> Result<Measurement, RunError> {
+    let solution = RayonSolver::new(problem, options)?.solve(pool)?;
+    let config = Config { policy: RAYON.into(), prefetch: false, processors: pool.current_num_threads() };
+    Ok(Measurement::checked(problem, config, 0, solution, ProcessorStats::default(), options.tolerance))
 }
 
 #[cfg(test)]
@@ -428,6 +477,17 @@ mod tests {
         assert!(m.rate() > 0.0 && m.stats.switches > 0);
         let s = measure_sequential(&p, options.tolerance);
         assert!(s.ok(), "{:?}", s.failure());
+        assert_eq!(s.config.system(), "sequential");
+        for threads in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let r = measure_rayon(&p, &options, &pool).unwrap();
+            assert!(r.ok(), "rayon at {threads}: {:?}", r.failure());
+            assert_eq!((r.config.system(), r.config.processors), ("rayon".to_string(), threads));
+            // LAG - 1 sweeps fewer than the ULT solver (see `rayon_peer`), the same patches otherwise.
+            let lag = crate::active::LAG;
+            assert_eq!(r.iterations + lag - 1, m.iterations);
+            assert_eq!(r.relaxations + (lag - 1) * r.cells as u64, m.relaxations);
+        }
         // A wrong answer is caught.
         let wrong = Measurement { residual: s.residual_bound * 2.0, ..s };
         assert!(!wrong.ok() && wrong.failure().is_some());

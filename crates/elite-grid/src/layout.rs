@@ -3,19 +3,23 @@
 //! A *patch* is a run of `size` consecutive cells in Morton order (the last one may be shorter):
 //! a compact piece of the mesh, relaxed by one ULT.
 //!
-//! * [`Values`]: the unknowns, which neighbouring ULTs read while their owner writes them (on
-//!   two processors at once), so each is an `f64` kept as bits in an `AtomicU64` and accessed with
-//!   relaxed loads and stores: no data race, and on x86-64 or AArch64 the same plain moves as an
-//!   `f64` array. They are laid out in cache lines of 8, 64-byte aligned, so a patch of 8 cells
-//!   owns exactly one line and two processors relaxing different patches never write the same
-//!   line.
+//! * [`Values`]: the unknowns, shared by the ULTs (or rayon's threads) of every patch. The
+//!   solvers order a patch's writes before its neighbours' reads themselves (see
+//!   `crate::active`), but the type does not rely on it: each value is an `f64` kept as bits in an
+//!   `AtomicU64`, read and written with relaxed loads and stores, the same plain moves as an `f64`
+//!   array on x86-64 or AArch64. [`Patch::relax`] reads them through one flat slice, the
+//!   neighbours' without bounds checks (every column is checked when the blocks are laid out).
+//!   They are laid out in cache lines of 8, 64-byte aligned, so patches of a multiple of 8 cells
+//!   never share a line.
 //! * [`Patches`]: everything else a patch's ULT reads, in *one block of words per patch*, the
 //!   blocks in patch order: first the patches to wake (its neighbours, two `u32` to a word),
 //!   then per cell its right-hand side, the inverse of its diagonal entry, the number of its
 //!   couplings and one word per coupling holding `j` (low half) and `a_ij` (an `f32`, high half):
-//!   about 60 bytes per cell, 500 per patch of 8. One block is what ELiTE's application interface
-//!   (section 2.3.5) declares as a thread's data, and what a waker can prefetch before the thread
-//!   runs.
+//!   about 60 bytes per cell. One block is what ELiTE's application interface (section 2.3.5)
+//!   declares as a thread's data, and what a waker can prefetch before the thread runs.
+//! * The colouring ([`Patches::colour`]): greedy in patch order, so that no two neighbouring
+//!   patches share a colour; the multicolour sweeps of `crate::active` and `crate::rayon_peer`
+//!   relax the colours in turn.
 //!
 //! Morton order keeps the cells a patch couples to mostly inside the patch or in the patches next
 //! to it in memory, so a relaxation touches few lines besides its own.
@@ -26,12 +30,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Unknowns per cache line of [`Values`].
 pub const LINE_VALUES: usize = 8;
 
-/// Most cells a patch may have.
-pub const MAX_PATCH: usize = 64;
+/// Most cells a patch may have (a sweep keeps nothing per cell on the stack, so the bound only
+/// keeps a patch's block, about 60 bytes per cell, a few hundred KiB at most).
+pub const MAX_PATCH: usize = 4096;
 
 /// One cache line of unknowns.
 #[repr(align(64))]
 struct Line([AtomicU64; LINE_VALUES]);
+
+// `Values::atomics` views the lines as one slice of `AtomicU64`: no padding between them.
+const _: () = assert!(std::mem::size_of::<Line>() == LINE_VALUES * std::mem::size_of::<AtomicU64>());
 
 /// The unknowns, shared by every ULT: `f64` bits in relaxed atomics, 8 to a cache line.
 pub struct Values {
@@ -65,16 +73,26 @@ impl Values {
         self.len == 0
     }
 
+    /// The unknowns as one slice (`len()` of them; the last line's spare slots are left out).
+    #[inline]
+    pub fn atomics(&self) -> &[AtomicU64] {
+        // SAFETY: `lines` is one allocation of `lines.len()` `Line`s, each exactly
+        // `LINE_VALUES` `AtomicU64`s with no padding (checked at compile time above), so it holds
+        // `lines.len() * LINE_VALUES >= len` initialized `AtomicU64`s in a row, borrowed from
+        // `self` for the slice's lifetime.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<AtomicU64>(), self.len) }
+    }
+
     /// Unknown `i` (a relaxed load: the latest value this thread may see).
     #[inline]
     pub fn get(&self, i: usize) -> f64 {
-        f64::from_bits(self.lines[i / LINE_VALUES].0[i % LINE_VALUES].load(Ordering::Relaxed))
+        f64::from_bits(self.atomics()[i].load(Ordering::Relaxed))
     }
 
     /// Sets unknown `i` (a relaxed store; only the patch owning `i` writes it).
     #[inline]
     pub fn set(&self, i: usize, v: f64) {
-        self.lines[i / LINE_VALUES].0[i % LINE_VALUES].store(v.to_bits(), Ordering::Relaxed);
+        self.atomics()[i].store(v.to_bits(), Ordering::Relaxed);
     }
 
     /// A copy of all unknowns.
@@ -83,7 +101,8 @@ impl Values {
     }
 }
 
-/// The static data of every patch, one contiguous block of words each (see the module docs).
+/// The static data of every patch, one contiguous block of words each (see the module docs),
+/// and a colouring of the patches: no two neighbouring patches have the same colour.
 #[derive(Clone, Debug)]
 pub struct Patches {
     size: usize,
@@ -91,6 +110,10 @@ pub struct Patches {
     words: Vec<u64>,
     /// `block_start[p]..block_start[p + 1]` is patch `p`'s block.
     block_start: Vec<usize>,
+    /// Each patch's colour, `0..colours`.
+    colour: Vec<u32>,
+    /// Number of colours.
+    colours: usize,
 }
 
 /// Packs `u32`s two to a word.
@@ -136,11 +159,32 @@ impl Patches {
                 words.push((1.0 / m.diag(i)).to_bits());
                 words.push(m.row(i).count() as u64);
                 // `a_ij` is an `f32` value already (see `crate::matrix`): the cast is exact.
+                // Every column is below `n`: `Patch::relax` reads the unknowns unchecked on that.
+                assert!(m.row(i).all(|(j, _)| j < n), "row {i} couples to a cell out of range");
                 words.extend(m.row(i).map(|(j, a)| j as u64 | ((a as f32).to_bits() as u64) << 32));
             }
         }
         block_start.push(words.len());
-        Patches { size, cells: n, words, block_start }
+        let mut patches = Patches { size, cells: n, words, block_start, colour: Vec::new(), colours: 0 };
+        patches.colour = greedy_colouring(&patches);
+        patches.colours = patches.colour.iter().max().map_or(0, |&c| c as usize + 1);
+        patches
+    }
+
+    /// Patch `p`'s colour (`0..colours()`); neighbouring patches differ.
+    pub fn colour(&self, p: usize) -> usize {
+        self.colour[p] as usize
+    }
+
+    /// Number of colours.
+    pub fn colours(&self) -> usize {
+        self.colours
+    }
+
+    /// The neighbours of patch `p` with a smaller colour: the patches whose sweep `k` comes before
+    /// `p`'s in a multicolour sweep.
+    pub fn lower_neighbours(&self, p: usize) -> usize {
+        self.patch(p).neighbours().filter(|&q| self.colour[q] < self.colour[p]).count()
     }
 
     /// Number of patches.
@@ -159,7 +203,7 @@ impl Patches {
         let first = p * self.size;
         let len = self.size.min(self.cells - first);
         let wake = block[0] as usize;
-        Patch { first, len, wake, rows_at: 1 + wake.div_ceil(2), block }
+        Patch { first, len, cells: self.cells, wake, rows_at: 1 + wake.div_ceil(2), block }
     }
 
     /// Bytes of all blocks.
@@ -168,11 +212,27 @@ impl Patches {
     }
 }
 
+/// Colours the patches greedily in order: each takes the smallest colour none of its
+/// lower-numbered neighbours has (at most one more colour than the largest neighbour count).
+fn greedy_colouring(patches: &Patches) -> Vec<u32> {
+    let mut colour: Vec<u32> = Vec::with_capacity(patches.count());
+    let mut taken = Vec::new();
+    for p in 0..patches.count() {
+        taken.clear();
+        taken.extend(patches.patch(p).neighbours().filter(|&q| q < p).map(|q| colour[q]));
+        let c = (0..).find(|c| !taken.contains(c)).unwrap_or(0);
+        colour.push(c);
+    }
+    colour
+}
+
 /// One patch: its cells `first..first + len` and its block.
 #[derive(Clone, Copy, Debug)]
 pub struct Patch<'a> {
     first: usize,
     len: usize,
+    /// Cells of the whole problem: every column in the block is below it.
+    cells: usize,
     wake: usize,
     rows_at: usize,
     block: &'a [u64],
@@ -206,29 +266,35 @@ impl<'a> Patch<'a> {
     }
 
     /// One Gauss-Seidel sweep over the patch's cells in order: `u_i = (b_i + Σ a_ij u_j) / a_ii`
-    /// with the current values of all `u_j`. Writes the new values to `values` and to `new`
-    /// (`new.len() == self.len()`); returns the largest `|new_i - old_i|` for `old` (the values
-    /// when the patch last told its neighbours).
+    /// with the current values of all `u_j`, written to `values`. Returns the largest change,
+    /// `max_i |new u_i - old u_i|`.
+    ///
+    /// # Panics
+    /// If `values` has fewer unknowns than the problem the patches were made from.
     #[inline]
-    pub fn relax(&self, values: &Values, old: &[f64], new: &mut [f64]) -> f64 {
-        let block = self.block;
-        let mut k = self.rows_at;
+    pub fn relax(&self, values: &Values) -> f64 {
+        let u = values.atomics();
+        assert!(u.len() >= self.cells, "{} unknowns for a problem of {} cells", u.len(), self.cells);
+        let mut rest = &self.block[self.rows_at..];
         let mut drift = 0.0f64;
-        for (r, (new, &old)) in new.iter_mut().zip(old).enumerate() {
-            let head = &block[k..k + 3];
-            let n = head[2] as usize;
+        for i in self.first..self.first + self.len {
+            let (head, tail) = rest.split_at(3);
+            let (couplings, tail) = tail.split_at(head[2] as usize);
+            rest = tail;
             let mut sum = f64::from_bits(head[0]);
-            for &w in &block[k + 3..k + 3 + n] {
-                sum += f32::from_bits((w >> 32) as u32) as f64 * values.get(w as u32 as usize);
+            for &w in couplings {
+                let j = w as u32 as usize;
+                // SAFETY: `Patches::new` stored only columns below the problem's cell count
+                // (asserted there), and `u` has at least that many unknowns (asserted above).
+                let uj = unsafe { u.get_unchecked(j) }.load(Ordering::Relaxed);
+                sum += f32::from_bits((w >> 32) as u32) as f64 * f64::from_bits(uj);
             }
-            let u = sum * f64::from_bits(head[1]);
-            values.set(self.first + r, u);
-            *new = u;
-            let d = (u - old).abs();
-            if d > drift {
-                drift = d;
-            }
-            k += 3 + n;
+            let new = sum * f64::from_bits(head[1]);
+            // A load and a store, not a swap: only this patch writes `u_i` (a swap is a locked
+            // instruction on x86-64).
+            let old = f64::from_bits(u[i].load(Ordering::Relaxed));
+            u[i].store(new.to_bits(), Ordering::Relaxed);
+            drift = drift.max((new - old).abs());
         }
         drift
     }
@@ -280,9 +346,7 @@ mod tests {
                     let patch = patches.patch(q);
                     assert_eq!(patch.first(), covered);
                     covered += patch.len();
-                    let old = vec![0.0; patch.len()];
-                    let mut new = vec![0.0; patch.len()];
-                    patch.relax(&values, &old, &mut new);
+                    patch.relax(&values);
                 }
                 assert_eq!(covered, p.len());
                 p.gauss_seidel(&mut reference, 0.0, 1);
@@ -316,17 +380,37 @@ mod tests {
     }
 
     #[test]
-    fn relax_reports_the_drift_from_the_old_values() {
+    fn relax_reports_the_largest_change() {
         let p = problem();
         let patches = Patches::new(&p, 4);
         let values = Values::new(&p.exact);
         let patch = patches.patch(patches.count() / 2);
-        let old: Vec<f64> = (0..patch.len()).map(|r| p.exact[patch.first() + r]).collect();
-        let mut new = vec![0.0; patch.len()];
         // At the solution a sweep changes (almost) nothing.
-        assert!(patch.relax(&values, &old, &mut new) < 1e-12);
-        let shifted: Vec<f64> = old.iter().map(|v| v + 0.25).collect();
-        let drift = patch.relax(&values, &shifted, &mut new);
+        assert!(patch.relax(&values) < 1e-12);
+        // Moved by 0.25 (its neighbours not), the first cell comes back by that much.
+        let i = patch.first();
+        values.set(i, p.exact[i] + 0.25);
+        let drift = patch.relax(&values);
         assert!((drift - 0.25).abs() < 1e-12, "drift {drift}");
+        assert!((values.get(i) - p.exact[i]).abs() < 1e-12);
+    }
+
+    /// Neighbouring patches never share a colour, and the lower neighbours are counted right.
+    #[test]
+    fn the_colouring_separates_neighbours() {
+        let p = problem();
+        for size in [1, 8, 64] {
+            let patches = Patches::new(&p, size);
+            assert!(patches.colours() >= 2 && patches.colours() <= 12, "size {size}: {}", patches.colours());
+            for q in 0..patches.count() {
+                assert!(patches.colour(q) < patches.colours());
+                let mut lower = 0;
+                for r in patches.patch(q).neighbours() {
+                    assert_ne!(patches.colour(q), patches.colour(r), "size {size}: patches {q} and {r}");
+                    lower += usize::from(patches.colour(r) < patches.colour(q));
+                }
+                assert_eq!(patches.lower_neighbours(q), lower);
+            }
+        }
     }
 }

@@ -9,8 +9,8 @@
 //! (each `a_ij` rounded to the nearest `f32`, which changes nothing below but lets the solver
 //! store a coupling and its column in one word):
 //! symmetric, with positive diagonal, non-positive off-diagonals, weakly diagonally dominant and
-//! strictly so on boundary rows, irreducible: an M-matrix, for which Gauss-Seidel and chaotic
-//! relaxation converge from any start.
+//! strictly so on boundary rows, irreducible: an M-matrix, for which Gauss-Seidel converges from
+//! any start in any order of the unknowns (the multicolour order of `crate::active` included).
 //!
 //! The right-hand side is manufactured, `b = A u*` for a chosen `u*`, so the discrete solution
 //! is `u*` at the cell centres exactly and a solver's error can be measured against it.

@@ -205,7 +205,8 @@ pub enum Target {
     },
     /// The median of `subject` divided by the median of `baseline`, in the bench's metric (a
     /// rate's ratio for a rate, a count's for a count), rows at `processors` only, is within
-    /// `bound`: `best of a, b: a = 1.45x base (target >= 1.3x: met)`.
+    /// `bound`: `best of a, b: a = 1.45x base (target >= 1.3x: met)`. A baseline with one row
+    /// only (a sequential reference at 1 processor) is compared at every processor count.
     Relative {
         /// The rows judged.
         subject: Subject,

@@ -363,7 +363,18 @@ fn relative_part(
     };
     let at = at_processors(processors);
     let target = format!("target {}", bound.describe());
-    let base = match median(baseline) {
+    // A baseline that runs at one processor count only (a sequential reference) is compared
+    // with the subjects at every count.
+    let base_row = |system: &str| {
+        let rows: Vec<&Row> =
+            bench.rows.iter().filter(|r| r.system == system && r.metric == bench.metric).collect();
+        match rows.iter().find(|r| r.params.processors == processors) {
+            Some(r) => Some(r.median()),
+            None if rows.len() == 1 => Some(rows[0].median()),
+            None => None,
+        }
+    };
+    let base = match base_row(baseline) {
         None => return format!("{baseline}{at} skipped"),
         Some(None) => return format!("{baseline}{at} failed"),
         Some(Some(base)) => base,
@@ -488,5 +499,45 @@ mod tests {
             "sync_peak: elite (processors 2) 20.0 Mop/s/proc (target >= 20.0 Mop/s/proc: met); \
              elite (processors 2) = 2.00x the rate of elite/central (target >= 1x: met)"
         );
+    }
+
+    /// A baseline with one row (the grid's sequential reference, at 1 processor) is compared
+    /// with the subjects at every processor count; one with rows at other counts only is not.
+    #[test]
+    fn a_single_row_baseline_is_compared_at_every_count() {
+        let metric = Metric::OpsPerSec;
+        let at = |system: &'static str, processors: usize, value: f64| {
+            let mut r = row(&[value]);
+            (r.system, r.params, r.metric) = (system, Params::new(processors), metric);
+            r
+        };
+        let bench = BenchResult {
+            name: "adaptive_grid",
+            metric,
+            rows: vec![
+                at("sequential", 1, 100.0),
+                at("rayon", 1, 90.0),
+                at("rayon", 4, 200.0),
+                at("elite/a", 1, 95.0),
+                at("elite/a", 2, 150.0),
+            ],
+            targets: vec![
+                Target::Relative {
+                    subject: Subject::Best(&["elite/a"]),
+                    baseline: "sequential",
+                    processors: 2,
+                    bound: Bound::AtLeast(1.33),
+                },
+                Target::Relative {
+                    subject: Subject::Best(&["elite/a"]),
+                    baseline: "rayon",
+                    processors: 2,
+                    bound: Bound::AtLeast(1.0),
+                },
+            ],
+        };
+        let line = target_line(&bench);
+        assert!(line.contains("elite/a = 1.50x sequential (target >= 1.33x: met)"), "{line}");
+        assert!(line.contains("rayon (processors 2) skipped"), "{line}");
     }
 }

@@ -1,26 +1,35 @@
 //! Suite `grid`: the adaptive-grid solver of ELiTE section 3.2 (figure 3.2.2) under every
-//! scheduling policy, with and without prefetch (section 2.3.5).
+//! scheduling policy, with and without prefetch (section 2.3.5), beside the sequential loop and a
+//! rayon peer.
 //!
 //! | bench | one operation | metric | processors | systems |
 //! | --- | --- | --- | --- | --- |
-//! | `adaptive_grid` | one smoothing operation (the relaxation of one unknown) | ops_per_sec | 1, 2 | `elite/<policy>`, `elite/<policy>+prefetch` |
-//! | `adaptive_grid` (side rows) | the solve's time and its relaxations per cell, per run | `solve_s`, `relaxations_per_cell` | 1, 2 | the same |
-//! | `adaptive_grid` (`--cachegrind`) | simulated last-level misses of one solve | ll_misses | 1 | the same |
+//! | `adaptive_grid` | one smoothing operation (the relaxation of one unknown) | ops_per_sec | 1, 2 (`sequential`: 1) | `sequential`, `rayon`, `elite/<policy>`, `elite/<policy>+prefetch` |
+//! | `adaptive_grid` (side rows) | the solve's time and its relaxations per cell, per run | `solve_s`, `relaxations_per_cell` | the same | the same |
+//! | `adaptive_grid` (`--cachegrind`) | simulated last-level misses of one solve | ll_misses | 1 | the elite systems |
 //!
-//! Every sample is one call of [`elite_grid::experiment::measure`], the very procedure that
-//! `examples/adaptive_grid.rs` runs: a fresh runtime built with the policy, one ULT per patch of 8
-//! cells, the solve timed from the first ring to quiescence, the answer checked (residual and
-//! error within what the solver's termination guarantees; a run outside them fails its row).
-//! The problem is the example's at `--size 13` (171 000 cells, 21 375 ULTs; `--quick`: size 9,
-//! 1 326 ULTs), built once per invocation. `elite/<policy>+prefetch` runs the same solve with
-//! every patch's ULT declaring its data block (`elite_rt::set_data_block`), which the runtime
-//! then prefetches before it switches to the ULT; `elite/<policy>` declares nothing.
+//! Every elite sample is one call of [`elite_grid::experiment::measure`], the very procedure that
+//! `examples/adaptive_grid.rs` runs: a fresh runtime built with the policy, one ULT per patch,
+//! the solve timed from the start of the first sweep to the end of the last, the answer checked
+//! (residual and error within what the solver's termination guarantees; a run outside them fails
+//! its row). `sequential` is [`elite_grid::experiment::measure_sequential`] (Gauss-Seidel in
+//! Morton order on a plain `f64` slice), `rayon` is [`elite_grid::experiment::measure_rayon`] (the
+//! same multicolour sweeps over `par_iter`, one pool per thread count built with the suite and
+//! reused by every run), checked the same way. The problem is the example's at `--size 13`
+//! (171 000 cells; `--quick`: size 9), built once per invocation, and the patch size is chosen
+//! once from costs measured when the suite starts ([`elite_grid::experiment::choose_patch`],
+//! for the largest processor count), the same for every system; `params.patch` records it.
+//! `elite/<policy>+prefetch` runs the same solve with every patch's ULT declaring its data block
+//! (`elite_rt::set_data_block`), which the runtime then prefetches before it switches to the
+//! ULT; `elite/<policy>` declares nothing.
 //!
 //! Besides the rate, each contender gets two side rows, the median of its runs' solve time
-//! (`solve_s`) and relaxations per cell (`relaxations_per_cell`): a policy changes the order of
-//! the relaxations and so the work the solve needs, and a higher rate bought with more work is not
-//! a faster solve. Why the policies differ is written in the example's docs ("Why the policies
-//! differ").
+//! (`solve_s`) and relaxations per cell (`relaxations_per_cell`). The ULT solver's work does not
+//! depend on the schedule (see `elite_grid::active`), so every elite row has the same relaxations
+//! per cell, and rate ratios between elite rows are ratios of solve times; the rayon peer does
+//! three sweeps fewer (it stops after the first sweep within the tolerance, the ULTs three later),
+//! and
+//! the sequential reference's Morton order converges in about as many sweeps.
 //!
 //! `--policy NAME` (repeatable) keeps only the named policies (no-affinity, the baseline, is
 //! always kept); `--bench NAME` as for every suite.
@@ -29,7 +38,7 @@
 //!
 //! With `--cachegrind`, for each policy with and without prefetch, `valgrind --tool=cachegrind
 //! --cache-sim=yes --LL=2097152,16,64` runs `elite-bench grid-probe <policy> [--prefetch]
-//! --size 12` (one solve at 1 processor, 10 667 ULTs; `--quick`: size 9) and the row reports the
+//! --size 12 --patch 256` (one solve at 1 processor, 334 ULTs; `--quick`: size 9) and the row reports the
 //! `LL misses` of the whole process (building the mesh included, the same for every policy). A
 //! solve at one processor does the same work in the same order on every run, so each runs once
 //! (about two minutes each). Cachegrind models no prefetching, hardware or software: prefetch
@@ -43,17 +52,22 @@
 //!
 //! ## Targets
 //!
-//! Those of issue 5: the best policy at least 1.3x `no-affinity`'s smoothing rate at the default
-//! size, at 1 and at 2 processors (printed with and without prefetch counted; a miss does not
-//! fail the run, a wrong answer does).
+//! Those of issue 19, on the rates, which with the same work are the inverse ratios of the solve
+//! times (the rayon and sequential rows within three sweeps, about 2%): the best elite system at least
+//! 1/1.15 of the sequential reference's rate at 1 processor and 1/0.75 at 2, and at least the
+//! rayon peer's at 2; and those of issue 5, the best affinity policy at least 1.3x
+//! `no-affinity`'s at 1 and at 2 processors (printed with and without prefetch counted). A miss
+//! does not fail the run, a wrong answer does.
 
 use std::process::ExitCode;
 use std::rc::Rc;
 
 use elite_grid::active::SolveOptions;
 use elite_grid::experiment::{
-    check_ults, measure, runtime_builder, Config, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE,
+    check_ults, choose_patch, measure, measure_rayon, measure_sequential, runtime_builder, Config,
+    Measurement, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE, RAYON, SEQUENTIAL,
 };
+use elite_grid::layout::MAX_PATCH;
 use elite_grid::matrix::Problem;
 
 use super::Context;
@@ -70,8 +84,9 @@ const SIZE: (u8, u8) = (13, 9);
 /// The refinement level of the cachegrind probe (full, `--quick`).
 const PROBE_SIZE: (u8, u8) = (12, 9);
 
-/// Cells per patch (per ULT).
-const PATCH: usize = 8;
+/// Cells per patch of the cachegrind probe by default: fixed, so that its simulated counts
+/// repeat (the suite's own runs choose theirs from measured costs).
+const PROBE_PATCH: usize = 256;
 
 /// The system name of each policy, without and with prefetch, in [`POLICIES`]' order.
 const SYSTEMS: [(&str, &str, &str); 5] = [
@@ -86,8 +101,9 @@ const SYSTEMS: [(&str, &str, &str); 5] = [
 const AFFINITY: &[&str] =
     &["elite/virtual-time", "elite/minimum-misses", "elite/reload-transient", "elite/gravity"];
 
-/// Every system but the baseline, prefetch included.
-const ALL_BUT_BASELINE: &[&str] = &[
+/// Every elite system, prefetch included.
+const ALL_ELITE: &[&str] = &[
+    "elite/no-affinity",
     "elite/no-affinity+prefetch",
     "elite/virtual-time",
     "elite/virtual-time+prefetch",
@@ -119,6 +135,16 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
             return Vec::new();
         }
     };
+    // One patch size for every system, chosen once from costs measured now.
+    let most = processors.iter().copied().max().unwrap_or(1);
+    let patch = match choose_patch(&problem, most) {
+        Ok(choice) => choice.size,
+        Err(e) => {
+            ctx.notes.push(format!("grid: cannot measure the costs that choose the patch size: {e}"));
+            return Vec::new();
+        }
+    };
+    let options = Rc::new(SolveOptions { patch_size: patch, ..SolveOptions::default() });
     let systems = chosen_systems(ctx);
     let prefetch: &[bool] = if PREFETCH_AVAILABLE {
         &[false, true]
@@ -126,28 +152,66 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         ctx.notes.push("grid: elite-rt cannot prefetch: the +prefetch rows are left out".into());
         &[false]
     };
-    let ults = problem.len().div_ceil(PATCH);
+    let ults = problem.len().div_ceil(patch);
+    let params = |p: usize, ults: usize, pf: bool| {
+        Params::new(p)
+            .with("size", size as u64)
+            .with("cells", problem.len() as u64)
+            .with("ults", ults as u64)
+            .with("patch", patch as u64)
+            .with_flag("prefetch", pf)
+    };
     let mut contenders = Vec::new();
+    {
+        let (problem, options) = (Rc::clone(&problem), Rc::clone(&options));
+        contenders.push(Contender::new(SEQUENTIAL, params(1, 0, false), problem.len() as u64, move || {
+            checked(measure_sequential(&problem, options.tolerance))
+        }));
+    }
     for &p in &processors {
+        // One pool per thread count, built once and reused by every run.
+        match rayon::ThreadPoolBuilder::new().num_threads(p).build() {
+            Ok(pool) => {
+                let (problem, options) = (Rc::clone(&problem), Rc::clone(&options));
+                contenders.push(Contender::new(
+                    RAYON,
+                    params(p, 0, false),
+                    problem.len() as u64,
+                    move || checked(measure_rayon(&problem, &options, &pool).map_err(|e| e.to_string())?),
+                ));
+            }
+            Err(e) => ctx.notes.push(format!("grid: rayon at {p} threads left out: {e}")),
+        }
         for &(policy, plain, with_prefetch) in &systems {
             for &pf in prefetch {
                 let config = Config { policy: policy.to_string(), prefetch: pf, processors: p };
-                let params = Params::new(p)
-                    .with("size", size as u64)
-                    .with("cells", problem.len() as u64)
-                    .with("ults", ults as u64)
-                    .with("patch", PATCH as u64)
-                    .with_flag("prefetch", pf);
-                let problem = Rc::clone(&problem);
+                let (problem, options) = (Rc::clone(&problem), Rc::clone(&options));
                 let system = if pf { with_prefetch } else { plain };
-                contenders.push(Contender::new(system, params, problem.len() as u64, move || {
-                    solve_once(&problem, &config)
-                }));
+                contenders.push(Contender::new(
+                    system,
+                    params(p, ults, pf),
+                    problem.len() as u64,
+                    move || solve_once(&problem, &options, &config),
+                ));
             }
         }
     }
     let mut targets = Vec::new();
     for &p in &processors {
+        targets.push(Target::Relative {
+            subject: Subject::Best(ALL_ELITE),
+            baseline: SEQUENTIAL,
+            processors: p,
+            bound: Bound::AtLeast(if p == 1 { 1.0 / 1.15 } else { 1.0 / 0.75 }),
+        });
+        if p > 1 {
+            targets.push(Target::Relative {
+                subject: Subject::Best(ALL_ELITE),
+                baseline: RAYON,
+                processors: p,
+                bound: Bound::AtLeast(1.0),
+            });
+        }
         targets.push(Target::Relative {
             subject: Subject::Best(AFFINITY),
             baseline: BASELINE_SYSTEM,
@@ -155,12 +219,6 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
             bound: Bound::AtLeast(1.3),
         });
         if PREFETCH_AVAILABLE {
-            targets.push(Target::Relative {
-                subject: Subject::Best(ALL_BUT_BASELINE),
-                baseline: BASELINE_SYSTEM,
-                processors: p,
-                bound: Bound::AtLeast(1.3),
-            });
             targets.push(Target::Relative {
                 subject: Subject::Best(AFFINITY_PREFETCH),
                 baseline: "elite/no-affinity+prefetch",
@@ -198,12 +256,15 @@ fn chosen_systems(ctx: &mut Context) -> Vec<(&'static str, &'static str, &'stati
     chosen
 }
 
-/// One checked solve under `config`: the sample is the time per relaxation and the answer the
-/// number of cells (a solve outside the residual or error bound fails instead); the solve time
-/// and the relaxations per cell go to side rows.
-fn solve_once(problem: &Problem, config: &Config) -> Result<Sample, String> {
-    let options = SolveOptions { patch_size: PATCH, ..SolveOptions::default() };
-    let m = measure(problem, &options, config, |_| {}).map_err(|e| e.to_string())?;
+/// One checked solve under `config`: see [`checked`].
+fn solve_once(problem: &Problem, options: &SolveOptions, config: &Config) -> Result<Sample, String> {
+    checked(measure(problem, options, config, |_| {}).map_err(|e| e.to_string())?)
+}
+
+/// The sample of a measurement: the time per relaxation, and as the answer the number of cells (a
+/// solve outside the residual or error bound fails instead); the solve time and the relaxations
+/// per cell go to side rows.
+fn checked(m: Measurement) -> Result<Sample, String> {
     if let Some(why) = m.failure() {
         return Err(format!("wrong answer: {why}"));
     }
@@ -239,8 +300,8 @@ fn cachegrind_bench(
             let params = Params::new(1)
                 .with("size", size as u64)
                 .with("cells", cells as u64)
-                .with("ults", cells.div_ceil(PATCH) as u64)
-                .with("patch", PATCH as u64)
+                .with("ults", cells.div_ceil(PROBE_PATCH) as u64)
+                .with("patch", PROBE_PATCH as u64)
                 .with_flag("prefetch", pf)
                 .with("ll_bytes", 2 << 20);
             let exe = exe.clone();
@@ -267,15 +328,18 @@ pub(crate) struct ProbeArgs {
     pub(crate) size: u8,
     /// `1..=elite_rt::MAX_PROCESSORS`.
     pub(crate) processors: usize,
+    /// Cells per patch, `1..=MAX_PATCH`.
+    pub(crate) patch: usize,
 }
 
-/// Parses `<policy> [--prefetch] [--size LEVEL] [--processors N]`; an error names the argument at
-/// fault and what was expected.
+/// Parses `<policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]`; an error names
+/// the argument at fault and what was expected.
 pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
     let mut policy = None;
     let mut prefetch = false;
     let mut size = PROBE_SIZE.0;
     let mut processors = 1;
+    let mut patch = PROBE_PATCH;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
@@ -300,6 +364,15 @@ pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
                     None => return Err(format!("--processors needs a count in 1..={max}")),
                 }
             }
+            "--patch" => {
+                patch = match rest.next().map(|v| (v, v.parse::<usize>())) {
+                    Some((_, Ok(v))) if (1..=MAX_PATCH).contains(&v) => v,
+                    Some((v, _)) => {
+                        return Err(format!("--patch: expected a count in 1..={MAX_PATCH}, got `{v}`"))
+                    }
+                    None => return Err(format!("--patch needs a count in 1..={MAX_PATCH}")),
+                }
+            }
             name if policy.is_none() && !name.starts_with('-') => {
                 if !POLICIES.contains(&name) {
                     return Err(format!("unknown policy `{name}`, expected one of {}", POLICIES.join(", ")));
@@ -310,7 +383,7 @@ pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
         }
     }
     let policy = policy.ok_or_else(|| "no policy given".to_string())?;
-    Ok(ProbeArgs { policy, prefetch, size, processors })
+    Ok(ProbeArgs { policy, prefetch, size, processors, patch })
 }
 
 /// Runs the probe under cachegrind; the sample carries the LL misses, the answer the cells.
@@ -323,17 +396,17 @@ fn cachegrind_probe(exe: &std::path::Path, policy: &str, prefetch: bool, size: u
     cachegrind::sample(exe, &args)
 }
 
-/// `elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N]`: one checked
+/// `elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]`: one checked
 /// solve, printing its sample line (answer: the cells) and, on stderr, its rate, solve time and
 /// relaxations per cell; for running under cachegrind or callgrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
-    let ProbeArgs { policy, prefetch, size, processors } = match parse_probe_args(args) {
+    let ProbeArgs { policy, prefetch, size, processors, patch } = match parse_probe_args(args) {
         Ok(parsed) => parsed,
         Err(message) => {
             eprintln!(
                 "elite-bench {PROBE_COMMAND}: {message}\n\
-                 usage: elite-bench {PROBE_COMMAND} <policy> [--prefetch] [--size LEVEL] [--processors N]\n\
-                 policies: {}; LEVEL {}..={}; N 1..={}",
+                 usage: elite-bench {PROBE_COMMAND} <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n\
+                 policies: {}; LEVEL {}..={}; N 1..={}; CELLS 1..={MAX_PATCH} (default {PROBE_PATCH})",
                 POLICIES.join(", "),
                 Model::MIN_LEVEL,
                 Model::MAX_LEVEL,
@@ -343,7 +416,7 @@ pub fn probe_main(args: &[String]) -> ExitCode {
         }
     };
     // Refused before the build when a lower bound of the cells already makes too many ULTs.
-    if let Err(e) = check_ults(&Model { level: size }, PATCH) {
+    if let Err(e) = check_ults(&Model { level: size }, patch) {
         eprintln!("elite-bench {PROBE_COMMAND}: --size {size}: {e}");
         return ExitCode::from(2);
     }
@@ -355,7 +428,7 @@ pub fn probe_main(args: &[String]) -> ExitCode {
         }
     };
     let config = Config { policy, prefetch, processors };
-    let options = SolveOptions { patch_size: PATCH, ..SolveOptions::default() };
+    let options = SolveOptions { patch_size: patch, ..SolveOptions::default() };
     match measure(&problem, &options, &config, |_| {}) {
         Ok(m) if m.ok() => {
             eprintln!(
