@@ -346,6 +346,12 @@ mod stats;
 pub mod sync;
 #[cfg(loom)]
 #[allow(dead_code)]
+mod policy {
+    //! Under loom: only the switch board of a live policy change.
+    pub(crate) mod board;
+}
+#[cfg(loom)]
+#[allow(dead_code)]
 mod sync {
     //! Under loom: only the mutex's state word and the spin locks' bias.
     pub(crate) mod bias;
@@ -374,6 +380,8 @@ pub use config::{
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]
 pub use panics::DetachedPanic;
+#[cfg(not(loom))]
+pub use policy::auto::progress;
 #[cfg(not(loom))]
 pub use policy::engine::{set_footprint, CounterChoice};
 #[cfg(not(loom))]
