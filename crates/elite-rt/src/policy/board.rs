@@ -72,8 +72,8 @@ impl<T> Board<T> {
     }
 
     /// Puts `value` in force (or the kept value `same` finds equal to it) and returns the new
-    /// generation and the value now in force. `prepare` runs on it under the lock, before it is
-    /// published.
+    /// generation. `prepare` runs on `value`, in its box, under the lock, before it is first
+    /// published; not on a kept value, which readers may be reading.
     pub(crate) fn set(&self, value: T, same: impl Fn(&T, &T) -> bool, prepare: impl FnOnce(&T)) -> u64 {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let at: *mut T = match kept.iter_mut().find(|k| same(k, &value)) {
@@ -81,11 +81,10 @@ impl<T> Board<T> {
             None => {
                 kept.push(Box::new(value));
                 let last = kept.len() - 1;
+                prepare(&kept[last]);
                 &mut *kept[last]
             }
         };
-        // SAFETY: `at` points into a box of `kept`, alive; only shared references are made to it.
-        prepare(unsafe { &*at });
         self.current.store(at, Ordering::Release);
         self.generation.fetch_add(1, Ordering::Release) + 1
     }
