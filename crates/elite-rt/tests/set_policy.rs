@@ -168,7 +168,9 @@ fn the_policy_in_force_follows_set_policy() {
 #[test]
 fn auto_explores_every_candidate_and_settles() {
     hang_guard(120, "auto", || {
-        let rt = Runtime::builder().processors(2).policy(Policy::auto()).build().unwrap();
+        // (The largest budget: an exploration after about a tenth of a second.)
+        let auto = elite_rt::policy::Auto::new().budget(0.5).unwrap();
+        let rt = Runtime::builder().processors(2).policy(Policy::auto_with(auto)).build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let h = rt.spawn(move || {

@@ -160,13 +160,36 @@ pub const PROBE_COMMAND: &str = "affinity-probe";
 /// Bytes per cache line.
 const LINE: usize = 64;
 
-/// The policies, by name, with their system names, in ELiTE's order.
-const SYSTEMS: [(&str, &str); 4] = [
+/// The policies, by name, with their system names, in ELiTE's order, then `auto` (the runtime
+/// choosing among its candidates while it runs).
+const SYSTEMS: [(&str, &str); 5] = [
     ("no-affinity", "elite/no-affinity"),
     ("virtual-time", "elite/virtual-time"),
     ("minimum-misses", "elite/minimum-misses"),
     ("reload-transient", "elite/reload-transient"),
+    ("auto", AUTO),
 ];
+
+/// The system of the `auto` policy.
+const AUTO: &str = "elite/auto";
+
+/// `auto`'s targets (issue 19): within 5% of each fixed policy of the run (so of the best), and
+/// never more than 3% below No Affinity, at each processor count in `processors`.
+pub(crate) fn auto_targets(fixed: &'static [&'static str], processors: &[usize]) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for &p in processors {
+        for &baseline in fixed {
+            let bound = if baseline == "elite/no-affinity" { 0.97 } else { 0.95 };
+            targets.push(Target::Relative {
+                subject: Subject::Each(&[AUTO]),
+                baseline,
+                processors: p,
+                bound: Bound::AtLeast(bound),
+            });
+        }
+    }
+    targets
+}
 
 /// The systems of the affinity policies, compared with No Affinity.
 const AFFINITY: &[&str] = &["elite/virtual-time", "elite/minimum-misses", "elite/reload-transient"];
@@ -341,6 +364,9 @@ fn sweep_bench(
         }
     }
     let mut targets = Vec::new();
+    if policies.iter().any(|(_, system)| *system == AUTO) {
+        targets.extend(auto_targets(ALL, processors));
+    }
     if with_go {
         if let Some(go) = ctx.go() {
             let iterations = sizes.go_iterations;
@@ -393,8 +419,10 @@ fn cachegrind_bench(ctx: &mut Context, policies: &[(Policy, &'static str)]) -> O
     let iterations = if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 };
     let shape = &SYNTHETIC;
     let ults = shape.full.ults;
+    // (Not `auto`: what it chooses depends on time, which cachegrind's slowdown distorts.)
     let contenders = policies
         .iter()
+        .filter(|(_, system)| *system != AUTO)
         .map(|(policy, system)| {
             let params = Params::new(1)
                 .with("ults", ults as u64)
@@ -442,7 +470,7 @@ pub fn probe_main(args: &[String]) -> ExitCode {
                 "elite-bench {PROBE_COMMAND}: {message}\n\
                  usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--quick]\nbenches: {}\npolicies: {}",
                 benches.join(", "),
-                Policy::NAMES.join(", ")
+                Policy::ALL_NAMES.join(", ")
             );
             return ExitCode::from(2);
         }

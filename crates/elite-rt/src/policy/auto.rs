@@ -32,26 +32,33 @@
 //!
 //! # How it decides
 //!
-//! A thread of the runtime (the *selector*) works in epochs of [`Auto::epoch`] (default 5 ms):
+//! A thread of the runtime (the *selector*) measures the program's *progress rate* in epochs:
+//! at least [`Auto::epoch`] (default 5 ms) long, doubled (up to 64 times) while an epoch would
+//! count fewer than [`MIN_UNITS`] units of progress, so that a rate is not a count of a few
+//! events.
 //!
-//! 1. **Explore.** It puts each candidate ([`Auto::candidates`]; default `no-affinity`,
-//!    `virtual-time`, `reload-transient`, `gravity`) in force in turn with
+//! 1. **Wait.** The first candidate ([`Auto::candidates`]; default `no-affinity`,
+//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start. An exploration
+//!    costs time under candidates that may be worse, so the selector explores only once the
+//!    program has run long enough for the exploration to take at most [`Auto::budget`] (default
+//!    5%) of its time so far: with the default settings, a program that runs for less than
+//!    about 1.4 s (more when its epochs had to grow) is never explored and runs under the first
+//!    candidate alone.
+//! 2. **Explore.** It puts each candidate in force in turn with
 //!    [`Runtime::set_policy`](crate::Runtime::set_policy), lets the processors take it up and
-//!    settle for a fifth of an epoch, then measures the *progress rate* over one epoch. It goes
-//!    round the candidates [`Auto::rounds`] times (default 3), each round starting one candidate
-//!    later, so that a drift of the machine's speed (other programs, frequency) falls on every
-//!    candidate alike.
-//! 2. **Settle.** The candidate with the highest median rate is put in force, unless it beats
+//!    settle for a fifth of an epoch, then measures one epoch. It goes round the candidates
+//!    [`Auto::rounds`] times (default 3), each round starting one candidate later, so that a
+//!    drift of the machine's speed (other programs, frequency) falls on every candidate alike.
+//! 3. **Settle.** The candidate with the highest median rate is put in force, unless it beats
 //!    the first candidate (the cheapest, `no-affinity` by default) by less than
 //!    [`Auto::margin`] (default 2%): a difference that small is within the noise of a few
 //!    epochs, and the first candidate costs least when the others gain nothing.
-//! 3. **Watch.** It goes on measuring one epoch at a time. When the rate moves away from the
-//!    settled rate (the median of the first epochs after settling) by more than
+//! 4. **Watch.** It goes on measuring under the choice. When the rate moves away from the
+//!    settled rate (the median of the first 3 epochs after settling) by more than
 //!    [`Auto::phase_change`] (default 30%, either way) for 3 epochs in a row, the workload
-//!    changed phase: back to 1. Independently, it explores again after
-//!    [`Auto::recheck`] epochs (default 200), and the wait doubles each time a re-check keeps
-//!    the same policy (up to 64 times the first), so a steady program pays for exploring less
-//!    and less often.
+//!    changed phase: it explores again at once. Otherwise it re-checks when an exploration would
+//!    again take at most the budget's share of the time since the last one; each re-check that
+//!    keeps the policy doubles that wait (up to 64 times), so a steady program pays less and less.
 //!
 //! Every decision is kept ([`RuntimeStats::auto`](crate::RuntimeStats::auto), the last
 //! [`DECISIONS_KEPT`]): when, which policy, why, and the median rate measured for each
@@ -72,10 +79,12 @@
 //!   waits (on I/O, on timers, on a thread outside the runtime) for part of an epoch measures
 //!   low in it, whatever the policy. Epochs with no progress at all are measured again, but a
 //!   half-idle epoch is not told apart.
-//! * **Short programs.** Exploring takes `candidates × rounds × 1.2 × epoch` (60 ms by default),
-//!   three quarters of it under policies that are not the best; a program that runs for a few
-//!   tenths of a second pays a visible share of that, and one shorter than an exploration runs
-//!   mostly under whichever candidate the selector is trying.
+//! * **Short programs are not explored.** Exploring takes `candidates × rounds × 1.2 × epoch`
+//!   (72 ms with the default settings and epochs of 5 ms), three quarters of it under policies
+//!   that are not the best; the budget keeps that under 5% of the run time, so a program
+//!   shorter than about 20 explorations gets the first candidate, however much another would
+//!   have gained. Within the budget the loss is at most the budget times what the worst
+//!   candidate loses.
 //! * **Effects longer than an epoch.** A policy whose benefit builds up over many epochs (a
 //!   placement that gathers ULTs, as `gravity` does, and survives a switch away) is credited
 //!   partly to whichever candidate follows it; the rotation of the order spreads that credit,
@@ -97,6 +106,10 @@ use std::time::{Duration, Instant};
 /// How many decisions [`RuntimeStats::auto`](crate::RuntimeStats::auto) keeps (the newest).
 pub const DECISIONS_KEPT: usize = 256;
 
+/// The fewest units of progress an epoch counts: an epoch that would count fewer is doubled
+/// (up to 64 times [`Auto::epoch`]), so that one unit more or less moves a rate by little.
+pub const MIN_UNITS: u64 = 256;
+
 /// The settings of the `auto` policy ([`Policy::auto_with`]); [`Policy::auto`] takes the
 /// defaults. See the [module docs](self) for how they are used.
 ///
@@ -107,7 +120,8 @@ pub const DECISIONS_KEPT: usize = 256;
 /// let auto = Auto::new()
 ///     .candidates([Policy::no_affinity(), Policy::virtual_time()])?
 ///     .epoch(Duration::from_millis(20))?
-///     .rounds(5)?;
+///     .rounds(5)?
+///     .budget(0.1)?;
 /// let rt = elite_rt::Runtime::builder().processors(1).policy(Policy::auto_with(auto)).build()?;
 /// assert_eq!(rt.policy_name(), "auto");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -119,7 +133,7 @@ pub struct Auto {
     rounds: u32,
     margin: f64,
     phase_change: f64,
-    recheck: u32,
+    budget: f64,
 }
 
 /// A setting of [`Auto`] out of its range; the message names the setting, the value and the
@@ -149,8 +163,8 @@ impl Default for Auto {
 
 impl Auto {
     /// The default settings: candidates `no-affinity`, `virtual-time`, `reload-transient`,
-    /// `gravity`; epochs of 5 ms; 3 rounds; a margin of 2%; a phase change at 30%; a re-check
-    /// after 200 epochs.
+    /// `gravity`; epochs of at least 5 ms; 3 rounds; a margin of 2%; a phase change at 30%; a
+    /// budget of 5%.
     pub fn new() -> Auto {
         Auto {
             candidates: vec![
@@ -163,7 +177,7 @@ impl Auto {
             rounds: 3,
             margin: 0.02,
             phase_change: 0.3,
-            recheck: 200,
+            budget: 0.05,
         }
     }
 
@@ -182,7 +196,8 @@ impl Auto {
         Ok(self)
     }
 
-    /// The length of an epoch, the time each measurement takes: 1 ms to 10 s.
+    /// The shortest epoch, the time each measurement takes at least (longer when it would
+    /// count fewer than [`MIN_UNITS`] units of progress): 1 ms to 10 s.
     pub fn epoch(mut self, epoch: Duration) -> Result<Auto, AutoError> {
         if epoch < Duration::from_millis(1) || epoch > Duration::from_secs(10) {
             return refuse(format!("auto epoch: {epoch:?} is out of range, expected 1ms..=10s"));
@@ -220,13 +235,15 @@ impl Auto {
         Ok(self)
     }
 
-    /// Epochs after settling before the first re-check (doubling after each re-check that keeps
-    /// the policy, up to 64 times this): 1 to 1 000 000.
-    pub fn recheck(mut self, epochs: u32) -> Result<Auto, AutoError> {
-        if !(1..=1_000_000).contains(&epochs) {
-            return refuse(format!("auto recheck: {epochs} is out of range, expected 1..=1000000"));
+    /// The most of the run time explorations may take, as a fraction: 0.001 to 0.5. An
+    /// exploration waits until the time since the runtime started (or since the last
+    /// exploration) is long enough for it to take at most this share, so a short program runs
+    /// under the first candidate without exploring at all; a phase change explores at once.
+    pub fn budget(mut self, fraction: f64) -> Result<Auto, AutoError> {
+        if !(0.001..=0.5).contains(&fraction) {
+            return refuse(format!("auto budget: {fraction} is out of range, expected 0.001..=0.5"));
         }
-        self.recheck = epochs;
+        self.budget = fraction;
         Ok(self)
     }
 
@@ -246,7 +263,7 @@ pub enum AutoReason {
     Explored,
     /// The best of an exploration started because the rate moved (a phase change).
     PhaseChange,
-    /// The best of a periodic re-check.
+    /// The best of a periodic re-check (within the budget).
     Recheck,
 }
 
@@ -382,6 +399,8 @@ struct Run {
     began: Instant,
     /// Whether any unit was reported with `progress` (then rates are in those).
     reported: bool,
+    /// The epoch's length now: `auto.epoch`, doubled while epochs count too few units.
+    span: Duration,
 }
 
 /// A count of progress at an instant.
@@ -394,7 +413,8 @@ struct Mark {
 
 impl Run {
     fn new(shared: Weak<Shared>, auto: Auto, stop: Arc<(Mutex<bool>, Condvar)>, log: Arc<Log>) -> Run {
-        Run { shared, auto, stop, log, began: Instant::now(), reported: false }
+        let span = auto.epoch;
+        Run { shared, auto, stop, log, began: Instant::now(), reported: false, span }
     }
 
     /// Waits `d`; false when told to stop (or the runtime is gone).
@@ -448,17 +468,35 @@ impl Run {
         true
     }
 
-    /// One epoch under what is in force: its rate (`None` on a stop, or with no progress).
+    /// One epoch under what is in force: its rate (`None` with no progress); `Err` on a stop.
+    /// After a switch (`settle`) it first waits a fifth of an epoch for the processors to take
+    /// the policy up. An epoch that counts fewer than [`MIN_UNITS`] goes on for as long again
+    /// (up to 64 times [`Auto::epoch`]), and later epochs start that long.
     fn measure(&mut self, settle: bool) -> Result<Option<f64>, ()> {
-        if settle && !self.wait(self.auto.epoch / 5) {
+        if settle && !self.wait(self.span / 5) {
             return Err(());
         }
         let a = self.mark().ok_or(())?;
-        if !self.wait(self.auto.epoch) {
-            return Err(());
+        let mut wait = self.span;
+        loop {
+            if !self.wait(wait) {
+                return Err(());
+            }
+            let b = self.mark().ok_or(())?;
+            let units =
+                if self.reported { b.units.wrapping_sub(a.units) } else { b.runs.wrapping_sub(a.runs) };
+            if units >= MIN_UNITS || units == 0 || self.span >= self.auto.epoch * 64 {
+                return Ok(self.rate(a, b));
+            }
+            wait = self.span; // (as long again as measured so far)
+            self.span *= 2;
         }
-        let b = self.mark().ok_or(())?;
-        Ok(self.rate(a, b))
+    }
+
+    /// How long an exploration is expected to take with the epochs as long as they are now.
+    fn exploration(&self) -> Duration {
+        let epochs = self.auto.candidates.len() as u32 * self.auto.rounds;
+        (self.span + self.span / 5) * epochs
     }
 
     /// Explores every candidate, puts the best in force and logs why; its index and median rate.
@@ -496,15 +534,7 @@ impl Run {
             round += 1;
         }
         let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
-        let mut best = 0;
-        for (i, &m) in medians.iter().enumerate() {
-            if m > medians[best] {
-                best = i;
-            }
-        }
-        if medians[best] <= medians[0] * (1.0 + self.auto.margin) {
-            best = 0;
-        }
+        let best = choose(&medians, self.auto.margin);
         if !self.put_in_force(best) {
             return Err(());
         }
@@ -532,44 +562,62 @@ impl Run {
         let _ = self.select();
     }
 
-    /// Explore, settle, watch; until stopped.
+    /// Watch, explore, settle; until stopped. An exploration comes when the time since the
+    /// start (or the last exploration) is long enough for it to take at most the budget's share
+    /// of it (twice that, 4 times, ... up to 64 times, after each re-check that kept the policy),
+    /// or at once on a phase change.
     fn select(&mut self) -> Result<(), ()> {
-        let (mut reason, mut recheck, mut last) = (AutoReason::Explored, self.auto.recheck, None);
+        let (mut reason, mut backoff, mut last) = (AutoReason::Explored, 1u32, None);
+        let mut since = Instant::now();
         loop {
+            let quiet =
+                |run: &Run| run.exploration().mul_f64((1.0 / run.auto.budget - 1.0) * f64::from(backoff));
+            let why = self.watch(since, &quiet, last.is_some())?;
+            if last.is_some() {
+                reason = why;
+            }
             let (best, _) = self.explore(reason)?;
-            // A re-check that kept the policy: wait twice as long for the next one.
-            recheck = match (reason, last) {
-                (AutoReason::Recheck, Some(l)) if l == best => {
-                    recheck.saturating_mul(2).min(self.auto.recheck.saturating_mul(64))
-                }
-                _ => self.auto.recheck,
+            since = Instant::now();
+            backoff = match (reason, last) {
+                (AutoReason::Recheck, Some(l)) if l == best => (backoff * 2).min(64),
+                _ => 1,
             };
             last = Some(best);
-            reason = self.watch(recheck)?;
         }
     }
 
-    /// Measures epoch after epoch under the settled policy until the rate moves away from the
-    /// settled rate (the median of the first 3 epochs) by more than the phase-change fraction
-    /// for 3 epochs in a row, or `recheck` epochs passed: the reason to explore again.
-    fn watch(&mut self, recheck: u32) -> Result<AutoReason, ()> {
+    /// Measures epoch after epoch under the policy in force until `quiet(self)` passed since
+    /// `since` ([`AutoReason::Recheck`]), or, when `settled`, the rate moved away from the settled
+    /// rate (the median of the first 3 epochs) by more than the phase-change fraction for 3
+    /// epochs in a row ([`AutoReason::PhaseChange`]).
+    fn watch(
+        &mut self,
+        since: Instant,
+        quiet: &dyn Fn(&Run) -> Duration,
+        settled: bool,
+    ) -> Result<AutoReason, ()> {
         let unit = self.unit();
         let mut first = Vec::with_capacity(3);
-        let (mut epochs, mut away, mut settled) = (0u32, 0, 0.0);
+        let (mut away, mut rate_then) = (0, 0.0);
         loop {
+            if since.elapsed() >= quiet(self) {
+                return Ok(AutoReason::Recheck);
+            }
             let Some(rate) = self.measure(false)? else { continue };
-            epochs += 1;
             if self.unit() != unit {
                 return Ok(AutoReason::PhaseChange); // (now counted in the program's units)
+            }
+            if !settled {
+                continue;
             }
             if first.len() < 3 {
                 first.push(rate);
                 if first.len() == 3 {
-                    settled = median(&mut first);
+                    rate_then = median(&mut first);
                 }
                 continue;
             }
-            if (rate - settled).abs() > self.auto.phase_change * settled {
+            if (rate - rate_then).abs() > self.auto.phase_change * rate_then {
                 away += 1;
                 if away >= 3 {
                     return Ok(AutoReason::PhaseChange);
@@ -577,11 +625,23 @@ impl Run {
             } else {
                 away = 0;
             }
-            if epochs >= recheck {
-                return Ok(AutoReason::Recheck);
-            }
         }
     }
+}
+
+/// The candidate to settle on, given each one's median rate: the highest, unless it beats the
+/// first by no more than `margin` (then the first).
+fn choose(medians: &[f64], margin: f64) -> usize {
+    let mut best = 0;
+    for (i, &m) in medians.iter().enumerate() {
+        if m > medians[best] {
+            best = i;
+        }
+    }
+    if medians[best] <= medians[0] * (1.0 + margin) {
+        best = 0;
+    }
+    best
 }
 
 /// The median of `v` (0 when empty).
@@ -620,5 +680,39 @@ pub fn progress(n: u64) {
     if let Some(p) = crate::slot::current_processor() {
         // Only code running on the processor's own thread adds: the counter's owner.
         p.remote().stats.progress.add(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_best_median_wins_by_more_than_the_margin() {
+        assert_eq!(choose(&[100.0, 130.0, 90.0], 0.02), 1);
+        assert_eq!(choose(&[100.0, 101.9, 90.0], 0.02), 0, "within the margin: the first");
+        assert_eq!(choose(&[100.0, 102.1, 102.5], 0.02), 2);
+        assert_eq!(choose(&[0.0, 0.0], 0.02), 0, "nothing measured: the first");
+        assert_eq!(choose(&[100.0], 0.02), 0);
+        let mut v = [3.0, 1.0, 2.0, 10.0];
+        assert_eq!(median(&mut v), 2.5);
+        assert_eq!(median(&mut [5.0, 1.0, 9.0]), 5.0);
+        assert_eq!(median(&mut []), 0.0);
+    }
+
+    #[test]
+    fn settings_out_of_range_say_which_and_why() {
+        let e = Auto::new().candidates([]).unwrap_err();
+        assert_eq!(e.to_string(), "auto candidates: 0 given, expected 1..=16");
+        let e = Auto::new().candidates([Policy::auto()]).unwrap_err();
+        assert!(e.to_string().contains("`auto` cannot be one of its own candidates"), "{e}");
+        let e = Auto::new().epoch(Duration::from_micros(999)).unwrap_err();
+        assert_eq!(e.to_string(), "auto epoch: 999µs is out of range, expected 1ms..=10s");
+        assert!(Auto::new().rounds(0).is_err() && Auto::new().rounds(16).is_err());
+        assert!(Auto::new().margin(-0.1).is_err() && Auto::new().margin(f64::NAN).is_err());
+        assert!(Auto::new().phase_change(0.0).is_err() && Auto::new().budget(0.6).is_err());
+        assert!(Auto::new().budget(f64::NAN).is_err());
+        let ok = Auto::new().rounds(15).and_then(|a| a.budget(0.5)).and_then(|a| a.margin(0.0));
+        assert!(ok.is_ok());
     }
 }
