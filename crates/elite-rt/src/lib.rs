@@ -51,6 +51,9 @@
 //! ELiTE's `no-affinity` (LIFO, the default), `virtual-time` (the most recently run here first),
 //! `minimum-misses` (the fewest cache misses in the last run first) and `reload-transient` (the
 //! smallest expected reload transient of the cache model first), or custom [`policy::Hooks`].
+//! [`Runtime::set_policy`] switches the policy of a running runtime, and [`Policy::auto`] (the
+//! name `auto`) lets the runtime pick one while the program runs, from the progress it measures
+//! (or the units the program reports with [`progress`]) under each candidate.
 //! Each runqueue is a treap ordered by the policy's keys: O(1) at its ends (LIFO, yields),
 //! O(log n) in the middle, and a thief takes its low-affinity end.
 //!

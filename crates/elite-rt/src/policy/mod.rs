@@ -92,6 +92,32 @@
 //!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
 //!   (`examples/adaptive_grid.rs`).
 //!
+//! # Choosing while the program runs: `set_policy` and `auto`
+//!
+//! [`Runtime::set_policy`](crate::Runtime::set_policy) replaces the policy of a running
+//! runtime: each processor takes the new one up at a safe point of its loop and re-keys the ULTs
+//! waiting in its runqueue (the protocol is written down in `policy/board.rs`). [`Policy::auto`] (the name `auto`) lets
+//! the runtime do it: it measures the program's progress (ULT runs per second, or the units the
+//! program reports with [`progress`](crate::progress)) under each candidate policy in short
+//! epochs, settles on the best, and checks again when the workload changes phase;
+//! [`RuntimeStats::auto`](crate::RuntimeStats::auto) lists what it chose, when and why. The
+//! [`auto`](mod@auto) module says how it decides and where it can be fooled.
+//!
+//! ```
+//! use elite_rt::policy::Policy;
+//!
+//! let rt = elite_rt::Runtime::builder().processors(1).policy("auto".parse::<Policy>()?).build()?;
+//! rt.block_on(|| {
+//!     for _ in 0..100 {
+//!         elite_rt::progress(1);
+//!         elite_rt::yield_now();
+//!     }
+//! });
+//! rt.set_policy(Policy::virtual_time())?; // a fixed policy again: `auto` stops
+//! assert_eq!(rt.stats().policy, "virtual-time");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Hooks, and writing a policy
 //!
 //! The runtime calls the [`Hooks`] of the policy at fixed points; the queues and the switch code
