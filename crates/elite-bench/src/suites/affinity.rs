@@ -3,9 +3,16 @@
 //!
 //! | bench | what one operation is | metric | processors | systems |
 //! | --- | --- | --- | --- | --- |
-//! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, go |
-//! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies |
+//! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, elite/auto, go |
+//! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies, elite/auto |
 //! | `synthetic_1024` (`--cachegrind`) | simulated last-level misses of one run | ll_misses | 1 | the four policies |
+//!
+//! `elite/auto` rows (each bench, at each processor count) run the runtime under
+//! `Policy::auto()`, which picks among its candidates while the sample runs; their side rows
+//! `auto_explorations` (explorations made) and `auto_choice` (the candidate in force at the end:
+//! 0 no-affinity, 1 virtual-time, 2 reload-transient, 3 gravity) say what it did. Each sample is
+//! a fresh runtime, so `auto` starts from scratch in each; a sample shorter than about 1.4 s is
+//! never explored (its budget, see `elite_rt::policy::auto`) and runs under no-affinity.
 //!
 //! `elite/<policy>` is the elite runtime built with `.policy(<policy>)` and the default counter
 //! source (the hardware counter where there is one, the estimator otherwise; on the build
@@ -595,6 +602,7 @@ fn elite_sweeps(
         return Err(format!("wrong answer {warm} in the untimed pass"));
     }
     let (elapsed, answer) = rt.block_on(|| pass(&sets, shape, group, ults, iterations))?;
+    crate::workloads::record_auto(&rt);
     Ok(Sample::per_op(elapsed, ults as u64 * iterations, answer))
 }
 

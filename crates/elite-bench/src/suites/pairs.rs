@@ -177,6 +177,7 @@ fn run(policy: &Policy, rounds: u64) -> Result<Sample, String> {
         Ok((checked, start.elapsed()))
     });
     let (checked, elapsed) = outcome?;
+    crate::workloads::record_auto(&rt);
     let tenth_total = (PAIRS as u64 * tenth) as f64;
     record_side("colocated_first", counts[0].load(Ordering::Relaxed) as f64 / tenth_total);
     record_side("colocated_last", counts[1].load(Ordering::Relaxed) as f64 / tenth_total);

@@ -37,18 +37,17 @@
 //! count fewer than [`MIN_UNITS`] units of progress, so that a rate is not a count of a few
 //! events.
 //!
-//! 1. **Wait.** The first candidate ([`Auto::candidates`]; default `no-affinity`,
-//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start. An exploration
-//!    costs time under candidates that may be worse, so the selector explores only once the
-//!    program has run long enough for the exploration to take at most [`Auto::budget`] (default
-//!    5%) of its time so far: with the default settings, a program that runs for less than
-//!    about 1.4 s (more when its epochs had to grow) is never explored and runs under the first
-//!    candidate alone.
+//! 1. **Start.** The first candidate ([`Auto::candidates`]; default `no-affinity`,
+//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start, while the
+//!    selector measures one epoch (which sizes the epochs) and explores at once.
 //! 2. **Explore.** It puts each candidate in force in turn with
 //!    [`Runtime::set_policy`](crate::Runtime::set_policy), lets the processors take it up and
 //!    settle for a fifth of an epoch, then measures one epoch. It goes round the candidates
 //!    [`Auto::rounds`] times (default 3), each round starting one candidate later, so that a
 //!    drift of the machine's speed (other programs, frequency) falls on every candidate alike.
+//!    A candidate whose median rate falls below 70% of the best one's after the first round, or
+//!    below 90% after a later one ([`KEEP_AFTER`]), leaves the exploration: a clearly worse
+//!    policy costs one epoch, not three.
 //! 3. **Settle.** The candidate with the highest median rate is put in force, unless it beats
 //!    the first candidate (the cheapest, `no-affinity` by default) by less than
 //!    [`Auto::margin`] (default 2%): a difference that small is within the noise of a few
@@ -56,9 +55,10 @@
 //! 4. **Watch.** It goes on measuring under the choice. When the rate moves away from the
 //!    settled rate (the median of the first 3 epochs after settling) by more than
 //!    [`Auto::phase_change`] (default 30%, either way) for 3 epochs in a row, the workload
-//!    changed phase: it explores again at once. Otherwise it re-checks when an exploration would
-//!    again take at most the budget's share of the time since the last one; each re-check that
-//!    keeps the policy doubles that wait (up to 64 times), so a steady program pays less and less.
+//!    changed phase: it explores again at once. Otherwise it re-checks once the time since the
+//!    last exploration is long enough for a full exploration to take at most [`Auto::budget`]
+//!    (default 5%) of it; each re-check that keeps the policy doubles that wait (up to 64
+//!    times), so a steady program pays less and less.
 //!
 //! Every decision is kept ([`RuntimeStats::auto`](crate::RuntimeStats::auto), the last
 //! [`DECISIONS_KEPT`]): when, which policy, why, and the median rate measured for each
@@ -79,12 +79,12 @@
 //!   waits (on I/O, on timers, on a thread outside the runtime) for part of an epoch measures
 //!   low in it, whatever the policy. Epochs with no progress at all are measured again, but a
 //!   half-idle epoch is not told apart.
-//! * **Short programs are not explored.** Exploring takes `candidates × rounds × 1.2 × epoch`
-//!   (72 ms with the default settings and epochs of 5 ms), three quarters of it under policies
-//!   that are not the best; the budget keeps that under 5% of the run time, so a program
-//!   shorter than about 20 explorations gets the first candidate, however much another would
-//!   have gained. Within the budget the loss is at most the budget times what the worst
-//!   candidate loses.
+//! * **Short programs.** A full exploration takes `candidates × rounds × 1.2 × epoch` (72 ms
+//!   with the default settings and 5 ms epochs; less when candidates drop out), and the first
+//!   one starts at once: a program that runs for a few tenths of a second spends a large share
+//!   of its time exploring, and one shorter than an exploration mostly runs under whichever
+//!   candidate is being tried. Where the candidates are close that costs little (they are
+//!   close); where one is far worse it drops out after one epoch.
 //! * **Effects longer than an epoch.** A policy whose benefit builds up over many epochs (a
 //!   placement that gathers ULTs, as `gravity` does, and survives a switch away) is credited
 //!   partly to whichever candidate follows it; the rotation of the order spreads that credit,
@@ -105,6 +105,9 @@ use std::time::{Duration, Instant};
 
 /// How many decisions [`RuntimeStats::auto`](crate::RuntimeStats::auto) keeps (the newest).
 pub const DECISIONS_KEPT: usize = 256;
+
+/// How often the selector looks whether an idle program makes progress again.
+const IDLE_LOOK: Duration = Duration::from_millis(50);
 
 /// The fewest units of progress an epoch counts: an epoch that would count fewer is doubled
 /// (up to 64 times [`Auto::epoch`]), so that one unit more or less moves a rate by little.
@@ -235,10 +238,10 @@ impl Auto {
         Ok(self)
     }
 
-    /// The most of the run time explorations may take, as a fraction: 0.001 to 0.5. An
-    /// exploration waits until the time since the runtime started (or since the last
-    /// exploration) is long enough for it to take at most this share, so a short program runs
-    /// under the first candidate without exploring at all; a phase change explores at once.
+    /// The most of the run time re-checks may take, as a fraction: 0.001 to 0.5. A re-check
+    /// waits until the time since the last exploration is long enough for a full exploration to
+    /// take at most this share of it (the first exploration comes at once, and a phase change
+    /// explores at once).
     pub fn budget(mut self, fraction: f64) -> Result<Auto, AutoError> {
         if !(0.001..=0.5).contains(&fraction) {
             return refuse(format!("auto budget: {fraction} is out of range, expected 0.001..=0.5"));
@@ -493,6 +496,21 @@ impl Run {
         }
     }
 
+    /// Waits until the program makes progress again, looking every [`IDLE_LOOK`] (an idle
+    /// program wakes the selector that rarely).
+    fn until_progress(&mut self) -> Result<(), ()> {
+        loop {
+            let a = self.mark().ok_or(())?;
+            if !self.wait(IDLE_LOOK) {
+                return Err(());
+            }
+            let b = self.mark().ok_or(())?;
+            if b.runs != a.runs || b.units != a.units {
+                return Ok(());
+            }
+        }
+    }
+
     /// How long an exploration is expected to take with the epochs as long as they are now.
     fn exploration(&self) -> Duration {
         let epochs = self.auto.candidates.len() as u32 * self.auto.rounds;
@@ -505,11 +523,15 @@ impl Run {
         let started = Instant::now();
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut unit = self.unit();
+        let mut alive = vec![true; n];
         let mut round = 0;
-        while round < self.auto.rounds as usize {
+        while round < self.auto.rounds as usize && alive.iter().filter(|a| **a).count() > 1 {
             let mut measured = 0;
             for k in 0..n {
                 let i = (k + round) % n;
+                if !alive[i] {
+                    continue;
+                }
                 if n > 1 && !self.put_in_force(i) {
                     return Err(());
                 }
@@ -522,16 +544,18 @@ impl Run {
                 // Progress began to be reported: start over in its units.
                 unit = self.unit();
                 samples.iter_mut().for_each(Vec::clear);
+                alive.iter_mut().for_each(|a| *a = true);
                 round = 0;
                 continue;
             }
             if measured == 0 {
                 // Nothing progressed in a whole round (an idle program): wait for progress
                 // under what is in force rather than switching on.
-                while self.measure(false)?.is_none() {}
+                self.until_progress()?;
                 continue;
             }
             round += 1;
+            drop_the_clearly_worse(&mut samples, &mut alive, round);
         }
         let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         let best = choose(&medians, self.auto.margin);
@@ -562,40 +586,33 @@ impl Run {
         let _ = self.select();
     }
 
-    /// Watch, explore, settle; until stopped. An exploration comes when the time since the
-    /// start (or the last exploration) is long enough for it to take at most the budget's share
-    /// of it (twice that, 4 times, ... up to 64 times, after each re-check that kept the policy),
-    /// or at once on a phase change.
+    /// Explore at once (after an epoch that sizes the epochs), settle, watch, and explore again
+    /// when the time since the last exploration is long enough for one to take at most the
+    /// budget's share of it (twice that, 4 times, ... up to 64 times, after each re-check that
+    /// kept the policy), or at once on a phase change; until stopped.
     fn select(&mut self) -> Result<(), ()> {
-        let (mut reason, mut backoff, mut last) = (AutoReason::Explored, 1u32, None);
-        let mut since = Instant::now();
+        self.until_progress()?;
+        let (mut best, _) = self.explore(AutoReason::Explored)?;
+        let mut backoff = 1u32;
         loop {
+            let since = Instant::now();
             let quiet =
                 |run: &Run| run.exploration().mul_f64((1.0 / run.auto.budget - 1.0) * f64::from(backoff));
-            let why = self.watch(since, &quiet, last.is_some())?;
-            if last.is_some() {
-                reason = why;
-            }
-            let (best, _) = self.explore(reason)?;
-            since = Instant::now();
-            backoff = match (reason, last) {
-                (AutoReason::Recheck, Some(l)) if l == best => (backoff * 2).min(64),
+            let reason = self.watch(since, &quiet)?;
+            let (now, _) = self.explore(reason)?;
+            backoff = match reason {
+                AutoReason::Recheck if now == best => (backoff * 2).min(64),
                 _ => 1,
             };
-            last = Some(best);
+            best = now;
         }
     }
 
     /// Measures epoch after epoch under the policy in force until `quiet(self)` passed since
-    /// `since` ([`AutoReason::Recheck`]), or, when `settled`, the rate moved away from the settled
-    /// rate (the median of the first 3 epochs) by more than the phase-change fraction for 3
-    /// epochs in a row ([`AutoReason::PhaseChange`]).
-    fn watch(
-        &mut self,
-        since: Instant,
-        quiet: &dyn Fn(&Run) -> Duration,
-        settled: bool,
-    ) -> Result<AutoReason, ()> {
+    /// `since` ([`AutoReason::Recheck`]), or the rate moved away from the settled rate (the
+    /// median of the first 3 epochs) by more than the phase-change fraction for 3 epochs in a
+    /// row ([`AutoReason::PhaseChange`]).
+    fn watch(&mut self, since: Instant, quiet: &dyn Fn(&Run) -> Duration) -> Result<AutoReason, ()> {
         let unit = self.unit();
         let mut first = Vec::with_capacity(3);
         let (mut away, mut rate_then) = (0, 0.0);
@@ -603,12 +620,12 @@ impl Run {
             if since.elapsed() >= quiet(self) {
                 return Ok(AutoReason::Recheck);
             }
-            let Some(rate) = self.measure(false)? else { continue };
+            let Some(rate) = self.measure(false)? else {
+                self.until_progress()?;
+                continue;
+            };
             if self.unit() != unit {
                 return Ok(AutoReason::PhaseChange); // (now counted in the program's units)
-            }
-            if !settled {
-                continue;
             }
             if first.len() < 3 {
                 first.push(rate);
@@ -625,6 +642,23 @@ impl Run {
             } else {
                 away = 0;
             }
+        }
+    }
+}
+
+/// What share of the best median rate a candidate must reach to stay in an exploration: after
+/// its first round (a single epoch each, so only a wide gap counts), and after later rounds.
+pub const KEEP_AFTER: (f64, f64) = (0.7, 0.9);
+
+/// Leaves in the running (`alive`) the candidates whose median rate over the `rounds` rounds so
+/// far is at least the [`KEEP_AFTER`] share of the best one's; a candidate not measured yet stays.
+fn drop_the_clearly_worse(samples: &mut [Vec<f64>], alive: &mut [bool], rounds: usize) {
+    let keep = if rounds <= 1 { KEEP_AFTER.0 } else { KEEP_AFTER.1 };
+    let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
+    let best = (0..medians.len()).filter(|&i| alive[i]).map(|i| medians[i]).fold(0.0, f64::max);
+    for i in 0..alive.len() {
+        if alive[i] && !samples[i].is_empty() && medians[i] < keep * best {
+            alive[i] = false;
         }
     }
 }
@@ -698,6 +732,24 @@ mod tests {
         assert_eq!(median(&mut v), 2.5);
         assert_eq!(median(&mut [5.0, 1.0, 9.0]), 5.0);
         assert_eq!(median(&mut []), 0.0);
+    }
+
+    #[test]
+    fn the_clearly_worse_drop_out_of_an_exploration() {
+        let mut samples = vec![vec![100.0], vec![69.0], vec![71.0], vec![]];
+        let mut alive = vec![true; 4];
+        drop_the_clearly_worse(&mut samples, &mut alive, 1);
+        assert_eq!(alive, [true, false, true, true], "after one round: below 70% of the best");
+        samples[2].push(80.0); // median 75.5
+        samples[0].push(100.0);
+        samples[3].push(95.0);
+        drop_the_clearly_worse(&mut samples, &mut alive, 2);
+        assert_eq!(alive, [true, false, false, true], "after two: below 90%");
+        // The dropped do not count for the best.
+        let mut samples = vec![vec![50.0, 50.0], vec![1000.0, 1000.0]];
+        let mut alive = vec![true, false];
+        drop_the_clearly_worse(&mut samples, &mut alive, 2);
+        assert_eq!(alive, [true, false]);
     }
 
     #[test]
