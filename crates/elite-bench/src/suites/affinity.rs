@@ -485,8 +485,14 @@ pub fn probe_main(args: &[String]) -> ExitCode {
     let iterations = if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 };
     let ults = shape.full.ults;
     let sets = working_sets(shape, ults);
-    let run = elite_runtime(&policy, 1)
-        .and_then(|rt| rt.block_on(|| pass(&sets, shape, shape.group, ults, iterations)));
+    let run = elite_runtime(&policy, 1).and_then(|rt| {
+        let run = rt.block_on(|| pass(&sets, shape, shape.group, ults, iterations));
+        // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line).
+        for decision in rt.stats().auto {
+            eprintln!("auto {decision}");
+        }
+        run
+    });
     let expected = shape.answer(ults, iterations);
     match run {
         Ok((elapsed, answer)) if answer == expected => {
