@@ -488,7 +488,9 @@ impl Runtime {
     /// opened by each processor as it takes the policy up; records a policy keeps per ULT
     /// (stamps, misses) start from what the ULT's earlier runs left, or nothing. Every value
     /// given is kept until the runtime is dropped (a value equal to one given before, the same
-    /// built-in policy or a clone of the same custom one, is not kept twice).
+    /// built-in policy or a clone of the same custom one, is not kept twice). While `auto` runs,
+    /// this call first stops its selector thread and waits for it to end (it wakes at once from
+    /// its wait); called from a ULT, that wait holds the ULT's processor.
     ///
     /// ```
     /// use elite_rt::policy::Policy;

@@ -591,6 +591,9 @@ impl Run {
     /// budget's share of it (twice that, 4 times, ... up to 64 times, after each re-check that
     /// kept the policy), or at once on a phase change; until stopped.
     fn select(&mut self) -> Result<(), ()> {
+        if self.auto.candidates.len() == 1 {
+            return Ok(()); // (nothing to choose: the one candidate is in force)
+        }
         self.until_progress()?;
         let (mut best, _) = self.explore(AutoReason::Explored)?;
         let mut backoff = 1u32;
