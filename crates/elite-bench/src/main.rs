@@ -214,7 +214,7 @@ fn valid_choices() -> String {
          --cachegrind  (affinity, grid) add the simulated last-level misses of each policy (needs valgrind)\n        \
          --help        this text",
         names.join(", "),
-        elite_rt::policy::Policy::NAMES.join(", ")
+        elite_rt::policy::Policy::ALL_NAMES.join(", ")
     )
 }
 

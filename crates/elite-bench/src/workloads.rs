@@ -22,6 +22,19 @@ pub fn elite_runtime(processors: usize) -> Result<elite_rt::Runtime, String> {
     build_runtime(elite_rt::Runtime::builder().processors(processors))
 }
 
+/// For a runtime under `auto`: records what it did as side values of the sample (nothing for
+/// another policy): `auto_explorations`, the explorations it made, and `auto_choice`, the index
+/// among its candidates of the policy in force at the end (with the default candidates: 0
+/// no-affinity, 1 virtual-time, 2 reload-transient, 3 gravity; -1 for none of them).
+pub fn record_auto(rt: &elite_rt::Runtime) {
+    let Some(auto) = rt.policy().auto_settings() else { return };
+    let stats = rt.stats();
+    let explorations = stats.auto.iter().filter(|d| d.reason != elite_rt::policy::AutoReason::Start).count();
+    crate::harness::record_side("auto_explorations", explorations as f64);
+    let chosen = auto.candidate_policies().iter().position(|p| p.name() == stats.policy);
+    crate::harness::record_side("auto_choice", chosen.map_or(-1.0, |i| i as f64));
+}
+
 /// Joins an elite ULT; its panic becomes an error.
 pub fn elite_join<T>(handle: elite_rt::JoinHandle<T>) -> Result<T, String> {
     handle.join().map_err(|payload| format!("a ULT panicked: {}", panic_message(&*payload)))

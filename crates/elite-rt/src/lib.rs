@@ -51,6 +51,9 @@
 //! ELiTE's `no-affinity` (LIFO, the default), `virtual-time` (the most recently run here first),
 //! `minimum-misses` (the fewest cache misses in the last run first) and `reload-transient` (the
 //! smallest expected reload transient of the cache model first), or custom [`policy::Hooks`].
+//! [`Runtime::set_policy`] switches the policy of a running runtime, and [`Policy::auto`] (the
+//! name `auto`) lets the runtime pick one while the program runs, from the progress it measures
+//! (or the units the program reports with [`progress`]) under each candidate.
 //! Each runqueue is a treap ordered by the policy's keys: O(1) at its ends (LIFO, yields),
 //! O(log n) in the middle, and a thief takes its low-affinity end.
 //!
@@ -363,6 +366,12 @@ mod stats;
 pub mod sync;
 #[cfg(loom)]
 #[allow(dead_code)]
+mod policy {
+    //! Under loom: only the switch board of a live policy change.
+    pub(crate) mod board;
+}
+#[cfg(loom)]
+#[allow(dead_code)]
 mod sync {
     //! Under loom: only the mutex's state word and the spin locks' bias.
     pub(crate) mod bias;
@@ -391,6 +400,8 @@ pub use config::{
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]
 pub use panics::DetachedPanic;
+#[cfg(not(loom))]
+pub use policy::auto::progress;
 #[cfg(not(loom))]
 pub use policy::engine::{set_footprint, CounterChoice};
 #[cfg(not(loom))]

@@ -51,6 +51,7 @@
 use crate::atomics::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use crate::config::Config;
 use crate::park::Idle;
+use crate::policy::Policy;
 use crate::pool::NodePool;
 use crate::processor::{ProcessorSet, Remote};
 use crate::queue::run::RunQueue;
@@ -81,6 +82,12 @@ pub(crate) struct Shared {
     pub(crate) central_runq: RunQueue,
     /// The cache model and each processor's counter source (see `affinity`).
     pub(crate) engine: crate::policy::engine::Engine,
+    /// The policy the runtime was built with or last given ([`Runtime::set_policy`]): the one in
+    /// force in `engine`, or `auto` (whose selector puts its candidates in force there).
+    chosen: crate::policy::board::Board<Policy>,
+    /// The running selector of `auto`, if `chosen` is `auto`; its decisions in `auto_log`.
+    selector: Mutex<Option<crate::policy::auto::Selector>>,
+    auto_log: Arc<crate::policy::auto::Log>,
     pub(crate) idle: Idle,
     /// The worker threads, spare threads and queue of blocking calls (`crate::blocking`).
     pub(crate) blocking: crate::blocking::Registry,
@@ -154,6 +161,19 @@ impl Shared {
     #[inline]
     pub(crate) fn notify_any_from_outside(&self) {
         self.idle.notify_one(self.processors.iter().map(|p| &*p.park));
+    }
+
+    /// Puts `policy` (no `auto`) in force in the engine; the processors take it up at their
+    /// next safe points (`Processor::follow_policy`).
+    pub(crate) fn put_in_force(&self, policy: &Policy) {
+        self.engine.set_policy(policy);
+    }
+
+    /// Starts `auto`'s selector with `auto`'s settings (none runs).
+    fn start_selector(self: &Arc<Self>, auto: &crate::policy::Auto) -> std::io::Result<()> {
+        let selector = crate::policy::auto::Selector::start(self, auto, Arc::clone(&self.auto_log))?;
+        *self.selector.lock().unwrap_or_else(|e| e.into_inner()) = Some(selector);
+        Ok(())
     }
 
     /// Makes a blocked ULT ready: onto the wake-up stack of the processor the policy picks.
@@ -389,8 +409,9 @@ impl Runtime {
                 stacks: NodePool::new(config.node_stack_pool_limit),
             })
             .collect();
+        let chosen = crate::policy::board::Board::new(config.policy.clone());
         let engine = crate::policy::engine::Engine::new(
-            &config.policy,
+            &config.policy.initial(),
             config.needs,
             &config.model_cache,
             topo.num_processors(),
@@ -400,6 +421,9 @@ impl Runtime {
         let shared = Arc::new(Shared {
             config,
             engine,
+            chosen,
+            selector: Mutex::new(None),
+            auto_log: Arc::default(),
             processors,
             nodes,
             global_start: GlobalStart::new(),
@@ -419,6 +443,9 @@ impl Runtime {
         let rt = Runtime { set: Arc::new(ProcessorSet::new(shared.processors.len())), shared };
         // One worker thread per processor, each offered its processor.
         rt.shared.blocking.start(&rt.shared, &rt.set).map_err(BuildError::Thread)?; // `rt` is dropped here and stops what started
+        if let Some(auto) = rt.shared.config.policy.auto_settings() {
+            rt.shared.start_selector(auto).map_err(BuildError::Thread)?;
+        }
         Ok(rt)
     }
 
@@ -436,14 +463,65 @@ impl Runtime {
         &self.shared.config.topology
     }
 
-    /// Name of the scheduling policy.
+    /// Name of the scheduling policy: the one it was built with, or last given to
+    /// [`set_policy`](Self::set_policy) (`auto` for [`Policy::auto`]; what `auto` put in force is
+    /// [`RuntimeStats::policy`]).
     pub fn policy_name(&self) -> &'static str {
-        self.shared.config.policy.name()
+        self.shared.chosen.current().name()
     }
 
-    /// The scheduling policy.
-    pub fn policy(&self) -> &crate::policy::Policy {
-        &self.shared.config.policy
+    /// The scheduling policy: the one it was built with, or last given to
+    /// [`set_policy`](Self::set_policy).
+    pub fn policy(&self) -> &Policy {
+        self.shared.chosen.current()
+    }
+
+    /// Switches the scheduling policy of the running runtime to `policy` (or, for
+    /// [`Policy::auto`], to `auto`'s selection among its candidates; a previous `auto` stops).
+    ///
+    /// Each processor takes the new policy up at a safe point of its loop (between two runs of
+    /// ULTs: at least every 64 rounds of its loop, and whenever it runs out of work) and gives
+    /// every ULT waiting in its runqueue the key the new policy gives it there; until then it
+    /// keeps scheduling by the old one, and a ULT woken meanwhile goes wherever either policy
+    /// sends it. No ULT is lost or run twice: the re-keying moves entries within one
+    /// runqueue, under its lock. A policy that needs cache misses gets its counter sources
+    /// opened by each processor as it takes the policy up; records a policy keeps per ULT
+    /// (stamps, misses) start from what the ULT's earlier runs left, or nothing. Every value
+    /// given is kept until the runtime is dropped (a value equal to one given before, the same
+    /// built-in policy or a clone of the same custom one, is not kept twice). While `auto` runs,
+    /// this call first stops its selector thread and waits for it to end (it wakes at once from
+    /// its wait); called from a ULT, that wait holds the ULT's processor.
+    ///
+    /// ```
+    /// use elite_rt::policy::Policy;
+    ///
+    /// let rt = elite_rt::Runtime::builder().processors(2).build()?;
+    /// assert_eq!(rt.policy_name(), "no-affinity");
+    /// rt.set_policy(Policy::virtual_time())?;
+    /// assert_eq!(rt.policy_name(), "virtual-time");
+    /// let sum: u64 = rt.block_on(|| (0..100).map(|i| elite_rt::spawn(move || i)).map(|h| h.join().unwrap()).sum());
+    /// assert_eq!(sum, 4950);
+    /// assert_eq!(rt.stats().policy, "virtual-time");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Thread`] when `policy` is `auto` and the operating system refused the
+    /// thread of its selector (the policy in force is then `auto`'s first candidate).
+    pub fn set_policy(&self, policy: Policy) -> Result<(), BuildError> {
+        let shared = &self.shared;
+        let mut selector = shared.selector.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = selector.take() {
+            old.stop();
+        }
+        shared.put_in_force(&policy.initial());
+        shared.chosen.set(policy.clone(), Policy::same_as, |_| {});
+        drop(selector);
+        if let Some(auto) = policy.auto_settings() {
+            shared.start_selector(auto).map_err(BuildError::Thread)?;
+        }
+        Ok(())
     }
 
     /// Times a thread taking a processor over could not pin itself to the processor's CPU (the
@@ -512,6 +590,9 @@ impl Runtime {
                 .map(|(i, r)| ProcessorStats { processor: i, node: topo.node_of(i), ..r.stats.snapshot() })
                 .collect(),
             outside_spawns: self.shared.outside_spawns.get(),
+            policy: self.shared.engine.selected().policy.name(),
+            policy_generation: self.shared.engine.generation(),
+            auto: self.shared.auto_log.snapshot(),
             counter_sources: self.shared.engine.sources(),
             blocking: self.shared.blocking.stats(),
         }
@@ -520,6 +601,10 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // `auto`'s selector first: it switches policies while it runs.
+        if let Some(selector) = self.shared.selector.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            selector.stop();
+        }
         let shared = self.shared.clone();
         let set = self.set.clone();
         // 1. close the registry (every worker's loop stops at its next round), raise the flag,

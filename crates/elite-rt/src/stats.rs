@@ -162,16 +162,34 @@ counters! {
     /// ULTs started by their joiner (the join fast path) that finished in that run: recycled at
     /// once, without the deathrow.
     joined_inline,
+    /// Policies this processor took up after [`Runtime::set_policy`](crate::Runtime::set_policy)
+    /// (or the `auto` policy's selector) replaced the one in force.
+    policy_switches,
+    /// Ready ULTs this processor's runqueue re-keyed when it took up a new policy.
+    rekeyed,
+    /// Units of work ULTs on this processor reported with [`progress`](crate::progress).
+    progress,
 }
 
 /// A snapshot of the counters of every processor.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct RuntimeStats {
     /// One entry per processor, in processor order.
     pub processors: Vec<ProcessorStats>,
     /// ULTs spawned from outside the runtime (`Runtime::spawn`, `block_on`).
     pub outside_spawns: u64,
+    /// The name of the policy in force: the runtime's policy, or the candidate `auto` put in
+    /// force (see [`Runtime::set_policy`](crate::Runtime::set_policy)).
+    pub policy: &'static str,
+    /// How many times the policy in force was replaced since the runtime was built (by
+    /// `set_policy` or `auto`); each processor counts the ones it took up in
+    /// [`ProcessorStats::policy_switches`].
+    pub policy_generation: u64,
+    /// The decisions of the `auto` policy, oldest first (the last
+    /// [`DECISIONS_KEPT`](crate::policy::auto::DECISIONS_KEPT)): when it put which candidate in
+    /// force, why, and the rates it measured; empty when `auto` was never the policy.
+    pub auto: Vec<crate::policy::AutoDecision>,
     /// The counter source of each processor, in processor order: `None` where none is open
     /// (the policy needs no cache misses, or the processor has not started yet).
     pub counter_sources: Vec<Option<elite_affinity::SourceKind>>,
@@ -253,6 +271,10 @@ impl fmt::Display for RuntimeStats {
             writeln!(f, " {sum:>12}")?;
         }
         writeln!(f, "outside_spawns          {:>12}", self.outside_spawns)?;
+        writeln!(f, "policy in force         {:>12} (generation {})", self.policy, self.policy_generation)?;
+        for d in &self.auto {
+            writeln!(f, "auto {d}")?;
+        }
         let b = &self.blocking;
         write!(
             f,

@@ -189,7 +189,7 @@ fn settings(valid: bool) -> impl Strategy<Value = Settings> {
         prop::option::of(spin_policy),
         prop::option::of(on_deadlock),
         prop::option::of(chaos),
-        prop::option::of(prop::sample::select(Policy::NAMES.to_vec())),
+        prop::option::of(prop::sample::select(Policy::ALL_NAMES.to_vec())),
         any::<bool>(),
         prop::option::of(any::<bool>()),
         prop::option::of(any::<bool>()),
@@ -446,13 +446,13 @@ fn exercise(rt: Runtime, stack: usize) -> u64 {
 proptest! {
     #![proptest_config(config(256))]
 
-    /// Any string as a policy name: one of `Policy::NAMES`, or an error that quotes it and lists
+    /// Any string as a policy name: one of `Policy::ALL_NAMES` (the fixed policies and `auto`), or an error that quotes it and lists
     /// them.
     #[test]
     fn policy_names(name in prop_oneof![
         any::<String>(),
-        prop::sample::select(Policy::NAMES.to_vec()).prop_map(str::to_string),
-        (prop::sample::select(Policy::NAMES.to_vec()), 0usize..4, any::<char>()).prop_map(|(n, how, c)| match how {
+        prop::sample::select(Policy::ALL_NAMES.to_vec()).prop_map(str::to_string),
+        (prop::sample::select(Policy::ALL_NAMES.to_vec()), 0usize..4, any::<char>()).prop_map(|(n, how, c)| match how {
             0 => n.to_uppercase(),
             1 => format!(" {n}"),
             2 => format!("{n}{c}"),
@@ -461,16 +461,16 @@ proptest! {
     ]) {
         match name.parse::<Policy>() {
             Ok(p) => {
-                prop_assert!(Policy::NAMES.contains(&name.as_str()), "{:?} parsed", name);
+                prop_assert!(Policy::ALL_NAMES.contains(&name.as_str()), "{:?} parsed", name);
                 prop_assert_eq!(p.name(), name.as_str());
                 prop_assert_eq!(p.to_string(), name);
             }
             Err(e) => {
-                prop_assert!(!Policy::NAMES.contains(&name.as_str()));
+                prop_assert!(!Policy::ALL_NAMES.contains(&name.as_str()));
                 prop_assert_eq!(e.name(), name.as_str());
                 prop_assert_eq!(
                     e.to_string(),
-                    format!("unknown policy `{name}`: expected one of {}", Policy::NAMES.join(", "))
+                    format!("unknown policy `{name}`: expected one of {}", Policy::ALL_NAMES.join(", "))
                 );
             }
         }

@@ -3,9 +3,16 @@
 //!
 //! | bench | what one operation is | metric | processors | systems |
 //! | --- | --- | --- | --- | --- |
-//! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, go |
-//! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies |
+//! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, elite/auto, go |
+//! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies, elite/auto |
 //! | `synthetic_1024` (`--cachegrind`) | simulated last-level misses of one run | ll_misses | 1 | the four policies |
+//!
+//! `elite/auto` rows (each bench, at each processor count) run the runtime under
+//! `Policy::auto()`, which picks among its candidates while the sample runs; their side rows
+//! `auto_explorations` (explorations made) and `auto_choice` (the candidate in force at the end:
+//! 0 no-affinity, 1 virtual-time, 2 reload-transient, 3 gravity) say what it did. Each sample is
+//! a fresh runtime, so `auto` starts from scratch in each; a sample shorter than about 1.4 s is
+//! never explored (its budget, see `elite_rt::policy::auto`) and runs under no-affinity.
 //!
 //! `elite/<policy>` is the elite runtime built with `.policy(<policy>)` and the default counter
 //! source (the hardware counter where there is one, the estimator otherwise; on the build
@@ -160,13 +167,36 @@ pub const PROBE_COMMAND: &str = "affinity-probe";
 /// Bytes per cache line.
 const LINE: usize = 64;
 
-/// The policies, by name, with their system names, in ELiTE's order.
-const SYSTEMS: [(&str, &str); 4] = [
+/// The policies, by name, with their system names, in ELiTE's order, then `auto` (the runtime
+/// choosing among its candidates while it runs).
+const SYSTEMS: [(&str, &str); 5] = [
     ("no-affinity", "elite/no-affinity"),
     ("virtual-time", "elite/virtual-time"),
     ("minimum-misses", "elite/minimum-misses"),
     ("reload-transient", "elite/reload-transient"),
+    ("auto", AUTO),
 ];
+
+/// The system of the `auto` policy.
+const AUTO: &str = "elite/auto";
+
+/// `auto`'s targets (issue 19): within 5% of each fixed policy of the run (so of the best), and
+/// never more than 3% below No Affinity, at each processor count in `processors`.
+pub(crate) fn auto_targets(fixed: &'static [&'static str], processors: &[usize]) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for &p in processors {
+        for &baseline in fixed {
+            let bound = if baseline == "elite/no-affinity" { 0.97 } else { 0.95 };
+            targets.push(Target::Relative {
+                subject: Subject::Each(&[AUTO]),
+                baseline,
+                processors: p,
+                bound: Bound::AtLeast(bound),
+            });
+        }
+    }
+    targets
+}
 
 /// The systems of the affinity policies, compared with No Affinity.
 const AFFINITY: &[&str] = &["elite/virtual-time", "elite/minimum-misses", "elite/reload-transient"];
@@ -341,6 +371,9 @@ fn sweep_bench(
         }
     }
     let mut targets = Vec::new();
+    if policies.iter().any(|(_, system)| *system == AUTO) {
+        targets.extend(auto_targets(ALL, processors));
+    }
     if with_go {
         if let Some(go) = ctx.go() {
             let iterations = sizes.go_iterations;
@@ -393,8 +426,10 @@ fn cachegrind_bench(ctx: &mut Context, policies: &[(Policy, &'static str)]) -> O
     let iterations = if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 };
     let shape = &SYNTHETIC;
     let ults = shape.full.ults;
+    // (Not `auto`: what it chooses depends on time, which cachegrind's slowdown distorts.)
     let contenders = policies
         .iter()
+        .filter(|(_, system)| *system != AUTO)
         .map(|(policy, system)| {
             let params = Params::new(1)
                 .with("ults", ults as u64)
@@ -442,7 +477,7 @@ pub fn probe_main(args: &[String]) -> ExitCode {
                 "elite-bench {PROBE_COMMAND}: {message}\n\
                  usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--quick]\nbenches: {}\npolicies: {}",
                 benches.join(", "),
-                Policy::NAMES.join(", ")
+                Policy::ALL_NAMES.join(", ")
             );
             return ExitCode::from(2);
         }
@@ -450,8 +485,14 @@ pub fn probe_main(args: &[String]) -> ExitCode {
     let iterations = if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 };
     let ults = shape.full.ults;
     let sets = working_sets(shape, ults);
-    let run = elite_runtime(&policy, 1)
-        .and_then(|rt| rt.block_on(|| pass(&sets, shape, shape.group, ults, iterations)));
+    let run = elite_runtime(&policy, 1).and_then(|rt| {
+        let run = rt.block_on(|| pass(&sets, shape, shape.group, ults, iterations));
+        // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line).
+        for decision in rt.stats().auto {
+            eprintln!("auto {decision}");
+        }
+        run
+    });
     let expected = shape.answer(ults, iterations);
     match run {
         Ok((elapsed, answer)) if answer == expected => {
@@ -567,6 +608,7 @@ fn elite_sweeps(
         return Err(format!("wrong answer {warm} in the untimed pass"));
     }
     let (elapsed, answer) = rt.block_on(|| pass(&sets, shape, group, ults, iterations))?;
+    crate::workloads::record_auto(&rt);
     Ok(Sample::per_op(elapsed, ults as u64 * iterations, answer))
 }
 

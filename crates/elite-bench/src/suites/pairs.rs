@@ -9,8 +9,9 @@
 //! consumer notes whether it runs on the processor its producer last ran on.
 //!
 //! Rows (metric `ops_per_sec`, one operation = one hand-over, producer to consumer and back):
-//! `elite/no-affinity`, `elite/virtual-time`, `elite/gravity` at 2 processors (at 1 every pair
-//! is trivially together). Side rows: `colocated_first` and `colocated_last`, the fraction of
+//! `elite/no-affinity`, `elite/virtual-time`, `elite/gravity` and `elite/auto` (the runtime
+//! choosing among its candidates while it runs) at 2 processors (at 1 every pair is trivially
+//! together). Side rows: `colocated_first` and `colocated_last`, the fraction of
 //! hand-overs with both sides on one processor in the first and the last tenth of the rounds
 //! (higher: the pairs came together). Where the pairs end up is the point of gravity: a shared
 //! buffer larger than either side's private data aggregates them at once.
@@ -34,11 +35,15 @@ pub const BUFFER_BYTES: usize = 4096;
 const ROUNDS: (u64, u64) = (2000, 200);
 
 /// The systems compared.
-const SYSTEMS: [(&str, &str); 3] = [
+const SYSTEMS: [(&str, &str); 4] = [
     ("no-affinity", "elite/no-affinity"),
     ("virtual-time", "elite/virtual-time"),
     ("gravity", "elite/gravity"),
+    ("auto", "elite/auto"),
 ];
+
+/// The fixed policies' systems (what `auto` is compared with).
+const FIXED: &[&str] = &["elite/no-affinity", "elite/virtual-time", "elite/gravity"];
 
 /// The bench, at 2 processors; `None` (with a note) on a one-CPU machine.
 pub fn bench(ctx: &mut Context) -> Option<Bench> {
@@ -62,7 +67,11 @@ pub fn bench(ctx: &mut Context) -> Option<Bench> {
             .with("rounds", rounds);
         contenders.push(Contender::new(system, params, PAIRS as u64 * rounds, move || run(&policy, rounds)));
     }
-    Some(Bench { name: "pairs", metric: Metric::OpsPerSec, contenders, targets: Vec::new() })
+    let targets = match contenders.iter().any(|c| c.system == "elite/auto") {
+        true => super::affinity::auto_targets(FIXED, &[2]),
+        false => Vec::new(),
+    };
+    Some(Bench { name: "pairs", metric: Metric::OpsPerSec, contenders, targets })
 }
 
 /// One pair's shared state.
@@ -168,6 +177,7 @@ fn run(policy: &Policy, rounds: u64) -> Result<Sample, String> {
         Ok((checked, start.elapsed()))
     });
     let (checked, elapsed) = outcome?;
+    crate::workloads::record_auto(&rt);
     let tenth_total = (PAIRS as u64 * tenth) as f64;
     record_side("colocated_first", counts[0].load(Ordering::Relaxed) as f64 / tenth_total);
     record_side("colocated_last", counts[1].load(Ordering::Relaxed) as f64 / tenth_total);

@@ -39,6 +39,10 @@
 //!   second processor, an OS thread against the owner, and a former owner's stale entry against
 //!   a lock revoked from it (only the first owner is biased again): exclusion, each holder sees
 //!   the last.
+//! * [`board`]: a live policy switch (`policy::board`): a setter against a processor that keys
+//!   woken ULTs and re-keys its runqueue at safe points and a waker reading the policy in force,
+//!   and two racing setters: every ULT queued once, keyed by the last policy after the next safe
+//!   point, every policy read whole.
 //! * [`park`]: the idle protocol (announce PARKED, re-check, park / publish, notify) with one and two
 //!   wakers, over the wake-up stack.
 //!
@@ -82,6 +86,7 @@
 //! 3. Nothing else: `.ci/run` runs every test under `loom_models`.
 
 mod bias;
+mod board;
 mod deque;
 mod join;
 mod mutex;

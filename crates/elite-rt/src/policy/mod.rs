@@ -14,7 +14,7 @@
 //! let err = "fifo".parse::<Policy>().unwrap_err();
 //! assert_eq!(
 //!     err.to_string(),
-//!     "unknown policy `fifo`: expected one of no-affinity, virtual-time, minimum-misses, reload-transient, gravity"
+//!     "unknown policy `fifo`: expected one of no-affinity, virtual-time, minimum-misses, reload-transient, gravity, auto"
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -92,6 +92,32 @@
 //!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
 //!   (`examples/adaptive_grid.rs`).
 //!
+//! # Choosing while the program runs: `set_policy` and `auto`
+//!
+//! [`Runtime::set_policy`](crate::Runtime::set_policy) replaces the policy of a running
+//! runtime: each processor takes the new one up at a safe point of its loop and re-keys the ULTs
+//! waiting in its runqueue (the protocol is written down in `policy/board.rs`). [`Policy::auto`] (the name `auto`) lets
+//! the runtime do it: it measures the program's progress (ULT runs per second, or the units the
+//! program reports with [`progress`](crate::progress)) under each candidate policy in short
+//! epochs, settles on the best, and checks again when the workload changes phase;
+//! [`RuntimeStats::auto`](crate::RuntimeStats::auto) lists what it chose, when and why. The
+//! [`auto`](mod@auto) module says how it decides and where it can be fooled.
+//!
+//! ```
+//! use elite_rt::policy::Policy;
+//!
+//! let rt = elite_rt::Runtime::builder().processors(1).policy("auto".parse::<Policy>()?).build()?;
+//! rt.block_on(|| {
+//!     for _ in 0..100 {
+//!         elite_rt::progress(1);
+//!         elite_rt::yield_now();
+//!     }
+//! });
+//! rt.set_policy(Policy::virtual_time())?; // a fixed policy again: `auto` stops
+//! assert_eq!(rt.stats().policy, "virtual-time");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Hooks, and writing a policy
 //!
 //! The runtime calls the [`Hooks`] of the policy at fixed points; the queues and the switch code
@@ -146,6 +172,7 @@
 //! # Ok::<(), elite_rt::BuildError>(())
 //! ```
 
+pub mod auto;
 mod gravity;
 pub mod hand_off;
 mod minimum_misses;
@@ -154,6 +181,7 @@ mod reload_transient;
 pub mod rounds;
 mod virtual_time;
 
+pub use auto::{Auto, AutoDecision, AutoError, AutoReason, ProgressUnit};
 pub use gravity::{Gravity, REPEL_FACTOR};
 pub use hand_off::HAND_OFF_LINES;
 pub use minimum_misses::MinimumMisses;
@@ -162,6 +190,7 @@ pub use reload_transient::ReloadTransient;
 pub use rounds::{ROUND_GROUP, ROUND_RUNS};
 pub use virtual_time::VirtualTime;
 
+pub(crate) mod board;
 pub(crate) mod engine;
 
 /// The key of a yield under a policy without a yield rule of its own ([`Hooks::yield_priority`]'s
@@ -195,6 +224,8 @@ pub struct Policy {
     kind: Kind,
     /// How the runtime answers [`Hooks::wake_target`].
     wake: WakeRule,
+    /// The `auto` policy's settings (then the fields above are its first candidate's).
+    auto: Option<Arc<Auto>>,
 }
 
 /// Which policy's keys the runtime computes itself (see [`Policy`]'s `kind`).
@@ -235,9 +266,52 @@ impl Policy {
     pub const NAMES: [&'static str; 5] =
         ["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity"];
 
+    /// Every name [`FromStr`] accepts: [`NAMES`](Self::NAMES) and `auto`.
+    pub const ALL_NAMES: [&'static str; 6] =
+        ["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity", "auto"];
+
     /// A policy made of custom hooks.
     pub fn new(hooks: impl Hooks) -> Policy {
-        Policy { hooks: Arc::new(hooks), kind: Kind::Custom, wake: WakeRule::Hook }
+        Policy { hooks: Arc::new(hooks), kind: Kind::Custom, wake: WakeRule::Hook, auto: None }
+    }
+
+    /// `auto` with the default settings ([`Auto::new`]): the runtime measures its progress
+    /// under candidate policies while the program runs and keeps the best, checking again
+    /// when the workload changes phase (see [`auto`](mod@auto) for how it decides, and where it
+    /// can be fooled). Until its first decision the first candidate (`no-affinity`) is in
+    /// force; [`RuntimeStats::auto`](crate::RuntimeStats::auto) lists its decisions.
+    ///
+    /// ```
+    /// use elite_rt::policy::Policy;
+    ///
+    /// let auto: Policy = "auto".parse()?;
+    /// assert!(auto.is_auto());
+    /// assert_eq!(auto.name(), "auto");
+    /// # Ok::<(), elite_rt::policy::UnknownPolicy>(())
+    /// ```
+    pub fn auto() -> Policy {
+        Policy::auto_with(Auto::new())
+    }
+
+    /// `auto` with the settings `auto`.
+    pub fn auto_with(auto: Auto) -> Policy {
+        let first = auto.candidate_policies()[0].clone();
+        Policy { auto: Some(Arc::new(auto)), ..first }
+    }
+
+    /// Whether this is `auto` ([`Policy::auto`]).
+    pub fn is_auto(&self) -> bool {
+        self.auto.is_some()
+    }
+
+    /// The settings of `auto`; `None` for any other policy.
+    pub fn auto_settings(&self) -> Option<&Auto> {
+        self.auto.as_deref()
+    }
+
+    /// The policy the engine puts in force for this one: itself, or `auto`'s first candidate.
+    pub(crate) fn initial(&self) -> Policy {
+        Policy { auto: None, ..self.clone() }
     }
 
     /// The built-in policy `kind`, whose wake target is `wake`.
@@ -282,15 +356,32 @@ impl Policy {
         Policy::builtin(Gravity, Kind::Gravity, WakeRule::Gravity)
     }
 
-    /// The policy's name (its hooks' [`Hooks::name`]).
+    /// The policy's name (its hooks' [`Hooks::name`]; `auto` for [`Policy::auto`]).
     pub fn name(&self) -> &'static str {
-        self.hooks.name()
+        match self.auto {
+            Some(_) => "auto",
+            None => self.hooks.name(),
+        }
     }
 
-    /// The hooks the runtime calls.
+    /// The hooks the runtime calls (for `auto`, its first candidate's).
     #[inline]
     pub fn hooks(&self) -> &dyn Hooks {
         &*self.hooks
+    }
+
+    /// Whether `self` and `other` are the same policy: the same built-in policy, or clones of
+    /// one custom policy (the same hooks).
+    pub(crate) fn same_as(&self, other: &Policy) -> bool {
+        match (&self.auto, &other.auto) {
+            (Some(a), Some(b)) => return Arc::ptr_eq(a, b),
+            (None, None) => {}
+            _ => return false,
+        }
+        match (self.kind, other.kind) {
+            (Kind::Custom, Kind::Custom) => Arc::ptr_eq(&self.hooks, &other.hooks),
+            (a, b) => a == b,
+        }
     }
 }
 
@@ -308,7 +399,10 @@ impl<H: Hooks> From<H> for Policy {
 
 impl fmt::Debug for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Policy").field(&self.hooks).finish()
+        match &self.auto {
+            Some(auto) => f.debug_tuple("Policy").field(auto).finish(),
+            None => f.debug_tuple("Policy").field(&self.hooks).finish(),
+        }
     }
 }
 
@@ -322,7 +416,7 @@ impl fmt::Display for Policy {
 impl FromStr for Policy {
     type Err = UnknownPolicy;
 
-    /// One of [`Policy::NAMES`].
+    /// One of [`Policy::ALL_NAMES`].
     fn from_str(name: &str) -> Result<Policy, UnknownPolicy> {
         match name {
             "no-affinity" => Ok(Policy::no_affinity()),
@@ -330,6 +424,7 @@ impl FromStr for Policy {
             "minimum-misses" => Ok(Policy::minimum_misses()),
             "reload-transient" => Ok(Policy::reload_transient()),
             "gravity" => Ok(Policy::gravity()),
+            "auto" => Ok(Policy::auto()),
             other => Err(UnknownPolicy { name: other.to_string() }),
         }
     }
@@ -350,7 +445,7 @@ impl UnknownPolicy {
 
 impl fmt::Display for UnknownPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown policy `{}`: expected one of {}", self.name, Policy::NAMES.join(", "))
+        write!(f, "unknown policy `{}`: expected one of {}", self.name, Policy::ALL_NAMES.join(", "))
     }
 }
 

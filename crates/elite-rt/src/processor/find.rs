@@ -288,6 +288,7 @@ impl Processor {
             self.chaos_idle();
         }
         self.flush_notes();
+        self.follow_policy(); // before a park: a policy set meanwhile
         if let Some(micros) = self.core().pauses.on_idle() {
             // What ran here last went to a lock's home: pause stealing.
             self.pause_stealing(micros);

@@ -246,7 +246,7 @@ pub(crate) struct Processor {
     /// Every ULT woken by a ULT running here stays here, unless pinned (the policy engine's
     /// `woken_stay_with_ult_wakers`), and neither `central` nor the chaos mode is on
     /// ([`Processor::follow_ult_waker`] decides on this flag without asking the engine).
-    waker_stays: bool,
+    waker_stays: Cell<bool>,
 }
 
 impl Processor {
@@ -303,7 +303,7 @@ impl Processor {
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
             central_or_chaos: c.central || c.chaos.is_some(),
-            waker_stays: woken_stay && !c.central && c.chaos.is_none(),
+            waker_stays: Cell::new(woken_stay && !c.central && c.chaos.is_none()),
             shared,
         }
     }
@@ -380,6 +380,28 @@ impl Processor {
     /// The anchor noted by [`Processor::set_pending_anchor`], if any.
     pub(crate) fn take_pending_anchor(&self) -> Option<crate::blocking::CallRef> {
         self.core().pending_anchor.take()
+    }
+
+    /// A safe point of the loop (between runs, the yield batch back in the runqueue): takes up
+    /// the policy [`Runtime::set_policy`](crate::Runtime::set_policy) put in force since the
+    /// last look, if any, and re-keys the runqueue for it (the processor's side of the
+    /// protocol in `policy::board`). Until then this processor keys, wakes and records runs
+    /// under the policy it had; whatever it queued meanwhile is re-keyed here.
+    #[cold]
+    pub(crate) fn follow_policy(&self) {
+        let core = self.core();
+        if !core.engine.follow(&self.shared.config.counters, &self.shared.engine) {
+            return;
+        }
+        // (The only copy of the policy outside the engine's part.)
+        self.waker_stays.set(core.engine.woken_stay_with_ult_wakers() && !self.central_or_chaos);
+        debug_assert!(core.batch.is_empty(), "the yield batch is flushed before the loop's round");
+        self.flush_batch();
+        let stats = &self.remote().stats;
+        stats.policy_switches.bump();
+        stats.rekeyed.add(self.runq().len() as u64);
+        let (engine, scratch) = (&mut core.engine, &mut core.scratch);
+        self.runq().rekey(|t| engine.priority(t), scratch);
     }
 }
 

@@ -130,6 +130,7 @@ impl Processor {
         core.rounds = core.rounds.wrapping_add(1);
         if core.rounds.is_multiple_of(64) {
             self.flush_notes(); // held-back clean-up notes wait at most 64 rounds
+            self.follow_policy(); // a policy set meanwhile (`Runtime::set_policy`)
         }
         let remote = self.remote();
         if !remote.wakeup.is_empty() {

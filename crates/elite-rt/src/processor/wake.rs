@@ -105,7 +105,7 @@ impl Processor {
     #[inline(always)]
     pub(crate) fn follow_ult_waker(&self, t: TcbRef) -> bool {
         debug_assert!(self.current_ult().is_some());
-        if !self.waker_stays || t.tcb().head.pinned.get() {
+        if !self.waker_stays.get() || t.tcb().head.pinned.get() {
             std::hint::cold_path(); // (another wake rule, or a pinned ULT: `wake` decides)
             return false;
         }

@@ -66,6 +66,7 @@
 //! on, and [`RuntimeStats::counter_sources`](crate::RuntimeStats::counter_sources) names every
 //! processor's source. Choosing [`CounterChoice::Estimated`] (or a script) prints nothing.
 
+use super::board::Board;
 use super::{
     gravity, hand_off, minimum_misses, no_affinity, reload_transient, rounds, virtual_time, Kind, Needs,
     Policy, ProcessorView, UltInfo, WakeRule, WakerInfo,
@@ -81,7 +82,7 @@ use elite_affinity::{
 };
 use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 
 /// The policy's record of one ULT (see the module docs for who writes it).
@@ -151,7 +152,7 @@ impl Engine {
     #[inline]
     pub(crate) fn on_spawn(&self, t: TcbRef, footprint: Option<usize>) {
         let rec = &t.tcb().sched.record;
-        if self.needs.records() {
+        if self.spawn_resets.load(Ordering::Relaxed) {
             rec.stamp.set(0);
             rec.misses.set(0);
             rec.footprint.set(Footprint::EMPTY);
@@ -232,7 +233,8 @@ impl Engine {
             true => x,
             false => home,
         };
-        match self.policy.wake_rule() {
+        let selected = self.selected();
+        match selected.policy.wake_rule() {
             // The hand-off rule's answer (the hooks' of Minimum Misses, and after the round's mark,
             // of Virtual Time and Reload Transient).
             rule @ (WakeRule::HandOff | WakeRule::HandOffInRounds) => {
@@ -250,19 +252,20 @@ impl Engine {
             }
             WakeRule::Gravity | WakeRule::Hook => {}
         }
-        self.wake_target_by_hook(t, waker, by, crossing.map(|_| self.home_lines(t, home)))
+        self.wake_target_by_hook(selected, t, waker, by, crossing.map(|_| self.home_lines(t, home)))
     }
 
     /// [`wake_target`](Self::wake_target) by the policy's hook (a custom policy, or gravity's
     /// forces): what it sees of `t` and of its waker, and the policy word it leaves.
     fn wake_target_by_hook(
         &self,
+        selected: &Selected,
         t: TcbRef,
         waker: Option<usize>,
         by: Option<TcbRef>,
         home_lines: Option<f32>,
     ) -> usize {
-        let needs = self.needs;
+        let needs = selected.needs;
         let info = ult_info(t, needs);
         let mut waker_info = WakerInfo::new(waker);
         if by.is_some() {
@@ -281,7 +284,7 @@ impl Engine {
             }
         }
         let mut state = info.state;
-        let target = self.policy.hooks().wake_target(&info, &waker_info, &mut state);
+        let target = selected.policy.hooks().wake_target(&info, &waker_info, &mut state);
         if state != info.state {
             t.tcb().sched.record.state.set(state);
         }
@@ -292,7 +295,7 @@ impl Engine {
     /// [`steal_count`](super::Hooks::steal_count)).
     #[inline]
     pub(crate) fn steal_count(&self, len: usize) -> usize {
-        self.policy.hooks().steal_count(len)
+        self.selected().policy.hooks().steal_count(len)
     }
 }
 
@@ -376,14 +379,30 @@ impl fmt::Debug for CounterChoice {
     }
 }
 
-/// The runtime-wide part of the policy engine: the policy and its needs, the cache model, what
-/// each processor opened, and each processor's published miss clock.
+/// A policy as the engine holds it: the policy and its needs.
+pub(crate) struct Selected {
+    pub(crate) policy: Policy,
+    /// `policy.hooks().needs()` (asked once, when it was set).
+    pub(crate) needs: Needs,
+}
+
+/// The runtime-wide part of the policy engine: the policy in force and its needs (on a
+/// [`Board`]: [`Runtime::set_policy`](crate::Runtime::set_policy) replaces them while the runtime
+/// runs), the cache model, what each processor opened, and each processor's published miss clock.
 pub(crate) struct Engine {
-    policy: Policy,
-    /// `policy.hooks().needs()`, asked once when the runtime was built.
-    needs: Needs,
-    /// The model of the topology's model cache, when the policy needs misses.
-    model: Option<Arc<CacheModel>>,
+    /// The policy in force, and its generation (see [`Board`]'s protocol).
+    board: Board<Selected>,
+    /// Whether a spawn resets the record of its ULT: the policy in force keeps records, or one
+    /// that did was in force since the runtime was built (a record left over from a TCB's
+    /// earlier ULT under a policy that keeps none would then be read). Relaxed: set before the
+    /// board publishes the policy that needs it, read as a hint of which a stale `false` only
+    /// leaves a record unreset, the case every policy already copes with after a switch.
+    spawn_resets: AtomicBool,
+    /// The model of the topology's model cache, made when the first policy that needs misses
+    /// is set (at build, or by `set_policy` before it publishes that policy).
+    model: OnceLock<Arc<CacheModel>>,
+    /// The cache the model describes.
+    cache: ModelCache,
     sources: Box<[OnceLock<SourceKind>]>,
     /// Each processor's miss clock as of the end of its last run, while the policy needs misses:
     /// what a waker on another processor reads to tell how much of a woken ULT's footprint its
@@ -401,21 +420,54 @@ pub(crate) struct Engine {
     line_size: LineSize,
 }
 
+/// The model of `cache`, or of the assumed cache when `cache` is outside the model's range.
+fn model_of(cache: &ModelCache) -> Arc<CacheModel> {
+    let model = CacheModel::for_cache(cache).or_else(|_| CacheModel::for_cache(&ModelCache::ASSUMED));
+    Arc::new(model.unwrap_or_else(|e| crate::fatal(&format!("the assumed cache has no model: {e}"))))
+}
+
 impl Engine {
     pub(crate) fn new(policy: &Policy, needs: Needs, cache: &ModelCache, processors: usize) -> Engine {
-        let model = needs.misses.then(|| {
-            // A cache outside the model's range (absurd sizes) falls back to the assumed one.
-            let model = CacheModel::for_cache(cache).or_else(|_| CacheModel::for_cache(&ModelCache::ASSUMED));
-            Arc::new(model.unwrap_or_else(|e| crate::fatal(&format!("the assumed cache has no model: {e}"))))
-        });
+        let model = OnceLock::new();
+        if needs.misses {
+            let _ = model.set(model_of(cache));
+        }
         Engine {
-            policy: policy.clone(),
-            needs,
+            board: Board::new(Selected { policy: policy.clone(), needs }),
+            spawn_resets: AtomicBool::new(needs.records()),
             sources: (0..processors).map(|_| OnceLock::new()).collect(),
             clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
-            line_size: LineSize::new(model.as_ref().map_or(cache.line_size, |m| m.line_size())),
+            line_size: LineSize::new(model.get().map_or(cache.line_size, |m| m.line_size())),
             model,
+            cache: *cache,
         }
+    }
+
+    /// The policy in force and its needs.
+    #[inline]
+    pub(crate) fn selected(&self) -> &Selected {
+        self.board.current()
+    }
+
+    /// The generation of the policy in force (see [`Board`]).
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.board.generation()
+    }
+
+    /// Puts `policy` in force: what [`Runtime::set_policy`](crate::Runtime::set_policy) does
+    /// to the engine. Each processor takes it up at its next safe point ([`Local::follow`]);
+    /// returns the new generation.
+    pub(crate) fn set_policy(&self, policy: &Policy) -> u64 {
+        let needs = policy.hooks().needs();
+        if needs.misses {
+            let _ = self.model.get_or_init(|| model_of(&self.cache));
+        }
+        if needs.records() {
+            self.spawn_resets.store(true, Ordering::Relaxed);
+        }
+        let selected = Selected { policy: policy.clone(), needs };
+        self.board.set(selected, |a, b| a.policy.same_as(&b.policy), |_| {})
     }
 
     /// The lines of `t`'s data expected still cached on its home processor `home` (the one it
@@ -426,8 +478,8 @@ impl Engine {
     #[inline]
     pub(crate) fn home_lines(&self, t: TcbRef, home: usize) -> f32 {
         let rec = &t.tcb().sched.record;
-        match &self.model {
-            Some(model) if self.needs.misses => {
+        match self.model.get() {
+            Some(model) if self.selected().needs.misses => {
                 // (Relaxed: a hint, see `clocks`.)
                 let clock = self.clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
                 rec.footprint.get().valid_on(model, home, clock)
@@ -441,13 +493,20 @@ impl Engine {
     #[cfg(test)]
     fn with_policy(&self, policy: &Policy, needs: Needs) -> Engine {
         Engine {
-            policy: policy.clone(),
-            needs,
+            board: Board::new(Selected { policy: policy.clone(), needs }),
+            spawn_resets: AtomicBool::new(needs.records()),
             model: self.model.clone(),
+            cache: self.cache,
             sources: (0..self.sources.len()).map(|_| OnceLock::new()).collect(),
             clocks: self.clocks.clone(),
             line_size: self.line_size,
         }
+    }
+
+    /// How many policies the board keeps (for tests).
+    #[cfg(test)]
+    fn board_len(&self) -> usize {
+        self.board.kept_len()
     }
 
     /// The source each processor opened (`None`: none, or not yet started).
@@ -497,6 +556,8 @@ pub(crate) struct Local {
     /// custom policy's [`ProcessorView::seq`] (the other built-in policies' keys and hooks never
     /// read it, so their enqueues skip the count).
     seq: u64,
+    /// The [`Board`] generation of `policy` (see [`follow`](Self::follow)).
+    generation: u64,
 }
 
 /// What a processor counts misses with.
@@ -525,9 +586,42 @@ impl Local {
     /// The part of `processor`; call it on the processor's own thread (it opens the counter
     /// source there).
     pub(crate) fn new(processor: usize, counters: &CounterChoice, engine: &Engine) -> Local {
-        let (policy, needs) = (&engine.policy, engine.needs);
-        let counting = match (&engine.model, needs.misses) {
-            (Some(model), true) => Some(Counting {
+        // The generation first, then the policy (the board's order: see `Board`).
+        let generation = engine.generation();
+        Local::make(processor, counters, engine, engine.selected(), None, generation)
+    }
+
+    /// Takes up the policy set since this processor's last look, if any (the processor's side
+    /// of the [`Board`] protocol; call it on the processor's own thread, between runs): rebuilds
+    /// this part for it, keeping the counts (virtual time, entries, the miss clock) and the
+    /// counter source already open. True when it did; the caller then re-keys its runqueue.
+    pub(crate) fn follow(&mut self, counters: &CounterChoice, engine: &Engine) -> bool {
+        let mut seen = self.generation;
+        let Some(selected) = engine.board.changed(&mut seen) else {
+            return false;
+        };
+        let counting = self.counting.take();
+        let mut next = Local::make(self.processor, counters, engine, selected, counting, seen);
+        (next.vtime, next.seq, next.clock) = (self.vtime, self.seq, self.clock);
+        *self = next;
+        true
+    }
+
+    /// The part of `processor` under `selected`, at `generation`, counting with `counting` when
+    /// one is open already (kept even when `selected` needs no misses: the clocks the records
+    /// hold stay those of one source), else with a source opened here when it needs misses.
+    fn make(
+        processor: usize,
+        counters: &CounterChoice,
+        engine: &Engine,
+        selected: &Selected,
+        counting: Option<Counting>,
+        generation: u64,
+    ) -> Local {
+        let (policy, needs) = (&selected.policy, selected.needs);
+        let counting = match (counting, engine.model.get(), needs.misses) {
+            (Some(counting), _, _) => Some(counting),
+            (None, Some(model), true) => Some(Counting {
                 source: match counters {
                     CounterChoice::Detect => AnySource::detect(model),
                     CounterChoice::Estimated => AnySource::Estimated(EstimatedSource::new(model)),
@@ -552,7 +646,9 @@ impl Local {
             }
             let _ = engine.sources[processor].set(source.kind().clone());
         }
-        let estimated = matches!(&counting, Some(Counting { source: AnySource::Estimated(_), .. }));
+        // A source kept from an earlier policy serves only a policy that needs misses.
+        let counted = if needs.misses { counting.as_ref() } else { None };
+        let estimated = matches!(counted, Some(Counting { source: AnySource::Estimated(_), .. }));
         // (A run hook, for custom policies only, takes the general path.)
         let record: fn(&mut Local, TcbRef) = match (estimated && !needs.run_hook, needs.stamps, needs.rounds)
         {
@@ -564,10 +660,10 @@ impl Local {
         Local {
             records: needs.records(),
             record,
-            hardware: matches!(&counting, Some(Counting { source: AnySource::Hardware(_), .. })),
+            hardware: matches!(counted, Some(Counting { source: AnySource::Hardware(_), .. })),
             stamps_only: needs == Needs::STAMPS,
             stamps_and_rounds: needs == Needs::STAMPS.with_rounds(),
-            model: counting.as_ref().map(|c| Arc::clone(&c.model)),
+            model: counted.map(|c| Arc::clone(&c.model)),
             clock: 0,
             counting,
             policy: policy.clone(),
@@ -577,6 +673,7 @@ impl Local {
             processor,
             vtime: 0,
             seq: 0,
+            generation,
         }
     }
 
@@ -765,7 +862,8 @@ impl Local {
     fn record(&mut self, t: TcbRef) {
         let tcb = t.tcb();
         let rec = &tcb.sched.record;
-        if let Some(c) = &mut self.counting {
+        // (A source kept from an earlier policy counts only for a policy that needs misses.)
+        if let (true, Some(c)) = (self.needs.misses, &mut self.counting) {
             // One dispatch on the kind of source, then a path made for it.
             let (model, processor) = (&*c.model, self.processor);
             match &mut c.source {

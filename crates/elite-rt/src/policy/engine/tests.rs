@@ -12,7 +12,7 @@ fn records_follow_the_needs() {
     let policy = Policy::no_affinity();
     let nothing = Engine::new(&policy, Needs::NOTHING, &cache, 1);
     let mut local = Local::new(0, &CounterChoice::Detect, &nothing);
-    assert!(local.counting.is_none() && nothing.model.is_none());
+    assert!(local.counting.is_none() && nothing.model.get().is_none());
     nothing.on_spawn(t, None);
     local.begin_run();
     local.end_run(t);
@@ -124,7 +124,7 @@ fn declared_lines_are_the_estimators() {
     let cache = ModelCache::ASSUMED;
     let policy = Policy::reload_transient();
     let affinity = Engine::new(&policy, Needs::MISSES, &cache, 1);
-    assert_eq!(affinity.line_size.bytes, u64::from(affinity.model.as_ref().unwrap().line_size()));
+    assert_eq!(affinity.line_size.bytes, u64::from(affinity.model.get().unwrap().line_size()));
     let shared = Arc::new(());
     let chunk = Chunk::allocate(&shared);
     let t = chunk.tcbs().next().expect("a TCB");
@@ -335,4 +335,52 @@ fn the_runtime_computes_the_keys_the_builtin_hooks_give() {
         }
         assert_eq!(checked, 40 * 2 * ults.len());
     }
+}
+
+/// A processor's part follows a policy set on the engine at its next look, once per
+/// generation: it takes the new policy's keys and wake rule, keeps its counts, opens a counter
+/// source when the new policy needs misses and keeps it (and its clock) across a switch to a
+/// policy that needs none; spawns reset records from the first policy that keeps them on.
+#[test]
+fn a_local_part_follows_the_policy_set_on_the_engine() {
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let t = chunk.tcbs().next().expect("a TCB");
+    let cache = ModelCache::ASSUMED;
+    let engine = Engine::new(&Policy::no_affinity(), Needs::NOTHING, &cache, 1);
+    let script = CounterChoice::scripted(|_| ScriptedSource::new(100));
+    let mut local = Local::new(0, &script, &engine);
+    assert!(!local.follow(&script, &engine), "nothing set yet");
+    engine.on_spawn(t, None);
+    assert_eq!((local.priority(t), local.priority(t)), (1, 2), "No Affinity numbers its entries");
+    assert!(local.woken_stay_with_ult_wakers());
+    // To Reload Transient: a source opened, a model made, stamps and misses recorded.
+    assert_eq!(engine.set_policy(&Policy::reload_transient()), 1);
+    assert!(engine.model.get().is_some());
+    assert_eq!(engine.selected().policy.name(), "reload-transient");
+    assert!(local.follow(&script, &engine));
+    assert!(!local.follow(&script, &engine), "once per generation");
+    assert!(!local.woken_stay_with_ult_wakers());
+    assert_eq!(local.kind, Kind::ReloadTransient);
+    assert_eq!(local.seq, 2, "the entry count goes on");
+    engine.on_spawn(t, Some(64 << 10));
+    local.begin_run();
+    local.end_run(t);
+    assert_eq!(ult_info(t, local.needs).misses, 100);
+    assert_eq!(local.view().clock, 100);
+    assert_eq!(engine.sources(), vec![Some(SourceKind::Scripted)]);
+    // To Virtual Time and back: the source and its clock stay, the stamps go on.
+    engine.set_policy(&Policy::virtual_time());
+    assert!(local.follow(&script, &engine));
+    assert!(local.model.is_none() && local.counting.is_some());
+    local.begin_run();
+    local.end_run(t);
+    assert_eq!(ult_info(t, local.needs).stamp, 2);
+    assert_eq!(engine.set_policy(&Policy::reload_transient()), 3);
+    assert!(local.follow(&script, &engine));
+    local.begin_run();
+    local.end_run(t);
+    assert_eq!(local.view().clock, 200, "the same source, its clock where it was");
+    // Policies set again are the ones kept: no new value per switch.
+    assert_eq!(engine.board_len(), 3);
 }

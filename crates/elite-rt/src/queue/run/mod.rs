@@ -269,6 +269,31 @@ impl RunQueue {
         self.with(|tree| tree.top.hi.or(tree.max).or(tree.bottom.hi).or(tree.zeros.front()))
     }
 
+    /// Gives every entry a new key, under one acquisition of the lock (a policy switch:
+    /// `Processor::follow_policy`): the zero lane's entries (yielders behind everyone) keep
+    /// key 0 and their order; each other entry gets `key(t)`, asked lowest key first (so a
+    /// policy that numbers its entries, as No Affinity does, keeps their order). `buf` is room
+    /// the caller lends, left empty. Nothing enters or leaves the queue.
+    pub(crate) fn rekey(&self, mut key: impl FnMut(TcbRef) -> u64, buf: &mut Vec<TcbRef>) {
+        if self.len() == 0 {
+            return;
+        }
+        self.with(|tree| {
+            let (len, zeros) = (tree.len, tree.zeros.len);
+            buf.clear();
+            buf.reserve(len);
+            while let Some(t) = tree.pop_min() {
+                buf.push(t); // the zero lane's first, newest first; then the rest, lowest first
+            }
+            debug_assert_eq!((buf.len(), tree.len), (len, 0));
+            buf[..zeros].reverse();
+            for (i, &t) in buf.iter().enumerate() {
+                tree.push(if i < zeros { 0 } else { key(t) }, t);
+            }
+            buf.clear();
+        });
+    }
+
     /// Takes up to `want(len)` entries of lowest key for a thief, lowest first.
     pub(crate) fn steal(&self, want: impl FnOnce(usize) -> usize, into: &mut Vec<TcbRef>) {
         if self.len() == 0 {

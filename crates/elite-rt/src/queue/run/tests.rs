@@ -487,3 +487,49 @@ fn owner_and_thief_take_every_entry_once() {
     assert_eq!(all.len(), N, "every entry left exactly once");
     assert_eq!(unique, t.iter().map(|x| x.as_ptr() as usize).collect());
 }
+
+/// A re-key (a policy switch) keeps every entry once, gives each non-zero entry the new key
+/// (asked lowest old key first), leaves the zero lane's entries at key 0 in their order, and
+/// leaves a well-formed queue: the new order is the new keys'.
+#[test]
+fn rekey_gives_every_entry_its_new_key_once() {
+    let (_chunks, t) = tcbs(120);
+    let q = RunQueue::new();
+    // Rising keys (the top lane), falling ones (the bottom lane), the tree, and yielders.
+    for (i, &e) in t.iter().enumerate() {
+        let k = match i % 4 {
+            0 => 0,
+            1 => 1000 + i as u64,
+            2 => 900 - i as u64,
+            _ => 1 + (i as u64 * 7919) % 500,
+        };
+        q.push(k, e);
+    }
+    check(&q);
+    let zeros: Vec<TcbRef> = t.iter().step_by(4).copied().collect();
+    // The new key: the reverse of the entry's index (so the order changes completely).
+    let index = |e: TcbRef| t.iter().position(|&x| x == e).unwrap() as u64;
+    let mut asked = Vec::new();
+    let mut buf = Vec::new();
+    q.rekey(
+        |e| {
+            asked.push(key(e));
+            1 + 200 - index(e)
+        },
+        &mut buf,
+    );
+    check(&q);
+    assert!(buf.is_empty());
+    assert_eq!(q.len(), t.len());
+    assert_eq!(asked.len(), t.len() - zeros.len(), "asked once per non-zero entry");
+    assert!(asked.windows(2).all(|w| w[0] <= w[1]), "asked lowest old key first");
+    // Out in the new order: the non-zero entries by falling new key (rising index), then the
+    // zero lane's, oldest first.
+    let mut out = Vec::new();
+    while let Some(e) = q.pop_best() {
+        out.push(e);
+    }
+    let mut want: Vec<TcbRef> = t.iter().enumerate().filter(|(i, _)| i % 4 != 0).map(|(_, &e)| e).collect();
+    want.extend(&zeros);
+    assert_eq!(out, want);
+}

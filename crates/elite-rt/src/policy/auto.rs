@@ -1,0 +1,773 @@
+//! The `auto` policy: the runtime measures its progress under candidate policies while the
+//! program runs, and keeps the best.
+//!
+//! ```
+//! use elite_rt::policy::Policy;
+//!
+//! let rt = elite_rt::Runtime::builder().processors(1).policy(Policy::auto()).build()?;
+//! assert_eq!(rt.policy_name(), "auto");
+//! let sum = rt.block_on(|| {
+//!     let hs: Vec<_> = (0..64u64)
+//!         .map(|i| {
+//!             elite_rt::spawn(move || {
+//!                 let mut s = 0;
+//!                 for k in 0..200 {
+//!                     s += i * k;
+//!                     elite_rt::progress(1); // one unit of this program's work
+//!                     elite_rt::yield_now();
+//!                 }
+//!                 s
+//!             })
+//!         })
+//!         .collect();
+//!     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+//! });
+//! assert_eq!(sum, (0..64u64).sum::<u64>() * (0..200u64).sum::<u64>());
+//! // What `auto` put in force, when and why (empty until its first decision).
+//! for decision in rt.stats().auto {
+//!     println!("{decision}");
+//! }
+//! # Ok::<(), elite_rt::BuildError>(())
+//! ```
+//!
+//! # How it decides
+//!
+//! A thread of the runtime (the *selector*) measures the program's *progress rate* in epochs:
+//! at least [`Auto::epoch`] (default 5 ms) long, doubled (up to 64 times) while an epoch would
+//! count fewer than [`MIN_UNITS`] units of progress, so that a rate is not a count of a few
+//! events.
+//!
+//! 1. **Start.** The first candidate ([`Auto::candidates`]; default `no-affinity`,
+//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start, while the
+//!    selector measures one epoch (which sizes the epochs) and explores at once.
+//! 2. **Explore.** It puts each candidate in force in turn with
+//!    [`Runtime::set_policy`](crate::Runtime::set_policy), lets the processors take it up and
+//!    settle for a fifth of an epoch, then measures one epoch. It goes round the candidates
+//!    [`Auto::rounds`] times (default 3), each round starting one candidate later, so that a
+//!    drift of the machine's speed (other programs, frequency) falls on every candidate alike.
+//!    A candidate whose median rate falls below 70% of the best one's after the first round, or
+//!    below 90% after a later one ([`KEEP_AFTER`]), leaves the exploration: a clearly worse
+//!    policy costs one epoch, not three.
+//! 3. **Settle.** The candidate with the highest median rate is put in force, unless it beats
+//!    the first candidate (the cheapest, `no-affinity` by default) by less than
+//!    [`Auto::margin`] (default 2%): a difference that small is within the noise of a few
+//!    epochs, and the first candidate costs least when the others gain nothing.
+//! 4. **Watch.** It goes on measuring under the choice. When the rate moves away from the
+//!    settled rate (the median of the first 3 epochs after settling) by more than
+//!    [`Auto::phase_change`] (default 30%, either way) for 3 epochs in a row, the workload
+//!    changed phase: it explores again at once. Otherwise it re-checks once the time since the
+//!    last exploration is long enough for a full exploration to take at most [`Auto::budget`]
+//!    (default 5%) of it; each re-check that keeps the policy doubles that wait (up to 64
+//!    times), so a steady program pays less and less.
+//!
+//! Every decision is kept ([`RuntimeStats::auto`](crate::RuntimeStats::auto), the last
+//! [`DECISIONS_KEPT`]): when, which policy, why, and the median rate measured for each
+//! candidate.
+//!
+//! The *progress* is, by default, the ULT runs that ended (switches out of ULTs, over all
+//! processors) per second of wall-clock time. A program that counts its own units of work with
+//! [`progress`](crate::progress) (iterations, cells relaxed, requests served) is measured in
+//! those instead, from the first unit reported on.
+//!
+//! # Where it can be fooled
+//!
+//! * **Runs are not work.** A policy that makes ULTs run more often for the same work (more
+//!   yields, shorter runs between blocks, a lock handed back and forth) scores higher on runs
+//!   per second. Report real units with [`progress`](crate::progress) where runs and work
+//!   differ.
+//! * **Idle time counts against a policy.** Rates are per wall-clock second: a program that
+//!   waits (on I/O, on timers, on a thread outside the runtime) for part of an epoch measures
+//!   low in it, whatever the policy. Epochs with no progress at all are measured again, but a
+//!   half-idle epoch is not told apart.
+//! * **Short programs.** A full exploration takes `candidates × rounds × 1.2 × epoch` (72 ms
+//!   with the default settings and 5 ms epochs; less when candidates drop out), and the first
+//!   one starts at once: a program that runs for a few tenths of a second spends a large share
+//!   of its time exploring, and one shorter than an exploration mostly runs under whichever
+//!   candidate is being tried. Where the candidates are close that costs little (they are
+//!   close); where one is far worse it drops out after one epoch.
+//! * **Effects longer than an epoch.** A policy whose benefit builds up over many epochs (a
+//!   placement that gathers ULTs, as `gravity` does, and survives a switch away) is credited
+//!   partly to whichever candidate follows it; the rotation of the order spreads that credit,
+//!   the median discards the extreme epochs, but neither removes it.
+//! * **Noise.** On a shared machine an epoch can lose a few milliseconds to another program; the
+//!   median of the rounds and the margin keep a single bad epoch from deciding, not a sustained
+//!   disturbance during one candidate's epochs. Longer epochs ([`Auto::epoch`]) and more rounds
+//!   trade exploration time for steadier choices.
+//! * **A phase shorter than the watch.** A change of workload that lasts less than three epochs
+//!   is not seen; one that keeps alternating faster than an exploration makes every choice
+//!   stale.
+
+use super::Policy;
+use crate::runtime::Shared;
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How many decisions [`RuntimeStats::auto`](crate::RuntimeStats::auto) keeps (the newest).
+pub const DECISIONS_KEPT: usize = 256;
+
+/// How often the selector looks whether an idle program makes progress again.
+const IDLE_LOOK: Duration = Duration::from_millis(50);
+
+/// The fewest units of progress an epoch counts: an epoch that would count fewer is doubled
+/// (up to 64 times [`Auto::epoch`]), so that one unit more or less moves a rate by little.
+pub const MIN_UNITS: u64 = 256;
+
+/// The settings of the `auto` policy ([`Policy::auto_with`]); [`Policy::auto`] takes the
+/// defaults. See the [module docs](self) for how they are used.
+///
+/// ```
+/// use elite_rt::policy::{Auto, Policy};
+/// use std::time::Duration;
+///
+/// let auto = Auto::new()
+///     .candidates([Policy::no_affinity(), Policy::virtual_time()])?
+///     .epoch(Duration::from_millis(20))?
+///     .rounds(5)?
+///     .budget(0.1)?;
+/// let rt = elite_rt::Runtime::builder().processors(1).policy(Policy::auto_with(auto)).build()?;
+/// assert_eq!(rt.policy_name(), "auto");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Auto {
+    candidates: Vec<Policy>,
+    epoch: Duration,
+    rounds: u32,
+    margin: f64,
+    phase_change: f64,
+    budget: f64,
+}
+
+/// A setting of [`Auto`] out of its range; the message names the setting, the value and the
+/// range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AutoError {
+    message: String,
+}
+
+impl fmt::Display for AutoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AutoError {}
+
+fn refuse<T>(message: String) -> Result<T, AutoError> {
+    Err(AutoError { message })
+}
+
+impl Default for Auto {
+    fn default() -> Auto {
+        Auto::new()
+    }
+}
+
+impl Auto {
+    /// The default settings: candidates `no-affinity`, `virtual-time`, `reload-transient`,
+    /// `gravity`; epochs of at least 5 ms; 3 rounds; a margin of 2%; a phase change at 30%; a
+    /// budget of 5%.
+    pub fn new() -> Auto {
+        Auto {
+            candidates: vec![
+                Policy::no_affinity(),
+                Policy::virtual_time(),
+                Policy::reload_transient(),
+                Policy::gravity(),
+            ],
+            epoch: Duration::from_millis(5),
+            rounds: 3,
+            margin: 0.02,
+            phase_change: 0.3,
+            budget: 0.05,
+        }
+    }
+
+    /// The policies to choose among, the first of them the one put in force at start and
+    /// preferred on a near tie (see [`margin`](Self::margin)). 1 to 16 of them, none of them
+    /// `auto`.
+    pub fn candidates(mut self, candidates: impl IntoIterator<Item = Policy>) -> Result<Auto, AutoError> {
+        let candidates: Vec<Policy> = candidates.into_iter().collect();
+        if candidates.is_empty() || candidates.len() > 16 {
+            return refuse(format!("auto candidates: {} given, expected 1..=16", candidates.len()));
+        }
+        if candidates.iter().any(Policy::is_auto) {
+            return refuse("auto candidates: `auto` cannot be one of its own candidates".into());
+        }
+        self.candidates = candidates;
+        Ok(self)
+    }
+
+    /// The shortest epoch, the time each measurement takes at least (longer when it would
+    /// count fewer than [`MIN_UNITS`] units of progress): 1 ms to 10 s.
+    pub fn epoch(mut self, epoch: Duration) -> Result<Auto, AutoError> {
+        if epoch < Duration::from_millis(1) || epoch > Duration::from_secs(10) {
+            return refuse(format!("auto epoch: {epoch:?} is out of range, expected 1ms..=10s"));
+        }
+        self.epoch = epoch;
+        Ok(self)
+    }
+
+    /// Rounds of measurements per exploration (each candidate measured once a round): 1 to 15.
+    pub fn rounds(mut self, rounds: u32) -> Result<Auto, AutoError> {
+        if !(1..=15).contains(&rounds) {
+            return refuse(format!("auto rounds: {rounds} is out of range, expected 1..=15"));
+        }
+        self.rounds = rounds;
+        Ok(self)
+    }
+
+    /// How much better than the first candidate another must measure to be chosen over it, as
+    /// a fraction (0.02: 2%): 0 to 1.
+    pub fn margin(mut self, margin: f64) -> Result<Auto, AutoError> {
+        if !(0.0..=1.0).contains(&margin) {
+            return refuse(format!("auto margin: {margin} is out of range, expected 0..=1"));
+        }
+        self.margin = margin;
+        Ok(self)
+    }
+
+    /// How far the rate must move from the settled rate, as a fraction, for 3 epochs in a row
+    /// to count as a phase change: 0.01 to 10.
+    pub fn phase_change(mut self, fraction: f64) -> Result<Auto, AutoError> {
+        if !(0.01..=10.0).contains(&fraction) {
+            return refuse(format!("auto phase_change: {fraction} is out of range, expected 0.01..=10"));
+        }
+        self.phase_change = fraction;
+        Ok(self)
+    }
+
+    /// The most of the run time re-checks may take, as a fraction: 0.001 to 0.5. A re-check
+    /// waits until the time since the last exploration is long enough for a full exploration to
+    /// take at most this share of it (the first exploration comes at once, and a phase change
+    /// explores at once).
+    pub fn budget(mut self, fraction: f64) -> Result<Auto, AutoError> {
+        if !(0.001..=0.5).contains(&fraction) {
+            return refuse(format!("auto budget: {fraction} is out of range, expected 0.001..=0.5"));
+        }
+        self.budget = fraction;
+        Ok(self)
+    }
+
+    /// The candidates, the first put in force at start.
+    pub fn candidate_policies(&self) -> &[Policy] {
+        &self.candidates
+    }
+}
+
+/// Why `auto` put a policy in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AutoReason {
+    /// The first candidate, at start, before any measurement.
+    Start,
+    /// The best of the first exploration.
+    Explored,
+    /// The best of an exploration started because the rate moved (a phase change).
+    PhaseChange,
+    /// The best of a periodic re-check (within the budget).
+    Recheck,
+}
+
+impl fmt::Display for AutoReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AutoReason::Start => "start",
+            AutoReason::Explored => "explored",
+            AutoReason::PhaseChange => "phase change",
+            AutoReason::Recheck => "re-check",
+        })
+    }
+}
+
+/// What `auto` progress is counted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProgressUnit {
+    /// ULT runs that ended (switches out of ULTs).
+    Runs,
+    /// Units the program reported with [`progress`](crate::progress).
+    Reported,
+}
+
+impl fmt::Display for ProgressUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProgressUnit::Runs => "runs",
+            ProgressUnit::Reported => "units",
+        })
+    }
+}
+
+/// One decision of `auto`: which policy it put in force, when and why.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct AutoDecision {
+    /// When, from the start of the selector (the runtime's build, or the `set_policy` that
+    /// chose `auto`).
+    pub at: Duration,
+    /// The policy put in force.
+    pub policy: &'static str,
+    /// Why.
+    pub reason: AutoReason,
+    /// What the rates are counted in.
+    pub unit: ProgressUnit,
+    /// Each candidate's median rate over the exploration's rounds (units per second), in the
+    /// order of the candidates; empty for [`AutoReason::Start`].
+    pub rates: Vec<(&'static str, f64)>,
+    /// How long the exploration took.
+    pub explored_for: Duration,
+}
+
+impl fmt::Display for AutoDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:>9.3} s  {:<16} ({})", self.at.as_secs_f64(), self.policy, self.reason)?;
+        if !self.rates.is_empty() {
+            write!(f, " after {:.0} ms:", self.explored_for.as_secs_f64() * 1e3)?;
+            for (name, rate) in &self.rates {
+                write!(f, " {name} {rate:.4e}")?;
+            }
+            write!(f, " {}/s", self.unit)?;
+        }
+        Ok(())
+    }
+}
+
+/// A running selector: its thread, the flag that stops it, and the decisions it made.
+pub(crate) struct Selector {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The decisions of the runtime's selectors (kept across a stop and a restart).
+#[derive(Default)]
+pub(crate) struct Log {
+    decisions: Mutex<Vec<AutoDecision>>,
+}
+
+impl Log {
+    fn push(&self, decision: AutoDecision) {
+        let mut d = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+        if d.len() == DECISIONS_KEPT {
+            d.remove(0);
+        }
+        d.push(decision);
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<AutoDecision> {
+        self.decisions.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Selector {
+    /// Starts a selector on `shared` with `auto`'s settings, after its first candidate was put in
+    /// force. It holds `shared` weakly: the runtime stops it before shutting down.
+    pub(crate) fn start(shared: &Arc<Shared>, auto: &Auto, log: Arc<Log>) -> std::io::Result<Selector> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let (weak, settings, flag) = (Arc::downgrade(shared), auto.clone(), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name("elite-auto".into())
+            .spawn(move || Run::new(weak, settings, flag, log).run())?;
+        Ok(Selector { stop, thread: Some(thread) })
+    }
+
+    /// Stops the selector and waits for its thread (at most one epoch's wait).
+    pub(crate) fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        let (flag, wake) = &*self.stop;
+        *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Selector {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// The selector's state.
+struct Run {
+    shared: Weak<Shared>,
+    auto: Auto,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    log: Arc<Log>,
+    began: Instant,
+    /// Whether any unit was reported with `progress` (then rates are in those).
+    reported: bool,
+    /// The epoch's length now: `auto.epoch`, doubled while epochs count too few units.
+    span: Duration,
+}
+
+/// A count of progress at an instant.
+#[derive(Clone, Copy)]
+struct Mark {
+    at: Instant,
+    runs: u64,
+    units: u64,
+}
+
+impl Run {
+    fn new(shared: Weak<Shared>, auto: Auto, stop: Arc<(Mutex<bool>, Condvar)>, log: Arc<Log>) -> Run {
+        let span = auto.epoch;
+        Run { shared, auto, stop, log, began: Instant::now(), reported: false, span }
+    }
+
+    /// Waits `d`; false when told to stop (or the runtime is gone).
+    fn wait(&self, d: Duration) -> bool {
+        let (flag, wake) = &*self.stop;
+        let deadline = Instant::now() + d;
+        let mut stopped = flag.lock().unwrap_or_else(|e| e.into_inner());
+        while !*stopped {
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            stopped = wake.wait_timeout(stopped, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        false
+    }
+
+    fn mark(&self) -> Option<Mark> {
+        let shared = self.shared.upgrade()?;
+        let (mut runs, mut units) = (0u64, 0u64);
+        for p in shared.processors.iter() {
+            runs = runs.wrapping_add(p.stats.switches.get());
+            units = units.wrapping_add(p.stats.progress.get());
+        }
+        Some(Mark { at: Instant::now(), runs, units })
+    }
+
+    /// The rate between two marks in the current unit (`None`: no progress at all, or a unit
+    /// switch: measure again).
+    fn rate(&mut self, a: Mark, b: Mark) -> Option<f64> {
+        let secs = b.at.duration_since(a.at).as_secs_f64();
+        if b.units != a.units && !self.reported {
+            self.reported = true; // from now on in the program's units
+            return None;
+        }
+        let delta = if self.reported { b.units.wrapping_sub(a.units) } else { b.runs.wrapping_sub(a.runs) };
+        (delta > 0 && secs > 0.0).then(|| delta as f64 / secs)
+    }
+
+    fn unit(&self) -> ProgressUnit {
+        if self.reported {
+            ProgressUnit::Reported
+        } else {
+            ProgressUnit::Runs
+        }
+    }
+
+    fn put_in_force(&self, i: usize) -> bool {
+        let Some(shared) = self.shared.upgrade() else { return false };
+        shared.put_in_force(&self.auto.candidates[i]);
+        true
+    }
+
+    /// One epoch under what is in force: its rate (`None` with no progress); `Err` on a stop.
+    /// After a switch (`settle`) it first waits a fifth of an epoch for the processors to take
+    /// the policy up. An epoch that counts fewer than [`MIN_UNITS`] goes on for as long again
+    /// (up to 64 times [`Auto::epoch`]), and later epochs start that long.
+    fn measure(&mut self, settle: bool) -> Result<Option<f64>, ()> {
+        if settle && !self.wait(self.span / 5) {
+            return Err(());
+        }
+        let a = self.mark().ok_or(())?;
+        let mut wait = self.span;
+        loop {
+            if !self.wait(wait) {
+                return Err(());
+            }
+            let b = self.mark().ok_or(())?;
+            let units =
+                if self.reported { b.units.wrapping_sub(a.units) } else { b.runs.wrapping_sub(a.runs) };
+            if units >= MIN_UNITS || units == 0 || self.span >= self.auto.epoch * 64 {
+                return Ok(self.rate(a, b));
+            }
+            wait = self.span; // (as long again as measured so far)
+            self.span *= 2;
+        }
+    }
+
+    /// Waits until the program makes progress again, looking every [`IDLE_LOOK`] (an idle
+    /// program wakes the selector that rarely).
+    fn until_progress(&mut self) -> Result<(), ()> {
+        loop {
+            let a = self.mark().ok_or(())?;
+            if !self.wait(IDLE_LOOK) {
+                return Err(());
+            }
+            let b = self.mark().ok_or(())?;
+            if b.runs != a.runs || b.units != a.units {
+                return Ok(());
+            }
+        }
+    }
+
+    /// How long an exploration is expected to take with the epochs as long as they are now.
+    fn exploration(&self) -> Duration {
+        let epochs = self.auto.candidates.len() as u32 * self.auto.rounds;
+        (self.span + self.span / 5) * epochs
+    }
+
+    /// Explores every candidate, puts the best in force and logs why; its index and median rate.
+    fn explore(&mut self, reason: AutoReason) -> Result<(usize, f64), ()> {
+        let n = self.auto.candidates.len();
+        let started = Instant::now();
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut unit = self.unit();
+        let mut alive = vec![true; n];
+        let mut round = 0;
+        while round < self.auto.rounds as usize && alive.iter().filter(|a| **a).count() > 1 {
+            let mut measured = 0;
+            for k in 0..n {
+                let i = (k + round) % n;
+                if !alive[i] {
+                    continue;
+                }
+                if n > 1 && !self.put_in_force(i) {
+                    return Err(());
+                }
+                if let Some(rate) = self.measure(true)? {
+                    samples[i].push(rate);
+                    measured += 1;
+                }
+            }
+            if self.unit() != unit {
+                // Progress began to be reported: start over in its units.
+                unit = self.unit();
+                samples.iter_mut().for_each(Vec::clear);
+                alive.iter_mut().for_each(|a| *a = true);
+                round = 0;
+                continue;
+            }
+            if measured == 0 {
+                // Nothing progressed in a whole round (an idle program): wait for progress
+                // under what is in force rather than switching on.
+                self.until_progress()?;
+                continue;
+            }
+            round += 1;
+            drop_the_clearly_worse(&mut samples, &mut alive, round);
+        }
+        let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
+        let best = choose(&medians, self.auto.margin);
+        if !self.put_in_force(best) {
+            return Err(());
+        }
+        let names = self.auto.candidates.iter().map(Policy::name);
+        self.log.push(AutoDecision {
+            at: self.began.elapsed(),
+            policy: self.auto.candidates[best].name(),
+            reason,
+            unit: self.unit(),
+            rates: names.zip(medians.iter().copied()).collect(),
+            explored_for: started.elapsed(),
+        });
+        Ok((best, medians[best]))
+    }
+
+    fn run(mut self) {
+        self.log.push(AutoDecision {
+            at: Duration::ZERO,
+            policy: self.auto.candidates[0].name(),
+            reason: AutoReason::Start,
+            unit: self.unit(),
+            rates: Vec::new(),
+            explored_for: Duration::ZERO,
+        });
+        let _ = self.select();
+    }
+
+    /// Explore at once (after an epoch that sizes the epochs), settle, watch, and explore again
+    /// when the time since the last exploration is long enough for one to take at most the
+    /// budget's share of it (twice that, 4 times, ... up to 64 times, after each re-check that
+    /// kept the policy), or at once on a phase change; until stopped.
+    fn select(&mut self) -> Result<(), ()> {
+        if self.auto.candidates.len() == 1 {
+            return Ok(()); // (nothing to choose: the one candidate is in force)
+        }
+        self.until_progress()?;
+        let (mut best, _) = self.explore(AutoReason::Explored)?;
+        let mut backoff = 1u32;
+        loop {
+            let since = Instant::now();
+            let quiet =
+                |run: &Run| run.exploration().mul_f64((1.0 / run.auto.budget - 1.0) * f64::from(backoff));
+            let reason = self.watch(since, &quiet)?;
+            let (now, _) = self.explore(reason)?;
+            backoff = match reason {
+                AutoReason::Recheck if now == best => (backoff * 2).min(64),
+                _ => 1,
+            };
+            best = now;
+        }
+    }
+
+    /// Measures epoch after epoch under the policy in force until `quiet(self)` passed since
+    /// `since` ([`AutoReason::Recheck`]), or the rate moved away from the settled rate (the
+    /// median of the first 3 epochs) by more than the phase-change fraction for 3 epochs in a
+    /// row ([`AutoReason::PhaseChange`]).
+    fn watch(&mut self, since: Instant, quiet: &dyn Fn(&Run) -> Duration) -> Result<AutoReason, ()> {
+        let unit = self.unit();
+        let mut first = Vec::with_capacity(3);
+        let (mut away, mut rate_then) = (0, 0.0);
+        loop {
+            if since.elapsed() >= quiet(self) {
+                return Ok(AutoReason::Recheck);
+            }
+            let Some(rate) = self.measure(false)? else {
+                self.until_progress()?;
+                continue;
+            };
+            if self.unit() != unit {
+                return Ok(AutoReason::PhaseChange); // (now counted in the program's units)
+            }
+            if first.len() < 3 {
+                first.push(rate);
+                if first.len() == 3 {
+                    rate_then = median(&mut first);
+                }
+                continue;
+            }
+            if (rate - rate_then).abs() > self.auto.phase_change * rate_then {
+                away += 1;
+                if away >= 3 {
+                    return Ok(AutoReason::PhaseChange);
+                }
+            } else {
+                away = 0;
+            }
+        }
+    }
+}
+
+/// What share of the best median rate a candidate must reach to stay in an exploration: after
+/// its first round (a single epoch each, so only a wide gap counts), and after later rounds.
+pub const KEEP_AFTER: (f64, f64) = (0.7, 0.9);
+
+/// Leaves in the running (`alive`) the candidates whose median rate over the `rounds` rounds so
+/// far is at least the [`KEEP_AFTER`] share of the best one's; a candidate not measured yet stays.
+fn drop_the_clearly_worse(samples: &mut [Vec<f64>], alive: &mut [bool], rounds: usize) {
+    let keep = if rounds <= 1 { KEEP_AFTER.0 } else { KEEP_AFTER.1 };
+    let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
+    let best = (0..medians.len()).filter(|&i| alive[i]).map(|i| medians[i]).fold(0.0, f64::max);
+    for i in 0..alive.len() {
+        if alive[i] && !samples[i].is_empty() && medians[i] < keep * best {
+            alive[i] = false;
+        }
+    }
+}
+
+/// The candidate to settle on, given each one's median rate: the highest, unless it beats the
+/// first by no more than `margin` (then the first).
+fn choose(medians: &[f64], margin: f64) -> usize {
+    let mut best = 0;
+    for (i, &m) in medians.iter().enumerate() {
+        if m > medians[best] {
+            best = i;
+        }
+    }
+    if medians[best] <= medians[0] * (1.0 + margin) {
+        best = 0;
+    }
+    best
+}
+
+/// The median of `v` (0 when empty).
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// Reports `n` units of the calling program's work (iterations, cells relaxed, requests
+/// served): the `auto` policy then measures each candidate by these units per second instead
+/// of by ULT runs (see [`policy::auto`](crate::policy::auto)). Cheap (an add to a counter of the
+/// processor running the caller); outside a ULT it does nothing. Under a fixed policy the units
+/// are only counted ([`ProcessorStats::progress`](crate::ProcessorStats::progress)).
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+/// rt.block_on(|| {
+///     for _ in 0..10 {
+///         // ... one unit of work ...
+///         elite_rt::progress(1);
+///     }
+/// });
+/// assert_eq!(rt.stats().total().progress, 10);
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
+#[inline]
+pub fn progress(n: u64) {
+    if let Some(p) = crate::slot::current_processor() {
+        // Only code running on the processor's own thread adds: the counter's owner.
+        p.remote().stats.progress.add(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_best_median_wins_by_more_than_the_margin() {
+        assert_eq!(choose(&[100.0, 130.0, 90.0], 0.02), 1);
+        assert_eq!(choose(&[100.0, 101.9, 90.0], 0.02), 0, "within the margin: the first");
+        assert_eq!(choose(&[100.0, 102.1, 102.5], 0.02), 2);
+        assert_eq!(choose(&[0.0, 0.0], 0.02), 0, "nothing measured: the first");
+        assert_eq!(choose(&[100.0], 0.02), 0);
+        let mut v = [3.0, 1.0, 2.0, 10.0];
+        assert_eq!(median(&mut v), 2.5);
+        assert_eq!(median(&mut [5.0, 1.0, 9.0]), 5.0);
+        assert_eq!(median(&mut []), 0.0);
+    }
+
+    #[test]
+    fn the_clearly_worse_drop_out_of_an_exploration() {
+        let mut samples = vec![vec![100.0], vec![69.0], vec![71.0], vec![]];
+        let mut alive = vec![true; 4];
+        drop_the_clearly_worse(&mut samples, &mut alive, 1);
+        assert_eq!(alive, [true, false, true, true], "after one round: below 70% of the best");
+        samples[2].push(80.0); // median 75.5
+        samples[0].push(100.0);
+        samples[3].push(95.0);
+        drop_the_clearly_worse(&mut samples, &mut alive, 2);
+        assert_eq!(alive, [true, false, false, true], "after two: below 90%");
+        // The dropped do not count for the best.
+        let mut samples = vec![vec![50.0, 50.0], vec![1000.0, 1000.0]];
+        let mut alive = vec![true, false];
+        drop_the_clearly_worse(&mut samples, &mut alive, 2);
+        assert_eq!(alive, [true, false]);
+    }
+
+    #[test]
+    fn settings_out_of_range_say_which_and_why() {
+        let e = Auto::new().candidates([]).unwrap_err();
+        assert_eq!(e.to_string(), "auto candidates: 0 given, expected 1..=16");
+        let e = Auto::new().candidates([Policy::auto()]).unwrap_err();
+        assert!(e.to_string().contains("`auto` cannot be one of its own candidates"), "{e}");
+        let e = Auto::new().epoch(Duration::from_micros(999)).unwrap_err();
+        assert_eq!(e.to_string(), "auto epoch: 999µs is out of range, expected 1ms..=10s");
+        assert!(Auto::new().rounds(0).is_err() && Auto::new().rounds(16).is_err());
+        assert!(Auto::new().margin(-0.1).is_err() && Auto::new().margin(f64::NAN).is_err());
+        assert!(Auto::new().phase_change(0.0).is_err() && Auto::new().budget(0.6).is_err());
+        assert!(Auto::new().budget(f64::NAN).is_err());
+        let ok = Auto::new().rounds(15).and_then(|a| a.budget(0.5)).and_then(|a| a.margin(0.0));
+        assert!(ok.is_ok());
+    }
+}

@@ -1,0 +1,205 @@
+//! `Runtime::set_policy` on a running runtime: every ready ULT re-keyed, none lost or run twice,
+//! under the stress load (and, in CI, the chaos mode), and the `auto` policy's selector.
+
+mod common;
+
+use common::hang_guard;
+use common::load::{counting_builder, mixed_round, Load};
+use elite_rt::policy::{AutoReason, Hooks, Policy, ProcessorView, UltInfo};
+use elite_rt::sync::Barrier;
+use elite_rt::{CounterChoice, Runtime};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Oldest entry first: a custom policy among the switches.
+#[derive(Debug)]
+struct Fifo;
+
+impl Hooks for Fifo {
+    fn name(&self) -> &'static str {
+        "fifo"
+    }
+    fn priority(&self, _ult: &UltInfo, here: &ProcessorView<'_>) -> u64 {
+        u64::MAX - here.seq
+    }
+}
+
+/// Every built-in policy, a custom one and `auto`, in turn.
+fn policies() -> Vec<Policy> {
+    let mut all: Vec<Policy> = Policy::NAMES.iter().map(|n| n.parse().unwrap()).collect();
+    all.push(Policy::new(Fifo));
+    all.push(Policy::auto());
+    all
+}
+
+/// The stress load's rounds (each checks its sums, counts and exactly-once deliveries) while
+/// another thread switches the policy every few hundred microseconds, through every policy.
+fn mixed_load_while_switching(shape: &'static str, builder: fn() -> elite_rt::RuntimeBuilder) {
+    hang_guard(300, shape, move || {
+        let reports = Arc::new(AtomicUsize::new(0));
+        let _ = counting_builder(&reports); // (quiets the load's deliberate panics)
+        let reports2 = reports.clone();
+        let rt = builder()
+            .counters(CounterChoice::Estimated)
+            .detached_panic_hook(move |_| {
+                reports2.fetch_add(1, SeqCst);
+            })
+            .build()
+            .expect("runtime");
+        let done = AtomicBool::new(false);
+        let switches = std::thread::scope(|s| {
+            let switcher = s.spawn(|| {
+                let mut n = 0u64;
+                for p in policies().into_iter().cycle() {
+                    if done.load(SeqCst) {
+                        break;
+                    }
+                    rt.set_policy(p).expect("set_policy");
+                    n += 1;
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                n
+            });
+            for _ in 0..8 {
+                mixed_round(&rt, &Load::SMALL, &reports);
+            }
+            done.store(true, SeqCst);
+            switcher.join().unwrap()
+        });
+        let stats = rt.stats();
+        // (`auto`'s selector switches too.)
+        assert!(stats.policy_generation >= switches, "{shape}: a generation per switch");
+        assert!(stats.total().policy_switches > 0, "{shape}: the processors took policies up");
+    });
+}
+
+#[test]
+fn switching_under_the_mixed_load_on_one_processor() {
+    mixed_load_while_switching("switching, 1 processor", || Runtime::builder().processors(1));
+}
+
+#[test]
+fn switching_under_the_mixed_load_on_two_processors() {
+    mixed_load_while_switching("switching, 2 processors", || Runtime::builder().processors(2));
+}
+
+#[test]
+fn switching_under_the_mixed_load_on_two_nodes_of_two() {
+    mixed_load_while_switching("switching, 2x2", || Runtime::builder().topology("2x2"));
+}
+
+/// 256 ULTs meet at a barrier 12 times; right after each release the leader switches the
+/// policy, with the 255 others ready in the runqueue, so that the processor's next safe point
+/// re-keys them. Each ULT runs each of its rounds once: the counts are exact, and every ULT
+/// went through every round.
+#[test]
+fn ready_ults_are_rekeyed_and_run_once() {
+    hang_guard(120, "re-keyed ULTs", || {
+        const ULTS: usize = 256;
+        const ROUNDS: u64 = 12;
+        let rt = Arc::new(
+            Runtime::builder().processors(1).no_chaos().counters(CounterChoice::Estimated).build().unwrap(),
+        );
+        let counts: Arc<Vec<AtomicU64>> = Arc::new((0..ULTS).map(|_| AtomicU64::new(0)).collect());
+        let order = policies();
+        {
+            let (rt2, counts) = (rt.clone(), counts.clone());
+            rt.block_on(move || {
+                let barrier = Arc::new(Barrier::new(ULTS));
+                let hs: Vec<_> = (0..ULTS)
+                    .map(|i| {
+                        let (rt, counts, barrier, order) =
+                            (rt2.clone(), counts.clone(), barrier.clone(), order.clone());
+                        // (Room for `set_policy(auto)`, which starts a thread, in a debug build.)
+                        let ult = elite_rt::Builder::new().stack_size(512 << 10);
+                        ult.spawn(move || {
+                            for round in 0..ROUNDS {
+                                counts[i].fetch_add(1, SeqCst);
+                                if barrier.wait().is_leader() {
+                                    let p = order[round as usize % order.len()].clone();
+                                    rt.set_policy(p).unwrap();
+                                }
+                            }
+                        })
+                        .unwrap()
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+            });
+        }
+        assert!(counts.iter().all(|c| c.load(SeqCst) == ROUNDS), "every ULT ran each round once");
+        let stats = rt.stats();
+        assert!(stats.policy_generation >= ROUNDS, "(`auto`'s selector switches too)");
+        let total = stats.total();
+        assert!(total.policy_switches >= ROUNDS / 2, "{total:?}");
+        assert!(total.rekeyed > 0, "some switch found ready ULTs: {total:?}");
+    });
+}
+
+/// `policy`, `policy_name` and the stats follow `set_policy`; `auto` starts its selector,
+/// whose first decision is its first candidate, and a fixed policy set after it stops it.
+#[test]
+fn the_policy_in_force_follows_set_policy() {
+    let rt = Runtime::builder().processors(2).build().unwrap();
+    assert_eq!(rt.stats().policy, "no-affinity");
+    rt.set_policy("gravity".parse().unwrap()).unwrap();
+    assert_eq!(
+        (rt.policy_name(), rt.stats().policy, rt.stats().policy_generation),
+        ("gravity", "gravity", 1)
+    );
+    rt.set_policy(Policy::auto()).unwrap();
+    assert_eq!(rt.policy_name(), "auto");
+    assert_eq!(rt.stats().policy, "no-affinity", "auto starts with its first candidate");
+    common::wait_until(30, "auto's first decision", || !rt.stats().auto.is_empty());
+    assert_eq!(rt.stats().auto[0].reason, AutoReason::Start);
+    rt.set_policy(Policy::virtual_time()).unwrap();
+    let generation = rt.stats().policy_generation;
+    std::thread::sleep(Duration::from_millis(50));
+    let stats = rt.stats();
+    assert_eq!((stats.policy, stats.policy_generation), ("virtual-time", generation), "auto stopped");
+    assert_eq!(rt.block_on(|| elite_rt::spawn(|| 5).join().unwrap()), 5);
+}
+
+/// Under `auto`, a busy program sees the selector explore every candidate and settle on one,
+/// with a rate measured for each; `progress` moves it to the program's units.
+#[test]
+fn auto_explores_every_candidate_and_settles() {
+    hang_guard(120, "auto", || {
+        // (The largest budget: an exploration after about a tenth of a second.)
+        let auto = elite_rt::policy::Auto::new().budget(0.5).unwrap();
+        let rt = Runtime::builder().processors(2).policy(Policy::auto_with(auto)).build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let h = rt.spawn(move || {
+            let workers: Vec<_> = (0..8)
+                .map(|_| {
+                    let stop = stop2.clone();
+                    elite_rt::spawn(move || {
+                        while !stop.load(SeqCst) {
+                            elite_rt::progress(1);
+                            elite_rt::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().for_each(|w| w.join().unwrap());
+        });
+        common::wait_until(60, "an explored decision", || {
+            rt.stats().auto.iter().any(|d| d.reason != AutoReason::Start)
+        });
+        stop.store(true, SeqCst);
+        h.join().unwrap();
+        let stats = rt.stats();
+        let d = stats.auto.iter().find(|d| d.reason != AutoReason::Start).unwrap();
+        let names: Vec<&str> = d.rates.iter().map(|r| r.0).collect();
+        assert_eq!(names, ["no-affinity", "virtual-time", "reload-transient", "gravity"]);
+        assert!(d.rates.iter().all(|r| r.1 > 0.0), "{d}");
+        assert!(names.contains(&d.policy));
+        assert_eq!(d.unit, elite_rt::policy::ProgressUnit::Reported);
+        assert!(stats.total().progress > 0);
+        assert!(format!("{stats}").contains("auto "), "the stats print the decisions");
+    });
+}
