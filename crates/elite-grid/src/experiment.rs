@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 /// Every scheduling policy the measurement tries, in the order of ELiTE's figure 3.2.2 (plus
 /// section 3.3's `gravity`). The first is the baseline the others are compared with.
 pub const POLICIES: &[&str] =
-    &["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity"];
+    &["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity", "auto"];
 
 /// The policy every rate is compared with.
 pub const BASELINE: &str = "no-affinity";

@@ -4,7 +4,7 @@
 //!
 //! | bench | one operation | metric | processors | systems |
 //! | --- | --- | --- | --- | --- |
-//! | `adaptive_grid` | one smoothing operation (the relaxation of one unknown) | ops_per_sec | 1, 2 (`sequential`: 1) | `sequential`, `rayon`, `elite/<policy>`, `elite/<policy>+prefetch` |
+//! | `adaptive_grid` | one smoothing operation (the relaxation of one unknown) | ops_per_sec | 1, 2 (`sequential`: 1) | `sequential`, `rayon`, `elite/<policy>`, `elite/<policy>+prefetch` (`auto` among the policies) |
 //! | `adaptive_grid` (side rows) | the solve's time and its relaxations per cell, per run | `solve_s`, `relaxations_per_cell` | the same | the same |
 //! | `adaptive_grid` (`--cachegrind`) | simulated last-level misses of one solve | ll_misses | 1 | the elite systems |
 //!
@@ -56,8 +56,10 @@
 //! times (the rayon and sequential rows within three sweeps, about 2%): the best elite system at least
 //! 1/1.15 of the sequential reference's rate at 1 processor and 1/0.75 at 2, and at least the
 //! rayon peer's at 2; and those of issue 5, the best affinity policy at least 1.3x
-//! `no-affinity`'s at 1 and at 2 processors (printed with and without prefetch counted). A miss
-//! does not fail the run, a wrong answer does.
+//! `no-affinity`'s at 1 and at 2 processors (printed with and without prefetch counted); and
+//! `elite/auto` within 5% of each fixed policy's rate and at least 0.97 of `no-affinity`'s, at
+//! each processor count (the solve reports its relaxations to `auto` with `elite_rt::progress`).
+//! A miss does not fail the run, a wrong answer does.
 
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -89,12 +91,22 @@ const PROBE_SIZE: (u8, u8) = (12, 9);
 const PROBE_PATCH: usize = 256;
 
 /// The system name of each policy, without and with prefetch, in [`POLICIES`]' order.
-const SYSTEMS: [(&str, &str, &str); 5] = [
+const SYSTEMS: [(&str, &str, &str); 6] = [
     ("no-affinity", "elite/no-affinity", "elite/no-affinity+prefetch"),
     ("virtual-time", "elite/virtual-time", "elite/virtual-time+prefetch"),
     ("minimum-misses", "elite/minimum-misses", "elite/minimum-misses+prefetch"),
     ("reload-transient", "elite/reload-transient", "elite/reload-transient+prefetch"),
     ("gravity", "elite/gravity", "elite/gravity+prefetch"),
+    ("auto", "elite/auto", "elite/auto+prefetch"),
+];
+
+/// The fixed policies, without prefetch (what `elite/auto` is held against).
+const FIXED: &[&str] = &[
+    "elite/no-affinity",
+    "elite/virtual-time",
+    "elite/minimum-misses",
+    "elite/reload-transient",
+    "elite/gravity",
 ];
 
 /// The affinity policies, without prefetch.
@@ -113,6 +125,8 @@ const ALL_ELITE: &[&str] = &[
     "elite/reload-transient+prefetch",
     "elite/gravity",
     "elite/gravity+prefetch",
+    "elite/auto",
+    "elite/auto+prefetch",
 ];
 
 /// The affinity policies with prefetch.
@@ -227,6 +241,7 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
             });
         }
     }
+    targets.extend(super::affinity::auto_targets(FIXED, &processors));
     let mut benches = vec![Bench { name: "adaptive_grid", metric: Metric::OpsPerSec, contenders, targets }];
     if ctx.cachegrind {
         if let Some(bench) = cachegrind_bench(ctx, &systems, prefetch) {
@@ -295,7 +310,8 @@ fn cachegrind_bench(
         }
     };
     let mut contenders = Vec::new();
-    for &(policy, plain, with_prefetch) in systems {
+    // (Not `auto`: what it chooses depends on time, which cachegrind's slowdown distorts.)
+    for &(policy, plain, with_prefetch) in systems.iter().filter(|s| s.0 != "auto") {
         for &pf in prefetch {
             let params = Params::new(1)
                 .with("size", size as u64)
