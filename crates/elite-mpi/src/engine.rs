@@ -325,13 +325,36 @@ impl Engine {
     }
 }
 
+/// Fruitless polls in a row after which the progress ULT also yields its OS thread.
+pub(crate) const POLLS_BEFORE_OS_YIELD: u32 = 64;
+
 /// The progress ULT's body: poll while requests are outstanding, yielding after each poll; park on
-/// the engine's `work` semaphore while none are.
+/// the engine's `work` semaphore while none are. After [`POLLS_BEFORE_OS_YIELD`] polls in a row
+/// that completed nothing it yields its OS thread too (`sched_yield`, as MPICH's own blocking
+/// calls do after `MPIR_CVAR_POLLS_BEFORE_YIELD` polls): on a machine with more runnable threads
+/// than CPUs, the peer rank this one waits for may be waiting for a CPU, and a processor spinning
+/// on its time slice would hold it off for a whole slice (milliseconds per message, measured).
 pub(crate) fn progress_loop(engine: Arc<Engine>) {
+    let mut fruitless = 0u32;
     while !engine.stop.load(Ordering::Acquire) {
+        let before = engine.completed_in_polls.load(Ordering::Relaxed);
         match engine.poll() {
-            Some(0) => engine.work.acquire(),
-            _ => elite_rt::yield_now(),
+            Some(0) => {
+                fruitless = 0;
+                engine.work.acquire();
+            }
+            _ => {
+                if engine.completed_in_polls.load(Ordering::Relaxed) == before {
+                    fruitless += 1;
+                    if fruitless >= POLLS_BEFORE_OS_YIELD {
+                        fruitless = 0;
+                        std::thread::yield_now();
+                    }
+                } else {
+                    fruitless = 0;
+                }
+                elite_rt::yield_now();
+            }
         }
     }
 }
