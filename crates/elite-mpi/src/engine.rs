@@ -43,7 +43,7 @@ use mpi::ffi;
 use std::any::Any;
 use std::mem::MaybeUninit;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The outcome of a completed operation: MPI's status and the error it reported, if any.
@@ -53,6 +53,19 @@ pub(crate) struct Outcome {
     /// `MPI_SUCCESS` or the error class MPI gave for this operation.
     pub(crate) code: c_int,
 }
+
+/// How long a waiter polls before it parks (see [`Slot::wait`]), while spinning pays off: each
+/// spin that ended with the operation complete adds one to the rank's spin credit (at most
+/// [`SPIN_CREDIT_MAX`]), each that did not takes [`SPIN_FAILURE_COST`]; with no credit left only
+/// one wait in [`SPIN_PROBE_EVERY`] spins, to find out whether it pays again. Waits that take far
+/// longer than the spin (a peer busy computing) so stop costing their processor 2 µs each.
+pub(crate) const WAIT_SPIN: std::time::Duration = std::time::Duration::from_micros(2);
+/// See [`WAIT_SPIN`].
+pub(crate) const SPIN_CREDIT_MAX: u32 = 8;
+/// See [`WAIT_SPIN`].
+pub(crate) const SPIN_FAILURE_COST: u32 = 2;
+/// See [`WAIT_SPIN`].
+pub(crate) const SPIN_PROBE_EVERY: u32 = 16;
 
 /// One operation in flight: how its waiter learns that it completed, and its buffers.
 pub(crate) struct Slot {
@@ -84,10 +97,25 @@ impl Slot {
         self.done.load(Ordering::Acquire)
     }
 
-    /// Blocks the calling ULT (or OS thread) until the operation completed.
+    /// Blocks the calling ULT (or OS thread) until the operation completed. Polls for at most
+    /// [`WAIT_SPIN`] first while spinning has been paying off on this rank (two-phase waiting, as
+    /// elite's locks do: parking and being woken by the progress ULT costs a few switches and
+    /// semaphore operations, about as long), else polls once; then parks.
     pub(crate) fn wait(&self, engine: &Engine) -> Outcome {
         if !self.is_done() {
-            engine.poll();
+            if engine.should_spin() {
+                let start = std::time::Instant::now();
+                loop {
+                    engine.poll();
+                    if self.is_done() || start.elapsed() >= WAIT_SPIN {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+                engine.spun(self.is_done());
+            } else {
+                engine.poll();
+            }
         }
         while !self.is_done() {
             self.wake.acquire();
@@ -131,6 +159,9 @@ pub(crate) struct Engine {
     /// Released when the table goes from empty to not; the progress ULT parks on it.
     work: Semaphore,
     stop: AtomicBool,
+    /// Spin credit and probe counter of the waiters (see [`WAIT_SPIN`]); relaxed, a heuristic.
+    spin_credit: AtomicU32,
+    spin_probe: AtomicU32,
     polls: AtomicU64,
     completed_in_polls: AtomicU64,
     started: AtomicU64,
@@ -173,10 +204,25 @@ impl Engine {
             }),
             work: Semaphore::new(0),
             stop: AtomicBool::new(false),
+            spin_credit: AtomicU32::new(SPIN_CREDIT_MAX),
+            spin_probe: AtomicU32::new(0),
             polls: AtomicU64::new(0),
             completed_in_polls: AtomicU64::new(0),
             started: AtomicU64::new(0),
         }
+    }
+
+    /// Whether a waiter should poll for [`WAIT_SPIN`] before it parks.
+    fn should_spin(&self) -> bool {
+        self.spin_credit.load(Ordering::Relaxed) > 0
+            || self.spin_probe.fetch_add(1, Ordering::Relaxed).is_multiple_of(SPIN_PROBE_EVERY)
+    }
+
+    /// Records whether a spin ended with its operation complete.
+    fn spun(&self, paid_off: bool) {
+        let c = self.spin_credit.load(Ordering::Relaxed);
+        let c = if paid_off { (c + 1).min(SPIN_CREDIT_MAX) } else { c.saturating_sub(SPIN_FAILURE_COST) };
+        self.spin_credit.store(c, Ordering::Relaxed);
     }
 
     /// The MPI lock (the table's): every MPI call of the crate is made holding it.

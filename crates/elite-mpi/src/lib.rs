@@ -38,7 +38,11 @@
 //!   each poll: it polls once per turn it gets among its processor's ready ULTs, so with `k` other
 //!   ULTs ready there, once every `k` of their turns; with none ready, in a tight loop. While the
 //!   table is empty it is parked and costs nothing;
-//! - a ULT that waits polls once itself before it parks, and [`Request::test`] polls once;
+//! - a ULT that waits polls itself for up to 2 µs before it parks (two-phase waiting, as elite's
+//!   locks do: parking, and being woken by the progress ULT, costs a few switches and semaphore
+//!   operations, about as long), as long as such spins keep ending with the operation complete;
+//!   once they stop paying (a peer busy computing answers late), only one wait in 16 spins, the
+//!   others poll once; [`Request::test`] polls once;
 //! - after 64 polls in a row that completed nothing, the progress ULT also yields its OS thread
 //!   (`sched_yield`, as MPICH's blocking calls do after `MPIR_CVAR_POLLS_BEFORE_YIELD` polls), so
 //!   that a peer rank waiting for a CPU on a busy machine gets one.
@@ -264,6 +268,10 @@ fn install_panic_hook() {
                     unsafe {
                         ffi::MPI_Comm_rank(ffi::RSMPI_COMM_WORLD, &mut rank);
                         eprintln!("elite-mpi: a ULT of rank {rank} panicked; ending the job (MPI_Abort)");
+                        // The launcher forwards output through its proxies and stops forwarding
+                        // once the abort kills them: the notice, last, was lost in 2 of 6 runs
+                        // of tests/abort.rs without this pause.
+                        std::thread::sleep(std::time::Duration::from_millis(200));
                         ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 1);
                     }
                 };
