@@ -10,7 +10,7 @@
 //! A derived row `ratio_to_mpi` gives, per round, `elite-mpi`'s round trip over `mpi`'s.
 //!
 //! ```sh
-//! export UCX_TLS=self,sm UCX_NET_DEVICES=lo HWLOC_COMPONENTS=-gl   # loopback only
+//! export UCX_TLS=self,sm UCX_NET_DEVICES=lo HWLOC_COMPONENTS=-gl HYDRA_IFACE=lo   # loopback only
 //! cargo run --release --example mpi_ping_pong -- --json mpi.json
 //! ```
 //!
@@ -89,7 +89,12 @@ fn launch(args: &[String]) -> ExitCode {
         .args(["-n", "2"])
         .arg(exe)
         .args(args)
-        .envs([("UCX_TLS", "self,sm"), ("UCX_NET_DEVICES", "lo"), ("HWLOC_COMPONENTS", "-gl")])
+        .envs([
+            ("UCX_TLS", "self,sm"),
+            ("UCX_NET_DEVICES", "lo"),
+            ("HWLOC_COMPONENTS", "-gl"),
+            ("HYDRA_IFACE", "lo"),
+        ])
         .status();
     match status {
         Ok(s) if s.success() => ExitCode::SUCCESS,

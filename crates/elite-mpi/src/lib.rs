@@ -79,8 +79,9 @@
 //! ## Loopback only on shared machines
 //!
 //! MPICH over UCX opens listeners on the machine's network interfaces by default. To keep a run on
-//! shared memory and loopback, set `UCX_TLS=self,sm UCX_NET_DEVICES=lo HWLOC_COMPONENTS=-gl` (the
-//! crate's tests and `.ci/run` do), or run inside `unshare -n`.
+//! shared memory and loopback, set
+//! `UCX_TLS=self,sm UCX_NET_DEVICES=lo HWLOC_COMPONENTS=-gl HYDRA_IFACE=lo` (the crate's tests and
+//! `.ci/run` do), or run inside `unshare -n`.
 
 #![warn(missing_docs)]
 

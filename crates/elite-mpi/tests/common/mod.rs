@@ -11,8 +11,10 @@ pub fn is_child() -> bool {
 }
 
 /// The environment that keeps MPICH over UCX on shared memory and loopback.
-pub const LOOPBACK: [(&str, &str); 3] =
-    [("UCX_TLS", "self,sm"), ("UCX_NET_DEVICES", "lo"), ("HWLOC_COMPONENTS", "-gl")];
+/// `HYDRA_IFACE=lo`: the launcher's proxies connect back to it over `lo` whatever the host name
+/// resolves to.
+pub const LOOPBACK: [(&str, &str); 4] =
+    [("UCX_TLS", "self,sm"), ("UCX_NET_DEVICES", "lo"), ("HWLOC_COMPONENTS", "-gl"), ("HYDRA_IFACE", "lo")];
 
 /// What a launch ended with.
 pub struct Outcome {
