@@ -40,6 +40,7 @@
 use crate::{mpi_error, Error};
 use elite_rt::sync::Semaphore;
 use mpi::ffi;
+use smallvec::SmallVec;
 use std::any::Any;
 use std::mem::MaybeUninit;
 use std::os::raw::c_int;
@@ -316,8 +317,9 @@ impl Engine {
             return Some(n);
         }
         let in_status = rc == ffi::MPI_ERR_IN_STATUS as c_int;
-        let mut done: Vec<(Arc<Slot>, Outcome)> = Vec::with_capacity(outcount as usize);
-        let mut completed: Vec<usize> = Vec::with_capacity(outcount as usize);
+        // On the stack for the usual few completions per poll (no allocation per poll).
+        let mut done: SmallVec<[(Arc<Slot>, Outcome); 8]> = SmallVec::new();
+        let mut completed: SmallVec<[usize; 8]> = SmallVec::new();
         for k in 0..outcount as usize {
             let i = t.indices[k] as usize;
             // SAFETY: MPI_Testsome wrote the first `outcount` statuses.
