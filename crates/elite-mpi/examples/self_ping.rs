@@ -1,6 +1,11 @@
 //! Per-message software cost, without a peer: a rank sends one u64 to itself and receives it,
 //! n times, raw MPI (MPI_Isend + MPI_Recv on the main thread) against a ULT (World::isend +
-//! World::recv). Run with `mpiexec -n 1` or alone (singleton). Prints ns per message, median of 5.
+//! World::recv). Prints ns per message, median of 5 rounds. Loopback only, from this directory:
+//!
+//! ```sh
+//! export UCX_TLS=self,sm UCX_NET_DEVICES=lo HWLOC_COMPONENTS=-gl HYDRA_IFACE=lo
+//! cargo build --release --example self_ping && mpiexec -n 1 target/release/examples/self_ping
+//! ```
 use elite_mpi::mpi::traits::{Communicator, Destination, Source};
 use std::time::Instant;
 
