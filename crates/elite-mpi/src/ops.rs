@@ -1,0 +1,494 @@
+//! The world communicator's operations: point-to-point and collectives, each started
+//! non-blocking and waited on by parking the calling ULT (see the engine's protocol).
+
+use crate::engine::{Engine, Outcome, ProgressStats, Slot};
+use crate::{mpi_error, Error};
+use mpi::collective::SystemOperation;
+use mpi::datatype::Equivalence;
+use mpi::ffi;
+use mpi::traits::AsRaw;
+use std::any::Any;
+use std::fmt;
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+/// Where a receive takes its message from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// This rank only.
+    Rank(usize),
+    /// Any rank (`MPI_ANY_SOURCE`).
+    Any,
+}
+
+impl From<usize> for Source {
+    fn from(rank: usize) -> Source {
+        Source::Rank(rank)
+    }
+}
+
+/// Which tags a receive accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TagMatch {
+    /// This tag only.
+    Tag(i32),
+    /// Any tag (`MPI_ANY_TAG`).
+    Any,
+}
+
+impl From<i32> for TagMatch {
+    fn from(tag: i32) -> TagMatch {
+        TagMatch::Tag(tag)
+    }
+}
+
+/// What a receive got: from whom, with which tag, how many elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    source: usize,
+    tag: i32,
+    count: usize,
+}
+
+impl Status {
+    /// The sender's rank.
+    pub fn source(&self) -> usize {
+        self.source
+    }
+
+    /// The message's tag.
+    pub fn tag(&self) -> i32 {
+        self.tag
+    }
+
+    /// The number of elements received.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+}
+
+type Finish<O> = fn(&Engine, Box<dyn Any + Send>, Outcome) -> Result<O, Error>;
+
+/// An operation in flight, started by one of [`World`]'s `i` methods. [`wait`](Request::wait)
+/// parks the calling ULT until it completes; [`test`](Request::test) asks without blocking.
+///
+/// Dropping a request before its operation completed does not cancel it: the operation goes on,
+/// its buffers kept alive by the rank until MPI is done with them.
+#[must_use = "an operation's result and errors come from `wait`"]
+pub struct Request<O> {
+    engine: Arc<Engine>,
+    slot: Arc<Slot>,
+    finish: Finish<O>,
+}
+
+impl<O> fmt::Debug for Request<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request").field("done", &self.slot.is_done()).finish()
+    }
+}
+
+impl<O> Request<O> {
+    /// Whether the operation has completed (then [`wait`](Request::wait) returns at once). Polls
+    /// the rank's outstanding requests once when it has not, so a ULT looping on `test` makes
+    /// progress by itself.
+    pub fn test(&self) -> bool {
+        if self.slot.is_done() {
+            return true;
+        }
+        self.engine.poll();
+        self.slot.is_done()
+    }
+
+    /// Blocks the calling ULT until the operation completes and returns its result: the buffer
+    /// sent, or the buffer received with its [`Status`].
+    ///
+    /// # Errors
+    /// What MPI reported for the operation (for a receive: [`Error::Truncated`] when the message
+    /// was longer than the buffer, [`Error::TypeMismatch`] when it was not a whole number of
+    /// elements).
+    pub fn wait(self) -> Result<O, Error> {
+        let outcome = self.slot.wait(&self.engine);
+        let buffers = self
+            .slot
+            .buffers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .expect("a request's buffers are taken once, by its wait");
+        (self.finish)(&self.engine, buffers, outcome)
+    }
+}
+
+/// A handle on the world communicator of this rank, for any ULT of its runtime: made by
+/// [`Mpi::world`](crate::Mpi::world), cheap to clone.
+///
+/// The element types are `mpi`'s [`Equivalence`] types that are `Copy` (numbers, `bool`, arrays
+/// and `#[derive(Equivalence)]` structs of them). Every blocking method blocks only the calling
+/// ULT; it may also be called from an OS thread outside the runtime, which then blocks.
+#[derive(Clone)]
+pub struct World {
+    engine: Arc<Engine>,
+}
+
+impl fmt::Debug for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("World").field("rank", &self.rank()).field("size", &self.size()).finish()
+    }
+}
+
+fn count_of(len: usize) -> Result<c_int, Error> {
+    c_int::try_from(len).map_err(|_| Error::TooLong { len })
+}
+
+/// `Ok` for `MPI_SUCCESS`, else the error with MPI's text (asked under the MPI lock).
+fn check_code(engine: &Engine, code: c_int) -> Result<(), Error> {
+    if code == ffi::MPI_SUCCESS as c_int {
+        Ok(())
+    } else {
+        Err(engine.lock().call(|| mpi_error(code)))
+    }
+}
+
+fn datatype<T: Equivalence>() -> ffi::MPI_Datatype {
+    T::equivalent_datatype().as_raw()
+}
+
+impl World {
+    pub(crate) fn new(engine: Arc<Engine>) -> World {
+        World { engine }
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.engine.rank
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.engine.size
+    }
+
+    /// The largest tag MPI accepts (`MPI_TAG_UB`, at least 32767).
+    pub fn max_tag(&self) -> i32 {
+        self.engine.tag_ub
+    }
+
+    /// What the rank's progress engine has done so far.
+    pub fn progress_stats(&self) -> ProgressStats {
+        self.engine.stats()
+    }
+
+    fn check_rank(&self, rank: usize) -> Result<c_int, Error> {
+        if rank < self.size() {
+            Ok(rank as c_int)
+        } else {
+            Err(Error::RankOutOfRange { rank, size: self.size() })
+        }
+    }
+
+    fn check_tag(&self, tag: i32) -> Result<c_int, Error> {
+        if (0..=self.engine.tag_ub).contains(&tag) {
+            Ok(tag)
+        } else {
+            Err(Error::TagOutOfRange { tag, max: self.engine.tag_ub })
+        }
+    }
+
+    fn start<O, B: Any + Send>(
+        &self,
+        buffers: B,
+        finish: Finish<O>,
+        start: impl FnOnce(&mut B, &mut ffi::MPI_Request) -> c_int,
+    ) -> Result<Request<O>, Error> {
+        let slot = Slot::new(Box::new(buffers));
+        {
+            // The buffers stay in the slot (on the heap) until the operation completes; `start`
+            // only takes their addresses.
+            let mut guard = slot.buffers.lock().unwrap_or_else(|e| e.into_inner());
+            let buffers: &mut B = guard
+                .as_mut()
+                .and_then(|b| b.downcast_mut::<B>())
+                .expect("the slot holds the buffers just put there");
+            let buffers: *mut B = buffers;
+            drop(guard);
+            // SAFETY: `start` starts one operation on the buffers owned by `slot`, which keeps
+            // them (boxed, so at a fixed address) until the operation completes: the slot is on
+            // the engine's table until then, and `wait` takes them only after.
+            unsafe {
+                self.engine.start(&slot, |req| {
+                    // SAFETY: the box's contents live at this address until completion (above);
+                    // nothing else touches them before the operation completes.
+                    start(&mut *buffers, req)
+                })?;
+            }
+        }
+        Ok(Request { engine: self.engine.clone(), slot, finish })
+    }
+
+    /// Starts sending `data` to rank `dest` with tag `tag`; the request's `wait` gives the buffer
+    /// back.
+    ///
+    /// # Errors
+    /// [`Error::RankOutOfRange`], [`Error::TagOutOfRange`], [`Error::TooLong`], or what MPI
+    /// reports.
+    pub fn isend<T>(&self, data: Vec<T>, dest: usize, tag: i32) -> Result<Request<Vec<T>>, Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        let dest = self.check_rank(dest)?;
+        let tag = self.check_tag(tag)?;
+        let count = count_of(data.len())?;
+        let comm = self.engine.comm.0;
+        self.start(data, finish_send::<T>, |data, req| {
+            // SAFETY: `data` lives until completion (see `start`); count and datatype describe it.
+            unsafe {
+                ffi::MPI_Isend(data.as_ptr().cast::<c_void>(), count, datatype::<T>(), dest, tag, comm, req)
+            }
+        })
+    }
+
+    /// Sends one value to rank `dest` with tag `tag`, blocking the calling ULT until MPI no
+    /// longer needs it.
+    ///
+    /// # Errors
+    /// As [`isend`](World::isend).
+    pub fn send<T>(&self, value: &T, dest: usize, tag: i32) -> Result<(), Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        self.isend(vec![*value], dest, tag)?.wait().map(drop)
+    }
+
+    /// Sends a slice (copied once) to rank `dest` with tag `tag`, blocking the calling ULT until
+    /// the send completes.
+    ///
+    /// # Errors
+    /// As [`isend`](World::isend).
+    pub fn send_slice<T>(&self, data: &[T], dest: usize, tag: i32) -> Result<(), Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        self.isend(data.to_vec(), dest, tag)?.wait().map(drop)
+    }
+
+    /// Starts receiving a message of at most `capacity` elements; the request's `wait` gives the
+    /// elements received and their [`Status`].
+    ///
+    /// # Errors
+    /// [`Error::RankOutOfRange`], [`Error::TagOutOfRange`], [`Error::TooLong`], or what MPI
+    /// reports; `wait` also gives [`Error::Truncated`] and [`Error::TypeMismatch`].
+    pub fn irecv<T>(
+        &self,
+        capacity: usize,
+        source: impl Into<Source>,
+        tag: impl Into<TagMatch>,
+    ) -> Result<Request<(Vec<T>, Status)>, Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        let source = match source.into() {
+            Source::Rank(r) => self.check_rank(r)?,
+            // SAFETY: reading a link-time constant.
+            Source::Any => unsafe { ffi::RSMPI_ANY_SOURCE },
+        };
+        let tag = match tag.into() {
+            TagMatch::Tag(t) => self.check_tag(t)?,
+            // SAFETY: reading a link-time constant.
+            TagMatch::Any => unsafe { ffi::RSMPI_ANY_TAG },
+        };
+        let count = count_of(capacity)?;
+        let comm = self.engine.comm.0;
+        let buf: Vec<T> = Vec::with_capacity(capacity);
+        self.start(buf, finish_recv::<T>, |buf, req| {
+            // SAFETY: `buf`'s allocation holds `capacity` elements and lives until completion.
+            unsafe {
+                ffi::MPI_Irecv(
+                    buf.as_mut_ptr().cast::<c_void>(),
+                    count,
+                    datatype::<T>(),
+                    source,
+                    tag,
+                    comm,
+                    req,
+                )
+            }
+        })
+    }
+
+    /// Receives one value, blocking the calling ULT until it arrives.
+    ///
+    /// # Errors
+    /// As [`irecv`](World::irecv); [`Error::Truncated`] for a message of more than one element,
+    /// [`Error::TypeMismatch`] for an empty one.
+    pub fn recv<T>(&self, source: impl Into<Source>, tag: impl Into<TagMatch>) -> Result<(T, Status), Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        let (v, status) = self.irecv::<T>(1, source, tag)?.wait()?;
+        match v.first() {
+            Some(&x) => Ok((x, status)),
+            None => Err(Error::TypeMismatch { expected: std::any::type_name::<T>() }),
+        }
+    }
+
+    /// Receives a message into `buf` (its first [`Status::count`] elements), blocking the calling
+    /// ULT until it arrives.
+    ///
+    /// # Errors
+    /// As [`irecv`](World::irecv) with `buf.len()` as the capacity.
+    pub fn recv_into<T>(
+        &self,
+        buf: &mut [T],
+        source: impl Into<Source>,
+        tag: impl Into<TagMatch>,
+    ) -> Result<Status, Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        let (v, status) = self.irecv::<T>(buf.len(), source, tag)?.wait()?;
+        buf[..v.len()].copy_from_slice(&v);
+        Ok(status)
+    }
+
+    /// Starts a barrier (`MPI_Ibarrier`).
+    ///
+    /// # Errors
+    /// What MPI reports.
+    pub fn ibarrier(&self) -> Result<Request<()>, Error> {
+        let comm = self.engine.comm.0;
+        self.start((), finish_unit, |_, req| {
+            // SAFETY: a barrier has no buffers.
+            unsafe { ffi::MPI_Ibarrier(comm, req) }
+        })
+    }
+
+    /// Blocks the calling ULT until every rank has entered the barrier.
+    ///
+    /// # Errors
+    /// What MPI reports.
+    pub fn barrier(&self) -> Result<(), Error> {
+        self.ibarrier()?.wait()
+    }
+
+    /// Broadcasts `buf` from rank `root` to every rank: on `root` it is sent, elsewhere it is
+    /// overwritten. Every rank must pass the same length. Blocks the calling ULT.
+    ///
+    /// # Errors
+    /// [`Error::RankOutOfRange`] for `root`, [`Error::TooLong`], or what MPI reports.
+    pub fn broadcast<T>(&self, buf: &mut [T], root: usize) -> Result<(), Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        let root = self.check_rank(root)?;
+        let count = count_of(buf.len())?;
+        let comm = self.engine.comm.0;
+        let out = self
+            .start(buf.to_vec(), finish_send::<T>, |data, req| {
+                // SAFETY: `data` lives until completion and holds `count` elements.
+                unsafe {
+                    ffi::MPI_Ibcast(
+                        data.as_mut_ptr().cast::<c_void>(),
+                        count,
+                        datatype::<T>(),
+                        root,
+                        comm,
+                        req,
+                    )
+                }
+            })?
+            .wait()?;
+        buf.copy_from_slice(&out);
+        Ok(())
+    }
+
+    /// Reduces `send` element-wise over every rank with `op` into `recv` on every rank
+    /// (`MPI_Iallreduce`). Blocks the calling ULT.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] when `send` and `recv` differ in length, [`Error::TooLong`], or
+    /// what MPI reports (an operation that does not apply to the type, for one).
+    pub fn all_reduce<T>(&self, send: &[T], recv: &mut [T], op: SystemOperation) -> Result<(), Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        if send.len() != recv.len() {
+            return Err(Error::LengthMismatch { send: send.len(), recv: recv.len() });
+        }
+        let count = count_of(send.len())?;
+        let comm = self.engine.comm.0;
+        let op = op.as_raw();
+        let bufs = (send.to_vec(), recv.to_vec());
+        let out = self
+            .start(bufs, finish_reduce::<T>, |(s, r), req| {
+                // SAFETY: both buffers live until completion and hold `count` elements each.
+                unsafe {
+                    ffi::MPI_Iallreduce(
+                        s.as_ptr().cast::<c_void>(),
+                        r.as_mut_ptr().cast::<c_void>(),
+                        count,
+                        datatype::<T>(),
+                        op,
+                        comm,
+                        req,
+                    )
+                }
+            })?
+            .wait()?;
+        recv.copy_from_slice(&out);
+        Ok(())
+    }
+}
+
+fn take<B: Any>(buffers: Box<dyn Any + Send>) -> B {
+    *buffers.downcast::<B>().expect("a request's buffers have the type it was started with")
+}
+
+fn finish_unit(engine: &Engine, _: Box<dyn Any + Send>, outcome: Outcome) -> Result<(), Error> {
+    check_code(engine, outcome.code)
+}
+
+fn finish_send<T: Any>(engine: &Engine, b: Box<dyn Any + Send>, outcome: Outcome) -> Result<Vec<T>, Error> {
+    let data = take::<Vec<T>>(b);
+    check_code(engine, outcome.code)?;
+    Ok(data)
+}
+
+fn finish_reduce<T: Any>(engine: &Engine, b: Box<dyn Any + Send>, outcome: Outcome) -> Result<Vec<T>, Error> {
+    let (_, recv) = take::<(Vec<T>, Vec<T>)>(b);
+    check_code(engine, outcome.code)?;
+    Ok(recv)
+}
+
+fn finish_recv<T: Equivalence + Any>(
+    engine: &Engine,
+    b: Box<dyn Any + Send>,
+    outcome: Outcome,
+) -> Result<(Vec<T>, Status), Error> {
+    let mut buf = take::<Vec<T>>(b);
+    let capacity = buf.capacity();
+    if let Err(e) = check_code(engine, outcome.code) {
+        return Err(match e {
+            Error::Truncated { .. } => Error::Truncated { capacity },
+            e => e,
+        });
+    }
+    let mut count: c_int = 0;
+    // SAFETY: the status is the one MPI wrote for this receive; the datatype is its own.
+    let rc =
+        engine.lock().call(|| unsafe { ffi::MPI_Get_count(&outcome.status, datatype::<T>(), &mut count) });
+    check_code(engine, rc)?;
+    // SAFETY: reading a link-time constant.
+    let undefined = unsafe { ffi::RSMPI_UNDEFINED };
+    if count == undefined || count < 0 || count as usize > capacity {
+        return Err(Error::TypeMismatch { expected: std::any::type_name::<T>() });
+    }
+    // SAFETY: MPI wrote `count` whole elements of T's datatype at the start of the allocation
+    // (T is Copy, so there is nothing to drop); `count <= capacity`.
+    unsafe { buf.set_len(count as usize) };
+    let status = Status {
+        source: outcome.status.MPI_SOURCE as usize,
+        tag: outcome.status.MPI_TAG,
+        count: count as usize,
+    };
+    Ok((buf, status))
+}
