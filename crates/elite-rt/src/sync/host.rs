@@ -44,7 +44,10 @@
 //! unparks it, and the processor, back from its park, adds the time since the stamp to a running
 //! average (7/8 old, 1/8 new; samples above [`MAX_WAKE_SAMPLE_NS`] are dropped as not a wake-up
 //! but a stamp left over from another). The spin budget and threshold follow that average
-//! ([`switch_cost`]). The line costs do not change with load and are measured once.
+//! ([`switch_cost`]). The line costs are measured once: they do not move with the load, only
+//! with where the hypervisor places the virtual CPUs, which a process cannot see (one build VM
+//! measured 50 ns in one run and 400 ns in the others, its two virtual CPUs evidently on one
+//! core's two hardware threads that once).
 
 // (Miri measures nothing: the measurement code goes unused there.)
 #![cfg_attr(miri, allow(dead_code, unused_imports))]
