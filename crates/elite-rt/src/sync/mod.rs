@@ -118,6 +118,9 @@ pub enum SpinPolicy {
     ///
     /// The spin budget is Lim and Agarwal's two-phase rule that ELiTE cites: polling for as long as
     /// blocking would cost never waits more than twice as long as the better of the two choices.
+    ///
+    /// In a runtime of one processor a ULT spins only those fewest rounds: a holder that is a ULT
+    /// of the same processor cannot run, and so release the lock, while the waiter spins.
     #[default]
     Adaptive,
     /// Always spin this many rounds (exponential backoff, at most 64 pause hints a round), then
@@ -148,10 +151,14 @@ impl Spinner {
     #[inline]
     pub(crate) fn new(avg_hold: u64) -> Spinner {
         crate::processor::decision_point();
-        let policy = current_processor().map(|p| p.shared.config.spin_policy).unwrap_or_default();
+        let (policy, alone) = current_processor()
+            .map(|p| (p.shared.config.spin_policy, p.shared.processors.len() == 1))
+            .unwrap_or_default();
         let rounds = match policy {
             SpinPolicy::Block => 0,
             SpinPolicy::Fixed(n) => n,
+            // A ULT holder on the only processor cannot release the lock while this spins.
+            SpinPolicy::Adaptive if alone => ADAPTIVE_SPIN_ROUNDS,
             SpinPolicy::Adaptive if avg_hold > host::switch_ticks() / 2 => 0,
             SpinPolicy::Adaptive => u32::MAX,
         };
