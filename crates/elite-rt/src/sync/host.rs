@@ -196,7 +196,8 @@ static COSTS: OnceLock<HostCosts> = OnceLock::new();
 /// at start stands).
 static WAKE_AVERAGE: AtomicU64 = AtomicU64::new(0);
 
-/// Wake-ups counted into [`WAKE_AVERAGE`] (for tests and diagnostics).
+/// Wake-ups counted into [`WAKE_AVERAGE`] (counted in tests only).
+#[cfg(test)]
 static WAKE_SAMPLES: AtomicU64 = AtomicU64::new(0);
 
 /// The context-switch cost on this host now: the coroutine round trip measured at start plus the
@@ -247,6 +248,7 @@ pub(crate) fn note_wake(notified_at: u64) {
     let start = (costs.wake_ns * costs.ticks_per_ns) as u64;
     let old = WAKE_AVERAGE.load(Ordering::Relaxed);
     WAKE_AVERAGE.store(next_average(old, start, sample), Ordering::Relaxed);
+    #[cfg(test)]
     WAKE_SAMPLES.fetch_add(1, Ordering::Relaxed);
 }
 
