@@ -31,10 +31,11 @@
 //!   reads them all at once (independent loads, which the core overlaps): the median time per
 //!   line over 15 such reads.
 //!
-//! With a single CPU the helper never runs beside this thread, so the two line measurements are
-//! left out and their defaults ([`DEFAULT_LINE_ROUND_TRIP_NS`], [`DEFAULT_LINE_FETCH_NS`]) stand
-//! in (a lock cannot bounce between cores there anyway); so does [`DEFAULT_WAKE_NS`] for the
-//! wake-up when no helper thread starts, and whenever a measurement fails.
+//! With a single CPU the helper never runs beside this thread, nor under valgrind (one thread at
+//! a time), so the two line measurements are left out and their defaults
+//! ([`DEFAULT_LINE_ROUND_TRIP_NS`], [`DEFAULT_LINE_FETCH_NS`]) stand in (a lock cannot bounce
+//! between cores there anyway); so does [`DEFAULT_WAKE_NS`] for the wake-up when no helper thread
+//! starts, and whenever a measurement fails.
 //!
 //! # Re-measured while running
 //!
@@ -407,11 +408,19 @@ fn wait_for(turn: &Line, done: impl Fn(u64) -> bool) -> Option<u64> {
     }
 }
 
+/// Whether the process runs under valgrind (which preloads its own library): valgrind runs one
+/// thread at a time, so no line crosses between cores while a thread waits for another, and the
+/// time the waits take (and so the instructions they count, which the hot-path probes compare
+/// between runs) depends on how the host schedules valgrind's threads.
+fn under_valgrind() -> bool {
+    std::env::var_os("LD_PRELOAD").is_some_and(|p| p.to_string_lossy().contains("vgpreload"))
+}
+
 /// The line round trip and the streamed fetch of a line (see the [module docs](self)), in ticks;
 /// `None` on a single CPU, if no helper thread starts, or if the helper stops answering.
 #[cfg(not(miri))]
 fn measure_lines() -> Option<(f64, f64)> {
-    if std::thread::available_parallelism().map_or(true, |n| n.get() < 2) {
+    if std::thread::available_parallelism().map_or(true, |n| n.get() < 2) || under_valgrind() {
         return None;
     }
     // The turn: odd when this thread asks, even when the helper answered; `u64::MAX`: stop.
