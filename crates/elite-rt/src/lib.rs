@@ -88,11 +88,13 @@
 //! *spins* (exponential backoff) for as long as a context switch costs, then blocks. The cost of a
 //! context switch is what a waiter pays by blocking instead of spinning: switching out, having the
 //! wake-up delivered, and switching back in, where the delivery wakes its processor from its park
-//! when the processor had nothing else to run. [`sync::switch_cost`] measures it once per process,
-//! when the first runtime starts, as a coroutine round trip (about 1.3 ns on the 2-core build VMs)
-//! plus the wake-up of a parked thread (the median of nine; on those VMs 30 µs to 0.5 ms when the
-//! host had to reschedule the sleeper's halted virtual CPU, about 1.7 µs when the machine was busy
-//! enough that it had not halted). The spin budget is Lim and Agarwal's competitive rule, which ELiTE cites:
+//! when the processor had nothing else to run. [`sync::switch_cost`] is a coroutine round trip
+//! (measured when the first runtime starts; a few nanoseconds) plus the wake-up of a parked
+//! processor: measured at start as the median of nine, then the running average of the wake-ups
+//! the runtime makes, since it moves with the host's load (on the 2-core build VMs 30 µs to 0.5 ms
+//! when the host had to reschedule the sleeper's halted virtual CPU, about 2 µs when the machine
+//! was busy enough that it had not halted). Every threshold of the runtime that depends on the
+//! host is derived from such measurements: see [`sync::HostCosts`]. The spin budget is Lim and Agarwal's competitive rule, which ELiTE cites:
 //! spinning as long as blocking would cost never waits more than twice as long as the better
 //! choice. A spinner also stops when an unlock has handed the lock to a blocked waiter, which may
 //! need the spinner's processor. [`sync::SpinPolicy`] chooses another rule per runtime.

@@ -60,6 +60,12 @@ pub(crate) struct ParkSlot {
     /// Whether the processor parks for a watch period, looking for stranded ULTs when it ends
     /// (`processor::find`, "Stranded ULTs"). A hint outside the protocol above, as `pausing`.
     watching: std::sync::atomic::AtomicBool,
+    /// When a waker last unparked the processor (a time stamp, `sync::ticks`; 0: not since the
+    /// processor took it): the processor, back from its park, measures the wake-up with it for
+    /// the spin budget's running average (`sync::host`). A hint outside the protocol above, as
+    /// `pausing`: a stamp read late or left over only makes one sample wrong, and samples too
+    /// long to be a wake-up are dropped.
+    notified_at: std::sync::atomic::AtomicU64,
 }
 
 impl ParkSlot {
@@ -69,6 +75,7 @@ impl ParkSlot {
             thread: Mutex::new(None),
             pausing: std::sync::atomic::AtomicBool::new(false),
             watching: std::sync::atomic::AtomicBool::new(false),
+            notified_at: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -111,6 +118,8 @@ impl ParkSlot {
     #[cold]
     fn notify_slow(&self) -> bool {
         if self.state.compare_exchange(PARKED, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            #[cfg(not(loom))]
+            self.notified_at.store(crate::sync::ticks(), std::sync::atomic::Ordering::Relaxed);
             if let Some(t) = self.thread() {
                 t.unpark();
             }
@@ -141,6 +150,12 @@ impl ParkSlot {
     fn retract(&self, idle: &Idle) {
         self.state.store(RUNNING, Ordering::SeqCst);
         idle.num_parked.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// The waker's stamp not yet taken by the processor (0: none).
+    #[cfg(test)]
+    pub(crate) fn notified_at_for_tests(&self) -> u64 {
+        self.notified_at.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the processor is parked (announced PARKED and not yet woken).
@@ -218,6 +233,11 @@ impl Idle {
             }
         }
         slot.retract(self);
+        // The wake-up's latency, for the spin budget (a stamp left by a waker that found this
+        // processor parked; none after a timed-out park).
+        let _stamp = slot.notified_at.swap(0, std::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(loom))]
+        crate::sync::host::note_wake(_stamp);
         Parked::Slept
     }
 }

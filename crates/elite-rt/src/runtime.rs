@@ -392,8 +392,9 @@ impl Runtime {
     }
 
     pub(crate) fn start(config: Config) -> Result<Runtime, BuildError> {
-        // The two-phase locks' threshold: measured once per process, before any ULT contends.
-        crate::sync::switch_cost();
+        // The host's costs, which the thresholds derive from (`sync::host`): measured once per
+        // process, before any ULT contends.
+        crate::sync::host_costs();
         // Stack overflows in ULTs are reported by name (once per process; see `crate::fault`).
         crate::fault::install();
         // The barrier a biased lock's revoker needs (once per process; see `crate::sync::bias`).

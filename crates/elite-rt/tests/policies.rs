@@ -557,15 +557,18 @@ fn follows_its_waker(policy: Policy, footprint: usize, disturb: bool) -> bool {
 }
 
 /// The hand-off wake rule (`elite_rt::policy::hand_off`): a ULT woken by a hand-off from another
-/// processor follows its waker when at most `HAND_OFF_LINES` of its data are expected at home:
+/// processor follows its waker when at most `hand_off::hand_off_lines()` of its data are expected at home:
 /// by the cache model (the footprint of its last run decayed by the misses its home counted
 /// since) for the policies that count misses, by its declared footprint for Virtual Time.
 /// No Affinity always follows; a timer or an exit is not a hand-off.
 #[test]
 fn a_woken_ult_follows_its_waker_when_little_of_its_data_is_at_home() {
     hang_guard(120, "the hand-off scenarios", || {
-        let small = 1 << 10; // 16 lines
-        let large = 16 << 10; // 256 lines: about 226 expected cached after its run
+        // The line count is derived from this host's costs (4 to 256 lines): footprints below
+        // and well above it.
+        let lines = elite_rt::policy::hand_off::hand_off_lines() as usize;
+        let small = (lines * 64 / 2).min(1 << 10); // at most half the count
+        let large = (lines * 64 * 8).max(16 << 10); // 8 times the count: about 7 expected cached
         for name in ["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity"] {
             let policy = || name.parse::<Policy>().unwrap();
             // Little data: every policy follows its waker.

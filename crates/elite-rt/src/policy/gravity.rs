@@ -218,11 +218,13 @@ mod tests {
         let b = ult(2, 1, 64, 64, buf);
         let mut state = 0;
         assert_eq!(wake(&b, &a, &mut state), 0, "B joins A on processor 0");
-        // Without shared data, or woken from outside, nothing moves...
-        let c = ult(3, 1, 64, 64, block(1 << 24, 4096));
+        // Without shared data, or woken from outside, nothing moves (1024 lines at home: more
+        // than the hand-off rule's count on any host, at most 256)...
+        let c = ult(3, 1, 1024, 1024, block(1 << 24, 64 << 10));
         assert_eq!(wake(&c, &a, &mut 0), 1);
-        // ... but the hand-off rule: with little of its data at home, it follows its waker.
-        let small = ult(5, 1, 16, 16, block(1 << 24, 1024));
+        // ... but the hand-off rule: with little of its data at home (2 lines: less than its
+        // count on any host, at least 4), it follows its waker.
+        let small = ult(5, 1, 2, 2, block(1 << 24, 128));
         assert_eq!(wake(&small, &a, &mut 0), 0);
         let mut s = 0;
         assert_eq!(Gravity.wake_target(&b.0, &WakerInfo::new(Some(0)), &mut s), 1);

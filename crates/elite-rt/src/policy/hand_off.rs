@@ -14,9 +14,19 @@
 //!
 //! So a ULT made ready by a hand-off from a ULT running on another processor (an unlock, a
 //! release, a send: [`WakerInfo::hand_off`]) follows its waker when the lines it can expect
-//! still cached at home, [`WakerInfo::home_lines`], are at most [`HAND_OFF_LINES`]: about what a
-//! hand-off itself moves between caches, and a few hundred nanoseconds of misses. Otherwise,
-//! and when a timer, an exit or a thread outside the runtime wakes it, it goes home.
+//! still cached at home, [`WakerInfo::home_lines`], are at most [`hand_off_lines`]: the lines
+//! that can be fetched from another core's cache in the time going home costs in transfers
+//! between cores. Otherwise, and when a timer, an exit or a thread outside the runtime wakes it,
+//! it goes home.
+//!
+//! The line count is derived from two costs the runtime measures on the host when its first
+//! runtime starts ([`HostCosts`](crate::sync::HostCosts)): the round trip of a cache line between
+//! two cores, and the time per line to read a block another core has just written (many lines in
+//! flight at once). Going home costs about [`HAND_OFF_ROUND_TRIPS`] (3) round trips (the push
+//! onto the home's wake-up stack, its drain there, and the handed-over data fetched back by the
+//! woken ULT), so the count is `3 × round trip / fetch per line`
+//! ([`HostCosts::hand_off_lines`](crate::sync::HostCosts::hand_off_lines), kept within 4 and
+//! 256): about 30 lines where a round trip takes 100 ns and a line in a stream 10 ns.
 //!
 //! The runtime fills in `home_lines` for each hand-off that crosses processors:
 //!
@@ -34,21 +44,33 @@
 //! On one processor the rule changes nothing: the waker is always at home.
 
 use super::WakerInfo;
+pub use crate::sync::host::HAND_OFF_ROUND_TRIPS;
+use std::sync::OnceLock;
 
 /// The most lines a woken ULT may expect still cached at home and yet follow its waker (see the
-/// [module docs](self)): 32 lines, 2 KiB with 64-byte lines.
-pub const HAND_OFF_LINES: f32 = 32.0;
+/// [module docs](self)): derived from this host's measured line costs
+/// ([`HostCosts::hand_off_lines`](crate::sync::HostCosts::hand_off_lines)), once per process.
+///
+/// ```
+/// let lines = elite_rt::policy::hand_off::hand_off_lines();
+/// assert!((4.0..=256.0).contains(&lines));
+/// assert_eq!(lines, elite_rt::sync::host_costs().hand_off_lines());
+/// ```
+pub fn hand_off_lines() -> f32 {
+    static LINES: OnceLock<f32> = OnceLock::new();
+    *LINES.get_or_init(|| crate::sync::host_costs().hand_off_lines())
+}
 
 /// Whether the ULT that `waker` makes ready follows it to its processor under the hand-off
 /// rule (see the [module docs](self)): a hand-off from inside the runtime, with at most
-/// [`HAND_OFF_LINES`] of the ULT's lines expected at home.
+/// [`hand_off_lines`] of the ULT's lines expected at home.
 ///
 /// ```
 /// use elite_rt::policy::{hand_off, WakerInfo};
 ///
 /// let handing_off = WakerInfo::new(Some(1)).handing_off();
-/// assert!(hand_off::follows_waker(&handing_off.with_home_lines(16.0)));
-/// assert!(!hand_off::follows_waker(&handing_off.with_home_lines(1024.0)));
+/// assert!(hand_off::follows_waker(&handing_off.with_home_lines(2.0)));
+/// assert!(!hand_off::follows_waker(&handing_off.with_home_lines(4096.0)));
 /// // A timer, an exit or a thread outside the runtime: home.
 /// assert!(!hand_off::follows_waker(&WakerInfo::new(Some(1))));
 /// assert!(!hand_off::follows_waker(&WakerInfo::new(None).handing_off()));
@@ -59,10 +81,10 @@ pub fn follows_waker(waker: &WakerInfo) -> bool {
 }
 
 /// Whether `home_lines`, the lines of a woken ULT's data expected still cached at home, are few
-/// enough for it to follow a hand-off's waker: at most [`HAND_OFF_LINES`].
+/// enough for it to follow a hand-off's waker: at most [`hand_off_lines`].
 #[inline(always)]
 pub(crate) fn cached_little(home_lines: f32) -> bool {
-    home_lines <= HAND_OFF_LINES
+    home_lines <= hand_off_lines()
 }
 
 /// The processor a ULT last run on `home` goes to when `waker` makes it ready: the waker's when

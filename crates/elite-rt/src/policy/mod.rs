@@ -35,7 +35,8 @@
 //!   whatever their caches hold. A ULT woken by a hand-off (an unlock, a release, a send) goes to
 //!   its waker's processor. The other policies send it back where it last ran, unless the
 //!   [hand-off rule](hand_off) finds that little of its data is still cached there (at most
-//!   [`HAND_OFF_LINES`]: a small declared footprint, or, with a cache model, one the home's
+//!   [`hand_off_lines`](hand_off::hand_off_lines), derived from the host's measured line costs: a
+//!   small declared footprint, or, with a cache model, one the home's
 //!   misses have since evicted): then it follows its waker too.
 //! - **Virtual Time**: each processor counts the runs that end on it; when a run ends the ULT is
 //!   stamped with that count. The key is the stamp when the ULT last ran on the processor whose
@@ -183,7 +184,6 @@ mod virtual_time;
 
 pub use auto::{Auto, AutoDecision, AutoError, AutoReason, ProgressUnit};
 pub use gravity::{Gravity, REPEL_FACTOR};
-pub use hand_off::HAND_OFF_LINES;
 pub use minimum_misses::MinimumMisses;
 pub use no_affinity::NoAffinity;
 pub use reload_transient::ReloadTransient;
@@ -777,7 +777,7 @@ mod tests {
             // A hand-off from processor 1 with a large footprint still cached at home (3).
             let hot_home = waker.handing_off().with_home_lines(1000.0);
             // With little at home: the hand-off rule follows the waker.
-            let cold_home = waker.handing_off().with_home_lines(HAND_OFF_LINES);
+            let cold_home = waker.handing_off().with_home_lines(hand_off::hand_off_lines());
             let outside = WakerInfo::new(None).handing_off();
             let (want, marks) = match p.wake_rule() {
                 WakeRule::HandOff => ([3, 1, 3, 3], false),

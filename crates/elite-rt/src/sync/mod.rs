@@ -49,6 +49,7 @@ mod barrier;
 pub(crate) mod bias;
 mod chan;
 mod condvar;
+pub(crate) mod host;
 pub(crate) mod lock_word;
 pub(crate) mod mutex;
 mod once;
@@ -62,6 +63,7 @@ mod waitgroup;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use host::{host_costs, switch_cost, HostCosts, SwitchCost};
 pub use mutex::{Mutex, MutexGuard, MAX_LOSSES};
 pub use once::{Once, OnceState};
 pub use once_lock::{LazyLock, OnceLock};
@@ -90,9 +92,6 @@ pub mod mpmc {
 }
 
 use crate::slot::current_processor;
-// std's for the two cells below: their initialisers never switch, so a caller can only wait (a
-// moment) for an initialiser running on another OS thread, never for a ULT of its own processor.
-use std::sync::OnceLock as StdOnceLock;
 use std::time::{Duration, Instant};
 
 /// Charges one operation to the running ULT's cooperative budget (`processor::budget`), at the
@@ -112,12 +111,16 @@ pub(crate) fn charge_budget(would_block: impl FnOnce() -> bool) {
 pub enum SpinPolicy {
     /// ELiTE's rule (section 2.3.2): each lock remembers how long it was held in its last 8
     /// (measured) acquisitions; when that average exceeds half the cost of a context switch
-    /// ([`switch_cost`], measured once per process, when the first runtime starts) a waiter blocks
-    /// at once, otherwise it spins with exponential backoff for as long as a context switch costs
-    /// (and at least [`ADAPTIVE_SPIN_ROUNDS`] rounds), then blocks.
+    /// ([`switch_cost`]: a coroutine round trip measured when the first runtime starts, plus the
+    /// running average of the wake-ups of parked processors, see [`HostCosts`]) a waiter blocks at
+    /// once, otherwise it spins with exponential backoff for as long as a context switch costs (and
+    /// at least [`ADAPTIVE_SPIN_ROUNDS`] rounds), then blocks.
     ///
     /// The spin budget is Lim and Agarwal's two-phase rule that ELiTE cites: polling for as long as
     /// blocking would cost never waits more than twice as long as the better of the two choices.
+    ///
+    /// In a runtime of one processor a ULT spins only those fewest rounds: a holder that is a ULT
+    /// of the same processor cannot run, and so release the lock, while the waiter spins.
     #[default]
     Adaptive,
     /// Always spin this many rounds (exponential backoff, at most 64 pause hints a round), then
@@ -148,11 +151,15 @@ impl Spinner {
     #[inline]
     pub(crate) fn new(avg_hold: u64) -> Spinner {
         crate::processor::decision_point();
-        let policy = current_processor().map(|p| p.shared.config.spin_policy).unwrap_or_default();
+        let (policy, alone) = current_processor()
+            .map(|p| (p.shared.config.spin_policy, p.shared.processors.len() == 1))
+            .unwrap_or_default();
         let rounds = match policy {
             SpinPolicy::Block => 0,
             SpinPolicy::Fixed(n) => n,
-            SpinPolicy::Adaptive if avg_hold > switch_cost().threshold_ticks => 0,
+            // A ULT holder on the only processor cannot release the lock while this spins.
+            SpinPolicy::Adaptive if alone => ADAPTIVE_SPIN_ROUNDS,
+            SpinPolicy::Adaptive if avg_hold > host::switch_ticks() / 2 => 0,
             SpinPolicy::Adaptive => u32::MAX,
         };
         Spinner { round: 0, rounds, until: 0 }
@@ -171,7 +178,7 @@ impl Spinner {
                 // The budget starts after the fewest rounds (most waits end before: no time stamp).
                 let now = ticks();
                 if self.until == 0 {
-                    self.until = now.wrapping_add(switch_cost().switch_ticks);
+                    self.until = now.wrapping_add(host::switch_ticks());
                 } else if now > self.until {
                     return false;
                 }
@@ -201,138 +208,11 @@ pub(crate) fn ticks() -> u64 {
     // (Miri, which runs the primitives from OS threads in `.ci/run`, has no `rdtsc`.)
     #[cfg(any(not(target_arch = "x86_64"), miri))]
     {
-        static START: StdOnceLock<Instant> = StdOnceLock::new();
+        // std's cell: its initialiser never switches, so a caller can only wait (a moment) for
+        // an initialiser running on another OS thread, never for a ULT of its own processor.
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
         START.get_or_init(Instant::now).elapsed().as_nanos() as u64
     }
-}
-
-/// The measured cost of a context switch in the runtime, and the spin threshold derived from it.
-///
-/// ELiTE's threshold is "50% of the cycles for a context switch" (section 2.3.2), the switch being
-/// what a waiter pays when it blocks instead of spinning: switching out to its processor, having
-/// the wake-up delivered to it, and switching back in. When the waiter's processor has nothing else
-/// to run it parks meanwhile, so the delivery includes waking a parked OS thread, which dwarfs the
-/// register switch (a coroutine round trip takes nanoseconds; waking a parked processor takes
-/// microseconds, and far longer in a virtual machine whose host halted its virtual CPU). So the
-/// cost is measured as `coroutine_ns + wake_ns`.
-#[derive(Clone, Copy, Debug)]
-pub struct SwitchCost {
-    /// The context switch as a blocked waiter pays it: `coroutine_ns + wake_ns`, in nanoseconds.
-    pub switch_ns: f64,
-    /// The same in time-stamp ticks (the adaptive policy's spin budget).
-    pub switch_ticks: u64,
-    /// Half of `switch_ticks`: the adaptive policy's threshold on a lock's average hold time.
-    pub threshold_ticks: u64,
-    /// One switch to a stackful coroutine and back (a resume and a suspend), in nanoseconds: the
-    /// register switch alone.
-    pub coroutine_ns: f64,
-    /// The wake-up of a parked processor: the median latency of unparking a thread parked for
-    /// longer than an idle processor spins (50 µs), in nanoseconds.
-    pub wake_ns: f64,
-}
-
-/// The context-switch cost measured on this machine (once per process; the first runtime to
-/// start measures it: it starts one helper thread and wakes it nine times, which takes from under
-/// a millisecond to a few where waking a parked thread is slow).
-pub fn switch_cost() -> SwitchCost {
-    static COST: StdOnceLock<SwitchCost> = StdOnceLock::new();
-    *COST.get_or_init(measure_switch)
-}
-
-/// Under Miri, which cannot switch stacks: a nominal cost, so that the primitives run there.
-#[cfg(miri)]
-fn measure_switch() -> SwitchCost {
-    SwitchCost { switch_ns: 5.0, switch_ticks: 5, threshold_ticks: 2, coroutine_ns: 5.0, wake_ns: 0.0 }
-}
-
-/// Wake-up time assumed when no helper thread can be started to measure it.
-const FALLBACK_WAKE_NS: f64 = 2000.0;
-
-#[cfg(not(miri))]
-fn measure_switch() -> SwitchCost {
-    let (t0, k0) = (Instant::now(), ticks());
-    let coroutine_ns = measure_coroutine_round_trip();
-    let wake_ns = measure_wake().unwrap_or(FALLBACK_WAKE_NS);
-    let (ns, tk) = (t0.elapsed().as_nanos().max(1) as f64, ticks().wrapping_sub(k0) as f64);
-    let ticks_per_ns = if tk > 0.0 { tk / ns } else { 1.0 };
-    let switch_ns = coroutine_ns + wake_ns;
-    let switch_ticks = ((switch_ns * ticks_per_ns) as u64).max(2);
-    SwitchCost { switch_ns, switch_ticks, threshold_ticks: switch_ticks / 2, coroutine_ns, wake_ns }
-}
-
-/// The fastest of a few batches of coroutine round trips (resume + suspend), in nanoseconds each.
-fn measure_coroutine_round_trip() -> f64 {
-    use corosensei::{stack::DefaultStack, Coroutine, CoroutineResult};
-    let Ok(stack) = DefaultStack::new(16 * 1024) else {
-        return 0.0;
-    };
-    let mut co = Coroutine::with_stack(stack, |y: &corosensei::Yielder<(), ()>, ()| loop {
-        y.suspend(());
-    });
-    let mut best = f64::MAX;
-    for _ in 0..5 {
-        const N: u32 = 2000;
-        let t0 = Instant::now();
-        for _ in 0..N {
-            if let CoroutineResult::Return(()) = co.resume(()) {
-                break;
-            }
-        }
-        best = best.min(t0.elapsed().as_nanos() as f64 / f64::from(N));
-    }
-    best
-}
-
-/// How long the helper of [`measure_wake`] stays parked before each wake-up: longer than an idle
-/// processor spins before it parks, so that the wake-up is that of a processor parked for real.
-const WAKE_PAUSE: Duration = Duration::from_micros(50);
-
-/// The latency of waking a parked processor, in nanoseconds: the median over a few wake-ups of a
-/// helper thread parked for [`WAKE_PAUSE`] (this thread spins meanwhile and while it waits for
-/// the helper's answer). `None` if no helper thread starts.
-fn measure_wake() -> Option<f64> {
-    use std::sync::atomic::{AtomicU32, Ordering as O};
-    use std::sync::Arc;
-    const TRIPS: u32 = 9;
-    let turn = Arc::new(AtomicU32::new(0));
-    let me = std::thread::current();
-    let helper = {
-        let turn = Arc::clone(&turn);
-        std::thread::Builder::new()
-            .name("elite-switch-cost".into())
-            .spawn(move || {
-                for i in 0..TRIPS {
-                    while turn.load(O::Acquire) != 2 * i + 1 {
-                        std::thread::park();
-                    }
-                    turn.store(2 * i + 2, O::Release);
-                    me.unpark(); // for a waiter that stopped spinning (a single CPU)
-                }
-            })
-            .ok()?
-    };
-    let other = helper.thread().clone();
-    let mut trips = Vec::with_capacity(TRIPS as usize);
-    for i in 0..TRIPS {
-        let pause = Instant::now();
-        while pause.elapsed() < WAKE_PAUSE {
-            std::hint::spin_loop();
-        }
-        let t0 = Instant::now();
-        turn.store(2 * i + 1, O::Release);
-        other.unpark();
-        while turn.load(O::Acquire) != 2 * i + 2 {
-            if t0.elapsed() < 4 * WAKE_PAUSE {
-                std::hint::spin_loop();
-            } else {
-                std::thread::park();
-            }
-        }
-        trips.push(t0.elapsed().as_nanos() as f64);
-    }
-    helper.join().ok()?;
-    trips.sort_by(f64::total_cmp);
-    Some(trips[trips.len() / 2])
 }
 
 /// Converts a timeout into a deadline (saturating: a huge timeout waits "forever").

@@ -12,14 +12,18 @@
 //!   by `try_lock` or by hand-over are not looked at, and two processors whose streak tags alias
 //!   never bounce). Every [`BOUNCES_PER_SAMPLE`]-th (16) the holder takes a time stamp and
 //!   updates a moving average (3/4 old, 1/4 new) of the time between bounces. The lock is
-//!   saturated once that falls below [`GATHER_GAP_NS`] (200 ns), and stays so until it rises
-//!   above four times that. A sample spanning a quiet spell (more than 16 times the threshold a
+//!   saturated once that falls below the threshold, [`GATHER_ROUND_TRIPS`](crate::sync::host::GATHER_ROUND_TRIPS) (2) round trips of a
+//!   cache line between two cores as measured on this host when the first runtime started
+//!   ([`HostCosts::gather_gap_ns`]: the line's transfers then take half the time or more), and
+//!   stays so until it rises above four times that (the hysteresis: a ratio, so it moves with
+//!   the threshold). A sample spanning a quiet spell (more than 16 times the threshold a
 //!   bounce) is skipped; a sample that finds the last counted one older than 10 ms starts
 //!   over (the average forgotten, not saturated), and so does `saturated()` say no after 10 ms
 //!   without a counted sample: saturation must be shown again by dense bounces, not kept alive by
 //!   moves or by slow bounces. Measured with work between two acquisitions (a `black_box` loop
-//!   of 0 / 200 / 1000 / 3000 iterations, 1024 ULTs, on a build VM): the bounces came 50, 60,
-//!   150 and 370 ns apart, and the first three ran faster on one processor than on two.
+//!   of 0 / 200 / 1000 / 3000 iterations, 1024 ULTs, on a build VM whose lines crossed in about
+//!   100 ns there and back): the bounces came 50, 60, 150 and 370 ns apart, and the first three
+//!   ran faster on one processor than on two.
 //! * **Home.** The processor the word is biased to, else the one it was first biased to (the only
 //!   one it can be biased to again, "The bias" in `sync::lock_word`), else the holder's when
 //!   saturation was first seen (kept for the lock's life). A first owner, or such a holder, of
@@ -65,13 +69,10 @@ use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::processor::Processor;
 use crate::slot::current_processor;
+use crate::sync::host::{host_costs, HostCosts};
 use crate::sync::ticks;
 use crate::tcb::TcbRef;
 use std::cell::{Cell, UnsafeCell};
-
-/// Bounces must come closer than this on average (nanoseconds) for a lock to count as
-/// saturated, and so gather its contenders.
-const GATHER_GAP_NS: f64 = 200.0;
 
 /// Bounces per sample of a lock's bounces.
 pub(super) const BOUNCES_PER_SAMPLE: u8 = 16;
@@ -90,15 +91,17 @@ const STEAL_PAUSE_MIN: u32 = 50;
 /// could steal waiting while a lock's contenders gather elsewhere.
 const STEAL_PAUSE_MAX: u32 = 2000;
 
-/// [`GATHER_GAP_NS`], [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`] in time-stamp ticks.
+/// The saturation threshold (bounces closer than this on average: [`HostCosts::gather_gap_ns`]),
+/// [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`], in time-stamp ticks.
 pub(super) fn gather_ticks() -> (u64, u64, u64) {
     static TICKS: std::sync::OnceLock<(u64, u64, u64)> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        let c = crate::sync::switch_cost();
-        let per_ns = c.switch_ticks as f64 / c.switch_ns.max(1.0);
-        let ticks = |ns: f64| (ns * per_ns) as u64;
-        (ticks(GATHER_GAP_NS), ticks(GATHER_WINDOW_NS), ticks(MOVE_GAP_NS))
-    })
+    *TICKS.get_or_init(|| gather_ticks_of(&host_costs()))
+}
+
+/// [`gather_ticks`] on a host with `costs`.
+fn gather_ticks_of(costs: &HostCosts) -> (u64, u64, u64) {
+    let ticks = |ns: f64| (ns * costs.ticks_per_ns) as u64;
+    (ticks(costs.gather_gap_ns()).max(1), ticks(GATHER_WINDOW_NS), ticks(MOVE_GAP_NS))
 }
 
 // The lock's part.
@@ -191,8 +194,8 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 
-    /// Whether the lock is saturated: it bounced between processors less than [`GATHER_GAP_NS`]
-    /// apart on average, and the last sign of it is recent.
+    /// Whether the lock is saturated: it bounced between processors less than the threshold
+    /// ([`HostCosts::gather_gap_ns`]) apart on average, and the last sign of it is recent.
     #[inline(never)]
     pub(super) fn saturated(&self) -> bool {
         let s = &self.cold.saturation;
@@ -425,5 +428,24 @@ impl UltMarks {
     #[inline(never)]
     fn clear_homing(&self) {
         self.0.set(self.0.get() & !HOMING);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_saturation_threshold_is_two_measured_line_round_trips() {
+        // A host whose lines cross in 100 ns there and back, 2 ticks a nanosecond: bounces less
+        // than 200 ns (400 ticks) apart saturate, and more than 800 ns (1600 ticks) no longer.
+        let mut costs = HostCosts::scripted(2.0, 2000.0, 100.0, 10.0);
+        costs.ticks_per_ns = 2.0;
+        let (gap, window, move_gap) = gather_ticks_of(&costs);
+        assert_eq!((gap, gap * 4), (400, 1600));
+        assert_eq!((window, move_gap), (20_000_000, 200_000));
+        // Where lines take 300 ns, bounces 600 ns apart still saturate.
+        costs.line_round_trip_ns = 300.0;
+        assert_eq!(gather_ticks_of(&costs).0, 1200);
     }
 }

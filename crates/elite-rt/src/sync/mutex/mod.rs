@@ -132,11 +132,12 @@ struct Cold {
 ///
 /// A lock its ULTs keep taking from several processors with little work in between spends its
 /// time moving between the cores' caches; once it does (its line changes processors less than
-/// 200 ns apart on average), its contenders **gather** on one processor: a ULT that finds it
-/// held, or biased to another processor, moves to the lock's home processor and takes it there,
-/// and the processor it left pauses its stealing (at most 2 ms at a time) rather than take such
-/// ULTs back. The lock stays saturated until its bounces come more than 800 ns apart, or none
-/// came for 10 ms. [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
+/// two of the host's line round trips apart on average, as measured when the first runtime
+/// started: see [`HostCosts`](super::HostCosts)), its contenders **gather** on one processor: a
+/// ULT that finds it held, or biased to another processor, moves to the lock's home processor and
+/// takes it there, and the processor it left pauses its stealing (at most 2 ms at a time) rather
+/// than take such ULTs back. The lock stays saturated until its bounces come more than four times
+/// that apart, or none came for 10 ms. [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
 /// turns this off; pinned ULTs and OS threads never move.
 ///
 /// As with std, a holder that panics poisons the lock, so a `Mutex` is `UnwindSafe` and
