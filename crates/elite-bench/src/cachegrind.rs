@@ -1,5 +1,6 @@
 //! Simulated cache misses: a probe of this executable run under `valgrind --tool=cachegrind`, for
-//! the `ll_misses` benches of suites `affinity` and `grid` (`--cachegrind`).
+//! the `ll_misses` benches of suites `affinity` and `grid` (`--cachegrind`), with a simulated
+//! last level of 1 MiB or 2 MiB ([`LL_BYTES`]).
 //!
 //! The probe checks its own answer and prints it on a sample line (see
 //! [`crate::peers::sample_line`]); [`sample`] reads that answer back, and the `LL misses` of
@@ -21,17 +22,18 @@ pub fn executable() -> Result<PathBuf, String> {
     std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))
 }
 
-/// Runs `exe args` under cachegrind (a 2 MiB, 16-way last level of 64-byte lines, the one
-/// `ll_misses` is defined with in `docs/bench-json.md`) and reads back the probe's checked answer
-/// (its `ns_per_op=… answer=…` line) and the simulated LL misses, as one sample.
-pub fn sample(exe: &Path, args: &[&str]) -> Result<Sample, String> {
+/// The simulated last levels of the `ll_misses` benches: 16-way, 64-byte lines, of these sizes
+/// (the L2 of the two kinds of hosts the project runs on; the rows record theirs in
+/// `params.ll_bytes`).
+pub const LL_BYTES: [u64; 2] = [1 << 20, 2 << 20];
+
+/// Runs `exe args` under cachegrind with a 16-way last level of 64-byte lines and `ll_bytes`
+/// bytes, and reads back the probe's checked answer (its `ns_per_op=… answer=…` line) and the
+/// simulated LL misses, as one sample.
+pub fn sample(exe: &Path, args: &[&str], ll_bytes: u64) -> Result<Sample, String> {
     let output = Command::new("valgrind")
-        .args([
-            "--tool=cachegrind",
-            "--cache-sim=yes",
-            "--LL=2097152,16,64",
-            "--cachegrind-out-file=/dev/null",
-        ])
+        .args(["--tool=cachegrind", "--cache-sim=yes", "--cachegrind-out-file=/dev/null"])
+        .arg(format!("--LL={ll_bytes},16,64"))
         .arg(exe)
         .args(args)
         .stdin(Stdio::null())

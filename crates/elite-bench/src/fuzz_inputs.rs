@@ -147,17 +147,20 @@ proptest! {
         }
     }
 
-    /// `elite-bench affinity-probe <bench> <policy> [--quick]`.
+    /// `elite-bench affinity-probe <bench> <policy> [--group N] [--quick]`.
     #[test]
     fn affinity_probe_command_lines(args in args()) {
         match affinity::parse_probe_args(&args) {
-            Ok((shape, policy, quick)) => {
+            Ok(affinity::ProbeArgs { shape, policy, quick, group }) => {
                 prop_assert!(args.iter().any(|a| a == shape.bench));
                 prop_assert!(args.iter().any(|a| a == policy.name()));
                 prop_assert_eq!(quick, args.iter().any(|a| a == "--quick"));
+                if let Some(n) = group {
+                    prop_assert!(args.iter().any(|a| a == &n.to_string()));
+                }
             }
             Err(message) => prop_assert!(
-                names_the_fault(&message, &args, &["expected a bench and a policy"]),
+                names_the_fault(&message, &args, &["expected a bench and a policy", "--group needs a number of ULTs"]),
                 "{:?}: {}", args, message
             ),
         }

@@ -6,7 +6,7 @@
 //! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, elite/auto, go |
 //! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies, elite/auto |
 //! | `synthetic_1024_fixed` | `synthetic_1024` with groups of a fixed size (48), whatever the machine's cache | ops_per_sec | 1, 2 | the four policies, elite/auto |
-//! | `synthetic_1024` (`--cachegrind`) | simulated last-level misses of one run | ll_misses | 1 | the four policies |
+//! | `synthetic_1024`, `synthetic_1024_ll1m` (`--cachegrind`) | simulated last-level misses of one run, with a 2 MiB and a 1 MiB last level | ll_misses | 1 | the four policies |
 //!
 //! `elite/auto` rows (each bench, at each processor count) run the runtime under
 //! `Policy::auto()`, which picks among its candidates while the sample runs; their side rows
@@ -76,9 +76,9 @@
 //! (the cache model's): `params.cache_bytes`, `params.cache_line_bytes` and `params.cache_level`
 //! (0 when the size was assumed, not found), beside `params.group`.
 //!
-//! Under cachegrind the simulated last level is 2 MiB (the cache `ll_misses` is defined with in
-//! `docs/bench-json.md`) and LRU: 32 working sets fit, a fixed order of 48 misses on every line
-//! and the reverse one keeps ~30 of them, so the probe keeps groups of 48.
+//! Under cachegrind the simulated last level is LRU: at 2 MiB 32 working sets fit, a fixed order
+//! of 48 misses on every line and the reverse one keeps ~30 of them, so the 2 MiB probe keeps
+//! groups of 48; the 1 MiB probe derives its group from that cache (below).
 //!
 //! *Synchronization.* LIFO (No Affinity) and most-recently-run order differ only when the order
 //! in which ULTs become ready differs from how recently they ran. A group's release makes its
@@ -126,26 +126,36 @@
 //!
 //! ## Simulated misses (`--cachegrind`)
 //!
-//! With `--cachegrind` the suite adds a `synthetic_1024` bench of metric `ll_misses`: for each
-//! policy, `valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64` runs
-//! `elite-bench affinity-probe synthetic_1024 <policy>` (one pass of 1024 ULTs at 1 processor,
-//! [`PROBE_ITERATIONS`] iterations, no warm-up) and the row reports the `LL misses` of its
-//! summary: the whole process, including building the working sets (64 MiB written, about 1 M
-//! misses, the same for every policy). The probe checks its answer; the counts are
-//! deterministic, so each policy runs once (a few seconds each). The same by hand, for one
-//! policy:
+//! With `--cachegrind` the suite adds two benches of metric `ll_misses`, one per simulated last
+//! level (16-way, 64-byte lines; the L2 sizes of the hosts the project meets): for each policy,
+//! `valgrind --tool=cachegrind --cache-sim=yes --LL=<size>,16,64` runs
+//! `elite-bench affinity-probe synthetic_1024 <policy> --group <N>` (one pass of 1024 ULTs at 1
+//! processor, [`PROBE_ITERATIONS`] iterations, no warm-up) and the row reports the `LL misses` of
+//! its summary: the whole process, including building the working sets (64 MiB written, about 1 M
+//! misses, the same for every policy).
+//!
+//! | bench | simulated last level | group |
+//! | --- | --- | --- |
+//! | `synthetic_1024` (`ll_misses`) | 2 MiB | 48, fixed (the size every host runs in `synthetic_1024_fixed`) |
+//! | `synthetic_1024_ll1m` (`ll_misses`) | 1 MiB | 32: twice the working sets that cache holds, as a timed run on a host with that L2 derives it |
+//!
+//! (At 1 MiB a fixed group of 48 leaves an order little to win: a third of a group's working
+//! sets fit, so reversing the order saves at most a third of its misses.) The probe checks its
+//! answer; the counts are deterministic, so each policy runs once (a few seconds each). The same
+//! by hand, for one policy:
 //!
 //! ```text
 //! cargo build --release -p elite-bench
 //! valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64 --cachegrind-out-file=/dev/null \
-//!     target/release/elite-bench affinity-probe synthetic_1024 virtual-time
+//!     target/release/elite-bench affinity-probe synthetic_1024 virtual-time --group 48
 //! ```
 //!
 //! ## Targets
 //!
 //! Printed after the table (a miss does not fail the run, a wrong answer does), those of issue 19:
 //! at 1 and at 2 processors, the best affinity policy at least 1.3x No Affinity's rate in
-//! `synthetic_1024`; at 1 processor at least 30% fewer simulated LL misses (`--cachegrind`);
+//! `synthetic_1024`; at 1 processor at least 30% fewer simulated LL misses with either
+//! simulated last level (`--cachegrind`);
 //! every policy ahead of Go (1 and 2 processors); in `no_locality` every policy at least 0.95x
 //! No Affinity's rate; `elite/auto` within 5% of every fixed policy and at least 0.97x No
 //! Affinity's.
@@ -343,9 +353,8 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         benches.push(bench);
     }
     if ctx.cachegrind {
-        if let Some(bench) = cachegrind_bench(ctx, &policies) {
-            benches.push(bench);
-        }
+        let simulated = cachegrind_benches(ctx, &policies);
+        benches.extend(simulated);
     }
     benches
 }
@@ -449,69 +458,91 @@ fn sweep_bench(
     Bench { name, metric: Metric::OpsPerSec, contenders, targets }
 }
 
-/// The `ll_misses` bench of `--cachegrind`, or `None` (with a note) without valgrind.
-fn cachegrind_bench(ctx: &mut Context, policies: &[(Policy, &'static str)]) -> Option<Bench> {
+/// The `ll_misses` benches of `--cachegrind` (none, with a note, without valgrind): for each
+/// simulated last level of [`cachegrind::LL_BYTES`], `synthetic_1024` at 2 MiB with the fixed
+/// group of 48 ([`SIMULATED_GROUP`]), and `synthetic_1024_ll1m` at 1 MiB with the group derived
+/// from that cache as timed runs derive theirs ([`Shape::timed_group`]: twice the working sets it
+/// holds, 32).
+fn cachegrind_benches(ctx: &mut Context, policies: &[(Policy, &'static str)]) -> Vec<Bench> {
     let exe = match cachegrind::executable() {
         Ok(exe) => exe,
         Err(why) => {
             ctx.notes.push(format!("affinity --cachegrind: skipped: {why}"));
-            return None;
+            return Vec::new();
         }
     };
     let quick = ctx.quick;
     let iterations = if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 };
     let shape = &SYNTHETIC;
     let ults = shape.full.ults;
-    // (Not `auto`: what it chooses depends on time, which cachegrind's slowdown distorts.)
-    let contenders = policies
-        .iter()
-        .filter(|(_, system)| *system != AUTO)
-        .map(|(policy, system)| {
-            let params = Params::new(1)
-                .with("ults", ults as u64)
-                .with("group", shape.group as u64)
-                .with("working_set_bytes", shape.bytes() as u64)
-                .with("iterations", iterations)
-                .with("ll_bytes", 2 << 20);
-            let (exe, name) = (exe.clone(), policy.name());
-            Contender::new(system, params, shape.answer(ults, iterations), move || {
-                cachegrind_probe(&exe, shape.bench, name, quick)
-            })
-            .run_once_only()
+    let runs = [
+        (shape.bench, 2u64 << 20, shape.group),
+        ("synthetic_1024_ll1m", 1 << 20, shape.timed_group(1 << 20)),
+    ];
+    debug_assert!(runs.iter().all(|r| cachegrind::LL_BYTES.contains(&r.1)));
+    runs.into_iter()
+        .map(|(bench, ll_bytes, group)| {
+            // (Not `auto`: what it chooses depends on time, which cachegrind's slowdown distorts.)
+            let contenders = policies
+                .iter()
+                .filter(|(_, system)| *system != AUTO)
+                .map(|(policy, system)| {
+                    let params = Params::new(1)
+                        .with("ults", ults as u64)
+                        .with("group", group as u64)
+                        .with("working_set_bytes", shape.bytes() as u64)
+                        .with("iterations", iterations)
+                        .with("ll_bytes", ll_bytes);
+                    let (exe, name) = (exe.clone(), policy.name());
+                    Contender::new(system, params, shape.answer(ults, iterations), move || {
+                        cachegrind_probe(&exe, shape.bench, name, group, ll_bytes, quick)
+                    })
+                    .run_once_only()
+                })
+                .collect();
+            Bench {
+                name: bench,
+                metric: Metric::Count("ll_misses"),
+                contenders,
+                targets: vec![Target::Relative {
+                    subject: Subject::Best(AFFINITY),
+                    baseline: "elite/no-affinity",
+                    processors: 1,
+                    bound: Bound::AtMost(0.7),
+                }],
+            }
         })
-        .collect();
-    Some(Bench {
-        name: shape.bench,
-        metric: Metric::Count("ll_misses"),
-        contenders,
-        targets: vec![Target::Relative {
-            subject: Subject::Best(AFFINITY),
-            baseline: "elite/no-affinity",
-            processors: 1,
-            bound: Bound::AtMost(0.7),
-        }],
-    })
+        .collect()
 }
 
-/// Runs the probe of `bench` under `policy` in cachegrind; the sample carries the LL misses.
-fn cachegrind_probe(exe: &std::path::Path, bench: &str, policy: &str, quick: bool) -> Result<Sample, String> {
-    let mut args = vec![PROBE_COMMAND, bench, policy];
+/// Runs the probe of `bench` under `policy` with groups of `group` in cachegrind, its last level
+/// `ll_bytes`; the sample carries the LL misses.
+fn cachegrind_probe(
+    exe: &std::path::Path,
+    bench: &str,
+    policy: &str,
+    group: usize,
+    ll_bytes: u64,
+    quick: bool,
+) -> Result<Sample, String> {
+    let group = group.to_string();
+    let mut args = vec![PROBE_COMMAND, bench, policy, "--group", &group];
     if quick {
         args.push("--quick");
     }
-    cachegrind::sample(exe, &args)
+    cachegrind::sample(exe, &args, ll_bytes)
 }
 
 /// `elite-bench affinity-probe <bench> <policy> [--quick]`: one pass of the workload at 1
 /// processor, printing its sample line; for running under cachegrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
-    let (shape, policy, quick) = match parse_probe_args(args) {
+    let ProbeArgs { shape, policy, quick, group } = match parse_probe_args(args) {
         Ok(parsed) => parsed,
         Err(message) => {
             let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
             eprintln!(
                 "elite-bench {PROBE_COMMAND}: {message}\n\
-                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--quick]\nbenches: {}\npolicies: {}",
+                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--group N] [--quick]\nbenches: {}\npolicies: {}",
                 benches.join(", "),
                 Policy::ALL_NAMES.join(", ")
             );
@@ -522,7 +553,7 @@ pub fn probe_main(args: &[String]) -> ExitCode {
     let ults = shape.full.ults;
     let sets = working_sets(shape, ults);
     let run = elite_runtime(&policy, 1).and_then(|rt| {
-        let run = rt.block_on(|| pass(&sets, shape, shape.group, ults, iterations));
+        let run = rt.block_on(|| pass(&sets, shape, group.unwrap_or(shape.group), ults, iterations));
         // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line).
         for decision in rt.stats().auto {
             eprintln!("auto {decision}");
@@ -547,11 +578,39 @@ pub fn probe_main(args: &[String]) -> ExitCode {
     }
 }
 
-/// Parses `<bench> <policy> [--quick]`; an error names the argument at fault and what was
-/// expected.
-pub(crate) fn parse_probe_args(args: &[String]) -> Result<(&'static Shape, Policy, bool), String> {
-    let quick = args.iter().any(|a| a == "--quick");
-    let words: Vec<&String> = args.iter().filter(|a| *a != "--quick").collect();
+/// What `elite-bench affinity-probe` was asked to run.
+#[derive(Debug)]
+pub(crate) struct ProbeArgs {
+    /// The workload.
+    pub(crate) shape: &'static Shape,
+    /// The policy of the runtime.
+    pub(crate) policy: Policy,
+    /// `--quick`: fewer iterations.
+    pub(crate) quick: bool,
+    /// `--group N`: ULTs per group instead of the shape's fixed group.
+    pub(crate) group: Option<usize>,
+}
+
+/// Parses `<bench> <policy> [--group N] [--quick]`; an error names the argument at fault and what
+/// was expected.
+pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
+    let mut quick = false;
+    let mut group = None;
+    let mut words: Vec<&String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--group" => {
+                let value = it.next().ok_or("--group needs a number of ULTs")?;
+                match value.parse::<usize>() {
+                    Ok(n) if (1..=MAX_PROBE_GROUP).contains(&n) => group = Some(n),
+                    _ => return Err(format!("--group `{value}`: expected 1..={MAX_PROBE_GROUP} ULTs")),
+                }
+            }
+            _ => words.push(a),
+        }
+    }
     let (bench, policy) = match words[..] {
         [bench, policy] => (bench, policy),
         [] | [_] => return Err("expected a bench and a policy".into()),
@@ -562,8 +621,11 @@ pub(crate) fn parse_probe_args(args: &[String]) -> Result<(&'static Shape, Polic
         return Err(format!("unknown bench `{bench}`, expected one of {}", benches.join(", ")));
     };
     let policy = policy.parse::<Policy>().map_err(|e| e.to_string())?;
-    Ok((shape, policy, quick))
+    Ok(ProbeArgs { shape, policy, quick, group })
 }
+
+/// The largest `--group` of the probe: every ULT of a full run in one group.
+const MAX_PROBE_GROUP: usize = 1024;
 
 // ---- the workload ----
 

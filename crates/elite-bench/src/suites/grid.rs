@@ -409,7 +409,7 @@ fn cachegrind_probe(exe: &std::path::Path, policy: &str, prefetch: bool, size: u
     if prefetch {
         args.push("--prefetch");
     }
-    cachegrind::sample(exe, &args)
+    cachegrind::sample(exe, &args, 2 << 20)
 }
 
 /// `elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]`: one checked
