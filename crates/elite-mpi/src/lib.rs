@@ -96,6 +96,7 @@
 
 #![warn(missing_docs)]
 
+mod cell;
 mod engine;
 mod ops;
 

@@ -1,6 +1,7 @@
 //! The world communicator's operations: point-to-point and collectives, each started
 //! non-blocking and waited on by parking the calling ULT (see the engine's protocol).
 
+use crate::cell::Cell;
 use crate::engine::{Datatype, Engine, Mode, Outcome, ProgressStats, Started, LAZY_BYTES};
 use crate::{mpi_error, Error};
 use mpi::collective::SystemOperation;
@@ -8,6 +9,7 @@ use mpi::datatype::Equivalence;
 use mpi::ffi;
 use mpi::traits::AsRaw;
 use std::fmt;
+use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
@@ -87,6 +89,20 @@ impl<T: Send + 'static> Completion for (Vec<T>, Status) {
 
 impl Completion for () {
     type Buffers = ();
+}
+
+/// The result of a blocking send of one value (its buffer, a pooled [`Cell`]).
+struct SentOne;
+
+impl<T: Send + 'static> Completion for (SentOne, PhantomData<T>) {
+    type Buffers = Cell<T>;
+}
+
+/// The result of a blocking receive of one value (into a pooled [`Cell`]).
+struct One<T>(T, Status);
+
+impl<T: Send + 'static> Completion for One<T> {
+    type Buffers = Cell<T>;
 }
 
 /// The result of an all-reduce: its receive buffer (its buffers are both).
@@ -256,6 +272,22 @@ impl World {
         }
     }
 
+    fn source_of(&self, source: Source) -> Result<c_int, Error> {
+        match source {
+            Source::Rank(r) => self.check_rank(r),
+            // SAFETY: reading a link-time constant.
+            Source::Any => Ok(unsafe { ffi::RSMPI_ANY_SOURCE }),
+        }
+    }
+
+    fn tag_of(&self, tag: TagMatch) -> Result<c_int, Error> {
+        match tag {
+            TagMatch::Tag(t) => self.check_tag(t),
+            // SAFETY: reading a link-time constant.
+            TagMatch::Any => Ok(unsafe { ffi::RSMPI_ANY_TAG }),
+        }
+    }
+
     fn check_tag(&self, tag: i32) -> Result<c_int, Error> {
         if (0..=self.engine.tag_ub).contains(&tag) {
             Ok(tag)
@@ -328,7 +360,19 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        self.isend_impl(vec![*value], dest, tag, true)?.wait().map(drop)
+        if !Cell::<T>::fits() {
+            return self.isend_impl(vec![*value], dest, tag, true)?.wait().map(drop);
+        }
+        let dest = self.check_rank(dest)?;
+        let tag = self.check_tag(tag)?;
+        let comm = self.engine.comm.0;
+        // SAFETY: MPI reads the cell's value (heap memory the cell owns).
+        let request: Request<(SentOne, PhantomData<T>)> = unsafe {
+            self.start(Cell::new(Some(*value)), None, Mode::Blocking, finish_send_one::<T>, |cell, req| {
+                ffi::MPI_Isend(cell.as_mut_ptr().cast::<c_void>(), 1, datatype::<T>(), dest, tag, comm, req)
+            })?
+        };
+        request.wait().map(drop)
     }
 
     /// Sends a slice (copied once) to rank `dest` with tag `tag`, blocking the calling ULT until
@@ -372,16 +416,8 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        let source = match source {
-            Source::Rank(r) => self.check_rank(r)?,
-            // SAFETY: reading a link-time constant.
-            Source::Any => unsafe { ffi::RSMPI_ANY_SOURCE },
-        };
-        let tag = match tag {
-            TagMatch::Tag(t) => self.check_tag(t)?,
-            // SAFETY: reading a link-time constant.
-            TagMatch::Any => unsafe { ffi::RSMPI_ANY_TAG },
-        };
+        let source = self.source_of(source)?;
+        let tag = self.tag_of(tag)?;
         let count = count_of(capacity)?;
         let comm = self.engine.comm.0;
         let buf: Vec<T> = Vec::with_capacity(capacity);
@@ -417,11 +453,38 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        let (v, status) = self.irecv_impl::<T>(1, source.into(), tag.into(), true)?.wait()?;
-        match v.first() {
-            Some(&x) => Ok((x, status)),
-            None => Err(Error::TypeMismatch { expected: std::any::type_name::<T>() }),
+        if !Cell::<T>::fits() {
+            let (v, status) = self.irecv_impl::<T>(1, source.into(), tag.into(), true)?.wait()?;
+            return match v.first() {
+                Some(&x) => Ok((x, status)),
+                None => Err(Error::TypeMismatch { expected: std::any::type_name::<T>() }),
+            };
         }
+        let source = self.source_of(source.into())?;
+        let tag = self.tag_of(tag.into())?;
+        let comm = self.engine.comm.0;
+        // SAFETY: MPI writes at most one T into the cell (heap memory the cell owns).
+        let request: Request<One<T>> = unsafe {
+            self.start(
+                Cell::new(None),
+                Some(Datatype(datatype::<T>())),
+                Mode::Blocking,
+                finish_recv_one::<T>,
+                |cell, req| {
+                    ffi::MPI_Irecv(
+                        cell.as_mut_ptr().cast::<c_void>(),
+                        1,
+                        datatype::<T>(),
+                        source,
+                        tag,
+                        comm,
+                        req,
+                    )
+                },
+            )?
+        };
+        let One(value, status) = request.wait()?;
+        Ok((value, status))
     }
 
     /// Receives a message into `buf` (its first [`Status::count`] elements), blocking the calling
@@ -551,6 +614,36 @@ fn finish_reduce<T: Send + 'static>(
 ) -> Result<Reduced<T>, Error> {
     check_code(engine, outcome.code)?;
     Ok(Reduced(recv))
+}
+
+fn finish_send_one<T: Send + 'static>(
+    engine: &Engine,
+    _: Cell<T>,
+    outcome: Outcome,
+) -> Result<(SentOne, PhantomData<T>), Error> {
+    check_code(engine, outcome.code)?;
+    Ok((SentOne, PhantomData))
+}
+
+fn finish_recv_one<T: Copy + Send + 'static>(
+    engine: &Engine,
+    cell: Cell<T>,
+    outcome: Outcome,
+) -> Result<One<T>, Error> {
+    if let Err(e) = check_code(engine, outcome.code) {
+        return Err(match e {
+            Error::Truncated { .. } => Error::Truncated { capacity: 1 },
+            e => e,
+        });
+    }
+    // One whole element, no more and no fewer (the count was asked with the completion).
+    if outcome.count != 1 {
+        return Err(Error::TypeMismatch { expected: std::any::type_name::<T>() });
+    }
+    // SAFETY: MPI wrote one whole element of T's datatype into the cell.
+    let value = unsafe { cell.read() };
+    let status = Status { source: outcome.status.MPI_SOURCE as usize, tag: outcome.status.MPI_TAG, count: 1 };
+    Ok(One(value, status))
 }
 
 fn finish_recv<T: Equivalence + Send + 'static>(
