@@ -26,8 +26,10 @@
 //! mpiexec -n 2 target/release/examples/adaptive_grid_mpi --level 9 --json grid-mpi.json
 //! ```
 //!
-//! Only rank 0 prints and writes the JSON document (suite `mpi`, bench `adaptive_grid_mpi`). The
-//! exit status is 1 when the answer is wrong.
+//! Only rank 0 prints and writes the JSON document (suite `mpi`, bench `adaptive_grid_mpi`, system
+//! `elite-mpi`, metric `solve_s`: the median over `--runs` of the solve's time on rank 0, from a
+//! barrier to the convergence; `docs/bench-json.md`). The exit status is 1 when the answer is
+//! wrong, 2 for a command-line mistake.
 
 use elite_grid::experiment::Model;
 use elite_grid::layout::{Patches, Values};
@@ -272,6 +274,28 @@ fn sweep_alone(problem: &Problem, patches: &Patches, sweeps: u64) -> Vec<f64> {
     values.to_vec()
 }
 
+/// The document's `machine` object (`docs/bench-json.md`).
+fn machine() -> serde_json::Value {
+    let topology = elite_affinity::Topology::detect();
+    let cache_of_level = |level: u8| topology.caches_of(0).find(|c| c.level == level).map(|c| c.size);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or_else(|| "unknown".to_string(), |(_, m)| m.trim().to_string());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "unknown".to_string(), |k| k.trim().to_string());
+    json!({
+        "cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "cpu_model": model,
+        "kernel": kernel,
+        "l2_bytes": cache_of_level(2),
+        "l3_bytes": cache_of_level(3),
+        "pmu": elite_affinity::HardwareSource::open(elite_affinity::CounterEvent::CacheMisses).is_ok(),
+    })
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -382,8 +406,9 @@ fn main() -> ExitCode {
         let (min, max) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
         let doc = json!({
             "suite": "mpi",
+            "machine": machine(),
             "results": [{
-                "bench": "adaptive_grid_mpi", "system": "elite-mpi", "metric": "solve_seconds",
+                "bench": "adaptive_grid_mpi", "system": "elite-mpi", "metric": "solve_s",
                 "runs": times.len(), "ok": ok, "median": solve_s, "min": min, "max": max,
                 "params": { "ranks": size, "processors": a.processors, "level": a.level,
                     "patch": patches.size(), "cells": problem.len(), "tolerance": a.tolerance,
