@@ -131,7 +131,7 @@ pub(crate) trait Completable: Send + Sync {
 /// by the table's reference until it completes, and how its waiter learns that it did.
 ///
 /// The one heap allocation of an operation, made only when it is still in flight after the
-/// test at its start (an operation complete at once never allocates in this crate).
+/// test at its start: one complete at once needs no allocation besides its buffers.
 pub(crate) struct Pending<B> {
     done: AtomicBool,
     /// Written once before `done` is set (release); read only after `done` is seen (acquire).
@@ -247,8 +247,8 @@ struct RawRequest(ffi::MPI_Request);
 unsafe impl Send for RawRequest {}
 
 /// An operation in flight that is not on the table: its waiter tests it itself (`MPI_Test` on
-/// this one request, not `MPI_Testsome` over the table), with no allocation and without waking
-/// the progress ULT. Made only for the blocking operations, which wait at once.
+/// this one request, not `MPI_Testsome` over the table), with no allocation besides its buffers
+/// and without waking the progress ULT. Made only for the blocking operations, which wait at once.
 ///
 /// Dropped before it completed (its waiter unwound, say), it puts itself on the table, buffers
 /// and all, so that MPI never writes into freed memory: the table keeps them until MPI is done.
@@ -443,7 +443,7 @@ impl Engine {
 
     /// Starts an operation on `buffers`: `start` makes the MPI call that fills in the request,
     /// under the MPI lock, and the request is tested at once under the same hold. Complete, the
-    /// buffers and outcome come back as they are ([`Started::Done`]: no allocation, nothing left
+    /// buffers and outcome come back as they are ([`Started::Done`]: no allocation besides the buffers, nothing left
     /// for the table); else, with `register`, the buffers move into a [`Pending`] that the table
     /// keeps until MPI is done with them, and without, into an [`Active`] for a caller that waits
     /// at once. With `count_type`, the outcome carries `MPI_Get_count` in that type.

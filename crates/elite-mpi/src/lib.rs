@@ -34,7 +34,9 @@
 //! - every operation is non-blocking underneath (`MPI_Isend`, `MPI_Irecv`, `MPI_Ibarrier`,
 //!   `MPI_Ibcast`, `MPI_Iallreduce`), tested once as it starts, under the same hold of the MPI
 //!   lock; one complete at once (a small send, a receive whose message had arrived) is finished
-//!   there, with no allocation and nothing left for the progress ULT;
+//!   there, with no allocation besides its buffers (the user's `Vec` for `isend`/`irecv`, a copy
+//!   for the slice operations and collectives, a pooled heap cell for `send`/`recv` of one value)
+//!   and nothing left for the progress ULT;
 //! - a blocking operation (`send`, `recv`, `barrier`, `broadcast`, `all_reduce`) not complete at
 //!   its start stays with its ULT, which tests that one request itself (`MPI_Test`) for up to
 //!   2 µs (below) and only then puts it on the rank's table of outstanding requests and parks;
