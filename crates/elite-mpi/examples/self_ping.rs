@@ -6,19 +6,41 @@
 //! export UCX_TLS=self,sm UCX_NET_DEVICES=lo HWLOC_COMPONENTS=-gl HYDRA_IFACE=lo
 //! cargo build --release --example self_ping && mpiexec -n 1 target/release/examples/self_ping
 //! ```
+//!
+//! Arguments: `[N] [raw|ult|both] [ROUNDS]` (default 200000 both 6; the first round is a warm-up
+//! unless there is only one). With one mode and one round it is the probe counted under callgrind
+//! (instructions per message: the difference of two runs' totals over the difference of their N):
+//!
+//! ```sh
+//! mpiexec -n 1 valgrind --tool=callgrind target/release/examples/self_ping 20000 ult 1
+//! ```
 use elite_mpi::mpi::traits::{Communicator, Destination, Source};
 use std::time::Instant;
 
 fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
 fn main() {
-    let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200_000);
+    let args: Vec<String> = std::env::args().collect();
+    let n: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200_000);
+    let mode = args.get(2).map(String::as_str).unwrap_or("both");
+    let rounds: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(6).max(1);
+    let (do_raw, do_ult) = match mode {
+        "raw" => (true, false),
+        "ult" => (false, true),
+        _ => (true, true),
+    };
     let mpi = elite_mpi::init(elite_rt::Runtime::builder().processors(1)).unwrap();
-    let (mut raw, mut ult) = (vec![], vec![]);
-    for _ in 0..6 {
+    let (mut raw, mut ult) = (vec![0.0], vec![0.0]);
+    for _ in 0..rounds {
+        if !do_raw {
+            break;
+        }
         let world = mpi.universe().world();
         let me = world.this_process();
         let t0 = Instant::now();
@@ -31,6 +53,11 @@ fn main() {
             });
         }
         raw.push(t0.elapsed().as_nanos() as f64 / n as f64);
+    }
+    for _ in 0..rounds {
+        if !do_ult {
+            break;
+        }
         let w = mpi.world();
         ult.push(mpi.block_on(move || {
             let t0 = Instant::now();
@@ -43,8 +70,13 @@ fn main() {
             t0.elapsed().as_nanos() as f64 / n as f64
         }));
     }
-    raw.remove(0);
-    ult.remove(0);
+    // The first measured round is a warm-up when there are several.
+    for v in [&mut raw, &mut ult] {
+        v.remove(0);
+        if v.len() > 1 {
+            v.remove(0);
+        }
+    }
     let (r, u) = (median(raw), median(ult));
     println!("self-ping: raw MPI {r:.0} ns, elite-mpi ULT {u:.0} ns per message (ratio {:.2})", u / r);
 }

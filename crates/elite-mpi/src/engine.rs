@@ -15,15 +15,28 @@
 //! driving a non-blocking collective) needs more stack than a ULT's default 64 KiB, and overflowed
 //! it into the guard page. One stack is enough because the calls are serialized by the lock.
 //!
-//! An operation is started under the lock and tested once at once; if it is complete, its
-//! [`Slot`] is completed before the start returns and the table never sees it. Otherwise its
-//! request and slot are pushed on the table. [`Engine::poll`] (`MPI_Testsome` over the whole
-//! table, one call for every outstanding request) takes the completed ones off the table under
-//! the lock, and completes their slots after letting it go: each slot's outcome is written once,
-//! its `done` flag set (release), and its semaphore given one permit. A waiter reads `done`
-//! (acquire) and, when it is not set, acquires the semaphore (its ULT parks there); the permit
-//! given after `done` is set cannot be lost, and one given to a slot nobody waits on is dropped
-//! with the slot.
+//! An operation is started under the lock and tested once at once, under the same hold; if it is
+//! complete, its buffers and outcome go back to the caller as they are ([`Started::Done`]): no
+//! allocation, and the table never sees it. Otherwise:
+//!
+//! - for the operations a user starts (`isend`, `irecv`, `ibarrier`), the buffers move into a
+//!   [`Pending`] (the operation's one allocation), shared by the request and the table, and the
+//!   request handle goes on the table ([`Started::Pending`]);
+//! - for the blocking operations (`send`, `recv`, `barrier`, `broadcast`, `all_reduce`, which wait
+//!   at once) the request stays in the waiter's hands ([`Active`]): the waiter tests its own
+//!   request (`MPI_Test`) for up to [`WAIT_SPIN`], and only when it must park does it move the
+//!   request and buffers onto the table. An `Active` dropped before completion (its ULT unwound)
+//!   puts itself on the table the same way, so MPI never writes into freed memory.
+//!
+//! [`Engine::poll`] (`MPI_Testsome` over the whole table, one call for every outstanding request)
+//! takes the completed ones off the table under the lock, and completes their `Pending`s after
+//! letting it go: each outcome is written once, its `done` flag set (release), and its semaphore
+//! given one permit. A waiter reads `done` (acquire) and, when it is not set, acquires the
+//! semaphore (its ULT parks there); the permit given after `done` is set cannot be lost, and one
+//! given to a `Pending` nobody waits on is dropped with it.
+//!
+//! The count of a receive (`MPI_Get_count`) is asked under the same hold of the lock that saw the
+//! receive complete, and travels in its [`Outcome`].
 //!
 //! The poll is driven by one *progress ULT* per rank ([`progress_loop`]): while the table holds
 //! requests it polls and yields, so it polls once per turn it gets among the ready ULTs of its
@@ -32,30 +45,68 @@
 //! `Request::test` polls once, so that a ULT spinning on `test` makes progress even when the
 //! progress ULT cannot run.
 //!
-//! The buffers of an operation belong to its slot, not to the request the user holds: a request
-//! dropped before its operation completed leaves the buffer alive in the table until MPI is done
-//! with it. Requests still outstanding when the rank shuts down are cancelled where MPI can, and
+//! The buffers of an operation on the table belong to its `Pending`, kept alive by the table's
+//! reference: a request dropped before its operation completed leaves the buffers alive until MPI
+//! is done with them. MPI is only given addresses inside heap memory the buffers own (a `Vec`'s
+//! elements), which stay put when the buffers move from the caller to an `Active` or a `Pending`. Requests still outstanding when the rank shuts down are cancelled where MPI can, and
 //! their buffers leaked rather than freed under MPI's feet.
 
 use crate::{mpi_error, Error};
 use elite_rt::sync::Semaphore;
 use mpi::ffi;
 use smallvec::SmallVec;
-use std::any::Any;
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The outcome of a completed operation: MPI's status and the error it reported, if any.
+/// The outcome of a completed operation: MPI's status, the error it reported, if any, and for a
+/// receive the number of elements received.
 #[derive(Clone, Copy)]
 pub(crate) struct Outcome {
     pub(crate) status: ffi::MPI_Status,
     /// `MPI_SUCCESS` or the error class MPI gave for this operation.
     pub(crate) code: c_int,
+    /// For an operation started with a count type ([`Engine::start`]): `MPI_Get_count` of the
+    /// status in that type, asked under the same hold of the MPI lock that saw the operation
+    /// complete (`MPI_UNDEFINED` when it was not a whole number, or when `MPI_Get_count` failed);
+    /// else 0.
+    pub(crate) count: c_int,
 }
 
-/// How long a waiter polls before it parks (see [`Slot::wait`]), while spinning pays off: each
+/// A datatype handle (an integer in MPICH, a pointer in Open MPI).
+#[derive(Clone, Copy)]
+pub(crate) struct Datatype(pub(crate) ffi::MPI_Datatype);
+// SAFETY: a predefined or committed datatype handle may be used from any thread at
+// MPI_THREAD_SERIALIZED; it is only passed to MPI under the engine's lock.
+unsafe impl Send for Datatype {}
+// SAFETY: as above; the handle is never written.
+unsafe impl Sync for Datatype {}
+
+/// The status, code and count of an operation that just completed; called under the MPI lock on
+/// the engine's stack.
+fn outcome_of(status: ffi::MPI_Status, code: c_int, count_type: Option<Datatype>) -> Outcome {
+    let count = match count_type {
+        None => 0,
+        Some(_) if code != ffi::MPI_SUCCESS as c_int => 0,
+        Some(dt) => {
+            let mut count: c_int = 0;
+            // SAFETY: the status is the one MPI wrote for this completed operation; the datatype
+            // is the one it was started with.
+            let rc = unsafe { ffi::MPI_Get_count(&status, dt.0, &mut count) };
+            if rc == ffi::MPI_SUCCESS as c_int {
+                count
+            } else {
+                // SAFETY: reading a link-time constant.
+                unsafe { ffi::RSMPI_UNDEFINED }
+            }
+        }
+    };
+    Outcome { status, code, count }
+}
+
+/// How long a waiter polls before it parks (see [`Pending::wait`]), while spinning pays off: each
 /// spin that ended with the operation complete adds one to the rank's spin credit (at most
 /// [`SPIN_CREDIT_MAX`]), each that did not takes [`SPIN_FAILURE_COST`]; with no credit left only
 /// one wait in [`SPIN_PROBE_EVERY`] spins, to find out whether it pays again. Waits that take far
@@ -68,32 +119,51 @@ pub(crate) const SPIN_FAILURE_COST: u32 = 2;
 /// See [`WAIT_SPIN`].
 pub(crate) const SPIN_PROBE_EVERY: u32 = 16;
 
-/// One operation in flight: how its waiter learns that it completed, and its buffers.
-pub(crate) struct Slot {
-    done: AtomicBool,
-    outcome: OnceLock<Outcome>,
-    wake: Semaphore,
-    /// The buffers MPI reads or writes until the operation completes (the request's owner takes
-    /// them back after `done`).
-    pub(crate) buffers: Mutex<Option<Box<dyn Any + Send>>>,
+/// What the table holds of an operation in flight: how to complete it.
+pub(crate) trait Completable: Send + Sync {
+    /// Records the outcome and wakes the waiter; called once, after the operation completed.
+    fn complete(&self, outcome: Outcome);
+    /// The datatype the outcome's count is asked in, if any.
+    fn count_type(&self) -> Option<Datatype>;
 }
 
-impl Slot {
-    pub(crate) fn new(buffers: Box<dyn Any + Send>) -> Arc<Slot> {
-        Arc::new(Slot {
-            done: AtomicBool::new(false),
-            outcome: OnceLock::new(),
-            wake: Semaphore::new(0),
-            buffers: Mutex::new(Some(buffers)),
-        })
-    }
+/// An operation that did not complete as it started: its buffers, kept at their heap addresses
+/// by the table's reference until it completes, and how its waiter learns that it did.
+///
+/// The one heap allocation of an operation, made only when it is still in flight after the
+/// test at its start: one complete at once needs no allocation besides its buffers.
+pub(crate) struct Pending<B> {
+    done: AtomicBool,
+    /// Written once before `done` is set (release); read only after `done` is seen (acquire).
+    outcome: UnsafeCell<MaybeUninit<Outcome>>,
+    wake: Semaphore,
+    count_type: Option<Datatype>,
+    /// The buffers MPI reads or writes until the operation completes. Only the request's owner
+    /// touches them, and only to take them after `done` (the table never does; at shutdown it
+    /// leaks the whole `Pending`).
+    buffers: UnsafeCell<Option<B>>,
+}
 
+// SAFETY: `outcome` is written by one completer before the release store of `done` and read only
+// after an acquire load of `done` saw it set; `buffers` (B: Send) are moved out by the single
+// owner of the request, after `done`; everything else is atomic or a Semaphore (Sync).
+unsafe impl<B: Send> Sync for Pending<B> {}
+
+impl<B: Send> Completable for Pending<B> {
     fn complete(&self, outcome: Outcome) {
-        let _ = self.outcome.set(outcome);
+        // SAFETY: the table completes an operation once (it is taken off the table under the
+        // lock as it is found complete), and nobody reads `outcome` before `done` is set.
+        unsafe { (*self.outcome.get()).write(outcome) };
         self.done.store(true, Ordering::Release);
         self.wake.release();
     }
 
+    fn count_type(&self) -> Option<Datatype> {
+        self.count_type
+    }
+}
+
+impl<B: Send> Pending<B> {
     pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
@@ -102,9 +172,9 @@ impl Slot {
     /// [`WAIT_SPIN`] first while spinning has been paying off on this rank (two-phase waiting, as
     /// elite's locks do: parking and being woken by the progress ULT costs a few switches and
     /// semaphore operations, about as long), else polls once; then parks.
-    pub(crate) fn wait(&self, engine: &Engine) -> Outcome {
+    pub(crate) fn wait(&self, engine: &Engine, spin: bool) -> Outcome {
         if !self.is_done() {
-            if engine.should_spin() {
+            if spin && engine.should_spin() {
                 let start = std::time::Instant::now();
                 loop {
                     engine.poll();
@@ -118,10 +188,142 @@ impl Slot {
                 engine.poll();
             }
         }
+        if !self.is_done() {
+            // The progress ULT may be parked with this operation on the table (a lazy start, or
+            // a blocking waiter's that gave up spinning): one permit makes it poll until the
+            // table is empty. A surplus permit costs it one poll of an empty table.
+            engine.kick();
+        }
         while !self.is_done() {
             self.wake.acquire();
         }
-        *self.outcome.get().expect("a done slot has its outcome")
+        // SAFETY: `done` was seen set (acquire): the outcome was written before.
+        unsafe { (*self.outcome.get()).assume_init() }
+    }
+
+    /// Takes the buffers back once the operation is done.
+    ///
+    /// # Safety
+    /// Called by the request's owner only, after [`is_done`](Pending::is_done) returned true.
+    pub(crate) unsafe fn take_buffers(&self) -> Option<B> {
+        // SAFETY: after `done` MPI and the table no longer touch the buffers; the caller is the
+        // only other party (see the field's note).
+        unsafe { (*self.buffers.get()).take() }
+    }
+}
+
+/// How an operation that is not complete at its start is kept (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Mode {
+    /// A blocking operation: its waiter holds it ([`Active`]) and waits at once.
+    Blocking,
+    /// A small point-to-point operation a user started: on the table, without waking the progress
+    /// ULT; its waiter polls, and wakes the progress ULT before it parks (as does dropping its
+    /// request unfinished).
+    Lazy,
+    /// Any other operation a user started (a large message, a collective): on the table, the
+    /// progress ULT woken at once, so that it moves on while its starter computes.
+    Woken,
+}
+
+/// The largest message, in bytes, a user's `isend`/`irecv` starts [`Mode::Lazy`]: messages up to
+/// this size go eagerly (the sender's MPI copies them out at once, and the receiver's copies
+/// them in at its next call into MPI, whoever makes it), so nothing waits on this rank's
+/// progress ULT for them.
+pub(crate) const LAZY_BYTES: usize = 4096;
+
+/// An operation just started: complete at once, its buffers and outcome in hand; in flight and
+/// on the table; or in flight and in the hands of a waiter about to wait for it.
+pub(crate) enum Started<B: Send + 'static> {
+    Done(B, Outcome),
+    Pending(Arc<Pending<B>>),
+    Active(Active<B>),
+}
+
+/// A request handle held outside the table.
+struct RawRequest(ffi::MPI_Request);
+// SAFETY: a request handle may be used from any thread at MPI_THREAD_SERIALIZED; it is only
+// passed to MPI under the engine's lock.
+unsafe impl Send for RawRequest {}
+
+/// An operation in flight that is not on the table: its waiter tests it itself (`MPI_Test` on
+/// this one request, not `MPI_Testsome` over the table), with no allocation besides its buffers
+/// and without waking the progress ULT. Made only for the blocking operations, which wait at once.
+///
+/// Dropped before it completed (its waiter unwound, say), it puts itself on the table, buffers
+/// and all, so that MPI never writes into freed memory: the table keeps them until MPI is done.
+pub(crate) struct Active<B: Send + 'static> {
+    engine: Arc<Engine>,
+    req: RawRequest,
+    count_type: Option<Datatype>,
+    /// `Some` until the operation is complete or handed to the table.
+    buffers: Option<B>,
+}
+
+impl<B: Send + 'static> Active<B> {
+    /// `MPI_Test` on this request, under the MPI lock; its outcome once complete.
+    fn test(&mut self) -> Option<Outcome> {
+        let mut table = self.engine.lock();
+        let (req, count_type) = (&mut self.req.0, self.count_type);
+        table.call(|| {
+            let mut flag: c_int = 0;
+            let mut status = MaybeUninit::<ffi::MPI_Status>::zeroed();
+            // SAFETY: `req` is this operation's active request; flag and status are outputs.
+            let rc = unsafe { ffi::MPI_Test(req, &mut flag, status.as_mut_ptr()) };
+            // SAFETY: MPI_Test wrote the status, or left it zeroed.
+            (rc != ffi::MPI_SUCCESS as c_int || flag != 0)
+                .then(|| outcome_of(unsafe { status.assume_init() }, rc, count_type))
+        })
+    }
+
+    /// Blocks the calling ULT until the operation completes: tests its own request for at most
+    /// [`WAIT_SPIN`] while spinning pays off on this rank (else once); then puts it on the table
+    /// and parks until the progress ULT completes it.
+    pub(crate) fn wait(mut self) -> (B, Outcome) {
+        let engine = self.engine.clone();
+        let outcome = if engine.should_spin() {
+            let start = std::time::Instant::now();
+            let outcome = loop {
+                let outcome = self.test();
+                if outcome.is_some() || start.elapsed() >= WAIT_SPIN {
+                    break outcome;
+                }
+                std::hint::spin_loop();
+            };
+            engine.spun(outcome.is_some());
+            outcome
+        } else {
+            self.test()
+        };
+        if let Some(outcome) = outcome {
+            let buffers = self.buffers.take().expect("an active operation holds its buffers");
+            return (buffers, outcome);
+        }
+        let pending = self.register();
+        let outcome = pending.wait(&engine, false);
+        // SAFETY: this waiter owns the operation and `wait` returned once it was done.
+        let buffers = unsafe { pending.take_buffers() };
+        (buffers.expect("the buffers are taken once"), outcome)
+    }
+
+    /// Moves the operation onto the table.
+    fn register(&mut self) -> Arc<Pending<B>> {
+        let buffers = self.buffers.take().expect("an active operation holds its buffers");
+        // SAFETY: reading a link-time constant.
+        let req = std::mem::replace(&mut self.req.0, unsafe { ffi::RSMPI_REQUEST_NULL });
+        let mut table = self.engine.lock();
+        self.engine.push(&mut table, req, self.count_type, buffers, false)
+    }
+}
+
+impl<B: Send + 'static> Drop for Active<B> {
+    fn drop(&mut self) {
+        if self.buffers.is_some() {
+            // Not complete: the table takes the request and keeps the buffers alive until MPI
+            // is done with them; the progress ULT polls until it is.
+            drop(self.register());
+            self.engine.kick();
+        }
     }
 }
 
@@ -130,7 +332,7 @@ impl Slot {
 pub(crate) struct Table {
     stack: corosensei::stack::DefaultStack,
     reqs: Vec<ffi::MPI_Request>,
-    slots: Vec<Arc<Slot>>,
+    slots: Vec<Arc<dyn Completable>>,
     indices: Vec<c_int>,
     statuses: Vec<MaybeUninit<ffi::MPI_Status>>,
 }
@@ -239,47 +441,95 @@ impl Engine {
         }
     }
 
-    /// Starts an operation: `start` makes the MPI call that fills in the request, under the MPI
-    /// lock. The operation's buffers must already be in `slot`.
+    /// Starts an operation on `buffers`: `start` makes the MPI call that fills in the request,
+    /// under the MPI lock, and the request is tested at once under the same hold. Complete, the
+    /// buffers and outcome come back as they are ([`Started::Done`]: no allocation besides the buffers, nothing left
+    /// for the table); else, with `register`, the buffers move into a [`Pending`] that the table
+    /// keeps until MPI is done with them, and without, into an [`Active`] for a caller that waits
+    /// at once. With `count_type`, the outcome carries `MPI_Get_count` in that type.
     ///
     /// # Safety
-    /// `start` must start one non-blocking MPI operation whose buffers are those owned by `slot`
-    /// (so they live until the slot is completed) and return its error code.
-    pub(crate) unsafe fn start(
-        &self,
-        slot: &Arc<Slot>,
-        start: impl FnOnce(&mut ffi::MPI_Request) -> c_int,
-    ) -> Result<(), Error> {
+    /// `start` must start one non-blocking MPI operation whose buffers lie in heap memory owned
+    /// by `buffers` (a `Vec`'s elements, not the `Vec` itself): memory that stays where it is
+    /// when `buffers` is moved, and lives as long as `buffers` is not dropped. It returns MPI's
+    /// error code.
+    pub(crate) unsafe fn start<B: Send + 'static>(
+        self: &Arc<Self>,
+        mut buffers: B,
+        count_type: Option<Datatype>,
+        mode: Mode,
+        start: impl FnOnce(&mut B, &mut ffi::MPI_Request) -> c_int,
+    ) -> Result<Started<B>, Error> {
         let mut table = self.lock();
         // SAFETY: a null request is a valid initial value; `start` overwrites it.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let mut flag: c_int = 0;
-        let mut status = MaybeUninit::<ffi::MPI_Status>::zeroed();
         let started = table.call(|| {
-            let rc = start(&mut req);
+            let rc = start(&mut buffers, &mut req);
             if rc != ffi::MPI_SUCCESS as c_int {
                 return Err(mpi_error(rc));
             }
+            let mut flag: c_int = 0;
+            let mut status = MaybeUninit::<ffi::MPI_Status>::zeroed();
             // SAFETY: `req` is the active request just started; flag and status are outputs.
-            Ok(unsafe { ffi::MPI_Test(&mut req, &mut flag, status.as_mut_ptr()) })
+            let rc = unsafe { ffi::MPI_Test(&mut req, &mut flag, status.as_mut_ptr()) };
+            if rc != ffi::MPI_SUCCESS as c_int || flag != 0 {
+                // SAFETY: MPI_Test wrote the status (zeroed before, in case it did not on an
+                // error).
+                let status = unsafe { status.assume_init() };
+                Ok(Some(outcome_of(status, rc, count_type)))
+            } else {
+                Ok(None)
+            }
         });
-        let rc = started?;
+        let done = match started {
+            Ok(done) => done,
+            Err(e) => {
+                drop(table);
+                return Err(e);
+            }
+        };
         self.started.fetch_add(1, Ordering::Relaxed);
-        if rc != ffi::MPI_SUCCESS as c_int || flag != 0 {
+        if let Some(outcome) = done {
             drop(table);
-            // SAFETY: MPI_Test wrote the status (zeroed before, in case it did not on an error).
-            let status = unsafe { status.assume_init() };
-            slot.complete(Outcome { status, code: rc });
-            return Ok(());
+            return Ok(Started::Done(buffers, outcome));
         }
+        // Moving `buffers` leaves the memory MPI uses where it is (the contract above).
+        if mode == Mode::Blocking {
+            drop(table);
+            return Ok(Started::Active(Active {
+                engine: self.clone(),
+                req: RawRequest(req),
+                count_type,
+                buffers: Some(buffers),
+            }));
+        }
+        Ok(Started::Pending(self.push(&mut table, req, count_type, buffers, mode == Mode::Woken)))
+    }
+
+    /// Puts an operation in flight on the table (under the MPI lock, `table` being its guard),
+    /// its buffers in a new [`Pending`]; with `wake`, wakes the progress ULT when the table was
+    /// empty.
+    fn push<B: Send + 'static>(
+        &self,
+        table: &mut MutexGuard<'_, Table>,
+        req: ffi::MPI_Request,
+        count_type: Option<Datatype>,
+        buffers: B,
+        wake: bool,
+    ) -> Arc<Pending<B>> {
+        let pending = Arc::new(Pending {
+            done: AtomicBool::new(false),
+            outcome: UnsafeCell::new(MaybeUninit::uninit()),
+            wake: Semaphore::new(0),
+            count_type,
+            buffers: UnsafeCell::new(Some(buffers)),
+        });
         table.reqs.push(req);
-        table.slots.push(slot.clone());
-        let first = table.reqs.len() == 1;
-        drop(table);
-        if first {
+        table.slots.push(pending.clone());
+        if wake && table.reqs.len() == 1 {
             self.work.release();
         }
-        Ok(())
+        pending
     }
 
     /// One batched poll: `MPI_Testsome` over every outstanding request, completing the slots of
@@ -318,20 +568,25 @@ impl Engine {
         }
         let in_status = rc == ffi::MPI_ERR_IN_STATUS as c_int;
         // On the stack for the usual few completions per poll (no allocation per poll).
-        let mut done: SmallVec<[(Arc<Slot>, Outcome); 8]> = SmallVec::new();
-        let mut completed: SmallVec<[usize; 8]> = SmallVec::new();
-        for k in 0..outcount as usize {
-            let i = t.indices[k] as usize;
-            // SAFETY: MPI_Testsome wrote the first `outcount` statuses.
-            let status = unsafe { t.statuses[k].assume_init() };
-            let code = if in_status { status.MPI_ERROR } else { rc };
-            done.push((t.slots[i].clone(), Outcome { status, code }));
-            completed.push(i);
+        let mut outcomes: SmallVec<[(usize, Outcome); 8]> = SmallVec::new();
+        {
+            let (slots, statuses, indices) = (&t.slots, &t.statuses, &t.indices);
+            // The counts of receives are asked here, under the hold that saw them complete.
+            corosensei::on_stack(&mut t.stack, || {
+                for k in 0..outcount as usize {
+                    let i = indices[k] as usize;
+                    // SAFETY: MPI_Testsome wrote the first `outcount` statuses.
+                    let status = unsafe { statuses[k].assume_init() };
+                    let code = if in_status { status.MPI_ERROR } else { rc };
+                    outcomes.push((i, outcome_of(status, code, slots[i].count_type())));
+                }
+            });
         }
-        completed.sort_unstable_by(|a, b| b.cmp(a));
-        for i in completed {
+        outcomes.sort_unstable_by_key(|o| std::cmp::Reverse(o.0));
+        let mut done: SmallVec<[(Arc<dyn Completable>, Outcome); 8]> = SmallVec::new();
+        for (i, outcome) in outcomes {
             t.reqs.swap_remove(i);
-            t.slots.swap_remove(i);
+            done.push((t.slots.swap_remove(i), outcome));
         }
         let left = t.reqs.len();
         drop(table);
@@ -340,6 +595,12 @@ impl Engine {
             slot.complete(outcome);
         }
         Some(left)
+    }
+
+    /// Makes the progress ULT poll (once more, and on while the table is not empty): a permit
+    /// of the semaphore it parks on.
+    pub(crate) fn kick(&self) {
+        self.work.release();
     }
 
     /// Asks the progress ULT to return.
@@ -366,8 +627,9 @@ impl Engine {
         });
         t.reqs.clear();
         for slot in t.slots.drain(..) {
-            let buffers = slot.buffers.lock().unwrap_or_else(|e| e.into_inner()).take();
-            std::mem::forget(buffers);
+            // The operation's buffers may still be written by MPI: leak them (and their waiter's
+            // state) rather than free them.
+            std::mem::forget(slot);
         }
         n
     }

@@ -32,12 +32,25 @@
 //! MPI completes non-blocking operations only while some thread calls into it. Here:
 //!
 //! - every operation is non-blocking underneath (`MPI_Isend`, `MPI_Irecv`, `MPI_Ibarrier`,
-//!   `MPI_Ibcast`, `MPI_Iallreduce`), tested once as it starts; what is not complete at once goes
-//!   on the rank's table of outstanding requests;
+//!   `MPI_Ibcast`, `MPI_Iallreduce`), tested once as it starts, under the same hold of the MPI
+//!   lock; one complete at once (a small send, a receive whose message had arrived) is finished
+//!   there, with no allocation besides its buffers (the user's `Vec` for `isend`/`irecv`, a copy
+//!   for the slice operations and collectives, a pooled heap cell for `send`/`recv` of one value)
+//!   and nothing left for the progress ULT;
+//! - a blocking operation (`send`, `recv`, `barrier`, `broadcast`, `all_reduce`) not complete at
+//!   its start stays with its ULT, which tests that one request itself (`MPI_Test`) for up to
+//!   2 µs (below) and only then puts it on the rank's table of outstanding requests and parks;
+//! - an `isend`/`irecv` of at most 4 KiB not complete at its start goes on the table without
+//!   waking the progress ULT: its waiter (or `test`) polls, and wakes the progress ULT when it
+//!   parks, as does dropping the request unfinished. Such messages go eagerly (the sender's MPI
+//!   copies them out at once, the receiver's copies them in at its next call into MPI), so no peer
+//!   waits on this rank's progress ULT for them. A larger one, and an `ibarrier`, wakes the progress
+//!   ULT at once, so that it moves on while its ULT computes;
 //! - the progress ULT polls the whole table with one `MPI_Testsome` per turn, and yields after
 //!   each poll: it polls once per turn it gets among its processor's ready ULTs, so with `k` other
 //!   ULTs ready there, once every `k` of their turns; with none ready, in a tight loop. While the
-//!   table is empty it is parked and costs nothing;
+//!   table is empty, or holds only small operations whose waiters have not parked, it is parked
+//!   and costs nothing;
 //! - a ULT that waits polls itself for up to 2 µs before it parks (two-phase waiting, as elite's
 //!   locks do: parking, and being woken by the progress ULT, costs a few switches and semaphore
 //!   operations, about as long), as long as such spins keep ending with the operation complete;
@@ -85,6 +98,7 @@
 
 #![warn(missing_docs)]
 
+mod cell;
 mod engine;
 mod ops;
 

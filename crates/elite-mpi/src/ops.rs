@@ -1,14 +1,15 @@
 //! The world communicator's operations: point-to-point and collectives, each started
 //! non-blocking and waited on by parking the calling ULT (see the engine's protocol).
 
-use crate::engine::{Engine, Outcome, ProgressStats, Slot};
+use crate::cell::Cell;
+use crate::engine::{Datatype, Engine, Mode, Outcome, ProgressStats, Started, LAZY_BYTES};
 use crate::{mpi_error, Error};
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
 use mpi::ffi;
 use mpi::traits::AsRaw;
-use std::any::Any;
 use std::fmt;
+use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
@@ -67,36 +68,106 @@ impl Status {
     }
 }
 
-type Finish<O> = fn(&Engine, Box<dyn Any + Send>, Outcome) -> Result<O, Error>;
+type Finish<O> = fn(&Engine, <O as Completion>::Buffers, Outcome) -> Result<O, Error>;
+
+mod sealed {
+    /// What a [`Request`](super::Request) gives back, and the buffers its operation runs on.
+    pub trait Completion: Sized {
+        /// The buffers MPI reads or writes while the operation is in flight.
+        type Buffers: Send + 'static;
+    }
+}
+use sealed::Completion;
+
+impl<T: Send + 'static> Completion for Vec<T> {
+    type Buffers = Vec<T>;
+}
+
+impl<T: Send + 'static> Completion for (Vec<T>, Status) {
+    type Buffers = Vec<T>;
+}
+
+impl Completion for () {
+    type Buffers = ();
+}
+
+/// The result of a blocking send of one value (its buffer, a pooled [`Cell`]).
+struct SentOne;
+
+impl<T: Send + 'static> Completion for (SentOne, PhantomData<T>) {
+    type Buffers = Cell<T>;
+}
+
+/// The result of a blocking receive of one value (into a pooled [`Cell`]).
+struct One<T>(T, Status);
+
+impl<T: Send + 'static> Completion for One<T> {
+    type Buffers = Cell<T>;
+}
+
+/// The result of an all-reduce: its receive buffer (its buffers are both).
+struct Reduced<T>(Vec<T>);
+
+impl<T: Send + 'static> Completion for Reduced<T> {
+    type Buffers = (Vec<T>, Vec<T>);
+}
 
 /// An operation in flight, started by one of [`World`]'s `i` methods. [`wait`](Request::wait)
 /// parks the calling ULT until it completes; [`test`](Request::test) asks without blocking.
 ///
 /// Dropping a request before its operation completed does not cancel it: the operation goes on,
 /// its buffers kept alive by the rank until MPI is done with them.
+///
+/// A request whose operation completed as it started (a small send, a receive whose message had
+/// arrived) holds its buffers and outcome inline; only one still in flight then shares a heap
+/// record with the rank's table of outstanding requests.
 #[must_use = "an operation's result and errors come from `wait`"]
-pub struct Request<O> {
+pub struct Request<O: Completion> {
     engine: Arc<Engine>,
-    slot: Arc<Slot>,
+    /// `None` once `wait` took it.
+    state: Option<Started<O::Buffers>>,
     finish: Finish<O>,
 }
 
-impl<O> fmt::Debug for Request<O> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Request").field("done", &self.slot.is_done()).finish()
+impl<O: Completion> Drop for Request<O> {
+    fn drop(&mut self) {
+        if let Some(Started::Pending(p)) = &self.state {
+            if !p.is_done() {
+                // Nobody will wait on it: the progress ULT completes it (and frees its buffers).
+                self.engine.kick();
+            }
+        }
     }
 }
 
-impl<O> Request<O> {
+impl<O: Completion> fmt::Debug for Request<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let done = match &self.state {
+            Some(Started::Done(..)) | None => true,
+            Some(Started::Pending(p)) => p.is_done(),
+            Some(Started::Active(_)) => false,
+        };
+        f.debug_struct("Request").field("done", &done).finish()
+    }
+}
+
+impl<O: Completion> Request<O> {
     /// Whether the operation has completed (then [`wait`](Request::wait) returns at once). Polls
     /// the rank's outstanding requests once when it has not, so a ULT looping on `test` makes
     /// progress by itself.
     pub fn test(&self) -> bool {
-        if self.slot.is_done() {
-            return true;
+        match &self.state {
+            Some(Started::Done(..)) | None => true,
+            Some(Started::Pending(p)) => {
+                if p.is_done() {
+                    return true;
+                }
+                self.engine.poll();
+                p.is_done()
+            }
+            // Only the blocking operations make active requests, and wait on them at once.
+            Some(Started::Active(_)) => false,
         }
-        self.engine.poll();
-        self.slot.is_done()
     }
 
     /// Blocks the calling ULT until the operation completes and returns its result: the buffer
@@ -106,15 +177,19 @@ impl<O> Request<O> {
     /// What MPI reported for the operation (for a receive: [`Error::Truncated`] when the message
     /// was longer than the buffer, [`Error::TypeMismatch`] when it was not a whole number of
     /// elements).
-    pub fn wait(self) -> Result<O, Error> {
-        let outcome = self.slot.wait(&self.engine);
-        let buffers = self
-            .slot
-            .buffers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .expect("a request's buffers are taken once, by its wait");
+    pub fn wait(mut self) -> Result<O, Error> {
+        let state = self.state.take().expect("a request is waited on once (wait takes it)");
+        let (buffers, outcome) = match state {
+            Started::Done(buffers, outcome) => (buffers, outcome),
+            Started::Pending(p) => {
+                let outcome = p.wait(&self.engine, true);
+                // SAFETY: this request owns the operation (it is consumed here) and `wait`
+                // returned only once the operation was done.
+                let buffers = unsafe { p.take_buffers() };
+                (buffers.expect("a request's buffers are taken once, by its wait"), outcome)
+            }
+            Started::Active(active) => active.wait(),
+        };
         (self.finish)(&self.engine, buffers, outcome)
     }
 }
@@ -146,6 +221,17 @@ fn check_code(engine: &Engine, code: c_int) -> Result<(), Error> {
         Ok(())
     } else {
         Err(engine.lock().call(|| mpi_error(code)))
+    }
+}
+
+/// How a point-to-point operation of `len` elements is kept if not complete at its start.
+fn p2p_mode<T>(len: usize, blocking: bool) -> Mode {
+    if blocking {
+        Mode::Blocking
+    } else if len.saturating_mul(std::mem::size_of::<T>()) <= LAZY_BYTES {
+        Mode::Lazy
+    } else {
+        Mode::Woken
     }
 }
 
@@ -186,6 +272,22 @@ impl World {
         }
     }
 
+    fn source_of(&self, source: Source) -> Result<c_int, Error> {
+        match source {
+            Source::Rank(r) => self.check_rank(r),
+            // SAFETY: reading a link-time constant.
+            Source::Any => Ok(unsafe { ffi::RSMPI_ANY_SOURCE }),
+        }
+    }
+
+    fn tag_of(&self, tag: TagMatch) -> Result<c_int, Error> {
+        match tag {
+            TagMatch::Tag(t) => self.check_tag(t),
+            // SAFETY: reading a link-time constant.
+            TagMatch::Any => Ok(unsafe { ffi::RSMPI_ANY_TAG }),
+        }
+    }
+
     fn check_tag(&self, tag: i32) -> Result<c_int, Error> {
         if (0..=self.engine.tag_ub).contains(&tag) {
             Ok(tag)
@@ -194,35 +296,22 @@ impl World {
         }
     }
 
-    fn start<O, B: Any + Send>(
+    /// Starts an operation on `buffers`.
+    ///
+    /// # Safety
+    /// As [`Engine::start`]: `start` starts one operation whose buffers lie in heap memory owned
+    /// by `buffers`.
+    unsafe fn start<O: Completion>(
         &self,
-        buffers: B,
+        buffers: O::Buffers,
+        count_type: Option<Datatype>,
+        mode: Mode,
         finish: Finish<O>,
-        start: impl FnOnce(&mut B, &mut ffi::MPI_Request) -> c_int,
+        start: impl FnOnce(&mut O::Buffers, &mut ffi::MPI_Request) -> c_int,
     ) -> Result<Request<O>, Error> {
-        let slot = Slot::new(Box::new(buffers));
-        {
-            // The buffers stay in the slot (on the heap) until the operation completes; `start`
-            // only takes their addresses.
-            let mut guard = slot.buffers.lock().unwrap_or_else(|e| e.into_inner());
-            let buffers: &mut B = guard
-                .as_mut()
-                .and_then(|b| b.downcast_mut::<B>())
-                .expect("the slot holds the buffers just put there");
-            let buffers: *mut B = buffers;
-            drop(guard);
-            // SAFETY: `start` starts one operation on the buffers owned by `slot`, which keeps
-            // them (boxed, so at a fixed address) until the operation completes: the slot is on
-            // the engine's table until then, and `wait` takes them only after.
-            unsafe {
-                self.engine.start(&slot, |req| {
-                    // SAFETY: the box's contents live at this address until completion (above);
-                    // nothing else touches them before the operation completes.
-                    start(&mut *buffers, req)
-                })?;
-            }
-        }
-        Ok(Request { engine: self.engine.clone(), slot, finish })
+        // SAFETY: passed on from the caller.
+        let state = unsafe { self.engine.start(buffers, count_type, mode, start)? };
+        Ok(Request { engine: self.engine.clone(), state: Some(state), finish })
     }
 
     /// Starts sending `data` to rank `dest` with tag `tag`; the request's `wait` gives the buffer
@@ -235,16 +324,31 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
+        self.isend_impl(data, dest, tag, false)
+    }
+
+    /// [`isend`](World::isend); `blocking`: the caller waits at once (see `start`).
+    fn isend_impl<T>(
+        &self,
+        data: Vec<T>,
+        dest: usize,
+        tag: i32,
+        blocking: bool,
+    ) -> Result<Request<Vec<T>>, Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
         let dest = self.check_rank(dest)?;
         let tag = self.check_tag(tag)?;
         let count = count_of(data.len())?;
         let comm = self.engine.comm.0;
-        self.start(data, finish_send::<T>, |data, req| {
-            // SAFETY: `data` lives until completion (see `start`); count and datatype describe it.
-            unsafe {
+        // SAFETY: MPI reads the vector's elements (heap memory it owns); count and datatype
+        // describe them.
+        unsafe {
+            self.start(data, None, p2p_mode::<T>(count as usize, blocking), finish_send::<T>, |data, req| {
                 ffi::MPI_Isend(data.as_ptr().cast::<c_void>(), count, datatype::<T>(), dest, tag, comm, req)
-            }
-        })
+            })
+        }
     }
 
     /// Sends one value to rank `dest` with tag `tag`, blocking the calling ULT until MPI no
@@ -256,7 +360,19 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        self.isend(vec![*value], dest, tag)?.wait().map(drop)
+        if !Cell::<T>::fits() {
+            return self.isend_impl(vec![*value], dest, tag, true)?.wait().map(drop);
+        }
+        let dest = self.check_rank(dest)?;
+        let tag = self.check_tag(tag)?;
+        let comm = self.engine.comm.0;
+        // SAFETY: MPI reads the cell's value (heap memory the cell owns).
+        let request: Request<(SentOne, PhantomData<T>)> = unsafe {
+            self.start(Cell::new(Some(*value)), None, Mode::Blocking, finish_send_one::<T>, |cell, req| {
+                ffi::MPI_Isend(cell.as_mut_ptr().cast::<c_void>(), 1, datatype::<T>(), dest, tag, comm, req)
+            })?
+        };
+        request.wait().map(drop)
     }
 
     /// Sends a slice (copied once) to rank `dest` with tag `tag`, blocking the calling ULT until
@@ -268,7 +384,7 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        self.isend(data.to_vec(), dest, tag)?.wait().map(drop)
+        self.isend_impl(data.to_vec(), dest, tag, true)?.wait().map(drop)
     }
 
     /// Starts receiving a message of at most `capacity` elements; the request's `wait` gives the
@@ -286,33 +402,46 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        let source = match source.into() {
-            Source::Rank(r) => self.check_rank(r)?,
-            // SAFETY: reading a link-time constant.
-            Source::Any => unsafe { ffi::RSMPI_ANY_SOURCE },
-        };
-        let tag = match tag.into() {
-            TagMatch::Tag(t) => self.check_tag(t)?,
-            // SAFETY: reading a link-time constant.
-            TagMatch::Any => unsafe { ffi::RSMPI_ANY_TAG },
-        };
+        self.irecv_impl(capacity, source.into(), tag.into(), false)
+    }
+
+    /// [`irecv`](World::irecv); `blocking`: the caller waits at once (see `start`).
+    fn irecv_impl<T>(
+        &self,
+        capacity: usize,
+        source: Source,
+        tag: TagMatch,
+        blocking: bool,
+    ) -> Result<Request<(Vec<T>, Status)>, Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        let source = self.source_of(source)?;
+        let tag = self.tag_of(tag)?;
         let count = count_of(capacity)?;
         let comm = self.engine.comm.0;
         let buf: Vec<T> = Vec::with_capacity(capacity);
-        self.start(buf, finish_recv::<T>, |buf, req| {
-            // SAFETY: `buf`'s allocation holds `capacity` elements and lives until completion.
-            unsafe {
-                ffi::MPI_Irecv(
-                    buf.as_mut_ptr().cast::<c_void>(),
-                    count,
-                    datatype::<T>(),
-                    source,
-                    tag,
-                    comm,
-                    req,
-                )
-            }
-        })
+        // SAFETY: MPI writes at most `capacity` elements into the vector's allocation (heap
+        // memory it owns).
+        unsafe {
+            self.start(
+                buf,
+                Some(Datatype(datatype::<T>())),
+                p2p_mode::<T>(capacity, blocking),
+                finish_recv::<T>,
+                |buf, req| {
+                    ffi::MPI_Irecv(
+                        buf.as_mut_ptr().cast::<c_void>(),
+                        count,
+                        datatype::<T>(),
+                        source,
+                        tag,
+                        comm,
+                        req,
+                    )
+                },
+            )
+        }
     }
 
     /// Receives one value, blocking the calling ULT until it arrives.
@@ -324,11 +453,38 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        let (v, status) = self.irecv::<T>(1, source, tag)?.wait()?;
-        match v.first() {
-            Some(&x) => Ok((x, status)),
-            None => Err(Error::TypeMismatch { expected: std::any::type_name::<T>() }),
+        if !Cell::<T>::fits() {
+            let (v, status) = self.irecv_impl::<T>(1, source.into(), tag.into(), true)?.wait()?;
+            return match v.first() {
+                Some(&x) => Ok((x, status)),
+                None => Err(Error::TypeMismatch { expected: std::any::type_name::<T>() }),
+            };
         }
+        let source = self.source_of(source.into())?;
+        let tag = self.tag_of(tag.into())?;
+        let comm = self.engine.comm.0;
+        // SAFETY: MPI writes at most one T into the cell (heap memory the cell owns).
+        let request: Request<One<T>> = unsafe {
+            self.start(
+                Cell::new(None),
+                Some(Datatype(datatype::<T>())),
+                Mode::Blocking,
+                finish_recv_one::<T>,
+                |cell, req| {
+                    ffi::MPI_Irecv(
+                        cell.as_mut_ptr().cast::<c_void>(),
+                        1,
+                        datatype::<T>(),
+                        source,
+                        tag,
+                        comm,
+                        req,
+                    )
+                },
+            )?
+        };
+        let One(value, status) = request.wait()?;
+        Ok((value, status))
     }
 
     /// Receives a message into `buf` (its first [`Status::count`] elements), blocking the calling
@@ -345,7 +501,7 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        let (v, status) = self.irecv::<T>(buf.len(), source, tag)?.wait()?;
+        let (v, status) = self.irecv_impl::<T>(buf.len(), source.into(), tag.into(), true)?.wait()?;
         buf[..v.len()].copy_from_slice(&v);
         Ok(status)
     }
@@ -355,11 +511,22 @@ impl World {
     /// # Errors
     /// What MPI reports.
     pub fn ibarrier(&self) -> Result<Request<()>, Error> {
+        self.ibarrier_impl(false)
+    }
+
+    /// [`ibarrier`](World::ibarrier); `blocking`: the caller waits at once (see `start`).
+    fn ibarrier_impl(&self, blocking: bool) -> Result<Request<()>, Error> {
         let comm = self.engine.comm.0;
-        self.start((), finish_unit, |_, req| {
-            // SAFETY: a barrier has no buffers.
-            unsafe { ffi::MPI_Ibarrier(comm, req) }
-        })
+        // SAFETY: a barrier has no buffers.
+        unsafe {
+            self.start(
+                (),
+                None,
+                if blocking { Mode::Blocking } else { Mode::Woken },
+                finish_unit,
+                |_, req| ffi::MPI_Ibarrier(comm, req),
+            )
+        }
     }
 
     /// Blocks the calling ULT until every rank has entered the barrier.
@@ -367,7 +534,7 @@ impl World {
     /// # Errors
     /// What MPI reports.
     pub fn barrier(&self) -> Result<(), Error> {
-        self.ibarrier()?.wait()
+        self.ibarrier_impl(true)?.wait()
     }
 
     /// Broadcasts `buf` from rank `root` to every rank: on `root` it is sent, elsewhere it is
@@ -382,21 +549,13 @@ impl World {
         let root = self.check_rank(root)?;
         let count = count_of(buf.len())?;
         let comm = self.engine.comm.0;
-        let out = self
-            .start(buf.to_vec(), finish_send::<T>, |data, req| {
-                // SAFETY: `data` lives until completion and holds `count` elements.
-                unsafe {
-                    ffi::MPI_Ibcast(
-                        data.as_mut_ptr().cast::<c_void>(),
-                        count,
-                        datatype::<T>(),
-                        root,
-                        comm,
-                        req,
-                    )
-                }
+        // SAFETY: MPI reads or writes the vector's `count` elements (heap memory it owns).
+        let request = unsafe {
+            self.start(buf.to_vec(), None, Mode::Blocking, finish_send::<T>, |data, req| {
+                ffi::MPI_Ibcast(data.as_mut_ptr().cast::<c_void>(), count, datatype::<T>(), root, comm, req)
             })?
-            .wait()?;
+        };
+        let out = request.wait()?;
         buf.copy_from_slice(&out);
         Ok(())
     }
@@ -418,53 +577,80 @@ impl World {
         let comm = self.engine.comm.0;
         let op = op.as_raw();
         let bufs = (send.to_vec(), recv.to_vec());
-        let out = self
-            .start(bufs, finish_reduce::<T>, |(s, r), req| {
-                // SAFETY: both buffers live until completion and hold `count` elements each.
-                unsafe {
-                    ffi::MPI_Iallreduce(
-                        s.as_ptr().cast::<c_void>(),
-                        r.as_mut_ptr().cast::<c_void>(),
-                        count,
-                        datatype::<T>(),
-                        op,
-                        comm,
-                        req,
-                    )
-                }
+        // SAFETY: MPI reads the first vector's and writes the second's `count` elements (heap
+        // memory they own).
+        let request = unsafe {
+            self.start(bufs, None, Mode::Blocking, finish_reduce::<T>, |(s, r), req| {
+                ffi::MPI_Iallreduce(
+                    s.as_ptr().cast::<c_void>(),
+                    r.as_mut_ptr().cast::<c_void>(),
+                    count,
+                    datatype::<T>(),
+                    op,
+                    comm,
+                    req,
+                )
             })?
-            .wait()?;
+        };
+        let Reduced(out) = request.wait()?;
         recv.copy_from_slice(&out);
         Ok(())
     }
 }
 
-fn take<B: Any>(buffers: Box<dyn Any + Send>) -> B {
-    *buffers.downcast::<B>().expect("a request's buffers have the type it was started with")
-}
-
-fn finish_unit(engine: &Engine, _: Box<dyn Any + Send>, outcome: Outcome) -> Result<(), Error> {
+fn finish_unit(engine: &Engine, _: (), outcome: Outcome) -> Result<(), Error> {
     check_code(engine, outcome.code)
 }
 
-fn finish_send<T: Any>(engine: &Engine, b: Box<dyn Any + Send>, outcome: Outcome) -> Result<Vec<T>, Error> {
-    let data = take::<Vec<T>>(b);
+fn finish_send<T: Send + 'static>(engine: &Engine, data: Vec<T>, outcome: Outcome) -> Result<Vec<T>, Error> {
     check_code(engine, outcome.code)?;
     Ok(data)
 }
 
-fn finish_reduce<T: Any>(engine: &Engine, b: Box<dyn Any + Send>, outcome: Outcome) -> Result<Vec<T>, Error> {
-    let (_, recv) = take::<(Vec<T>, Vec<T>)>(b);
+fn finish_reduce<T: Send + 'static>(
+    engine: &Engine,
+    (_, recv): (Vec<T>, Vec<T>),
+    outcome: Outcome,
+) -> Result<Reduced<T>, Error> {
     check_code(engine, outcome.code)?;
-    Ok(recv)
+    Ok(Reduced(recv))
 }
 
-fn finish_recv<T: Equivalence + Any>(
+fn finish_send_one<T: Send + 'static>(
     engine: &Engine,
-    b: Box<dyn Any + Send>,
+    _: Cell<T>,
+    outcome: Outcome,
+) -> Result<(SentOne, PhantomData<T>), Error> {
+    check_code(engine, outcome.code)?;
+    Ok((SentOne, PhantomData))
+}
+
+fn finish_recv_one<T: Copy + Send + 'static>(
+    engine: &Engine,
+    cell: Cell<T>,
+    outcome: Outcome,
+) -> Result<One<T>, Error> {
+    if let Err(e) = check_code(engine, outcome.code) {
+        return Err(match e {
+            Error::Truncated { .. } => Error::Truncated { capacity: 1 },
+            e => e,
+        });
+    }
+    // One whole element, no more and no fewer (the count was asked with the completion).
+    if outcome.count != 1 {
+        return Err(Error::TypeMismatch { expected: std::any::type_name::<T>() });
+    }
+    // SAFETY: MPI wrote one whole element of T's datatype into the cell.
+    let value = unsafe { cell.read() };
+    let status = Status { source: outcome.status.MPI_SOURCE as usize, tag: outcome.status.MPI_TAG, count: 1 };
+    Ok(One(value, status))
+}
+
+fn finish_recv<T: Equivalence + Send + 'static>(
+    engine: &Engine,
+    mut buf: Vec<T>,
     outcome: Outcome,
 ) -> Result<(Vec<T>, Status), Error> {
-    let mut buf = take::<Vec<T>>(b);
     let capacity = buf.capacity();
     if let Err(e) = check_code(engine, outcome.code) {
         return Err(match e {
@@ -472,11 +658,8 @@ fn finish_recv<T: Equivalence + Any>(
             e => e,
         });
     }
-    let mut count: c_int = 0;
-    // SAFETY: the status is the one MPI wrote for this receive; the datatype is its own.
-    let rc =
-        engine.lock().call(|| unsafe { ffi::MPI_Get_count(&outcome.status, datatype::<T>(), &mut count) });
-    check_code(engine, rc)?;
+    // The count was asked with the completion (see `Outcome::count`).
+    let count = outcome.count;
     // SAFETY: reading a link-time constant.
     let undefined = unsafe { ffi::RSMPI_UNDEFINED };
     if count == undefined || count < 0 || count as usize > capacity {

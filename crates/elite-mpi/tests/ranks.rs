@@ -155,6 +155,33 @@ fn dropped_and_any(w: &World) {
     assert_eq!((v, st.source(), st.tag()), (p as u64, p, 31));
 }
 
+/// Messages that arrive long after their waiters stopped spinning: a small `irecv` (started
+/// without waking the progress ULT), a large one (waking it) and a blocking `recv` (tested by its
+/// waiter until it parks). Each waiter must get the progress ULT polling before it parks, or it
+/// sleeps forever. The sender sleeps its OS thread (and so its whole rank) first.
+fn late_messages(w: &World) {
+    let Some(p) = partner(w) else { return };
+    if w.rank() < p {
+        let small = w.irecv::<u64>(4, p, 40).unwrap();
+        let (v, st) = small.wait().unwrap();
+        assert_eq!((v, st.count()), (vec![1, 2, 3], 3));
+        let large = w.irecv::<f64>(2048, p, 41).unwrap();
+        let (v, _) = large.wait().unwrap();
+        assert_eq!(v, vec![0.5; 2048]);
+        let (x, _) = w.recv::<u64>(p, 42).unwrap();
+        assert_eq!(x, 42);
+    } else {
+        for (tag, f) in [(40, 0), (41, 1), (42, 2)] {
+            std::thread::sleep(Duration::from_millis(30));
+            match f {
+                0 => w.send_slice(&[1u64, 2, 3], p, tag).unwrap(),
+                1 => w.send_slice(&[0.5f64; 2048], p, tag).unwrap(),
+                _ => w.send(&42u64, p, tag).unwrap(),
+            }
+        }
+    }
+}
+
 /// A scenario's name and body.
 type Scenario = (&'static str, fn(&World));
 
@@ -181,7 +208,7 @@ fn main() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let log2 = log.clone();
     mpi.block_on(move || {
-        let scenarios: [Scenario; 7] = [
+        let scenarios: [Scenario; 8] = [
             ("ping_pong", ping_pong),
             ("slices", slices),
             ("many_ults", many_ults),
@@ -189,6 +216,7 @@ fn main() {
             ("collectives", collectives),
             ("errors", errors),
             ("dropped_and_any", dropped_and_any),
+            ("late_messages", late_messages),
         ];
         for (name, f) in scenarios {
             f(&world);
