@@ -37,13 +37,15 @@ use std::sync::Mutex;
 pub(crate) struct Board<T> {
     current: AtomicPtr<T>,
     generation: AtomicU64,
-    /// Every value ever set, boxed so that its address holds (what `current` points to).
-    #[allow(clippy::vec_box)]
-    kept: Mutex<Vec<Box<T>>>,
+    /// Every value ever set, each moved out of its box (`Box::into_raw`) so that its address
+    /// holds and nothing but `Drop` ever borrows it uniquely again (a moved or `&mut`-borrowed
+    /// box would invalidate the shared references readers hold); freed when the board drops.
+    kept: Mutex<Vec<*mut T>>,
 }
 
 // SAFETY: the board hands out shared references to its values to any thread (`current`), and
-// moves them in from the setter's thread: `T` must be `Send + Sync`, and nothing else is shared.
+// moves them in from the setter's thread: `T` must be `Send + Sync`, and nothing else is shared
+// (the raw pointers of `kept` are the board's own boxes).
 unsafe impl<T: Send + Sync> Sync for Board<T> {}
 // SAFETY: as above; the boxes move with the board.
 unsafe impl<T: Send + Sync> Send for Board<T> {}
@@ -51,9 +53,8 @@ unsafe impl<T: Send + Sync> Send for Board<T> {}
 impl<T> Board<T> {
     /// A board holding `first`, at generation 0.
     pub(crate) fn new(first: T) -> Board<T> {
-        let mut first = Box::new(first);
-        let at: *mut T = &mut *first;
-        Board { current: AtomicPtr::new(at), generation: AtomicU64::new(0), kept: Mutex::new(vec![first]) }
+        let at = Box::into_raw(Box::new(first));
+        Board { current: AtomicPtr::new(at), generation: AtomicU64::new(0), kept: Mutex::new(vec![at]) }
     }
 
     /// The value in force.
@@ -76,13 +77,17 @@ impl<T> Board<T> {
     /// published; not on a kept value, which readers may be reading.
     pub(crate) fn set(&self, value: T, same: impl Fn(&T, &T) -> bool, prepare: impl FnOnce(&T)) -> u64 {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let at: *mut T = match kept.iter_mut().find(|k| same(k, &value)) {
-            Some(k) => &mut **k,
+        // SAFETY: every pointer of `kept` is a live box of this board (freed only by `Drop`), and
+        // only shared references to its value are ever made.
+        let found = kept.iter().copied().find(|&k| same(unsafe { &*k }, &value));
+        let at = match found {
+            Some(k) => k,
             None => {
-                kept.push(Box::new(value));
-                let last = kept.len() - 1;
-                prepare(&kept[last]);
-                &mut *kept[last]
+                let k = Box::into_raw(Box::new(value));
+                // SAFETY: just boxed, not published yet: nobody else sees it.
+                prepare(unsafe { &*k });
+                kept.push(k);
+                k
             }
         };
         self.current.store(at, Ordering::Release);
@@ -105,5 +110,16 @@ impl<T> Board<T> {
         }
         *seen = generation;
         Some(self.current())
+    }
+}
+
+impl<T> Drop for Board<T> {
+    fn drop(&mut self) {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        for &k in kept.iter() {
+            // SAFETY: each was made by `Box::into_raw` in `new` or `set` and is freed only here;
+            // `&mut self`: no reference into the board is left.
+            drop(unsafe { Box::from_raw(k) });
+        }
     }
 }
