@@ -473,6 +473,45 @@ impl<T> From<SendError<T>> for SendTimeoutError<T> {
     }
 }
 
+/// The receive operations of a receiver, the same for `mpsc` and `mpmc` (both receivers hold
+/// their channel in `chan`).
+macro_rules! receiver_methods {
+    () => {
+        impl<T> Receiver<T> {
+            /// Waits for a value; `Err` once every sender is gone and the channel is empty.
+            #[inline]
+            pub fn recv(&self) -> Result<T, RecvError> {
+                self.chan.recv(Some(None)).map_err(recv_error)
+            }
+
+            /// Takes a value if one is ready.
+            pub fn try_recv(&self) -> Result<T, TryRecvError> {
+                self.chan.recv(None).map_err(try_recv_error)
+            }
+
+            /// Waits at most `timeout` for a value.
+            pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+                self.chan.recv(Some(super::super::deadline(timeout)))
+            }
+
+            /// Waits until `deadline` for a value.
+            pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+                self.chan.recv(Some(Some(deadline)))
+            }
+
+            /// Values as they arrive, until every sender is gone and the channel is empty.
+            pub fn iter(&self) -> Iter<'_, T> {
+                Iter { rx: self }
+            }
+
+            /// The values ready now, without waiting.
+            pub fn try_iter(&self) -> TryIter<'_, T> {
+                TryIter { rx: self }
+            }
+        }
+    };
+}
+
 /// The iterators of a channel module's `Receiver` (its `recv`, `try_recv` and `iter` in scope):
 /// `Iter`, `TryIter`, `IntoIter` and the `IntoIterator` impls, the same for `mpsc` and `mpmc`.
 macro_rules! receiver_iterators {
@@ -641,38 +680,7 @@ pub(crate) mod mpsc {
         }
     }
 
-    impl<T> Receiver<T> {
-        /// Waits for a value. `Err` once every sender is gone and the channel is empty.
-        #[inline]
-        pub fn recv(&self) -> Result<T, RecvError> {
-            self.chan.recv(Some(None)).map_err(recv_error)
-        }
-
-        /// Takes a value if one is ready.
-        pub fn try_recv(&self) -> Result<T, TryRecvError> {
-            self.chan.recv(None).map_err(try_recv_error)
-        }
-
-        /// Waits at most `timeout` for a value.
-        pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-            self.chan.recv(Some(super::super::deadline(timeout)))
-        }
-
-        /// Waits until `deadline` for a value.
-        pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
-            self.chan.recv(Some(Some(deadline)))
-        }
-
-        /// Values as they arrive, until every sender is gone.
-        pub fn iter(&self) -> Iter<'_, T> {
-            Iter { rx: self }
-        }
-
-        /// The values ready now, without waiting.
-        pub fn try_iter(&self) -> TryIter<'_, T> {
-            TryIter { rx: self }
-        }
-    }
+    receiver_methods!();
 
     impl<T> Clone for Sender<T> {
         fn clone(&self) -> Self {
@@ -843,38 +851,9 @@ pub(crate) mod mpmc {
         }
     }
 
+    receiver_methods!();
+
     impl<T> Receiver<T> {
-        /// Waits for a value; `Err` once every sender is gone and the channel is empty.
-        #[inline]
-        pub fn recv(&self) -> Result<T, RecvError> {
-            self.chan.recv(Some(None)).map_err(recv_error)
-        }
-
-        /// Takes a value if one is ready.
-        pub fn try_recv(&self) -> Result<T, TryRecvError> {
-            self.chan.recv(None).map_err(try_recv_error)
-        }
-
-        /// Waits at most `timeout` for a value.
-        pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-            self.chan.recv(Some(super::super::deadline(timeout)))
-        }
-
-        /// Waits until `deadline` for a value.
-        pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
-            self.chan.recv(Some(Some(deadline)))
-        }
-
-        /// Values as they arrive, until every sender is gone and the channel is empty.
-        pub fn iter(&self) -> Iter<'_, T> {
-            Iter { rx: self }
-        }
-
-        /// The values ready now, without waiting.
-        pub fn try_iter(&self) -> TryIter<'_, T> {
-            TryIter { rx: self }
-        }
-
         /// Whether `other` receives from the same channel.
         pub fn same_channel(&self, other: &Receiver<T>) -> bool {
             Arc::ptr_eq(&self.chan, &other.chan)
