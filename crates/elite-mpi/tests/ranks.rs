@@ -183,7 +183,7 @@ fn late_messages(w: &World) {
 }
 
 /// A cross-rank deadlock, resolved after the report: each rank of a pair parks a named ULT in a
-/// `recv` that its partner only sends after seeing its own rank's stall report. The report must
+/// `recv` that its partner only sends once both ranks made their stall report. The report must
 /// name the ULT, the operation, the peer rank and the tag.
 fn stall_report(w: &World) {
     let Some(p) = partner(w) else { return };
@@ -217,6 +217,10 @@ fn stall_report(w: &World) {
     assert_eq!((wait.op(), wait.peer(), wait.tag()), ("recv", Some(PeerRank::Rank(p)), Some(61)), "{stall}");
     let text = stall.to_string();
     assert!(text.contains(&format!("'stalled-recv' waits on MPI recv from rank {p}, tag 61")), "{text}");
+    // Both ranks must have made their report before either releases the other's waiter (a
+    // completion on a rank ends its stall): tell each other first, on another tag.
+    w.send(&1u64, p, 62).unwrap();
+    w.recv::<u64>(p, 62).unwrap();
     w.send(&7u64, p, 61).unwrap();
     assert_eq!(waiter.join().unwrap(), 7);
 }
