@@ -1,24 +1,40 @@
 //! The adaptive-grid problem of `elite-grid` solved across MPI ranks (`mpiexec -n N`), with the
 //! one-machine answer check on the gathered solution.
 //!
-//! What it does (a first version: `elite-grid`'s multicolour sweeps per rank, boundary exchange
-//! between colours):
+//! What it does (the dataflow of `elite-grid`'s `active` solver, across ranks):
 //!
-//! - every rank builds the same problem (`experiment::Model`) and the same patches
-//!   (`layout::Patches`, contiguous runs of cells in the mesh's Morton order); rank `r` owns a
-//!   contiguous range of patches holding about `cells / N` cells (balanced by cells);
-//! - a sweep relaxes the colours in turn, as `elite-grid`'s `rayon_peer` does: for each colour,
-//!   each rank relaxes its patches of that colour, one ULT per patch, then sends each
-//!   neighbouring rank the cells of that colour the neighbour reads (found from the matrix's
-//!   rows: exactly the couplings across the cut) and receives the ones it reads, before the next
-//!   colour. Every value a relaxation reads is the one the multicolour iteration prescribes, so
-//!   the result is bit for bit that of one machine running the same sweeps;
-//! - convergence is global: after each sweep, an `all_reduce` (max) of the ranks' largest change;
-//!   the ranks stop after the first sweep whose global largest change is at most the tolerance
-//!   (the rule of `rayon_peer`);
-//! - rank 0 gathers the solution and checks it as `elite-grid`'s experiments do (residual and
-//!   error within the bounds the tolerance gives), and that it equals, bit for bit, the same
-//!   number of multicolour sweeps run on rank 0 alone.
+//! - **Partition.** Every rank builds the same problem (`experiment::Model`) and the same patches
+//!   (`layout::Patches`, contiguous runs of cells in the mesh's Morton order); rank `r` owns the
+//!   contiguous range of patches up to the first patch boundary at or past `(r + 1)·cells/N`
+//!   (balanced by cells; 3 ranks cut unevenly). The pairs of neighbouring patches on different
+//!   ranks come from the matrix's rows: pair `(X, p)` carries the cells of `X` that the rows of
+//!   `p` read, and has a tag both ranks compute alike.
+//! - **Patches as ULTs.** Each rank runs one ULT per patch of its range. A patch runs sweep
+//!   `k + 1` once its neighbours have run the sweeps it reads (multicolour Gauss-Seidel: lower
+//!   colours' sweep `k + 1`, higher colours' sweep `k`): neighbours on its rank signal it as in
+//!   `elite-grid`'s `active` solver (a count of missing signals, a semaphore); a neighbour on
+//!   another rank sends, after each sweep, the cells the patch reads (one `isend` per pair and
+//!   sweep: the remote doorbell is the message), and the patch receives it before the sweep that
+//!   reads it, writing the cells into its rank's copy of the unknowns. So every value a
+//!   relaxation reads is the one the multicolour iteration prescribes, and the result is bit for
+//!   bit that of one process running the same sweeps. Several patches of a rank may write the
+//!   same received cell; that is safe when the couplings are symmetric (`docs/distributed.md`
+//!   says why), which the partition checks.
+//! - **Global convergence** (reductions of the sweeps' changes): each rank counts its patches'
+//!   finished sweeps per sweep; a coordinator ULT per rank takes sweep 1, 2, ... in order, waits
+//!   until all its rank's patches finished it, and all-reduces (max) the ranks' largest changes
+//!   of it; every rank so learns the same sequence, and the first sweep `S` within the tolerance.
+//!   A patch runs sweep `k + 1` only once sweep `k + 1 - LAG` is complete on every rank (`LAG` is
+//!   `elite-grid`'s, 4) and stops after sweep `S + LAG - 1`, as the one-machine solver does: the
+//!   reduction of a sweep overlaps the next sweeps' work. A patch's last message to a
+//!   lower-coloured neighbour is not read; the neighbour drains it.
+//! - **The answer check.** Rank 0 gathers the owned ranges and checks them as `elite-grid`'s
+//!   experiments do (residual and error within the bounds the tolerance gives), and that they
+//!   equal, bit for bit, `S + LAG - 1` multicolour sweeps run on rank 0 alone.
+//!
+//! Every rank still builds the whole mesh and holds a full-length copy of the unknowns (it writes
+//! its own cells and the boundary cells it receives): memory and set-up time do not shrink with
+//! the ranks.
 //!
 //! ```sh
 //! export UCX_TLS=self,sm UCX_NET_DEVICES=lo HWLOC_COMPONENTS=-gl HYDRA_IFACE=lo   # loopback only
@@ -35,21 +51,25 @@ use elite_grid::experiment::Model;
 use elite_grid::layout::{Patches, Values};
 use elite_grid::matrix::Problem;
 use elite_mpi::{Op, World};
+use elite_rt::sync::{Condvar, Mutex, Semaphore};
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: adaptive_grid_mpi [--level L] [--patch N] [--tolerance T] \
-[--processors N] [--runs N] [--max-sweeps N] [--json FILE]
+[--processors N] [--runs N] [--max-sweeps N] [--json FILE] [--boundaries N]
   --level L        the mesh's finest level (default 9)
   --patch N        cells per patch, i.e. per ULT (default 128)
-  --tolerance T    stop after the first sweep that moves no unknown by more (default 1e-8)
+  --tolerance T    stop 3 sweeps (LAG - 1) after the first that moves no unknown by more (default 1e-8)
   --processors N   processors of each rank's runtime (default 1)
   --runs N         solves, timed; the median is reported (default 1)
-  --max-sweeps N   give up after this many sweeps (default 100000)
-  --json FILE      write the JSON document (rank 0)";
+  --max-sweeps N   give up (exit 1) after this many sweeps complete on every rank (default 100000)
+  --json FILE      write the JSON document (rank 0)
+  --boundaries N   solve nothing: print the partition into N ranks (cells, pairs of patches and
+                   boundary cells per rank) and exit; needs no mpiexec";
 
 struct Args {
     level: u8,
@@ -59,6 +79,7 @@ struct Args {
     runs: usize,
     max_sweeps: u64,
     json: Option<String>,
+    boundaries: Option<usize>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -70,6 +91,7 @@ fn parse() -> Result<Args, String> {
         runs: 1,
         max_sweeps: 100_000,
         json: None,
+        boundaries: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
@@ -87,6 +109,7 @@ fn parse() -> Result<Args, String> {
             "--runs" => a.runs = value.parse().map_err(|e| bad(&e))?,
             "--max-sweeps" => a.max_sweeps = value.parse().map_err(|e| bad(&e))?,
             "--json" => a.json = Some(value.clone()),
+            "--boundaries" => a.boundaries = Some(value.parse().map_err(|e| bad(&e))?),
             _ => return Err(format!("unknown argument {flag}\n{USAGE}")),
         }
     }
@@ -96,36 +119,61 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-/// Who owns what, and what crosses the cut.
+/// The tag of the gathering messages (the pairs' tags start at 1).
+const GATHER_TAG: i32 = 0;
+
+/// A pair of neighbouring patches on different ranks: the cells of `from` that the rows of `to`
+/// read. One message per sweep of `from` carries them (the remote doorbell).
+struct Pair {
+    /// The sending patch.
+    from: usize,
+    /// The other rank: the receiver's for an outgoing pair, the sender's for an incoming one.
+    peer: usize,
+    /// The message tag: 1 + the pair's index among the pairs of its (sender, receiver) ranks in
+    /// (from, to) order, computed alike on both sides.
+    tag: i32,
+    /// The cells carried, ascending.
+    cells: Vec<usize>,
+}
+
+/// What one rank owns, and what crosses the cut.
 struct Partition {
-    /// The patches of this rank, by colour.
-    mine_by_colour: Vec<Vec<usize>>,
     /// The cells of each rank: `cells[r]..cells[r + 1]`.
     cells: Vec<usize>,
-    /// Per neighbouring rank: the cells this rank sends it, and the ones it receives from it, by
-    /// colour (ascending cell order on both sides).
-    links: Vec<Link>,
+    /// This rank's patches: `mine.start..mine.end`.
+    mine: std::ops::Range<usize>,
+    /// Per patch of this rank (indexed from `mine.start`): the pairs into it, with whether the
+    /// sender has a lower colour (then every sweep of the patch waits for its message; else the
+    /// first sweep reads the sender's initial values).
+    incoming: Vec<Vec<(Pair, bool)>>,
+    /// Per patch of this rank: the pairs out of it.
+    outgoing: Vec<Vec<Pair>>,
+    /// Per patch of this rank: its neighbours on this rank.
+    local: Vec<Vec<usize>>,
+    /// Cross-rank pairs in either direction, summed over this rank's patches.
+    pairs: usize,
+    /// Cells this rank sends per sweep of all its patches (the boundary, counted per pair).
+    boundary_cells: usize,
 }
 
-struct Link {
+/// Cuts the patches (contiguous runs of cells in Morton order) into `size` contiguous ranges
+/// balanced by cells, and finds the pairs of neighbouring patches across the cuts from the
+/// matrix's rows.
+fn partition(
+    problem: &Problem,
+    patches: &Patches,
     rank: usize,
-    send: Vec<Vec<usize>>,
-    recv: Vec<Vec<usize>>,
-}
-
-fn partition(problem: &Problem, patches: &Patches, rank: usize, size: usize) -> Partition {
+    size: usize,
+    max_tag: i32,
+) -> Result<Partition, String> {
     let n = problem.len();
+    let patch_size = patches.size();
     // Patches are contiguous runs of cells, in order; cut between patches near r * n / size.
     let mut cells = vec![0usize];
     let mut patch_cut = vec![0usize];
     let mut next = 1;
     for p in 0..patches.count() {
-        let patch = patches.patch(p);
-        assert_eq!(
-            patch.first(),
-            if p == 0 { 0 } else { patches.patch(p - 1).first() + patches.patch(p - 1).len() }
-        );
-        let end = patch.first() + patch.len();
+        let end = patches.patch(p).first() + patches.patch(p).len();
         while next < size && end >= next * n / size {
             cells.push(end);
             patch_cut.push(p + 1);
@@ -137,45 +185,267 @@ fn partition(problem: &Problem, patches: &Patches, rank: usize, size: usize) -> 
         patch_cut.push(patches.count());
     }
     let owner_of_cell = |i: usize| cells.partition_point(|&c| c <= i) - 1;
-    let mut cell_colour = vec![0usize; n];
-    for p in 0..patches.count() {
-        let patch = patches.patch(p);
-        for c in &mut cell_colour[patch.first()..patch.first() + patch.len()] {
-            *c = patches.colour(p);
-        }
-    }
-    let colours = patches.colours();
-    let mut mine_by_colour = vec![Vec::new(); colours];
-    for p in patch_cut[rank]..patch_cut[rank + 1] {
-        mine_by_colour[patches.colour(p)].push(p);
-    }
-    // send[q]: my cells that a row of q reads; recv[q]: q's cells that a row of mine reads.
-    let mut send: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); size];
-    let mut recv: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); size];
+    // (peer, from, to) -> cells of `from` read by `to`.
+    let mut into: BTreeMap<(usize, usize, usize), BTreeSet<usize>> = BTreeMap::new();
+    let mut out_of: BTreeMap<(usize, usize, usize), BTreeSet<usize>> = BTreeMap::new();
     for k in 0..n {
-        let q = owner_of_cell(k);
+        let reader = owner_of_cell(k);
         for (l, _) in problem.matrix.row(k) {
-            let o = owner_of_cell(l);
-            if q != rank && o == rank {
-                send[q].insert(l);
+            let owner = owner_of_cell(l);
+            if reader == rank && owner != rank {
+                into.entry((owner, l / patch_size, k / patch_size)).or_default().insert(l);
             }
-            if q == rank && o != rank {
-                recv[o].insert(l);
+            if owner == rank && reader != rank {
+                out_of.entry((reader, l / patch_size, k / patch_size)).or_default().insert(l);
             }
         }
     }
-    let by_colour = |set: &BTreeSet<usize>| {
-        let mut v = vec![Vec::new(); colours];
-        for &i in set {
-            v[cell_colour[i]].push(i);
+    // The dataflow needs symmetric couplings across the cut (see the module docs): `p` reads `X`
+    // exactly when `X` reads `p`.
+    if let Some((peer, x, p)) = into.keys().find(|&&(peer, x, p)| !out_of.contains_key(&(peer, p, x))) {
+        return Err(format!(
+            "patch {p} reads patch {x} of rank {peer}, which does not read it: couplings not symmetric"
+        ));
+    }
+    if let Some((peer, p, y)) = out_of.keys().find(|&&(peer, p, y)| !into.contains_key(&(peer, y, p))) {
+        return Err(format!(
+            "patch {y} of rank {peer} reads patch {p}, which does not read it: couplings not symmetric"
+        ));
+    }
+    let mine = patch_cut[rank]..patch_cut[rank + 1];
+    let slot = |p: usize| p - mine.start;
+    let mut incoming: Vec<Vec<(Pair, bool)>> = mine.clone().map(|_| Vec::new()).collect();
+    let mut outgoing: Vec<Vec<Pair>> = mine.clone().map(|_| Vec::new()).collect();
+    let mut boundary_cells = 0;
+    let (mut tag, mut last_peer) = (0i32, usize::MAX);
+    for ((peer, from, to), set) in into.iter() {
+        (tag, last_peer) = if *peer == last_peer { (tag + 1, last_peer) } else { (1, *peer) };
+        let lower = patches.colour(*from) < patches.colour(*to);
+        let pair = Pair { from: *from, peer: *peer, tag, cells: set.iter().copied().collect() };
+        incoming[slot(*to)].push((pair, lower));
+    }
+    let (mut tag, mut last_peer) = (0i32, usize::MAX);
+    for ((peer, from, _to), set) in out_of.iter() {
+        (tag, last_peer) = if *peer == last_peer { (tag + 1, last_peer) } else { (1, *peer) };
+        boundary_cells += set.len();
+        outgoing[slot(*from)].push(Pair {
+            from: *from,
+            peer: *peer,
+            tag,
+            cells: set.iter().copied().collect(),
+        });
+    }
+    let most = into.len().max(out_of.len());
+    if most > max_tag as usize {
+        return Err(format!(
+            "{most} pairs of patches across one cut, more than MPI's largest tag ({max_tag})"
+        ));
+    }
+    let local =
+        mine.clone().map(|p| patches.patch(p).neighbours().filter(|q| mine.contains(q)).collect()).collect();
+    Ok(Partition { cells, mine, incoming, outgoing, local, pairs: into.len() + out_of.len(), boundary_cells })
+}
+
+/// How far a patch may run ahead of the global count of complete sweeps (as in `elite-grid`'s
+/// `active` solver): it runs sweep `k + 1` only once sweep `k + 1 - LAG` is complete on every
+/// rank, and every patch runs sweeps `1..=S + LAG - 1`, `S` the first sweep whose global largest
+/// change is within the tolerance.
+const LAG: u64 = elite_grid::active::LAG;
+
+/// Sweeps whose local counts may be open at once (see `Rank::finish`).
+const SLOTS: usize = LAG as usize + 1;
+
+/// No sweep within the tolerance yet.
+const NOT_YET: u64 = u64::MAX;
+
+/// A patch of this rank: its count of local signals still missing, and its doorbell.
+struct Local {
+    missing: AtomicU32,
+    ready: Semaphore,
+}
+
+/// Sweep `k`'s count on this rank, in slot `k % SLOTS`.
+struct Slot {
+    done: AtomicU32,
+    /// The largest change so far, as the bits of a non-negative `f64` (ordered like the numbers).
+    drift: AtomicU64,
+    /// Released by the patch whose finish completes the count.
+    complete: Semaphore,
+}
+
+/// What the ULTs of one rank share during a solve.
+struct Rank {
+    world: World,
+    patches: Arc<Patches>,
+    part: Arc<Partition>,
+    values: Values,
+    locals: Box<[Local]>,
+    slots: [Slot; SLOTS],
+    /// The newest sweep complete on every rank.
+    complete: AtomicU64,
+    /// `S`, or `NOT_YET`.
+    converged: AtomicU64,
+    /// Whether `S` was forced by `--max-sweeps`.
+    gave_up: AtomicBool,
+    gate: Mutex<()>,
+    opened: Condvar,
+    tolerance: f64,
+    max_sweeps: u64,
+    messages: AtomicU64,
+}
+
+/// An MPI failure inside the solve's ULTs: a bug or a broken job, not user input. The panic ends
+/// the whole job with its report (`MPI_Abort`, elite-mpi's default for a panicking ULT).
+fn must<T>(r: Result<T, elite_mpi::Error>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("adaptive_grid_mpi: {what}: {e}"),
+    }
+}
+
+impl Rank {
+    /// Patch `p` of this rank finished sweep `k` with largest change `drift`: the patch whose
+    /// count completes the sweep on this rank hands it to the coordinator. Slot `k % SLOTS` is
+    /// free again by then: the coordinator resets it before it publishes sweep `k` complete, and
+    /// no patch runs sweep `k + SLOTS` before sweep `k + 1` is complete (the gate).
+    fn finish(&self, k: u64, drift: f64) {
+        let slot = &self.slots[(k % SLOTS as u64) as usize];
+        slot.drift.fetch_max(drift.to_bits(), Ordering::AcqRel);
+        if slot.done.fetch_add(1, Ordering::AcqRel) as usize + 1 == self.part.mine.len() {
+            slot.complete.release();
         }
-        v
-    };
-    let links = (0..size)
-        .filter(|&q| q != rank && (!send[q].is_empty() || !recv[q].is_empty()))
-        .map(|q| Link { rank: q, send: by_colour(&send[q]), recv: by_colour(&recv[q]) })
-        .collect();
-    Partition { mine_by_colour, cells, links }
+    }
+
+    /// The coordinator ULT: for sweep 1, 2, ... in order, waits until this rank's patches all
+    /// finished it, all-reduces (max) the ranks' largest changes of it, and publishes it complete
+    /// and, when within the tolerance, converged. Every rank reduces the same sweeps in the same
+    /// order and so decides the same `S`; it stops after publishing `S`.
+    fn coordinate(&self) {
+        let mut k = 0u64;
+        loop {
+            k += 1;
+            let slot = &self.slots[(k % SLOTS as u64) as usize];
+            if !self.part.mine.is_empty() {
+                slot.complete.acquire();
+            }
+            let mine = f64::from_bits(slot.drift.swap(0, Ordering::AcqRel));
+            slot.done.store(0, Ordering::Release);
+            let mut global = [0.0f64];
+            must(self.world.all_reduce(&[mine], &mut global, Op::max()), "all_reduce of a sweep's change");
+            let done = global[0] <= self.tolerance || k >= self.max_sweeps;
+            if done {
+                self.gave_up.store(global[0] > self.tolerance, Ordering::Relaxed);
+                self.converged.store(k, Ordering::Release);
+            }
+            {
+                let _gate = self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                self.complete.store(k, Ordering::Release);
+            }
+            self.opened.notify_all();
+            if done {
+                return;
+            }
+        }
+    }
+
+    /// Waits until sweep `k` is complete on every rank.
+    fn wait_complete(&self, k: u64) {
+        if self.complete.load(Ordering::Acquire) >= k {
+            return;
+        }
+        let mut gate = self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while self.complete.load(Ordering::Acquire) < k {
+            gate = self.opened.wait(gate).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Receives pair `pair`'s next message into `buf` (the pair's buffer, reused) and, with
+    /// `write`, writes its cells into this rank's copy.
+    fn receive(&self, pair: &Pair, buf: &mut Vec<f64>, write: bool) {
+        let (v, status) = must(
+            self.world.irecv_into(std::mem::take(buf), pair.peer, pair.tag).and_then(|r| r.wait()),
+            "receiving boundary cells",
+        );
+        assert_eq!(status.count(), pair.cells.len(), "patch {} sent the wrong number of cells", pair.from);
+        if write {
+            for (&i, &x) in pair.cells.iter().zip(&v) {
+                self.values.set(i, x);
+            }
+        }
+        *buf = v;
+    }
+
+    /// The life of patch `p`'s ULT: the dataflow of `elite-grid`'s `active` solver, with the
+    /// neighbours on other ranks signalled by messages.
+    fn run_patch(&self, p: usize) -> u64 {
+        let me = p - self.part.mine.start;
+        let patch = self.patches.patch(p);
+        let local = &self.locals[me];
+        let neighbours = &self.part.local[me];
+        let incoming = &self.part.incoming[me];
+        let outgoing = &self.part.outgoing[me];
+        let degree = neighbours.len() as u32;
+        // One send in flight per outgoing pair; its buffer comes back for the next.
+        let mut sends: Vec<Option<elite_mpi::Request<Vec<f64>>>> = outgoing.iter().map(|_| None).collect();
+        let mut spare: Vec<Vec<f64>> = outgoing.iter().map(|o| Vec::with_capacity(o.cells.len())).collect();
+        let mut inbox: Vec<Vec<f64>> =
+            incoming.iter().map(|(i, _)| Vec::with_capacity(i.cells.len())).collect();
+        let mut sent = 0u64;
+        let mut k = 0u64;
+        loop {
+            // Sweep `k + 1` reads: this rank's neighbours (their signals), and the other ranks'
+            // (their messages; a higher-coloured sender's initial values for sweep 1).
+            if (k == 0 || degree > 0) && !local.ready.try_acquire() {
+                local.ready.acquire();
+            }
+            for ((pair, lower), buf) in incoming.iter().zip(&mut inbox) {
+                if *lower || k > 0 {
+                    self.receive(pair, buf, true);
+                }
+            }
+            k += 1;
+            // Every local signal for sweep `k + 1` comes after this sweep's own signals below.
+            local.missing.store(degree, Ordering::Relaxed);
+            let drift = patch.relax(&self.values);
+            for &q in neighbours {
+                let state = &self.locals[q - self.part.mine.start];
+                if state.missing.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    state.ready.release();
+                }
+            }
+            for (i, pair) in outgoing.iter().enumerate() {
+                let mut buf = match sends[i].take() {
+                    Some(r) => must(r.wait(), "sending boundary cells"),
+                    None => std::mem::take(&mut spare[i]),
+                };
+                buf.clear();
+                buf.extend(pair.cells.iter().map(|&c| self.values.get(c)));
+                sends[i] = Some(must(self.world.isend(buf, pair.peer, pair.tag), "sending boundary cells"));
+                sent += 1;
+            }
+            self.finish(k, drift);
+            // Sweep `k + 1` runs unless `S` is at most `k + 1 - LAG`: the last sweep is
+            // `S + LAG - 1`.
+            if let Some(decisive) = (k + 1).checked_sub(LAG).filter(|&d| d > 0) {
+                self.wait_complete(decisive);
+                if self.converged.load(Ordering::Acquire) <= decisive {
+                    break;
+                }
+            }
+        }
+        // The higher-coloured senders' last sweep is not read: take its message off the wire,
+        // so that the next solve's messages match theirs.
+        for ((pair, lower), buf) in incoming.iter().zip(&mut inbox) {
+            if !*lower {
+                self.receive(pair, buf, false);
+            }
+        }
+        for r in sends.into_iter().flatten() {
+            must(r.wait(), "sending boundary cells");
+        }
+        self.messages.fetch_add(sent, Ordering::Relaxed);
+        k
+    }
 }
 
 /// The outcome of one solve on this rank.
@@ -183,78 +453,82 @@ struct Solved {
     sweeps: u64,
     elapsed: Duration,
     messages: u64,
+    gave_up: bool,
 }
 
-/// Runs the multicolour sweeps on this rank's patches, exchanging boundary cells between colours,
-/// until the global largest change of a sweep is at most `tolerance`.
+/// Runs the dataflow solve on this rank's patches, as ULTs of the calling ULT's runtime, until
+/// every patch ran `S + LAG - 1` sweeps; returns this rank's values with the outcome.
 fn solve(
     world: &World,
     patches: &Arc<Patches>,
-    part: &Partition,
-    values: &Arc<Values>,
+    part: &Arc<Partition>,
+    cells: usize,
     tolerance: f64,
     max_sweeps: u64,
-) -> Result<Solved, String> {
-    let start = Instant::now();
-    let mut sweeps = 0u64;
-    let mut messages = 0u64;
-    loop {
-        let mut drift = 0.0f64;
-        for (colour, mine) in part.mine_by_colour.iter().enumerate() {
-            // One ULT per patch of this colour (patches of one colour are not neighbours).
-            let hs: Vec<_> = mine
+) -> (Solved, Arc<Rank>) {
+    let locals: Box<[Local]> = part
+        .mine
+        .clone()
+        .map(|p| {
+            let lower = part.local[p - part.mine.start]
                 .iter()
-                .map(|&p| {
-                    let (patches, values) = (patches.clone(), values.clone());
-                    elite_rt::spawn(move || patches.patch(p).relax(&values))
-                })
-                .collect();
-            for h in hs {
-                drift = drift.max(h.join().map_err(|_| "a patch's ULT panicked".to_string())?);
-            }
-            // The boundary cells of this colour, to and from each neighbouring rank.
-            let tag = colour as i32;
-            let mut sends = Vec::new();
-            for link in &part.links {
-                let cells = &link.send[colour];
-                if !cells.is_empty() {
-                    let data: Vec<f64> = cells.iter().map(|&i| values.get(i)).collect();
-                    sends.push(world.isend(data, link.rank, tag).map_err(|e| e.to_string())?);
-                    messages += 1;
-                }
-            }
-            for link in &part.links {
-                let cells = &link.recv[colour];
-                if !cells.is_empty() {
-                    let mut buf = vec![0.0f64; cells.len()];
-                    let st = world.recv_into(&mut buf, link.rank, tag).map_err(|e| e.to_string())?;
-                    if st.count() != cells.len() {
-                        return Err(format!(
-                            "rank {} sent {} cells, {} expected",
-                            link.rank,
-                            st.count(),
-                            cells.len()
-                        ));
-                    }
-                    for (&i, &v) in cells.iter().zip(&buf) {
-                        values.set(i, v);
-                    }
-                }
-            }
-            for s in sends {
-                s.wait().map_err(|e| e.to_string())?;
-            }
-        }
-        sweeps += 1;
-        let mut global = [0.0f64];
-        world.all_reduce(&[drift], &mut global, Op::max()).map_err(|e| e.to_string())?;
-        if global[0] <= tolerance {
-            return Ok(Solved { sweeps, elapsed: start.elapsed(), messages });
-        }
-        if sweeps >= max_sweeps {
-            return Err(format!("no convergence in {max_sweeps} sweeps (largest change {:.3e})", global[0]));
-        }
+                .filter(|&&q| patches.colour(q) < patches.colour(p))
+                .count();
+            // No lower-coloured neighbour on this rank: sweep 1 needs no local signal.
+            Local { missing: AtomicU32::new(lower as u32), ready: Semaphore::new(usize::from(lower == 0)) }
+        })
+        .collect();
+    let rank = Arc::new(Rank {
+        world: world.clone(),
+        patches: patches.clone(),
+        part: part.clone(),
+        values: Values::new(&vec![0.0; cells]),
+        locals,
+        slots: std::array::from_fn(|_| Slot {
+            done: AtomicU32::new(0),
+            drift: AtomicU64::new(0),
+            complete: Semaphore::new(0),
+        }),
+        complete: AtomicU64::new(0),
+        converged: AtomicU64::new(NOT_YET),
+        gave_up: AtomicBool::new(false),
+        gate: Mutex::new(()),
+        opened: Condvar::new(),
+        tolerance,
+        max_sweeps,
+        messages: AtomicU64::new(0),
+    });
+    must(world.barrier(), "barrier before the solve");
+    let start = Instant::now();
+    let coordinator = {
+        let rank = rank.clone();
+        elite_rt::spawn(move || rank.coordinate())
+    };
+    let ults: Vec<_> = part
+        .mine
+        .clone()
+        .map(|p| {
+            let rank = rank.clone();
+            elite_rt::spawn(move || rank.run_patch(p))
+        })
+        .collect();
+    let mut sweeps = 0;
+    for h in ults {
+        sweeps = h.join().unwrap_or_else(|_| panic!("adaptive_grid_mpi: a patch's ULT panicked"));
     }
+    coordinator.join().unwrap_or_else(|_| panic!("adaptive_grid_mpi: the coordinator panicked"));
+    let elapsed = start.elapsed();
+    let converged = rank.converged.load(Ordering::Acquire);
+    if part.mine.is_empty() {
+        sweeps = converged + LAG - 1;
+    }
+    let solved = Solved {
+        sweeps,
+        elapsed,
+        messages: rank.messages.load(Ordering::Relaxed),
+        gave_up: rank.gave_up.load(Ordering::Relaxed),
+    };
+    (solved, rank)
 }
 
 /// The same multicolour sweeps on one process, for `sweeps` sweeps: the reference.
@@ -301,6 +575,57 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// `--boundaries N`: the partition into `N` ranks, rank by rank, and the largest and mean
+/// figures (no MPI: the partition is computed for each rank in turn).
+fn print_boundaries(a: &Args, ranks: usize) -> ExitCode {
+    let problem = match (Model { level: a.level }).problem() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("adaptive_grid_mpi: --level {}: {e}", a.level);
+            return ExitCode::from(2);
+        }
+    };
+    let patches = Patches::new(&problem, a.patch.min(elite_grid::layout::MAX_PATCH));
+    let mut rows = Vec::new();
+    for r in 0..ranks {
+        let part = match partition(&problem, &patches, r, ranks, i32::MAX) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("adaptive_grid_mpi: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let sent: usize = part.outgoing.iter().map(Vec::len).sum();
+        let peers: BTreeSet<usize> = part.outgoing.iter().flatten().map(|p| p.peer).collect();
+        let cells = part.cells[r + 1] - part.cells[r];
+        rows.push((cells, part.mine.len(), sent, part.boundary_cells, peers.len()));
+    }
+    let max = |f: fn(&(usize, usize, usize, usize, usize)) -> usize| rows.iter().map(f).max().unwrap_or(0);
+    let mean = |f: fn(&(usize, usize, usize, usize, usize)) -> usize| {
+        rows.iter().map(f).sum::<usize>() as f64 / ranks.max(1) as f64
+    };
+    println!(
+        "level {}, {} cells, {} patches of {}, {ranks} ranks: per rank (largest / mean): cells {} / {:.0}, \
+         patches {} / {:.1}, messages sent per sweep {} / {:.1}, boundary cells sent per sweep {} / {:.1}, \
+         neighbouring ranks {} / {:.1}",
+        a.level,
+        problem.len(),
+        patches.count(),
+        patches.size(),
+        max(|r| r.0),
+        mean(|r| r.0),
+        max(|r| r.1),
+        mean(|r| r.1),
+        max(|r| r.2),
+        mean(|r| r.2),
+        max(|r| r.3),
+        mean(|r| r.3),
+        max(|r| r.4),
+        mean(|r| r.4),
+    );
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let a = match parse() {
         Ok(a) => a,
@@ -309,6 +634,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(ranks) = a.boundaries {
+        if ranks == 0 {
+            eprintln!("--boundaries must be positive\n{USAGE}");
+            return ExitCode::from(2);
+        }
+        return print_boundaries(&a, ranks);
+    }
     let mpi = match elite_mpi::init(elite_rt::Runtime::builder().processors(a.processors)) {
         Ok(m) => m,
         Err(e) => {
@@ -325,44 +657,39 @@ fn main() -> ExitCode {
         }
     };
     let patches = Arc::new(Patches::new(&problem, a.patch.min(elite_grid::layout::MAX_PATCH)));
-    let part = Arc::new(partition(&problem, &patches, rank, size));
+    let part = match partition(&problem, &patches, rank, size, mpi.world().max_tag()) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            eprintln!("adaptive_grid_mpi: rank {rank}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let world = mpi.world();
     let mut times = Vec::new();
     let mut last = None;
     for _ in 0..a.runs {
-        let values = Arc::new(Values::new(&vec![0.0; problem.len()]));
-        let (w, p, pt, v) = (world.clone(), patches.clone(), part.clone(), values.clone());
-        let (tol, max) = (a.tolerance, a.max_sweeps);
-        let r = mpi.block_on(move || {
-            w.barrier().map_err(|e| e.to_string())?;
-            solve(&w, &p, &pt, &v, tol, max)
-        });
-        match r {
-            Ok(s) => {
-                times.push(s.elapsed.as_secs_f64());
-                last = Some((s, values));
-            }
-            Err(e) => {
-                eprintln!("adaptive_grid_mpi: rank {rank}: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
+        let (w, p, pt) = (world.clone(), patches.clone(), part.clone());
+        let (cells, tol, max) = (problem.len(), a.tolerance, a.max_sweeps);
+        let (s, r) = mpi.block_on(move || solve(&w, &p, &pt, cells, tol, max));
+        times.push(s.elapsed.as_secs_f64());
+        last = Some((s, r));
     }
-    let (solved, values) = last.expect("at least one run");
+    let (solved, solved_rank) = last.expect("at least one run");
+    let values = &solved_rank.values;
     // Gather the owned ranges on rank 0.
     let (lo, hi) = (part.cells[rank], part.cells[rank + 1]);
     let mine: Vec<f64> = (lo..hi).map(|i| values.get(i)).collect();
     let (w, pt) = (world.clone(), part.clone());
     let gathered = mpi.block_on(move || -> Result<Option<Vec<f64>>, String> {
         if rank != 0 {
-            w.send_slice(&mine, 0, 10_000).map_err(|e| e.to_string())?;
+            w.send_slice(&mine, 0, GATHER_TAG).map_err(|e| e.to_string())?;
             return Ok(None);
         }
         let mut all = vec![0.0f64; *pt.cells.last().unwrap_or(&0)];
         all[lo..hi].copy_from_slice(&mine);
         for r in 1..w.size() {
             let (a, b) = (pt.cells[r], pt.cells[r + 1]);
-            w.recv_into(&mut all[a..b], r, 10_000).map_err(|e| e.to_string())?;
+            w.recv_into(&mut all[a..b], r, GATHER_TAG).map_err(|e| e.to_string())?;
         }
         Ok(Some(all))
     });
@@ -381,11 +708,12 @@ fn main() -> ExitCode {
     let error_bound = problem.inverse_norm_bound().map_or(f64::INFINITY, |n| n * residual_bound);
     let reference = sweep_alone(&problem, &patches, solved.sweeps);
     let same = reference.iter().zip(&all).all(|(x, y)| x.to_bits() == y.to_bits());
-    let ok = residual <= residual_bound && error <= error_bound && same;
+    let ok = residual <= residual_bound && error <= error_bound && same && !solved.gave_up;
     let solve_s = median(times.clone());
     println!(
         "adaptive_grid_mpi: {size} rank(s) x {} processor(s), level {}, {} cells, {} patches ({} colours), \
-         {} sweeps, {} messages on rank 0, solve {:.3} s (median of {}), residual {:.3e} (bound {:.3e}), \
+         {} sweeps, rank 0: {} cross-rank pairs of patches, {} boundary cells sent per sweep, \
+         {} messages, solve {:.3} s (median of {}), residual {:.3e} (bound {:.3e}), \
          error {:.3e} (bound {:.3e}), same as one process: {same}: {}",
         a.processors,
         a.level,
@@ -393,6 +721,8 @@ fn main() -> ExitCode {
         patches.count(),
         patches.colours(),
         solved.sweeps,
+        part.pairs,
+        part.boundary_cells,
         solved.messages,
         solve_s,
         times.len(),
@@ -413,7 +743,9 @@ fn main() -> ExitCode {
                 "params": { "ranks": size, "processors": a.processors, "level": a.level,
                     "patch": patches.size(), "cells": problem.len(), "tolerance": a.tolerance,
                     "sweeps": solved.sweeps, "residual": residual, "residual_bound": residual_bound,
-                    "error": error, "error_bound": error_bound, "same_as_one_process": same },
+                    "error": error, "error_bound": error_bound, "same_as_one_process": same,
+                    "rank0_pairs": part.pairs, "rank0_boundary_cells": part.boundary_cells,
+                    "rank0_messages": solved.messages },
             }],
         });
         if let Err(e) = std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default()) {

@@ -51,11 +51,13 @@
 //! elements), which stay put when the buffers move from the caller to an `Active` or a `Pending`. Requests still outstanding when the rank shuts down are cancelled where MPI can, and
 //! their buffers leaked rather than freed under MPI's feet.
 
+use crate::handshake::Handshake;
 use crate::{mpi_error, Error};
 use elite_rt::sync::Semaphore;
 use mpi::ffi;
 use smallvec::SmallVec;
 use std::cell::UnsafeCell;
+use std::fmt;
 use std::mem::MaybeUninit;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -119,12 +121,35 @@ pub(crate) const SPIN_FAILURE_COST: u32 = 2;
 /// See [`WAIT_SPIN`].
 pub(crate) const SPIN_PROBE_EVERY: u32 = 16;
 
+/// What an operation is, for the stall report ([`crate::MpiStall`]): its name, and its peer rank
+/// and tag as given to MPI (`MPI_ANY_SOURCE`/`MPI_ANY_TAG` included; `None` for a collective's).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpInfo {
+    pub(crate) op: &'static str,
+    pub(crate) peer: Option<c_int>,
+    pub(crate) tag: Option<c_int>,
+}
+
+impl OpInfo {
+    pub(crate) fn p2p(op: &'static str, peer: c_int, tag: c_int) -> OpInfo {
+        OpInfo { op, peer: Some(peer), tag: Some(tag) }
+    }
+
+    pub(crate) fn collective(op: &'static str) -> OpInfo {
+        OpInfo { op, peer: None, tag: None }
+    }
+}
+
 /// What the table holds of an operation in flight: how to complete it.
 pub(crate) trait Completable: Send + Sync {
     /// Records the outcome and wakes the waiter; called once, after the operation completed.
     fn complete(&self, outcome: Outcome);
     /// The datatype the outcome's count is asked in, if any.
     fn count_type(&self) -> Option<Datatype>;
+    /// What the operation is (for the stall report).
+    fn info(&self) -> OpInfo;
+    /// The ULT parked on it, if one is.
+    fn waiter(&self) -> Option<elite_rt::Thread>;
 }
 
 /// An operation that did not complete as it started: its buffers, kept at their heap addresses
@@ -133,39 +158,46 @@ pub(crate) trait Completable: Send + Sync {
 /// The one heap allocation of an operation, made only when it is still in flight after the
 /// test at its start: one complete at once needs no allocation besides its buffers.
 pub(crate) struct Pending<B> {
-    done: AtomicBool,
-    /// Written once before `done` is set (release); read only after `done` is seen (acquire).
-    outcome: UnsafeCell<MaybeUninit<Outcome>>,
-    wake: Semaphore,
+    /// The outcome, and the semaphore the waiter parks on (`crate::handshake`, loom-checked).
+    handshake: Handshake<Outcome, Semaphore>,
     count_type: Option<Datatype>,
+    info: OpInfo,
+    /// The ULT that parked on it (set once, by its waiter, before it parks; read by the stall
+    /// report).
+    waiter: std::sync::OnceLock<elite_rt::Thread>,
     /// The buffers MPI reads or writes until the operation completes. Only the request's owner
     /// touches them, and only to take them after `done` (the table never does; at shutdown it
     /// leaks the whole `Pending`).
     buffers: UnsafeCell<Option<B>>,
 }
 
-// SAFETY: `outcome` is written by one completer before the release store of `done` and read only
-// after an acquire load of `done` saw it set; `buffers` (B: Send) are moved out by the single
-// owner of the request, after `done`; everything else is atomic or a Semaphore (Sync).
+// SAFETY: `buffers` (B: Send) are moved out by the single owner of the request, after the
+// handshake says done; the handshake is Sync (see `crate::handshake`), the rest Sync by itself.
 unsafe impl<B: Send> Sync for Pending<B> {}
 
 impl<B: Send> Completable for Pending<B> {
     fn complete(&self, outcome: Outcome) {
         // SAFETY: the table completes an operation once (it is taken off the table under the
-        // lock as it is found complete), and nobody reads `outcome` before `done` is set.
-        unsafe { (*self.outcome.get()).write(outcome) };
-        self.done.store(true, Ordering::Release);
-        self.wake.release();
+        // lock as it is found complete).
+        unsafe { self.handshake.complete(outcome) };
     }
 
     fn count_type(&self) -> Option<Datatype> {
         self.count_type
     }
+
+    fn info(&self) -> OpInfo {
+        self.info
+    }
+
+    fn waiter(&self) -> Option<elite_rt::Thread> {
+        self.waiter.get().cloned()
+    }
 }
 
 impl<B: Send> Pending<B> {
     pub(crate) fn is_done(&self) -> bool {
-        self.done.load(Ordering::Acquire)
+        self.handshake.is_done()
     }
 
     /// Blocks the calling ULT (or OS thread) until the operation completed. Polls for at most
@@ -193,12 +225,13 @@ impl<B: Send> Pending<B> {
             // a blocking waiter's that gave up spinning): one permit makes it poll until the
             // table is empty. A surplus permit costs it one poll of an empty table.
             engine.kick();
+            // Named in the stall report while it waits (one clone of its handle, on the path
+            // that parks only).
+            if let Some(me) = elite_rt::try_current() {
+                let _ = self.waiter.set(me);
+            }
         }
-        while !self.is_done() {
-            self.wake.acquire();
-        }
-        // SAFETY: `done` was seen set (acquire): the outcome was written before.
-        unsafe { (*self.outcome.get()).assume_init() }
+        self.handshake.park()
     }
 
     /// Takes the buffers back once the operation is done.
@@ -256,6 +289,7 @@ pub(crate) struct Active<B: Send + 'static> {
     engine: Arc<Engine>,
     req: RawRequest,
     count_type: Option<Datatype>,
+    info: OpInfo,
     /// `Some` until the operation is complete or handed to the table.
     buffers: Option<B>,
 }
@@ -312,7 +346,7 @@ impl<B: Send + 'static> Active<B> {
         // SAFETY: reading a link-time constant.
         let req = std::mem::replace(&mut self.req.0, unsafe { ffi::RSMPI_REQUEST_NULL });
         let mut table = self.engine.lock();
-        self.engine.push(&mut table, req, self.count_type, buffers, false)
+        self.engine.push(&mut table, req, self.count_type, self.info, buffers, false)
     }
 }
 
@@ -368,6 +402,131 @@ pub(crate) struct Engine {
     polls: AtomicU64,
     completed_in_polls: AtomicU64,
     started: AtomicU64,
+    /// The stall report's grace period in nanoseconds (0: off); see [`MpiStall`].
+    stall_grace_ns: AtomicU64,
+    /// Stall reports made so far, and the latest one.
+    stalls: AtomicU64,
+    last_stall: Mutex<Option<MpiStall>>,
+}
+
+/// The default grace period of the stall report ([`crate::World::set_stall_report`]).
+pub const DEFAULT_STALL_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// One operation outstanding in a [`MpiStall`] report.
+#[derive(Clone, Debug)]
+pub struct MpiWait {
+    op: &'static str,
+    peer: Option<PeerRank>,
+    tag: Option<i32>,
+    waiter: Option<elite_rt::Thread>,
+}
+
+/// The peer of a point-to-point operation, or a collective's root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerRank {
+    /// That rank.
+    Rank(usize),
+    /// `MPI_ANY_SOURCE`.
+    Any,
+}
+
+impl MpiWait {
+    /// The operation: `"send"`, `"recv"`, `"barrier"`, `"broadcast"` or `"all_reduce"`.
+    pub fn op(&self) -> &'static str {
+        self.op
+    }
+
+    /// The peer rank of a send or receive, or a broadcast's root; `None` for the other
+    /// collectives.
+    pub fn peer(&self) -> Option<PeerRank> {
+        self.peer
+    }
+
+    /// The tag of a send or receive (`None` for a collective, or a receive of any tag).
+    pub fn tag(&self) -> Option<i32> {
+        self.tag
+    }
+
+    /// The ULT parked on the operation, if one is (an `isend`/`irecv` nobody waits on yet has
+    /// none).
+    pub fn waiter(&self) -> Option<&elite_rt::Thread> {
+        self.waiter.as_ref()
+    }
+}
+
+impl fmt::Display for MpiWait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.waiter {
+            Some(t) => {
+                write!(f, "ULT {}", t.id().as_u64())?;
+                if let Some(n) = t.name() {
+                    write!(f, " '{n}'")?;
+                }
+                write!(f, " waits on MPI {}", self.op)?;
+            }
+            None => write!(f, "no ULT waits yet on MPI {}", self.op)?,
+        }
+        let dir = if self.op == "send" { "to" } else { "from" };
+        match (self.op, self.peer) {
+            ("broadcast", Some(PeerRank::Rank(r))) => write!(f, " from root {r}")?,
+            (_, Some(PeerRank::Rank(r))) => write!(f, " {dir} rank {r}")?,
+            (_, Some(PeerRank::Any)) => write!(f, " {dir} any rank")?,
+            (_, None) => {}
+        }
+        match (self.tag, self.peer) {
+            (Some(t), _) => write!(f, ", tag {t}"),
+            (None, Some(_)) if self.op != "broadcast" => f.write_str(", any tag"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The stall report of a rank: no MPI operation of the rank completed for the grace period
+/// ([`crate::World::set_stall_report`]) while operations were outstanding. It names every
+/// outstanding operation on the rank's table (a blocking operation goes there when its ULT
+/// parks), what it is, its peer rank and tag, and the ULT parked on it. Printed to stderr by the
+/// progress ULT once per stall, and kept ([`crate::World::last_stall`]).
+///
+/// A stall is not proof of a deadlock (a peer may be computing for longer than the grace
+/// period): the report says what this rank waits for, and the job goes on.
+#[derive(Clone, Debug)]
+pub struct MpiStall {
+    rank: usize,
+    quiet_for: std::time::Duration,
+    waits: Vec<MpiWait>,
+}
+
+impl MpiStall {
+    /// The rank that stalled.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How long nothing had completed when the report was made.
+    pub fn quiet_for(&self) -> std::time::Duration {
+        self.quiet_for
+    }
+
+    /// The operations outstanding, in the order of the table.
+    pub fn waits(&self) -> &[MpiWait] {
+        &self.waits
+    }
+}
+
+impl fmt::Display for MpiStall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "elite-mpi: rank {}: no MPI operation completed for {:.3} s; {} outstanding:",
+            self.rank,
+            self.quiet_for.as_secs_f64(),
+            self.waits.len()
+        )?;
+        for w in &self.waits {
+            write!(f, "\n  {w}")?;
+        }
+        Ok(())
+    }
 }
 
 /// The world communicator's handle.
@@ -412,6 +571,9 @@ impl Engine {
             polls: AtomicU64::new(0),
             completed_in_polls: AtomicU64::new(0),
             started: AtomicU64::new(0),
+            stall_grace_ns: AtomicU64::new(DEFAULT_STALL_GRACE.as_nanos() as u64),
+            stalls: AtomicU64::new(0),
+            last_stall: Mutex::new(None),
         }
     }
 
@@ -457,6 +619,7 @@ impl Engine {
         self: &Arc<Self>,
         mut buffers: B,
         count_type: Option<Datatype>,
+        info: OpInfo,
         mode: Mode,
         start: impl FnOnce(&mut B, &mut ffi::MPI_Request) -> c_int,
     ) -> Result<Started<B>, Error> {
@@ -500,10 +663,11 @@ impl Engine {
                 engine: self.clone(),
                 req: RawRequest(req),
                 count_type,
+                info,
                 buffers: Some(buffers),
             }));
         }
-        Ok(Started::Pending(self.push(&mut table, req, count_type, buffers, mode == Mode::Woken)))
+        Ok(Started::Pending(self.push(&mut table, req, count_type, info, buffers, mode == Mode::Woken)))
     }
 
     /// Puts an operation in flight on the table (under the MPI lock, `table` being its guard),
@@ -514,14 +678,15 @@ impl Engine {
         table: &mut MutexGuard<'_, Table>,
         req: ffi::MPI_Request,
         count_type: Option<Datatype>,
+        info: OpInfo,
         buffers: B,
         wake: bool,
     ) -> Arc<Pending<B>> {
         let pending = Arc::new(Pending {
-            done: AtomicBool::new(false),
-            outcome: UnsafeCell::new(MaybeUninit::uninit()),
-            wake: Semaphore::new(0),
+            handshake: Handshake::new(Semaphore::new(0)),
             count_type,
+            info,
+            waiter: std::sync::OnceLock::new(),
             buffers: UnsafeCell::new(Some(buffers)),
         });
         table.reqs.push(req);
@@ -597,6 +762,50 @@ impl Engine {
         Some(left)
     }
 
+    /// Sets the stall report's grace period (`None`: no report).
+    pub(crate) fn set_stall_grace(&self, grace: Option<std::time::Duration>) {
+        let ns = grace.map_or(0, |g| g.as_nanos().clamp(1, u64::MAX as u128) as u64);
+        self.stall_grace_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// The stall reports made so far, and the latest.
+    pub(crate) fn last_stall(&self) -> (u64, Option<MpiStall>) {
+        let last = self.last_stall.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        (self.stalls.load(Ordering::Acquire), last)
+    }
+
+    /// Makes the report of a stall `quiet_for` long from the table, prints and keeps it.
+    fn report_stall(&self, quiet_for: std::time::Duration) {
+        // SAFETY: reading link-time constants.
+        let (any_source, any_tag) = unsafe { (ffi::RSMPI_ANY_SOURCE, ffi::RSMPI_ANY_TAG) };
+        let waits: Vec<MpiWait> = {
+            let table = self.lock();
+            table
+                .slots
+                .iter()
+                .map(|s| {
+                    let info = s.info();
+                    MpiWait {
+                        op: info.op,
+                        peer: info.peer.map(|p| {
+                            if p == any_source {
+                                PeerRank::Any
+                            } else {
+                                PeerRank::Rank(p as usize)
+                            }
+                        }),
+                        tag: info.tag.filter(|&t| t != any_tag),
+                        waiter: s.waiter(),
+                    }
+                })
+                .collect()
+        };
+        let stall = MpiStall { rank: self.rank, quiet_for, waits };
+        eprintln!("{stall}");
+        *self.last_stall.lock().unwrap_or_else(|e| e.into_inner()) = Some(stall);
+        self.stalls.fetch_add(1, Ordering::Release);
+    }
+
     /// Makes the progress ULT poll (once more, and on while the table is not empty): a permit
     /// of the semaphore it parks on.
     pub(crate) fn kick(&self) {
@@ -644,13 +853,21 @@ pub(crate) const POLLS_BEFORE_OS_YIELD: u32 = 64;
 /// calls do after `MPIR_CVAR_POLLS_BEFORE_YIELD` polls): on a machine with more runnable threads
 /// than CPUs, the peer rank this one waits for may be waiting for a CPU, and a processor spinning
 /// on its time slice would hold it off for a whole slice (milliseconds per message, measured).
+///
+/// The stall report ([`MpiStall`]) is checked at the same point, every [`POLLS_BEFORE_OS_YIELD`]
+/// fruitless polls: the first such point of a run of fruitless polls notes the time, a later one
+/// past the grace period makes the report (once per run; any completion, or an empty table, ends
+/// the run). So it costs one clock read per 64 fruitless polls, nothing on a poll that completes.
 pub(crate) fn progress_loop(engine: Arc<Engine>) {
     let mut fruitless = 0u32;
+    let mut quiet_since: Option<std::time::Instant> = None;
+    let mut reported = false;
     while !engine.stop.load(Ordering::Acquire) {
         let before = engine.completed_in_polls.load(Ordering::Relaxed);
         match engine.poll() {
             Some(0) => {
                 fruitless = 0;
+                (quiet_since, reported) = (None, false);
                 engine.work.acquire();
             }
             _ => {
@@ -658,10 +875,20 @@ pub(crate) fn progress_loop(engine: Arc<Engine>) {
                     fruitless += 1;
                     if fruitless >= POLLS_BEFORE_OS_YIELD {
                         fruitless = 0;
+                        let grace = engine.stall_grace_ns.load(Ordering::Relaxed);
+                        match quiet_since {
+                            None => quiet_since = Some(std::time::Instant::now()),
+                            Some(t) if !reported && grace > 0 && t.elapsed().as_nanos() >= grace as u128 => {
+                                reported = true;
+                                engine.report_stall(t.elapsed());
+                            }
+                            Some(_) => {}
+                        }
                         std::thread::yield_now();
                     }
                 } else {
                     fruitless = 0;
+                    (quiet_since, reported) = (None, false);
                 }
                 elite_rt::yield_now();
             }

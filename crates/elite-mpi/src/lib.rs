@@ -89,6 +89,23 @@
 //! ends the whole job (`MPI_Abort`) once its report is printed, so that the other ranks do not
 //! wait forever on a message it will never send ([`set_abort_on_panic`] turns that off).
 //!
+//! ## Stalls and deadlocks across ranks
+//!
+//! A ULT waiting on MPI parks on a semaphore of its operation, and while operations are
+//! outstanding the progress ULT keeps polling, so elite-rt's own deadlock report neither fires
+//! nor could say what such a ULT waits for. The rank reports instead: when no MPI operation of
+//! the rank has completed for a grace period (default [`DEFAULT_STALL_GRACE`], set with
+//! [`World::set_stall_report`]) while some are outstanding, the progress ULT prints an
+//! [`MpiStall`] to stderr, once per stall: every outstanding operation (`send`, `recv`,
+//! `barrier`, `broadcast`, `all_reduce`), its peer rank and tag, and the ULT parked on it, by id
+//! and name. [`World::last_stall`] returns it. A stall is not proof of a deadlock (a peer may
+//! compute for longer than the grace period), so the job goes on.
+//!
+//! ```text
+//! elite-mpi: rank 0: no MPI operation completed for 0.101 s; 1 outstanding:
+//!   ULT 9 'stalled-recv' waits on MPI recv from rank 1, tag 61
+//! ```
+//!
 //! ## Loopback only on shared machines
 //!
 //! MPICH over UCX opens listeners on the machine's network interfaces by default. To keep a run on
@@ -97,29 +114,50 @@
 //! `.ci/run` do), or run inside `unshare -n`.
 
 #![warn(missing_docs)]
+// Under loom only the handshake and its models are built (see `handshake`).
+#![cfg_attr(loom, allow(dead_code))]
 
+#[cfg(not(loom))]
 mod cell;
+#[cfg(not(loom))]
 mod engine;
+// Built under `cfg(loom)` too, alone (with its models): see its docs.
+mod handshake;
+#[cfg(not(loom))]
 mod ops;
 
-pub use engine::ProgressStats;
+#[cfg(not(loom))]
+pub use engine::{MpiStall, MpiWait, PeerRank, ProgressStats, DEFAULT_STALL_GRACE};
+#[cfg(not(loom))]
 pub use mpi;
+#[cfg(not(loom))]
 pub use mpi::collective::SystemOperation as Op;
+#[cfg(not(loom))]
 pub use mpi::datatype::Equivalence;
+#[cfg(not(loom))]
 pub use mpi::Threading;
+#[cfg(not(loom))]
 pub use ops::{Request, Source, Status, TagMatch, World};
 
+#[cfg(not(loom))]
 use engine::{Comm, Engine};
+#[cfg(not(loom))]
 use mpi::ffi;
+#[cfg(not(loom))]
 use mpi::traits::AsRaw;
+#[cfg(not(loom))]
 use std::fmt;
+#[cfg(not(loom))]
 use std::os::raw::{c_char, c_int};
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(not(loom))]
 use std::sync::{Arc, Once};
 
 /// Why [`init`] refused to start.
 #[derive(Debug)]
 #[non_exhaustive]
+#[cfg(not(loom))]
 pub enum InitError {
     /// MPI was already initialised in this process (one [`Mpi`] per process).
     AlreadyInitialized,
@@ -136,6 +174,7 @@ pub enum InitError {
     Spawn(elite_rt::SpawnError),
 }
 
+#[cfg(not(loom))]
 impl fmt::Display for InitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -156,11 +195,13 @@ impl fmt::Display for InitError {
     }
 }
 
+#[cfg(not(loom))]
 impl std::error::Error for InitError {}
 
 /// What went wrong in a communication.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg(not(loom))]
 pub enum Error {
     /// A rank not in the communicator.
     RankOutOfRange {
@@ -208,6 +249,7 @@ pub enum Error {
     },
 }
 
+#[cfg(not(loom))]
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -235,9 +277,11 @@ impl fmt::Display for Error {
     }
 }
 
+#[cfg(not(loom))]
 impl std::error::Error for Error {}
 
 /// The error for MPI's code `code`, with MPI's own text. Called under the MPI lock.
+#[cfg(not(loom))]
 pub(crate) fn mpi_error(code: c_int) -> Error {
     let mut class: c_int = code;
     // SAFETY: MPI_Error_class reads a code and writes one int.
@@ -259,15 +303,18 @@ pub(crate) fn mpi_error(code: c_int) -> Error {
     Error::Mpi { code, message }
 }
 
+#[cfg(not(loom))]
 static ABORT_ON_PANIC: AtomicBool = AtomicBool::new(true);
 
 /// Whether a panic in a ULT of this rank ends the whole job with `MPI_Abort` (the default:
 /// `true`). With `false`, a panic is the runtime's business as usual (a joiner gets `Err`), and
 /// the other ranks may wait forever on a message the panicking ULT was to send.
+#[cfg(not(loom))]
 pub fn set_abort_on_panic(abort: bool) {
     ABORT_ON_PANIC.store(abort, Ordering::Relaxed);
 }
 
+#[cfg(not(loom))]
 fn install_panic_hook() {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
@@ -302,6 +349,7 @@ fn install_panic_hook() {
 
 /// One MPI rank with its elite runtime: made by [`init`]; dropping it stops the progress ULT,
 /// shuts the runtime down and finalises MPI.
+#[cfg(not(loom))]
 pub struct Mpi {
     runtime: Option<elite_rt::Runtime>,
     progress: Option<elite_rt::JoinHandle<()>>,
@@ -317,6 +365,7 @@ pub struct Mpi {
 /// [`InitError::AlreadyInitialized`] when MPI was initialised before in this process,
 /// [`InitError::Threading`] when MPI grants less than `Serialized` (MPI is finalised again),
 /// [`InitError::Build`] when the builder's settings are refused.
+#[cfg(not(loom))]
 pub fn init(builder: elite_rt::RuntimeBuilder) -> Result<Mpi, InitError> {
     let (universe, granted) =
         mpi::initialize_with_threading(Threading::Serialized).ok_or(InitError::AlreadyInitialized)?;
@@ -372,6 +421,7 @@ pub fn init(builder: elite_rt::RuntimeBuilder) -> Result<Mpi, InitError> {
 }
 
 /// How many ranks of the world run on this machine (`MPI_COMM_TYPE_SHARED`).
+#[cfg(not(loom))]
 fn ranks_on_this_machine(comm: ffi::MPI_Comm) -> usize {
     let mut local: ffi::MPI_Comm = comm;
     let mut n: c_int = 1;
@@ -388,6 +438,7 @@ fn ranks_on_this_machine(comm: ffi::MPI_Comm) -> usize {
     n.max(1) as usize
 }
 
+#[cfg(not(loom))]
 impl Mpi {
     /// This process's rank in the world communicator.
     pub fn rank(&self) -> usize {
@@ -431,6 +482,7 @@ impl Mpi {
     }
 }
 
+#[cfg(not(loom))]
 impl Drop for Mpi {
     fn drop(&mut self) {
         self.engine.stop();

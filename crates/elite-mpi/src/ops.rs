@@ -2,7 +2,7 @@
 //! non-blocking and waited on by parking the calling ULT (see the engine's protocol).
 
 use crate::cell::Cell;
-use crate::engine::{Datatype, Engine, Mode, Outcome, ProgressStats, Started, LAZY_BYTES};
+use crate::engine::{Datatype, Engine, Mode, OpInfo, Outcome, ProgressStats, Started, LAZY_BYTES};
 use crate::{mpi_error, Error};
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;
@@ -280,6 +280,19 @@ impl World {
         }
     }
 
+    /// Sets how long no MPI operation of this rank may complete, while some are outstanding,
+    /// before the progress ULT prints a [`MpiStall`](crate::MpiStall) report naming them and the
+    /// ULTs parked on them (default [`DEFAULT_STALL_GRACE`](crate::DEFAULT_STALL_GRACE); `None`:
+    /// no report). For the whole rank, whichever `World` handle sets it.
+    pub fn set_stall_report(&self, grace: Option<std::time::Duration>) {
+        self.engine.set_stall_grace(grace);
+    }
+
+    /// The stall reports this rank made so far, and the latest one.
+    pub fn last_stall(&self) -> (u64, Option<crate::MpiStall>) {
+        self.engine.last_stall()
+    }
+
     fn tag_of(&self, tag: TagMatch) -> Result<c_int, Error> {
         match tag {
             TagMatch::Tag(t) => self.check_tag(t),
@@ -305,12 +318,13 @@ impl World {
         &self,
         buffers: O::Buffers,
         count_type: Option<Datatype>,
+        info: OpInfo,
         mode: Mode,
         finish: Finish<O>,
         start: impl FnOnce(&mut O::Buffers, &mut ffi::MPI_Request) -> c_int,
     ) -> Result<Request<O>, Error> {
         // SAFETY: passed on from the caller.
-        let state = unsafe { self.engine.start(buffers, count_type, mode, start)? };
+        let state = unsafe { self.engine.start(buffers, count_type, info, mode, start)? };
         Ok(Request { engine: self.engine.clone(), state: Some(state), finish })
     }
 
@@ -345,9 +359,24 @@ impl World {
         // SAFETY: MPI reads the vector's elements (heap memory it owns); count and datatype
         // describe them.
         unsafe {
-            self.start(data, None, p2p_mode::<T>(count as usize, blocking), finish_send::<T>, |data, req| {
-                ffi::MPI_Isend(data.as_ptr().cast::<c_void>(), count, datatype::<T>(), dest, tag, comm, req)
-            })
+            self.start(
+                data,
+                None,
+                OpInfo::p2p("send", dest, tag),
+                p2p_mode::<T>(count as usize, blocking),
+                finish_send::<T>,
+                |data, req| {
+                    ffi::MPI_Isend(
+                        data.as_ptr().cast::<c_void>(),
+                        count,
+                        datatype::<T>(),
+                        dest,
+                        tag,
+                        comm,
+                        req,
+                    )
+                },
+            )
         }
     }
 
@@ -368,9 +397,24 @@ impl World {
         let comm = self.engine.comm.0;
         // SAFETY: MPI reads the cell's value (heap memory the cell owns).
         let request: Request<(SentOne, PhantomData<T>)> = unsafe {
-            self.start(Cell::new(Some(*value)), None, Mode::Blocking, finish_send_one::<T>, |cell, req| {
-                ffi::MPI_Isend(cell.as_mut_ptr().cast::<c_void>(), 1, datatype::<T>(), dest, tag, comm, req)
-            })?
+            self.start(
+                Cell::new(Some(*value)),
+                None,
+                OpInfo::p2p("send", dest, tag),
+                Mode::Blocking,
+                finish_send_one::<T>,
+                |cell, req| {
+                    ffi::MPI_Isend(
+                        cell.as_mut_ptr().cast::<c_void>(),
+                        1,
+                        datatype::<T>(),
+                        dest,
+                        tag,
+                        comm,
+                        req,
+                    )
+                },
+            )?
         };
         request.wait().map(drop)
     }
@@ -402,13 +446,45 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        self.irecv_impl(capacity, source.into(), tag.into(), false)
+        self.irecv_impl(Vec::with_capacity(capacity), source.into(), tag.into(), false)
     }
 
-    /// [`irecv`](World::irecv); `blocking`: the caller waits at once (see `start`).
+    /// [`irecv`](World::irecv) into `buf`'s allocation: its contents are dropped and the message
+    /// may fill its whole capacity. The request's `wait` gives the vector back holding the
+    /// elements received, so that a loop receiving again and again reuses one allocation.
+    ///
+    /// ```no_run
+    /// # fn f(world: elite_mpi::World) -> Result<(), elite_mpi::Error> {
+    /// let mut buf: Vec<f64> = Vec::with_capacity(64);
+    /// for _ in 0..10 {
+    ///     let (got, status) = world.irecv_into(buf, 1, 7)?.wait()?;
+    ///     assert_eq!(got.len(), status.count());
+    ///     buf = got;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`irecv`](World::irecv), with `buf.capacity()` as the capacity.
+    pub fn irecv_into<T>(
+        &self,
+        mut buf: Vec<T>,
+        source: impl Into<Source>,
+        tag: impl Into<TagMatch>,
+    ) -> Result<Request<(Vec<T>, Status)>, Error>
+    where
+        T: Equivalence + Copy + Send + 'static,
+    {
+        buf.clear();
+        self.irecv_impl(buf, source.into(), tag.into(), false)
+    }
+
+    /// [`irecv`](World::irecv) into `buf` (empty; its capacity is the message's limit);
+    /// `blocking`: the caller waits at once (see `start`).
     fn irecv_impl<T>(
         &self,
-        capacity: usize,
+        buf: Vec<T>,
         source: Source,
         tag: TagMatch,
         blocking: bool,
@@ -416,17 +492,19 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
+        debug_assert!(buf.is_empty());
         let source = self.source_of(source)?;
         let tag = self.tag_of(tag)?;
+        let capacity = buf.capacity();
         let count = count_of(capacity)?;
         let comm = self.engine.comm.0;
-        let buf: Vec<T> = Vec::with_capacity(capacity);
         // SAFETY: MPI writes at most `capacity` elements into the vector's allocation (heap
         // memory it owns).
         unsafe {
             self.start(
                 buf,
                 Some(Datatype(datatype::<T>())),
+                OpInfo::p2p("recv", source, tag),
                 p2p_mode::<T>(capacity, blocking),
                 finish_recv::<T>,
                 |buf, req| {
@@ -454,7 +532,8 @@ impl World {
         T: Equivalence + Copy + Send + 'static,
     {
         if !Cell::<T>::fits() {
-            let (v, status) = self.irecv_impl::<T>(1, source.into(), tag.into(), true)?.wait()?;
+            let (v, status) =
+                self.irecv_impl::<T>(Vec::with_capacity(1), source.into(), tag.into(), true)?.wait()?;
             return match v.first() {
                 Some(&x) => Ok((x, status)),
                 None => Err(Error::TypeMismatch { expected: std::any::type_name::<T>() }),
@@ -468,6 +547,7 @@ impl World {
             self.start(
                 Cell::new(None),
                 Some(Datatype(datatype::<T>())),
+                OpInfo::p2p("recv", source, tag),
                 Mode::Blocking,
                 finish_recv_one::<T>,
                 |cell, req| {
@@ -501,7 +581,8 @@ impl World {
     where
         T: Equivalence + Copy + Send + 'static,
     {
-        let (v, status) = self.irecv_impl::<T>(buf.len(), source.into(), tag.into(), true)?.wait()?;
+        let (v, status) =
+            self.irecv_impl::<T>(Vec::with_capacity(buf.len()), source.into(), tag.into(), true)?.wait()?;
         buf[..v.len()].copy_from_slice(&v);
         Ok(status)
     }
@@ -522,6 +603,7 @@ impl World {
             self.start(
                 (),
                 None,
+                OpInfo::collective("barrier"),
                 if blocking { Mode::Blocking } else { Mode::Woken },
                 finish_unit,
                 |_, req| ffi::MPI_Ibarrier(comm, req),
@@ -551,9 +633,23 @@ impl World {
         let comm = self.engine.comm.0;
         // SAFETY: MPI reads or writes the vector's `count` elements (heap memory it owns).
         let request = unsafe {
-            self.start(buf.to_vec(), None, Mode::Blocking, finish_send::<T>, |data, req| {
-                ffi::MPI_Ibcast(data.as_mut_ptr().cast::<c_void>(), count, datatype::<T>(), root, comm, req)
-            })?
+            self.start(
+                buf.to_vec(),
+                None,
+                OpInfo { op: "broadcast", peer: Some(root), tag: None },
+                Mode::Blocking,
+                finish_send::<T>,
+                |data, req| {
+                    ffi::MPI_Ibcast(
+                        data.as_mut_ptr().cast::<c_void>(),
+                        count,
+                        datatype::<T>(),
+                        root,
+                        comm,
+                        req,
+                    )
+                },
+            )?
         };
         let out = request.wait()?;
         buf.copy_from_slice(&out);
@@ -580,17 +676,24 @@ impl World {
         // SAFETY: MPI reads the first vector's and writes the second's `count` elements (heap
         // memory they own).
         let request = unsafe {
-            self.start(bufs, None, Mode::Blocking, finish_reduce::<T>, |(s, r), req| {
-                ffi::MPI_Iallreduce(
-                    s.as_ptr().cast::<c_void>(),
-                    r.as_mut_ptr().cast::<c_void>(),
-                    count,
-                    datatype::<T>(),
-                    op,
-                    comm,
-                    req,
-                )
-            })?
+            self.start(
+                bufs,
+                None,
+                OpInfo::collective("all_reduce"),
+                Mode::Blocking,
+                finish_reduce::<T>,
+                |(s, r), req| {
+                    ffi::MPI_Iallreduce(
+                        s.as_ptr().cast::<c_void>(),
+                        r.as_mut_ptr().cast::<c_void>(),
+                        count,
+                        datatype::<T>(),
+                        op,
+                        comm,
+                        req,
+                    )
+                },
+            )?
         };
         let Reduced(out) = request.wait()?;
         recv.copy_from_slice(&out);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use elite_mpi::{Error, Op, Source, TagMatch, World};
+use elite_mpi::{Error, Op, PeerRank, Source, TagMatch, World};
 use elite_rt::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -182,6 +182,49 @@ fn late_messages(w: &World) {
     }
 }
 
+/// A cross-rank deadlock, resolved after the report: each rank of a pair parks a named ULT in a
+/// `recv` that its partner only sends once both ranks made their stall report. The report must
+/// name the ULT, the operation, the peer rank and the tag.
+fn stall_report(w: &World) {
+    let Some(p) = partner(w) else { return };
+    let (before, _) = w.last_stall();
+    w.set_stall_report(Some(Duration::from_millis(100)));
+    let waiter = {
+        let w = w.clone();
+        elite_rt::Builder::new()
+            .name("stalled-recv".into())
+            .spawn(move || w.recv::<u64>(p, 61).unwrap().0)
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let stall = loop {
+        match w.last_stall() {
+            (n, Some(s)) if n > before => break s,
+            _ => {
+                assert!(std::time::Instant::now() < deadline, "no stall report within 30 s");
+                elite_rt::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    w.set_stall_report(Some(elite_mpi::DEFAULT_STALL_GRACE));
+    assert_eq!(stall.rank(), w.rank());
+    assert!(stall.quiet_for() >= Duration::from_millis(100), "{stall}");
+    let wait = stall
+        .waits()
+        .iter()
+        .find(|x| x.waiter().and_then(|t| t.name()) == Some("stalled-recv"))
+        .unwrap_or_else(|| panic!("the parked ULT is not named:\n{stall}"));
+    assert_eq!((wait.op(), wait.peer(), wait.tag()), ("recv", Some(PeerRank::Rank(p)), Some(61)), "{stall}");
+    let text = stall.to_string();
+    assert!(text.contains(&format!("'stalled-recv' waits on MPI recv from rank {p}, tag 61")), "{text}");
+    // Both ranks must have made their report before either releases the other's waiter (a
+    // completion on a rank ends its stall): tell each other first, on another tag.
+    w.send(&1u64, p, 62).unwrap();
+    w.recv::<u64>(p, 62).unwrap();
+    w.send(&7u64, p, 61).unwrap();
+    assert_eq!(waiter.join().unwrap(), 7);
+}
+
 /// A scenario's name and body.
 type Scenario = (&'static str, fn(&World));
 
@@ -208,7 +251,7 @@ fn main() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let log2 = log.clone();
     mpi.block_on(move || {
-        let scenarios: [Scenario; 8] = [
+        let scenarios: [Scenario; 9] = [
             ("ping_pong", ping_pong),
             ("slices", slices),
             ("many_ults", many_ults),
@@ -217,6 +260,7 @@ fn main() {
             ("errors", errors),
             ("dropped_and_any", dropped_and_any),
             ("late_messages", late_messages),
+            ("stall_report", stall_report),
         ];
         for (name, f) in scenarios {
             f(&world);
