@@ -529,6 +529,22 @@ impl RuntimeBuilder {
 
     /// How many of a victim's ready ULTs a thief takes. Default
     /// [`StealAmount::Policy`](crate::StealAmount::Policy).
+    ///
+    /// ```
+    /// use elite_rt::{StealAmount, StealOrder};
+    /// // CAF's locality-guided stealing of one ULT at a time, on a synthetic 2-node machine.
+    /// let rt = elite_rt::Runtime::builder()
+    ///     .topology("2 nodes x 2 cores, 1 MiB L2 per core")
+    ///     .steal_order(StealOrder::Groups)
+    ///     .steal(StealAmount::One)
+    ///     .build()?;
+    /// let sum: u64 = rt.block_on(|| {
+    ///     let hs: Vec<_> = (0..16u64).map(|i| elite_rt::spawn(move || i)).collect();
+    ///     hs.into_iter().map(|h| h.join().unwrap()).sum()
+    /// });
+    /// assert_eq!(sum, 120);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
     pub fn steal(mut self, amount: crate::StealAmount) -> Self {
         self.places.amount = amount;
         self
