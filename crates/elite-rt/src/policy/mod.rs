@@ -93,6 +93,38 @@
 //!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
 //!   (`examples/adaptive_grid.rs`).
 //!
+//! # Where to put a thread: places, homes and stealing
+//!
+//! A policy orders the ULTs of one processor and says where a woken ULT goes; *where* a ULT
+//! runs can also be said by the program ([`place`](mod@crate::place)), and the runtime decides
+//! the rest through the same door (`policy/places.rs` in the sources: placement and
+//! stealing, composable with every policy above; the processor loop never asks which rule is
+//! active).
+//!
+//! - **Let the runtime decide** (no hint) when ULTs share little data with each other, or
+//!   when what they share is made ready by a hand-off (a channel, a lock): the wake rules above
+//!   already bring a woken ULT to its data, and stealing balances the load. This is the default
+//!   and costs nothing.
+//! - **Give a place hint** ([`Builder::place`](crate::Builder::place),
+//!   [`spawn_at`](crate::spawn_at)) when you know which ULTs work on the same data and the
+//!   runtime cannot see it: put ULTs that touch one array in one cache's place (LASSI's best
+//!   locality), the two halves of a merge where their sorters ran, a block row of a matrix
+//!   where its blocks are. A hint keeps its ULT in its place at its start and its wake-ups, but
+//!   an idle processor elsewhere may still take it: load balance is kept.
+//!   [`PlaceMode::Strict`](crate::PlaceMode::Strict) only where running elsewhere is wrong, not
+//!   slow: a strict ULT waits for its place even while other processors idle.
+//! - **Give a home** ([`Builder::home`](crate::Builder::home), or every ULT with
+//!   [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning)) to long-lived ULTs
+//!   that keep state of their own (actors, servers behind channels): each goes back to its home
+//!   when woken, unless home is overloaded, so its state stays in one cache.
+//! - **Stealing**: [`StealOrder::Groups`](crate::StealOrder::Groups) (the default) robs the
+//!   nearest processors first (a shared cache, the node, then farther nodes); it matters on
+//!   machines of several caches or nodes. [`StealAmount`](crate::StealAmount) sets how much a
+//!   thief takes: one ULT when ULTs are long and few, half when they are many and short.
+//! - **Round-robin** starts ([`RuntimeBuilder::round_robin`](crate::RuntimeBuilder::round_robin))
+//!   spread the ULTs of one spawner at once, without waiting for thieves; for batches of equal,
+//!   long ULTs spawned by one ULT.
+//!
 //! # Choosing while the program runs: `set_policy` and `auto`
 //!
 //! [`Runtime::set_policy`](crate::Runtime::set_policy) replaces the policy of a running
@@ -192,6 +224,7 @@ pub use virtual_time::VirtualTime;
 
 pub(crate) mod board;
 pub(crate) mod engine;
+pub(crate) mod places;
 
 /// The key of a yield under a policy without a yield rule of its own ([`Hooks::yield_priority`]'s
 /// default): behind every other ready ULT.

@@ -178,6 +178,8 @@ pub(crate) struct Core {
     tick: u32,
     rounds: u32,
     rng: u64,
+    /// The round-robin turn of this processor's spawns (`policy::places`).
+    pub(crate) turn: usize,
     /// What this processor, idle, last saw of the others' `next` slots (`find`, "Stranded ULTs").
     strands: find::StrandWatch,
     /// A reusable buffer (stolen batches, due timers).
@@ -218,6 +220,10 @@ pub(crate) struct Processor {
     remote: *const Remote,
     /// The start-queue level of this processor's node, resolved once (every yield looks at it).
     node_start: *const NodeStart,
+    /// The runqueue this processor serves, resolved once: its own; the one its work-stealing
+    /// place shares (`RuntimeBuilder::place_level`: the first processor's of the place); or the
+    /// one global queue of a `central` runtime.
+    runq: *const crate::queue::run::RunQueue,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
     /// Operations the running ULT may still make before the next one yields (`budget`); set
@@ -270,6 +276,7 @@ impl Processor {
             tick: TICK_PERIOD,
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+            turn: index,
             scratch: Vec::new(),
             strands: find::StrandWatch::new(shared.processors.len()),
             pauses: Pauses::new(),
@@ -284,12 +291,18 @@ impl Processor {
         };
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const NodeStart = &shared.nodes[shared.processors[index].node].start;
+        let runq: *const crate::queue::run::RunQueue = if c.central {
+            &shared.central_runq
+        } else {
+            &*shared.processors[shared.places.runq_of(index)].runq
+        };
         static UIDS: AtomicUsize = AtomicUsize::new(1);
         Processor {
             index,
             uid: UIDS.fetch_add(1, Ordering::Relaxed),
             remote,
             node_start,
+            runq,
             core: UnsafeCell::new(core),
             current: Cell::new(None),
             budget: Cell::new(c.coop_budget.unwrap_or(u32::MAX)),
