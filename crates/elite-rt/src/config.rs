@@ -49,6 +49,7 @@ pub struct RuntimeBuilder {
     max_spare_threads: usize,
     spare_keep_alive: Duration,
     coop_budget: Option<u32>,
+    places: crate::place::PlaceSettings,
 }
 
 /// Whether the chaos mode is on: as `ELITE_CHAOS` says (the default), off, or with a seed.
@@ -95,6 +96,7 @@ impl Default for RuntimeBuilder {
             max_spare_threads: DEFAULT_MAX_SPARE_THREADS,
             spare_keep_alive: Duration::from_secs(10),
             coop_budget: Some(DEFAULT_COOP_BUDGET),
+            places: crate::place::PlaceSettings::default(),
         }
     }
 }
@@ -132,6 +134,8 @@ pub(crate) struct Config {
     pub(crate) spare_keep_alive: Duration,
     /// Operations on the primitives per turn of a ULT (`processor::budget`); `None`: no budget.
     pub(crate) coop_budget: Option<u32>,
+    /// Places and stealing (`crate::place`, `policy::places`).
+    pub(crate) places: crate::place::PlaceSettings,
 }
 
 impl RuntimeBuilder {
@@ -469,6 +473,95 @@ impl RuntimeBuilder {
         self
     }
 
+    /// **Work-stealing places** (LASSI): the processors of each place of this kind share one
+    /// queue of ready ULTs, and a place whose queue is empty steals from a victim place.
+    /// Default [`PlaceKind::Processor`](crate::PlaceKind::Processor): a queue per processor.
+    ///
+    /// Checked when the runtime is built: a cache level some processor lacks is an error.
+    /// Only [`PlaceKind::Processor`](crate::PlaceKind::Processor) is in effect in this version:
+    /// any other kind is validated, kept, and reported by
+    /// [`Runtime::place_level`](crate::Runtime::place_level), but every processor still has a
+    /// runqueue of its own.
+    ///
+    /// ```
+    /// use elite_rt::PlaceKind;
+    /// let rt = elite_rt::Runtime::builder()
+    ///     .topology("2 nodes x 2 cores, 16 MiB L3 per node")
+    ///     .place_level(PlaceKind::Cache { level: 3 })
+    ///     .build()?;
+    /// assert_eq!(rt.place_level(), PlaceKind::Cache { level: 3 });
+    /// let err = elite_rt::Runtime::builder()
+    ///     .topology("1x2, 1 MiB L2 per core")
+    ///     .place_level(PlaceKind::Cache { level: 3 })
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid `place_level`: processor 0 has no L3 cache: its data caches are L2");
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn place_level(mut self, kind: crate::PlaceKind) -> Self {
+        self.places.level = kind;
+        self
+    }
+
+    /// LASSI's round-robin assignment of work without a place: each ULT spawned without a
+    /// place hint (nor pinned, nor with a home) starts on the next processor in turn (each
+    /// spawning processor keeps its own turn) rather than where it was spawned. Default off.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(2).round_robin(true).build()?;
+    /// let sum: usize = rt.block_on(|| {
+    ///     // Started on processors 1, 0, 1, 0 (where idle processors do not take them first).
+    ///     let hs: Vec<_> = (0..4).map(|i| elite_rt::spawn(move || i)).collect();
+    ///     hs.into_iter().map(|h| h.join().unwrap()).sum()
+    /// });
+    /// assert_eq!(sum, 6);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn round_robin(mut self, on: bool) -> Self {
+        self.places.round_robin = on;
+        self
+    }
+
+    /// How many of a victim's ready ULTs a thief takes. Default
+    /// [`StealAmount::Policy`](crate::StealAmount::Policy).
+    pub fn steal(mut self, amount: crate::StealAmount) -> Self {
+        self.places.amount = amount;
+        self
+    }
+
+    /// Whom an idle processor robs, in which order. Default
+    /// [`StealOrder::Groups`](crate::StealOrder::Groups) (locality-guided stealing).
+    pub fn steal_order(mut self, order: crate::StealOrder) -> Self {
+        self.places.order = order;
+        self
+    }
+
+    /// Steal avoidance: a thief leaves a ULT whose move would cost more than its wait (the
+    /// cache model's reload transient of its declared footprint against the victim's queue).
+    /// Default off.
+    ///
+    /// Accepted and kept in this version, not yet in effect: thieves take what
+    /// [`steal`](Self::steal) says.
+    pub fn avoid_costly_steals(mut self, on: bool) -> Self {
+        self.places.avoid_costly = on;
+        self
+    }
+
+    /// CAF's soft pinning for every ULT: a ULT's home is the processor it ran on before its
+    /// first wake-up (or its [`Builder::home`](crate::Builder::home)); a woken ULT goes home
+    /// unless home is overloaded, and a ULT stolen away goes back home at its next wake-up.
+    /// Default off.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(2).soft_pinning(true).build()?;
+    /// assert_eq!(rt.block_on(|| elite_rt::spawn(|| 1).join().unwrap()), 1);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn soft_pinning(mut self, on: bool) -> Self {
+        self.places.soft_pinning = on;
+        self
+    }
+
     /// Use heap stacks without guard pages, with a canary checked at every switch, so a program can
     /// keep more ULTs alive than `vm.max_map_count` allows guarded stacks (about 32 000 by default).
     ///
@@ -561,7 +654,16 @@ impl RuntimeBuilder {
         } else {
             topology
         };
+        if self.places.level != crate::PlaceKind::Processor {
+            for p in 0..topology.num_processors() {
+                let place = crate::place::Place::of_kind(self.places.level, p, &topology);
+                place
+                    .processors(&topology)
+                    .map_err(|e| BuildError::Place { field: "place_level", error: e })?;
+            }
+        }
         Ok(Config {
+            places: self.places,
             topology,
             model_cache,
             stack_size: crate::stack::round_to_pages(self.stack_size),
@@ -641,6 +743,13 @@ pub enum BuildError {
     },
     /// The synthetic topology did not parse.
     Topology(TopologyError),
+    /// A setting names a place the topology does not have.
+    Place {
+        /// The builder method (field) at fault.
+        field: &'static str,
+        /// What the topology lacks.
+        error: crate::PlaceError,
+    },
     /// The operating system refused to start a processor's thread.
     Thread(std::io::Error),
     /// An environment variable the builder reads holds something it cannot use.
@@ -666,6 +775,7 @@ impl fmt::Display for BuildError {
             }
             BuildError::Conflict { field, reason } => write!(f, "invalid `{field}`: {reason}"),
             BuildError::Topology(e) => write!(f, "invalid `topology`: {e}"),
+            BuildError::Place { field, error } => write!(f, "invalid `{field}`: {error}"),
             BuildError::Thread(e) => write!(f, "could not start a processor thread: {e}"),
             BuildError::Environment { var, value, expected } => {
                 write!(f, "invalid environment variable {var}={value:?}: expected {expected}")
@@ -678,6 +788,7 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Topology(e) => Some(e),
+            BuildError::Place { error, .. } => Some(error),
             BuildError::Thread(e) => Some(e),
             _ => None,
         }

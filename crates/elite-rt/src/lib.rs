@@ -334,6 +334,8 @@ mod panics;
 #[cfg_attr(loom, allow(dead_code))]
 mod park;
 #[cfg(not(loom))]
+pub mod place;
+#[cfg(not(loom))]
 pub mod policy;
 #[cfg(not(loom))]
 mod pool;
@@ -402,6 +404,8 @@ pub use config::{
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]
 pub use panics::DetachedPanic;
+#[cfg(not(loom))]
+pub use place::{spawn_at, Place, PlaceError, PlaceInfo, PlaceKind, PlaceMode, StealAmount, StealOrder};
 #[cfg(not(loom))]
 pub use policy::auto::progress;
 #[cfg(not(loom))]

@@ -82,6 +82,10 @@ pub(crate) struct Shared {
     pub(crate) central_runq: RunQueue,
     /// The cache model and each processor's counter source (see `affinity`).
     pub(crate) engine: crate::policy::engine::Engine,
+    /// The places, their rules and the thieves' victims (`policy::places`).
+    pub(crate) places: crate::policy::places::Places,
+    /// The round-robin turn of spawns from outside the processors (`policy::places`).
+    outside_turn: Mutex<usize>,
     /// The policy the runtime was built with or last given ([`Runtime::set_policy`]): the one in
     /// force in `engine`, or `auto` (whose selector puts its candidates in force there).
     chosen: crate::policy::board::Board<Policy>,
@@ -189,8 +193,20 @@ impl Shared {
             }
         }
         let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
-        let target = self.engine.wake_target(t, waker, None);
+        let target = if t.tcb().head.placed.get() {
+            self.placed_wake_target(t)
+        } else {
+            self.engine.wake_target(t, waker, None)
+        };
         self.wake_remote(t, target);
+    }
+
+    /// Where the placed ULT `t` goes when it is woken (`policy::places`), the processors'
+    /// ready counts at hand.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn placed_wake_target(&self, t: TcbRef) -> usize {
+        self.places.wake_target(t, |p| self.processors[p].runq.len())
     }
 
     /// Pushes `t` on `target`'s wake-up stack and unparks `target` if it sleeps
@@ -271,9 +287,34 @@ impl Shared {
         let t = self.outside_tcb();
         self.engine.on_spawn(t, spec.footprint);
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
+        let (pinned, place) = (spec.pinned, spec.place);
         crate::thread::init_tcb(t, spec, id, 0, f);
         self.outside_spawns.bump_shared();
         claim_outside(self);
+        if place.is_some() || self.places.spawn_rules {
+            // (A pinned ULT without a place starts wherever it is taken first: its home then.)
+            let mut turn = self.outside_turn.lock().unwrap_or_else(|e| e.into_inner());
+            let (start, rule) = self.places.on_spawn(usize::MAX, false, place, &mut turn);
+            drop(turn);
+            let rule = match rule {
+                Some(r) if pinned => Some(crate::policy::places::PlaceRule { strict: true, ..r }),
+                Some(r) => Some(r),
+                None if pinned => Some(crate::policy::places::PlaceRule::PINNED_WHERE_STARTED),
+                None => None,
+            };
+            if let Some(rule) = rule {
+                t.tcb().sched.place.set(rule);
+                t.tcb().head.placed.set(true);
+            }
+            if start < self.processors.len() {
+                t.tcb().head.processor.store(start, Ordering::Relaxed);
+                self.wake_remote(t, start);
+                return JoinHandle::new(t);
+            }
+        } else if pinned {
+            t.tcb().sched.place.set(crate::policy::places::PlaceRule::PINNED_WHERE_STARTED);
+            t.tcb().head.placed.set(true);
+        }
         self.global_start.push(t.as_ptr());
         self.notify_any_from_outside();
         JoinHandle::new(t)
@@ -417,11 +458,14 @@ impl Runtime {
             &config.model_cache,
             topo.num_processors(),
         );
+        let places = crate::policy::places::Places::new(topo, config.places);
         let num_processors = topo.num_processors();
         let (n, cap, keep_alive) = (topo.num_processors(), config.max_spare_threads, config.spare_keep_alive);
         let shared = Arc::new(Shared {
             config,
             engine,
+            places,
+            outside_turn: Mutex::new(0),
             chosen,
             selector: Mutex::new(None),
             auto_log: Arc::default(),
@@ -457,6 +501,34 @@ impl Runtime {
     /// Number of processors.
     pub fn processors(&self) -> usize {
         self.shared.processors.len()
+    }
+
+    /// Every place of this runtime with its processors: the machine, each node, each data (or
+    /// unified) cache (named by its first processor), each processor; in that order.
+    ///
+    /// ```
+    /// use elite_rt::{Place, PlaceKind};
+    /// let rt = elite_rt::Runtime::builder().topology("2 nodes x 2 cores, 1 MiB L2 per core").build()?;
+    /// let places = rt.places();
+    /// assert_eq!(places[0].place, Place::machine());
+    /// assert_eq!(places.iter().filter(|p| p.place.kind() == PlaceKind::Node).count(), 2);
+    /// assert_eq!(places.iter().filter(|p| p.place.kind() == PlaceKind::Cache { level: 2 }).count(), 4);
+    /// assert_eq!(places.last().unwrap().processors, [3]);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn places(&self) -> Vec<crate::PlaceInfo> {
+        self.shared.places.infos.clone()
+    }
+
+    /// The processors of `place` in this runtime, ascending; an error that says what exists when
+    /// the runtime has no such place.
+    pub fn processors_of(&self, place: &crate::Place) -> Result<Vec<usize>, crate::PlaceError> {
+        place.processors(&self.shared.config.topology)
+    }
+
+    /// The kind of the work-stealing places ([`RuntimeBuilder::place_level`](crate::RuntimeBuilder::place_level)).
+    pub fn place_level(&self) -> crate::PlaceKind {
+        self.shared.config.places.level
     }
 
     /// The topology the processors are laid out on.

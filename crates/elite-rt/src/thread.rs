@@ -23,6 +23,8 @@ pub(crate) struct UltSpec {
     pub(crate) pinned: bool,
     /// The data block declared for prefetching (`Builder::data`).
     pub(crate) data: Option<crate::prefetch::DataBlock>,
+    /// Its place and home (`Builder::place`, `Builder::home`), resolved.
+    pub(crate) place: Option<crate::policy::places::PlaceReq>,
 }
 
 impl UltSpec {
@@ -59,6 +61,8 @@ where
     tcb.head.task.set(task);
     tcb.head.vtable.set(vtable);
     tcb.head.pinned.set(spec.pinned);
+    // (`spawn_on` and `spawn_outside` set it, and the rule, for a placed ULT.)
+    tcb.head.placed.set(false);
     // `join` is already 0: free TCBs are reset by `recycle` (or fresh).
     tcb.head.life.set(Life::Queued);
     tcb.head.processor.store(processor, Ordering::Relaxed);
@@ -73,14 +77,13 @@ where
 {
     let t = p.alloc_tcb();
     p.shared.engine.on_spawn(t, spec.footprint);
-    let pinned = spec.pinned;
+    let (pinned, place) = (spec.pinned, spec.place);
     init_tcb(t, spec, p.next_id(), p.index, f);
     p.remote().stats.spawns.bump();
     p.remote().handles.bump();
-    if pinned {
-        // Straight to this processor's ready set: a start-queue entry could be stolen, and a
-        // pinned ULT starts where it was spawned (see `Builder::pinned`).
-        p.make_ready(t);
+    if pinned || place.is_some() || p.shared.places.spawn_rules {
+        // A pin, a place, a home, or a runtime-wide rule: the places decide (`policy::places`).
+        p.spawn_placed(t, pinned, place);
     } else {
         p.push_start(t);
     }
@@ -181,6 +184,9 @@ pub struct Builder {
     footprint: Option<usize>,
     pinned: bool,
     data: Option<crate::prefetch::DataBlock>,
+    place: Option<crate::Place>,
+    place_mode: crate::PlaceMode,
+    home: Option<crate::Place>,
 }
 
 impl Builder {
@@ -296,6 +302,62 @@ impl Builder {
         self
     }
 
+    /// A locality hint (LASSI): the ULT starts on a processor of `place` (the spawner, if it is
+    /// one; else the place's processors in turn) and, when woken, goes to the processor of the
+    /// place it last ran on (or its home in the place), unless that one is overloaded; see
+    /// [`place_mode`](Self::place_mode) for whether thieves elsewhere may take it. The place is
+    /// checked at the spawn: one the runtime does not have is [`SpawnError::Place`].
+    ///
+    /// ```
+    /// use elite_rt::Place;
+    /// let rt = elite_rt::Runtime::builder().topology("2 nodes x 1 core").build()?;
+    /// let v = rt.block_on(|| elite_rt::Builder::new().place(Place::node(1)).spawn(|| 6 * 7).unwrap().join());
+    /// assert_eq!(v.unwrap(), 42);
+    /// let err = rt.block_on(|| elite_rt::Builder::new().place(Place::node(2)).spawn(|| ()).unwrap_err());
+    /// assert_eq!(err.to_string(), "invalid place: there is no node 2: the runtime has nodes 0..2");
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn place(mut self, place: crate::Place) -> Builder {
+        self.place = Some(place);
+        self
+    }
+
+    /// How firmly the ULT keeps to its [`place`](Self::place): a hint thieves may override
+    /// ([`PlaceMode::Hint`](crate::PlaceMode::Hint), the default) or a strict set
+    /// ([`PlaceMode::Strict`](crate::PlaceMode::Strict)). Without a place it does nothing.
+    ///
+    /// ```
+    /// use elite_rt::{Place, PlaceMode};
+    /// let rt = elite_rt::Runtime::builder().processors(2).build()?;
+    /// let stayed = rt.block_on(|| {
+    ///     elite_rt::Builder::new()
+    ///         .place(Place::processor(1))
+    ///         .place_mode(PlaceMode::Strict)
+    ///         .spawn(|| (0..100).all(|_| {
+    ///             elite_rt::yield_now();
+    ///             elite_rt::current().processor() == 1
+    ///         }))
+    ///         .unwrap()
+    ///         .join()
+    /// });
+    /// assert!(stayed.unwrap());
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn place_mode(mut self, mode: crate::PlaceMode) -> Builder {
+        self.place_mode = mode;
+        self
+    }
+
+    /// Soft pinning (CAF) to a home in `place`: the ULT's home is a processor of `place` (the
+    /// one it starts on, when it has no [`place`](Self::place)); a woken ULT goes home unless
+    /// home is overloaded, and a ULT a thief took goes back home at its next wake-up.
+    /// [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning) gives every ULT a
+    /// home, the processor it ran on before its first wake-up.
+    pub fn home(mut self, place: crate::Place) -> Builder {
+        self.home = Some(place);
+        self
+    }
+
     /// Spawns the ULT on the runtime running the caller.
     pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
@@ -306,10 +368,10 @@ impl Builder {
             let Some(shared) = crate::blocking::calling_runtime() else {
                 return Err(SpawnError::NoRuntime);
             };
-            let spec = self.spec(shared.config.stack_size)?;
+            let spec = self.spec(shared)?;
             return spawn_in_call(|_| spec, f);
         };
-        let spec = self.spec(p.shared.config.stack_size)?;
+        let spec = self.spec(&p.shared)?;
         spawn_checked(p, spec, f)
     }
 
@@ -319,7 +381,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let spec = self.spec(rt.default_stack_size())?;
+        let spec = self.spec(rt.shared())?;
         if spec.pinned && rt.shared().config.central {
             return Err(SpawnError::Unsupported {
                 what: "a pinned ULT on a central runtime (RuntimeBuilder::central keeps no per-processor runqueue to pin it to)",
@@ -328,7 +390,23 @@ impl Builder {
         Ok(rt.spawn_spec(spec, f))
     }
 
-    fn spec(self, default_stack: usize) -> Result<UltSpec, SpawnError> {
+    fn spec(self, shared: &crate::runtime::Shared) -> Result<UltSpec, SpawnError> {
+        let default_stack = shared.config.stack_size;
+        let place = match (self.place, self.home) {
+            (None, None) => None,
+            (place, home) => {
+                let topology = &shared.config.topology;
+                let resolve = |p: Option<crate::Place>| match p {
+                    Some(p) => shared.places.resolve(&p, topology).map_err(SpawnError::Place),
+                    None => Ok(crate::policy::places::NONE),
+                };
+                Some(crate::policy::places::PlaceReq {
+                    place: resolve(place)?,
+                    home: resolve(home)?,
+                    strict: place.is_some() && self.place_mode == crate::PlaceMode::Strict,
+                })
+            }
+        };
         let size = match self.stack_size {
             Some(s) if !(MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&s) => {
                 return Err(SpawnError::InvalidStackSize {
@@ -346,6 +424,7 @@ impl Builder {
             footprint: self.footprint,
             pinned: self.pinned,
             data: self.data,
+            place,
         })
     }
 }
@@ -377,6 +456,9 @@ pub enum SpawnError {
         /// What was asked for, and why it cannot be had.
         what: &'static str,
     },
+    /// The place asked for ([`Builder::place`], [`Builder::home`], [`spawn_at`](crate::spawn_at))
+    /// is not one of the runtime's.
+    Place(crate::PlaceError),
     /// No stack could be allocated.
     Stack {
         /// Bytes of the stack that was needed.
@@ -397,6 +479,7 @@ impl fmt::Display for SpawnError {
                 write!(f, "invalid `stack_size`: {requested} bytes is out of range, expected {min}..={max}")
             }
             SpawnError::Unsupported { what } => write!(f, "not supported: {what}"),
+            SpawnError::Place(e) => write!(f, "invalid place: {e}"),
             SpawnError::Stack { size, error } => write!(
                 f,
                 "could not allocate a {size}-byte ULT stack ({error}); each guarded stack costs two kernel \
@@ -828,10 +911,6 @@ pub fn current() -> Thread {
 }
 
 impl crate::Runtime {
-    pub(crate) fn default_stack_size(&self) -> usize {
-        self.shared().config.stack_size
-    }
-
     pub(crate) fn spawn_spec<F, T>(&self, spec: UltSpec, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,

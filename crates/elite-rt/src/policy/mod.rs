@@ -192,6 +192,7 @@ pub use virtual_time::VirtualTime;
 
 pub(crate) mod board;
 pub(crate) mod engine;
+pub(crate) mod places;
 
 /// The key of a yield under a policy without a yield rule of its own ([`Hooks::yield_priority`]'s
 /// default): behind every other ready ULT.

@@ -20,7 +20,8 @@
 //!   break the wait protocol's rule that a waiter is either running or suspended; nor while it
 //!   panics.)
 //!
-//! Pinned ULTs (`Builder::pinned`) are never migrated nor sent astray.
+//! Placed ULTs (`Builder::pinned`, `Builder::place`, `Builder::home`, soft pinning: `policy::places`)
+//! are never migrated nor sent astray.
 //!
 //! # Cost when off
 //!
@@ -109,7 +110,7 @@ impl Processor {
     /// Chaos on a yield: sends `t` to another processor (true), unless it is pinned or this
     /// processor is alone (false: requeue it as usual).
     pub(super) fn chaos_migrate(&self, t: TcbRef) -> bool {
-        if self.shared.processors.len() == 1 || t.tcb().head.pinned.get() {
+        if self.shared.processors.len() == 1 || t.tcb().head.placed.get() {
             return false;
         }
         let target = self.chaos_other();
@@ -120,7 +121,7 @@ impl Processor {
     /// Chaos on a wake-up from this processor: one in two goes to a random processor instead of
     /// `target`, unless `t` is pinned.
     pub(super) fn chaos_wake_target(&self, t: TcbRef, target: usize) -> usize {
-        if self.shared.processors.len() == 1 || t.tcb().head.pinned.get() || !self.chaos.one_in(2) {
+        if self.shared.processors.len() == 1 || t.tcb().head.placed.get() || !self.chaos.one_in(2) {
             return target;
         }
         self.chaos.below(self.shared.processors.len() as u64) as usize

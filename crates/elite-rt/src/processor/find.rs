@@ -28,7 +28,6 @@
 
 use super::Processor;
 use super::Remote;
-use crate::atomics::Ordering;
 use crate::queue::run::RunQueue;
 use crate::queue::shared::TAKE_MAX;
 use crate::queue::start::steal_one;
@@ -212,33 +211,47 @@ impl Processor {
         !self.remote().start.is_empty() || !node_start.is_empty() || !self.shared.global_start.is_empty()
     }
 
-    /// Step 4: steal, nearest group first, random victim inside a group.
+    /// Step 4: steal, visiting victims in the order the places give (`policy::places`,
+    /// "Victims": by default nearest group first, a random victim inside a group).
     pub(super) fn steal(&self) -> Option<TcbRef> {
         if !self.core().pauses.before_steal() {
             return None; // ULTs went home from here: pause first (`idle`)
         }
-        let topo = &self.shared.config.topology;
-        for group in topo.distance_groups(self.index) {
-            let start = self.next_random() as usize % group.len().max(1);
-            for i in 0..group.len() {
-                let v = group[(start + i) % group.len()];
+        let places = &self.shared.places;
+        let mut got = None;
+        crate::policy::places::visit(
+            places.victims(self.index),
+            places.settings.order,
+            || self.next_random(),
+            |v| {
                 let victim = &self.shared.processors[v];
-                let got = steal_one(&victim.start).or_else(|| self.steal_ready(victim));
-                if let Some(t) = got {
-                    if !victim.start.is_empty() || victim.runq.len() > 0 {
-                        self.shared.notify_any(); // more to take there: pass the wake-up on
-                    }
-                    let stats = &self.remote().stats;
-                    if victim.node == self.remote().node {
-                        stats.steals_node.bump();
-                    } else {
-                        stats.steals_remote.bump();
-                    }
-                    return Some(t);
+                got = self.steal_start(victim).or_else(|| self.steal_ready(victim));
+                let Some(_) = got else { return false };
+                if !victim.start.is_empty() || victim.runq.len() > 0 {
+                    self.shared.notify_any(); // more to take there: pass the wake-up on
                 }
-            }
+                let stats = &self.remote().stats;
+                if victim.node == self.remote().node {
+                    stats.steals_node.bump();
+                } else {
+                    stats.steals_remote.bump();
+                }
+                true
+            },
+        );
+        got
+    }
+
+    /// Takes the oldest entry of `victim`'s start-queue; a placed ULT the places do not let this
+    /// processor take goes back, to its wake target.
+    fn steal_start(&self, victim: &Remote) -> Option<TcbRef> {
+        let t = steal_one(&victim.start)?;
+        if t.tcb().head.placed.get() && !self.shared.places.may_take(t, self.index) {
+            let target = self.shared.placed_wake_target(t);
+            self.shared.wake_remote(t, target);
+            return None;
         }
-        None
+        Some(t)
     }
 
     /// Takes the low-key part of `victim`'s runqueue: runs the first, keeps the rest here.
@@ -250,12 +263,16 @@ impl Processor {
         let engine = &self.shared.engine;
         // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
         let probing = self.core().pauses.probing();
-        victim.runq.steal(|n| if probing { 1 } else { engine.steal_count(n) }, &mut buf);
+        let places = &self.shared.places;
+        victim
+            .runq
+            .steal(|n| if probing { 1 } else { places.steal_count(n, |n| engine.steal_count(n)) }, &mut buf);
         let mut first = None;
         for t in buf.drain(..) {
-            if t.tcb().head.pinned.get() {
-                // Pinned to the victim (`Builder::pinned`): straight back, through its wake-up stack.
-                self.shared.wake_remote(t, t.tcb().head.processor.load(Ordering::Relaxed));
+            if t.tcb().head.placed.get() && !places.may_take(t, self.index) {
+                // Held to its place (pinned, or strict; `policy::places`): straight back,
+                // through its wake target's wake-up stack.
+                self.shared.wake_remote(t, self.shared.placed_wake_target(t));
             } else if first.is_none() {
                 if probing {
                     t.tcb().exec.gather.forget_move(); // (it may go home at once)
@@ -346,7 +363,8 @@ impl Processor {
     /// Takes the ULTs stranded on another processor, if any (module docs, "Stranded ULTs"): in
     /// its `next` slot, or on its wake-up stack, which its owner drains only from its loop. Notes
     /// what the slots and stacks hold for the next look. Returns one to run; the others taken are
-    /// ready here. A pinned ULT goes back through its processor's wake-up stack.
+    /// ready here. A ULT held to its place (pinned, strict) goes back through its processor's
+    /// wake-up stack.
     #[cold]
     fn rescue_stranded(&self) -> Option<TcbRef> {
         let shared = &*self.shared;
@@ -408,10 +426,10 @@ impl Processor {
     }
 
     /// `t`, taken from processor `v` where it was stranded: the first to run here (`first`), the
-    /// others ready here; a pinned one back to `v`.
+    /// others ready here; one held to its place (pinned, strict) back to `v`.
     fn rescue(&self, t: TcbRef, v: usize, first: &mut Option<TcbRef>) {
-        if t.tcb().head.pinned.get() {
-            self.shared.wake_remote(t, v); // (pinned there: back through its wake-up stack)
+        if t.tcb().head.placed.get() && !self.shared.places.may_take(t, self.index) {
+            self.shared.wake_remote(t, v); // (held there: back through its wake-up stack)
             return;
         }
         self.remote().stats.rescued.bump();

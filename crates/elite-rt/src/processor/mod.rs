@@ -178,6 +178,8 @@ pub(crate) struct Core {
     tick: u32,
     rounds: u32,
     rng: u64,
+    /// The round-robin turn of this processor's spawns (`policy::places`).
+    pub(crate) turn: usize,
     /// What this processor, idle, last saw of the others' `next` slots (`find`, "Stranded ULTs").
     strands: find::StrandWatch,
     /// A reusable buffer (stolen batches, due timers).
@@ -270,6 +272,7 @@ impl Processor {
             tick: TICK_PERIOD,
             rounds: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+            turn: index,
             scratch: Vec::new(),
             strands: find::StrandWatch::new(shared.processors.len()),
             pauses: Pauses::new(),

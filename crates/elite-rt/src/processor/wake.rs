@@ -105,8 +105,8 @@ impl Processor {
     #[inline(always)]
     pub(crate) fn follow_ult_waker(&self, t: TcbRef) -> bool {
         debug_assert!(self.current_ult().is_some());
-        if !self.waker_stays.get() || t.tcb().head.pinned.get() {
-            std::hint::cold_path(); // (another wake rule, or a pinned ULT: `wake` decides)
+        if !self.waker_stays.get() || t.tcb().head.placed.get() {
+            std::hint::cold_path(); // (another wake rule, or a placed ULT: `wake` decides)
             return false;
         }
         if !self.try_ready_here(t) {
@@ -127,7 +127,11 @@ impl Processor {
     /// [`Processor::wake`] past its common case: where the engine sends `t`.
     #[inline(never)]
     fn wake_to_target(&self, t: TcbRef) {
-        let target = self.shared.engine.wake_target(t, Some(self.index), self.current_ult());
+        let target = if t.tcb().head.placed.get() {
+            self.shared.placed_wake_target(t)
+        } else {
+            self.shared.engine.wake_target(t, Some(self.index), self.current_ult())
+        };
         if self.central_or_chaos {
             return self.deliver_central_or_chaos(t, target);
         }
@@ -151,6 +155,34 @@ impl Processor {
             }
         } else {
             self.shared.wake_remote(t, target);
+        }
+    }
+
+    /// Publishes `t`, a ULT just spawned here with a pin, a place or a home, or under a
+    /// runtime-wide rule (round-robin, soft pinning), where the places say
+    /// (`policy::places`): this processor's start-queue, or its ready set when the ULT is strict
+    /// (thieves take start-queue entries without asking), or another processor's wake-up stack.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn spawn_placed(
+        &self,
+        t: TcbRef,
+        pinned: bool,
+        place: Option<crate::policy::places::PlaceReq>,
+    ) {
+        let (start, rule) = self.shared.places.on_spawn(self.index, pinned, place, &mut self.core().turn);
+        let strict = rule.is_some_and(|r| r.strict);
+        if let Some(rule) = rule {
+            t.tcb().sched.place.set(rule);
+            t.tcb().head.placed.set(true);
+        }
+        if start != self.index {
+            t.tcb().head.processor.store(start, crate::atomics::Ordering::Relaxed);
+            self.shared.wake_remote(t, start);
+        } else if strict {
+            self.make_ready(t);
+        } else {
+            self.push_start(t);
         }
     }
 

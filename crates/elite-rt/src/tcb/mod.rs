@@ -172,6 +172,10 @@ pub(crate) struct Head {
     /// Whether the ULT is pinned to the processor it starts on (`Builder::pinned`): written at
     /// every spawn, read by wakers (the wake target), thieves and the chaos mode.
     pub(crate) pinned: Cell<bool>,
+    /// Whether `sched.place` holds a rule for where the ULT runs (a place, a home, or pinned:
+    /// `policy::places`); written at every spawn (and set while the spawn is unpublished), read
+    /// by wakers, thieves and the chaos mode: the one test they make before asking the rule.
+    pub(crate) placed: Cell<bool>,
     /// Whether `links.data` holds a block the ULT declared (see `prefetch`); written at spawn.
     pub(crate) has_data: Cell<bool>,
     /// Whether `links.prefetch` holds a word to prefetch (a block, and the runtime prefetches):
@@ -233,6 +237,10 @@ pub(crate) struct Sched {
     /// What the policy keeps per ULT (see `policy::engine`): the holding processor's, and its
     /// waker's while it is being woken.
     pub(crate) record: crate::policy::engine::UltRecord,
+    /// Where the ULT may run, read only while `head.placed` is set (`policy::places`, "The
+    /// rule's protocol"): the spawner's before publication; its home is fixed by the waker of
+    /// its first wake-up under soft pinning.
+    pub(crate) place: Cell<crate::policy::places::PlaceRule>,
 }
 
 impl Drop for Tcb {
@@ -271,6 +279,7 @@ impl Tcb {
                 life: LifeCell::new(Life::Free),
                 named: Cell::new(false),
                 pinned: Cell::new(false),
+                placed: Cell::new(false),
                 has_data: Cell::new(false),
                 prefetching: Cell::new(false),
             },
@@ -295,6 +304,7 @@ impl Tcb {
             sched: Sched {
                 run_link: crate::queue::run::RunLink::new(),
                 record: crate::policy::engine::UltRecord::new(),
+                place: Cell::new(crate::policy::places::PlaceRule::NONE),
             },
         }
     }
@@ -450,6 +460,7 @@ mod layout {
         assert_eq!(at(&t.head.join as *const _ as *const u8), 0);
         assert_eq!(at(&t.head.named as *const _ as *const u8), 0);
         assert_eq!(at(&t.head.pinned as *const _ as *const u8), 0);
+        assert_eq!(at(&t.head.placed as *const _ as *const u8), 0);
         assert_eq!(at(&t.head.prefetching as *const _ as *const u8), 0);
         assert_eq!(at(&t.links.prefetch as *const _ as *const u8), 3);
         assert_eq!(at(&t.links.data as *const _ as *const u8), 3);

@@ -779,13 +779,15 @@ impl Local {
     pub(crate) fn wakes_here(&self, t: TcbRef, by: Option<TcbRef>) -> bool {
         let here = self.processor;
         match self.wake {
-            // (A pinned ULT goes back where it ran, whatever the rule.)
-            WakeRule::Waker if by.is_some() && !t.tcb().head.pinned.get() => true,
+            // (A placed ULT, a pinned one among them, goes where the places say, whatever the
+            // rule: `Processor::wake_to_target`.)
+            _ if t.tcb().head.placed.get() => false,
+            WakeRule::Waker if by.is_some() => true,
             WakeRule::Waker | WakeRule::HandOff => t.tcb().head.processor.load(Order::Relaxed) == here,
             WakeRule::HandOffInRounds => {
                 let home = t.tcb().head.processor.load(Order::Relaxed) == here;
-                if home && !t.tcb().head.pinned.get() {
-                    mark_woken(t); // (as `wake_target` does, but for a pinned ULT)
+                if home {
+                    mark_woken(t); // (as `wake_target` does)
                 }
                 home
             }

@@ -259,7 +259,7 @@ fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     }
     let Some(me) = p.current_ult() else { return false };
     let tcb = me.tcb();
-    if tcb.head.pinned.get() || (now.wrapping_sub(tcb.exec.gather.moved_at()) as i64) < min_gap as i64 {
+    if tcb.head.placed.get() || (now.wrapping_sub(tcb.exec.gather.moved_at()) as i64) < min_gap as i64 {
         return false;
     }
     if std::thread::panicking() {

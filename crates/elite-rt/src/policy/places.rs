@@ -1,0 +1,386 @@
+//! The placement and stealing decisions of places (LASSI) and locality-guided stealing (CAF's
+//! LGS): where a ULT with a place, a home or a pin starts and is woken, whether a thief may take
+//! it, and in which order a thief visits its victims. The processor loop asks these functions
+//! and never which rule is active (DESIGN section 5: one door for placement and stealing).
+//!
+//! # Rules
+//!
+//! A ULT is *placed* (`Head::placed`) when it has a [`PlaceRule`]: a place (its processors, by
+//! index into [`Places::infos`]), a home processor, and whether it is strict. A ULT spawned with
+//! [`Builder::pinned`](crate::Builder::pinned) is placed strictly on its spawner; one spawned
+//! with a place on a processor of that place (the spawner, if it is one, else the place's
+//! processors in turn); one with a home only ([`Builder::home`](crate::Builder::home), or every
+//! ULT under [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning)) has no place.
+//! Placed ULTs never enter a start-queue (a thief takes start-queue entries without asking): a
+//! placed spawn goes into the ready set of its processor, through that processor's wake-up stack
+//! when it is another.
+//!
+//! At a wake-up ([`Places::wake_target`]): a ULT with a place goes to the processor it last ran
+//! on when that is in its place, else home; a ULT with a home only goes home. Unless strict, if
+//! that processor is overloaded (at least [`OVERLOADED`] ready ULTs) and another candidate (the
+//! least loaded processor of its place; for a home only, where it last ran) has fewer, it goes
+//! there. A thief ([`Places::may_take`]) may take any placed ULT but a strict one whose place it
+//! is not in: that one it hands back at once, to its wake target.
+//!
+//! # The rule's protocol
+//!
+//! The rule is written by the spawner before the ULT is published (a start, a wake-up stack, a
+//! runqueue: each publishes with a release its taker acquires). Afterwards only a soft-pinned
+//! ULT's home changes: its first wake-up's waker fixes it to the processor the ULT last ran on.
+//! A waker is the only thread touching a blocked ULT (the wait protocol hands each wake-up to
+//! one waker), and it publishes the ULT, rule included, by the push that makes it ready; thieves
+//! read the rule of a ULT they took from a runqueue, under its lock. So every access is ordered
+//! by the ULT's own hand-overs and `Cell` suffices.
+//!
+//! # Victims
+//!
+//! [`Places::victims`] are the groups a thief visits in order, built once from the topology
+//! for the runtime's [`StealOrder`]; [`visit`] walks them: under [`StealOrder::Groups`] and
+//! [`StealOrder::Random`] a victim drawn at random in the group, as many draws as the group has
+//! members, then the next group; under [`StealOrder::NodeThenAll`] each group once in a random
+//! rotation. Each steal starts again at the nearest group.
+
+use crate::place::{places_of, Place, PlaceError, PlaceInfo, PlaceSettings, StealAmount, StealOrder};
+use crate::tcb::TcbRef;
+use elite_affinity::Topology;
+use std::collections::HashMap;
+
+/// No place, or no home yet.
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// A processor with this many ready ULTs or more is overloaded: a woken ULT whose target it is
+/// goes to a less loaded candidate, unless strict (module docs).
+pub(crate) const OVERLOADED: usize = 8;
+
+/// Where a placed ULT may run (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlaceRule {
+    /// Its place: an index into [`Places::infos`], or [`NONE`].
+    pub(crate) place: u32,
+    /// Its home processor, or [`NONE`] until its first wake-up (soft pinning).
+    pub(crate) home: u32,
+    /// Whether it never runs outside its place ([`PlaceMode::Strict`](crate::PlaceMode::Strict),
+    /// or pinned).
+    pub(crate) strict: bool,
+}
+
+impl PlaceRule {
+    /// No rule.
+    pub(crate) const NONE: PlaceRule = PlaceRule { place: NONE, home: NONE, strict: false };
+    /// Pinned where it first runs: a pinned ULT spawned from outside the processors.
+    pub(crate) const PINNED_WHERE_STARTED: PlaceRule = PlaceRule { place: NONE, home: NONE, strict: true };
+}
+
+/// What a spawn asks for, resolved against the runtime's places.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlaceReq {
+    /// Its place, or [`NONE`].
+    pub(crate) place: u32,
+    /// The place its home is chosen in, or [`NONE`]: the processor it starts on.
+    pub(crate) home: u32,
+    /// Strict.
+    pub(crate) strict: bool,
+}
+
+/// A runtime's places and its thieves' victims.
+pub(crate) struct Places {
+    /// Every place ([`places_of`]); the last `processors` are the processors, in order.
+    pub(crate) infos: Vec<PlaceInfo>,
+    /// The index in `infos` of each set of processors.
+    index: HashMap<Vec<usize>, u32>,
+    /// Per processor, its victims' groups, nearest first (module docs, "Victims").
+    victims: Vec<Vec<Vec<usize>>>,
+    pub(crate) settings: PlaceSettings,
+    /// Whether every spawn asks [`Places::on_spawn`] (round-robin, soft pinning).
+    pub(crate) spawn_rules: bool,
+}
+
+impl Places {
+    pub(crate) fn new(topology: &Topology, settings: PlaceSettings) -> Places {
+        let infos = places_of(topology);
+        let mut index = HashMap::new();
+        for (i, info) in infos.iter().enumerate() {
+            index.entry(info.processors.clone()).or_insert(i as u32);
+        }
+        let n = topology.num_processors();
+        let victims = (0..n)
+            .map(|p| {
+                let groups: Vec<Vec<usize>> = match settings.order {
+                    StealOrder::Groups => topology.distance_groups(p).to_vec(),
+                    StealOrder::NodeThenAll => {
+                        let node = topology.node_of(p);
+                        let (mates, rest): (Vec<usize>, Vec<usize>) =
+                            (0..n).filter(|&v| v != p).partition(|&v| topology.node_of(v) == node);
+                        vec![mates, rest]
+                    }
+                    StealOrder::Random => vec![(0..n).filter(|&v| v != p).collect()],
+                };
+                groups.into_iter().filter(|g| !g.is_empty()).collect()
+            })
+            .collect();
+        let spawn_rules = settings.round_robin || settings.soft_pinning;
+        Places { infos, index, victims, settings, spawn_rules }
+    }
+
+    /// The index of `place` in [`Places::infos`].
+    pub(crate) fn resolve(&self, place: &Place, topology: &Topology) -> Result<u32, PlaceError> {
+        let processors = place.processors(topology)?;
+        // Every place of the topology is listed (`places_of`), so the lookup finds it.
+        Ok(self.index.get(&processors).copied().unwrap_or(0))
+    }
+
+    fn processors(&self, place: u32) -> &[usize] {
+        &self.infos[place as usize].processors
+    }
+
+    /// A processor of place `place` for a ULT spawned on `spawner`: the spawner when it is one,
+    /// else the place's processors in turn (`turn`, the spawner's own counter).
+    fn choose(&self, place: u32, spawner: usize, turn: &mut usize) -> usize {
+        let procs = self.processors(place);
+        if procs.binary_search(&spawner).is_ok() {
+            return spawner;
+        }
+        *turn = turn.wrapping_add(1);
+        procs[*turn % procs.len()]
+    }
+
+    /// Where a ULT spawned on `spawner` starts, and its rule if it is placed. `pinned`: by
+    /// `Builder::pinned`; `req`: its place and home; `turn`: the spawner's round-robin counter.
+    pub(crate) fn on_spawn(
+        &self,
+        spawner: usize,
+        pinned: bool,
+        req: Option<PlaceReq>,
+        turn: &mut usize,
+    ) -> (usize, Option<PlaceRule>) {
+        if pinned {
+            return (spawner, Some(PlaceRule { place: NONE, home: spawner as u32, strict: true }));
+        }
+        if let Some(req) = req {
+            let start = if req.place != NONE {
+                self.choose(req.place, spawner, turn)
+            } else {
+                self.choose(req.home, spawner, turn)
+            };
+            // (A home without a place: the processor it starts on, chosen in its home place.)
+            let home = match req.home {
+                NONE => start,
+                _ if req.place == NONE => start,
+                h => self.choose(h, start, turn),
+            };
+            return (start, Some(PlaceRule { place: req.place, home: home as u32, strict: req.strict }));
+        }
+        let n = self.victims.len();
+        let start = if self.settings.round_robin {
+            *turn = turn.wrapping_add(1);
+            *turn % n
+        } else {
+            spawner
+        };
+        let rule = self.settings.soft_pinning.then_some(PlaceRule { place: NONE, home: NONE, strict: false });
+        (start, rule)
+    }
+
+    /// Where the placed ULT `t` goes when it is woken (module docs); `load(p)`: the ready ULTs of
+    /// processor `p`. Fixes a soft-pinned ULT's home at its first wake-up.
+    pub(crate) fn wake_target(&self, t: TcbRef, load: impl Fn(usize) -> usize) -> usize {
+        let cell = &t.tcb().sched.place;
+        let mut rule = cell.get();
+        let last = t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed);
+        if rule.home == NONE {
+            rule.home = last as u32;
+            cell.set(rule);
+        }
+        let home = rule.home as usize;
+        if rule.place == NONE {
+            if !rule.strict && load(home) >= OVERLOADED && load(last) < load(home) {
+                return last;
+            }
+            return home;
+        }
+        let procs = self.processors(rule.place);
+        let target = if procs.binary_search(&last).is_ok() { last } else { home };
+        if rule.strict || procs.len() == 1 || load(target) < OVERLOADED {
+            return target;
+        }
+        let best = procs.iter().copied().min_by_key(|&p| load(p)).unwrap_or(target);
+        if load(best) < load(target) {
+            best
+        } else {
+            target
+        }
+    }
+
+    /// Whether processor `thief` may take the placed ULT `t` (module docs).
+    #[inline]
+    pub(crate) fn may_take(&self, t: TcbRef, thief: usize) -> bool {
+        let rule = t.tcb().sched.place.get();
+        if !rule.strict {
+            return true;
+        }
+        if rule.place == NONE {
+            // Pinned (before its first wake-up, where it runs: where it was taken from).
+            let home = match rule.home {
+                NONE => t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed),
+                h => h as usize,
+            };
+            return home == thief;
+        }
+        self.processors(rule.place).binary_search(&thief).is_ok()
+    }
+
+    /// How many of a victim's `len` ready ULTs a thief takes; `policy`: the policy's answer.
+    #[inline]
+    pub(crate) fn steal_count(&self, len: usize, policy: impl FnOnce(usize) -> usize) -> usize {
+        match self.settings.amount {
+            StealAmount::Policy => policy(len),
+            StealAmount::One => 1.min(len),
+            StealAmount::Half => len.div_ceil(2),
+        }
+    }
+
+    /// Processor `p`'s victims' groups, nearest first.
+    pub(crate) fn victims(&self, p: usize) -> &[Vec<usize>] {
+        &self.victims[p]
+    }
+}
+
+/// Visits the victims of `groups` (module docs, "Victims") under `order`, drawing from `random`,
+/// until `try_steal` succeeds (true) or every group had its attempts (false).
+#[inline]
+pub(crate) fn visit(
+    groups: &[Vec<usize>],
+    order: StealOrder,
+    mut random: impl FnMut() -> u64,
+    mut try_steal: impl FnMut(usize) -> bool,
+) -> bool {
+    for group in groups {
+        let len = group.len();
+        match order {
+            StealOrder::Groups | StealOrder::Random => {
+                for _ in 0..len {
+                    if try_steal(group[random() as usize % len]) {
+                        return true;
+                    }
+                }
+            }
+            StealOrder::NodeThenAll => {
+                let start = random() as usize % len;
+                for i in 0..len {
+                    if try_steal(group[(start + i) % len]) {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2 nodes x 2 "L3" x 2 cores: the synthetic spec says the L3s as caches per synthetic core
+    /// (of 2 threads each), since a spec names caches per processor, core, node or machine.
+    const SPEC: &str = "2 nodes x 2 cores x 2 threads, 512 KiB L2 per processor, 8 MiB L3 per core";
+
+    fn places(order: StealOrder) -> Places {
+        let t = Topology::synthetic(SPEC).unwrap();
+        Places::new(&t, PlaceSettings { order, ..PlaceSettings::default() })
+    }
+
+    /// A scripted random source: the values in turn, then again.
+    fn script(values: &[u64]) -> impl FnMut() -> u64 + '_ {
+        let mut i = 0;
+        move || {
+            i += 1;
+            values[(i - 1) % values.len()]
+        }
+    }
+
+    #[test]
+    fn lgs_tries_each_group_as_often_as_it_has_members_nearest_first() {
+        let p = places(StealOrder::Groups);
+        assert_eq!(p.victims(0), &[vec![1], vec![2, 3], vec![4, 5, 6, 7]]);
+        assert_eq!(p.victims(5), &[vec![4], vec![6, 7], vec![0, 1, 2, 3]]);
+        let mut seen = Vec::new();
+        let found = visit(p.victims(0), StealOrder::Groups, script(&[0, 1, 0, 3, 2, 1, 0]), |v| {
+            seen.push(v);
+            false
+        });
+        assert!(!found);
+        // Group [1] once; [2, 3] twice, drawn 1 then 0; [4..8] four times, drawn 3, 2, 1, 0.
+        assert_eq!(seen, [1, 3, 2, 7, 6, 5, 4]);
+    }
+
+    #[test]
+    fn lgs_stops_at_a_success_and_the_next_steal_starts_at_the_nearest_group() {
+        let p = places(StealOrder::Groups);
+        let mut seen = Vec::new();
+        let mut random = script(&[0, 0, 0, 2]);
+        assert!(visit(p.victims(0), StealOrder::Groups, &mut random, |v| {
+            seen.push(v);
+            v == 6
+        }));
+        assert_eq!(seen, [1, 2, 2, 6]);
+        seen.clear();
+        assert!(visit(p.victims(0), StealOrder::Groups, &mut random, |v| {
+            seen.push(v);
+            true
+        }));
+        assert_eq!(seen, [1], "after a success the nearest group first");
+    }
+
+    #[test]
+    fn node_then_all_and_random_orders() {
+        let p = places(StealOrder::NodeThenAll);
+        assert_eq!(p.victims(1), &[vec![0, 2, 3], vec![4, 5, 6, 7]]);
+        let mut seen = Vec::new();
+        visit(p.victims(1), StealOrder::NodeThenAll, script(&[1, 2]), |v| {
+            seen.push(v);
+            false
+        });
+        assert_eq!(seen, [2, 3, 0, 6, 7, 4, 5], "each group once, in a rotation");
+        let p = places(StealOrder::Random);
+        assert_eq!(p.victims(7), &[vec![0, 1, 2, 3, 4, 5, 6]]);
+        let mut n = 0;
+        visit(p.victims(7), StealOrder::Random, script(&[5]), |v| {
+            assert_eq!(v, 5);
+            n += 1;
+            false
+        });
+        assert_eq!(n, 7);
+    }
+
+    #[test]
+    fn steal_amounts() {
+        let mut p = places(StealOrder::Groups);
+        assert_eq!(p.steal_count(5, |_| 4), 4);
+        p.settings.amount = StealAmount::One;
+        assert_eq!((p.steal_count(5, |_| 4), p.steal_count(0, |_| 4)), (1, 0));
+        p.settings.amount = StealAmount::Half;
+        assert_eq!(p.steal_count(5, |_| 4), 3);
+    }
+
+    #[test]
+    fn spawns_start_in_their_place_or_in_turn() {
+        let t = Topology::synthetic(SPEC).unwrap();
+        let p = places(StealOrder::Groups);
+        let node1 = p.resolve(&Place::node(1), &t).unwrap();
+        let mut turn = 0;
+        let req = PlaceReq { place: node1, home: NONE, strict: false };
+        let starts: Vec<usize> = (0..4).map(|_| p.on_spawn(0, false, Some(req), &mut turn).0).collect();
+        assert_eq!(starts, [5, 6, 7, 4]);
+        // On a processor of the place: there.
+        let (start, rule) = p.on_spawn(6, false, Some(req), &mut turn);
+        assert_eq!((start, rule.unwrap().home), (6, 6));
+        // Pinned: strictly on the spawner.
+        let (_, rule) = p.on_spawn(3, true, None, &mut turn);
+        assert_eq!(rule, Some(PlaceRule { place: NONE, home: 3, strict: true }));
+        // Nothing asked: the spawner, no rule.
+        assert_eq!(p.on_spawn(2, false, None, &mut turn), (2, None));
+        // A cache named by any of its processors is the same place.
+        assert_eq!(p.resolve(&Place::cache(3, 4), &t), p.resolve(&Place::cache(3, 5), &t));
+    }
+}
