@@ -74,8 +74,8 @@
 //! grids (each row a multiple of 64 bytes, so every step down a column is a new cache line and
 //! row-wise prefetching does not help, as in CAF's benchmark). Each grid has a home processor; its
 //! search tasks are spawned with a place hint to that processor, and the work is uneven on
-//! purpose: the grids homed on even processors carry about a third of the work of the others,
-//! so the lighter processors run dry and steal. The answer is the number of matches. The
+//! purpose: the grids homed on even processors carry about a sixth of the work of the others
+//! (tasks of 1 to 4 columns against 8 to 23), so the lighter processors run dry and steal. The answer is the number of matches. The
 //! variants differ only in the order in which an idle processor picks its victims:
 //! `elite/lgs` (the nearest distance group first, at random inside a group, outward after as
 //! many failures as the group has members), `elite/node-then-all` (the order elite had before:
@@ -87,9 +87,11 @@
 //! homed on the synthetic nodes: a task whose processor is on another node than its grid's pays,
 //! for every cache line it touches, a delay of `(distance - 10) / 10` times the measured cost of
 //! a local line (SLIT distances are relative latencies: 20, the synthetic default between two
-//! nodes, doubles the cost). The local cost per line is measured when the suite starts (a scan of
-//! the grids on one thread) and recorded as `params.local_line_ps`; the delay is a calibrated
-//! spin. What the emulation does not capture: remote memory bandwidth and the interconnect's
+//! nodes, doubles the cost). The local cost per line is measured when the suite builds its
+//! benches (the fastest of 5 scans of the grids on one thread) and recorded as
+//! `params.local_line_ps`; the delay is a spin calibrated the same way, paid once per column
+//! for the column's lines. A grid's home is processor `grid % 4`, so its node is that
+//! processor's. What the emulation does not capture: remote memory bandwidth and the interconnect's
 //! contention (the delay is a fixed latency per line, paid whatever else is in flight), the
 //! remote line staying cached after its first touch (every touch pays again), the cost of
 //! migrating the ULT's own stack and of remote wake-ups, and the OS: 4 processors share 2 CPUs,
@@ -119,6 +121,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -148,22 +151,25 @@ where
     let builder = elite_rt::Builder::new();
     let builder = match at {
         Where::Anywhere => builder,
-        Where::Processor(_p) => builder,
+        Where::Processor(p) => builder.place(elite_rt::Place::processor(p)),
     };
     builder.spawn(f).map_err(|e| format!("cannot spawn a ULT: {e}"))
 }
 
 /// `builder` with the stealing order of the `matrix_search` system `system`.
 fn steal_order(builder: elite_rt::RuntimeBuilder, system: &str) -> Result<elite_rt::RuntimeBuilder, String> {
-    match system {
-        "elite/lgs" | "elite/node-then-all" | "elite/random" => Ok(builder),
-        _ => Err(format!("unknown system {system}")),
-    }
+    let order = match system {
+        "elite/lgs" => elite_rt::StealOrder::Groups,
+        "elite/node-then-all" => elite_rt::StealOrder::NodeThenAll,
+        "elite/random" => elite_rt::StealOrder::Random,
+        _ => return Err(format!("unknown system {system}")),
+    };
+    Ok(builder.steal_order(order))
 }
 
 /// `builder` with soft pinning on or off.
-fn soft_pinning(builder: elite_rt::RuntimeBuilder, _on: bool) -> elite_rt::RuntimeBuilder {
-    builder
+fn soft_pinning(builder: elite_rt::RuntimeBuilder, on: bool) -> elite_rt::RuntimeBuilder {
+    builder.soft_pinning(on)
 }
 
 /// A small deterministic generator (xorshift64), the same sequence as the Go peer's.
@@ -401,16 +407,25 @@ fn elite_cache_stress(
     let ults = STRESS_ULTS_PER_PROCESSOR * processors;
     let mut rng = XorShift::new(seed);
     let places: Vec<Where> = (0..ults).map(|i| variant.place(i, processors, &mut rng)).collect();
-    warm_then_time(ults as u64 * passes, || {
+    // Per processor, the array of the last pass it ran (2: none yet); passes after one over the
+    // other array.
+    let last: Arc<Vec<AtomicUsize>> = Arc::new((0..processors).map(|_| AtomicUsize::new(2)).collect());
+    let switches = Arc::new(AtomicU64::new(0));
+    let sample = warm_then_time(ults as u64 * passes, || {
+        switches.store(0, Ordering::Relaxed);
         rt.block_on(|| {
             let start = Instant::now();
             let mut handles = Vec::with_capacity(ults);
             for (i, &at) in places.iter().enumerate() {
-                let arrays = Arc::clone(arrays);
+                let (arrays, last, switches) = (Arc::clone(arrays), Arc::clone(&last), Arc::clone(&switches));
                 handles.push(spawn_at(at, move || {
                     let array = &arrays[i % 2];
                     let mut sum = 0u64;
                     for _ in 0..passes {
+                        let here = elite_rt::current().processor();
+                        if last[here].swap(i % 2, Ordering::Relaxed) != i % 2 {
+                            switches.fetch_add(1, Ordering::Relaxed);
+                        }
                         sum = sum.wrapping_add(stress_pass(black_box(array)));
                         elite_rt::yield_now();
                     }
@@ -423,7 +438,10 @@ fn elite_cache_stress(
             }
             Ok((start.elapsed(), total))
         })
-    })
+    })?;
+    let passes_run = (ults as u64 * passes) as f64;
+    crate::harness::record_side("array_switches", switches.load(Ordering::Relaxed) as f64 / passes_run);
+    Ok(sample)
 }
 
 /// A rayon pool of `threads` threads.
@@ -897,7 +915,7 @@ struct Search {
 
 impl Search {
     /// Grids of letters `a..=d` and tasks whose column counts are uneven on purpose: the grids of
-    /// even index get about a third of the columns of the others.
+    /// even index get about a sixth of the columns of the others.
     fn new(sizes: SearchSizes) -> Search {
         let mut rng = XorShift::new(21);
         let grids = (0..sizes.grids)
@@ -906,7 +924,7 @@ impl Search {
         let mut tasks = Vec::new();
         for grid in 0..sizes.grids {
             for _ in 0..sizes.tasks {
-                let cols = if grid % 2 == 0 { 1 + rng.below(6) } else { 4 + rng.below(16) } as usize;
+                let cols = if grid % 2 == 0 { 1 + rng.below(4) } else { 8 + rng.below(16) } as usize;
                 let letters: [u8; 4] = std::array::from_fn(|_| b'a' + rng.below(4) as u8);
                 tasks.push(SearchTask {
                     grid,
@@ -924,7 +942,8 @@ impl Search {
         self.tasks.iter().map(|t| (t.cols * self.rows) as u64).sum()
     }
 
-    /// Runs `task`, paying `delay` spin iterations per line; returns its matches.
+    /// Runs `task`, paying `delay` spin iterations per column (for its `rows` lines, in one spin
+    /// at the column's end, finer than a spin per line can be); returns its matches.
     fn run(&self, task: &SearchTask, delay: u64) -> u64 {
         let grid = &self.grids[task.grid];
         let mut matches = 0;
@@ -933,12 +952,12 @@ impl Search {
             let mut window = 0u32;
             for r in 0..self.rows {
                 window = (window << 8) | u32::from(grid[r * SEARCH_COLS + col]);
-                if delay > 0 {
-                    spin(delay);
-                }
                 if r >= 3 && window == task.word {
                     matches += 1;
                 }
+            }
+            if delay > 0 {
+                spin(delay);
             }
         }
         matches
@@ -957,12 +976,17 @@ fn spin(iterations: u64) {
 
 /// Picoseconds of one [`spin`] iteration, and of one local line of a search, measured here.
 fn calibrate(search: &Search) -> (f64, f64) {
-    let iterations = 2_000_000u64;
-    let start = Instant::now();
-    spin(iterations);
-    let spin_ps = start.elapsed().as_secs_f64() * 1e12 / iterations as f64;
+    // The fastest of several tries: on a loaded machine the others include time not running.
+    let iterations = 200_000u64;
+    let mut spin_best = Duration::MAX;
+    for _ in 0..10 {
+        let start = Instant::now();
+        spin(iterations);
+        spin_best = spin_best.min(start.elapsed());
+    }
+    let spin_ps = spin_best.as_secs_f64() * 1e12 / iterations as f64;
     let mut best = Duration::MAX;
-    for _ in 0..3 {
+    for _ in 0..5 {
         let start = Instant::now();
         let mut matches = 0;
         for task in &search.tasks {
@@ -981,15 +1005,16 @@ fn matrix_search(ctx: &mut Context, processors: &[usize], emulated: bool) -> Ben
     let search = Arc::new(Search::new(sizes));
     let expected: u64 = search.tasks.iter().map(|t| search.run(t, 0)).sum();
     let lines = search.lines();
-    // Spin iterations per remote line at distance 20 (twice a local line's cost).
+    // Spin iterations per remote column per 10 of distance (a local column's cost).
     let (spin_ps, line_ps) = if emulated { calibrate(&search) } else { (1.0, 0.0) };
-    let delay_per_10 = (line_ps / spin_ps).round() as u64;
+    let delay_per_10 = (line_ps * sizes.rows as f64 / spin_ps).round() as u64;
     if emulated {
         ctx.notes.push(format!(
-            "places: matrix_search emulated: a local line costs {:.2} ns here; a remote one pays {} spin iterations ({:.2} ns) more per 10 of distance",
+            "places: matrix_search emulated: a local line costs {:.2} ns here; a remote one pays {:.2} ns more per 10 of distance ({} spin iterations per column of {} lines)",
             line_ps / 1000.0,
+            delay_per_10 as f64 * spin_ps / 1000.0 / sizes.rows as f64,
             delay_per_10,
-            delay_per_10 as f64 * spin_ps / 1000.0
+            sizes.rows
         ));
     }
     let counts: Vec<usize> = if emulated { vec![EMULATED_PROCESSORS] } else { processors.to_vec() };
@@ -1055,16 +1080,24 @@ fn elite_search(
             })
             .collect(),
     );
-    warm_then_time(lines, || {
-        rt.block_on(|| {
+    let remote = Arc::new(AtomicU64::new(0));
+    let mut steals = (0, 0);
+    let sample = warm_then_time(lines, || {
+        remote.store(0, Ordering::Relaxed);
+        let before = steal_counts(&rt);
+        let outcome = rt.block_on(|| {
             let start = Instant::now();
             let mut handles = Vec::with_capacity(search.tasks.len());
             for i in 0..search.tasks.len() {
-                let (search, delay) = (Arc::clone(search), Arc::clone(&delay));
+                let (search, delay, remote) = (Arc::clone(search), Arc::clone(&delay), Arc::clone(&remote));
                 let task = search.tasks[i];
                 handles.push(spawn_at(Where::Processor(home(task.grid)), move || {
                     let here = elite_rt::current().processor();
-                    search.run(&task, delay[here][task.grid])
+                    let delay = delay[here][task.grid];
+                    if delay > 0 {
+                        remote.fetch_add((task.cols * search.rows) as u64, Ordering::Relaxed);
+                    }
+                    search.run(&task, delay)
                 })?);
             }
             let mut matches = 0u64;
@@ -1072,8 +1105,26 @@ fn elite_search(
                 matches += elite_join(handle)?;
             }
             Ok((start.elapsed(), matches))
-        })
-    })
+        });
+        let after = steal_counts(&rt);
+        steals = (after.0 - before.0, after.1 - before.1);
+        outcome
+    })?;
+    crate::harness::record_side("steals", (steals.0 + steals.1) as f64);
+    if emulated {
+        crate::harness::record_side("steals_remote", steals.1 as f64);
+        crate::harness::record_side(
+            "remote_line_fraction",
+            remote.load(Ordering::Relaxed) as f64 / lines as f64,
+        );
+    }
+    Ok(sample)
+}
+
+/// The steals of `rt`'s processors so far: from their node, from other nodes.
+fn steal_counts(rt: &elite_rt::Runtime) -> (u64, u64) {
+    let stats = rt.stats();
+    stats.processors.iter().fold((0, 0), |(node, remote), p| (node + p.steals_node, remote + p.steals_remote))
 }
 
 // ---------------------------------------------------------------------------------------------

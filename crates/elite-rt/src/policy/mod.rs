@@ -93,6 +93,44 @@
 //!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
 //!   (`examples/adaptive_grid.rs`).
 //!
+//! # Where to put a thread
+//!
+//! A policy orders the ULTs of a runqueue; a [`Place`](crate::Place) says which runqueues a ULT
+//! may use (see [`place`](mod@crate::place)). By default give no place: a ULT starts where it was
+//! spawned (or, with [`RuntimeBuilder::round_robin`](crate::RuntimeBuilder::round_robin), on the
+//! next processor in turn) and an idle processor steals from its nearest neighbours first
+//! ([`StealOrder::Groups`](crate::StealOrder::Groups)). That already keeps fork-join programs
+//! local, since a forked half stays with its forker until a thief needs it: the hints of the
+//! `merge_sort` and `block_matmul` benches (below) are worth little over it.
+//!
+//! Give a hint ([`Builder::place`](crate::Builder::place), [`spawn_at`](crate::spawn_at)) when you
+//! know something the runtime cannot see:
+//!
+//! - ULTs that take turns over the same data which fits in one private cache: the same place
+//!   (`Place::processor(p)`, or `Place::cache(2, p)` for the processors sharing p's L2), so the
+//!   data stays in that cache (`cache_stress`'s `best`).
+//! - ULTs whose data would not fit in one cache together: different places, so they do not evict
+//!   each other (`cache_stress`'s `worst` is what mixing them costs).
+//! - Data first touched, and so homed, on one NUMA node: the ULTs that read it on that node
+//!   (`Place::node(n)`).
+//!
+//! A hint is a hint ([`PlaceMode::Hint`](crate::PlaceMode::Hint)): an idle processor elsewhere
+//! may still take the ULT, which is what keeps every processor busy when the hints are uneven.
+//! Use [`PlaceMode::Strict`](crate::PlaceMode::Strict) only where running elsewhere would be
+//! wrong or measured worse than waiting, and [`Builder::pinned`](crate::Builder::pinned) for
+//! OS-thread-bound state; both give up load balancing. Soft pinning
+//! ([`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning),
+//! [`Builder::home`](crate::Builder::home)) sends woken ULTs back to their home processor: it
+//! suits long-lived ULTs that keep state in a cache (actors, servers), and costs wake-ups that
+//! cross processors where ULTs hand work to each other one at a time (measure it: the
+//! `concdict` and `concsll` benches). Steal orders other than the default
+//! ([`StealOrder::NodeThenAll`](crate::StealOrder::NodeThenAll),
+//! [`StealOrder::Random`](crate::StealOrder::Random)) are there for comparison.
+//!
+//! `cargo run --release -p elite-bench -- places` measures each of these choices on the machine
+//! at hand (LASSI's and CAF's experiments; `docs/benchmarks.md` in the repository has the
+//! figures and their hosts).
+//!
 //! # Choosing while the program runs: `set_policy` and `auto`
 //!
 //! [`Runtime::set_policy`](crate::Runtime::set_policy) replaces the policy of a running
