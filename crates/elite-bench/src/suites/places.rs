@@ -15,6 +15,15 @@
 //! Every answer is checked (a sum of passes, a hash of the sorted array, a weighted sum of the
 //! product, the number of matches, the final contents of the dictionary or list).
 //!
+//! Side rows say what the placement did, whatever the machine's load does to the times (they
+//! depend on the schedule, not on the clock): `array_switches` (`cache_stress`, elite rows): the
+//! fraction of passes whose processor had last run a pass over the other array, each of them a
+//! reload of the array from the shared cache when two arrays do not fit in the private one;
+//! `steals` (`matrix_search`): ULTs stolen during the timed pass; with `emulated` also
+//! `steals_remote` (those taken from the other synthetic node) and `remote_line_fraction` (the
+//! fraction of lines scanned from a node other than the grid's home, each paying the emulated
+//! delay).
+//!
 //! # `cache_stress` (LASSI's Cache Stress Test)
 //!
 //! Two arrays of pseudo-random `u32`, each sized to **3/4 of the cache private to a core** (the
