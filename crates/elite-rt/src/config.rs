@@ -477,11 +477,16 @@ impl RuntimeBuilder {
     /// queue of ready ULTs, and a place whose queue is empty steals from a victim place.
     /// Default [`PlaceKind::Processor`](crate::PlaceKind::Processor): a queue per processor.
     ///
-    /// Checked when the runtime is built: a cache level some processor lacks is an error.
-    /// Only [`PlaceKind::Processor`](crate::PlaceKind::Processor) is in effect in this version:
-    /// any other kind is validated, kept, and reported by
-    /// [`Runtime::place_level`](crate::Runtime::place_level), but every processor still has a
-    /// runqueue of its own.
+    /// The processors of a place take ready ULTs from its one runqueue (by the policy's keys,
+    /// as a processor from its own) and put woken ULTs there; an idle processor whose place's
+    /// queue is empty steals as usual ([`steal_order`](Self::steal_order)), from the other
+    /// places' queues and every processor's start-queue. Start-queues, `next` slots and
+    /// wake-up stacks stay per processor. Checked when the runtime is built: a cache level some
+    /// processor lacks is an error. On a `central` runtime it changes nothing (one queue
+    /// already). A strict place ([`PlaceMode::Strict`](crate::PlaceMode::Strict)) must then be
+    /// made of whole work-stealing places, and a ULT cannot be
+    /// [pinned](crate::Builder::pinned): such spawns return
+    /// [`SpawnError::Unsupported`](crate::SpawnError::Unsupported).
     ///
     /// ```
     /// use elite_rt::PlaceKind;

@@ -206,7 +206,7 @@ impl Shared {
     #[cold]
     #[inline(never)]
     pub(crate) fn placed_wake_target(&self, t: TcbRef) -> usize {
-        self.places.wake_target(t, |p| self.processors[p].runq.len())
+        self.places.wake_target(t, |p| self.processors[self.places.runq_of(p)].runq.len())
     }
 
     /// Pushes `t` on `target`'s wake-up stack and unparks `target` if it sleeps

@@ -400,13 +400,22 @@ impl Builder {
                     Some(p) => shared.places.resolve(&p, topology).map_err(SpawnError::Place),
                     None => Ok(crate::policy::places::NONE),
                 };
-                Some(crate::policy::places::PlaceReq {
+                let req = crate::policy::places::PlaceReq {
                     place: resolve(place)?,
                     home: resolve(home)?,
                     strict: place.is_some() && self.place_mode == crate::PlaceMode::Strict,
-                })
+                };
+                if req.strict && !shared.places.can_be_strict(req.place) {
+                    return Err(SpawnError::Unsupported { what: NARROW_STRICT });
+                }
+                Some(req)
             }
         };
+        if self.pinned && !shared.places.can_pin() {
+            return Err(SpawnError::Unsupported {
+                what: "a pinned ULT on work-stealing places (RuntimeBuilder::place_level: its processor shares its runqueue)",
+            });
+        }
         let size = match self.stack_size {
             Some(s) if !(MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&s) => {
                 return Err(SpawnError::InvalidStackSize {
@@ -428,6 +437,11 @@ impl Builder {
         })
     }
 }
+
+/// [`SpawnError::Unsupported`]'s words for a strict place that is not made of whole
+/// work-stealing places.
+const NARROW_STRICT: &str = "a strict place that splits a work-stealing place (RuntimeBuilder::place_level): \
+    its processors share a runqueue with processors outside it; give a hint, or a place of whole work-stealing places";
 
 /// Why a ULT could not be spawned (or, for [`SpawnError::Stack`], started).
 ///

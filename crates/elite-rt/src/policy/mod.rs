@@ -93,43 +93,39 @@
 //!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
 //!   (`examples/adaptive_grid.rs`).
 //!
-//! # Where to put a thread
+//! # Where to put a thread: places, homes and stealing
 //!
-//! A policy orders the ULTs of a runqueue; a [`Place`](crate::Place) says which runqueues a ULT
-//! may use (see [`place`](mod@crate::place)). By default give no place: a ULT starts where it was
-//! spawned (or, with [`RuntimeBuilder::round_robin`](crate::RuntimeBuilder::round_robin), on the
-//! next processor in turn) and an idle processor steals from its nearest neighbours first
-//! ([`StealOrder::Groups`](crate::StealOrder::Groups)). That already keeps fork-join programs
-//! local, since a forked half stays with its forker until a thief needs it: the hints of the
-//! `merge_sort` and `block_matmul` benches (below) are worth little over it.
+//! A policy orders the ULTs of one processor and says where a woken ULT goes; *where* a ULT
+//! runs can also be said by the program ([`place`](mod@crate::place)), and the runtime decides
+//! the rest through the same door (`policy/places.rs` in the sources: placement and
+//! stealing, composable with every policy above; the processor loop never asks which rule is
+//! active).
 //!
-//! Give a hint ([`Builder::place`](crate::Builder::place), [`spawn_at`](crate::spawn_at)) when you
-//! know something the runtime cannot see:
+//! - **Let the runtime decide** (no hint) when ULTs share little data with each other, or
+//!   when what they share is made ready by a hand-off (a channel, a lock): the wake rules above
+//!   already bring a woken ULT to its data, and stealing balances the load. This is the default
+//!   and costs nothing.
+//! - **Give a place hint** ([`Builder::place`](crate::Builder::place),
+//!   [`spawn_at`](crate::spawn_at)) when you know which ULTs work on the same data and the
+//!   runtime cannot see it: put ULTs that touch one array in one cache's place (LASSI's best
+//!   locality), the two halves of a merge where their sorters ran, a block row of a matrix
+//!   where its blocks are. A hint keeps its ULT in its place at its start and its wake-ups, but
+//!   an idle processor elsewhere may still take it: load balance is kept.
+//!   [`PlaceMode::Strict`](crate::PlaceMode::Strict) only where running elsewhere is wrong, not
+//!   slow: a strict ULT waits for its place even while other processors idle.
+//! - **Give a home** ([`Builder::home`](crate::Builder::home), or every ULT with
+//!   [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning)) to long-lived ULTs
+//!   that keep state of their own (actors, servers behind channels): each goes back to its home
+//!   when woken, unless home is overloaded, so its state stays in one cache.
+//! - **Stealing**: [`StealOrder::Groups`](crate::StealOrder::Groups) (the default) robs the
+//!   nearest processors first (a shared cache, the node, then farther nodes); it matters on
+//!   machines of several caches or nodes. [`StealAmount`](crate::StealAmount) sets how much a
+//!   thief takes: one ULT when ULTs are long and few, half when they are many and short.
+//! - **Round-robin** starts ([`RuntimeBuilder::round_robin`](crate::RuntimeBuilder::round_robin))
+//!   spread the ULTs of one spawner at once, without waiting for thieves; for batches of equal,
+//!   long ULTs spawned by one ULT.
 //!
-//! - ULTs that take turns over the same data which fits in one private cache: the same place
-//!   (`Place::processor(p)`, or `Place::cache(2, p)` for the processors sharing p's L2), so the
-//!   data stays in that cache (`cache_stress`'s `best`).
-//! - ULTs whose data would not fit in one cache together: different places, so they do not evict
-//!   each other (`cache_stress`'s `worst` is what mixing them costs).
-//! - Data first touched, and so homed, on one NUMA node: the ULTs that read it on that node
-//!   (`Place::node(n)`).
-//!
-//! A hint is a hint ([`PlaceMode::Hint`](crate::PlaceMode::Hint)): an idle processor elsewhere
-//! may still take the ULT, which is what keeps every processor busy when the hints are uneven.
-//! Use [`PlaceMode::Strict`](crate::PlaceMode::Strict) only where running elsewhere would be
-//! wrong or measured worse than waiting, and [`Builder::pinned`](crate::Builder::pinned) for
-//! OS-thread-bound state; both give up load balancing. Soft pinning
-//! ([`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning),
-//! [`Builder::home`](crate::Builder::home)) sends woken ULTs back to their home processor: it
-//! suits long-lived ULTs that keep state in a cache (actors, servers), and costs wake-ups that
-//! cross processors where ULTs hand work to each other one at a time (measure it: the
-//! `concdict` and `concsll` benches). Steal orders other than the default
-//! ([`StealOrder::NodeThenAll`](crate::StealOrder::NodeThenAll),
-//! [`StealOrder::Random`](crate::StealOrder::Random)) are there for comparison.
-//!
-//! `cargo run --release -p elite-bench -- places` measures each of these choices on the machine
-//! at hand (LASSI's and CAF's experiments; `docs/benchmarks.md` in the repository has the
-//! figures and their hosts).
+//! `elite-bench places` measures each of these against the peers a user would pick instead.
 //!
 //! # Choosing while the program runs: `set_policy` and `auto`
 //!

@@ -93,6 +93,12 @@ pub(crate) struct Places {
     pub(crate) settings: PlaceSettings,
     /// Whether every spawn asks [`Places::on_spawn`] (round-robin, soft pinning).
     pub(crate) spawn_rules: bool,
+    /// Per processor, the processor whose runqueue it serves: the first of its work-stealing
+    /// place (`RuntimeBuilder::place_level`), itself by default.
+    runq_of: Vec<usize>,
+    /// Per place, whether it is made of whole work-stealing places (its processors share a
+    /// runqueue with none outside it): what a strict place must be.
+    whole: Vec<bool>,
 }
 
 impl Places {
@@ -119,7 +125,39 @@ impl Places {
             })
             .collect();
         let spawn_rules = settings.round_robin || settings.soft_pinning;
-        Places { infos, index, victims, settings, spawn_rules }
+        // (Validated by the builder: every processor has a place of the level's kind.)
+        let runq_of = (0..n)
+            .map(|p| match Place::of_kind(settings.level, p, topology).processors(topology) {
+                Ok(procs) => procs[0],
+                Err(_) => p,
+            })
+            .collect();
+        let runq_of: Vec<usize> = runq_of;
+        let whole = infos
+            .iter()
+            .map(|info| {
+                (0..n).all(|r| {
+                    info.processors.binary_search(&r).is_ok() || !info.processors.contains(&runq_of[r])
+                }) && info.processors.iter().all(|&p| info.processors.contains(&runq_of[p]))
+            })
+            .collect();
+        Places { infos, index, victims, settings, spawn_rules, runq_of, whole }
+    }
+
+    /// Whether place `place` can be strict: made of whole work-stealing places
+    /// (`RuntimeBuilder::place_level`; every place can with a queue per processor).
+    pub(crate) fn can_be_strict(&self, place: u32) -> bool {
+        self.whole[place as usize]
+    }
+
+    /// Whether a ULT can be pinned: each processor serves a runqueue of its own.
+    pub(crate) fn can_pin(&self) -> bool {
+        self.runq_of.iter().enumerate().all(|(p, &q)| p == q)
+    }
+
+    /// The processor whose runqueue processor `p` serves (its work-stealing place's first).
+    pub(crate) fn runq_of(&self, p: usize) -> usize {
+        self.runq_of[p]
     }
 
     /// The index of `place` in [`Places::infos`].
@@ -351,6 +389,19 @@ mod tests {
             false
         });
         assert_eq!(n, 7);
+    }
+
+    #[test]
+    fn processors_of_a_work_stealing_place_serve_its_first_processors_queue() {
+        let t = Topology::synthetic(SPEC).unwrap();
+        let runqs = |level| {
+            let p = Places::new(&t, PlaceSettings { level, ..PlaceSettings::default() });
+            (0..8).map(|i| p.runq_of(i)).collect::<Vec<_>>()
+        };
+        assert_eq!(runqs(crate::PlaceKind::Processor), [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(runqs(crate::PlaceKind::Cache { level: 3 }), [0, 0, 2, 2, 4, 4, 6, 6]);
+        assert_eq!(runqs(crate::PlaceKind::Node), [0, 0, 0, 0, 4, 4, 4, 4]);
+        assert_eq!(runqs(crate::PlaceKind::Machine), [0; 8]);
     }
 
     #[test]

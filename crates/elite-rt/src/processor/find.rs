@@ -107,14 +107,13 @@ impl Processor {
         self.runq().pop_best()
     }
 
-    /// The runqueue this processor serves: its own, or the one global queue of a `central` runtime.
+    /// The runqueue this processor serves: its own, its work-stealing place's
+    /// (`RuntimeBuilder::place_level`), or the one global queue of a `central` runtime.
     #[inline]
     pub(super) fn runq(&self) -> &RunQueue {
-        if self.central {
-            &self.shared.central_runq
-        } else {
-            &self.remote().runq
-        }
+        // SAFETY: `runq` points into `shared` (a processor's `Remote`, or `central_runq`), which
+        // this processor holds.
+        unsafe { &*self.runq }
     }
 
     /// Step 3: own start-queue, then node, then global.

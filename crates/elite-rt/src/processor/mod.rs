@@ -220,6 +220,10 @@ pub(crate) struct Processor {
     remote: *const Remote,
     /// The start-queue level of this processor's node, resolved once (every yield looks at it).
     node_start: *const NodeStart,
+    /// The runqueue this processor serves, resolved once: its own; the one its work-stealing
+    /// place shares (`RuntimeBuilder::place_level`: the first processor's of the place); or the
+    /// one global queue of a `central` runtime.
+    runq: *const crate::queue::run::RunQueue,
     core: UnsafeCell<Core>,
     current: Cell<Option<TcbRef>>,
     /// Operations the running ULT may still make before the next one yields (`budget`); set
@@ -287,12 +291,18 @@ impl Processor {
         };
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const NodeStart = &shared.nodes[shared.processors[index].node].start;
+        let runq: *const crate::queue::run::RunQueue = if c.central {
+            &shared.central_runq
+        } else {
+            &*shared.processors[shared.places.runq_of(index)].runq
+        };
         static UIDS: AtomicUsize = AtomicUsize::new(1);
         Processor {
             index,
             uid: UIDS.fetch_add(1, Ordering::Relaxed),
             remote,
             node_start,
+            runq,
             core: UnsafeCell::new(core),
             current: Cell::new(None),
             budget: Cell::new(c.coop_budget.unwrap_or(u32::MAX)),

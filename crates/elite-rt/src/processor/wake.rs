@@ -83,7 +83,7 @@ impl Processor {
     #[inline(always)]
     fn try_ready_here(&self, t: TcbRef) -> bool {
         let _ = crate::prefetch::ult(t);
-        if self.remote().runq.len() != 0 {
+        if self.runq().len() != 0 {
             self.queue_ready(t);
             return true;
         }
@@ -150,7 +150,7 @@ impl Processor {
                 return;
             }
             self.make_ready(t);
-            if self.remote().runq.len() > 0 {
+            if self.runq().len() > 0 {
                 self.shared.notify_any();
             }
         } else {

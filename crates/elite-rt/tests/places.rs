@@ -1,0 +1,242 @@
+//! Places, homes and stealing orders (`elite_rt::place`): strict places hold through wake-ups a
+//! policy sends elsewhere, steals and the chaos mode; nothing is lost with hints, strict places,
+//! homes, soft pinning, round-robin starts and every steal order on; places the runtime lacks
+//! are errors that say what exists.
+
+mod common;
+
+use common::hang_guard;
+use common::load::{counting_builder, mixed_round, Load};
+use elite_rt::policy::Policy;
+use elite_rt::sync::{mpsc, Mutex};
+use elite_rt::{
+    BuildError, Builder, Place, PlaceKind, PlaceMode, Runtime, RuntimeBuilder, SpawnError, StealAmount,
+    StealOrder,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// 2 nodes x 2 "L3" x 2 cores, mapped onto the real CPUs (the L3s as caches per synthetic core
+/// of 2 threads: a spec names caches per processor, core, node or machine).
+const TOPOLOGY: &str = "2 nodes x 2 cores x 2 threads, 512 KiB L2 per processor, 8 MiB L3 per core";
+
+/// The places the load below hands out, in turn.
+fn places() -> Vec<Place> {
+    vec![
+        Place::node(1),
+        Place::cache(3, 0),
+        Place::processor(5),
+        Place::machine(),
+        Place::cache(3, 6),
+        Place::node(0),
+        Place::processor(2),
+    ]
+}
+
+/// Rings of ULTs passing a token over channels and bumping a shared counter under a mutex, each
+/// ring member with a place (hint or strict, in turn), a home, or neither. Every strict member
+/// checks its processor at every resumption. Returns the counter, and the resumptions outside a
+/// strict place (must be 0).
+fn rings(rt: &Runtime, rings: usize, members: usize, laps: usize) -> (usize, usize) {
+    let counter = Arc::new(Mutex::new(0usize));
+    let astray = Arc::new(AtomicUsize::new(0));
+    let topology: Vec<Vec<usize>> = places().iter().map(|p| rt.processors_of(p).unwrap()).collect();
+    rt.block_on(|| {
+        let mut handles = Vec::new();
+        for r in 0..rings {
+            let (txs, rxs): (Vec<_>, Vec<_>) = (0..members).map(|_| mpsc::channel::<usize>()).unzip();
+            for (m, rx) in rxs.into_iter().enumerate() {
+                let tx = txs[(m + 1) % members].clone();
+                let k = r * members + m;
+                let which = k % places().len();
+                let (place, allowed) = (places()[which], topology[which].clone());
+                let mut b = Builder::new();
+                // (On work-stealing places a strict place must be made of whole ones.)
+                let strict = k % 4 == 1
+                    && (rt.place_level() == PlaceKind::Processor
+                        || rt.processors_of(&place).unwrap().len() >= 4);
+                match k % 4 {
+                    0 => b = b.place(place),
+                    1 if strict => b = b.place(place).place_mode(PlaceMode::Strict),
+                    1 => b = b.place(place),
+                    2 => b = b.home(place),
+                    _ => {}
+                }
+                let (counter, astray) = (counter.clone(), astray.clone());
+                let first = m == 0;
+                handles.push(
+                    b.spawn(move || {
+                        let check = || {
+                            if strict && !allowed.contains(&elite_rt::current().processor()) {
+                                astray.fetch_add(1, Ordering::Relaxed);
+                            }
+                        };
+                        check();
+                        if first {
+                            tx.send(0).unwrap();
+                        }
+                        for _ in 0..laps {
+                            let Ok(n) = rx.recv() else { break };
+                            check();
+                            *counter.lock().unwrap() += 1;
+                            elite_rt::yield_now();
+                            check();
+                            let _ = tx.send(n + 1);
+                        }
+                    })
+                    .unwrap(),
+                );
+            }
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+    let total = *counter.lock().unwrap();
+    (total, astray.load(Ordering::Relaxed))
+}
+
+fn check_rings(what: &'static str, configure: fn(RuntimeBuilder) -> RuntimeBuilder) {
+    hang_guard(120, what, move || {
+        let rt = configure(Runtime::builder().topology(TOPOLOGY)).build().unwrap();
+        let (rings_n, members, laps) = (6, 5, 40);
+        let (total, astray) = rings(&rt, rings_n, members, laps);
+        assert_eq!(total, rings_n * members * laps, "{what}: a token or an increment was lost");
+        assert_eq!(astray, 0, "{what}: a strict ULT ran outside its place");
+    });
+}
+
+#[test]
+fn strict_places_hold_and_nothing_is_lost_with_hints_and_homes() {
+    check_rings("places, default order", |b| b);
+}
+
+#[test]
+fn strict_places_hold_when_the_policy_moves_every_wakeup() {
+    check_rings("places, policy alternating", |b| b.policy(Policy::new(common::Alternate)));
+}
+
+#[test]
+fn strict_places_hold_under_the_chaos_mode_with_soft_pinning_and_round_robin() {
+    check_rings("places, chaos", |b| b.chaos(0x91ACE).soft_pinning(true).round_robin(true));
+}
+
+#[test]
+fn strict_places_hold_under_every_steal_order_and_amount() {
+    check_rings("places, node-then-all, one", |b| {
+        b.steal_order(StealOrder::NodeThenAll).steal(StealAmount::One)
+    });
+    check_rings("places, random, half", |b| b.steal_order(StealOrder::Random).steal(StealAmount::Half));
+}
+
+#[test]
+fn strict_places_hold_and_nothing_is_lost_with_work_stealing_places() {
+    check_rings("places, shared L3 queues", |b| b.place_level(PlaceKind::Cache { level: 3 }));
+    check_rings("places, shared node queues, chaos", |b| b.place_level(PlaceKind::Node).chaos(0x1A55));
+}
+
+#[test]
+fn strict_places_that_split_a_work_stealing_place_are_unsupported() {
+    let rt =
+        Runtime::builder().topology(TOPOLOGY).place_level(PlaceKind::Cache { level: 3 }).build().unwrap();
+    let strict = |place| Builder::new().place(place).place_mode(PlaceMode::Strict).spawn_on(&rt, || ());
+    assert!(matches!(strict(Place::processor(5)), Err(SpawnError::Unsupported { .. })));
+    assert!(matches!(strict(Place::cache(2, 5)), Err(SpawnError::Unsupported { .. })));
+    let err = Builder::new().pinned(true).spawn_on(&rt, || ()).unwrap_err();
+    assert!(err.to_string().contains("place_level"), "{err}");
+    for place in [Place::cache(3, 5), Place::node(1), Place::machine()] {
+        strict(place).unwrap().join().unwrap();
+    }
+    // A hint may name any place.
+    Builder::new().place(Place::processor(5)).spawn_on(&rt, || ()).unwrap().join().unwrap();
+}
+
+#[test]
+fn mixed_load_on_work_stealing_places() {
+    stress("mixed load, shared L3 queues", |b| {
+        b.topology(TOPOLOGY).place_level(PlaceKind::Cache { level: 3 })
+    });
+    stress("mixed load, one shared queue per node, chaos", |b| {
+        b.topology(TOPOLOGY).place_level(PlaceKind::Node).soft_pinning(true).chaos(0xB0A7)
+    });
+}
+
+/// The mixed stress load (`common::load`) with the place rules on.
+fn stress(what: &'static str, configure: fn(RuntimeBuilder) -> RuntimeBuilder) {
+    hang_guard(300, what, move || {
+        let reports = Arc::new(AtomicUsize::new(0));
+        let rt = configure(counting_builder(&reports)).build().expect("runtime");
+        for _ in 0..5 {
+            mixed_round(&rt, &Load::SMALL, &reports);
+        }
+    });
+}
+
+#[test]
+fn mixed_load_with_soft_pinning_round_robin_and_lgs() {
+    stress("mixed load, soft pinning, round robin", |b| {
+        b.topology(TOPOLOGY).soft_pinning(true).round_robin(true)
+    });
+}
+
+#[test]
+fn mixed_load_with_soft_pinning_under_the_chaos_mode() {
+    stress("mixed load, soft pinning, chaos", |b| {
+        b.topology(TOPOLOGY).soft_pinning(true).steal(StealAmount::One).chaos(0x50F7)
+    });
+}
+
+#[test]
+fn places_the_runtime_lacks_are_errors_that_say_what_exists() {
+    let rt = Runtime::builder().topology("2 nodes x 2 cores, 1 MiB L2 per core").build().unwrap();
+    let cases = [
+        (Place::processor(4), "there is no processor 4: the runtime has processors 0..4"),
+        (Place::node(2), "there is no node 2: the runtime has nodes 0..2"),
+        (Place::cache(3, 1), "processor 1 has no L3 cache: its data caches are L2"),
+        (Place::cache(2, 9), "there is no processor 9: the runtime has processors 0..4"),
+    ];
+    for (place, want) in cases {
+        assert_eq!(rt.processors_of(&place).unwrap_err().to_string(), want);
+        let err = rt.block_on(|| Builder::new().place(place).spawn(|| ()).unwrap_err());
+        assert!(matches!(err, SpawnError::Place(_)), "{err:?}");
+        assert_eq!(err.to_string(), format!("invalid place: {want}"));
+        // A home as well, and from outside the runtime.
+        let err = Builder::new().home(place).spawn_on(&rt, || ()).unwrap_err();
+        assert_eq!(err.to_string(), format!("invalid place: {want}"));
+        assert_eq!(rt.block_on(|| elite_rt::spawn_at(place, || ()).unwrap_err()), err);
+    }
+    let err =
+        Runtime::builder().processors(1).place_level(PlaceKind::Cache { level: 7 }).build().unwrap_err();
+    assert!(matches!(err, BuildError::Place { field: "place_level", .. }), "{err:?}");
+    assert!(err.to_string().starts_with("invalid `place_level`: processor 0 has no L7 cache"), "{err}");
+}
+
+#[test]
+fn places_lists_the_machine_nodes_caches_and_processors() {
+    let rt = Runtime::builder().topology(TOPOLOGY).build().unwrap();
+    let places = rt.places();
+    let of = |kind: PlaceKind| -> Vec<Vec<usize>> {
+        places.iter().filter(|p| p.place.kind() == kind).map(|p| p.processors.clone()).collect()
+    };
+    assert_eq!(of(PlaceKind::Machine), [(0..8).collect::<Vec<_>>()]);
+    assert_eq!(of(PlaceKind::Node), [vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+    assert_eq!(of(PlaceKind::Cache { level: 3 }), [vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+    assert_eq!(of(PlaceKind::Cache { level: 2 }).len(), 8);
+    assert_eq!(of(PlaceKind::Processor).len(), 8);
+    for p in &places {
+        assert_eq!(rt.processors_of(&p.place).unwrap(), p.processors, "{}", p.place);
+    }
+}
+
+#[test]
+fn strict_spawns_from_outside_start_in_their_place() {
+    let rt = Runtime::builder().topology("2 nodes x 2 cores").build().unwrap();
+    for _ in 0..20 {
+        let h = Builder::new()
+            .place(Place::node(1))
+            .place_mode(PlaceMode::Strict)
+            .spawn_on(&rt, || elite_rt::current().processor())
+            .unwrap();
+        assert!([2, 3].contains(&h.join().unwrap()));
+    }
+}
