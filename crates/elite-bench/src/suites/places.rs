@@ -81,8 +81,9 @@
 //!
 //! Searchers count the occurrences of 4-letter words read down the columns of shared character
 //! grids (each row a multiple of 64 bytes, so every step down a column is a new cache line and
-//! row-wise prefetching does not help, as in CAF's benchmark). Each grid has a home processor; its
-//! search tasks are spawned with a place hint to that processor, and the work is uneven on
+//! row-wise prefetching does not help, as in CAF's benchmark). Each grid has a home processor
+//! (`grid % processors`) and a host ULT held there (`PlaceMode::Strict`) that spawns the grid's
+//! search tasks, each with a place hint to that processor, and joins them; the work is uneven on
 //! purpose: the grids homed on even processors carry about a sixth of the work of the others
 //! (tasks of 1 to 4 columns against 8 to 23), so the lighter processors run dry and steal. The answer is the number of matches. The
 //! variants differ only in the order in which an idle processor picks its victims:
@@ -1076,7 +1077,7 @@ fn elite_search(
     let topology = rt.topology();
     let count = rt.processors();
     // Each grid's home processor, and the spin per line a task pays from each processor.
-    let home = |grid: usize| grid % count;
+    let home = move |grid: usize| grid % count;
     let delay: Arc<Vec<Vec<u64>>> = Arc::new(
         (0..count)
             .map(|p| {
@@ -1096,22 +1097,41 @@ fn elite_search(
         let before = steal_counts(&rt);
         let outcome = rt.block_on(|| {
             let start = Instant::now();
-            let mut handles = Vec::with_capacity(search.tasks.len());
-            for i in 0..search.tasks.len() {
+            // A host per grid, held on the grid's home processor, spawns the grid's tasks there
+            // (each with a hint to that processor) and joins them: the queues fill where the
+            // data is, as CAF's actors receive their puzzles, without one spawner in the way.
+            let mut hosts = Vec::with_capacity(search.grids.len());
+            for grid in 0..search.grids.len() {
                 let (search, delay, remote) = (Arc::clone(search), Arc::clone(&delay), Arc::clone(&remote));
-                let task = search.tasks[i];
-                handles.push(spawn_at(Where::Processor(home(task.grid)), move || {
-                    let here = elite_rt::current().processor();
-                    let delay = delay[here][task.grid];
-                    if delay > 0 {
-                        remote.fetch_add((task.cols * search.rows) as u64, Ordering::Relaxed);
-                    }
-                    search.run(&task, delay)
-                })?);
+                let host = elite_rt::Builder::new()
+                    .place(elite_rt::Place::processor(home(grid)))
+                    .place_mode(elite_rt::PlaceMode::Strict)
+                    .spawn(move || -> Result<u64, String> {
+                        let mut handles = Vec::new();
+                        for task in search.tasks.iter().filter(|t| t.grid == grid).copied() {
+                            let (search, delay, remote) =
+                                (Arc::clone(&search), Arc::clone(&delay), Arc::clone(&remote));
+                            handles.push(spawn_at(Where::Processor(home(grid)), move || {
+                                let here = elite_rt::current().processor();
+                                let delay = delay[here][task.grid];
+                                if delay > 0 {
+                                    remote.fetch_add((task.cols * search.rows) as u64, Ordering::Relaxed);
+                                }
+                                search.run(&task, delay)
+                            })?);
+                        }
+                        let mut matches = 0u64;
+                        for handle in handles {
+                            matches += elite_join(handle)?;
+                        }
+                        Ok(matches)
+                    })
+                    .map_err(|e| format!("cannot spawn a grid's host: {e}"))?;
+                hosts.push(host);
             }
             let mut matches = 0u64;
-            for handle in handles {
-                matches += elite_join(handle)?;
+            for host in hosts {
+                matches += elite_join(host)??;
             }
             Ok((start.elapsed(), matches))
         });
