@@ -125,8 +125,6 @@
 //!   spread the ULTs of one spawner at once, without waiting for thieves; for batches of equal,
 //!   long ULTs spawned by one ULT.
 //!
-//! `elite-bench places` measures each of these against the peers a user would pick instead.
-//!
 //! # Choosing while the program runs: `set_policy` and `auto`
 //!
 //! [`Runtime::set_policy`](crate::Runtime::set_policy) replaces the policy of a running

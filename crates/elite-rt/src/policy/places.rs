@@ -20,7 +20,10 @@
 //! that processor is overloaded (at least [`OVERLOADED`] ready ULTs) and another candidate (the
 //! least loaded processor of its place; for a home only, where it last ran) has fewer, it goes
 //! there. A thief ([`Places::may_take`]) may take any placed ULT but a strict one whose place it
-//! is not in: that one it hands back at once, to its wake target.
+//! is not in: that one it hands back at once, to its wake target. Among the ULTs one steal takes
+//! from a runqueue, when some are away from their homes, those at home (placed, with a home, last
+//! run there) are left there, back through their home's wake-up stack (CAF's soft pinning: thieves
+//! take ULTs away from home first; a ULT further down the victim's queue is not looked for).
 //!
 //! # The rule's protocol
 //!
@@ -267,6 +270,24 @@ impl Places {
         self.processors(rule.place).binary_search(&thief).is_ok()
     }
 
+    /// Whether the placed ULT `t` has a home and last ran elsewhere.
+    #[inline]
+    pub(crate) fn is_away(&self, t: TcbRef) -> bool {
+        let home = t.tcb().sched.place.get().home;
+        home != NONE && home as usize != t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed)
+    }
+
+    /// `t`'s home, when `t` is placed, has one, and last ran there.
+    #[inline]
+    pub(crate) fn at_home(&self, t: TcbRef) -> Option<usize> {
+        if !t.tcb().head.placed.get() {
+            return None;
+        }
+        let home = t.tcb().sched.place.get().home;
+        (home != NONE && home as usize == t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed))
+            .then_some(home as usize)
+    }
+
     /// How many of a victim's `len` ready ULTs a thief takes; `policy`: the policy's answer.
     #[inline]
     pub(crate) fn steal_count(&self, len: usize, policy: impl FnOnce(usize) -> usize) -> usize {
@@ -402,6 +423,51 @@ mod tests {
         assert_eq!(runqs(crate::PlaceKind::Cache { level: 3 }), [0, 0, 2, 2, 4, 4, 6, 6]);
         assert_eq!(runqs(crate::PlaceKind::Node), [0, 0, 0, 0, 4, 4, 4, 4]);
         assert_eq!(runqs(crate::PlaceKind::Machine), [0; 8]);
+    }
+
+    #[test]
+    fn wake_targets_homes_and_thieves() {
+        let t = Topology::synthetic(SPEC).unwrap();
+        let p = places(StealOrder::Groups);
+        let owner = std::sync::Arc::new(());
+        let chunk = crate::tcb::Chunk::allocate(&owner);
+        let u = chunk.tcbs().next().expect("a TCB");
+        let set = |rule: PlaceRule, last: usize| {
+            u.tcb().sched.place.set(rule);
+            u.tcb().head.placed.set(true);
+            u.tcb().head.processor.store(last, crate::atomics::Ordering::Relaxed);
+        };
+        let idle = |_: usize| 0;
+        // Soft pinning: the first wake-up fixes the home where the ULT last ran.
+        set(PlaceRule { place: NONE, home: NONE, strict: false }, 3);
+        assert_eq!(p.wake_target(u, idle), 3);
+        assert_eq!(u.tcb().sched.place.get().home, 3);
+        // Stolen (ran on 5): away from home, and home at its next wake-up ...
+        u.tcb().head.processor.store(5, crate::atomics::Ordering::Relaxed);
+        assert!(p.is_away(u) && p.at_home(u).is_none());
+        assert_eq!(p.wake_target(u, idle), 3);
+        // ... unless home is overloaded and where it ran is not.
+        assert_eq!(p.wake_target(u, |q| if q == 3 { OVERLOADED } else { 0 }), 5);
+        assert!(p.may_take(u, 0), "a home is no prison");
+        u.tcb().head.processor.store(3, crate::atomics::Ordering::Relaxed);
+        assert_eq!((p.is_away(u), p.at_home(u)), (false, Some(3)));
+        // A hint for node 1 (processors 4..8), home 4: where it last ran when that is in the
+        // place, else home; the least loaded of the place when that one is overloaded.
+        let node1 = p.resolve(&Place::node(1), &t).unwrap();
+        set(PlaceRule { place: node1, home: 4, strict: false }, 6);
+        assert_eq!(p.wake_target(u, idle), 6);
+        set(PlaceRule { place: node1, home: 4, strict: false }, 1);
+        assert_eq!(p.wake_target(u, idle), 4);
+        assert_eq!(p.wake_target(u, |q| if q == 4 { 9 } else { 1 + q % 2 }), 6);
+        assert!(p.may_take(u, 0));
+        // Strict: the same targets, whatever the load; only the place's processors may take it.
+        set(PlaceRule { place: node1, home: 4, strict: true }, 1);
+        assert_eq!(p.wake_target(u, |q| if q == 4 { 9 } else { 0 }), 4);
+        assert!(!p.may_take(u, 0) && !p.may_take(u, 3) && p.may_take(u, 7));
+        // Pinned where it first ran (spawned from outside): the processor it ran on.
+        set(PlaceRule::PINNED_WHERE_STARTED, 2);
+        assert!(p.may_take(u, 2) && !p.may_take(u, 1));
+        assert_eq!(p.wake_target(u, idle), 2);
     }
 
     #[test]

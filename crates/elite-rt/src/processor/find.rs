@@ -267,11 +267,17 @@ impl Processor {
             .runq
             .steal(|n| if probing { 1 } else { places.steal_count(n, |n| engine.steal_count(n)) }, &mut buf);
         let mut first = None;
+        // Soft pinning: when the batch holds a ULT away from its home, those at home stay
+        // there (`policy::places`, "Rules").
+        let away = |t: TcbRef| t.tcb().head.placed.get() && places.is_away(t);
+        let leave_home = buf.len() > 1 && buf.iter().any(|&t| away(t));
         for t in buf.drain(..) {
             if t.tcb().head.placed.get() && !places.may_take(t, self.index) {
                 // Held to its place (pinned, or strict; `policy::places`): straight back,
                 // through its wake target's wake-up stack.
                 self.shared.wake_remote(t, self.shared.placed_wake_target(t));
+            } else if let Some(home) = leave_home.then(|| places.at_home(t)).flatten() {
+                self.shared.wake_remote(t, home); // (back where it was, through its wake-up stack)
             } else if first.is_none() {
                 if probing {
                     t.tcb().exec.gather.forget_move(); // (it may go home at once)
