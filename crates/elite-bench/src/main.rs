@@ -126,6 +126,30 @@
 //! suite's `ping_pong`, `blocking`) in the root ULT of a one-processor runtime and prints its answer: the
 //! program to count instructions per operation of with callgrind (two values of `n`, difference).
 //!
+//! ## Suite `places`
+//!
+//! Where a ULT runs and whom an idle processor robs (issue 20): LASSI's locality hints and CAF's
+//! locality-guided stealing on their own experiments; see [`suites::places`] for the workloads,
+//! the variants, the emulated-distance mode and the targets. All benches report `ops_per_sec`.
+//!
+//! - `cache_stress` (1 and 2 processors): two arrays of 3/4 of a core's private cache, 8 ULTs
+//!   per processor making passes over one of them and yielding between passes; `elite/best`,
+//!   `elite/worst`, `elite/ignorant`, `elite/random` placements, `go` and `rayon` (ignorant).
+//!   `cache_stress_fixed`: the elite variants with 384 KiB arrays on every host. Answer: the sum
+//!   of every pass's result.
+//! - `merge_sort` (1 and 2 processors): 4 194 304 `u32` by a parallel merge sort, `elite/hinted`
+//!   (place hints by range), `elite/unhinted`, `rayon` (the same code on `rayon::join`),
+//!   `rayon/par_sort_unstable`. Answer: a hash of the sorted array.
+//! - `block_matmul` (1 and 2 processors): 1024 x 1024 `f64`, blocks from the private cache, a ULT
+//!   per tile; `elite/hinted`, `elite/unhinted`, `rayon`. Answer: a weighted sum of the product.
+//! - `matrix_search`: searchers reading words down the columns of shared grids;
+//!   `elite/lgs`, `elite/node-then-all`, `elite/random` stealing, on the host (`emulated`
+//!   false, 1 and 2 processors) and on an emulated 2-node topology (`emulated` true, 4
+//!   processors). Answer: the number of matches.
+//! - `concdict`, `concsll` (1 and 2 processors): Savina's dictionary and sorted list served by a
+//!   ULT behind a channel to 20 workers; `elite/pinned` (soft pinning) and `elite/unpinned`.
+//!   Answer: requests served plus a checksum of the final contents.
+//!
 //! ## Adding a suite
 //!
 //! A suite is one module under `src/suites/` with a `benches` function returning

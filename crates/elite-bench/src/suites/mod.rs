@@ -5,6 +5,7 @@ pub mod blocking;
 pub mod grid;
 pub mod micro;
 pub mod pairs;
+pub mod places;
 pub mod sync;
 
 use crate::harness::{Bench, Contender, Params};
@@ -29,6 +30,7 @@ pub static SUITES: &[Suite] = &[
     Suite { name: "affinity", benches: affinity::benches, may_child: None },
     Suite { name: "grid", benches: grid::benches, may_child: None },
     Suite { name: "blocking", benches: blocking::benches, may_child: None },
+    Suite { name: "places", benches: places::benches, may_child: None },
 ];
 
 /// The may workloads of the suite called `name`, if it has any (for the may child process).

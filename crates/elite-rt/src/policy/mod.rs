@@ -125,6 +125,16 @@
 //!   spread the ULTs of one spawner at once, without waiting for thieves; for batches of equal,
 //!   long ULTs spawned by one ULT.
 //!
+//! What each choice is worth on the machine at hand is measured by `cargo run --release -p
+//! elite-bench -- places` (LASSI's and CAF's experiments, beside rayon and Go; `docs/benchmarks.md`
+//! in the repository has figures with their hosts): `cache_stress` (one place per shared array
+//! against mixed placements and none), `merge_sort` and `block_matmul` (hints by range against
+//! none, and against the same code on rayon), `matrix_search` (the steal orders, also on an
+//! emulated 2-node topology) and `concdict`/`concsll` (soft pinning for a server behind a
+//! channel: where every request is a hand-off between two ULTs, sending the woken one home makes
+//! the hand-off cross processors, which can cost more than the cache it saves; measure before
+//! turning it on for such programs).
+//!
 //! # Choosing while the program runs: `set_policy` and `auto`
 //!
 //! [`Runtime::set_policy`](crate::Runtime::set_policy) replaces the policy of a running
