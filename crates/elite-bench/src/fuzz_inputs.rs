@@ -147,20 +147,31 @@ proptest! {
         }
     }
 
-    /// `elite-bench affinity-probe <bench> <policy> [--group N] [--quick]`.
+    /// `elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]`.
     #[test]
     fn affinity_probe_command_lines(args in args()) {
         match affinity::parse_probe_args(&args) {
-            Ok(affinity::ProbeArgs { shape, policy, quick, group }) => {
+            Ok(affinity::ProbeArgs { shape, policy, quick, group, iterations, processors }) => {
                 prop_assert!(args.iter().any(|a| a == shape.bench));
                 prop_assert!(args.iter().any(|a| a == policy.name()));
                 prop_assert_eq!(quick, args.iter().any(|a| a == "--quick"));
                 if let Some(n) = group {
                     prop_assert!(args.iter().any(|a| a == &n.to_string()));
                 }
+                if let Some(n) = iterations {
+                    prop_assert!(args.iter().any(|a| a == &n.to_string()));
+                }
+                if processors != 1 {
+                    prop_assert!(args.iter().any(|a| a == &processors.to_string()));
+                }
             }
             Err(message) => prop_assert!(
-                names_the_fault(&message, &args, &["expected a bench and a policy", "--group needs a number of ULTs"]),
+                names_the_fault(
+                    &message,
+                    &args,
+                    &["expected a bench and a policy", "--group needs a number of ULTs", "--iterations needs a number of rounds",
+                      "--processors needs a number of processors"]
+                ),
                 "{:?}: {}", args, message
             ),
         }

@@ -106,9 +106,11 @@
 //!   saying so, without `valgrind`.
 //!
 //! `--policy NAME` (repeatable) keeps only the named policies; an unknown name is an error that
-//! lists the valid ones. `elite-bench affinity-probe <bench> <policy> [--quick]` runs one pass
-//! of an affinity workload at 1 processor and prints its sample line: the command to run under
-//! cachegrind (or callgrind) by hand.
+//! lists the valid ones. `elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N]
+//! [--processors N] [--quick]` runs one pass of an affinity workload (at 1 processor unless
+//! `--processors` says otherwise), prints its sample line, and on stderr each processor's
+//! switches, steals, wake-ups and parks: the command to run under cachegrind (or callgrind) by
+//! hand; two runs at different `--iterations` give the cost of one round without the start's.
 //!
 //! ## Suite `blocking`
 //!
@@ -195,7 +197,7 @@ struct Options {
 
 const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
-    "       elite-bench affinity-probe <bench> <policy> [--quick]\n",
+    "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>"
 );

@@ -5,6 +5,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, elite/auto, go |
 //! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies, elite/auto |
+//! | `synthetic_1024` (`order/*`) | the same sweeps in plain loops, no runtime: the ceiling of ordering ([`ORDER_SYSTEMS`]) | ops_per_sec | 1 | order/fixed, order/reversed |
 //! | `synthetic_1024_fixed` | `synthetic_1024` with groups of a fixed size (48), whatever the machine's cache | ops_per_sec | 1, 2 | the four policies, elite/auto |
 //! | `synthetic_1024`, `synthetic_1024_ll1m` (`--cachegrind`) | simulated last-level misses of one run, with a 2 MiB and a 1 MiB last level | ll_misses | 1 | the four policies |
 //!
@@ -158,7 +159,8 @@
 //! simulated last level (`--cachegrind`);
 //! every policy ahead of Go (1 and 2 processors); in `no_locality` every policy at least 0.95x
 //! No Affinity's rate; `elite/auto` within 5% of every fixed policy and at least 0.97x No
-//! Affinity's.
+//! Affinity's. The `order/*` rows have none: `order/reversed` over `order/fixed` is the most a
+//! scheduling order can gain on the machine, the ceiling to read the 1.3x target against.
 
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -214,6 +216,16 @@ pub(crate) fn auto_targets(fixed: &'static [&'static str], processors: &[usize])
     }
     targets
 }
+
+/// The rows of `synthetic_1024` at 1 processor that bound what any order can give on the
+/// machine: the same groups, sweeps and rounds in plain loops on one thread, without a runtime
+/// or synchronization, each group run to its end before the next (as every elite policy runs
+/// them). `order/fixed` sweeps a group in the same order every round (No Affinity's pattern:
+/// each working set has been evicted by the rest of the group since its last sweep);
+/// `order/reversed` reverses the order every round (Virtual Time's: the working sets that ran
+/// last run first). Their ratio is the most a scheduling order can gain here (short of
+/// prefetching): where it is below a target, no policy can reach it on this machine.
+const ORDER_SYSTEMS: [(&str, bool); 2] = [("order/fixed", false), ("order/reversed", true)];
 
 /// The systems of the affinity policies, compared with No Affinity.
 const AFFINITY: &[&str] = &["elite/virtual-time", "elite/minimum-misses", "elite/reload-transient"];
@@ -417,6 +429,16 @@ fn sweep_bench(
     if policies.iter().any(|(_, system)| *system == AUTO) {
         targets.extend(auto_targets(ALL, processors));
     }
+    if with_go && processors.contains(&1) {
+        // What ordering alone can give on this machine: the same sweeps in plain loops, without
+        // a runtime (see `ORDER_SYSTEMS`).
+        for (system, reverse) in ORDER_SYSTEMS {
+            let expected = shape.answer(sizes.ults, sizes.iterations);
+            contenders.push(Contender::new(system, params(1, sizes.iterations), expected, move || {
+                ordered_sweeps(shape, group, sizes.ults, sizes.iterations, reverse)
+            }));
+        }
+    }
     if with_go {
         if let Some(go) = ctx.go() {
             let iterations = sizes.go_iterations;
@@ -536,27 +558,40 @@ fn cachegrind_probe(
 /// `elite-bench affinity-probe <bench> <policy> [--quick]`: one pass of the workload at 1
 /// processor, printing its sample line; for running under cachegrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
-    let ProbeArgs { shape, policy, quick, group } = match parse_probe_args(args) {
+    let ProbeArgs { shape, policy, quick, group, iterations, processors } = match parse_probe_args(args) {
         Ok(parsed) => parsed,
         Err(message) => {
             let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
             eprintln!(
                 "elite-bench {PROBE_COMMAND}: {message}\n\
-                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--group N] [--quick]\nbenches: {}\npolicies: {}",
+                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]\nbenches: {}\npolicies: {}",
                 benches.join(", "),
                 Policy::ALL_NAMES.join(", ")
             );
             return ExitCode::from(2);
         }
     };
-    let iterations = if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 };
+    let iterations = iterations.unwrap_or(if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 });
     let ults = shape.full.ults;
     let sets = working_sets(shape, ults);
-    let run = elite_runtime(&policy, 1).and_then(|rt| {
+    let run = elite_runtime(&policy, processors).and_then(|rt| {
         let run = rt.block_on(|| pass(&sets, shape, group.unwrap_or(shape.group), ults, iterations));
-        // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line).
-        for decision in rt.stats().auto {
+        // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line);
+        // then where the ULTs ran: each processor's switches, steals and sends home.
+        let stats = rt.stats();
+        for decision in &stats.auto {
             eprintln!("auto {decision}");
+        }
+        for p in &stats.processors {
+            eprintln!(
+                "processor {}: switches {} steals {} wakeups {} parks {} steal_pauses {}",
+                p.processor,
+                p.switches,
+                p.steals_node + p.steals_remote,
+                p.wakeups,
+                p.parks,
+                p.steal_pauses
+            );
         }
         run
     });
@@ -589,6 +624,12 @@ pub(crate) struct ProbeArgs {
     pub(crate) quick: bool,
     /// `--group N`: ULTs per group instead of the shape's fixed group.
     pub(crate) group: Option<usize>,
+    /// `--iterations N`: rounds per ULT instead of [`PROBE_ITERATIONS`] (two runs at different
+    /// counts give the cost of one round without the start's, which the first round of each
+    /// group and the building of the working sets weigh on).
+    pub(crate) iterations: Option<u64>,
+    /// `--processors N`: the runtime's processors (1 unless given).
+    pub(crate) processors: usize,
 }
 
 /// Parses `<bench> <policy> [--group N] [--quick]`; an error names the argument at fault and what
@@ -596,6 +637,8 @@ pub(crate) struct ProbeArgs {
 pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
     let mut quick = false;
     let mut group = None;
+    let mut iterations = None;
+    let mut processors = 1;
     let mut words: Vec<&String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -606,6 +649,28 @@ pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
                 match value.parse::<usize>() {
                     Ok(n) if (1..=MAX_PROBE_GROUP).contains(&n) => group = Some(n),
                     _ => return Err(format!("--group `{value}`: expected 1..={MAX_PROBE_GROUP} ULTs")),
+                }
+            }
+            "--processors" => {
+                let value = it.next().ok_or("--processors needs a number of processors")?;
+                match value.parse::<usize>() {
+                    Ok(n) if (1..=MAX_PROBE_PROCESSORS).contains(&n) => processors = n,
+                    _ => {
+                        return Err(format!(
+                            "--processors `{value}`: expected 1..={MAX_PROBE_PROCESSORS} processors"
+                        ))
+                    }
+                }
+            }
+            "--iterations" => {
+                let value = it.next().ok_or("--iterations needs a number of rounds")?;
+                match value.parse::<u64>() {
+                    Ok(n) if (1..=MAX_PROBE_ITERATIONS).contains(&n) => iterations = Some(n),
+                    _ => {
+                        return Err(format!(
+                            "--iterations `{value}`: expected 1..={MAX_PROBE_ITERATIONS} rounds"
+                        ))
+                    }
                 }
             }
             _ => words.push(a),
@@ -621,11 +686,17 @@ pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
         return Err(format!("unknown bench `{bench}`, expected one of {}", benches.join(", ")));
     };
     let policy = policy.parse::<Policy>().map_err(|e| e.to_string())?;
-    Ok(ProbeArgs { shape, policy, quick, group })
+    Ok(ProbeArgs { shape, policy, quick, group, iterations, processors })
 }
 
 /// The largest `--group` of the probe: every ULT of a full run in one group.
 const MAX_PROBE_GROUP: usize = 1024;
+
+/// The largest `--iterations` of the probe (those of a timed `no_locality` pass, and more).
+const MAX_PROBE_ITERATIONS: u64 = 10_000;
+
+/// The most `--processors` of the probe.
+const MAX_PROBE_PROCESSORS: usize = 256;
 
 // ---- the workload ----
 
@@ -707,6 +778,39 @@ fn elite_sweeps(
     }
     let (elapsed, answer) = rt.block_on(|| pass(&sets, shape, group, ults, iterations))?;
     crate::workloads::record_auto(&rt);
+    Ok(Sample::per_op(elapsed, ults as u64 * iterations, answer))
+}
+
+/// An `order/*` row's sample ([`ORDER_SYSTEMS`]): `ults` working sets of `shape` in groups of
+/// `group`, each group swept for `iterations` rounds in index order, or (`reverse`) in the
+/// reverse of the previous round's order; after an untimed pass of [`WARM_ITERATIONS`].
+fn ordered_sweeps(
+    shape: &'static Shape,
+    group: usize,
+    ults: usize,
+    iterations: u64,
+    reverse: bool,
+) -> Result<Sample, String> {
+    let sets = working_sets(shape, ults);
+    let pass = |iterations: u64| {
+        let start = Instant::now();
+        let mut sum = 0u64;
+        for members in sets.chunks(group) {
+            for round in 0..iterations {
+                if reverse && round % 2 == 1 {
+                    sum += members.iter().rev().map(WorkingSet::sweep).sum::<u64>();
+                } else {
+                    sum += members.iter().map(WorkingSet::sweep).sum::<u64>();
+                }
+            }
+        }
+        (start.elapsed(), sum)
+    };
+    let (_, warm) = pass(WARM_ITERATIONS);
+    if warm != shape.answer(ults, WARM_ITERATIONS) {
+        return Err(format!("wrong answer {warm} in the untimed pass"));
+    }
+    let (elapsed, answer) = pass(iterations);
     Ok(Sample::per_op(elapsed, ults as u64 * iterations, answer))
 }
 
@@ -806,6 +910,16 @@ mod tests {
                 let sample = elite_sweeps(&policy, processors, shape, 16, 70, 3).expect("runs");
                 assert_eq!(sample.answer, shape.answer(70, 3), "{name}, {processors} processors");
             }
+        }
+    }
+
+    #[test]
+    fn ordered_sweeps_answer_right_in_either_order() {
+        // 70 working sets in groups of 16 (the last has 6), 3 rounds.
+        let shape: &'static Shape = &NO_LOCALITY;
+        for reverse in [false, true] {
+            let sample = ordered_sweeps(shape, 16, 70, 3, reverse).expect("runs");
+            assert_eq!(sample.answer, shape.answer(70, 3), "reverse: {reverse}");
         }
     }
 
