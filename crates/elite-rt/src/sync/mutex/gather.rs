@@ -56,8 +56,11 @@
 //! `Processor::send_home`, here.
 //!
 //! Between threads: the lock's state (its `Saturation` but for the holder-only `last_sample`,
-//! and the bounce count) is written only by the lock's holder, so the lock orders its writers;
-//! contenders read it as hints (`Relaxed`): a stale read moves a contender once too often or too
+//! and the bounce count) is written only by the lock's holder, so the lock orders its writers,
+//! but for one store: a contender that finds the `saturated` mark set and its last sign older
+//! than the window clears it (`Mutex::home_elsewhere`), as the next sample would; racing with a
+//! sample that sets it, it may undo that one, and the sample after sets it again. Contenders
+//! read it all as hints (`Relaxed`): a stale read moves a contender once too often or too
 //! rarely, and never touches exclusion, which stays the state word's alone. A processor's name
 //! in `Remote::name` is written once, before the processor runs anything, and a reader that
 //! misses it finds no home: no move. `Pauses` is its processor's alone; `UltMarks` belong to the
@@ -222,12 +225,19 @@ impl<T: ?Sized> Mutex<T> {
         me != 0 && self.cold.saturation.saturated.load(Ordering::Relaxed) && self.home_elsewhere(me)
     }
 
-    /// [`Mutex::gathers_elsewhere`] of a lock marked saturated: whether its saturation is recent
-    /// and its home another processor than `me`.
+    /// [`Mutex::gathers_elsewhere`] of a lock marked saturated: whether its saturation is recent,
+    /// its home another processor than `me`, and the caller one that may move there (a ULT, not
+    /// pinned, of a runtime that gathers).
     #[cold]
     #[inline(never)]
     fn home_elsewhere(&self, me: usize) -> bool {
         if !self.home().is_some_and(|(home, _)| home != me) {
+            return false;
+        }
+        // Only a caller that may move ([`gather_to`]'s standing reasons): in a runtime that does
+        // not gather, or as a pinned ULT, it takes the lock where it is, without the detour.
+        let Some(p) = current_processor() else { return false };
+        if !p.gather_locks || p.current_ult().is_none_or(|u| u.tcb().head.pinned.get()) {
             return false;
         }
         if self.saturated() {
