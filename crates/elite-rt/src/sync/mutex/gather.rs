@@ -231,7 +231,7 @@ impl<T: ?Sized> Mutex<T> {
     #[cold]
     #[inline(never)]
     fn home_elsewhere(&self, me: usize) -> bool {
-        if !self.home().is_some_and(|(home, _)| home != me) {
+        if self.home().is_none_or(|(home, _)| home == me) {
             return false;
         }
         // Only a caller that may move ([`gather_to`]'s standing reasons): in a runtime that does
