@@ -318,6 +318,20 @@ impl LockWord {
     /// `bounced` runs, after the lock is taken.
     #[inline(always)]
     pub(crate) fn lock_fast(&self, me: usize, bounced: impl FnOnce()) -> bool {
+        self.lock_fast_unless(me, bounced, || false)
+    }
+
+    /// [`LockWord::lock_fast`], but off the owner's path `defer` is asked first, and when it says
+    /// so nothing is tried: false, as for a held lock (the caller takes its contended path;
+    /// `sync::mutex::gather` moves a saturated lock's contenders there). A refusal changes
+    /// nothing in the word, as a spurious failure of the weak CAS would not.
+    #[inline(always)]
+    pub(crate) fn lock_fast_unless(
+        &self,
+        me: usize,
+        bounced: impl FnOnce(),
+        defer: impl FnOnce() -> bool,
+    ) -> bool {
         if self.owner.load(Ordering::Relaxed) == me {
             let take = |s: u16| {
                 if s & !BIASED == 0 {
@@ -333,12 +347,15 @@ impl LockWord {
         }
         // (Laid out of the owner's way: the unbiased lock costs an atomic anyway.)
         cold_path();
-        self.lock_unbiased(me, bounced)
+        self.lock_unbiased(me, bounced, defer)
     }
 
-    /// [`LockWord::lock_fast`] for anyone but the owner.
+    /// [`LockWord::lock_fast_unless`] for anyone but the owner.
     #[inline(never)]
-    fn lock_unbiased(&self, me: usize, bounced: impl FnOnce()) -> bool {
+    fn lock_unbiased(&self, me: usize, bounced: impl FnOnce(), defer: impl FnOnce() -> bool) -> bool {
+        if defer() {
+            return false;
+        }
         if self.state.compare_exchange_weak(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             if self.count_streak(me) {
                 bounced();

@@ -29,11 +29,14 @@
 //!   saturation was first seen (kept for the lock's life). A first owner, or such a holder, of
 //!   another runtime (a `static` lock used by runtimes in turn) names no processor of the
 //!   caller's: no move, for the lock's life.
-//! * **The move.** A ULT that enters the contended path of a saturated lock that is biased to
-//!   another processor, or held while its home is another processor, switches out and is pushed
-//!   on the home's wake-up stack ([`gather_to`]), then takes the lock there (an acquisition
-//!   neither counted nor measured as one that waited): instead of spinning on a line that moves,
-//!   or revoking a bias. At most once per `lock` call and per 100 µs per ULT (two saturated
+//! * **The move.** A ULT on another processor than the home of a saturated lock, whether it
+//!   finds the lock held, biased to the home, or free, switches out and is pushed on the home's
+//!   wake-up stack ([`gather_to`]), then takes the lock there (an acquisition neither counted
+//!   nor measured as one that waited): instead of spinning on a line that moves, revoking a
+//!   bias, or moving the line once more. A free lock counts too: a saturated lock's critical
+//!   sections are short, so it is mostly found free, and a contender that took it where it
+//!   stands would never move (so `Mutex::lock` asks [`Mutex::gathers_elsewhere`] before its
+//!   unbiased CAS, and takes the contended path to move). At most once per `lock` call and per 100 µs per ULT (two saturated
 //!   locks with two homes would otherwise move a ULT that takes them in turn at every call);
 //!   never an OS thread, a pinned ULT, in a `central` runtime, or to a parked home (the lock is
 //!   not busy there, and waking it costs more). The move bypasses the policy's wake target. The
@@ -53,8 +56,11 @@
 //! `Processor::send_home`, here.
 //!
 //! Between threads: the lock's state (its `Saturation` but for the holder-only `last_sample`,
-//! and the bounce count) is written only by the lock's holder, so the lock orders its writers;
-//! contenders read it as hints (`Relaxed`): a stale read moves a contender once too often or too
+//! and the bounce count) is written only by the lock's holder, so the lock orders its writers,
+//! but for one store: a contender that finds the `saturated` mark set and its last sign older
+//! than the window clears it (`Mutex::home_elsewhere`), as the next sample would; racing with a
+//! sample that sets it, it may undo that one, and the sample after sets it again. Contenders
+//! read it all as hints (`Relaxed`): a stale read moves a contender once too often or too
 //! rarely, and never touches exclusion, which stays the state word's alone. A processor's name
 //! in `Remote::name` is written once, before the processor runs anything, and a reader that
 //! misses it finds no home: no move. `Pauses` is its processor's alone; `UltMarks` belong to the
@@ -208,6 +214,51 @@ impl<T: ?Sized> Mutex<T> {
         (ticks().wrapping_sub(recent) as i64) < gather_ticks().1 as i64
     }
 
+    /// Whether a caller on processor `me` that found the lock unbiased leaves it alone and takes
+    /// the contended path, to move to the lock's home there: the lock is saturated and its home
+    /// is another processor. Taking it here, even free, would move its line once more (a
+    /// saturated lock is seldom found held: its critical sections are short, and its contenders
+    /// would never take the contended path, where they move). One relaxed load while the lock
+    /// is not saturated.
+    #[inline(always)]
+    pub(super) fn gathers_elsewhere(&self, me: usize) -> bool {
+        me != 0 && self.cold.saturation.saturated.load(Ordering::Relaxed) && self.home_elsewhere(me)
+    }
+
+    /// [`Mutex::gathers_elsewhere`] of a lock marked saturated: whether its saturation is recent,
+    /// its home another processor than `me`, and the caller one that may move there (a ULT, not
+    /// pinned, of a runtime that gathers).
+    #[cold]
+    #[inline(never)]
+    fn home_elsewhere(&self, me: usize) -> bool {
+        if self.home().is_none_or(|(home, _)| home == me) {
+            return false;
+        }
+        // Only a caller that may move ([`gather_to`]'s standing reasons): in a runtime that does
+        // not gather, or as a pinned ULT, it takes the lock where it is, without the detour.
+        let Some(p) = current_processor() else { return false };
+        if !p.gather_locks || p.current_ult().is_none_or(|u| u.tcb().head.pinned.get()) {
+            return false;
+        }
+        if self.saturated() {
+            return true;
+        }
+        // Lapsed: as the next sample would, mark it so, and the callers of the unbiased path
+        // stop asking the clock (a hint like the mark itself: a sample that sets it again
+        // meanwhile is undone at worst, and shown again by the next).
+        self.cold.saturation.saturated.store(false, Ordering::Relaxed);
+        false
+    }
+
+    /// The lock's home (module docs, "Home"), and whether the word is biased to it; none yet.
+    #[inline]
+    fn home(&self) -> Option<(usize, bool)> {
+        self.state.home().or_else(|| match self.cold.saturation.home.load(Ordering::Relaxed) {
+            0 => None,
+            h => Some((h, false)),
+        })
+    }
+
     /// The one move of a `lock` call, while `may_move` (cleared once the rule has decided,
     /// whichever way): moves as [`Mutex::gather`] says, and takes the lock at the home if it is
     /// free there. True if it took it.
@@ -221,20 +272,16 @@ impl<T: ?Sized> Mutex<T> {
         moved && self.state.lock_fast(here(), || self.bounced())
     }
 
-    /// The gathering rule of a saturated lock, for a caller on processor `me`: if the lock is
-    /// biased to another processor, or held while its home is another processor, move there.
+    /// The gathering rule of a saturated lock, for a caller on processor `me`: if its home is
+    /// another processor, move there.
     /// `None`: no reason to move now; `Some(true)`: moved (the caller runs on the home now);
     /// `Some(false)`: no move for the rest of this call (an OS thread, a pinned ULT, one that
     /// moved less than 100 µs ago, gathering off, or a home that is parked or no processor of
     /// the caller's runtime).
     #[inline]
     fn gather(&self, me: usize) -> Option<bool> {
-        let (home, biased) =
-            self.state.home().or_else(|| match self.cold.saturation.home.load(Ordering::Relaxed) {
-                0 => None,
-                h => Some((h, false)),
-            })?;
-        if home == me || !(biased || self.state.is_held()) {
+        let (home, _) = self.home()?;
+        if home == me {
             return None;
         }
         let (_, _, min_gap) = gather_ticks();

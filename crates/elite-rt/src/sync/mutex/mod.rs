@@ -13,8 +13,10 @@
 //! caller's processor, looked up again each time (a ULT may have moved since the last one: a
 //! holder that moved unlocks as a stranger, revoking the bias). `lock` and `try_lock` charge the
 //! cooperative budget (`processor::budget`) before any of this, with the processor they look up
-//! for the word anyway (again after the budget's yield). Anything else goes to the slow
-//! paths:
+//! for the word anyway (again after the budget's yield). Off the owner's path, `lock` asks
+//! the gathering first (one relaxed load while the lock is not saturated): a saturated lock whose
+//! home is another processor is not taken there, even free; the caller takes the slow path, to
+//! move (`gather`). Anything else goes to the slow paths:
 //!
 //! ```text
 //! lock, slow:   spin phase (the spin policy's, exponential backoff): try_lock; stop spinning
@@ -134,8 +136,8 @@ struct Cold {
 /// time moving between the cores' caches; once it does (its line changes processors less than
 /// two of the host's line round trips apart on average, as measured when the first runtime
 /// started: see [`HostCosts`](super::HostCosts)), its contenders **gather** on one processor: a
-/// ULT that finds it held, or biased to another processor, moves to the lock's home processor and
-/// takes it there, and the processor it left pauses its stealing (at most 2 ms at a time) rather
+/// ULT that takes it on another processor moves to the lock's home processor first and takes it
+/// there, and the processor it left pauses its stealing (at most 2 ms at a time) rather
 /// than take such ULTs back. The lock stays saturated until its bounces come more than four times
 /// that apart, or none came for 10 ms. [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
 /// turns this off; pinned ULTs and OS threads never move.
@@ -227,7 +229,8 @@ impl<T: ?Sized> Mutex<T> {
     /// Locking a mutex the caller already holds deadlocks, as with std.
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
-        if !self.state.lock_fast(here_charged(|| self.state.is_held()), || self.bounced()) {
+        let me = here_charged(|| self.state.is_held());
+        if !self.state.lock_fast_unless(me, || self.bounced(), || self.gathers_elsewhere(me)) {
             self.lock_contended();
         }
         self.guard()

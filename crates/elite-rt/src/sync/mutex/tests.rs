@@ -399,8 +399,8 @@ mod gathering {
     }
 
     /// What a test ULT on processor `from` of a 2-processor runtime finds: `m` saturated, its
-    /// home the other processor, held (by the test's OS thread); it locks `m` and returns the
-    /// processor it holds the lock on.
+    /// home the other processor (and held by the test's OS thread, or free, as the test chose);
+    /// it locks `m` and returns the processor it holds the lock on.
     fn contend_from_elsewhere(m: &Mutex<u64>) -> usize {
         m.cold.saturation.home.store(other_processor_name(), Ordering::Relaxed);
         m.cold.saturation.saturated.store(true, Ordering::Relaxed);
@@ -411,13 +411,14 @@ mod gathering {
     }
 
     /// Runs [`contend_from_elsewhere`] in a ULT spawned by `spawn` on `rt` while this OS thread
-    /// holds the lock, releases it once the runtime has counted `moves` moves (or the ULT is
+    /// holds the lock (if `held`; else the lock is free all along), releases it once the runtime has counted `moves` moves (or the ULT is
     /// blocked or spinning, after 50 ms, when no move is expected); returns the processor the
     /// ULT started on, the one it took the lock on, and the runtime's counts of moves and of
     /// pauses of stealing. Eight ULTs that only yield keep both processors busy meanwhile (a
     /// parked processor is no home to move to).
     fn run_contender(
         rt: &crate::Runtime,
+        held: bool,
         moves: u64,
         spawn: impl FnOnce(Box<dyn FnOnce() -> usize + Send>) -> crate::JoinHandle<usize>,
     ) -> (usize, usize, u64, u64) {
@@ -433,7 +434,7 @@ mod gathering {
             })
             .collect();
         let m = Arc::new(Mutex::new(0u64));
-        let g = m.lock().unwrap();
+        let g = held.then(|| m.lock().unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
         let m2 = m.clone();
         let h = spawn(Box::new(move || {
@@ -466,7 +467,7 @@ mod gathering {
     #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
     fn a_contender_of_a_saturated_lock_moves_to_its_home() {
         let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
-        let (from, at, moves, _) = run_contender(&rt, 1, |f| rt.spawn(f));
+        let (from, at, moves, _) = run_contender(&rt, true, 1, |f| rt.spawn(f));
         assert_eq!(moves, 1, "one move");
         assert_eq!(at, 1 - from, "it holds the lock on the home processor");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -474,6 +475,18 @@ mod gathering {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(rt.stats().processors[from].steal_pauses > 0, "the processor it left paused stealing");
+    }
+
+    /// A saturated lock is mostly found free (its critical sections are short): a ULT that
+    /// finds it free, and its home another processor, moves there all the same and takes it
+    /// there, rather than move its line once more.
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_contender_of_a_saturated_lock_moves_even_when_it_is_free() {
+        let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
+        let (from, at, moves, _) = run_contender(&rt, false, 1, |f| rt.spawn(f));
+        assert_eq!(moves, 1, "one move");
+        assert_eq!(at, 1 - from, "it takes the lock on the home processor");
     }
 
     /// No move for a pinned ULT, in a runtime built with `gather_locks(false)`, or for a lock
@@ -485,10 +498,10 @@ mod gathering {
         let pinned = |f: Box<dyn FnOnce() -> usize + Send>| {
             crate::Builder::new().pinned(true).spawn_on(&rt, f).unwrap()
         };
-        let (from, at, moves, _) = run_contender(&rt, 0, pinned);
+        let (from, at, moves, _) = run_contender(&rt, true, 0, pinned);
         assert_eq!((moves, at), (0, from), "a pinned ULT stays");
         let off = crate::Runtime::builder().processors(2).gather_locks(false).no_chaos().build().unwrap();
-        let (_, _, moves, pauses) = run_contender(&off, 0, |f| off.spawn(f));
+        let (_, _, moves, pauses) = run_contender(&off, true, 0, |f| off.spawn(f));
         assert_eq!((moves, pauses), (0, 0), "gathering off");
         let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
         let m = Arc::new(Mutex::new(0u64));
