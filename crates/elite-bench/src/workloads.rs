@@ -22,16 +22,46 @@ pub fn elite_runtime(processors: usize) -> Result<elite_rt::Runtime, String> {
     build_runtime(elite_rt::Runtime::builder().processors(processors))
 }
 
+/// The system of `auto` started warm: [`warm_auto`]'s policy, whose runtimes remember their
+/// explorations from one sample to the next (`elite/auto` starts every sample cold).
+pub const AUTO_WARM: &str = "elite/auto+warm";
+
+/// `auto` with the default settings, remembering its explorations under `key`
+/// ([`elite_rt::policy::Auto::remember`]) for the rest of this process: each sample but those
+/// before its first exploration starts from the choice of the samples before it. The key names
+/// the bench and its workload; the memory is also kept apart per processor count.
+pub fn warm_auto(key: String) -> elite_rt::policy::Policy {
+    let auto = elite_rt::policy::Auto::new();
+    // (A key of 1..=256 bytes, which the suites' keys are.)
+    let auto = auto.clone().remember(key).unwrap_or(auto);
+    elite_rt::policy::Policy::auto_with(auto)
+}
+
 /// For a runtime under `auto`: records what it did as side values of the sample (nothing for
-/// another policy): `auto_explorations`, the explorations it made, and `auto_choice`, the index
+/// another policy): `auto_explorations`, the explorations it made, `auto_choice`, the index
 /// among its candidates of the policy in force at the end (with the default candidates: 0
-/// no-affinity, 1 virtual-time, 2 reload-transient, 3 gravity; -1 for none of them).
+/// no-affinity, 1 virtual-time, 2 reload-transient, 3 gravity; -1 for none of them), and
+/// `auto_warm_start`, 1 where it started from a remembered choice (`elite/auto+warm` after its
+/// first exploration), else 0.
 pub fn record_auto(rt: &elite_rt::Runtime) {
     let Some(auto) = rt.policy().auto_settings() else { return };
     let stats = rt.stats();
-    let explorations = stats.auto.iter().filter(|d| d.reason != elite_rt::policy::AutoReason::Start).count();
+    record_auto_decisions(auto, &stats.auto, stats.policy);
+}
+
+/// [`record_auto`] from `auto`'s settings, its `decisions` and the policy in force at the end.
+pub fn record_auto_decisions(
+    auto: &elite_rt::policy::Auto,
+    decisions: &[elite_rt::policy::AutoDecision],
+    in_force: &str,
+) {
+    use elite_rt::policy::AutoReason;
+    let explorations =
+        decisions.iter().filter(|d| !matches!(d.reason, AutoReason::Start | AutoReason::Remembered)).count();
     crate::harness::record_side("auto_explorations", explorations as f64);
-    let chosen = auto.candidate_policies().iter().position(|p| p.name() == stats.policy);
+    let warm = decisions.iter().any(|d| d.reason == AutoReason::Remembered);
+    crate::harness::record_side("auto_warm_start", if warm { 1.0 } else { 0.0 });
+    let chosen = auto.candidate_policies().iter().position(|p| p.name() == in_force);
     crate::harness::record_side("auto_choice", chosen.map_or(-1.0, |i| i as f64));
 }
 

@@ -273,6 +273,8 @@ pub struct Measurement {
     pub error_bound: f64,
     /// The runtime's counters over the whole run (spawn to join), all processors added.
     pub stats: ProcessorStats,
+    /// Under `auto`, its decisions ([`elite_rt::RuntimeStats::auto`]); empty otherwise.
+    pub auto: Vec<elite_rt::policy::AutoDecision>,
 }
 
 impl Measurement {
@@ -326,6 +328,7 @@ impl Measurement {
             error: problem.error(&s.values),
             error_bound: problem.inverse_norm_bound().map_or(f64::INFINITY, |n| n * residual_bound),
             stats,
+            auto: Vec::new(),
         }
     }
 }
@@ -338,6 +341,21 @@ pub fn measure(
     config: &Config,
     on_start: impl FnOnce(Monitor),
 ) -> Result<Measurement, RunError> {
+    let policy = runtime_builder(&config.policy)?;
+    measure_with(problem, options, config, policy, on_start)
+}
+
+/// [`measure`] on a runtime built from `builder` (such as one of `auto` with settings of its
+/// own, [`elite_rt::policy::Auto::remember`]) instead of from `config.policy`, which then only
+/// names what ran; the other settings of `config` (processors, prefetch) are applied as in
+/// [`measure`].
+pub fn measure_with(
+    problem: &Problem,
+    options: &SolveOptions,
+    config: &Config,
+    builder: elite_rt::RuntimeBuilder,
+    on_start: impl FnOnce(Monitor),
+) -> Result<Measurement, RunError> {
     if config.prefetch && !PREFETCH_AVAILABLE {
         return Err(RunError::Unavailable("elite-rt has no prefetch of declared data yet".into()));
     }
@@ -348,7 +366,7 @@ pub fn measure(
             return Err(RunError::TooManyUlts { ults: solver.patches(), max, at_least: false });
         }
     }
-    let rt = runtime_builder(&config.policy)?
+    let rt = builder
         .prefetch(config.prefetch)
         .processors(config.processors)
         .stack_size(STACK_SIZE)
@@ -357,9 +375,12 @@ pub fn measure(
     let ults = solver.patches();
     on_start(solver.monitor());
     let solution = solver.solve(&rt)?;
-    let stats = rt.stats().total();
+    let all = rt.stats();
     drop(rt);
-    Ok(Measurement::checked(problem, config.clone(), ults, solution, stats, options.tolerance))
+    let stats = all.total();
+    let mut m = Measurement::checked(problem, config.clone(), ults, solution, stats, options.tolerance);
+    m.auto = all.auto;
+    Ok(m)
 }
 
 /// The sequential reference: Gauss-Seidel sweeps in Morton order on one OS thread, without ULTs,

@@ -203,3 +203,78 @@ fn auto_explores_every_candidate_and_settles() {
         assert!(format!("{stats}").contains("auto "), "the stats print the decisions");
     });
 }
+
+/// `Auto::remember`: once a runtime explored, the next one with the same key, candidates and
+/// processor count starts warm, with the remembered choice in force at once and no exploration;
+/// another processor count, or another key, starts cold.
+#[test]
+fn auto_remembers_its_choice_for_the_next_runtime() {
+    use elite_rt::policy::{Auto, ProgressUnit};
+    hang_guard(120, "auto remember", || {
+        let key = "set_policy tests: auto_remembers_its_choice_for_the_next_runtime";
+        let auto = Auto::new()
+            .candidates([Policy::no_affinity(), Policy::virtual_time()])
+            .and_then(|a| a.budget(0.5))
+            .and_then(|a| a.remember(key))
+            .unwrap();
+        assert_eq!(auto.memory_key(), Some(key));
+        let build = |processors: usize, auto: &Auto| {
+            Runtime::builder()
+                .processors(processors)
+                .no_chaos()
+                .policy(Policy::auto_with(auto.clone()))
+                .build()
+                .unwrap()
+        };
+        // A busy first runtime, until it explored.
+        let rt = build(2, &auto);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let h = rt.spawn(move || {
+            let workers: Vec<_> = (0..8)
+                .map(|_| {
+                    let stop = stop2.clone();
+                    elite_rt::spawn(move || {
+                        while !stop.load(SeqCst) {
+                            elite_rt::progress(1);
+                            elite_rt::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().for_each(|w| w.join().unwrap());
+        });
+        common::wait_until(60, "an explored decision", || {
+            rt.stats().auto.iter().any(|d| d.reason == AutoReason::Explored)
+        });
+        stop.store(true, SeqCst);
+        h.join().unwrap();
+        let explored = rt.stats().auto.iter().find(|d| d.reason == AutoReason::Explored).unwrap().clone();
+        drop(rt);
+
+        // The next one (idle: nothing to explore on) starts from that choice.
+        let rt = build(2, &auto);
+        common::wait_until(30, "the remembered decision", || rt.stats().auto.len() >= 2);
+        let stats = rt.stats();
+        let d = &stats.auto[1];
+        assert_eq!((d.reason, d.policy), (AutoReason::Remembered, explored.policy), "{stats}");
+        assert_eq!(d.unit, ProgressUnit::Relative);
+        let names: Vec<&str> = d.rates.iter().map(|r| r.0).collect();
+        assert_eq!(names, ["no-affinity", "virtual-time"]);
+        assert!(d.rates.iter().all(|r| r.1 > 0.0 && r.1 <= 1.0), "fractions of the best: {d}");
+        assert!(format!("{d}").contains("(remembered)"), "{d}");
+        assert_eq!(rt.stats().policy, explored.policy, "in force at once");
+        drop(rt);
+
+        // Not for another processor count, nor another key.
+        let rt = build(1, &auto);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(rt.stats().auto.iter().all(|d| d.reason == AutoReason::Start), "{}", rt.stats());
+        drop(rt);
+        let other = auto.clone().remember("set_policy tests: another key").unwrap();
+        let rt = build(2, &other);
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(rt.stats().auto.iter().all(|d| d.reason == AutoReason::Start), "{}", rt.stats());
+        assert_eq!(rt.stats().policy, "no-affinity");
+    });
+}

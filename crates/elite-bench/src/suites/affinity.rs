@@ -3,18 +3,24 @@
 //!
 //! | bench | what one operation is | metric | processors | systems |
 //! | --- | --- | --- | --- | --- |
-//! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, elite/auto, go |
-//! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies, elite/auto |
+//! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, elite/auto, elite/auto+warm, go |
+//! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies, elite/auto, elite/auto+warm |
 //! | `synthetic_1024` (`order/*`) | the same sweeps in plain loops, no runtime: the ceiling of ordering ([`ORDER_SYSTEMS`]) | ops_per_sec | 1 | order/fixed, order/reversed |
-//! | `synthetic_1024_fixed` | `synthetic_1024` with groups of a fixed size (48), whatever the machine's cache | ops_per_sec | 1, 2 | the four policies, elite/auto |
+//! | `synthetic_1024_fixed` | `synthetic_1024` with groups of a fixed size (48), whatever the machine's cache | ops_per_sec | 1, 2 | the four policies, elite/auto, elite/auto+warm |
 //! | `synthetic_1024`, `synthetic_1024_ll1m` (`--cachegrind`) | simulated last-level misses of one run, with a 2 MiB and a 1 MiB last level | ll_misses | 1 | the four policies |
 //!
 //! `elite/auto` rows (each bench, at each processor count) run the runtime under
 //! `Policy::auto()`, which picks among its candidates while the sample runs; their side rows
 //! `auto_explorations` (explorations made) and `auto_choice` (the candidate in force at the end:
 //! 0 no-affinity, 1 virtual-time, 2 reload-transient, 3 gravity) say what it did. Each sample is
-//! a fresh runtime, so `auto` starts from scratch in each; a sample shorter than about 1.4 s is
-//! never explored (its budget, see `elite_rt::policy::auto`) and runs under no-affinity.
+//! a fresh runtime, so `elite/auto` starts *cold* in each: it explores as soon as the sample
+//! makes progress, and pays that exploration in every sample. `elite/auto+warm` runs `auto`
+//! remembering its explorations under a key per bench (`elite_rt::policy::Auto::remember`; the
+//! memory is also kept apart per processor count): from the sample after its first exploration
+//! on (the warm-up round's included), a sample starts from the choice of those before it, and
+//! re-checks only when the budget allows over the samples together. Its rows say so:
+//! `params.auto_memory` is true (false on `elite/auto`), and the side row `auto_warm_start` is
+//! the share of samples that started warm (1) rather than cold (0).
 //!
 //! `elite/<policy>` is the elite runtime built with `.policy(<policy>)` and the default counter
 //! source (the hardware counter where there is one, the estimator otherwise; on the build
@@ -158,9 +164,10 @@
 //! `synthetic_1024`; at 1 processor at least 30% fewer simulated LL misses with either
 //! simulated last level (`--cachegrind`);
 //! every policy ahead of Go (1 and 2 processors); in `no_locality` every policy at least 0.95x
-//! No Affinity's rate; `elite/auto` within 5% of every fixed policy and at least 0.97x No
-//! Affinity's. The `order/*` rows have none: `order/reversed` over `order/fixed` is the most a
-//! scheduling order can gain on the machine, the ceiling to read the 1.3x target against.
+//! No Affinity's rate; `elite/auto` and `elite/auto+warm` each within 5% of every fixed policy
+//! and at least 0.97x No Affinity's. The `order/*` rows have none: `order/reversed` over
+//! `order/fixed` is the most a scheduling order can gain on the machine, the ceiling to read the
+//! 1.3x target against.
 
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -175,7 +182,7 @@ use super::Context;
 use crate::cachegrind;
 use crate::harness::{Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
 use crate::peers::{sample_line, PeerArgs};
-use crate::workloads::{build_runtime, elite_join};
+use crate::workloads::{build_runtime, elite_join, warm_auto, AUTO_WARM};
 
 /// This suite's name.
 const SUITE: &str = "affinity";
@@ -200,14 +207,15 @@ const SYSTEMS: [(&str, &str); 5] = [
 const AUTO: &str = "elite/auto";
 
 /// `auto`'s targets (issue 19): within 5% of each fixed policy of the run (so of the best), and
-/// never more than 3% below No Affinity, at each processor count in `processors`.
+/// never more than 3% below No Affinity, at each processor count in `processors`; for both its
+/// rows, started cold (`elite/auto`) and warm (`elite/auto+warm`).
 pub(crate) fn auto_targets(fixed: &'static [&'static str], processors: &[usize]) -> Vec<Target> {
     let mut targets = Vec::new();
     for &p in processors {
         for &baseline in fixed {
             let bound = if baseline == "elite/no-affinity" { 0.97 } else { 0.95 };
             targets.push(Target::Relative {
-                subject: Subject::Each(&[AUTO]),
+                subject: Subject::Each(&[AUTO, AUTO_WARM]),
                 baseline,
                 processors: p,
                 bound: Bound::AtLeast(bound),
@@ -418,11 +426,20 @@ fn sweep_bench(
     let mut contenders = Vec::new();
     for &p in processors {
         for (policy, system) in policies {
-            let policy = policy.clone();
             let expected = shape.answer(sizes.ults, sizes.iterations);
-            contenders.push(Contender::new(system, params(p, sizes.iterations), expected, move || {
-                elite_sweeps(&policy, p, shape, group, sizes.ults, sizes.iterations)
-            }));
+            let mut runs = vec![(policy.clone(), *system)];
+            if *system == AUTO {
+                runs.push((warm_auto(format!("elite-bench affinity {name}")), AUTO_WARM));
+            }
+            for (policy, system) in runs {
+                let mut params = params(p, sizes.iterations);
+                if policy.is_auto() {
+                    params = params.with_flag("auto_memory", system == AUTO_WARM);
+                }
+                contenders.push(Contender::new(system, params, expected, move || {
+                    elite_sweeps(&policy, p, shape, group, sizes.ults, sizes.iterations)
+                }));
+            }
         }
     }
     let mut targets = Vec::new();

@@ -4,7 +4,7 @@
 //!
 //! | bench | one operation | metric | processors | systems |
 //! | --- | --- | --- | --- | --- |
-//! | `adaptive_grid` | one smoothing operation (the relaxation of one unknown) | ops_per_sec | 1, 2 (`sequential`: 1) | `sequential`, `rayon`, `elite/<policy>`, `elite/<policy>+prefetch` (`auto` among the policies) |
+//! | `adaptive_grid` | one smoothing operation (the relaxation of one unknown) | ops_per_sec | 1, 2 (`sequential`: 1) | `sequential`, `rayon`, `elite/<policy>`, `elite/<policy>+prefetch` (`auto` among the policies), `elite/auto+warm` |
 //! | `adaptive_grid` (side rows) | the solve's time and its relaxations per cell, per run | `solve_s`, `relaxations_per_cell` | the same | the same |
 //! | `adaptive_grid` (`--cachegrind`) | simulated last-level misses of one solve | ll_misses | 1 | the elite systems |
 //!
@@ -57,8 +57,18 @@
 //! 1/1.15 of the sequential reference's rate at 1 processor and 1/0.75 at 2, and at least the
 //! rayon peer's at 2; and those of issue 5, the best affinity policy at least 1.3x
 //! `no-affinity`'s at 1 and at 2 processors (printed with and without prefetch counted); and
-//! `elite/auto` within 5% of each fixed policy's rate and at least 0.97 of `no-affinity`'s, at
-//! each processor count (the solve reports its relaxations to `auto` with `elite_rt::progress`).
+//! `elite/auto` and `elite/auto+warm` each within 5% of each fixed policy's rate and at least
+//! 0.97 of `no-affinity`'s, at each processor count (the solve reports its relaxations to
+//! `auto` with `elite_rt::progress`).
+//!
+//! `elite/auto` starts cold in every sample (a fresh runtime, which explores at its first
+//! progress: a large share of a solve of a few tenths of a second). `elite/auto+warm` (without
+//! prefetch only) remembers its explorations under a key naming the bench, size and patch
+//! (`elite_rt::policy::Auto::remember`, kept apart per processor count): from the sample after
+//! its first exploration on, a sample starts from the choice of the samples before it.
+//! `params.auto_memory` tells the two apart; both carry the side rows `auto_explorations`,
+//! `auto_choice` and `auto_warm_start` (1 for a sample that started warm); see
+//! `elite-bench`'s `workloads::record_auto`.
 //! A miss does not fail the run, a wrong answer does.
 
 use std::process::ExitCode;
@@ -66,8 +76,8 @@ use std::rc::Rc;
 
 use elite_grid::active::SolveOptions;
 use elite_grid::experiment::{
-    check_ults, choose_patch, measure, measure_rayon, measure_sequential, runtime_builder, Config,
-    Measurement, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE, RAYON, SEQUENTIAL,
+    check_ults, choose_patch, measure, measure_rayon, measure_sequential, measure_with, runtime_builder,
+    Config, Measurement, Model, BASELINE, POLICIES, PREFETCH_AVAILABLE, RAYON, SEQUENTIAL,
 };
 use elite_grid::layout::MAX_PATCH;
 use elite_grid::matrix::Problem;
@@ -76,6 +86,8 @@ use super::Context;
 use crate::cachegrind;
 use crate::harness::{record_side, Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
 use crate::peers::sample_line;
+use crate::workloads::{record_auto_decisions, warm_auto, AUTO_WARM};
+use elite_rt::policy::Policy;
 
 /// The child command that runs one solve (for cachegrind).
 pub const PROBE_COMMAND: &str = "grid-probe";
@@ -126,6 +138,7 @@ const ALL_ELITE: &[&str] = &[
     "elite/gravity",
     "elite/gravity+prefetch",
     "elite/auto",
+    "elite/auto+warm",
     "elite/auto+prefetch",
 ];
 
@@ -199,14 +212,27 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         for &(policy, plain, with_prefetch) in &systems {
             for &pf in prefetch {
                 let config = Config { policy: policy.to_string(), prefetch: pf, processors: p };
-                let (problem, options) = (Rc::clone(&problem), Rc::clone(&options));
                 let system = if pf { with_prefetch } else { plain };
-                contenders.push(Contender::new(
-                    system,
-                    params(p, ults, pf),
-                    problem.len() as u64,
-                    move || solve_once(&problem, &options, &config),
-                ));
+                let mut row = params(p, ults, pf);
+                if policy == "auto" {
+                    row = row.with_flag("auto_memory", false);
+                }
+                {
+                    let (problem, options, config) =
+                        (Rc::clone(&problem), Rc::clone(&options), config.clone());
+                    contenders.push(Contender::new(system, row, problem.len() as u64, move || {
+                        solve_once(&problem, &options, &config, None)
+                    }));
+                }
+                if policy == "auto" && !pf {
+                    // `auto` started warm: it remembers its explorations from sample to sample.
+                    let (problem, options) = (Rc::clone(&problem), Rc::clone(&options));
+                    let row = params(p, ults, pf).with_flag("auto_memory", true);
+                    let warm = warm_auto(format!("elite-bench grid adaptive_grid size {size} patch {patch}"));
+                    contenders.push(Contender::new(AUTO_WARM, row, problem.len() as u64, move || {
+                        solve_once(&problem, &options, &config, Some(&warm))
+                    }));
+                }
             }
         }
     }
@@ -272,8 +298,28 @@ fn chosen_systems(ctx: &mut Context) -> Vec<(&'static str, &'static str, &'stati
 }
 
 /// One checked solve under `config`: see [`checked`].
-fn solve_once(problem: &Problem, options: &SolveOptions, config: &Config) -> Result<Sample, String> {
-    checked(measure(problem, options, config, |_| {}).map_err(|e| e.to_string())?)
+/// One checked solve under `config`, or on a runtime of `policy` where one is given (`config`
+/// then only names it); under `auto`, its side rows ([`record_auto_decisions`]).
+fn solve_once(
+    problem: &Problem,
+    options: &SolveOptions,
+    config: &Config,
+    policy: Option<&Policy>,
+) -> Result<Sample, String> {
+    let m = match policy {
+        Some(policy) => {
+            let builder = elite_rt::Runtime::builder().policy(policy.clone());
+            measure_with(problem, options, config, builder, |_| {})
+        }
+        None => measure(problem, options, config, |_| {}),
+    }
+    .map_err(|e| e.to_string())?;
+    if let Some(last) = m.auto.last() {
+        // (Decisions only under `auto`: its settings are `policy`'s, or the defaults of `auto`.)
+        let auto = policy.and_then(Policy::auto_settings).cloned().unwrap_or_default();
+        record_auto_decisions(&auto, &m.auto, last.policy);
+    }
+    checked(m)
 }
 
 /// The sample of a measurement: the time per relaxation, and as the answer the number of cells (a

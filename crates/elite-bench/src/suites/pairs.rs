@@ -9,9 +9,10 @@
 //! consumer notes whether it runs on the processor its producer last ran on.
 //!
 //! Rows (metric `ops_per_sec`, one operation = one hand-over, producer to consumer and back):
-//! `elite/no-affinity`, `elite/virtual-time`, `elite/gravity` and `elite/auto` (the runtime
-//! choosing among its candidates while it runs) at 2 processors (at 1 every pair is trivially
-//! together). Side rows: `colocated_first` and `colocated_last`, the fraction of
+//! `elite/no-affinity`, `elite/virtual-time`, `elite/gravity`, `elite/auto` (the runtime
+//! choosing among its candidates while it runs, cold in every sample) and `elite/auto+warm`
+//! (the same remembering its explorations from sample to sample: `params.auto_memory`; see the
+//! `affinity` suite's docs) at 2 processors (at 1 every pair is trivially together). Side rows: `colocated_first` and `colocated_last`, the fraction of
 //! hand-overs with both sides on one processor in the first and the last tenth of the rounds
 //! (higher: the pairs came together). Where the pairs end up is the point of gravity: a shared
 //! buffer larger than either side's private data aggregates them at once.
@@ -25,7 +26,7 @@ use elite_rt::sync::Semaphore;
 
 use super::Context;
 use crate::harness::{record_side, Bench, Contender, Metric, Params, Sample};
-use crate::workloads::build_runtime;
+use crate::workloads::{build_runtime, warm_auto, AUTO_WARM};
 
 /// Pairs of ULTs.
 pub const PAIRS: usize = 64;
@@ -61,11 +62,21 @@ pub fn bench(ctx: &mut Context) -> Option<Bench> {
             continue;
         }
         let policy: Policy = name.parse().unwrap_or_default();
-        let params = Params::new(2)
-            .with("pairs", PAIRS as u64)
-            .with("buffer_bytes", BUFFER_BYTES as u64)
-            .with("rounds", rounds);
-        contenders.push(Contender::new(system, params, PAIRS as u64 * rounds, move || run(&policy, rounds)));
+        let mut runs = vec![(policy, system)];
+        if name == "auto" {
+            runs.push((warm_auto("elite-bench affinity pairs".into()), AUTO_WARM));
+        }
+        for (policy, system) in runs {
+            let mut params = Params::new(2)
+                .with("pairs", PAIRS as u64)
+                .with("buffer_bytes", BUFFER_BYTES as u64)
+                .with("rounds", rounds);
+            if policy.is_auto() {
+                params = params.with_flag("auto_memory", system == AUTO_WARM);
+            }
+            contenders
+                .push(Contender::new(system, params, PAIRS as u64 * rounds, move || run(&policy, rounds)));
+        }
     }
     let targets = match contenders.iter().any(|c| c.system == "elite/auto") {
         true => super::affinity::auto_targets(FIXED, &[2]),

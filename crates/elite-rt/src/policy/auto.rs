@@ -39,7 +39,10 @@
 //!
 //! 1. **Start.** The first candidate ([`Auto::candidates`]; default `no-affinity`,
 //!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start, while the
-//!    selector measures one epoch (which sizes the epochs) and explores at once.
+//!    selector waits for progress and explores at once (its first epoch sizes the epochs). A
+//!    selector that [remembers](Auto::remember) under a key for which an earlier runtime of the
+//!    process explored starts *warm* instead: it puts the remembered choice in force at once
+//!    and goes straight to watching (4), see [Carrying a choice](#carrying-a-choice-to-the-next-runtime).
 //! 2. **Explore.** It puts each candidate in force in turn with
 //!    [`Runtime::set_policy`](crate::Runtime::set_policy), lets the processors take it up and
 //!    settle for a fifth of an epoch, then measures one epoch. It goes round the candidates
@@ -47,7 +50,11 @@
 //!    drift of the machine's speed (other programs, frequency) falls on every candidate alike.
 //!    A candidate whose median rate falls below 70% of the best one's after the first round, or
 //!    below 90% after a later one ([`KEEP_AFTER`]), leaves the exploration: a clearly worse
-//!    policy costs one epoch, not three.
+//!    policy costs one epoch, not three. From the second round on, the exploration also ends
+//!    early when the candidates still in it are *apart* (the best one's slowest epoch beat
+//!    every other one's fastest) or *tied* (none's median beats the first candidate's by more
+//!    than the margin): more rounds would measure what is already clear, or a difference the
+//!    margin discards anyway.
 //! 3. **Settle.** The candidate with the highest median rate is put in force, unless it beats
 //!    the first candidate (the cheapest, `no-affinity` by default) by less than
 //!    [`Auto::margin`] (default 2%): a difference that small is within the noise of a few
@@ -60,31 +67,56 @@
 //!    (default 5%) of it; each re-check that keeps the policy doubles that wait (up to 64
 //!    times), so a steady program pays less and less.
 //!
+//! # Carrying a choice to the next runtime
+//!
+//! A program that builds a runtime per job (a benchmark's samples, a batch per request, a
+//! solver per time step) would otherwise pay an exploration in every one, and a job shorter
+//! than an exploration would run mostly under whichever candidate is being tried.
+//! [`Auto::remember`] names the workload; under that key, together with the candidates' names
+//! and the processor count, the process keeps (for its whole life, in memory only):
+//!
+//! * the latest [`REMEMBERED_EXPLORATIONS`] explorations, each as every candidate's median rate
+//!   divided by that exploration's best (so that runtimes on a machine whose speed drifted, or
+//!   jobs of other sizes, still compare), and the unit they were counted in;
+//! * the candidate settled on, the epoch's length, and the time spent under the choice since
+//!   the last exploration together with the re-check's back-off, summed over the runtimes.
+//!
+//! A runtime whose key has a remembered choice starts warm ([`AutoReason::Remembered`], its
+//! `rates` the pooled fractions, [`ProgressUnit::Relative`]): the choice is in force at once,
+//! and the first re-check comes when the time under it, counted over the runtimes before and
+//! this one, reaches the budget's wait, so a series of short runtimes re-checks as rarely as
+//! one long one. Every exploration under a key (the first cold one, re-checks, phase changes)
+//! settles on the best *pooled* rate: each candidate's median fraction over the remembered
+//! explorations, so one exploration disturbed by another program is outvoted by the others. A
+//! phase change, or a change of unit, forgets the explorations before it.
+//!
 //! Every decision is kept ([`RuntimeStats::auto`](crate::RuntimeStats::auto), the last
 //! [`DECISIONS_KEPT`]): when, which policy, why, and the median rate measured for each
 //! candidate.
 //!
 //! The *progress* is, by default, the ULT runs that ended (switches out of ULTs, over all
 //! processors) per second of wall-clock time. A program that counts its own units of work with
-//! [`progress`](crate::progress) (iterations, cells relaxed, requests served) is measured in
+//! [`progress`] (iterations, cells relaxed, requests served) is measured in
 //! those instead, from the first unit reported on.
 //!
 //! # Where it can be fooled
 //!
 //! * **Runs are not work.** A policy that makes ULTs run more often for the same work (more
 //!   yields, shorter runs between blocks, a lock handed back and forth) scores higher on runs
-//!   per second. Report real units with [`progress`](crate::progress) where runs and work
+//!   per second. Report real units with [`progress`] where runs and work
 //!   differ.
 //! * **Idle time counts against a policy.** Rates are per wall-clock second: a program that
 //!   waits (on I/O, on timers, on a thread outside the runtime) for part of an epoch measures
 //!   low in it, whatever the policy. Epochs with no progress at all are measured again, but a
 //!   half-idle epoch is not told apart.
 //! * **Short programs.** A full exploration takes `candidates × rounds × 1.2 × epoch` (72 ms
-//!   with the default settings and 5 ms epochs; less when candidates drop out), and the first
-//!   one starts at once: a program that runs for a few tenths of a second spends a large share
-//!   of its time exploring, and one shorter than an exploration mostly runs under whichever
-//!   candidate is being tried. Where the candidates are close that costs little (they are
-//!   close); where one is far worse it drops out after one epoch.
+//!   with the default settings and 5 ms epochs; less when candidates drop out or the
+//!   exploration ends early), and the first one starts at once: a program that runs for a few
+//!   tenths of a second spends a large share of its time exploring, and one shorter than an
+//!   exploration mostly runs under whichever candidate is being tried. Where the candidates are
+//!   close that costs little (they are close); where one is far worse it drops out after one
+//!   epoch. A program that runs the same short job many times gives it a key
+//!   ([`Auto::remember`]) and pays the exploration once, not per job.
 //! * **Effects longer than an epoch.** A policy whose benefit builds up over many epochs (a
 //!   placement that gathers ULTs, as `gravity` does, and survives a switch away) is credited
 //!   partly to whichever candidate follows it; the rotation of the order spreads that credit,
@@ -93,6 +125,15 @@
 //!   median of the rounds and the margin keep a single bad epoch from deciding, not a sustained
 //!   disturbance during one candidate's epochs. Longer epochs ([`Auto::epoch`]) and more rounds
 //!   trade exploration time for steadier choices.
+//! * **A key shared by different workloads.** A remembered choice is trusted until a re-check
+//!   or a phase change: a key given to jobs of another kind (or the same jobs on input that
+//!   behaves otherwise) starts them under a choice made for something else, and with the
+//!   back-off a re-check may come only after many of them. Keys should name the workload, not
+//!   the program. The memory does not outlive the process.
+//! * **Early ends.** An exploration that ends after two rounds because the candidates look
+//!   apart decides on two epochs each: a disturbance that slows every epoch of one candidate
+//!   in both rounds picks the wrong one (a later re-check, and with a key the pooling of
+//!   explorations, correct it).
 //! * **A phase shorter than the watch.** A change of workload that lasts less than three epochs
 //!   is not seen; one that keeps alternating faster than an exploration makes every choice
 //!   stale.
@@ -137,6 +178,9 @@ pub struct Auto {
     margin: f64,
     phase_change: f64,
     budget: f64,
+    /// The name under which decisions are remembered for the life of the process
+    /// ([`Auto::remember`]).
+    memory: Option<Arc<str>>,
 }
 
 /// A setting of [`Auto`] out of its range; the message names the setting, the value and the
@@ -181,6 +225,7 @@ impl Auto {
             margin: 0.02,
             phase_change: 0.3,
             budget: 0.05,
+            memory: None,
         }
     }
 
@@ -250,9 +295,50 @@ impl Auto {
         Ok(self)
     }
 
+    /// Remembers this selector's explorations under `key` for the life of the process, so that
+    /// a later runtime whose `auto` remembers under the same key, with the same candidates and
+    /// as many processors, starts *warm*: it puts the remembered choice in force at once
+    /// ([`AutoReason::Remembered`]) instead of exploring, and its first re-check comes when the
+    /// run time under that choice, summed over the runtimes that shared it, reaches the
+    /// budget's wait. Each exploration adds to what is remembered, and a choice is made from
+    /// the latest [`REMEMBERED_EXPLORATIONS`] together (see the [module docs](self)).
+    ///
+    /// The key names the *workload*: a program that builds a runtime per job, per request
+    /// batch or per benchmark sample gives each kind of job its own key. Runtimes running
+    /// different workloads under one key carry a choice to where it may not hold (until a
+    /// re-check or a phase change finds out). The key is 1 to 256 bytes.
+    ///
+    /// ```
+    /// use elite_rt::policy::{Auto, AutoReason, Policy};
+    ///
+    /// let auto = Auto::new().remember("doc-example: sum of products")?;
+    /// for _ in 0..2 {
+    ///     let rt = elite_rt::Runtime::builder().processors(1).policy(Policy::auto_with(auto.clone())).build()?;
+    ///     rt.block_on(|| elite_rt::progress(1));
+    ///     // The first runtime explores (if it runs long enough); once one has, the next starts
+    ///     // from its choice: its decisions then begin with `AutoReason::Remembered`.
+    ///     let warm = rt.stats().auto.iter().any(|d| d.reason == AutoReason::Remembered);
+    ///     println!("started warm: {warm}");
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn remember(mut self, key: impl Into<String>) -> Result<Auto, AutoError> {
+        let key: String = key.into();
+        if key.is_empty() || key.len() > 256 {
+            return refuse(format!("auto remember: a key of {} bytes, expected 1..=256", key.len()));
+        }
+        self.memory = Some(key.into());
+        Ok(self)
+    }
+
     /// The candidates, the first put in force at start.
     pub fn candidate_policies(&self) -> &[Policy] {
         &self.candidates
+    }
+
+    /// The key of [`remember`](Self::remember), if any.
+    pub fn memory_key(&self) -> Option<&str> {
+        self.memory.as_deref()
     }
 }
 
@@ -268,6 +354,9 @@ pub enum AutoReason {
     PhaseChange,
     /// The best of a periodic re-check (within the budget).
     Recheck,
+    /// The choice remembered under [`Auto::remember`]'s key, at start, before any
+    /// measurement (a warm start).
+    Remembered,
 }
 
 impl fmt::Display for AutoReason {
@@ -277,6 +366,7 @@ impl fmt::Display for AutoReason {
             AutoReason::Explored => "explored",
             AutoReason::PhaseChange => "phase change",
             AutoReason::Recheck => "re-check",
+            AutoReason::Remembered => "remembered",
         })
     }
 }
@@ -287,8 +377,12 @@ impl fmt::Display for AutoReason {
 pub enum ProgressUnit {
     /// ULT runs that ended (switches out of ULTs).
     Runs,
-    /// Units the program reported with [`progress`](crate::progress).
+    /// Units the program reported with [`progress`].
     Reported,
+    /// Fractions of the best candidate's rate in each exploration, pooled over the remembered
+    /// explorations (the median of each candidate's fractions): the evidence behind a
+    /// [`AutoReason::Remembered`] start.
+    Relative,
 }
 
 impl fmt::Display for ProgressUnit {
@@ -296,6 +390,7 @@ impl fmt::Display for ProgressUnit {
         f.write_str(match self {
             ProgressUnit::Runs => "runs",
             ProgressUnit::Reported => "units",
+            ProgressUnit::Relative => "of the best",
         })
     }
 }
@@ -314,7 +409,10 @@ pub struct AutoDecision {
     /// What the rates are counted in.
     pub unit: ProgressUnit,
     /// Each candidate's median rate over the exploration's rounds (units per second), in the
-    /// order of the candidates; empty for [`AutoReason::Start`].
+    /// order of the candidates; empty for [`AutoReason::Start`]; for
+    /// [`AutoReason::Remembered`], fractions of the best ([`ProgressUnit::Relative`]). With
+    /// [`Auto::remember`] the choice weighs the remembered explorations too, so it can differ
+    /// from the best of these rates.
     pub rates: Vec<(&'static str, f64)>,
     /// How long the exploration took.
     pub explored_for: Duration,
@@ -325,10 +423,17 @@ impl fmt::Display for AutoDecision {
         write!(f, "{:>9.3} s  {:<16} ({})", self.at.as_secs_f64(), self.policy, self.reason)?;
         if !self.rates.is_empty() {
             write!(f, " after {:.0} ms:", self.explored_for.as_secs_f64() * 1e3)?;
-            for (name, rate) in &self.rates {
-                write!(f, " {name} {rate:.4e}")?;
+            if self.unit == ProgressUnit::Relative {
+                for (name, rate) in &self.rates {
+                    write!(f, " {name} {rate:.3}")?;
+                }
+                write!(f, " {}", self.unit)?;
+            } else {
+                for (name, rate) in &self.rates {
+                    write!(f, " {name} {rate:.4e}")?;
+                }
+                write!(f, " {}/s", self.unit)?;
             }
-            write!(f, " {}/s", self.unit)?;
         }
         Ok(())
     }
@@ -404,6 +509,8 @@ struct Run {
     reported: bool,
     /// The epoch's length now: `auto.epoch`, doubled while epochs count too few units.
     span: Duration,
+    /// The runtime's processor count (part of what a memory is kept for).
+    processors: usize,
 }
 
 /// A count of progress at an instant.
@@ -417,7 +524,8 @@ struct Mark {
 impl Run {
     fn new(shared: Weak<Shared>, auto: Auto, stop: Arc<(Mutex<bool>, Condvar)>, log: Arc<Log>) -> Run {
         let span = auto.epoch;
-        Run { shared, auto, stop, log, began: Instant::now(), reported: false, span }
+        let processors = shared.upgrade().map_or(0, |s| s.processors.len());
+        Run { shared, auto, stop, log, began: Instant::now(), reported: false, span, processors }
     }
 
     /// Waits `d`; false when told to stop (or the runtime is gone).
@@ -556,9 +664,17 @@ impl Run {
             }
             round += 1;
             drop_the_clearly_worse(&mut samples, &mut alive, round);
+            if round >= 2 && decided(&mut samples, &alive, self.auto.margin) {
+                break; // (apart, or tied: more rounds would not change the choice)
+            }
         }
         let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
-        let best = choose(&medians, self.auto.margin);
+        let measured: Vec<bool> = samples.iter().map(|s| !s.is_empty()).collect();
+        let best = match self.remember_exploration(&medians, &measured, reason) {
+            Some(pooled) => choose(&pooled, self.auto.margin),
+            None => choose(&medians, self.auto.margin),
+        };
+        self.remember_choice(best);
         if !self.put_in_force(best) {
             return Err(());
         }
@@ -594,36 +710,153 @@ impl Run {
         if self.auto.candidates.len() == 1 {
             return Ok(()); // (nothing to choose: the one candidate is in force)
         }
-        self.until_progress()?;
-        let (mut best, _) = self.explore(AutoReason::Explored)?;
-        let mut backoff = 1u32;
+        let (mut best, mut backoff, mut credit) = match self.recall() {
+            Some(memory) => {
+                // A warm start: the remembered choice, at once, and the wait before a re-check
+                // goes on from where the runtimes before this one left it.
+                self.span = memory.span;
+                self.reported = memory.unit == ProgressUnit::Reported;
+                if !self.put_in_force(memory.choice) {
+                    return Err(());
+                }
+                let pooled = pool(&memory.explorations, self.auto.candidates.len());
+                let names = self.auto.candidates.iter().map(Policy::name);
+                self.log.push(AutoDecision {
+                    at: self.began.elapsed(),
+                    policy: self.auto.candidates[memory.choice].name(),
+                    reason: AutoReason::Remembered,
+                    unit: ProgressUnit::Relative,
+                    rates: names.zip(pooled).collect(),
+                    explored_for: Duration::ZERO,
+                });
+                (memory.choice, memory.backoff, memory.quiet)
+            }
+            None => {
+                self.until_progress()?;
+                let (best, _) = self.explore(AutoReason::Explored)?;
+                (best, 1u32, Duration::ZERO)
+            }
+        };
         loop {
             let since = Instant::now();
             let quiet =
                 |run: &Run| run.exploration().mul_f64((1.0 / run.auto.budget - 1.0) * f64::from(backoff));
-            let reason = self.watch(since, &quiet)?;
+            let reason = self.watch(since, credit, backoff, &quiet)?;
+            credit = Duration::ZERO;
             let (now, _) = self.explore(reason)?;
             backoff = match reason {
                 AutoReason::Recheck if now == best => (backoff * 2).min(64),
                 _ => 1,
             };
             best = now;
+            self.remember_quiet(Duration::ZERO, backoff);
         }
     }
 
+    /// Whether `memory` was kept for this selector: its key, candidates and processor count.
+    fn is_mine(&self, memory: &Memory) -> bool {
+        self.auto.memory.as_deref() == Some(&*memory.key)
+            && memory.processors == self.processors
+            && memory.candidates.len() == self.auto.candidates.len()
+            && memory.candidates.iter().zip(&self.auto.candidates).all(|(m, c)| *m == c.name())
+    }
+
+    /// What this selector's key remembers, if it made a choice.
+    fn recall(&self) -> Option<Memory> {
+        self.auto.memory.as_ref()?;
+        let memories = MEMORIES.lock().unwrap_or_else(|e| e.into_inner());
+        memories.iter().find(|m| self.is_mine(m)).filter(|m| !m.explorations.is_empty()).cloned()
+    }
+
+    /// Runs `f` on this selector's memory, made if there is none; `None` without a key.
+    fn with_memory<R>(&self, f: impl FnOnce(&mut Memory) -> R) -> Option<R> {
+        let key = self.auto.memory.as_ref()?;
+        let mut memories = MEMORIES.lock().unwrap_or_else(|e| e.into_inner());
+        let at = match memories.iter().position(|m| self.is_mine(m)) {
+            Some(at) => at,
+            None => {
+                memories.push(Memory {
+                    key: Arc::clone(key),
+                    processors: self.processors,
+                    candidates: self.auto.candidates.iter().map(Policy::name).collect(),
+                    unit: self.unit(),
+                    explorations: Vec::new(),
+                    choice: 0,
+                    quiet: Duration::ZERO,
+                    backoff: 1,
+                    span: self.span,
+                });
+                memories.len() - 1
+            }
+        };
+        Some(f(&mut memories[at]))
+    }
+
+    /// Adds an exploration's medians (`measured`: whether each candidate was measured) to the
+    /// memory, and returns each candidate's rate pooled over the remembered explorations;
+    /// `None` without a key. A phase change, or a change of unit, forgets the explorations
+    /// before it (they measured another workload, or in other units).
+    fn remember_exploration(
+        &self,
+        medians: &[f64],
+        measured: &[bool],
+        reason: AutoReason,
+    ) -> Option<Vec<f64>> {
+        let (unit, span, n) = (self.unit(), self.span, medians.len());
+        self.with_memory(|m| {
+            if reason == AutoReason::PhaseChange || m.unit != unit {
+                m.explorations.clear();
+            }
+            m.unit = unit;
+            m.span = span;
+            let best = medians.iter().copied().fold(0.0, f64::max);
+            if best > 0.0 {
+                let relative = medians.iter().zip(measured).map(|(&r, &ok)| ok.then_some(r / best)).collect();
+                if m.explorations.len() == REMEMBERED_EXPLORATIONS {
+                    m.explorations.remove(0);
+                }
+                m.explorations.push(relative);
+            }
+            pool(&m.explorations, n)
+        })
+    }
+
+    /// Remembers `choice` as the policy settled on.
+    fn remember_choice(&self, choice: usize) {
+        self.with_memory(|m| m.choice = choice);
+    }
+
+    /// Remembers the time under the choice since the last exploration and the re-check's
+    /// back-off.
+    fn remember_quiet(&self, quiet: Duration, backoff: u32) {
+        self.with_memory(|m| {
+            m.quiet = quiet;
+            m.backoff = backoff;
+        });
+    }
+
     /// Measures epoch after epoch under the policy in force until `quiet(self)` passed since
-    /// `since` ([`AutoReason::Recheck`]), or the rate moved away from the settled rate (the
+    /// `since`, counting `credit` as already passed ([`AutoReason::Recheck`]), or the rate moved away from the settled rate (the
     /// median of the first 3 epochs) by more than the phase-change fraction for 3 epochs in a
     /// row ([`AutoReason::PhaseChange`]).
-    fn watch(&mut self, since: Instant, quiet: &dyn Fn(&Run) -> Duration) -> Result<AutoReason, ()> {
+    fn watch(
+        &mut self,
+        since: Instant,
+        credit: Duration,
+        backoff: u32,
+        quiet: &dyn Fn(&Run) -> Duration,
+    ) -> Result<AutoReason, ()> {
         let unit = self.unit();
         let mut first = Vec::with_capacity(3);
         let (mut away, mut rate_then) = (0, 0.0);
         loop {
-            if since.elapsed() >= quiet(self) {
+            if since.elapsed() + credit >= quiet(self) {
                 return Ok(AutoReason::Recheck);
             }
-            let Some(rate) = self.measure(false)? else {
+            let measured = self.measure(false);
+            // (Kept after every epoch: a runtime may be dropped at any time.)
+            self.remember_quiet(since.elapsed() + credit, backoff);
+            let Some(rate) = measured? else {
                 self.until_progress()?;
                 continue;
             };
@@ -679,6 +912,64 @@ fn choose(medians: &[f64], margin: f64) -> usize {
         best = 0;
     }
     best
+}
+
+/// Whether an exploration can stop before its last round: every candidate still in the running
+/// measured at least twice, and either the best one's slowest epoch beat every other one's
+/// fastest (they are apart), or the first candidate is still in the running and no median beats
+/// its by more than `margin` (a tie, which the first wins).
+fn decided(samples: &mut [Vec<f64>], alive: &[bool], margin: f64) -> bool {
+    let running: Vec<usize> = (0..alive.len()).filter(|&i| alive[i]).collect();
+    if running.len() < 2 || running.iter().any(|&i| samples[i].len() < 2) {
+        return false;
+    }
+    let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
+    if alive[0] && running.iter().all(|&i| medians[i] <= medians[0] * (1.0 + margin)) {
+        return true;
+    }
+    let best = running.iter().copied().fold(running[0], |b, i| if medians[i] > medians[b] { i } else { b });
+    let slowest = samples[best].iter().copied().fold(f64::INFINITY, f64::min);
+    running.iter().filter(|&&i| i != best).all(|&i| samples[i].iter().all(|&r| r < slowest))
+}
+
+/// How many explorations a memory ([`Auto::remember`]) weighs together: the latest.
+pub const REMEMBERED_EXPLORATIONS: usize = 5;
+
+/// What a key of [`Auto::remember`] keeps, for one set of candidates (by name) and processor
+/// count.
+#[derive(Clone)]
+struct Memory {
+    key: Arc<str>,
+    processors: usize,
+    candidates: Vec<&'static str>,
+    /// The unit of the explorations.
+    unit: ProgressUnit,
+    /// The latest explorations: each candidate's median as a fraction of that exploration's
+    /// best (`None`: not measured), oldest first.
+    explorations: Vec<Vec<Option<f64>>>,
+    /// The candidate settled on last.
+    choice: usize,
+    /// The time under `choice` since the last exploration, summed over the runtimes.
+    quiet: Duration,
+    /// The re-check's back-off factor then.
+    backoff: u32,
+    /// The epoch's length then.
+    span: Duration,
+}
+
+/// Every memory of the process (one per key, candidates and processor count; never freed: a
+/// program names few workloads).
+static MEMORIES: Mutex<Vec<Memory>> = Mutex::new(Vec::new());
+
+/// Each of `n` candidates' rate pooled over `explorations` (fractions of each one's best): the
+/// median of its fractions where it was measured, 0 where it never was.
+fn pool(explorations: &[Vec<Option<f64>>], n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            let mut v: Vec<f64> = explorations.iter().filter_map(|e| e.get(i).copied().flatten()).collect();
+            median(&mut v)
+        })
+        .collect()
 }
 
 /// The median of `v` (0 when empty).
@@ -756,7 +1047,53 @@ mod tests {
     }
 
     #[test]
+    fn an_exploration_stops_early_when_apart_or_tied() {
+        let margin = 0.02;
+        // One round each: never decided.
+        assert!(!decided(&mut [vec![100.0], vec![150.0]], &[true, true], margin));
+        // Apart: the best's slowest epoch beats every other's fastest.
+        let mut apart = vec![vec![100.0, 104.0], vec![120.0, 125.0], vec![90.0, 99.0]];
+        assert!(decided(&mut apart, &[true, true, true], margin));
+        // Overlapping, and not a tie: measure on.
+        let mut overlap = vec![vec![100.0, 121.0], vec![120.0, 125.0]];
+        assert!(!decided(&mut overlap, &[true, true], margin));
+        // A tie with the first: no median beats its by more than the margin.
+        let mut tie = vec![vec![100.0, 110.0], vec![104.0, 107.0], vec![80.0, 120.0]];
+        assert!(decided(&mut tie, &[true, true, true], margin));
+        // ... but not when the first has dropped out (the others overlap).
+        let mut tie = vec![vec![10.0, 11.0], vec![104.0, 107.0], vec![100.0, 110.0]];
+        assert!(!decided(&mut tie, &[false, true, true], margin));
+        // The dropped do not count, and a candidate in the running with one epoch only waits.
+        let mut dropped = vec![vec![100.0, 100.0], vec![200.0, 60.0], vec![120.0, 121.0]];
+        assert!(decided(&mut dropped, &[true, false, true], margin));
+        let mut short = vec![vec![100.0, 100.0], vec![300.0]];
+        assert!(!decided(&mut short, &[true, true], margin));
+    }
+
+    #[test]
+    fn remembered_explorations_are_pooled_by_median_fraction() {
+        let explorations = vec![
+            vec![Some(1.0), Some(0.8), None],
+            vec![Some(0.9), Some(1.0), Some(0.5)],
+            vec![Some(0.95), Some(1.0), None],
+        ];
+        assert_eq!(pool(&explorations, 3), [0.95, 1.0, 0.5]);
+        // Never measured: 0; fewer explorations than candidates' slots: the same.
+        assert_eq!(pool(&[vec![Some(1.0)]], 2), [1.0, 0.0]);
+        assert_eq!(pool(&[], 2), [0.0, 0.0]);
+        // A single noisy exploration is outvoted by the others.
+        let noisy =
+            vec![vec![Some(1.0), Some(0.9)], vec![Some(0.85), Some(1.0)], vec![Some(0.88), Some(1.0)]];
+        assert_eq!(choose(&pool(&noisy, 2), 0.02), 1);
+    }
+
+    #[test]
     fn settings_out_of_range_say_which_and_why() {
+        let e = Auto::new().remember("").unwrap_err();
+        assert_eq!(e.to_string(), "auto remember: a key of 0 bytes, expected 1..=256");
+        assert!(Auto::new().remember("k".repeat(257)).is_err());
+        assert_eq!(Auto::new().remember("k".repeat(256)).unwrap().memory_key().map(str::len), Some(256));
+        assert_eq!(Auto::new().memory_key(), None);
         let e = Auto::new().candidates([]).unwrap_err();
         assert_eq!(e.to_string(), "auto candidates: 0 given, expected 1..=16");
         let e = Auto::new().candidates([Policy::auto()]).unwrap_err();
