@@ -3,7 +3,11 @@
 //! ```text
 //! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick] [--bench NAME]...
 //! cargo run --release -p elite-bench -- affinity [--policy NAME]... [--cachegrind]
+//! cargo run -p elite-bench -- report [--data DIR] [--out FILE] [--check] [--run [--quick]]
 //! ```
+//!
+//! `report` ([`report`]) writes `docs/benchmarks.md`'s tables and SVG charts from the suites' JSON
+//! documents, without running anything (or, with `--run`, after running every suite).
 //!
 //! The machines we build on are shared 2-core virtual machines whose absolute speed drifts, so
 //! every claim this command supports is a *ratio measured in one run* (`docs/bench-json.md` in
@@ -147,6 +151,7 @@ mod fuzz_inputs;
 mod harness;
 mod machine;
 mod peers;
+mod report;
 mod suites;
 mod workloads;
 
@@ -173,7 +178,8 @@ const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
     "       elite-bench affinity-probe <bench> <policy> [--quick]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
-    "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>"
+    "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
+    "       elite-bench report [--data DIR] [--out FILE] [--check] [--run [--quick]]"
 );
 
 fn main() -> ExitCode {
@@ -189,6 +195,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some(suites::blocking::PROBE_COMMAND) {
         return suites::blocking::probe_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(report::COMMAND) {
+        return report::main(&args[1..]);
     }
     match parse_args(&args) {
         Ok(Some(options)) => run(&options),
