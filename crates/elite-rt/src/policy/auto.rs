@@ -66,14 +66,14 @@
 //!
 //! The *progress* is, by default, the ULT runs that ended (switches out of ULTs, over all
 //! processors) per second of wall-clock time. A program that counts its own units of work with
-//! [`progress`](crate::progress) (iterations, cells relaxed, requests served) is measured in
+//! [`progress`] (iterations, cells relaxed, requests served) is measured in
 //! those instead, from the first unit reported on.
 //!
 //! # Where it can be fooled
 //!
 //! * **Runs are not work.** A policy that makes ULTs run more often for the same work (more
 //!   yields, shorter runs between blocks, a lock handed back and forth) scores higher on runs
-//!   per second. Report real units with [`progress`](crate::progress) where runs and work
+//!   per second. Report real units with [`progress`] where runs and work
 //!   differ.
 //! * **Idle time counts against a policy.** Rates are per wall-clock second: a program that
 //!   waits (on I/O, on timers, on a thread outside the runtime) for part of an epoch measures
@@ -287,7 +287,7 @@ impl fmt::Display for AutoReason {
 pub enum ProgressUnit {
     /// ULT runs that ended (switches out of ULTs).
     Runs,
-    /// Units the program reported with [`progress`](crate::progress).
+    /// Units the program reported with [`progress`].
     Reported,
 }
 
