@@ -753,42 +753,59 @@ pub(crate) struct Options {
     pub quick: bool,
 }
 
+/// `report`'s command line, as clap parses it.
+fn command() -> clap::Command {
+    use clap::builder::{NonEmptyStringValueParser, TypedValueParser};
+    use clap::{Arg, ArgAction};
+    let path = || NonEmptyStringValueParser::new().map(PathBuf::from);
+    clap::Command::new("elite-bench report")
+        .about("docs/benchmarks.md's tables and charts, from the suites' JSON documents")
+        .no_binary_name(true)
+        .args_override_self(true)
+        .arg(Arg::new("data").long("data").value_name("DIR").value_parser(path()).help(
+            "the folder of <suite>.json documents (default: the newest under docs/data/, or docs/data/<today> with --run)",
+        ))
+        .arg(
+            Arg::new("out")
+                .long("out")
+                .value_name("FILE")
+                .value_parser(path())
+                .help("the page to write (default docs/benchmarks.md); the charts go to plots/ beside it"),
+        )
+        .arg(
+            Arg::new("check")
+                .long("check")
+                .action(ArgAction::SetTrue)
+                .conflicts_with("run")
+                .help("compare the page and charts with what the data gives; exit 1 when they differ"),
+        )
+        .arg(Arg::new("run").long("run").action(ArgAction::SetTrue).help("run every suite first, writing the documents"))
+        .arg(
+            Arg::new("quick")
+                .long("quick")
+                .action(ArgAction::SetTrue)
+                .requires("run")
+                .help("with --run: the suites' shrunken sizes"),
+        )
+}
+
 /// Parses `report`'s arguments; `Ok(None)` for `--help`.
 pub(crate) fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
-    let mut options = Options {
-        data: None,
-        out: PathBuf::from("docs/benchmarks.md"),
-        check: false,
-        run: false,
-        quick: false,
+    let matches = match command().try_get_matches_from(args) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
+        Err(e) => return Err(crate::clap_message(&e)),
     };
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let mut value = |flag: &str, what: &str| match rest.next() {
-            Some(v) if !v.is_empty() && !v.starts_with('-') => Ok(PathBuf::from(v)),
-            _ => Err(format!("{flag} needs {what}")),
-        };
-        match arg.as_str() {
-            "--help" | "-h" => return Ok(None),
-            "--check" => options.check = true,
-            "--run" => options.run = true,
-            "--quick" => options.quick = true,
-            "--data" => options.data = Some(value("--data", "a folder of JSON documents")?),
-            "--out" => options.out = value("--out", "the page to write (a .md file)")?,
-            other => {
-                return Err(format!(
-                "unknown argument `{other}`; report takes --data DIR, --out FILE, --check, --run, --quick"
-            ))
-            }
-        }
-    }
-    if options.check && options.run {
-        return Err("--check compares the page with the data as it is; it cannot be used with --run".into());
-    }
-    if options.quick && !options.run {
-        return Err("--quick sizes the suites' runs; it needs --run".into());
-    }
-    Ok(Some(options))
+    Ok(Some(Options {
+        data: matches.get_one::<PathBuf>("data").cloned(),
+        out: matches
+            .get_one::<PathBuf>("out")
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from("docs/benchmarks.md")),
+        check: matches.get_flag("check"),
+        run: matches.get_flag("run"),
+        quick: matches.get_flag("quick"),
+    }))
 }
 
 /// `elite-bench report ...`: exit 0 when written (or, with `--check`, up to date), 1 when a suite
@@ -797,7 +814,7 @@ pub fn main(args: &[String]) -> ExitCode {
     let options = match parse_args(args) {
         Ok(Some(options)) => options,
         Ok(None) => {
-            println!("{USAGE}");
+            println!("{}", command().render_help());
             return ExitCode::SUCCESS;
         }
         Err(message) => {
@@ -972,11 +989,14 @@ mod tests {
         let args = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(parse_args(&args(&["--check"])).unwrap().unwrap().check);
         let err = parse_args(&args(&["--data"])).unwrap_err();
-        assert!(err.contains("--data needs a folder"), "{err}");
+        assert!(err.contains("'--data <DIR>'"), "{err}");
         let err = parse_args(&args(&["--frob"])).unwrap_err();
-        assert!(err.contains("unknown argument `--frob`") && err.contains("--out FILE"), "{err}");
-        assert!(parse_args(&args(&["--quick"])).unwrap_err().contains("needs --run"));
-        assert!(parse_args(&args(&["--run", "--check"])).is_err());
+        assert!(err.contains("'--frob'"), "{err}");
+        let err = parse_args(&args(&["--quick"])).unwrap_err();
+        assert!(err.contains("--run"), "{err}");
+        let err = parse_args(&args(&["--run", "--check"])).unwrap_err();
+        assert!(err.contains("'--check'") && err.contains("'--run'"), "{err}");
+        assert!(parse_args(&args(&["--help"])).unwrap().is_none());
     }
 
     #[test]

@@ -274,38 +274,46 @@ mod tests {
         };
         let mut samples: [Vec<f64>; 4] = Default::default();
         for _ in 0..9 {
-            samples[0].push(time(&mut || {
-                for i in 1..=PUSH_POPS {
-                    own.push(p(i)).expect("room");
-                    black_box(own.pop());
-                }
-            }) / PUSH_POPS as f64);
-            samples[1].push(time(&mut || {
-                for i in 1..=PUSH_POPS {
-                    worker.push(i);
-                    black_box(worker.pop());
-                }
-            }) / PUSH_POPS as f64);
-            samples[2].push(time(&mut || {
-                for _ in 0..SPILLS {
-                    for i in 1..=256 {
+            samples[0].push(
+                time(&mut || {
+                    for i in 1..=PUSH_POPS {
                         own.push(p(i)).expect("room");
+                        black_box(own.pop());
                     }
-                    assert_eq!(own.take_oldest(&mut buffer), 128);
-                    black_box(&buffer);
-                    while black_box(own.pop()).is_some() {}
-                }
-            }) / SPILLS as f64);
-            samples[3].push(time(&mut || {
-                for _ in 0..SPILLS {
-                    for i in 1..=256 {
+                }) / PUSH_POPS as f64,
+            );
+            samples[1].push(
+                time(&mut || {
+                    for i in 1..=PUSH_POPS {
                         worker.push(i);
+                        black_box(worker.pop());
                     }
-                    let _ = black_box(stealer.steal_batch_with_limit(&spill_target, 128));
-                    while black_box(worker.pop()).is_some() {}
-                    while black_box(spill_target.pop()).is_some() {}
-                }
-            }) / SPILLS as f64);
+                }) / PUSH_POPS as f64,
+            );
+            samples[2].push(
+                time(&mut || {
+                    for _ in 0..SPILLS {
+                        for i in 1..=256 {
+                            own.push(p(i)).expect("room");
+                        }
+                        assert_eq!(own.take_oldest(&mut buffer), 128);
+                        black_box(&buffer);
+                        while black_box(own.pop()).is_some() {}
+                    }
+                }) / SPILLS as f64,
+            );
+            samples[3].push(
+                time(&mut || {
+                    for _ in 0..SPILLS {
+                        for i in 1..=256 {
+                            worker.push(i);
+                        }
+                        let _ = black_box(stealer.steal_batch_with_limit(&spill_target, 128));
+                        while black_box(worker.pop()).is_some() {}
+                        while black_box(spill_target.pop()).is_some() {}
+                    }
+                }) / SPILLS as f64,
+            );
         }
         let median = |v: &mut Vec<f64>| {
             v.sort_by(f64::total_cmp);
@@ -313,7 +321,12 @@ mod tests {
         };
         let m: Vec<f64> = samples.iter_mut().map(median).collect();
         println!("push+pop, ns per pair: own {:.2}, crossbeam-deque {:.2} ({:.2}x)", m[0], m[1], m[1] / m[0]);
-        println!("spill of 256, ns per cycle: own {:.0}, crossbeam-deque {:.0} ({:.2}x)", m[2], m[3], m[3] / m[2]);
+        println!(
+            "spill of 256, ns per cycle: own {:.0}, crossbeam-deque {:.0} ({:.2}x)",
+            m[2],
+            m[3],
+            m[3] / m[2]
+        );
     }
 
     #[test]
