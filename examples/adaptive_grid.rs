@@ -412,7 +412,8 @@ fn cpus() -> usize {
     thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The progress bar on stderr: configurations done, and the running solve's relaxations.
+/// The progress bar on stderr (`indicatif`): configurations done, and the running solve's
+/// relaxations, updated every 200 ms by a thread of its own.
 struct Progress {
     state: Arc<Mutex<ProgressState>>,
     stop: Arc<AtomicBool>,
@@ -421,7 +422,6 @@ struct Progress {
 
 #[derive(Default)]
 struct ProgressState {
-    total: usize,
     done: usize,
     running: Option<(String, Monitor, Instant)>,
 }
@@ -429,17 +429,26 @@ struct ProgressState {
 impl Progress {
     /// A bar over `total` runs, drawn every 200 ms when `enabled`.
     fn new(enabled: bool, total: usize) -> Progress {
-        let state = Arc::new(Mutex::new(ProgressState { total, ..ProgressState::default() }));
+        let state = Arc::new(Mutex::new(ProgressState::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let drawer = enabled.then(|| {
             let (state, stop) = (state.clone(), stop.clone());
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(total as u64),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            let style = indicatif::ProgressStyle::with_template("[{bar:24}] {pos}/{len} {msg}")
+                .expect("the template is valid")
+                .progress_chars("#>.");
+            bar.set_style(style);
             thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    draw(&state.lock().unwrap_or_else(PoisonError::into_inner));
+                    let (done, message) = status(&state.lock().unwrap_or_else(PoisonError::into_inner));
+                    bar.set_position(done as u64);
+                    bar.set_message(message);
                     thread::sleep(Duration::from_millis(200));
                 }
-                eprint!("\r\x1b[2K");
-                let _ = std::io::stderr().flush();
+                bar.finish_and_clear();
             })
         });
         Progress { state, stop, drawer }
@@ -464,21 +473,19 @@ impl Progress {
     }
 }
 
-fn draw(s: &ProgressState) {
-    const WIDTH: usize = 24;
-    let filled = (s.done * WIDTH).checked_div(s.total).unwrap_or(0).min(WIDTH);
-    let mut line = format!("[{}{}] {}/{}", "#".repeat(filled), ".".repeat(WIDTH - filled), s.done, s.total);
-    if let Some((label, monitor, started)) = &s.running {
-        line += &format!(
-            " {label}: {:.1} M relaxations, {} sweeps complete, {} ULTs left, {:.1} s",
+/// Runs done, and the running solve's line.
+fn status(s: &ProgressState) -> (usize, String) {
+    let line = match &s.running {
+        Some((label, monitor, started)) => format!(
+            "{label}: {:.1} M relaxations, {} sweeps complete, {} ULTs left, {:.1} s",
             monitor.relaxations() as f64 / 1e6,
             monitor.complete_sweeps(),
             monitor.active(),
             started.elapsed().as_secs_f64()
-        );
-    }
-    eprint!("\r\x1b[2K{line}");
-    let _ = std::io::stderr().flush();
+        ),
+        None => String::new(),
+    };
+    (s.done, line)
 }
 
 /// The runs of one system at one processor count, over the repetitions.

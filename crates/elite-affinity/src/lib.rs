@@ -82,7 +82,7 @@
 //! # Counter sources
 //!
 //! A [`CounterSource`] per processor gives the misses of each run and a miss clock:
-//! [`HardwareSource`] (`perf_event_open` through libc; `rdpmc` through the mmap page where the
+//! [`HardwareSource`] (`perf_event_open` through the `perf-event2` crate; `rdpmc` through the mmap page where the
 //! kernel allows it, `read(2)` otherwise), [`EstimatedSource`] (from the footprint a ULT declared
 //! and the cache model), [`ScriptedSource`] (for tests). [`AnySource::detect`] picks the hardware
 //! counter when it opens and the estimator otherwise; [`CounterSource::kind`] says which, for the

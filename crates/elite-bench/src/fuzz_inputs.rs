@@ -106,12 +106,15 @@ fn parameters() -> impl Strategy<Value = Vec<String>> {
     prop::collection::vec((name, value).prop_map(|(name, value)| format!("-{name}={value}")), 0..5)
 }
 
-/// Whether an error message quotes one of `args`, or the value of a `name=value` one (in
-/// backticks), or starts as one of `fixed`.
+/// Whether an error message quotes one of `args`, or the name or the value of a `name=value` one
+/// (in backticks, or in single quotes as clap quotes them), or starts as one of `fixed`.
 fn names_the_fault(message: &str, args: &[String], fixed: &[&str]) -> bool {
-    let quotes = |text: &str| message.contains(&format!("`{text}`"));
+    let quotes =
+        |text: &str| message.contains(&format!("`{text}`")) || message.contains(&format!("'{text}'"));
     fixed.iter().any(|f| message.starts_with(f))
-        || args.iter().any(|a| quotes(a) || a.split_once('=').is_some_and(|(_, value)| quotes(value)))
+        || args.iter().any(|a| {
+            quotes(a) || a.split_once('=').is_some_and(|(name, value)| quotes(name) || quotes(value))
+        })
 }
 
 proptest! {
@@ -136,10 +139,12 @@ proptest! {
             }
             Err(message) => prop_assert!(
                 names_the_fault(&message, &args, &[
-                    "--bench needs a bench name",
-                    "--policy needs a policy name",
-                    "--json needs a file name",
-                    "no suite given",
+                    // clap's: a flag without its value, no suite.
+                    "a value is required for '--bench <NAME>'",
+                    "a value is required for '--policy <NAME>'",
+                    "a value is required for '--json <FILE|->'",
+                    "the following required arguments were not provided: <SUITE>",
+                    "a value is required for '<SUITE>'",
                     "--policy and --cachegrind belong to suites",
                 ]),
                 "{:?}: {}", args, message

@@ -3,7 +3,11 @@
 //! ```text
 //! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick] [--bench NAME]...
 //! cargo run --release -p elite-bench -- affinity [--policy NAME]... [--cachegrind]
+//! cargo run -p elite-bench -- report [--data DIR] [--out FILE] [--check] [--run [--quick]]
 //! ```
+//!
+//! `report` ([`report`]) writes `docs/benchmarks.md`'s tables and SVG charts from the suites' JSON
+//! documents, without running anything (or, with `--run`, after running every suite).
 //!
 //! The machines we build on are shared 2-core virtual machines whose absolute speed drifts, so
 //! every claim this command supports is a *ratio measured in one run* (`docs/bench-json.md` in
@@ -173,6 +177,7 @@ mod fuzz_inputs;
 mod harness;
 mod machine;
 mod peers;
+mod report;
 mod suites;
 mod workloads;
 
@@ -199,7 +204,8 @@ const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
     "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
-    "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>"
+    "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
+    "       elite-bench report [--data DIR] [--out FILE] [--check] [--run [--quick]]"
 );
 
 fn main() -> ExitCode {
@@ -215,6 +221,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some(suites::blocking::PROBE_COMMAND) {
         return suites::blocking::probe_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(report::COMMAND) {
+        return report::main(&args[1..]);
     }
     match parse_args(&args) {
         Ok(Some(options)) => run(&options),
@@ -244,57 +253,109 @@ fn valid_choices() -> String {
     )
 }
 
+/// The suite command line, as clap parses it (its errors say what was wrong and what is
+/// allowed: the suites, the policies, the flags).
+fn command() -> clap::Command {
+    use clap::builder::{NonEmptyStringValueParser, PossibleValuesParser};
+    use clap::{Arg, ArgAction};
+    let suites: Vec<&'static str> = suites::SUITES.iter().map(|s| s.name).collect();
+    clap::Command::new("elite-bench")
+        .about("elite and its peers, measured in the same run")
+        .no_binary_name(true)
+        .disable_help_subcommand(true)
+        .args_override_self(true)
+        .arg(
+            Arg::new("suite")
+                .value_name("SUITE")
+                .required(true)
+                .value_parser(PossibleValuesParser::new(suites)),
+        )
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .value_name("FILE|-")
+                .value_parser(NonEmptyStringValueParser::new())
+                .help("write the JSON document to FILE (`-`: stdout)"),
+        )
+        .arg(
+            Arg::new("quick")
+                .long("quick")
+                .action(ArgAction::SetTrue)
+                .help("shrunken sizes, the whole suite in well under a minute"),
+        )
+        .arg(
+            Arg::new("bench")
+                .long("bench")
+                .value_name("NAME")
+                .action(ArgAction::Append)
+                .value_parser(NonEmptyStringValueParser::new())
+                .help("only this bench of the suite; repeatable"),
+        )
+        .arg(
+            Arg::new("policy")
+                .long("policy")
+                .value_name("NAME")
+                .action(ArgAction::Append)
+                .value_parser(|name: &str| {
+                    name.parse::<elite_rt::policy::Policy>().map_err(|e| e.to_string())
+                })
+                .help("(affinity, grid) only this scheduling policy; repeatable"),
+        )
+        .arg(
+            Arg::new("cachegrind")
+                .long("cachegrind")
+                .action(ArgAction::SetTrue)
+                .help("(affinity, grid) add the simulated last-level misses of each policy (needs valgrind)"),
+        )
+}
+
 /// Parses the command line; `Ok(None)` means help was asked for.
 fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
-    let mut suite = None;
-    let mut json = None;
-    let mut quick = false;
-    let mut policies = Vec::new();
-    let mut cachegrind = false;
-    let mut benches = Vec::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--help" | "-h" => return Ok(None),
-            "--quick" => quick = true,
-            "--cachegrind" => cachegrind = true,
-            "--bench" => match rest.next() {
-                Some(name) if !name.starts_with('-') => benches.push(name.clone()),
-                _ => return Err("--bench needs a bench name".into()),
-            },
-            "--policy" => match rest.next() {
-                Some(name) => {
-                    policies.push(name.parse::<elite_rt::policy::Policy>().map_err(|e| e.to_string())?)
-                }
-                None => return Err("--policy needs a policy name".into()),
-            },
-            "--json" => match rest.next() {
-                // `--json --quick` is a forgotten file name, not a file called `--quick`.
-                Some(path) if path == "-" || !(path.is_empty() || path.starts_with('-')) => {
-                    json = Some(path.clone());
-                }
-                _ => return Err("--json needs a file name (or `-` for stdout)".into()),
-            },
-            _ if arg.starts_with("--json=") => {
-                let path = &arg["--json=".len()..];
-                if path.is_empty() {
-                    return Err("--json needs a file name (or `-` for stdout)".into());
-                }
-                json = Some(path.to_string());
-            }
-            _ if arg.starts_with('-') => return Err(format!("unknown flag `{arg}`")),
-            _ if suite.is_some() => return Err(format!("more than one suite given (`{arg}`)")),
-            _ => match suites::SUITES.iter().find(|s| s.name == arg) {
-                Some(found) => suite = Some(found),
-                None => return Err(format!("unknown suite `{arg}`")),
-            },
-        }
+    // clap would read `-procs=4` as the short flags `-p -r ...` and name only `-p`: every flag
+    // here is long (or `-h`), so a single-dash word is refused whole.
+    if let Some(arg) =
+        args.iter().find(|a| a.starts_with('-') && !a.starts_with("--") && *a != "-" && *a != "-h")
+    {
+        return Err(format!(
+            "unknown flag `{arg}`; the flags are --json FILE, --quick, --bench NAME, --policy NAME, --cachegrind, --help"
+        ));
     }
-    let suite = suite.ok_or_else(|| "no suite given".to_string())?;
+    let matches = match command().try_get_matches_from(args) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
+        Err(e) => return Err(clap_message(&e)),
+    };
+    let name = matches.get_one::<String>("suite").expect("a required argument");
+    let suite = suites::SUITES.iter().find(|s| s.name == name.as_str()).expect("one of the possible values");
+    let json = matches.get_one::<String>("json").cloned();
+    let quick = matches.get_flag("quick");
+    let cachegrind = matches.get_flag("cachegrind");
+    let benches: Vec<String> = matches.get_many::<String>("bench").into_iter().flatten().cloned().collect();
+    let policies: Vec<elite_rt::policy::Policy> =
+        matches.get_many::<elite_rt::policy::Policy>("policy").into_iter().flatten().cloned().collect();
     if (!policies.is_empty() || cachegrind) && !["affinity", "grid"].contains(&suite.name) {
         return Err("--policy and --cachegrind belong to suites `affinity` and `grid`".into());
     }
     Ok(Some(Options { suite, json, quick, policies, cachegrind, benches }))
+}
+
+/// A clap error as one message: what was wrong and what is allowed, without clap's usage lines
+/// (the caller prints the usage).
+pub(crate) fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let mut message = String::new();
+    for line in text.lines().take_while(|line| !line.starts_with("Usage:")).map(str::trim) {
+        if line.is_empty() || line.starts_with("For more information") {
+            continue;
+        }
+        if !message.is_empty() {
+            // A line ending in a colon introduces the next one (clap's list of missing arguments).
+            message.push_str(if message.ends_with(':') { " " } else { "; " });
+        }
+        message.push_str(line);
+    }
+    message
 }
 
 /// Runs the suite, prints the report, writes the JSON document; returns the exit status.
@@ -386,6 +447,31 @@ mod tests {
         assert_eq!(options.policies.iter().map(|p| p.name()).collect::<Vec<_>>(), ["virtual-time"]);
         assert_eq!(options.benches, ["no_locality"]);
         assert!(options.quick && !options.cachegrind);
+    }
+
+    #[test]
+    fn errors_say_what_was_wrong_and_what_is_allowed() {
+        let err = |words: &[&str]| parse_args(&args(words)).err().expect("an error");
+        let e = err(&["frob"]);
+        assert!(e.contains("'frob'") && e.contains("micro") && e.contains("blocking"), "{e}");
+        let e = err(&[]);
+        assert!(e.contains("<SUITE>"), "{e}");
+        let e = err(&["micro", "--bench"]);
+        assert!(e.contains("'--bench <NAME>'"), "{e}");
+        let e = err(&["micro", "--bench", "--quick"]);
+        assert!(e.contains("'--bench <NAME>'"), "{e}");
+        let e = err(&["micro", "--json="]);
+        assert!(e.contains("--json"), "{e}");
+        let e = err(&["micro", "--frob"]);
+        assert!(e.contains("'--frob'"), "{e}");
+        let e = err(&["micro", "sync"]);
+        assert!(e.contains("'sync'"), "{e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+        let o = parse_args(&args(&["micro", "--quick", "--quick", "--json", "-"])).unwrap().unwrap();
+        assert!(o.quick);
+        assert_eq!(o.json.as_deref(), Some("-"));
+        assert!(parse_args(&args(&["--help"])).unwrap().is_none());
+        assert!(parse_args(&args(&["micro", "-h"])).unwrap().is_none());
     }
 
     #[test]

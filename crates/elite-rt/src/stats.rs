@@ -172,6 +172,18 @@ counters! {
 }
 
 /// A snapshot of the counters of every processor.
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(2).build()?;
+/// rt.block_on(|| {
+///     let handles: Vec<_> = (0..100).map(|i| elite_rt::spawn(move || i)).collect();
+///     handles.into_iter().for_each(|h| drop(h.join()));
+/// });
+/// let stats = rt.stats();
+/// assert_eq!(stats.processors.len(), 2);
+/// println!("{stats}"); // a table: a row per processor
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct RuntimeStats {

@@ -508,6 +508,17 @@ impl std::error::Error for SpawnError {}
 
 /// An owned permission to join a ULT: `join` waits for it and returns its result. Dropping the
 /// handle detaches the ULT.
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+/// let handle = rt.spawn(|| 6 * 7);
+/// assert_eq!(handle.join().unwrap(), 42); // joined from an OS thread: it parks
+/// rt.block_on(|| {
+///     let handle = elite_rt::spawn(|| panic!("a ULT's panic"));
+///     assert!(handle.join().is_err()); // the panic arrives as `Err(payload)`
+/// });
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
 pub struct JoinHandle<T> {
     tcb: TcbRef,
     _result: PhantomData<fn() -> T>,
@@ -811,6 +822,26 @@ unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
 /// A ULT that unwinds a panic yields its OS thread instead (it keeps that thread until its
 /// unwinding is over, see the caveats page); once its panic is caught, its next yield takes it
 /// back to a processor.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+///
+/// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+/// rt.block_on(|| {
+///     let flag = Arc::new(AtomicBool::new(false));
+///     let setter = elite_rt::spawn({
+///         let flag = flag.clone();
+///         move || flag.store(true, Ordering::Release)
+///     });
+///     // One processor: the spawned ULT runs only when this one lets it.
+///     while !flag.load(Ordering::Acquire) {
+///         elite_rt::yield_now();
+///     }
+///     setter.join().unwrap();
+/// });
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
 #[inline]
 pub fn yield_now() {
     match current_processor().and_then(|p| p.current_ult()) {
@@ -838,6 +869,22 @@ fn yield_thread() {
 
 /// Puts the running ULT to sleep for at least `dur` without blocking its processor. Outside a ULT
 /// it sleeps the OS thread.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+/// let slept = rt.block_on(|| {
+///     // The sleeper's processor runs this other ULT meanwhile.
+///     let busy = elite_rt::spawn(|| (0..1000u64).sum::<u64>());
+///     let start = Instant::now();
+///     elite_rt::sleep(Duration::from_millis(5));
+///     assert_eq!(busy.join().unwrap(), 499_500);
+///     start.elapsed()
+/// });
+/// assert!(slept >= Duration::from_millis(5));
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
 pub fn sleep(dur: Duration) {
     // A ULT that unwinds sleeps anchored to its OS thread (`crate::anchor`).
     crate::anchor::at_switch_point();
@@ -863,6 +910,16 @@ impl ThreadId {
 }
 
 /// A description of a ULT: id, name, and the processor it was on when the description was taken.
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(2).build()?;
+/// let handle = elite_rt::Builder::new().name("worker".into()).spawn_on(&rt, || {
+///     let me = elite_rt::current();
+///     (me.name().map(str::to_owned), me.processor() < 2)
+/// })?;
+/// assert_eq!(handle.join().unwrap(), (Some("worker".to_owned()), true));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Thread {
     id: ThreadId,
@@ -899,6 +956,14 @@ pub(crate) fn thread_of(t: TcbRef) -> Thread {
 }
 
 /// The running ULT, or `None` outside one.
+///
+/// ```
+/// assert!(elite_rt::try_current().is_none()); // the main thread is no ULT
+/// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+/// let id = rt.block_on(|| elite_rt::try_current().map(|t| t.id()));
+/// assert!(id.is_some());
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
 pub fn try_current() -> Option<Thread> {
     match current_processor().map(|p| (p, p.current_ult())) {
         Some((p, Some(me))) => {
@@ -918,6 +983,16 @@ pub fn try_current() -> Option<Thread> {
 /// # Panics
 ///
 /// Panics outside a ULT; use [`try_current`] where that can happen.
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+/// let (a, b) = rt.block_on(|| {
+///     let child = elite_rt::spawn(|| elite_rt::current().id());
+///     (elite_rt::current().id(), child.join().unwrap())
+/// });
+/// assert_ne!(a, b); // every ULT has its own id
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
 pub fn current() -> Thread {
     try_current().unwrap_or_else(|| {
         panic!("elite_rt::current() called outside a ULT: run the code inside Runtime::block_on or a spawned ULT")

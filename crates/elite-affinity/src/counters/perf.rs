@@ -1,10 +1,16 @@
 //! The hardware source: a cache-miss counter of the calling thread through `perf_event_open`.
 //!
-//! # Reading the counter
+//! # Opening and reading: the `perf-event2` crate; `rdpmc`: by hand
 //!
-//! The event is opened for the calling thread on any CPU (`pid = 0, cpu = -1`), counting user
-//! space only (`exclude_kernel`, `exclude_hv`, which `perf_event_paranoid <= 2` allows), and its
-//! first page is mapped read-only. The kernel keeps in that page (`struct perf_event_mmap_page`,
+//! The event is opened with `perf-event2`'s `Builder` for the calling thread on any CPU
+//! (`observe_self`, `any_cpu`), counting user space only (`exclude_kernel`, `exclude_hv`, which
+//! `perf_event_paranoid <= 2` allows), enabled at once, with the read format `{value,
+//! time_enabled, time_running}`; the system-call read is the crate's `read_count_and_time`. The
+//! crate has a user-space read too (`Sampler::read_user`), but it reads the time fields and the
+//! time-stamp counter on every call; the runtime reads its counter twice per ULT run and needs
+//! only the count, so the fast path below stays by hand, over the counter's file descriptor.
+//!
+//! The event's first page is mapped read-only. The kernel keeps in that page (`struct perf_event_mmap_page`,
 //! whose first fields [`PageHead`] mirrors) a sequence `lock`, the hardware counter `index` (0
 //! while the event is not on a counter), an `offset`, the counter width and the capability bits.
 //! Where `cap_user_rdpmc` is set (and `cap_bit0_is_deprecated`, so that the bit is meaningful),
@@ -31,7 +37,7 @@
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{compiler_fence, Ordering};
 
@@ -50,62 +56,23 @@ pub enum CounterEvent {
 }
 
 impl CounterEvent {
-    /// `(perf type, config, name)`.
-    fn perf(self) -> (u32, u64, &'static str) {
+    /// The event's builder and its name in the kernel's headers.
+    fn builder(self) -> (perf_event::Builder<'static>, &'static str) {
+        use perf_event::events::{Hardware, Software};
         match self {
             CounterEvent::CacheMisses => {
-                (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES, "PERF_COUNT_HW_CACHE_MISSES")
+                (perf_event::Builder::new(Hardware::CACHE_MISSES), "PERF_COUNT_HW_CACHE_MISSES")
             }
             CounterEvent::SoftwarePageFaults => {
-                (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "PERF_COUNT_SW_PAGE_FAULTS")
+                (perf_event::Builder::new(Software::PAGE_FAULTS), "PERF_COUNT_SW_PAGE_FAULTS")
             }
         }
     }
 }
 
-// From include/uapi/linux/perf_event.h.
-const PERF_TYPE_HARDWARE: u32 = 0;
-const PERF_TYPE_SOFTWARE: u32 = 1;
-const PERF_COUNT_HW_CACHE_MISSES: u64 = 3;
-const PERF_COUNT_SW_PAGE_FAULTS: u64 = 2;
-const PERF_FORMAT_TOTAL_TIME_ENABLED: u64 = 1 << 0;
-const PERF_FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-/// `attr.flags` bits: `exclude_kernel`, `exclude_hv`.
-const EXCLUDE_KERNEL: u64 = 1 << 5;
-const EXCLUDE_HV: u64 = 1 << 6;
-/// `capabilities` bits of the mmap page.
+/// `capabilities` bits of the mmap page (include/uapi/linux/perf_event.h).
 const CAP_BIT0_IS_DEPRECATED: u64 = 1 << 1;
 const CAP_USER_RDPMC: u64 = 1 << 2;
-
-/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes); the kernel accepts any
-/// published size and zero-extends it.
-#[repr(C)]
-#[derive(Default)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved: u16,
-}
-
-const PERF_ATTR_SIZE_VER5: u32 = 112;
-const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == PERF_ATTR_SIZE_VER5 as usize);
 
 /// The first fields of `struct perf_event_mmap_page`, at their ABI offsets.
 #[repr(C)]
@@ -251,7 +218,7 @@ impl std::error::Error for OpenError {}
 /// }
 /// ```
 pub struct HardwareSource {
-    fd: OwnedFd,
+    counter: perf_event::Counter,
     /// The first page of the event's mapping, when the mapping succeeded.
     page: Option<NonNull<PageHead>>,
     page_len: usize,
@@ -268,49 +235,43 @@ pub struct HardwareSource {
 impl HardwareSource {
     /// Opens `event` for the calling thread.
     pub fn open(event: CounterEvent) -> Result<HardwareSource, OpenError> {
-        let (kind, config, name) = event.perf();
-        if !cfg!(any(target_os = "linux", target_os = "android")) {
-            return Err(OpenError { event: name, errno: None, paranoid: None });
-        }
-        let attr = PerfEventAttr {
-            kind,
-            size: PERF_ATTR_SIZE_VER5,
-            config,
-            read_format: PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
-            flags: EXCLUDE_KERNEL | EXCLUDE_HV,
-            ..PerfEventAttr::default()
-        };
-        // SAFETY: `attr` is a valid `perf_event_attr` of the size it declares, alive for the
-        // call; the other arguments are plain integers.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                std::ptr::addr_of!(attr),
-                0 as libc::pid_t,
-                -1 as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
+        let (mut builder, name) = event.builder();
+        let counter = builder
+            .observe_self()
+            .any_cpu()
+            .exclude_kernel(true)
+            .exclude_hv(true)
+            .read_format(
+                perf_event::ReadFormat::TOTAL_TIME_ENABLED | perf_event::ReadFormat::TOTAL_TIME_RUNNING,
             )
+            .enabled(true)
+            .build();
+        let counter = match counter {
+            Ok(counter) => counter,
+            Err(err) => {
+                let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                    .ok()
+                    .and_then(|text| text.trim().parse().ok());
+                return Err(OpenError { event: name, errno: err.raw_os_error(), paranoid });
+            }
         };
-        if fd < 0 {
-            let errno = io::Error::last_os_error().raw_os_error();
-            let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-                .ok()
-                .and_then(|text| text.trim().parse().ok());
-            return Err(OpenError { event: name, errno, paranoid });
-        }
-        // SAFETY: the call returned a new file descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
         // SAFETY: `sysconf` has no preconditions.
         let page_len = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
         // SAFETY: maps `page_len` bytes of the event's fd read-only at an address the kernel
         // picks; the result is checked before use.
         let mapped = unsafe {
-            libc::mmap(std::ptr::null_mut(), page_len, libc::PROT_READ, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                page_len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                counter.as_raw_fd(),
+                0,
+            )
         };
         let page = if mapped == libc::MAP_FAILED { None } else { NonNull::new(mapped.cast::<PageHead>()) };
         let mut source = HardwareSource {
-            fd,
+            counter,
             page,
             page_len,
             kind: SourceKind::Hardware(ReadAccess::Syscall),
@@ -355,7 +316,7 @@ impl HardwareSource {
     }
 
     #[inline]
-    fn read_raw(&self) -> u64 {
+    fn read_raw(&mut self) -> u64 {
         #[cfg(target_arch = "x86_64")]
         if let (SourceKind::Hardware(ReadAccess::Rdpmc), Some(page)) = (&self.kind, self.page) {
             // SAFETY: the page stays mapped readable for the life of `self`.
@@ -367,17 +328,11 @@ impl HardwareSource {
     }
 
     #[cold]
-    fn read_syscall(&self) -> u64 {
-        let mut values = [0u64; 3];
-        // SAFETY: reads at most `size_of_val(&values)` bytes into `values`, which lives across
-        // the call.
-        let got = unsafe {
-            libc::read(self.fd.as_raw_fd(), values.as_mut_ptr().cast(), std::mem::size_of_val(&values))
-        };
-        if got != std::mem::size_of_val(&values) as isize {
-            return self.base.wrapping_add(self.last);
+    fn read_syscall(&mut self) -> u64 {
+        match self.counter.read_count_and_time() {
+            Ok(read) => decode_read([read.count, read.time_enabled, read.time_running]),
+            Err(_) => self.base.wrapping_add(self.last),
         }
-        decode_read(values)
     }
 }
 
@@ -419,7 +374,7 @@ impl Drop for HardwareSource {
 impl fmt::Debug for HardwareSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HardwareSource")
-            .field("fd", &self.fd.as_raw_fd())
+            .field("fd", &self.counter.as_raw_fd())
             .field("kind", &self.kind)
             .field("mapped", &self.page.is_some())
             .field("clock", &self.last)

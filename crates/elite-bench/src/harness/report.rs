@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use super::model::{BenchResult, Bound, Metric, Params, Row, Subject, SuiteResults, Target, REPS};
 
-/// The progress line on stderr, drawn only when stderr is a terminal.
+/// The progress line on stderr (an `indicatif` bar), drawn only when stderr is a terminal.
 pub struct Progress {
     /// Whether to draw at all.
     enabled: bool,
@@ -14,12 +14,14 @@ pub struct Progress {
     pub(super) total: usize,
     /// Runs finished.
     pub(super) done: usize,
+    /// The bar, made at the first run (once `total` is known).
+    bar: Option<indicatif::ProgressBar>,
 }
 
 impl Progress {
     /// A progress line that draws when `enabled`.
     pub fn new(enabled: bool) -> Progress {
-        Progress { enabled, total: 0, done: 0 }
+        Progress { enabled, total: 0, done: 0, bar: None }
     }
 
     /// Draws the line for the run about to start.
@@ -27,27 +29,31 @@ impl Progress {
         if !self.enabled {
             return;
         }
-        const WIDTH: usize = 24;
-        let filled = (self.done * WIDTH).checked_div(self.total).unwrap_or(0);
+        let total = self.total as u64;
+        let bar = self.bar.get_or_insert_with(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(total),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            let style = indicatif::ProgressStyle::with_template("[{bar:24}] {pos}/{len} {msg}")
+                .expect("the template is valid")
+                .progress_chars("#>.");
+            bar.set_style(style);
+            bar
+        });
         let stage = match round {
             0 => "warm-up".to_string(),
             r => format!("rep {r}/{REPS}"),
         };
-        eprint!(
-            "\r\x1b[2K[{}{}] {}/{} {bench} {system} {stage}",
-            "#".repeat(filled),
-            ".".repeat(WIDTH - filled),
-            self.done,
-            self.total
-        );
-        let _ = io::stderr().flush();
+        bar.set_length(total);
+        bar.set_position(self.done as u64);
+        bar.set_message(format!("{bench} {system} {stage}"));
     }
 
     /// Erases the line.
     pub(super) fn finish(&mut self) {
-        if self.enabled {
-            eprint!("\r\x1b[2K");
-            let _ = io::stderr().flush();
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
         }
     }
 }

@@ -245,6 +245,90 @@ mod tests {
         i as *mut u8
     }
 
+    /// The measurement that keeps this deque instead of `crossbeam_deque` (docs/architecture.md,
+    /// "The start-queue deque"): the owner's two patterns, interleaved round by round with
+    /// crossbeam's `Worker`/`Stealer`, medians of 9 rounds, on one thread (no thief runs, as in
+    /// the common case). Timing, so ignored by default; run it optimized:
+    /// `cargo test -p elite-rt --profile loom --lib own_deque_against -- --ignored --nocapture`.
+    ///
+    /// - `push+pop`: a spawn joined at once: push one entry, pop it (the pop of a last entry).
+    /// - `spill`: a full deque spilling its oldest half down a level: push 256, move the oldest
+    ///   128 out (`take_oldest` into a buffer; crossbeam: `steal_batch_with_limit` into another
+    ///   `Worker`, its only way to move several entries at once), pop the other 128.
+    #[test]
+    #[ignore = "a timing measurement: run it by hand (see its doc comment)"]
+    fn own_deque_against_crossbeam_deque() {
+        use std::hint::black_box;
+        use std::time::Instant;
+        const PUSH_POPS: usize = 2_000_000;
+        const SPILLS: usize = 20_000;
+        let own: Deque<u8> = Deque::new(256);
+        let mut buffer = vec![ptr::null_mut::<u8>(); 128];
+        let worker = crossbeam_deque::Worker::<usize>::new_lifo();
+        let stealer = worker.stealer();
+        let spill_target = crossbeam_deque::Worker::<usize>::new_lifo();
+        let time = |f: &mut dyn FnMut()| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e9
+        };
+        let mut samples: [Vec<f64>; 4] = Default::default();
+        for _ in 0..9 {
+            samples[0].push(
+                time(&mut || {
+                    for i in 1..=PUSH_POPS {
+                        own.push(p(i)).expect("room");
+                        black_box(own.pop());
+                    }
+                }) / PUSH_POPS as f64,
+            );
+            samples[1].push(
+                time(&mut || {
+                    for i in 1..=PUSH_POPS {
+                        worker.push(i);
+                        black_box(worker.pop());
+                    }
+                }) / PUSH_POPS as f64,
+            );
+            samples[2].push(
+                time(&mut || {
+                    for _ in 0..SPILLS {
+                        for i in 1..=256 {
+                            own.push(p(i)).expect("room");
+                        }
+                        assert_eq!(own.take_oldest(&mut buffer), 128);
+                        black_box(&buffer);
+                        while black_box(own.pop()).is_some() {}
+                    }
+                }) / SPILLS as f64,
+            );
+            samples[3].push(
+                time(&mut || {
+                    for _ in 0..SPILLS {
+                        for i in 1..=256 {
+                            worker.push(i);
+                        }
+                        let _ = black_box(stealer.steal_batch_with_limit(&spill_target, 128));
+                        while black_box(worker.pop()).is_some() {}
+                        while black_box(spill_target.pop()).is_some() {}
+                    }
+                }) / SPILLS as f64,
+            );
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let m: Vec<f64> = samples.iter_mut().map(median).collect();
+        println!("push+pop, ns per pair: own {:.2}, crossbeam-deque {:.2} ({:.2}x)", m[0], m[1], m[1] / m[0]);
+        println!(
+            "spill of 256, ns per cycle: own {:.0}, crossbeam-deque {:.0} ({:.2}x)",
+            m[2],
+            m[3],
+            m[3] / m[2]
+        );
+    }
+
     #[test]
     fn lifo_for_the_owner_fifo_for_thieves_and_bounded() {
         let d: Deque<u8> = Deque::new(3);

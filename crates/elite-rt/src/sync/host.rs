@@ -61,7 +61,7 @@ use std::time::{Duration, Instant};
 use super::ticks;
 
 /// The costs of this host that the runtime's thresholds are derived from (see the
-/// [module docs](self)), measured by [`host_costs`].
+/// notes of `sync/host.rs` in the source), measured by [`host_costs`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct HostCosts {
@@ -89,7 +89,7 @@ pub struct HostCosts {
 /// register switch (a coroutine round trip takes nanoseconds; waking a parked processor takes
 /// microseconds, and far longer in a virtual machine whose host halted its virtual CPU). So the
 /// cost is `coroutine_ns + wake_ns`, the wake-up being the running average of the wake-ups the
-/// runtime has made (see the [module docs](self)).
+/// runtime has made (see the notes of `sync/host.rs` in the source).
 #[derive(Clone, Copy, Debug)]
 pub struct SwitchCost {
     /// The context switch as a blocked waiter pays it: `coroutine_ns + wake_ns`, in nanoseconds.
@@ -153,7 +153,7 @@ pub const MAX_WAKE_SAMPLE_NS: f64 = 10_000_000.0;
 
 impl HostCosts {
     /// The time between bounces below which a lock is saturated, in nanoseconds:
-    /// [`GATHER_ROUND_TRIPS`] line round trips.
+    /// `GATHER_ROUND_TRIPS` (2) line round trips.
     pub fn gather_gap_ns(&self) -> f64 {
         GATHER_ROUND_TRIPS * self.line_round_trip_ns
     }
@@ -186,7 +186,7 @@ impl HostCosts {
 }
 
 /// The costs of this host (measured once per process, when the first runtime starts; see the
-/// [module docs](self)).
+/// notes of `sync/host.rs` in the source).
 pub fn host_costs() -> HostCosts {
     *COSTS.get_or_init(measure)
 }
@@ -202,7 +202,7 @@ static WAKE_AVERAGE: AtomicU64 = AtomicU64::new(0);
 static WAKE_SAMPLES: AtomicU64 = AtomicU64::new(0);
 
 /// The context-switch cost on this host now: the coroutine round trip measured at start plus the
-/// running average of the wake-ups of parked processors (see the [module docs](self)).
+/// running average of the wake-ups of parked processors (see the notes of `sync/host.rs` in the source).
 pub fn switch_cost() -> SwitchCost {
     let costs = host_costs();
     SwitchCost::derive(&costs, wake_ticks(&costs))
@@ -416,7 +416,7 @@ fn under_valgrind() -> bool {
     std::env::var_os("LD_PRELOAD").is_some_and(|p| p.to_string_lossy().contains("vgpreload"))
 }
 
-/// The line round trip and the streamed fetch of a line (see the [module docs](self)), in ticks;
+/// The line round trip and the streamed fetch of a line (see the notes of `sync/host.rs` in the source), in ticks;
 /// `None` on a single CPU, if no helper thread starts, or if the helper stops answering.
 #[cfg(not(miri))]
 fn measure_lines() -> Option<(f64, f64)> {
