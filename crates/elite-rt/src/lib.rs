@@ -391,6 +391,8 @@ mod tcb {
 mod thread;
 #[cfg(not(loom))]
 mod timer;
+#[cfg(not(loom))]
+mod trace;
 
 #[cfg(not(loom))]
 pub use blocking::blocking;
@@ -422,6 +424,8 @@ pub use tcb::Cancelled;
 pub use thread::{
     current, sleep, spawn, try_current, yield_now, Builder, JoinHandle, SpawnError, Thread, ThreadId,
 };
+#[cfg(not(loom))]
+pub use trace::{DEFAULT_TRACE_BUFFER, SCHEDTRACE_ENV, TRACE_ENV};
 
 /// Aborts the process with a message: for runtime bugs, never for user errors.
 #[cfg(not(loom))]

@@ -75,6 +75,7 @@ where
     p.shared.engine.on_spawn(t, spec.footprint);
     let pinned = spec.pinned;
     init_tcb(t, spec, p.next_id(), p.index, f);
+    p.trace_spawn(t);
     p.remote().stats.spawns.bump();
     p.remote().handles.bump();
     if pinned {

@@ -225,6 +225,7 @@ impl Processor {
                 let victim = &self.shared.processors[v];
                 let got = steal_one(&victim.start).or_else(|| self.steal_ready(victim));
                 if let Some(t) = got {
+                    self.trace_steal(t, v);
                     if !victim.start.is_empty() || victim.runq.len() > 0 {
                         self.shared.notify_any(); // more to take there: pass the wake-up on
                     }
