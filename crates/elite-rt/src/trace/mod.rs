@@ -331,7 +331,8 @@ pub(crate) enum TraceSetting {
 /// The trace file of a runtime built with `setting`: `None` when tracing is off. The path
 /// `ELITE_TRACE` names goes to the first runtime of the process that takes it; later ones write
 /// `<stem>.<n>.<extension>` beside it (n = 2, 3, ...), so that a program that builds several
-/// runtimes (the adaptive-grid example builds one per policy) leaves one trace of each.
+/// runtimes (the adaptive-grid example builds one per policy) leaves one trace of each; a path
+/// to something other than a file (`/dev/null`, a pipe) is taken as it is by every runtime.
 pub(crate) fn trace_path(setting: &TraceSetting) -> Result<Option<PathBuf>, crate::BuildError> {
     match setting {
         TraceSetting::Off => Ok(None),
@@ -341,6 +342,10 @@ pub(crate) fn trace_path(setting: &TraceSetting) -> Result<Option<PathBuf>, crat
                 return Ok(None);
             };
             let path = parse_trace_env(value)?;
+            // (Something other than a file, such as /dev/null or a pipe, is written as it is.)
+            if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+                return Ok(Some(path));
+            }
             static TAKEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             let n = TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(Some(if n == 0 { path } else { numbered(&path, n + 1) }))

@@ -24,12 +24,16 @@
 use super::{End, Event, Handoff, Kind};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, Write};
 use std::path::Path;
 
 /// Runs of one ULT kept without a wake-up while they wait for one that may come later from
 /// another track.
 const UNMATCHED_KEPT: usize = 8;
+
+/// Bytes of JSON gathered before a write to the file.
+const SPILL_AT: usize = 1 << 20;
 
 /// A wake-up or spawn waiting for the run it caused.
 #[derive(Clone, Copy)]
@@ -39,8 +43,30 @@ struct Cause {
     spawn: bool,
 }
 
+/// A hasher for ULT ids (a multiply; the ids are distinct integers, not attacker-chosen).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    }
+}
+
+type ById<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
 pub(super) struct Writer {
-    out: BufWriter<File>,
+    file: File,
+    /// JSON not yet written to the file.
+    buf: Vec<u8>,
     /// The first write error; nothing more is written after one.
     error: Option<io::Error>,
     /// Per track: runs begun and not yet ended (ULT, begin), innermost last.
@@ -50,39 +76,98 @@ pub(super) struct Writer {
     /// Per track: dropped events last written.
     dropped: Vec<u64>,
     /// Wake-ups and spawns whose run is not seen yet, by ULT.
-    causes: HashMap<u64, Cause>,
+    causes: ById<Cause>,
     /// Runs seen without a wake-up, by ULT: the latest few (begin, track), and the begin of the
     /// latest one let go to keep them few.
-    unmatched: HashMap<u64, (Vec<(u64, u32)>, u64)>,
-    names: HashMap<u64, String>,
+    unmatched: ById<(Vec<(u64, u32)>, u64)>,
+    names: ById<String>,
     flows: u64,
     finished: bool,
 }
 
-/// Microseconds, with the nanoseconds as decimals.
-struct Micros(u64);
-
-impl std::fmt::Display for Micros {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
-    }
+/// JSON text appended to a buffer, without `fmt`'s machinery (the writer's cost is most of a
+/// traced program's overhead).
+trait Put {
+    fn s(&mut self, s: &str) -> &mut Self;
+    fn u(&mut self, n: u64) -> &mut Self;
+    /// Nanoseconds as microseconds with three decimals.
+    fn us(&mut self, ns: u64) -> &mut Self;
+    fn hex(&mut self, n: u64) -> &mut Self;
+    /// A JSON string literal.
+    fn js(&mut self, s: &str) -> &mut Self;
 }
 
-/// A string as a JSON string literal.
-struct Json<'a>(&'a str);
-
-impl std::fmt::Display for Json<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("\"")?;
-        for c in self.0.chars() {
+impl Put for Vec<u8> {
+    #[inline]
+    fn s(&mut self, s: &str) -> &mut Self {
+        self.extend_from_slice(s.as_bytes());
+        self
+    }
+    fn u(&mut self, mut n: u64) -> &mut Self {
+        // Two digits a step, from a table.
+        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+            2021222324252627282930313233343536373839\
+            4041424344454647484950515253545556575859\
+            6061626364656667686970717273747576777879\
+            8081828384858687888990919293949596979899";
+        let mut d = [0u8; 20];
+        let mut i = d.len();
+        while n >= 100 {
+            let r = (n % 100) as usize * 2;
+            n /= 100;
+            i -= 2;
+            d[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
+        }
+        if n >= 10 {
+            let r = n as usize * 2;
+            i -= 2;
+            d[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
+        } else {
+            i -= 1;
+            d[i] = b'0' + n as u8;
+        }
+        self.extend_from_slice(&d[i..]);
+        self
+    }
+    #[inline]
+    fn us(&mut self, ns: u64) -> &mut Self {
+        let frac = ns % 1000;
+        self.u(ns / 1000);
+        self.extend_from_slice(&[
+            b'.',
+            b'0' + (frac / 100) as u8,
+            b'0' + (frac / 10 % 10) as u8,
+            b'0' + (frac % 10) as u8,
+        ]);
+        self
+    }
+    fn hex(&mut self, n: u64) -> &mut Self {
+        self.extend_from_slice(b"0x");
+        let digits = (64 - n.leading_zeros()).div_ceil(4).max(1);
+        for k in (0..digits).rev() {
+            self.push(b"0123456789abcdef"[((n >> (4 * k)) & 15) as usize]);
+        }
+        self
+    }
+    fn js(&mut self, s: &str) -> &mut Self {
+        self.push(b'"');
+        for c in s.chars() {
             match c {
-                '"' => f.write_str("\\\"")?,
-                '\\' => f.write_str("\\\\")?,
-                c if (c as u32) < 0x20 => write!(f, "\\u{:04x}", c as u32)?,
-                c => write!(f, "{c}")?,
+                '"' => self.extend_from_slice(b"\\\""),
+                '\\' => self.extend_from_slice(b"\\\\"),
+                c if (c as u32) < 0x20 => {
+                    self.extend_from_slice(b"\\u00");
+                    self.push(b"0123456789abcdef"[(c as u32 >> 4) as usize]);
+                    self.push(b"0123456789abcdef"[(c as u32 & 15) as usize]);
+                }
+                c => {
+                    let mut b = [0u8; 4];
+                    self.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+                }
             }
         }
-        f.write_str("\"")
+        self.push(b'"');
+        self
     }
 }
 
@@ -108,59 +193,69 @@ fn handoff_name(c: u32) -> &'static str {
 
 impl Writer {
     pub(super) fn create(path: &Path, processors: usize, policy: &str) -> io::Result<Writer> {
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
-        write!(out, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
-        write!(
-            out,
-            "\n{{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{{\"name\":\"elite runtime\"}}}}"
-        )?;
+        let file = File::create(path)?;
+        let mut b = Vec::with_capacity(SPILL_AT + 4096);
+        b.s("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+        b.s("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"elite runtime\"}}");
         for p in 0..=processors {
             let name =
                 if p < processors { format!("processor {p}") } else { "outside the processors".into() };
-            write!(
-                out,
-                ",\n{{\"ph\":\"M\",\"pid\":1,\"tid\":{p},\"name\":\"thread_name\",\"args\":{{\"name\":{}}}}}",
-                Json(&name)
-            )?;
-            write!(
-                out,
-                ",\n{{\"ph\":\"M\",\"pid\":1,\"tid\":{p},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{p}}}}}"
-            )?;
+            let p = p as u64;
+            b.s(",\n{\"ph\":\"M\",\"pid\":1,\"tid\":")
+                .u(p)
+                .s(",\"name\":\"thread_name\",\"args\":{\"name\":");
+            b.js(&name).s("}}");
+            b.s(",\n{\"ph\":\"M\",\"pid\":1,\"tid\":").u(p);
+            b.s(",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":").u(p).s("}}");
         }
-        write!(
-            out,
-            ",\n{{\"ph\":\"i\",\"s\":\"p\",\"pid\":1,\"tid\":0,\"ts\":0.000,\"name\":\"policy\",\"args\":{{\"policy\":{}}}}}",
-            Json(policy)
-        )?;
         let tracks = processors + 1;
-        Ok(Writer {
-            out,
+        let mut w = Writer {
+            file,
+            buf: b,
             error: None,
             open: vec![Vec::new(); tracks],
             idle: vec![None; tracks],
             dropped: vec![0; tracks],
-            causes: HashMap::new(),
-            unmatched: HashMap::new(),
-            names: HashMap::new(),
+            causes: ById::default(),
+            unmatched: ById::default(),
+            names: ById::default(),
             flows: 0,
             finished: false,
-        })
+        };
+        w.policy(0, 0, policy);
+        Ok(w)
     }
 
-    /// Writes one event's JSON (with its leading comma), remembering the first error.
-    fn emit(&mut self, args: std::fmt::Arguments<'_>) {
-        if self.error.is_some() || self.finished {
+    /// The buffer, after the separator of a new event.
+    fn next(&mut self) -> &mut Vec<u8> {
+        self.buf.extend_from_slice(b",\n");
+        &mut self.buf
+    }
+
+    /// Writes the buffer to the file once it is large (or `all` of it), keeping the first error.
+    fn spill(&mut self, all: bool) {
+        if self.buf.len() < SPILL_AT && !all {
             return;
         }
-        if let Err(e) = self.out.write_all(b",\n").and_then(|()| self.out.write_fmt(args)) {
-            self.error = Some(e);
+        if self.error.is_none() {
+            if let Err(e) = self.file.write_all(&self.buf) {
+                self.error = Some(e);
+            }
         }
+        self.buf.clear();
     }
 
-    fn slice_name(&self, ult: u64) -> String {
-        match self.names.get(&ult) {
-            Some(n) => format!("{n} ({ult})"),
-            None => format!("ULT {ult}"),
+    fn slice_name(b: &mut Vec<u8>, names: &ById<String>, ult: u64) {
+        match names.get(&ult) {
+            Some(n) => {
+                // `name (id)`, as a JSON string.
+                b.js(n);
+                b.pop();
+                b.s(" (").u(ult).s(")\"");
+            }
+            None => {
+                b.s("\"ULT ").u(ult).s("\"");
+            }
         }
     }
 
@@ -169,32 +264,43 @@ impl Writer {
     }
 
     pub(super) fn policy(&mut self, track: u32, ts: u64, policy: &str) {
-        self.emit(format_args!(
-            "{{\"ph\":\"i\",\"s\":\"p\",\"pid\":1,\"tid\":{track},\"ts\":{},\"name\":\"policy\",\"args\":{{\"policy\":{}}}}}",
-            Micros(ts),
-            Json(policy)
-        ));
+        let b = self.next();
+        b.s("{\"ph\":\"i\",\"s\":\"p\",\"pid\":1,\"tid\":").u(track.into()).s(",\"ts\":").us(ts);
+        b.s(",\"name\":\"policy\",\"args\":{\"policy\":").js(policy).s("}}");
     }
 
     /// The events of one track's ring, in the order it recorded them; `dropped`: the events the
     /// ring dropped so far.
     pub(super) fn events(&mut self, track: u32, events: &[Event], dropped: u64) {
+        if self.finished {
+            return;
+        }
         let t = track as usize;
         for e in events {
             self.event(t, e);
+            self.spill(false);
         }
         if dropped != self.dropped[t] {
             self.dropped[t] = dropped;
             let ts = events.last().map_or(0, |e| e.ts);
-            self.emit(format_args!(
-                "{{\"ph\":\"C\",\"pid\":1,\"tid\":{t},\"ts\":{},\"name\":\"dropped events\",\"args\":{{\"processor {t}\":{dropped}}}}}",
-                Micros(ts)
-            ));
+            let b = self.next();
+            b.s("{\"ph\":\"C\",\"pid\":1,\"tid\":").u(track.into()).s(",\"ts\":").us(ts);
+            b.s(",\"name\":\"dropped events\",\"args\":{\"processor ")
+                .u(track.into())
+                .s("\":")
+                .u(dropped)
+                .s("}}");
         }
     }
 
+    /// The head of an event on track `t` at `ts`: `{"ph":"<ph>",...,"ts":<ts>`.
+    fn head(&mut self, ph: &str, cat: &str, t: usize, ts: u64) -> &mut Vec<u8> {
+        let b = self.next();
+        b.s("{\"ph\":\"").s(ph).s("\",\"cat\":\"").s(cat).s("\",\"pid\":1,\"tid\":").u(t as u64);
+        b.s(",\"ts\":").us(ts)
+    }
+
     fn event(&mut self, t: usize, e: &Event) {
-        let ts = Micros(e.ts);
         match e.kind {
             Kind::RunBegin => {
                 self.open[t].push((e.a, e.ts));
@@ -208,52 +314,61 @@ impl Writer {
                 };
                 let begin = self.open[t][i].1;
                 self.open[t].truncate(i);
-                let name = self.slice_name(e.a);
-                let end = end_name(e.c);
-                let on = if e.b != 0 { format!(",\"on\":\"{:#x}\"", e.b) } else { String::new() };
-                self.emit(format_args!(
-                    "{{\"ph\":\"X\",\"cat\":\"run\",\"pid\":1,\"tid\":{t},\"ts\":{},\"dur\":{},\"name\":{},\"args\":{{\"ult\":{},\"end\":\"{end}\"{on}}}}}",
-                    Micros(begin),
-                    Micros(e.ts.saturating_sub(begin)),
-                    Json(&name),
-                    e.a
-                ));
+                let b = self.head("X", "run", t, begin);
+                b.s(",\"dur\":").us(e.ts.saturating_sub(begin)).s(",\"name\":");
+                Self::slice_name(&mut self.buf, &self.names, e.a);
+                let b = &mut self.buf;
+                b.s(",\"args\":{\"ult\":").u(e.a).s(",\"end\":\"").s(end_name(e.c)).s("\"");
+                if e.b != 0 {
+                    b.s(",\"on\":\"").hex(e.b).s("\"");
+                }
+                b.s("}}");
                 if e.c == End::Exit as u32 {
                     self.causes.remove(&e.a);
                     self.unmatched.remove(&e.a);
                 }
             }
             Kind::Spawn | Kind::Wake => {
-                let (what, by) = if e.kind == Kind::Spawn { ("spawn", "by") } else { ("wake", "by") };
-                let policy_key = if e.kind == Kind::Spawn { "queued_on" } else { "target" };
+                let spawn = e.kind == Kind::Spawn;
+                let what = if spawn { "spawn" } else { "wake" };
+                let b = self.head("i", what, t, e.ts);
+                b.s(",\"s\":\"t\",\"name\":\"")
+                    .s(what)
+                    .s("\",\"args\":{\"ult\":")
+                    .u(e.a)
+                    .s(",\"by\":")
+                    .u(e.b);
+                b.s(if spawn { ",\"queued_on\":" } else { ",\"target\":" });
                 // (A spawn from outside the processors goes to the global start-queue.)
-                let place = if e.c == u32::MAX { "\"global\"".to_string() } else { e.c.to_string() };
-                self.emit(format_args!(
-                    "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"{what}\",\"pid\":1,\"tid\":{t},\"ts\":{ts},\"name\":\"{what}\",\"args\":{{\"ult\":{},\"{by}\":{},\"{policy_key}\":{place}}}}}",
-                    e.a, e.b
-                ));
-                self.caused(e.a, Cause { ts: e.ts, track: t as u32, spawn: e.kind == Kind::Spawn });
+                if e.c == u32::MAX {
+                    b.s("\"global\"");
+                } else {
+                    b.u(e.c.into());
+                }
+                b.s("}}");
+                self.caused(e.a, Cause { ts: e.ts, track: t as u32, spawn });
             }
-            Kind::Steal => self.emit(format_args!(
-                "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"steal\",\"pid\":1,\"tid\":{t},\"ts\":{ts},\"name\":\"steal\",\"args\":{{\"ult\":{},\"from\":{}}}}}",
-                e.a, e.c
-            )),
+            Kind::Steal => {
+                let b = self.head("i", "steal", t, e.ts);
+                b.s(",\"s\":\"t\",\"name\":\"steal\",\"args\":{\"ult\":")
+                    .u(e.a)
+                    .s(",\"from\":")
+                    .u(e.c.into());
+                b.s("}}");
+            }
             Kind::IdleBegin => self.idle[t] = Some(e.ts),
             Kind::IdleEnd => {
                 if let Some(begin) = self.idle[t].take() {
-                    let name = if e.c != 0 { "parked" } else { "idle" };
-                    self.emit(format_args!(
-                        "{{\"ph\":\"X\",\"cat\":\"idle\",\"pid\":1,\"tid\":{t},\"ts\":{},\"dur\":{},\"name\":\"{name}\"}}",
-                        Micros(begin),
-                        Micros(e.ts.saturating_sub(begin))
-                    ));
+                    let b = self.head("X", "idle", t, begin);
+                    b.s(",\"dur\":").us(e.ts.saturating_sub(begin));
+                    b.s(if e.c != 0 { ",\"name\":\"parked\"}" } else { ",\"name\":\"idle\"}" });
                 }
             }
-            Kind::Handoff => self.emit(format_args!(
-                "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"blocking\",\"pid\":1,\"tid\":{t},\"ts\":{ts},\"name\":\"blocking call\",\"args\":{{\"ult\":{},\"processor\":\"{}\"}}}}",
-                e.a,
-                handoff_name(e.c)
-            )),
+            Kind::Handoff => {
+                let b = self.head("i", "blocking", t, e.ts);
+                b.s(",\"s\":\"t\",\"name\":\"blocking call\",\"args\":{\"ult\":").u(e.a);
+                b.s(",\"processor\":\"").s(handoff_name(e.c)).s("\"}}");
+            }
         }
     }
 
@@ -305,15 +420,10 @@ impl Writer {
         self.flows += 1;
         let id = self.flows;
         let name = if cause.spawn { "spawn" } else { "wake" };
-        self.emit(format_args!(
-            "{{\"ph\":\"s\",\"cat\":\"{name}\",\"name\":\"{name}\",\"id\":{id},\"pid\":1,\"tid\":{},\"ts\":{}}}",
-            cause.track,
-            Micros(cause.ts)
-        ));
-        self.emit(format_args!(
-            "{{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"{name}\",\"name\":\"{name}\",\"id\":{id},\"pid\":1,\"tid\":{track},\"ts\":{}}}",
-            Micros(begin)
-        ));
+        let b = self.head("s", name, cause.track as usize, cause.ts);
+        b.s(",\"name\":\"").s(name).s("\",\"id\":").u(id).s("}");
+        let b = self.head("f", name, track as usize, begin);
+        b.s(",\"bp\":\"e\",\"name\":\"").s(name).s("\",\"id\":").u(id).s("}");
     }
 
     /// Writes the tail; the first error met, if any.
@@ -321,18 +431,56 @@ impl Writer {
         if self.finished {
             return Ok(());
         }
-        if let Some(e) = self.error.take() {
-            self.finished = true;
-            return Err(e);
-        }
         self.finished = true;
-        let per: Vec<String> = self.dropped.iter().map(u64::to_string).collect();
         let total: u64 = self.dropped.iter().sum();
-        write!(
-            self.out,
-            "\n],\"otherData\":{{\"producer\":\"elite-rt\",\"dropped_events\":{total},\"dropped_per_track\":[{}]}}}}\n",
-            per.join(",")
-        )?;
-        self.out.flush()
+        let b = &mut self.buf;
+        b.s("\n],\"otherData\":{\"producer\":\"elite-rt\",\"dropped_events\":").u(total);
+        b.s(",\"dropped_per_track\":[");
+        for (i, d) in self.dropped.iter().enumerate() {
+            if i > 0 {
+                b.s(",");
+            }
+            b.u(*d);
+        }
+        b.s("]}}\n");
+        self.spill(true);
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => self.file.flush(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Put;
+
+    #[test]
+    fn numbers_and_strings_are_json() {
+        let mut b = Vec::new();
+        b.u(0)
+            .s(" ")
+            .u(18_446_744_073_709_551_615)
+            .s(" ")
+            .us(1_234_567)
+            .s(" ")
+            .us(5)
+            .s(" ")
+            .hex(0x7f0a)
+            .s(" ");
+        b.hex(0).s(" ").js("a\"b\\c\n\u{1}é");
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "0 18446744073709551615 1234.567 0.005 0x7f0a 0x0 \"a\\\"b\\\\c\\u000a\\u0001é\""
+        );
+    }
+
+    #[test]
+    fn every_number_is_its_decimal() {
+        for n in (0..2000u64).chain([9_999, 10_000, 123_456_789, u64::MAX / 3, 1 << 40]) {
+            let mut b = Vec::new();
+            b.u(n);
+            assert_eq!(String::from_utf8(b).unwrap(), n.to_string());
+        }
     }
 }
