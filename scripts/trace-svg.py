@@ -7,8 +7,8 @@ as blue ones.
 
     scripts/trace-svg.py TRACE.json OUT.svg [--start US] [--span US] [--title TEXT]
 
-`--start` (microseconds from the trace's start, default: where the first run of a ULT spawned by
-another ULT begins) and `--span` (default 2000) choose the window drawn. Only the standard
+`--start` (microseconds from the trace's first run; default: the window in which the least busy
+processor is busiest) and `--span` (default 2000) choose the window drawn. Only the standard
 library is needed.
 """
 
@@ -18,7 +18,7 @@ import json
 import sys
 from xml.sax.saxutils import escape
 
-LANE, GAP, LEFT, TOP, RIGHT = 34, 10, 110, 58, 20
+LANE, GAP, LEFT, TOP, RIGHT = 34, 16, 110, 64, 20
 
 
 def colour(ult):
@@ -49,10 +49,19 @@ def main():
     t0 = min(e["ts"] for e in runs)
     start = a.start
     if start is None:
-        # The first run of a ULT spawned by a ULT: where the program's own ULTs begin.
-        spawned = {e["args"]["ult"] for e in evs if e.get("name") == "spawn" and e["args"].get("by")}
-        firsts = [e["ts"] for e in runs if e["args"]["ult"] in spawned]
-        start = (min(firsts) if firsts else t0) - t0
+        # The window in which the least busy processor is busiest (in steps of a tenth of it).
+        step = a.span / 10
+        t1 = max(e["ts"] + e["dur"] for e in runs)
+        bins = int((t1 - t0) / step) + 1
+        busy = {tid: [0.0] * bins for tid in procs}
+        for e in runs:
+            if e["tid"] in busy:
+                busy[e["tid"]][int((e["ts"] - t0) / step)] += e["dur"]
+        best, start = -1.0, 0.0
+        for i in range(max(1, bins - 9)):
+            least = min(sum(busy[tid][i:i + 10]) for tid in procs)
+            if least > best:
+                best, start = least, i * step
     lo, hi = t0 + start, t0 + start + a.span
     plot_w = a.width - LEFT - RIGHT
     height = TOP + len(procs) * (LANE + GAP) + 64
@@ -109,14 +118,19 @@ def main():
             s = starts[e["id"]]
             if lo <= s["ts"] <= hi and lo <= e["ts"] <= hi and s["tid"] in procs and e["tid"] in procs:
                 arrows += 1
-                y0 = lane_y(s["tid"]) + (LANE if s["tid"] != e["tid"] else 2)
-                y1 = lane_y(e["tid"]) + (0 if s["tid"] != e["tid"] else 2)
+                x0, x1 = x(s["ts"]), x(e["ts"])
+                if s["tid"] == e["tid"]:
+                    # On its own lane: an arc above it.
+                    y = lane_y(s["tid"]) + 2
+                    w('<path d="M%.2f,%d Q%.2f,%d %.2f,%d" fill="none" stroke="#333" stroke-width="0.5" '
+                      'opacity="0.5" marker-end="url(#arrow)"/>' % (x0, y, (x0 + x1) / 2, y - 9, x1, y))
+                    continue
                 if s["tid"] < e["tid"]:
                     y0, y1 = lane_y(s["tid"]) + LANE, lane_y(e["tid"])
-                elif s["tid"] > e["tid"]:
+                else:
                     y0, y1 = lane_y(s["tid"]), lane_y(e["tid"]) + LANE
-                w('<line x1="%.2f" y1="%d" x2="%.2f" y2="%d" stroke="#333" stroke-width="0.6" '
-                  'marker-end="url(#arrow)" opacity="0.7"/>' % (x(s["ts"]), y0, x(e["ts"]), y1))
+                w('<line x1="%.2f" y1="%d" x2="%.2f" y2="%d" stroke="#000" stroke-width="0.9" '
+                  'marker-end="url(#arrow)"/>' % (x0, y0, x1, y1))
     for e in evs:
         if e.get("ph") != "i" or e.get("tid") not in procs or not lo <= e["ts"] <= hi:
             continue

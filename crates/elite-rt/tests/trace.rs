@@ -60,10 +60,13 @@ fn a_ult_blocked_on_a_mutex_shows_run_block_wake_run_with_its_parties() {
         let lock_at = Arc::as_ptr(&m) as usize;
         let guard = m.lock().unwrap();
         let m2 = m.clone();
-        let h = elite_rt::spawn(move || {
-            *m2.lock().unwrap() += 1; // blocks: the root holds the lock
-            elite_rt::current().id().as_u64()
-        });
+        let h = elite_rt::Builder::new()
+            .name("waiter".into())
+            .spawn(move || {
+                *m2.lock().unwrap() += 1; // blocks: the root holds the lock
+                elite_rt::current().id().as_u64()
+            })
+            .unwrap();
         // Let the child run until it blocks (one processor: it runs while the root yields).
         for _ in 0..10 {
             elite_rt::yield_now();
@@ -80,6 +83,7 @@ fn a_ult_blocked_on_a_mutex_shows_run_block_wake_run_with_its_parties() {
     // Its first run ends blocked on the mutex (its wait list lies inside the mutex).
     let first = &runs[0];
     assert_eq!(first["args"]["end"], "block", "{first}");
+    assert_eq!(first["name"], format!("waiter ({child})"), "a named ULT's runs carry its name");
     let on = u64::from_str_radix(first["args"]["on"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
     let size = std::mem::size_of::<elite_rt::sync::Mutex<u32>>() as u64;
     assert!((lock_at as u64..lock_at as u64 + 64 + size).contains(&on), "on {on:#x}, mutex at {lock_at:#x}");

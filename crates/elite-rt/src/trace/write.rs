@@ -324,8 +324,10 @@ impl Writer {
                 }
                 b.s("}}");
                 if e.c == End::Exit as u32 {
+                    // (So the writer's maps hold only live ULTs.)
                     self.causes.remove(&e.a);
                     self.unmatched.remove(&e.a);
+                    self.names.remove(&e.a);
                 }
             }
             Kind::Spawn | Kind::Wake => {
