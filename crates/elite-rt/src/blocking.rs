@@ -813,6 +813,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
         None => {
             st.queue.push_back(Queued { ult: t, call });
             st.stats.queued += 1;
+            p.trace_handoff(t, crate::trace::Handoff::Queued);
             return; // the next worker to end its call runs it; `p` goes on here
         }
     };
@@ -830,6 +831,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
     st.slots[w.id].role = Role::InCall;
     st.in_call.push(t);
     st.stats.handoffs += u64::from(!call.anchors());
+    p.trace_handoff(t, crate::trace::Handoff::Spare); // (still ours: the taker waits for the lock)
     let thread = st.slots[s].thread.clone();
     drop(st);
     if let Some(thread) = thread {
@@ -855,6 +857,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
         st.stats.reclaimed += u64::from(!call.anchors());
         drop(st);
         set_current_processor(Some(p));
+        p.trace_handoff(t, crate::trace::Handoff::Reclaimed);
         p.make_ready(t); // runs next, on this thread
         registry.in_flight.fetch_sub(1, Ordering::SeqCst);
         return;
@@ -869,6 +872,7 @@ pub(crate) fn switched(p: &Processor, t: TcbRef, call: CallRef) {
 /// A call (or an anchored ULT) run on `p`'s own thread, `p` out of service meanwhile (a pinned ULT
 /// lives on `p`, or no thread could be started); `t` then runs next on `p`. Counted in flight.
 fn run_inline(p: &Processor, t: TcbRef, call: CallRef) {
+    p.trace_handoff(t, crate::trace::Handoff::Inline);
     set_current_processor(None);
     // SAFETY: this thread holds `t`'s call (nobody else saw it) and, with its current processor
     // cleared, runs no processor.

@@ -50,6 +50,10 @@ pub struct RuntimeBuilder {
     spare_keep_alive: Duration,
     coop_budget: Option<u32>,
     places: crate::place::PlaceSettings,
+    trace: crate::trace::TraceSetting,
+    trace_buffer: usize,
+    /// The summary's period: `None` as `ELITE_SCHEDTRACE` says, `Some(None)` off.
+    schedtrace: Option<Option<Duration>>,
 }
 
 /// Whether the chaos mode is on: as `ELITE_CHAOS` says (the default), off, or with a seed.
@@ -97,6 +101,9 @@ impl Default for RuntimeBuilder {
             spare_keep_alive: Duration::from_secs(10),
             coop_budget: Some(DEFAULT_COOP_BUDGET),
             places: crate::place::PlaceSettings::default(),
+            trace: crate::trace::TraceSetting::FromEnv,
+            trace_buffer: crate::trace::DEFAULT_TRACE_BUFFER,
+            schedtrace: None,
         }
     }
 }
@@ -136,6 +143,12 @@ pub(crate) struct Config {
     pub(crate) coop_budget: Option<u32>,
     /// Places and stealing (`crate::place`, `policy::places`).
     pub(crate) places: crate::place::PlaceSettings,
+    /// Where the trace goes (`crate::trace`); `None`: no trace.
+    pub(crate) trace: Option<std::path::PathBuf>,
+    /// Events a processor's trace ring holds.
+    pub(crate) trace_buffer: usize,
+    /// The period of the summary on stderr (`trace::sched`); `None`: none.
+    pub(crate) schedtrace: Option<Duration>,
 }
 
 impl RuntimeBuilder {
@@ -371,6 +384,75 @@ impl RuntimeBuilder {
     /// ```
     pub fn chaos(mut self, seed: u64) -> Self {
         self.chaos = ChaosSetting::Seed(seed);
+        self
+    }
+
+    /// Writes a trace of the schedule to the file at `path`, in the Trace Event Format that
+    /// [Perfetto](https://ui.perfetto.dev) and `chrome://tracing` open: one track per processor
+    /// with the runs of ULTs (and why each ended: a yield, a block with the object blocked on, a
+    /// park, a sleep, an exit), the idle and parked spans, spawns, wake-ups with who woke whom
+    /// (drawn as arrows) and the processor the policy chose, steals, and blocking calls'
+    /// hand-offs. The file is written while the runtime runs and completed when it drops
+    /// (a program that exits without dropping its runtime leaves the events flushed so far, in
+    /// a file without its closing brackets, which Perfetto still opens).
+    ///
+    /// Without this call (or [`no_trace`](Self::no_trace)) the environment decides: with
+    /// `ELITE_TRACE=<path>` set, the first runtime of the process writes there and every later
+    /// one to `<stem>.<n>.<extension>` beside it (n = 2, 3, ...); a blank value fails
+    /// [`build`](Self::build) with [`BuildError::Environment`]. A file that cannot be created
+    /// fails it with [`BuildError::Trace`].
+    ///
+    /// Each processor records into a ring of [`trace_buffer`](Self::trace_buffer) events that it
+    /// flushes at its loop's cold steps (every 64th round and before it idles); an event that
+    /// finds the ring full is dropped and counted in the trace. Off, tracing costs nothing on the
+    /// switch and wake paths; on, each event costs a clock read and a store (see
+    /// `docs/tracing.md` in the repository for the measured cost and how to read a trace).
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("elite-doc-trace-{}.json", std::process::id()));
+    /// let rt = elite_rt::Runtime::builder().processors(2).trace(&path).build()?;
+    /// rt.block_on(|| elite_rt::spawn(|| elite_rt::yield_now()).join().unwrap());
+    /// drop(rt); // completes the file
+    /// let json = std::fs::read_to_string(&path).unwrap();
+    /// assert!(json.contains("\"traceEvents\"") && json.contains("\"ph\":\"X\""));
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn trace(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.trace = crate::trace::TraceSetting::At(path.into());
+        self
+    }
+
+    /// Keeps the trace off even when `ELITE_TRACE` is set.
+    pub fn no_trace(mut self) -> Self {
+        self.trace = crate::trace::TraceSetting::Off;
+        self
+    }
+
+    /// Events each processor's trace ring holds between two flushes, `16..=16777216` (default
+    /// 32768, 32 bytes each). Only used while tracing ([`trace`](Self::trace)).
+    pub fn trace_buffer(mut self, events: usize) -> Self {
+        self.trace_buffer = events;
+        self
+    }
+
+    /// Prints a summary of the schedule on stderr every `period` (`1 ms..=1 h`, whole
+    /// milliseconds), as Go's `GODEBUG=schedtrace=<ms>` does: a line for the runtime (processors
+    /// parked, spare threads, blocking calls) and one per processor (runs, ULTs started, yields,
+    /// queue lengths, wake-ups, steals, parks, whether it is parked). Without this call,
+    /// `ELITE_SCHEDTRACE=<ms>` sets it; a value that is not a whole number of milliseconds from
+    /// 1 to 3600000 fails [`build`](Self::build) with [`BuildError::Environment`]. The
+    /// processors do nothing for it: a thread of the runtime reads their counters.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder()
+    ///     .processors(1)
+    ///     .schedtrace(std::time::Duration::from_millis(100))
+    ///     .build()?;
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn schedtrace(mut self, period: Duration) -> Self {
+        self.schedtrace = Some(Some(period));
         self
     }
 
@@ -641,6 +723,22 @@ impl RuntimeBuilder {
             ChaosSetting::FromEnv => chaos_from_env()?,
         };
         self.deadlock.validate()?;
+        range(
+            "trace_buffer",
+            self.trace_buffer,
+            crate::trace::TRACE_BUFFER_RANGE.0,
+            crate::trace::TRACE_BUFFER_RANGE.1,
+        )?;
+        let schedtrace = match self.schedtrace {
+            Some(Some(period)) => {
+                let ms = usize::try_from(period.as_millis()).unwrap_or(usize::MAX);
+                range("schedtrace (in milliseconds)", ms, 1, crate::trace::SCHEDTRACE_MAX_MS as usize)?;
+                Some(Duration::from_millis(ms as u64))
+            }
+            Some(None) => None,
+            None => crate::trace::schedtrace_from_env()?,
+        };
+        let trace = crate::trace::trace_path(&self.trace)?;
         let mut model_cache = None;
         let topology = match (&self.topology, self.processors) {
             (Some(spec), n) => {
@@ -709,6 +807,9 @@ impl RuntimeBuilder {
             max_spare_threads: self.max_spare_threads,
             spare_keep_alive: Duration::from_millis(keep_alive_ms as u64),
             coop_budget: self.coop_budget,
+            trace,
+            trace_buffer: self.trace_buffer,
+            schedtrace,
         })
     }
 }
@@ -782,6 +883,13 @@ pub enum BuildError {
         /// What it should hold.
         expected: &'static str,
     },
+    /// The trace file ([`RuntimeBuilder::trace`], `ELITE_TRACE`) could not be created.
+    Trace {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why not.
+        error: std::io::Error,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -801,6 +909,9 @@ impl fmt::Display for BuildError {
             BuildError::Environment { var, value, expected } => {
                 write!(f, "invalid environment variable {var}={value:?}: expected {expected}")
             }
+            BuildError::Trace { path, error } => {
+                write!(f, "could not create the trace file {}: {error}", path.display())
+            }
         }
     }
 }
@@ -811,6 +922,7 @@ impl std::error::Error for BuildError {
             BuildError::Topology(e) => Some(e),
             BuildError::Place { error, .. } => Some(error),
             BuildError::Thread(e) => Some(e),
+            BuildError::Trace { error, .. } => Some(error),
             _ => None,
         }
     }

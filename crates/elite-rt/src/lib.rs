@@ -292,6 +292,20 @@
 //! (`tests/soak.rs`, `ELITE_SOAK_MINUTES=<m>`) that checks resident memory, mappings and TCBs
 //! stay flat after a warm-up.
 //!
+//! ## Tracing the schedule
+//!
+//! [`RuntimeBuilder::trace`] (or `ELITE_TRACE=<path>`, for programs you do not rebuild) writes a
+//! trace in the Trace Event Format that [Perfetto](https://ui.perfetto.dev) and
+//! `chrome://tracing` open: a track per processor with the runs of ULTs and why each ended (the
+//! object a blocked one waits on), idle and parked spans, spawns, wake-ups with who woke whom
+//! (arrows) and where the policy sent them, steals, and blocking calls' hand-offs. Each
+//! processor records into a bounded ring of its own, flushed off the switch path; what a full
+//! ring drops is counted in the trace. [`RuntimeBuilder::schedtrace`] (or
+//! `ELITE_SCHEDTRACE=<ms>`) prints a line per processor on stderr every period, as Go's
+//! `GODEBUG=schedtrace` does. Both are off by default and cost nothing on the switch and wake
+//! paths while off; `docs/tracing.md` in the repository says what each event means and what
+//! tracing costs when on.
+//!
 //! ## What not to do inside a ULT
 //!
 //! A ULT may continue on another OS thread after any switch (yield, join, sleep, blocking
@@ -393,6 +407,8 @@ mod tcb {
 mod thread;
 #[cfg(not(loom))]
 mod timer;
+#[cfg(not(loom))]
+mod trace;
 
 #[cfg(not(loom))]
 pub use blocking::blocking;
@@ -426,6 +442,8 @@ pub use tcb::Cancelled;
 pub use thread::{
     current, sleep, spawn, try_current, yield_now, Builder, JoinHandle, SpawnError, Thread, ThreadId,
 };
+#[cfg(not(loom))]
+pub use trace::{DEFAULT_TRACE_BUFFER, SCHEDTRACE_ENV, TRACE_ENV};
 
 /// Aborts the process with a message: for runtime bugs, never for user errors.
 #[cfg(not(loom))]

@@ -108,6 +108,10 @@ pub(crate) struct Shared {
     outside_handles: AtomicI64,
     /// What the deadlock report reads besides the queues (see `crate::deadlock`).
     pub(crate) watch: crate::deadlock::Watch,
+    /// The trace of the schedule, if one is written (`crate::trace`).
+    pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
+    /// The periodic summary on stderr, if asked for (`crate::trace::sched`).
+    schedtrace: Mutex<Option<crate::trace::sched::SchedTrace>>,
 }
 
 /// The runtime's own share of `outside_handles` while it lives.
@@ -198,6 +202,9 @@ impl Shared {
         } else {
             self.engine.wake_target(t, waker, None)
         };
+        if let Some(tracer) = &self.tracer {
+            tracer.outside(crate::trace::Kind::Wake, crate::trace::id(t), 0, target as u32);
+        }
         self.wake_remote(t, target);
     }
 
@@ -289,6 +296,9 @@ impl Shared {
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
         let (pinned, place) = (spec.pinned, spec.place);
         crate::thread::init_tcb(t, spec, id, 0, f);
+        if let Some(tracer) = &self.tracer {
+            tracer.outside(crate::trace::Kind::Spawn, id, 0, u32::MAX);
+        }
         self.outside_spawns.bump_shared();
         claim_outside(self);
         if place.is_some() || self.places.spawn_rules {
@@ -461,6 +471,13 @@ impl Runtime {
         let places = crate::policy::places::Places::new(topo, config.places);
         let num_processors = topo.num_processors();
         let (n, cap, keep_alive) = (topo.num_processors(), config.max_spare_threads, config.spare_keep_alive);
+        let tracer = match &config.trace {
+            Some(path) => Some(Arc::new(
+                crate::trace::Tracer::create(path, n, config.trace_buffer, engine.selected().policy.name())
+                    .map_err(|error| BuildError::Trace { path: path.clone(), error })?,
+            )),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             config,
             engine,
@@ -483,6 +500,8 @@ impl Runtime {
             outside_ids: AtomicUsize::new(0),
             outside_handles: AtomicI64::new(HANDLE_BIAS),
             watch: crate::deadlock::Watch::new(num_processors),
+            tracer,
+            schedtrace: Mutex::new(None),
         });
         crate::deadlock::register(&shared);
         let rt = Runtime { set: Arc::new(ProcessorSet::new(shared.processors.len())), shared };
@@ -490,6 +509,11 @@ impl Runtime {
         rt.shared.blocking.start(&rt.shared, &rt.set).map_err(BuildError::Thread)?; // `rt` is dropped here and stops what started
         if let Some(auto) = rt.shared.config.policy.auto_settings() {
             rt.shared.start_selector(auto).map_err(BuildError::Thread)?;
+        }
+        if let Some(period) = rt.shared.config.schedtrace {
+            let summary =
+                crate::trace::sched::SchedTrace::start(&rt.shared, period).map_err(BuildError::Thread)?;
+            *rt.shared.schedtrace.lock().unwrap_or_else(|e| e.into_inner()) = Some(summary);
         }
         Ok(rt)
     }
@@ -678,6 +702,8 @@ impl Drop for Runtime {
         if let Some(selector) = self.shared.selector.lock().unwrap_or_else(|e| e.into_inner()).take() {
             selector.stop();
         }
+        // The summary too (it reads the processors' counters).
+        drop(self.shared.schedtrace.lock().unwrap_or_else(|e| e.into_inner()).take());
         let shared = self.shared.clone();
         let set = self.set.clone();
         // 1. close the registry (every worker's loop stops at its next round), raise the flag,
@@ -711,6 +737,10 @@ fn finish_shutdown(shared: Arc<Shared>, set: Arc<ProcessorSet>) {
     shared.cancel_unfinished(&in_call);
     // SAFETY: every processor's loop has stopped (step 2), and nothing runs them any more.
     unsafe { set.retire() };
+    // The processors' last trace events were flushed by `retire`: the trace is complete.
+    if let Some(tracer) = &shared.tracer {
+        tracer.finish();
+    }
     for n in shared.nodes.iter() {
         n.stacks.clear();
     }

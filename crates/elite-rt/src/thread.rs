@@ -79,6 +79,7 @@ where
     p.shared.engine.on_spawn(t, spec.footprint);
     let (pinned, place) = (spec.pinned, spec.place);
     init_tcb(t, spec, p.next_id(), p.index, f);
+    p.trace_spawn(t);
     p.remote().stats.spawns.bump();
     p.remote().handles.bump();
     if pinned || place.is_some() || p.shared.places.spawn_rules {

@@ -225,7 +225,8 @@ impl Processor {
             |v| {
                 let victim = &self.shared.processors[v];
                 got = self.steal_start(victim).or_else(|| self.steal_ready(victim));
-                let Some(_) = got else { return false };
+                let Some(t) = got else { return false };
+                self.trace_steal(t, v);
                 if !victim.start.is_empty() || victim.runq.len() > 0 {
                     self.shared.notify_any(); // more to take there: pass the wake-up on
                 }

@@ -87,6 +87,7 @@ mod chaos;
 mod exit;
 mod find;
 mod run;
+mod trace;
 mod wake;
 pub(crate) mod worker;
 
@@ -247,12 +248,16 @@ pub(crate) struct Processor {
     pub(crate) prefetch: bool,
     /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
     chaos: chaos::Chaos,
-    /// `central || chaos.on`: one test on the wake path for both.
+    /// `central || chaos.on || tracing`: one test on the wake path for the three (a tracing
+    /// processor's wake-ups take the detour to record themselves, `crate::trace`).
     central_or_chaos: bool,
     /// Every ULT woken by a ULT running here stays here, unless pinned (the policy engine's
     /// `woken_stay_with_ult_wakers`), and neither `central` nor the chaos mode is on
     /// ([`Processor::follow_ult_waker`] decides on this flag without asking the engine).
     waker_stays: Cell<bool>,
+    /// The ring this processor records its trace events in, when the runtime writes a trace
+    /// (`crate::trace`); owner-only, like [`Core`].
+    pub(crate) trace: Option<Box<crate::trace::Ring>>,
 }
 
 impl Processor {
@@ -285,9 +290,10 @@ impl Processor {
         };
         let woken_stay = core.engine.woken_stay_with_ult_wakers();
         let check_canary = c.stack_kind == crate::stack::StackKind::Unguarded;
+        let trace = shared.tracer.as_ref().map(|t| Box::new(crate::trace::Ring::new(Arc::clone(t), index)));
         let hooked = {
             let (begin, end) = core.engine.run_hooks();
-            begin || end || check_canary
+            begin || end || check_canary || trace.is_some()
         };
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const NodeStart = &shared.nodes[shared.processors[index].node].start;
@@ -315,8 +321,9 @@ impl Processor {
             stack_size: c.stack_size,
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
-            central_or_chaos: c.central || c.chaos.is_some(),
-            waker_stays: Cell::new(woken_stay && !c.central && c.chaos.is_none()),
+            central_or_chaos: c.central || c.chaos.is_some() || trace.is_some(),
+            waker_stays: Cell::new(woken_stay && !c.central && c.chaos.is_none() && trace.is_none()),
+            trace,
             shared,
         }
     }
@@ -410,6 +417,7 @@ impl Processor {
         self.waker_stays.set(core.engine.woken_stay_with_ult_wakers() && !self.central_or_chaos);
         debug_assert!(core.batch.is_empty(), "the yield batch is flushed before the loop's round");
         self.flush_batch();
+        self.trace_policy();
         let stats = &self.remote().stats;
         stats.policy_switches.bump();
         stats.rekeyed.add(self.runq().len() as u64);
@@ -459,6 +467,8 @@ impl ProcessorSet {
                 // SAFETY: per the contract nobody else touches the owned part; the box is live.
                 let core = unsafe { &mut *(*p).core.get() };
                 core.stack_pool = LocalPool::new(0);
+                // SAFETY: as above: the processor's owned state, its trace ring included, is ours.
+                unsafe { &*p }.flush_trace(); // its last events (`crate::trace`)
             }
         }
     }

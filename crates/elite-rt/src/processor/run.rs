@@ -96,7 +96,11 @@ impl Processor {
                 self.dispatch(t, w);
                 continue;
             }
-            self.idle();
+            if self.trace.is_some() {
+                self.idle_traced(); // (`crate::trace`)
+            } else {
+                self.idle();
+            }
         }
     }
 
@@ -131,6 +135,7 @@ impl Processor {
         if core.rounds.is_multiple_of(64) {
             self.flush_notes(); // held-back clean-up notes wait at most 64 rounds
             self.follow_policy(); // a policy set meanwhile (`Runtime::set_policy`)
+            self.flush_trace(); // the trace ring, if any (`crate::trace`)
         }
         let remote = self.remote();
         if !remote.wakeup.is_empty() {
@@ -274,7 +279,7 @@ impl Processor {
     /// park.
     ///
     /// Two copies of the loop, chosen here once per call: with the hooks around each run (a
-    /// recording or hardware-counting policy, unguarded stacks' canary: `hooked`), and without,
+    /// recording or hardware-counting policy, unguarded stacks' canary, the trace: `hooked`), and without,
     /// which is what runs unless one of those was asked for, and tests nothing for them at its
     /// switches.
     #[inline]
@@ -293,9 +298,11 @@ impl Processor {
         let check_canary = HOOKED && self.check_canary;
         // Fixed for the processor's life: read once here, not at every resume.
         let (begin_hook, end_hook) = if HOOKED { self.core().engine.run_hooks() } else { (false, false) };
+        // The trace's ring (`crate::trace`): its runs are recorded here, in the hooked copy only.
+        let ring = if HOOKED { self.trace.as_deref() } else { None };
         // Whether anything at all runs after a switch out: one test per switch in the hooked copy,
         // none in the other.
-        let after_hooks = HOOKED && (end_hook || check_canary);
+        let after_hooks = HOOKED && (end_hook || check_canary || ring.is_some());
         // What a turn's budget starts from (`budget`), read once: a store per switch.
         let budget_turn = self.budget_turn;
         'chain: loop {
@@ -319,6 +326,9 @@ impl Processor {
                     std::hint::cold_path();
                     self.core().engine.begin_run();
                 }
+                if let Some(r) = ring {
+                    r.run_begin(t);
+                }
                 let why = match ctx.co.resume(()) {
                     CoroutineResult::Yield(why) => why,
                     // The trampoline never returns; only a forced unwind (shutdown) ends it.
@@ -332,6 +342,11 @@ impl Processor {
                     }
                     if check_canary {
                         self.check_canary(t);
+                    }
+                    if let Some(r) = ring {
+                        // SAFETY: `why` is the word `t` just switched out with; nothing has acted
+                        // on it yet (what it points to lives on `t`'s frozen stack).
+                        unsafe { r.run_end(t, why) };
                     }
                 }
                 if why == Switch::YIELD {

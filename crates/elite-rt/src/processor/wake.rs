@@ -186,16 +186,20 @@ impl Processor {
         }
     }
 
-    /// [`Processor::deliver`] on a `central` runtime (one runqueue) or in chaos mode (a random
-    /// target one time in two), out of line: the usual wake-up pays one test for both.
+    /// [`Processor::deliver`] on a `central` runtime (one runqueue), in chaos mode (a random
+    /// target one time in two), or on a tracing processor (the wake-up recorded first,
+    /// `crate::trace`), out of line: the usual wake-up pays one test for the three.
     #[cold]
     #[inline(never)]
     fn deliver_central_or_chaos(&self, t: TcbRef, target: usize) {
+        self.trace_wake(t, target);
         if self.central {
             self.enqueue(t);
             self.shared.notify_any();
-        } else {
+        } else if self.chaos.on {
             self.deliver(t, self.chaos_wake_target(t, target));
+        } else {
+            self.deliver(t, target);
         }
     }
 }

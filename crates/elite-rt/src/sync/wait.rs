@@ -835,6 +835,19 @@ pub(crate) struct LinkTo {
     lock: *const AtomicBool,
 }
 
+impl LinkTo {
+    /// The address of the list `to` links into, inside the object blocked on (what the trace
+    /// names, `crate::trace`).
+    ///
+    /// # Safety
+    /// `to` comes from a `Switch::link` whose ULT has not been resumed (as for
+    /// [`link_after_switch`]).
+    pub(crate) unsafe fn object(to: *const LinkTo) -> usize {
+        // SAFETY: per the contract, `to` is alive on the blocked ULT's frozen stack.
+        unsafe { (*to).list as usize }
+    }
+}
+
 /// The processor's half of [`WaitNode::block_on`] (a `Switch::link`): links the node of the ULT
 /// that just switched out into the object's list (at its front with `front`), then releases the
 /// object's lock that the ULT held across the switch (the wait protocol, module docs: from the
