@@ -128,7 +128,19 @@ impl Processor {
     #[inline(never)]
     fn wake_to_target(&self, t: TcbRef) {
         let target = if t.tcb().head.placed.get() {
-            self.shared.placed_wake_target(t)
+            let by = self
+                .current_ult()
+                .map(|u| crate::policy::places::Waker { processor: self.index, ult: u.as_ptr() as usize });
+            let target = self.shared.placed_wake_target(t, by);
+            let home = t.tcb().sched.place.get().home as usize;
+            if target != home {
+                if target == self.index {
+                    self.remote().stats.partner_stays.bump();
+                }
+            } else if target != self.index {
+                self.remote().stats.home_goings.bump();
+            }
+            target
         } else {
             self.shared.engine.wake_target(t, Some(self.index), self.current_ult())
         };
