@@ -80,7 +80,8 @@ pub(crate) struct PlaceRule {
     /// or pinned).
     pub(crate) strict: bool,
     /// The ULT that woke it last (its TCB's address), or 0: a home-only ULT woken twice in a
-    /// row by the same ULT follows it (module docs, "Rules").
+    /// row by the same ULT follows it (module docs, "Rules"). An address, not a reference: a
+    /// TCB recycled for another ULT can pass for the partner once, which only moves a wake-up.
     pub(crate) partner: usize,
 }
 
