@@ -652,8 +652,10 @@ impl RuntimeBuilder {
 
     /// CAF's soft pinning for every ULT: a ULT's home is the processor it ran on before its
     /// first wake-up (or its [`Builder::home`](crate::Builder::home)); a woken ULT goes home
-    /// unless home is overloaded, and a ULT stolen away goes back home at its next wake-up.
-    /// Default off.
+    /// unless home is overloaded, and a ULT stolen away goes back home at its next wake-up,
+    /// except that a ULT woken by the ULT that woke it last (its partner in a request and its
+    /// reply) goes to where that ULT runs, unless that processor is overloaded (the partner
+    /// rule: see the policy guide, "Where to put a thread"). Default off.
     ///
     /// ```
     /// let rt = elite_rt::Runtime::builder().processors(2).soft_pinning(true).build()?;

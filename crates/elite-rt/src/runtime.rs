@@ -198,7 +198,7 @@ impl Shared {
         }
         let _outside = self.watch.outside_call(); // see `deadlock::external_wakers_possible`
         let target = if t.tcb().head.placed.get() {
-            self.placed_wake_target(t)
+            self.placed_wake_target(t, None)
         } else {
             self.engine.wake_target(t, waker, None)
         };
@@ -209,11 +209,11 @@ impl Shared {
     }
 
     /// Where the placed ULT `t` goes when it is woken (`policy::places`), the processors'
-    /// ready counts at hand.
+    /// ready counts at hand; `by`: the processor of the ULT that wakes it, if a ULT does.
     #[cold]
     #[inline(never)]
-    pub(crate) fn placed_wake_target(&self, t: TcbRef) -> usize {
-        self.places.wake_target(t, |p| self.processors[self.places.runq_of(p)].runq.len())
+    pub(crate) fn placed_wake_target(&self, t: TcbRef, by: Option<crate::policy::places::Waker>) -> usize {
+        self.places.wake_target(t, by, |p| self.processors[self.places.runq_of(p)].runq.len())
     }
 
     /// Pushes `t` on `target`'s wake-up stack and unparks `target` if it sleeps

@@ -149,6 +149,14 @@ counters! {
     /// Times this processor, gone idle after sending ULTs home that way, paused stealing
     /// (counted in `parks` too).
     steal_pauses,
+    /// Wake-ups of placed ULTs (with a place, a home or a pin) made by code on this processor
+    /// that sent the ULT to its home on another processor.
+    home_goings,
+    /// Wake-ups of placed ULTs made by code on this processor that kept the woken ULT here,
+    /// away from its home: with its partner (the partner rule of
+    /// [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning)), because its
+    /// home is overloaded, or, for a ULT with a place, because it last ran here in its place.
+    partner_stays,
     /// Times another thread unparked this processor.
     wakeups,
     /// ULTs made ready through this processor's wake-up stack.

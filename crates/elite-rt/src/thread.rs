@@ -351,7 +351,9 @@ impl Builder {
 
     /// Soft pinning (CAF) to a home in `place`: the ULT's home is a processor of `place` (the
     /// one it starts on, when it has no [`place`](Self::place)); a woken ULT goes home unless
-    /// home is overloaded, and a ULT a thief took goes back home at its next wake-up.
+    /// home is overloaded, and a ULT a thief took goes back home at its next wake-up. Without a
+    /// place, a ULT woken by the ULT that woke it last goes where that ULT runs instead (the
+    /// partner rule of [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning)).
     /// [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning) gives every ULT a
     /// home, the processor it ran on before its first wake-up.
     pub fn home(mut self, place: crate::Place) -> Builder {

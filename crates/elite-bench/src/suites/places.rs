@@ -22,7 +22,11 @@
 //! `steals` (`matrix_search`): ULTs stolen during the timed pass; with `emulated` also
 //! `steals_remote` (those taken from the other synthetic node) and `remote_line_fraction` (the
 //! fraction of lines scanned from a node other than the grid's home, each paying the emulated
-//! delay).
+//! delay); per request served (`concdict`, `concsll`): `home_goings` (wake-ups that sent a
+//! soft-pinned ULT to its home on another processor), `partner_stays` (those that kept it with
+//! the ULT that woke it, away from home: the partner rule of `RuntimeBuilder::soft_pinning`),
+//! `remote_wakes` (ULTs made ready through a wake-up stack, that is woken from another
+//! processor), `unparks` (processors unparked by another thread) and `steals`.
 //!
 //! # `cache_stress` (LASSI's Cache Stress Test)
 //!
@@ -117,7 +121,8 @@
 //! `f(key)` for `key`, so the final contents do not depend on the interleaving: the answer is
 //! the number of requests served plus a checksum of the final contents (and every read value is
 //! checked to be `f(key)`). `elite/pinned` runs with soft pinning (each ULT goes home when woken,
-//! unless home is overloaded), `elite/unpinned` without.
+//! unless home is overloaded or the ULT that woke it last wakes it again: then it goes to that
+//! ULT's processor), `elite/unpinned` without.
 //!
 //! # Targets (issue 20)
 //!
@@ -1349,8 +1354,11 @@ fn served(ctx: &mut Context, served: Served, processors: &[usize]) -> Bench {
 /// One elite sample of `concdict` or `concsll`, with or without soft pinning.
 fn elite_served(served: Served, processors: usize, pinned: bool, requests: u64) -> Result<Sample, String> {
     let rt = build_runtime(soft_pinning(elite_rt::Runtime::builder().processors(processors), pinned))?;
-    warm_then_time(SERVED_WORKERS as u64 * requests, || {
-        rt.block_on(|| {
+    let total = SERVED_WORKERS as u64 * requests;
+    let mut counts = WakeCounts::default();
+    let sample = warm_then_time(total, || {
+        let before = WakeCounts::of(&rt);
+        let outcome = rt.block_on(|| {
             let start = Instant::now();
             let (to_server, inbox) = elite_rt::sync::mpsc::channel::<Request>();
             let server = spawn_at(Where::Anywhere, move || serve(served, inbox))?;
@@ -1366,8 +1374,57 @@ fn elite_served(served: Served, processors: usize, pinned: bool, requests: u64) 
             }
             let checksum = elite_join(server)??;
             Ok((start.elapsed(), served_count.wrapping_add(checksum)))
+        });
+        counts = WakeCounts::of(&rt).since(&before);
+        outcome
+    })?;
+    let per_request = |n: u64| n as f64 / total as f64;
+    crate::harness::record_side("home_goings", per_request(counts.home_goings));
+    crate::harness::record_side("partner_stays", per_request(counts.partner_stays));
+    crate::harness::record_side("remote_wakes", per_request(counts.remote_wakes));
+    crate::harness::record_side("unparks", per_request(counts.unparks));
+    crate::harness::record_side("steals", per_request(counts.steals));
+    Ok(sample)
+}
+
+/// What a runtime's processors did that says where woken ULTs went (`concdict`, `concsll` side
+/// rows, per request): summed over the processors.
+#[derive(Clone, Copy, Debug, Default)]
+struct WakeCounts {
+    /// Soft-pinned ULTs woken to their home on another processor.
+    home_goings: u64,
+    /// Soft-pinned ULTs kept with the ULT that woke them, away from home.
+    partner_stays: u64,
+    /// ULTs made ready through a wake-up stack (woken from another processor).
+    remote_wakes: u64,
+    /// Processors unparked by another thread.
+    unparks: u64,
+    /// ULTs stolen.
+    steals: u64,
+}
+
+impl WakeCounts {
+    /// The counts of `rt` so far.
+    fn of(rt: &elite_rt::Runtime) -> WakeCounts {
+        rt.stats().processors.iter().fold(WakeCounts::default(), |c, p| WakeCounts {
+            home_goings: c.home_goings + p.home_goings,
+            partner_stays: c.partner_stays + p.partner_stays,
+            remote_wakes: c.remote_wakes + p.wakeup_drained,
+            unparks: c.unparks + p.wakeups,
+            steals: c.steals + p.steals_node + p.steals_remote,
         })
-    })
+    }
+
+    /// The counts since `before`.
+    fn since(self, before: &WakeCounts) -> WakeCounts {
+        WakeCounts {
+            home_goings: self.home_goings - before.home_goings,
+            partner_stays: self.partner_stays - before.partner_stays,
+            remote_wakes: self.remote_wakes - before.remote_wakes,
+            unparks: self.unparks - before.unparks,
+            steals: self.steals - before.steals,
+        }
+    }
 }
 
 /// A worker: its requests, each waiting for its reply; returns how many were answered.

@@ -116,7 +116,12 @@
 //! - **Give a home** ([`Builder::home`](crate::Builder::home), or every ULT with
 //!   [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning)) to long-lived ULTs
 //!   that keep state of their own (actors, servers behind channels): each goes back to its home
-//!   when woken, unless home is overloaded, so its state stays in one cache.
+//!   when woken, unless home is overloaded, so its state stays in one cache. One exception: a
+//!   ULT woken again by the ULT that woke it last (its partner in a request and its reply)
+//!   goes where that partner runs, so that an exchange does not cross processors twice
+//!   (`policy/places.rs`, "The partner rule"; counted in
+//!   [`ProcessorStats::partner_stays`](crate::ProcessorStats::partner_stays), beside the
+//!   wake-ups that sent a ULT home, [`home_goings`](crate::ProcessorStats::home_goings)).
 //! - **Stealing**: [`StealOrder::Groups`](crate::StealOrder::Groups) (the default) robs the
 //!   nearest processors first (a shared cache, the node, then farther nodes); it matters on
 //!   machines of several caches or nodes. [`StealAmount`](crate::StealAmount) sets how much a
@@ -131,9 +136,9 @@
 //! against mixed placements and none), `merge_sort` and `block_matmul` (hints by range against
 //! none, and against the same code on rayon), `matrix_search` (the steal orders, also on an
 //! emulated 2-node topology) and `concdict`/`concsll` (soft pinning for a server behind a
-//! channel: where every request is a hand-off between two ULTs, sending the woken one home makes
-//! the hand-off cross processors, which can cost more than the cache it saves; measure before
-//! turning it on for such programs).
+//! channel: every request is a hand-off between two ULTs; the partner rule keeps the pair
+//! together, and the side rows `home_goings`, `partner_stays` and `remote_wakes` count, per
+//! request, where the woken ULTs went).
 //!
 //! # Choosing while the program runs: `set_policy` and `auto`
 //!

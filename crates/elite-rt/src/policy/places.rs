@@ -19,7 +19,21 @@
 //! on when that is in its place, else home; a ULT with a home only goes home. Unless strict, if
 //! that processor is overloaded (at least [`OVERLOADED`] ready ULTs) and another candidate (the
 //! least loaded processor of its place; for a home only, where it last ran) has fewer, it goes
-//! there. A thief ([`Places::may_take`]) may take any placed ULT but a strict one whose place it
+//! there.
+//!
+//! The partner rule, where this departs from CAF's soft pinning: a ULT with a home only (not
+//! pinned) woken by the ULT that woke it last (no other ULT woke it between; its *partner*: the
+//! other end of a request and its reply, a server answering a client) goes to the processor where its
+//! partner runs, unless that processor is overloaded; its home is kept for every other wake-up.
+//! Sending it home would make every exchange between two ULTs homed on different processors
+//! cross between them twice (the request, the reply), each a push on a remote wake-up stack and
+//! the cache lines of the message, the channel and the ULT moving over: the cost that made CAF's
+//! LGS lose on Savina's concurrent dictionary. So a stolen ULT goes home at its next wake-up
+//! unless its partner wakes it, and a consumer fed by one producer follows the producer (a
+//! pipeline keeps its stages together rather than at their homes). The wake-ups that send a ULT
+//! home to another processor, and those that keep it with its partner away from home, are
+//! counted in [`ProcessorStats::home_goings`](crate::ProcessorStats::home_goings) and
+//! [`partner_stays`](crate::ProcessorStats::partner_stays), per waking processor. A thief ([`Places::may_take`]) may take any placed ULT but a strict one whose place it
 //! is not in: that one it hands back at once, to its wake target. Among the ULTs one steal takes
 //! from a runqueue, when some are away from their homes, those at home (placed, with a home, last
 //! run there) are left there, back through their home's wake-up stack (CAF's soft pinning: thieves
@@ -29,8 +43,8 @@
 //!
 //! The rule is written by the spawner before the ULT is published (a start, a wake-up stack, a
 //! runqueue: each publishes with a release its taker acquires). Afterwards only a soft-pinned
-//! ULT's home changes: its first wake-up's waker fixes it to the processor the ULT last ran on.
-//! A waker is the only thread touching a blocked ULT (the wait protocol hands each wake-up to
+//! ULT's home and partner change: its first wake-up's waker fixes its home to the processor the
+//! ULT last ran on, and each wake-up by a ULT records that ULT as its partner. A waker is the only thread touching a blocked ULT (the wait protocol hands each wake-up to
 //! one waker), and it publishes the ULT, rule included, by the push that makes it ready; thieves
 //! read the rule of a ULT they took from a runqueue, under its lock. So every access is ordered
 //! by the ULT's own hand-overs and `Cell` suffices.
@@ -65,13 +79,25 @@ pub(crate) struct PlaceRule {
     /// Whether it never runs outside its place ([`PlaceMode::Strict`](crate::PlaceMode::Strict),
     /// or pinned).
     pub(crate) strict: bool,
+    /// The ULT that woke it last (its TCB's address), or 0: a home-only ULT woken twice in a
+    /// row by the same ULT follows it (module docs, "Rules"). An address, not a reference: a
+    /// TCB recycled for another ULT can pass for the partner once, which only moves a wake-up.
+    pub(crate) partner: usize,
+}
+
+/// A ULT waking a placed ULT: the processor it runs on and its TCB's address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Waker {
+    pub(crate) processor: usize,
+    pub(crate) ult: usize,
 }
 
 impl PlaceRule {
     /// No rule.
-    pub(crate) const NONE: PlaceRule = PlaceRule { place: NONE, home: NONE, strict: false };
+    pub(crate) const NONE: PlaceRule = PlaceRule { place: NONE, home: NONE, strict: false, partner: 0 };
     /// Pinned where it first runs: a pinned ULT spawned from outside the processors.
-    pub(crate) const PINNED_WHERE_STARTED: PlaceRule = PlaceRule { place: NONE, home: NONE, strict: true };
+    pub(crate) const PINNED_WHERE_STARTED: PlaceRule =
+        PlaceRule { place: NONE, home: NONE, strict: true, partner: 0 };
 }
 
 /// What a spawn asks for, resolved against the runtime's places.
@@ -195,7 +221,10 @@ impl Places {
         turn: &mut usize,
     ) -> (usize, Option<PlaceRule>) {
         if pinned {
-            return (spawner, Some(PlaceRule { place: NONE, home: spawner as u32, strict: true }));
+            return (
+                spawner,
+                Some(PlaceRule { place: NONE, home: spawner as u32, strict: true, partner: 0 }),
+            );
         }
         if let Some(req) = req {
             let start = if req.place != NONE {
@@ -209,7 +238,10 @@ impl Places {
                 _ if req.place == NONE => start,
                 h => self.choose(h, start, turn),
             };
-            return (start, Some(PlaceRule { place: req.place, home: home as u32, strict: req.strict }));
+            return (
+                start,
+                Some(PlaceRule { place: req.place, home: home as u32, strict: req.strict, partner: 0 }),
+            );
         }
         let n = self.victims.len();
         let start = if self.settings.round_robin {
@@ -218,13 +250,19 @@ impl Places {
         } else {
             spawner
         };
-        let rule = self.settings.soft_pinning.then_some(PlaceRule { place: NONE, home: NONE, strict: false });
+        let rule = self.settings.soft_pinning.then_some(PlaceRule {
+            place: NONE,
+            home: NONE,
+            strict: false,
+            partner: 0,
+        });
         (start, rule)
     }
 
-    /// Where the placed ULT `t` goes when it is woken (module docs); `load(p)`: the ready ULTs of
-    /// processor `p`. Fixes a soft-pinned ULT's home at its first wake-up.
-    pub(crate) fn wake_target(&self, t: TcbRef, load: impl Fn(usize) -> usize) -> usize {
+    /// Where the placed ULT `t` goes when it is woken (module docs); `by`: the processor of the
+    /// ULT that wakes it, if a ULT does (a hand-off); `load(p)`: the ready ULTs of processor
+    /// `p`. Fixes a soft-pinned ULT's home at its first wake-up.
+    pub(crate) fn wake_target(&self, t: TcbRef, by: Option<Waker>, load: impl Fn(usize) -> usize) -> usize {
         let cell = &t.tcb().sched.place;
         let mut rule = cell.get();
         let last = t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed);
@@ -234,7 +272,22 @@ impl Places {
         }
         let home = rule.home as usize;
         if rule.place == NONE {
-            if !rule.strict && load(home) >= OVERLOADED && load(last) < load(home) {
+            if rule.strict {
+                return home;
+            }
+            // The partner rule (module docs): woken by the same ULT as at its last wake-up, it
+            // goes where that ULT runs, unless that processor is overloaded.
+            if let Some(waker) = by {
+                let partner = rule.partner == waker.ult;
+                if !partner {
+                    rule.partner = waker.ult;
+                    cell.set(rule);
+                }
+                if partner && waker.processor != home && load(waker.processor) < OVERLOADED {
+                    return waker.processor;
+                }
+            }
+            if load(home) >= OVERLOADED && load(last) < load(home) {
                 return last;
             }
             return home;
@@ -439,35 +492,74 @@ mod tests {
         };
         let idle = |_: usize| 0;
         // Soft pinning: the first wake-up fixes the home where the ULT last ran.
-        set(PlaceRule { place: NONE, home: NONE, strict: false }, 3);
-        assert_eq!(p.wake_target(u, idle), 3);
+        set(PlaceRule { place: NONE, home: NONE, strict: false, partner: 0 }, 3);
+        assert_eq!(p.wake_target(u, None, idle), 3);
         assert_eq!(u.tcb().sched.place.get().home, 3);
         // Stolen (ran on 5): away from home, and home at its next wake-up ...
         u.tcb().head.processor.store(5, crate::atomics::Ordering::Relaxed);
         assert!(p.is_away(u) && p.at_home(u).is_none());
-        assert_eq!(p.wake_target(u, idle), 3);
+        assert_eq!(p.wake_target(u, None, idle), 3);
         // ... unless home is overloaded and where it ran is not.
-        assert_eq!(p.wake_target(u, |q| if q == 3 { OVERLOADED } else { 0 }), 5);
+        assert_eq!(p.wake_target(u, None, |q| if q == 3 { OVERLOADED } else { 0 }), 5);
         assert!(p.may_take(u, 0), "a home is no prison");
         u.tcb().head.processor.store(3, crate::atomics::Ordering::Relaxed);
         assert_eq!((p.is_away(u), p.at_home(u)), (false, Some(3)));
         // A hint for node 1 (processors 4..8), home 4: where it last ran when that is in the
         // place, else home; the least loaded of the place when that one is overloaded.
         let node1 = p.resolve(&Place::node(1), &t).unwrap();
-        set(PlaceRule { place: node1, home: 4, strict: false }, 6);
-        assert_eq!(p.wake_target(u, idle), 6);
-        set(PlaceRule { place: node1, home: 4, strict: false }, 1);
-        assert_eq!(p.wake_target(u, idle), 4);
-        assert_eq!(p.wake_target(u, |q| if q == 4 { 9 } else { 1 + q % 2 }), 6);
+        set(PlaceRule { place: node1, home: 4, strict: false, partner: 0 }, 6);
+        assert_eq!(p.wake_target(u, None, idle), 6);
+        set(PlaceRule { place: node1, home: 4, strict: false, partner: 0 }, 1);
+        assert_eq!(p.wake_target(u, None, idle), 4);
+        assert_eq!(p.wake_target(u, None, |q| if q == 4 { 9 } else { 1 + q % 2 }), 6);
         assert!(p.may_take(u, 0));
         // Strict: the same targets, whatever the load; only the place's processors may take it.
-        set(PlaceRule { place: node1, home: 4, strict: true }, 1);
-        assert_eq!(p.wake_target(u, |q| if q == 4 { 9 } else { 0 }), 4);
+        set(PlaceRule { place: node1, home: 4, strict: true, partner: 0 }, 1);
+        assert_eq!(p.wake_target(u, None, |q| if q == 4 { 9 } else { 0 }), 4);
         assert!(!p.may_take(u, 0) && !p.may_take(u, 3) && p.may_take(u, 7));
         // Pinned where it first ran (spawned from outside): the processor it ran on.
         set(PlaceRule::PINNED_WHERE_STARTED, 2);
         assert!(p.may_take(u, 2) && !p.may_take(u, 1));
-        assert_eq!(p.wake_target(u, idle), 2);
+        assert_eq!(p.wake_target(u, None, idle), 2);
+    }
+
+    #[test]
+    fn a_soft_pinned_ult_follows_the_ult_that_woke_it_twice_in_a_row() {
+        let p = places(StealOrder::Groups);
+        let owner = std::sync::Arc::new(());
+        let chunk = crate::tcb::Chunk::allocate(&owner);
+        let u = chunk.tcbs().next().expect("a TCB");
+        u.tcb().sched.place.set(PlaceRule { place: NONE, home: NONE, strict: false, partner: 0 });
+        u.tcb().head.placed.set(true);
+        u.tcb().head.processor.store(3, crate::atomics::Ordering::Relaxed);
+        let (server, other) = (0x1000, 0x2000);
+        let on = |processor, ult| Some(Waker { processor, ult });
+        let idle = |_: usize| 0;
+        // The first wake-up by the server: home (fixed where it last ran), the server recorded.
+        assert_eq!(p.wake_target(u, on(5, server), idle), 3);
+        assert_eq!(u.tcb().sched.place.get().home, 3);
+        assert_eq!(u.tcb().sched.place.get().partner, server);
+        // Again by the server, on 5: it follows its partner there ...
+        assert_eq!(p.wake_target(u, on(5, server), idle), 5);
+        u.tcb().head.processor.store(5, crate::atomics::Ordering::Relaxed);
+        assert!(p.is_away(u), "away from home with its partner");
+        assert_eq!(p.wake_target(u, on(6, server), idle), 6, "wherever its partner runs");
+        // ... unless the partner's processor is overloaded: then home.
+        assert_eq!(p.wake_target(u, on(5, server), |q| if q == 5 { OVERLOADED } else { 0 }), 3);
+        // Another ULT wakes it: home, and that one is its partner now.
+        assert_eq!(p.wake_target(u, on(5, other), idle), 3);
+        assert_eq!(p.wake_target(u, on(5, server), idle), 3, "the server is no longer its partner");
+        assert_eq!(p.wake_target(u, on(5, server), idle), 5);
+        // A wake-up from outside the ULTs: home, the partner kept.
+        assert_eq!(p.wake_target(u, None, idle), 3);
+        assert_eq!(p.wake_target(u, on(7, server), idle), 7);
+        // Pinned, or with a place: no partner rule.
+        u.tcb().sched.place.set(PlaceRule { place: NONE, home: 2, strict: true, partner: server });
+        assert_eq!(p.wake_target(u, on(5, server), idle), 2);
+        let t = Topology::synthetic(SPEC).unwrap();
+        let node1 = p.resolve(&Place::node(1), &t).unwrap();
+        u.tcb().sched.place.set(PlaceRule { place: node1, home: 4, strict: false, partner: server });
+        assert_eq!(p.wake_target(u, on(1, server), idle), 5, "where it last ran, in its place");
     }
 
     #[test]
@@ -494,7 +586,7 @@ mod tests {
         assert_eq!((start, rule.unwrap().home), (6, 6));
         // Pinned: strictly on the spawner.
         let (_, rule) = p.on_spawn(3, true, None, &mut turn);
-        assert_eq!(rule, Some(PlaceRule { place: NONE, home: 3, strict: true }));
+        assert_eq!(rule, Some(PlaceRule { place: NONE, home: 3, strict: true, partner: 0 }));
         // Nothing asked: the spawner, no rule.
         assert_eq!(p.on_spawn(2, false, None, &mut turn), (2, None));
         // A cache named by any of its processors is the same place.

@@ -247,7 +247,7 @@ impl Processor {
     fn steal_start(&self, victim: &Remote) -> Option<TcbRef> {
         let t = steal_one(&victim.start)?;
         if t.tcb().head.placed.get() && !self.shared.places.may_take(t, self.index) {
-            let target = self.shared.placed_wake_target(t);
+            let target = self.shared.placed_wake_target(t, None);
             self.shared.wake_remote(t, target);
             return None;
         }
@@ -276,7 +276,7 @@ impl Processor {
             if t.tcb().head.placed.get() && !places.may_take(t, self.index) {
                 // Held to its place (pinned, or strict; `policy::places`): straight back,
                 // through its wake target's wake-up stack.
-                self.shared.wake_remote(t, self.shared.placed_wake_target(t));
+                self.shared.wake_remote(t, self.shared.placed_wake_target(t, None));
             } else if let Some(home) = leave_home.then(|| places.at_home(t)).flatten() {
                 self.shared.wake_remote(t, home); // (back where it was, through its wake-up stack)
             } else if first.is_none() {

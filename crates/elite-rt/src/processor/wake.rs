@@ -128,7 +128,7 @@ impl Processor {
     #[inline(never)]
     fn wake_to_target(&self, t: TcbRef) {
         let target = if t.tcb().head.placed.get() {
-            self.shared.placed_wake_target(t)
+            self.placed_target(t)
         } else {
             self.shared.engine.wake_target(t, Some(self.index), self.current_ult())
         };
@@ -136,6 +136,26 @@ impl Processor {
             return self.deliver_central_or_chaos(t, target);
         }
         self.deliver(t, target);
+    }
+
+    /// Where the placed ULT `t`, woken from this processor, goes (`policy::places`), counting
+    /// the wake-ups that send it home elsewhere or keep it here away from home.
+    #[cold]
+    #[inline(never)]
+    fn placed_target(&self, t: TcbRef) -> usize {
+        let by = self
+            .current_ult()
+            .map(|u| crate::policy::places::Waker { processor: self.index, ult: u.as_ptr() as usize });
+        let target = self.shared.placed_wake_target(t, by);
+        let home = t.tcb().sched.place.get().home as usize;
+        if target != home {
+            if target == self.index {
+                self.remote().stats.partner_stays.bump();
+            }
+        } else if target != self.index {
+            self.remote().stats.home_goings.bump();
+        }
+        target
     }
 
     /// Puts `t` in the ready set of processor `target`: this one's, or through `target`'s
