@@ -295,3 +295,24 @@ fn the_grid_probe_checks_its_policy_first() {
     let e = grid::parse_probe_args(&["gravity".into(), "--size".into(), "99".into()]).expect_err("refused");
     assert_eq!(e, "invalid value '99' for '--size <LEVEL>': expected a level in 5..=20, got `99`");
 }
+
+/// A negative count reaches the probes' value parsers (which name what is allowed), a single-dash
+/// word is refused whole, and `--help` is asked for, not an unknown word.
+#[test]
+fn the_probes_name_a_negative_count_and_take_help() {
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    let e = blocking::parse_probe_args(&words(&["yield", "-1"])).expect_err("refused");
+    assert_eq!(
+        e,
+        format!("invalid value '-1' for '<N>': expected a count of operations in 0..={}, got `-1`", u64::MAX)
+    );
+    let e = grid::parse_probe_args(&words(&["gravity", "--size", "-1"])).expect_err("refused");
+    assert_eq!(e, "invalid value '-1' for '--size <LEVEL>': expected a level in 5..=20, got `-1`");
+    let e = affinity::parse_probe_args(&words(&["no_locality", "gravity", "-procs=2"])).expect_err("refused");
+    assert!(e.starts_with("unknown flag `-procs=2`; the flags are --group N"), "{e}");
+    assert!(blocking::parse_probe_args(&words(&["--help"])).expect("help").is_none());
+    assert!(grid::parse_probe_args(&words(&["-h"])).expect("help").is_none());
+    assert!(affinity::parse_probe_args(&words(&["no_locality", "--help"])).expect("help").is_none());
+    let p = grid::parse_probe_args(&words(&["gravity"])).expect("defaults").expect("not help");
+    assert_eq!((p.prefetch, p.size, p.processors, p.patch), (false, 12, 1, 256));
+}

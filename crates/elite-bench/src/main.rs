@@ -311,7 +311,11 @@ fn command() -> clap::Command {
 
 /// Parses the command line; `Ok(None)` means help was asked for.
 fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
-    refuse_single_dash(args, "--json FILE, --quick, --bench NAME, --policy NAME, --cachegrind, --help")?;
+    refuse_single_dash(
+        args,
+        "--json FILE, --quick, --bench NAME, --policy NAME, --cachegrind, --help",
+        false,
+    )?;
     let matches = match command().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
@@ -352,8 +356,14 @@ pub(crate) fn clap_message(e: &clap::Error) -> String {
 
 /// Refuses a single-dash word (other than `-` and `-h`) whole, listing `flags`: clap would read
 /// `-procs=4` as the short flags `-p -r ...` and name only `-p`, and every flag here is long.
-pub(crate) fn refuse_single_dash(args: &[String], flags: &str) -> Result<(), String> {
-    match args.iter().find(|a| a.starts_with('-') && !a.starts_with("--") && *a != "-" && *a != "-h") {
+/// With `negatives`, a negative integer is let through, for a command built with
+/// `allow_negative_numbers` to take as a value and its parser to refuse (`got `-1``).
+pub(crate) fn refuse_single_dash(args: &[String], flags: &str, negatives: bool) -> Result<(), String> {
+    let negative = |a: &str| negatives && a.len() > 1 && a[1..].bytes().all(|b| b.is_ascii_digit());
+    match args
+        .iter()
+        .find(|a| a.starts_with('-') && !a.starts_with("--") && *a != "-" && *a != "-h" && !negative(a))
+    {
         Some(arg) => Err(format!("unknown flag `{arg}`; the flags are {flags}")),
         None => Ok(()),
     }

@@ -661,6 +661,7 @@ fn probe_command() -> clap::Command {
     clap::Command::new("elite-bench affinity-probe")
         .about("one pass of an affinity workload, printing its sample line; for running under cachegrind")
         .no_binary_name(true)
+        .allow_negative_numbers(true)
         .args_override_self(true)
         .arg(
             Arg::new("bench")
@@ -702,7 +703,7 @@ fn probe_command() -> clap::Command {
 /// Parses `<bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]`;
 /// `Ok(None)` for `--help`; an error names the argument at fault and what was expected.
 pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<ProbeArgs>, String> {
-    crate::refuse_single_dash(args, "--group N, --iterations N, --processors N, --quick, --help")?;
+    crate::refuse_single_dash(args, "--group N, --iterations N, --processors N, --quick, --help", true)?;
     let matches = match probe_command().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),

@@ -255,6 +255,7 @@ fn probe_command() -> clap::Command {
     clap::Command::new("elite-bench blocking-probe")
         .about("n operations in the root ULT of a one-processor runtime; for counting instructions with callgrind")
         .no_binary_name(true)
+        .allow_negative_numbers(true)
         .arg(
             Arg::new("op")
                 .value_name("OP")
@@ -273,7 +274,7 @@ fn probe_command() -> clap::Command {
 /// The probe's arguments: `<op> <n>`; `Ok(None)` for `--help`; an error says which is wrong and
 /// what was expected.
 pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<(ProbeOp, u64)>, String> {
-    crate::refuse_single_dash(args, "--help")?;
+    crate::refuse_single_dash(args, "--help", true)?;
     let matches = match probe_command().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),

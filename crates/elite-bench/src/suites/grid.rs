@@ -401,6 +401,7 @@ fn probe_command() -> clap::Command {
     clap::Command::new("elite-bench grid-probe")
         .about("one checked solve of the adaptive grid, printing its sample line; for running under cachegrind or callgrind")
         .no_binary_name(true)
+        .allow_negative_numbers(true)
         .args_override_self(true)
         .arg(Arg::new("policy").value_name("POLICY").required(true).value_parser(PossibleValuesParser::new(POLICIES)))
         .arg(Arg::new("prefetch").long("prefetch").action(ArgAction::SetTrue).help("with prefetch"))
@@ -430,7 +431,7 @@ fn probe_command() -> clap::Command {
 /// Parses `<policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]`; `Ok(None)` for
 /// `--help`; an error names the argument at fault and what was expected.
 pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<ProbeArgs>, String> {
-    crate::refuse_single_dash(args, "--prefetch, --size LEVEL, --processors N, --patch CELLS, --help")?;
+    crate::refuse_single_dash(args, "--prefetch, --size LEVEL, --processors N, --patch CELLS, --help", true)?;
     let matches = match probe_command().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
