@@ -273,87 +273,83 @@ fn help(cpus: usize) -> String {
     )
 }
 
+/// The command line, as clap parses it: every value is checked by its parser, so an error names
+/// the flag, the value and what is allowed.
+fn command() -> clap::Command {
+    use clap::builder::{NonEmptyStringValueParser, PossibleValuesParser};
+    use clap::{Arg, ArgAction};
+    let range = |min: usize, max: usize| move |value: &str| number(value, min, max);
+    clap::Command::new("adaptive_grid")
+        .no_binary_name(true)
+        .args_override_self(true)
+        .arg(
+            Arg::new("policy")
+                .long("policy")
+                .value_name("NAME[,NAME..]")
+                .action(ArgAction::Append)
+                .value_parser(|value: &str| {
+                    let names = items(value)?;
+                    match names.iter().find(|name| !POLICIES.contains(name)) {
+                        Some(name) => {
+                            Err(format!("unknown policy `{name}`, expected one of {}", POLICIES.join(", ")))
+                        }
+                        None => Ok(names.into_iter().map(str::to_string).collect::<Vec<String>>()),
+                    }
+                }),
+        )
+        .arg(
+            Arg::new("size")
+                .long("size")
+                .value_name("LEVEL")
+                .value_parser(range(Model::MIN_LEVEL as usize, Model::MAX_LEVEL as usize)),
+        )
+        .arg(
+            Arg::new("processors")
+                .long("processors")
+                .value_name("N[,N..]")
+                .action(ArgAction::Append)
+                .value_parser(|value: &str| {
+                    items(value)?
+                        .into_iter()
+                        .map(|n| number(n, 1, elite_rt::MAX_PROCESSORS))
+                        .collect::<Result<Vec<usize>, String>>()
+                }),
+        )
+        .arg(Arg::new("patch").long("patch").value_name("CELLS").value_parser(range(1, MAX_PATCH)))
+        .arg(
+            Arg::new("prefetch")
+                .long("prefetch")
+                .value_name("WHEN")
+                .value_parser(PossibleValuesParser::new(["on", "off", "both"])),
+        )
+        .arg(Arg::new("reps").long("reps").value_name("N").value_parser(range(1, MAX_REPS)))
+        .arg(Arg::new("stats").long("stats").action(ArgAction::SetTrue))
+        .arg(
+            Arg::new("json").long("json").value_name("FILE|-").value_parser(NonEmptyStringValueParser::new()),
+        )
+}
+
 /// Parses the command line; `Ok(None)` means help was asked for.
 fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
+    // clap would read `-p4` as the short flag `-p` and name only that: every flag here is long
+    // (or `-h`), so a single-dash word other than `-` (stdout, for --json) is refused whole.
+    if let Some(arg) =
+        args.iter().find(|a| a.starts_with('-') && !a.starts_with("--") && *a != "-" && *a != "-h")
+    {
+        return Err(format!(
+            "unknown flag `{arg}`, expected one of --policy, --size, --processors, --patch, --prefetch, --reps, --json, --stats or --help"
+        ));
+    }
+    let matches = match command().try_get_matches_from(args) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
+        Err(e) => return Err(clap_message(&e)),
+    };
+    // Repeated --policy names run once, in the order of POLICIES.
     let mut policies: Vec<String> = Vec::new();
-    let mut size = DEFAULT_SIZE;
-    let mut processors: Vec<usize> = Vec::new();
-    let mut patch = None;
-    let mut prefetch = vec![false, true];
-    let mut reps = DEFAULT_REPS;
-    let mut json = None;
-    let mut stats = false;
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        if arg == "--help" || arg == "-h" {
-            return Ok(None);
-        }
-        if arg == "--stats" {
-            stats = true;
-            continue;
-        }
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        if !flag.starts_with('-') {
-            return Err(format!("unexpected argument `{arg}`: every value follows its flag"));
-        }
-        const FLAGS: [&str; 7] =
-            ["--policy", "--size", "--processors", "--patch", "--prefetch", "--reps", "--json"];
-        if !FLAGS.contains(&flag) {
-            return Err(format!(
-                "unknown flag `{flag}`, expected one of {}, --stats or --help",
-                FLAGS.join(", ")
-            ));
-        }
-        let value = match inline {
-            Some(v) => v,
-            // A value that looks like a flag is a forgotten value (`--json -` is stdout).
-            None => match rest.next() {
-                Some(v) if v == "-" || !v.starts_with('-') => v.clone(),
-                _ => return Err(format!("{flag} needs a value")),
-            },
-        };
-        match flag {
-            "--policy" => {
-                for name in items(flag, &value)? {
-                    if !POLICIES.contains(&name) {
-                        return Err(format!(
-                            "--policy: unknown policy `{name}`, expected one of {}",
-                            POLICIES.join(", ")
-                        ));
-                    }
-                    if !policies.iter().any(|p| p == name) {
-                        policies.push(name.to_string());
-                    }
-                }
-            }
-            "--size" => {
-                size = number(flag, &value, Model::MIN_LEVEL as usize, Model::MAX_LEVEL as usize)? as u8
-            }
-            "--processors" => {
-                for n in items(flag, &value)? {
-                    processors.push(number(flag, n, 1, elite_rt::MAX_PROCESSORS)?);
-                }
-            }
-            "--patch" => patch = Some(number(flag, &value, 1, MAX_PATCH)?),
-            "--prefetch" => {
-                prefetch = match value.as_str() {
-                    "on" => vec![true],
-                    "off" => vec![false],
-                    "both" => vec![false, true],
-                    other => return Err(format!("--prefetch: expected on, off or both, got `{other}`")),
-                }
-            }
-            "--reps" => reps = number(flag, &value, 1, MAX_REPS)?,
-            "--json" => {
-                if value.is_empty() {
-                    return Err("--json needs a file name (or `-` for stdout)".into());
-                }
-                json = Some(value);
-            }
-            _ => unreachable!("checked against FLAGS"),
+    for name in matches.get_many::<Vec<String>>("policy").into_iter().flatten().flatten() {
+        if !policies.contains(name) {
+            policies.push(name.clone());
         }
     }
     if policies.is_empty() {
@@ -361,28 +357,59 @@ fn parse_args(args: &[String], cpus: usize) -> Result<Option<Options>, String> {
     } else {
         policies.sort_by_key(|p| POLICIES.iter().position(|q| q == p));
     }
+    let mut processors: Vec<usize> =
+        matches.get_many::<Vec<usize>>("processors").into_iter().flatten().flatten().copied().collect();
     if processors.is_empty() {
         processors = vec![1, cpus.max(1)];
     }
     processors.sort_unstable();
     processors.dedup();
-    Ok(Some(Options { policies, size, processors, patch, prefetch, reps, stats, json }))
+    let size = matches.get_one::<usize>("size").map_or(DEFAULT_SIZE, |&n| n as u8);
+    let prefetch = match matches.get_one::<String>("prefetch").map(String::as_str) {
+        Some("on") => vec![true],
+        Some("off") => vec![false],
+        _ => vec![false, true],
+    };
+    Ok(Some(Options {
+        policies,
+        size,
+        processors,
+        patch: matches.get_one::<usize>("patch").copied(),
+        prefetch,
+        reps: matches.get_one::<usize>("reps").copied().unwrap_or(DEFAULT_REPS),
+        stats: matches.get_flag("stats"),
+        json: matches.get_one::<String>("json").cloned(),
+    }))
 }
 
-/// The items of a comma-separated `value` of `flag`, trimmed; an empty one is an error.
-fn items<'a>(flag: &str, value: &'a str) -> Result<Vec<&'a str>, String> {
+/// A clap error as one line: what was wrong and what is allowed, without clap's usage lines
+/// (`main` prints [`USAGE`] after it).
+fn clap_message(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let rendered = rendered.strip_prefix("error: ").unwrap_or(&rendered);
+    let mut parts: Vec<&str> = Vec::new();
+    for line in rendered.lines().map(str::trim).take_while(|line| !line.starts_with("Usage:")) {
+        if !line.is_empty() && !line.starts_with("For more information") {
+            parts.push(line);
+        }
+    }
+    parts.join("; ")
+}
+
+/// The items of a comma-separated list, trimmed; an empty one is an error.
+fn items(value: &str) -> Result<Vec<&str>, String> {
     let items: Vec<&str> = value.split(',').map(str::trim).collect();
     if items.contains(&"") {
-        return Err(format!("{flag}: empty item in `{value}` (items are separated by commas)"));
+        return Err(format!("empty item in `{value}` (items are separated by commas)"));
     }
     Ok(items)
 }
 
-/// Parses `value` of `flag` as a number in `min..=max`.
-fn number(flag: &str, value: &str, min: usize, max: usize) -> Result<usize, String> {
+/// Parses `value` as a number in `min..=max`.
+fn number(value: &str, min: usize, max: usize) -> Result<usize, String> {
     match value.parse::<usize>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("{flag}: expected a number in {min}..={max}, got `{value}`")),
+        _ => Err(format!("expected a number in {min}..={max}, got `{value}`")),
     }
 }
 
@@ -978,22 +1005,33 @@ mod tests {
     #[test]
     fn bad_flags_say_what_was_expected() {
         for (args, expect) in [
-            (&["--policy", "lifo"][..], "expected one of no-affinity"),
-            (&["--size", "99"], "--size: expected a number in 5..=20"),
-            (&["--size"], "--size needs a value"),
-            (&["--processors", "0"], "--processors: expected a number in 1..=4096"),
+            (
+                &["--policy", "lifo"][..],
+                "'--policy <NAME[,NAME..]>': unknown policy `lifo`, expected one of no-affinity",
+            ),
+            (&["--size", "99"], "'--size <LEVEL>': expected a number in 5..=20, got `99`"),
+            (&["--size"], "a value is required for '--size <LEVEL>'"),
+            (&["--processors", "0"], "'--processors <N[,N..]>': expected a number in 1..=4096, got `0`"),
             (&["--processors", "1,x"], "got `x`"),
-            (&["--patch", "4097"], "--patch: expected a number in 1..=4096"),
-            (&["--prefetch", "maybe"], "expected on, off or both"),
-            (&["--reps", "0"], "--reps: expected a number in 1..=100"),
-            (&["--json", "--size"], "--json needs a value"),
-            (&["--verbose"], "unknown flag `--verbose`"),
-            (&["12"], "unexpected argument `12`"),
+            (&["--patch", "4097"], "'--patch <CELLS>': expected a number in 1..=4096"),
+            (
+                &["--prefetch", "maybe"],
+                "invalid value 'maybe' for '--prefetch <WHEN>'; [possible values: on, off, both]",
+            ),
+            (&["--reps", "0"], "'--reps <N>': expected a number in 1..=100"),
+            (&["--json", "--size"], "a value is required for '--json <FILE|->'"),
+            (&["--json="], "'--json <FILE|->'"),
+            (&["--verbose"], "unexpected argument '--verbose'"),
+            (&["12"], "unexpected argument '12'"),
+            (&["--stats=yes"], "'--stats'"),
+            // A single-dash word is refused whole, with the flags there are.
+            (&["-p4"], "unknown flag `-p4`, expected one of --policy"),
+            (&["--size", "-1"], "unknown flag `-1`"),
             // Found by `fuzz::any_command_line`: an empty item of a list was reported as the
             // policy or count `` (nothing), without the list it came from.
-            (&["--policy=,A"], "--policy: empty item in `,A`"),
-            (&["--processors", "1,,2"], "--processors: empty item in `1,,2`"),
-            (&["--policy", ""], "--policy: empty item in ``"),
+            (&["--policy=,A"], "'--policy <NAME[,NAME..]>': empty item in `,A`"),
+            (&["--processors", "1,,2"], "'--processors <N[,N..]>': empty item in `1,,2`"),
+            (&["--policy", ""], "empty item in ``"),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(expect), "{args:?}: {e}");
@@ -1138,19 +1176,27 @@ mod tests {
                         prop_assert_eq!(o.stats, args.iter().any(|a| a == "--stats"));
                     }
                     Err(message) => {
-                        // The message quotes an argument, or a part of one, or begins with the
-                        // flag at fault.
-                        let quoted: Vec<&str> = message.split('`').skip(1).step_by(2).collect();
+                        // The message quotes an argument, or a part of one (ours quote with
+                        // backticks, clap's with single quotes, a flag as `'--size <LEVEL>'`).
+                        let quotes = |text: &str| {
+                            message.contains(&format!("`{text}`")) || message.contains(&format!("'{text}'"))
+                        };
+                        let quoted: Vec<&str> = message
+                            .split('`')
+                            .skip(1)
+                            .step_by(2)
+                            .chain(message.split('\'').skip(1).step_by(2))
+                            .map(|q| q.split(' ').next().unwrap_or_default())
+                            .collect();
                         let from_args = |text: &str| args.iter().any(|a| a.contains(text));
                         let value_of = |a: &String| a.split_once('=').map_or(a.as_str(), |(_, v)| v).to_string();
-                        let flag = message.split([':', ' ']).next().unwrap_or_default();
                         prop_assert!(
-                            args.iter().any(|a| message.contains(&format!("`{a}`")))
-                                || args.iter().any(|a| message.contains(&format!("`{}`", value_of(a))))
-                                || quoted.iter().any(|q| !q.is_empty() && from_args(q))
-                                || (flag.starts_with("--") && from_args(flag)),
+                            args.iter().any(|a| quotes(a) || quotes(&value_of(a)))
+                                || quoted.iter().any(|q| !q.is_empty() && from_args(q)),
                             "{:?}: {}", args, message
                         );
+                        // One line, without clap's usage (main prints its own).
+                        prop_assert!(!message.contains('\n') && !message.contains("Usage:"), "{}", message);
                     }
                 }
             }

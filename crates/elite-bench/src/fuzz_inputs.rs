@@ -156,7 +156,8 @@ proptest! {
     #[test]
     fn affinity_probe_command_lines(args in args()) {
         match affinity::parse_probe_args(&args) {
-            Ok(affinity::ProbeArgs { shape, policy, quick, group, iterations, processors }) => {
+            Ok(None) => prop_assert!(args.iter().any(|a| a == "--help" || a == "-h")),
+            Ok(Some(affinity::ProbeArgs { shape, policy, quick, group, iterations, processors })) => {
                 prop_assert!(args.iter().any(|a| a == shape.bench));
                 prop_assert!(args.iter().any(|a| a == policy.name()));
                 prop_assert_eq!(quick, args.iter().any(|a| a == "--quick"));
@@ -174,8 +175,15 @@ proptest! {
                 names_the_fault(
                     &message,
                     &args,
-                    &["expected a bench and a policy", "--group needs a number of ULTs", "--iterations needs a number of rounds",
-                      "--processors needs a number of processors"]
+                    &[
+                        // clap's: a flag without its value, no bench or policy.
+                        "a value is required for '--group <N>'",
+                        "a value is required for '--iterations <N>'",
+                        "a value is required for '--processors <N>'",
+                        "the following required arguments were not provided:",
+                        "a value is required for '<BENCH>'",
+                        "a value is required for '<POLICY>'",
+                    ]
                 ),
                 "{:?}: {}", args, message
             ),
@@ -186,7 +194,8 @@ proptest! {
     #[test]
     fn grid_probe_command_lines(args in args()) {
         match grid::parse_probe_args(&args) {
-            Ok(p) => {
+            Ok(None) => prop_assert!(args.iter().any(|a| a == "--help" || a == "-h")),
+            Ok(Some(p)) => {
                 prop_assert!(POLICIES.contains(&p.policy.as_str()));
                 prop_assert!((Model::MIN_LEVEL..=Model::MAX_LEVEL).contains(&p.size));
                 prop_assert!((1..=elite_rt::MAX_PROCESSORS).contains(&p.processors));
@@ -194,7 +203,13 @@ proptest! {
                 prop_assert!((1..=elite_grid::layout::MAX_PATCH).contains(&p.patch));
             }
             Err(message) => prop_assert!(
-                names_the_fault(&message, &args, &["--size needs a level", "--processors needs a count", "--patch needs a count", "no policy given"]),
+                names_the_fault(&message, &args, &[
+                    "a value is required for '--size <LEVEL>'",
+                    "a value is required for '--processors <N>'",
+                    "a value is required for '--patch <CELLS>'",
+                    "the following required arguments were not provided: <POLICY>",
+                    "a value is required for '<POLICY>'",
+                ]),
                 "{:?}: {}", args, message
             ),
         }
@@ -204,15 +219,25 @@ proptest! {
     #[test]
     fn blocking_probe_command_lines(args in args()) {
         match blocking::parse_probe_args(&args) {
-            Ok((op, n)) => {
-                prop_assert_eq!(args.len(), 2);
-                prop_assert!(blocking::PROBE_OPS.iter().any(|&(name, o)| name == args[0] && o == op));
-                prop_assert_eq!(Some(n), args[1].parse::<u64>().ok());
+            Ok(None) => prop_assert!(args.iter().any(|a| a == "--help" || a == "-h")),
+            Ok(Some((op, n))) => {
+                // The words, without the `--` that may end the (absent) flags.
+                let mut words = args.clone();
+                if let Some(end) = words.iter().position(|a| a == "--") {
+                    words.remove(end);
+                }
+                prop_assert_eq!(words.len(), 2);
+                prop_assert!(blocking::PROBE_OPS.iter().any(|&(name, o)| name == words[0] && o == op));
+                prop_assert_eq!(Some(n), words[1].parse::<u64>().ok());
                 // The probe's expected answer, whatever the count.
                 let _ = sum_below(n);
             }
             Err(message) => prop_assert!(
-                names_the_fault(&message, &args, &["expected an operation and a count"]),
+                names_the_fault(
+                    &message,
+                    &args,
+                    &["the following required arguments were not provided:", "a value is required for '<OP>'", "a value is required for '<N>'"]
+                ),
                 "{:?}: {}", args, message
             ),
         }
@@ -266,7 +291,28 @@ fn the_may_child_refuses_more_workers_than_processors() {
 #[test]
 fn the_grid_probe_checks_its_policy_first() {
     let e = grid::parse_probe_args(&["lifo".to_string()]).expect_err("refused");
-    assert_eq!(e, format!("unknown policy `lifo`, expected one of {}", POLICIES.join(", ")));
+    assert_eq!(e, format!("invalid value 'lifo' for '<POLICY>'; [possible values: {}]", POLICIES.join(", ")));
     let e = grid::parse_probe_args(&["gravity".into(), "--size".into(), "99".into()]).expect_err("refused");
-    assert_eq!(e, "--size: expected a level in 5..=20, got `99`");
+    assert_eq!(e, "invalid value '99' for '--size <LEVEL>': expected a level in 5..=20, got `99`");
+}
+
+/// A negative count reaches the probes' value parsers (which name what is allowed), a single-dash
+/// word is refused whole, and `--help` is asked for, not an unknown word.
+#[test]
+fn the_probes_name_a_negative_count_and_take_help() {
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    let e = blocking::parse_probe_args(&words(&["yield", "-1"])).expect_err("refused");
+    assert_eq!(
+        e,
+        format!("invalid value '-1' for '<N>': expected a count of operations in 0..={}, got `-1`", u64::MAX)
+    );
+    let e = grid::parse_probe_args(&words(&["gravity", "--size", "-1"])).expect_err("refused");
+    assert_eq!(e, "invalid value '-1' for '--size <LEVEL>': expected a level in 5..=20, got `-1`");
+    let e = affinity::parse_probe_args(&words(&["no_locality", "gravity", "-procs=2"])).expect_err("refused");
+    assert!(e.starts_with("unknown flag `-procs=2`; the flags are --group N"), "{e}");
+    assert!(blocking::parse_probe_args(&words(&["--help"])).expect("help").is_none());
+    assert!(grid::parse_probe_args(&words(&["-h"])).expect("help").is_none());
+    assert!(affinity::parse_probe_args(&words(&["no_locality", "--help"])).expect("help").is_none());
+    let p = grid::parse_probe_args(&words(&["gravity"])).expect("defaults").expect("not help");
+    assert_eq!((p.prefetch, p.size, p.processors, p.patch), (false, 12, 1, 256));
 }

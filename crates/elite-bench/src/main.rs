@@ -311,15 +311,11 @@ fn command() -> clap::Command {
 
 /// Parses the command line; `Ok(None)` means help was asked for.
 fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
-    // clap would read `-procs=4` as the short flags `-p -r ...` and name only `-p`: every flag
-    // here is long (or `-h`), so a single-dash word is refused whole.
-    if let Some(arg) =
-        args.iter().find(|a| a.starts_with('-') && !a.starts_with("--") && *a != "-" && *a != "-h")
-    {
-        return Err(format!(
-            "unknown flag `{arg}`; the flags are --json FILE, --quick, --bench NAME, --policy NAME, --cachegrind, --help"
-        ));
-    }
+    refuse_single_dash(
+        args,
+        "--json FILE, --quick, --bench NAME, --policy NAME, --cachegrind, --help",
+        false,
+    )?;
     let matches = match command().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
@@ -356,6 +352,37 @@ pub(crate) fn clap_message(e: &clap::Error) -> String {
         message.push_str(line);
     }
     message
+}
+
+/// Refuses a single-dash word (other than `-` and `-h`) whole, listing `flags`: clap would read
+/// `-procs=4` as the short flags `-p -r ...` and name only `-p`, and every flag here is long.
+/// With `negatives`, a negative integer is let through, for a command built with
+/// `allow_negative_numbers` to take as a value and its parser to refuse (`got `-1``).
+pub(crate) fn refuse_single_dash(args: &[String], flags: &str, negatives: bool) -> Result<(), String> {
+    let negative = |a: &str| negatives && a.len() > 1 && a[1..].bytes().all(|b| b.is_ascii_digit());
+    match args
+        .iter()
+        .find(|a| a.starts_with('-') && !a.starts_with("--") && *a != "-" && *a != "-h" && !negative(a))
+    {
+        Some(arg) => Err(format!("unknown flag `{arg}`; the flags are {flags}")),
+        None => Ok(()),
+    }
+}
+
+/// A clap value parser of a number in `min..=max`; its error says `expected <what> in
+/// min..=max, got `value``.
+pub(crate) fn number_in<T>(
+    what: &'static str,
+    min: T,
+    max: T,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy + Send + Sync + 'static,
+{
+    move |value: &str| match value.parse::<T>() {
+        Ok(n) if min <= n && n <= max => Ok(n),
+        _ => Err(format!("expected {what} in {min}..={max}, got `{value}`")),
+    }
 }
 
 /// Runs the suite, prints the report, writes the JSON document; returns the exit status.

@@ -576,7 +576,11 @@ fn cachegrind_probe(
 /// processor, printing its sample line; for running under cachegrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
     let ProbeArgs { shape, policy, quick, group, iterations, processors } = match parse_probe_args(args) {
-        Ok(parsed) => parsed,
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => {
+            println!("{}", probe_command().render_help());
+            return ExitCode::SUCCESS;
+        }
         Err(message) => {
             let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
             eprintln!(
@@ -649,61 +653,72 @@ pub(crate) struct ProbeArgs {
     pub(crate) processors: usize,
 }
 
-/// Parses `<bench> <policy> [--group N] [--quick]`; an error names the argument at fault and what
-/// was expected.
-pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
-    let mut quick = false;
-    let mut group = None;
-    let mut iterations = None;
-    let mut processors = 1;
-    let mut words: Vec<&String> = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--group" => {
-                let value = it.next().ok_or("--group needs a number of ULTs")?;
-                match value.parse::<usize>() {
-                    Ok(n) if (1..=MAX_PROBE_GROUP).contains(&n) => group = Some(n),
-                    _ => return Err(format!("--group `{value}`: expected 1..={MAX_PROBE_GROUP} ULTs")),
-                }
-            }
-            "--processors" => {
-                let value = it.next().ok_or("--processors needs a number of processors")?;
-                match value.parse::<usize>() {
-                    Ok(n) if (1..=MAX_PROBE_PROCESSORS).contains(&n) => processors = n,
-                    _ => {
-                        return Err(format!(
-                            "--processors `{value}`: expected 1..={MAX_PROBE_PROCESSORS} processors"
-                        ))
-                    }
-                }
-            }
-            "--iterations" => {
-                let value = it.next().ok_or("--iterations needs a number of rounds")?;
-                match value.parse::<u64>() {
-                    Ok(n) if (1..=MAX_PROBE_ITERATIONS).contains(&n) => iterations = Some(n),
-                    _ => {
-                        return Err(format!(
-                            "--iterations `{value}`: expected 1..={MAX_PROBE_ITERATIONS} rounds"
-                        ))
-                    }
-                }
-            }
-            _ => words.push(a),
-        }
-    }
-    let (bench, policy) = match words[..] {
-        [bench, policy] => (bench, policy),
-        [] | [_] => return Err("expected a bench and a policy".into()),
-        [_, _, extra, ..] => return Err(format!("unexpected `{extra}` after the policy")),
+/// The probe's command line, as clap parses it.
+fn probe_command() -> clap::Command {
+    use clap::builder::PossibleValuesParser;
+    use clap::{Arg, ArgAction};
+    let benches: Vec<&'static str> = SHAPES.iter().map(|s| s.bench).collect();
+    clap::Command::new("elite-bench affinity-probe")
+        .about("one pass of an affinity workload, printing its sample line; for running under cachegrind")
+        .no_binary_name(true)
+        .allow_negative_numbers(true)
+        .args_override_self(true)
+        .arg(
+            Arg::new("bench")
+                .value_name("BENCH")
+                .required(true)
+                .value_parser(PossibleValuesParser::new(benches)),
+        )
+        .arg(
+            Arg::new("policy")
+                .value_name("POLICY")
+                .required(true)
+                .value_parser(|name: &str| name.parse::<Policy>().map_err(|e| e.to_string()))
+                .help(format!("one of {}", Policy::ALL_NAMES.join(", "))),
+        )
+        .arg(
+            Arg::new("group")
+                .long("group")
+                .value_name("N")
+                .value_parser(crate::number_in("a number of ULTs", 1, MAX_PROBE_GROUP))
+                .help("ULTs per group instead of the bench's own"),
+        )
+        .arg(
+            Arg::new("iterations")
+                .long("iterations")
+                .value_name("N")
+                .value_parser(crate::number_in("a number of rounds", 1, MAX_PROBE_ITERATIONS))
+                .help("rounds per ULT"),
+        )
+        .arg(
+            Arg::new("processors")
+                .long("processors")
+                .value_name("N")
+                .value_parser(crate::number_in("a number of processors", 1, MAX_PROBE_PROCESSORS))
+                .help("the runtime's processors (default 1)"),
+        )
+        .arg(Arg::new("quick").long("quick").action(ArgAction::SetTrue).help("fewer iterations"))
+}
+
+/// Parses `<bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]`;
+/// `Ok(None)` for `--help`; an error names the argument at fault and what was expected.
+pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<ProbeArgs>, String> {
+    crate::refuse_single_dash(args, "--group N, --iterations N, --processors N, --quick, --help", true)?;
+    let matches = match probe_command().try_get_matches_from(args) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
+        Err(e) => return Err(crate::clap_message(&e)),
     };
-    let Some(shape) = SHAPES.iter().find(|s| s.bench == bench.as_str()) else {
-        let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
-        return Err(format!("unknown bench `{bench}`, expected one of {}", benches.join(", ")));
-    };
-    let policy = policy.parse::<Policy>().map_err(|e| e.to_string())?;
-    Ok(ProbeArgs { shape, policy, quick, group, iterations, processors })
+    let bench = matches.get_one::<String>("bench").ok_or("expected a bench and a policy")?;
+    let shape = SHAPES.iter().find(|s| s.bench == bench.as_str()).ok_or("expected a bench and a policy")?;
+    Ok(Some(ProbeArgs {
+        shape,
+        policy: matches.get_one::<Policy>("policy").cloned().ok_or("expected a bench and a policy")?,
+        quick: matches.get_flag("quick"),
+        group: matches.get_one::<usize>("group").copied(),
+        iterations: matches.get_one::<u64>("iterations").copied(),
+        processors: matches.get_one::<usize>("processors").copied().unwrap_or(1),
+    }))
 }
 
 /// The largest `--group` of the probe: every ULT of a full run in one group.

@@ -182,7 +182,11 @@ pub const PROBE_COMMAND: &str = "blocking-probe";
 /// (`blocking(move || i)`). Prints `ops=<n> answer=<checked sum>`.
 pub fn probe_main(args: &[String]) -> std::process::ExitCode {
     let (op, n) = match parse_probe_args(args) {
-        Ok(parsed) => parsed,
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => {
+            println!("{}", probe_command().render_help());
+            return std::process::ExitCode::SUCCESS;
+        }
         Err(message) => {
             eprintln!("elite-bench {PROBE_COMMAND}: {message}\n{PROBE_USAGE}");
             return std::process::ExitCode::from(2);
@@ -244,21 +248,44 @@ pub(crate) enum ProbeOp {
     Blocking,
 }
 
-/// The probe's arguments: `<op> <n>`; an error says which is wrong and what was expected.
-pub(crate) fn parse_probe_args(args: &[String]) -> Result<(ProbeOp, u64), String> {
-    let names = || PROBE_OPS.map(|(name, _)| name).join(", ");
-    let (op, n) = match args {
-        [op, n] => (op, n),
-        [] | [_] => return Err("expected an operation and a count".into()),
-        [_, _, extra, ..] => return Err(format!("unexpected `{extra}` after the count")),
+/// The probe's command line, as clap parses it.
+fn probe_command() -> clap::Command {
+    use clap::builder::PossibleValuesParser;
+    use clap::Arg;
+    clap::Command::new("elite-bench blocking-probe")
+        .about("n operations in the root ULT of a one-processor runtime; for counting instructions with callgrind")
+        .no_binary_name(true)
+        .allow_negative_numbers(true)
+        .arg(
+            Arg::new("op")
+                .value_name("OP")
+                .required(true)
+                .value_parser(PossibleValuesParser::new(PROBE_OPS.map(|(name, _)| name))),
+        )
+        .arg(
+            Arg::new("n")
+                .value_name("N")
+                .required(true)
+                .value_parser(crate::number_in("a count of operations", 0, u64::MAX))
+                .help("how many operations"),
+        )
+}
+
+/// The probe's arguments: `<op> <n>`; `Ok(None)` for `--help`; an error says which is wrong and
+/// what was expected.
+pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<(ProbeOp, u64)>, String> {
+    crate::refuse_single_dash(args, "--help", true)?;
+    let matches = match probe_command().try_get_matches_from(args) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
+        Err(e) => return Err(crate::clap_message(&e)),
     };
-    let Some(&(_, op)) = PROBE_OPS.iter().find(|(name, _)| name == op) else {
-        return Err(format!("unknown operation `{op}`, expected one of {}", names()));
-    };
-    let n = n
-        .parse::<u64>()
-        .map_err(|_| format!("expected a count of operations (0..={}), got `{n}`", u64::MAX))?;
-    Ok((op, n))
+    let name = matches.get_one::<String>("op").ok_or("expected an operation and a count")?;
+    let op = PROBE_OPS.iter().find(|(known, _)| known == name).map(|&(_, op)| op);
+    match (op, matches.get_one::<u64>("n")) {
+        (Some(op), Some(&n)) => Ok(Some((op, n))),
+        _ => Err("expected an operation and a count".into()),
+    }
 }
 
 // One function per operation, never inlined: each loop is compiled on its own, whatever else the

@@ -394,58 +394,56 @@ pub(crate) struct ProbeArgs {
     pub(crate) patch: usize,
 }
 
-/// Parses `<policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]`; an error names
-/// the argument at fault and what was expected.
-pub(crate) fn parse_probe_args(args: &[String]) -> Result<ProbeArgs, String> {
-    let mut policy = None;
-    let mut prefetch = false;
-    let mut size = PROBE_SIZE.0;
-    let mut processors = 1;
-    let mut patch = PROBE_PATCH;
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--prefetch" => prefetch = true,
-            "--size" => {
-                let (lo, hi) = (Model::MIN_LEVEL, Model::MAX_LEVEL);
-                size = match rest.next().map(|v| (v, v.parse::<u8>())) {
-                    Some((_, Ok(v))) if (lo..=hi).contains(&v) => v,
-                    Some((v, _)) => {
-                        return Err(format!("--size: expected a level in {lo}..={hi}, got `{v}`"))
-                    }
-                    None => return Err(format!("--size needs a level in {lo}..={hi}")),
-                }
-            }
-            "--processors" => {
-                let max = elite_rt::MAX_PROCESSORS;
-                processors = match rest.next().map(|v| (v, v.parse::<usize>())) {
-                    Some((_, Ok(v))) if (1..=max).contains(&v) => v,
-                    Some((v, _)) => {
-                        return Err(format!("--processors: expected a count in 1..={max}, got `{v}`"))
-                    }
-                    None => return Err(format!("--processors needs a count in 1..={max}")),
-                }
-            }
-            "--patch" => {
-                patch = match rest.next().map(|v| (v, v.parse::<usize>())) {
-                    Some((_, Ok(v))) if (1..=MAX_PATCH).contains(&v) => v,
-                    Some((v, _)) => {
-                        return Err(format!("--patch: expected a count in 1..={MAX_PATCH}, got `{v}`"))
-                    }
-                    None => return Err(format!("--patch needs a count in 1..={MAX_PATCH}")),
-                }
-            }
-            name if policy.is_none() && !name.starts_with('-') => {
-                if !POLICIES.contains(&name) {
-                    return Err(format!("unknown policy `{name}`, expected one of {}", POLICIES.join(", ")));
-                }
-                policy = Some(name.to_string());
-            }
-            other => return Err(format!("unexpected `{other}`")),
-        }
-    }
-    let policy = policy.ok_or_else(|| "no policy given".to_string())?;
-    Ok(ProbeArgs { policy, prefetch, size, processors, patch })
+/// The probe's command line, as clap parses it.
+fn probe_command() -> clap::Command {
+    use clap::builder::PossibleValuesParser;
+    use clap::{Arg, ArgAction};
+    clap::Command::new("elite-bench grid-probe")
+        .about("one checked solve of the adaptive grid, printing its sample line; for running under cachegrind or callgrind")
+        .no_binary_name(true)
+        .allow_negative_numbers(true)
+        .args_override_self(true)
+        .arg(Arg::new("policy").value_name("POLICY").required(true).value_parser(PossibleValuesParser::new(POLICIES)))
+        .arg(Arg::new("prefetch").long("prefetch").action(ArgAction::SetTrue).help("with prefetch"))
+        .arg(
+            Arg::new("size")
+                .long("size")
+                .value_name("LEVEL")
+                .value_parser(crate::number_in("a level", Model::MIN_LEVEL, Model::MAX_LEVEL))
+                .help(format!("the finest level (default {})", PROBE_SIZE.0)),
+        )
+        .arg(
+            Arg::new("processors")
+                .long("processors")
+                .value_name("N")
+                .value_parser(crate::number_in("a count", 1, elite_rt::MAX_PROCESSORS))
+                .help("the runtime's processors (default 1)"),
+        )
+        .arg(
+            Arg::new("patch")
+                .long("patch")
+                .value_name("CELLS")
+                .value_parser(crate::number_in("a count", 1, MAX_PATCH))
+                .help(format!("cells per ULT (default {PROBE_PATCH})")),
+        )
+}
+
+/// Parses `<policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]`; `Ok(None)` for
+/// `--help`; an error names the argument at fault and what was expected.
+pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<ProbeArgs>, String> {
+    crate::refuse_single_dash(args, "--prefetch, --size LEVEL, --processors N, --patch CELLS, --help", true)?;
+    let matches = match probe_command().try_get_matches_from(args) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
+        Err(e) => return Err(crate::clap_message(&e)),
+    };
+    Ok(Some(ProbeArgs {
+        policy: matches.get_one::<String>("policy").cloned().ok_or("no policy given")?,
+        prefetch: matches.get_flag("prefetch"),
+        size: matches.get_one::<u8>("size").copied().unwrap_or(PROBE_SIZE.0),
+        processors: matches.get_one::<usize>("processors").copied().unwrap_or(1),
+        patch: matches.get_one::<usize>("patch").copied().unwrap_or(PROBE_PATCH),
+    }))
 }
 
 /// Runs the probe under cachegrind; the sample carries the LL misses, the answer the cells.
@@ -463,7 +461,11 @@ fn cachegrind_probe(exe: &std::path::Path, policy: &str, prefetch: bool, size: u
 /// relaxations per cell; for running under cachegrind or callgrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
     let ProbeArgs { policy, prefetch, size, processors, patch } = match parse_probe_args(args) {
-        Ok(parsed) => parsed,
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => {
+            println!("{}", probe_command().render_help());
+            return ExitCode::SUCCESS;
+        }
         Err(message) => {
             eprintln!(
                 "elite-bench {PROBE_COMMAND}: {message}\n\
