@@ -412,6 +412,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn lgs_tries_each_group_as_often_as_it_has_members_nearest_first() {
         let p = places(StealOrder::Groups);
         assert_eq!(p.victims(0), &[vec![1], vec![2, 3], vec![4, 5, 6, 7]]);
@@ -427,6 +428,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn lgs_stops_at_a_success_and_the_next_steal_starts_at_the_nearest_group() {
         let p = places(StealOrder::Groups);
         let mut seen = Vec::new();
@@ -445,6 +447,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn node_then_all_and_random_orders() {
         let p = places(StealOrder::NodeThenAll);
         assert_eq!(p.victims(1), &[vec![0, 2, 3], vec![4, 5, 6, 7]]);
@@ -466,6 +469,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn processors_of_a_work_stealing_place_serve_its_first_processors_queue() {
         let t = Topology::synthetic(SPEC).unwrap();
         let runqs = |level| {
@@ -479,6 +483,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn wake_targets_homes_and_thieves() {
         let t = Topology::synthetic(SPEC).unwrap();
         let p = places(StealOrder::Groups);
@@ -524,6 +529,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn a_soft_pinned_ult_follows_the_ult_that_woke_it_twice_in_a_row() {
         let p = places(StealOrder::Groups);
         let owner = std::sync::Arc::new(());
@@ -563,6 +569,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn steal_amounts() {
         let mut p = places(StealOrder::Groups);
         assert_eq!(p.steal_count(5, |_| 4), 4);
@@ -573,6 +580,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn spawns_start_in_their_place_or_in_turn() {
         let t = Topology::synthetic(SPEC).unwrap();
         let p = places(StealOrder::Groups);
