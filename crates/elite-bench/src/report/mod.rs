@@ -365,27 +365,7 @@ impl Document {
             if policies.is_empty() {
                 continue;
             }
-            let categories =
-                unique(policies.iter().map(|r| (r.label.clone(), r.metric.clone(), r.processors)));
-            let systems = unique(policies.iter().map(|r| r.system.clone()));
-            let series = systems
-                .iter()
-                .map(|s| {
-                    let marks = categories
-                        .iter()
-                        .map(|(label, metric, procs)| {
-                            let r = policies.iter().rev().find(|r| {
-                                &r.system == s
-                                    && &r.label == label
-                                    && &r.metric == metric
-                                    && r.processors == *procs
-                            })?;
-                            Some(relative_mark(r, base(r)?))
-                        })
-                        .collect();
-                    (s.clone(), marks)
-                })
-                .collect();
+            let (categories, series) = relative_series(&policies, base);
             let (title, axis) = if kind == "speed" {
                 (
                     format!("{}: each policy's speed relative to elite/no-affinity", self.suite),
@@ -440,26 +420,7 @@ impl Document {
         if scaled.is_empty() {
             return None;
         }
-        let categories = unique(scaled.iter().map(|r| (r.label.clone(), r.metric.clone(), r.processors)));
-        let systems = unique(scaled.iter().map(|r| r.system.clone()));
-        let series = systems
-            .iter()
-            .map(|s| {
-                let marks = categories
-                    .iter()
-                    .map(|(label, metric, procs)| {
-                        let r = scaled.iter().rev().find(|r| {
-                            &r.system == s
-                                && &r.label == label
-                                && &r.metric == metric
-                                && r.processors == *procs
-                        })?;
-                        Some(relative_mark(r, one(r)?))
-                    })
-                    .collect();
-                (s.clone(), marks)
-            })
-            .collect();
+        let (categories, series) = relative_series(&scaled, one);
         Some((
             format!("{}-scaling.svg", self.suite),
             "processor-count scaling".into(),
@@ -473,6 +434,33 @@ impl Document {
             },
         ))
     }
+}
+
+/// The categories (label, metric, processors) of `rows` and a series per system, each mark the
+/// system's latest row of the category relative to the row `base` pairs it with (none where
+/// either is missing).
+#[allow(clippy::type_complexity)]
+fn relative_series<'r>(
+    rows: &[&'r Row],
+    base: impl Fn(&Row) -> Option<&'r Row>,
+) -> (Vec<(String, String, u64)>, Vec<(String, Vec<Option<Mark>>)>) {
+    let categories = unique(rows.iter().map(|r| (r.label.clone(), r.metric.clone(), r.processors)));
+    let series = unique(rows.iter().map(|r| r.system.clone()))
+        .into_iter()
+        .map(|s| {
+            let marks = categories
+                .iter()
+                .map(|(label, metric, procs)| {
+                    let r = rows.iter().rev().find(|r| {
+                        r.system == s && &r.label == label && &r.metric == metric && r.processors == *procs
+                    })?;
+                    Some(relative_mark(r, base(r)?))
+                })
+                .collect();
+            (s, marks)
+        })
+        .collect();
+    (categories, series)
 }
 
 /// `r` relative to `base`'s median, oriented so that more than 1 is better (speed), except for
