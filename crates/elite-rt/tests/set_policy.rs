@@ -163,6 +163,28 @@ fn the_policy_in_force_follows_set_policy() {
     assert_eq!(rt.block_on(|| elite_rt::spawn(|| 5).join().unwrap()), 5);
 }
 
+/// Eight ULTs on `rt` that report a unit of progress and yield until the flag is set; the flag
+/// and the handle of the ULT that joins them.
+fn busy_reporters(rt: &Runtime) -> (Arc<AtomicBool>, elite_rt::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let h = rt.spawn(move || {
+        let workers: Vec<_> = (0..8)
+            .map(|_| {
+                let stop = stop2.clone();
+                elite_rt::spawn(move || {
+                    while !stop.load(SeqCst) {
+                        elite_rt::progress(1);
+                        elite_rt::yield_now();
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().for_each(|w| w.join().unwrap());
+    });
+    (stop, h)
+}
+
 /// Under `auto`, a busy program sees the selector explore every candidate and settle on one,
 /// with a rate measured for each; `progress` moves it to the program's units.
 #[test]
@@ -171,22 +193,7 @@ fn auto_explores_every_candidate_and_settles() {
         // (The largest budget: an exploration after about a tenth of a second.)
         let auto = elite_rt::policy::Auto::new().budget(0.5).unwrap();
         let rt = Runtime::builder().processors(2).policy(Policy::auto_with(auto)).build().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let h = rt.spawn(move || {
-            let workers: Vec<_> = (0..8)
-                .map(|_| {
-                    let stop = stop2.clone();
-                    elite_rt::spawn(move || {
-                        while !stop.load(SeqCst) {
-                            elite_rt::progress(1);
-                            elite_rt::yield_now();
-                        }
-                    })
-                })
-                .collect();
-            workers.into_iter().for_each(|w| w.join().unwrap());
-        });
+        let (stop, h) = busy_reporters(&rt);
         common::wait_until(60, "an explored decision", || {
             rt.stats().auto.iter().any(|d| d.reason != AutoReason::Start)
         });
@@ -228,22 +235,7 @@ fn auto_remembers_its_choice_for_the_next_runtime() {
         };
         // A busy first runtime, until it explored.
         let rt = build(2, &auto);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let h = rt.spawn(move || {
-            let workers: Vec<_> = (0..8)
-                .map(|_| {
-                    let stop = stop2.clone();
-                    elite_rt::spawn(move || {
-                        while !stop.load(SeqCst) {
-                            elite_rt::progress(1);
-                            elite_rt::yield_now();
-                        }
-                    })
-                })
-                .collect();
-            workers.into_iter().for_each(|w| w.join().unwrap());
-        });
+        let (stop, h) = busy_reporters(&rt);
         common::wait_until(60, "an explored decision", || {
             rt.stats().auto.iter().any(|d| d.reason == AutoReason::Explored)
         });
