@@ -188,10 +188,14 @@ fn a_blocking_call_shows_its_hand_off() {
     drop(rt);
     let evs = events(&read_trace(&path));
     let calls = instants(&evs, "blocking call");
-    assert_eq!(calls.len(), 1, "{calls:#?}");
-    assert_eq!(calls[0]["args"]["ult"].as_u64(), Some(ult));
-    let what = calls[0]["args"]["processor"].as_str().unwrap();
-    assert!(["to a spare thread", "reclaimed", "inline", "queued"].contains(&what), "{what}");
+    assert!(calls.iter().all(|c| c["args"]["ult"].as_u64() == Some(ult)), "{calls:#?}");
+    let what: Vec<&str> = calls.iter().map(|c| c["args"]["processor"].as_str().unwrap()).collect();
+    // One hand-off, or (when the call ends before the spare thread has started, as on a slow or
+    // sanitized build) the hand-off to a spare followed by the processor taken back.
+    assert!(
+        matches!(what[..], ["to a spare thread" | "inline" | "queued"] | ["to a spare thread", "reclaimed"]),
+        "{what:?}"
+    );
     assert_eq!(runs_of(&evs, ult)[0]["args"]["end"], "park", "the call parks its ULT");
 }
 
