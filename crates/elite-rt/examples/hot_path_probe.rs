@@ -21,7 +21,8 @@
 //! instead of one. `--time` prints the wall-clock nanoseconds per operation (of the whole
 //! `block_on`, so spawning and joining included) to stderr; `--stats` prints the runtime's
 //! counters (`Runtime::stats`) there: with `mutex --processors 2`, how many ULTs went to the
-//! lock's home (`gathered`), how often the other processor paused or stole.
+//! lock's home (`gathered`), how often the other processor paused or stole; and the host's
+//! measured costs with the mutex's saturation threshold derived from them.
 
 use elite_rt::sync::{Mutex, Semaphore};
 use std::sync::Arc;
@@ -127,6 +128,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.iter().any(|a| a == "--stats") {
         eprintln!("{}", rt.stats());
+        let costs = elite_rt::sync::host_costs();
+        eprintln!("{costs:?}; a lock saturates below {:.0} ns between bounces", costs.gather_gap_ns());
     }
     println!("{done}");
     Ok(())
