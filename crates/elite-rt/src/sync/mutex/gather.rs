@@ -10,15 +10,21 @@
 //! * **Saturation.** `LockWord::lock_fast` reports every bounce: an acquisition through the
 //!   unbiased fast path from another processor than the one before (acquisitions after a wait,
 //!   by `try_lock` or by hand-over are not looked at, and two processors whose streak tags alias
-//!   never bounce). Every [`BOUNCES_PER_SAMPLE`]-th (16) the holder takes a time stamp and
-//!   updates a moving average (3/4 old, 1/4 new) of the time between bounces. The lock is
+//!   never bounce). Out of every [`BOUNCES_PER_SAMPLE`] (16) the holder times one gap: it takes
+//!   a time stamp at the 15th and another at the 16th, and the time between the two, the gap
+//!   between two bounces in a row, updates a moving average (3/4 old, 1/4 new) of the time
+//!   between bounces. (One gap, not the span of the 16 over 16: a lock bounces only while both
+//!   its processors' threads run, and on a host whose CPUs are shared the OS takes one of them
+//!   off for milliseconds at a time; a span of 16 bounces would take in such a spell and show
+//!   the bounces sparse while, whenever both run, nearly every acquisition bounces. Two bounces
+//!   in a row have a spell between them only when it falls exactly there.) The lock is
 //!   saturated once that falls below the threshold, [`GATHER_ROUND_TRIPS`](crate::sync::host::GATHER_ROUND_TRIPS) (2) round trips of a
 //!   cache line between two cores as measured on this host when the first runtime started
 //!   ([`HostCosts::gather_gap_ns`]: the line's transfers then take half the time or more), and
 //!   stays so until it rises above four times that (the hysteresis: a ratio, so it moves with
-//!   the threshold). A sample spanning a quiet spell (more than 16 times the threshold a
-//!   bounce) is skipped; a sample that finds the last counted one older than 10 ms starts
-//!   over (the average forgotten, not saturated), and so does `saturated()` say no after 10 ms
+//!   the threshold). A gap spanning a quiet spell (more than 16 times the threshold) is
+//!   skipped; a sample that finds the last counted one older than 10 ms starts
+//!   over (the average forgotten, not saturated, the sample itself not counted), and so does `saturated()` say no after 10 ms
 //!   without a counted sample: saturation must be shown again by dense bounces, not kept alive by
 //!   moves or by slow bounces. Measured with work between two acquisitions (a `black_box` loop
 //!   of 0 / 200 / 1000 / 3000 iterations, 1024 ULTs, on a build VM whose lines crossed in about
@@ -116,18 +122,20 @@ fn gather_ticks_of(costs: &HostCosts) -> (u64, u64, u64) {
 /// bounces, whether it is saturated, and where it gathers its contenders.
 pub(super) struct Saturation {
     /// Ticks between two bounces (acquisitions from another processor than the one before), on
-    /// average (a moving average over samples of [`BOUNCES_PER_SAMPLE`]); `u64::MAX` before two
-    /// samples. Read by waiters deciding whether the lock is saturated.
+    /// average (a moving average of one gap timed out of every [`BOUNCES_PER_SAMPLE`] bounces);
+    /// `u64::MAX` before the first. Read by waiters deciding whether the lock is saturated.
     pub(super) gap: AtomicU64,
     /// Whether `gap` last crossed below the threshold rather than above four times it.
     pub(super) saturated: AtomicBool,
-    /// Time stamp of the last counted sample of bounces (not one spanning a quiet spell):
-    /// saturation lapses when it is older than the window.
+    /// Time stamp of the last counted sample of bounces (not one spanning a quiet spell), or of
+    /// the sample that found saturation lapsed and started over: saturation lapses when it is
+    /// older than the window.
     pub(super) recent: AtomicU64,
     /// Where a word never biased gathers its contenders (a processor's name, `sync::lock_word`;
     /// 0: nowhere yet): the holder's processor when the lock was first found saturated.
     pub(super) home: AtomicUsize,
-    /// Time stamp of the last sample of bounces (0: none yet), for `gap`; holder-only.
+    /// Time stamp of the bounce that opens the timed gap of the current sample (the
+    /// `BOUNCES_PER_SAMPLE - 1`-th; 0: not taken yet), for `gap`; holder-only.
     last_sample: UnsafeCell<u64>,
 }
 
@@ -145,39 +153,56 @@ impl Saturation {
 
 impl<T: ?Sized> Mutex<T> {
     /// A bounce (`LockWord::lock_fast`: the caller holds the lock, taken from another processor
-    /// than the acquisition before): counted, and every [`BOUNCES_PER_SAMPLE`]-th sampled.
+    /// than the acquisition before): counted; of every [`BOUNCES_PER_SAMPLE`], the gap between
+    /// the last two is timed.
     #[inline(always)]
     pub(super) fn bounced(&self) {
+        self.bounced_with(ticks);
+    }
+
+    /// [`Mutex::bounced`] with the clock `now`, read only for the two bounces timed (the tests
+    /// give time stamps of their own, so that what they check is the rule, not the speed of
+    /// the machine running them).
+    #[inline(always)]
+    pub(super) fn bounced_with(&self, now: impl FnOnce() -> u64) {
         // SAFETY: only the holder of the lock reads or writes the counter.
         let n = unsafe { &mut *self.bounces.get() };
         *n += 1;
-        if *n == BOUNCES_PER_SAMPLE {
-            *n = 0;
-            self.sample_bounces();
+        if *n >= BOUNCES_PER_SAMPLE - 1 {
+            self.sample_bounces(n, now());
         }
     }
 
-    /// Every [`BOUNCES_PER_SAMPLE`]-th bounce: the moving average of the time between bounces,
-    /// and the last sign of saturation. The caller holds the lock.
+    /// The last two bounces of every [`BOUNCES_PER_SAMPLE`] (`n`, the count, is at the first of
+    /// them or the last; `now`, the time stamp of this one): the first keeps its time stamp;
+    /// the last times the gap since, which updates the moving average of the time between
+    /// bounces and renews the sign of saturation, and starts the count over. The caller holds
+    /// the lock.
     #[cold]
     #[inline(never)]
-    fn sample_bounces(&self) {
+    fn sample_bounces(&self, n: &mut u8, now: u64) {
         let s = &self.cold.saturation;
-        let now = ticks();
         // SAFETY: only the holder of the lock reads or writes the stamp, and this is its only
         // reference.
         let prev = unsafe { &mut *s.last_sample.get() };
-        let gap = now.wrapping_sub(*prev) / u64::from(BOUNCES_PER_SAMPLE);
-        // A sample that spans a quiet spell (bounces 16 times the threshold apart and more: its
-        // contenders gathered, or it is seldom taken) says nothing about how fast it bounces
-        // when it does.
+        if *n < BOUNCES_PER_SAMPLE {
+            *prev = now; // opens the gap the next bounce closes
+            return;
+        }
+        *n = 0;
+        let gap = now.wrapping_sub(*prev);
+        // A gap that spans a quiet spell (16 times the threshold and more: its contenders
+        // gathered, it is seldom taken, or the OS took a processor's thread off its CPU between
+        // the two) says nothing about how fast it bounces when it does.
         let (threshold, window, _) = gather_ticks();
-        if now.wrapping_sub(s.recent.load(Ordering::Relaxed)) as i64 >= window as i64 {
-            // Saturation lapsed (no sample counted for the window): it must be shown again.
+        let lapsed = now.wrapping_sub(s.recent.load(Ordering::Relaxed)) as i64 >= window as i64;
+        if lapsed {
+            // Saturation lapsed (no sample counted for the window): it must be shown again, by
+            // the samples after this one, which starts the window over.
             s.gap.store(u64::MAX, Ordering::Relaxed);
             s.saturated.store(false, Ordering::Relaxed);
-        }
-        if *prev != 0 && gap < threshold * 16 {
+            s.recent.store(now, Ordering::Relaxed);
+        } else if *prev != 0 && gap < threshold * 16 {
             let old = s.gap.load(Ordering::Relaxed);
             let avg = if old == u64::MAX { gap } else { (old / 4) * 3 + gap / 4 };
             s.gap.store(avg, Ordering::Relaxed);
@@ -192,7 +217,7 @@ impl<T: ?Sized> Mutex<T> {
             // than 16 times the threshold, let it lapse.
             s.recent.store(now, Ordering::Relaxed);
         }
-        *prev = now;
+        *prev = 0;
         if s.home.load(Ordering::Relaxed) == 0 && self.saturated() {
             // A home for a word never biased: the holder's processor, where the bias will
             // then form.

@@ -319,13 +319,28 @@ mod gathering {
         }
     }
 
-    /// One sample of bounces ([`BOUNCES_PER_SAMPLE`] of them) about `gap` ticks apart
-    /// each, the first after a wait of that long; the caller holds `m`.
+    /// One sample of bounces ([`BOUNCES_PER_SAMPLE`] of them) `gap` ticks apart each, the
+    /// first after a wait of that long; the caller holds `m`. The clock runs on meanwhile (the
+    /// sample spins for as long as it spans), but the bounces' time stamps are the sample's own,
+    /// so that what is checked is the rule, not how fast the machine running the test counts.
     fn sample(m: &Mutex<u64>, gap: u64) {
-        spin_ticks(gap * u64::from(BOUNCES_PER_SAMPLE));
-        for _ in 0..BOUNCES_PER_SAMPLE {
-            m.bounced();
+        bursts(m, gap, BOUNCES_PER_SAMPLE, 0);
+    }
+
+    /// One sample of bounces that come in bursts: `burst` bounces `gap` ticks apart, then a
+    /// quiet spell of `spell` ticks, and so on (the OS taking one of the two processors'
+    /// threads off its CPU now and then); the caller holds `m`. The clock runs on by as much.
+    fn bursts(m: &Mutex<u64>, gap: u64, burst: u8, spell: u64) {
+        let start = sync::ticks();
+        let mut at = start;
+        for i in 1..=BOUNCES_PER_SAMPLE {
+            at += gap;
+            m.bounced_with(|| at);
+            if i % burst == 0 && i < BOUNCES_PER_SAMPLE {
+                at += spell;
+            }
         }
+        spin_ticks(at.saturating_sub(start));
     }
 
     /// "Gathering" (module docs): a lock becomes saturated once its bounces come closer than the
@@ -358,8 +373,10 @@ mod gathering {
         });
         assert!(slow.is_some(), "eight times the threshold apart: no longer saturated");
         let gap = m.cold.saturation.gap.load(Ordering::Relaxed);
-        std::thread::sleep(Duration::from_millis(2)); // 2 ms: far more than 16 thresholds a bounce
-        sample(&m, 0);
+        // A spell of a fifth of the window (2 ms, far more than 16 thresholds) between the two
+        // bounces timed.
+        let (_, window, _) = gather_ticks();
+        bursts(&m, 0, BOUNCES_PER_SAMPLE - 1, window / 5);
         assert_eq!(m.cold.saturation.gap.load(Ordering::Relaxed), gap, "a quiet spell is no sample");
         assert!((0..1000).any(|_| {
             sample(&m, threshold / 4);
@@ -381,6 +398,33 @@ mod gathering {
             !m.saturated()
         }));
         assert!(start.elapsed() >= Duration::from_millis(9), "not before the window (10 ms)");
+    }
+
+    /// A lock whose bounces come in bursts, dense while both processors' threads run and none
+    /// while the OS has taken one of them off its CPU, is saturated as one whose bounces come
+    /// dense all along: what saturation weighs is the time between bounces while the line
+    /// moves. (It failed before the gap of two bounces in a row was timed, when a sample was the
+    /// span of 16 bounces over 16: every such span took in a spell, and was skipped as one.)
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "time stamps: the gaps between samples are real time, which Miri's interpreter stretches"
+    )]
+    fn bounces_in_bursts_saturate() {
+        let (threshold, ..) = gather_ticks();
+        let m = Mutex::new(0u64);
+        let _g = m.lock().unwrap(); // (the counters are the holder's)
+                                    // Bursts of 4 bounces a quarter of the threshold apart, a tenth of the window (1 ms:
+                                    // far more than 16 thresholds) of quiet after each; two samples (the first after a
+                                    // quiet spell, the window starting with it).
+        let (_, window, _) = gather_ticks();
+        assert!(
+            (0..2).any(|_| {
+                bursts(&m, threshold / 4, 4, window / 10);
+                m.saturated()
+            }),
+            "dense bounces between quiet spells saturate the lock"
+        );
     }
 
     /// The name of the other processor of the calling ULT's 2-processor runtime, once that one
