@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     pub(crate) engine: crate::policy::engine::Engine,
     /// The places, their rules and the thieves' victims (`policy::places`).
     pub(crate) places: crate::policy::places::Places,
+    /// The groups ULTs of this runtime belong to, numbered (`crate::group`).
+    pub(crate) groups: crate::group::Groups,
     /// The round-robin turn of spawns from outside the processors (`policy::places`).
     outside_turn: Mutex<usize>,
     /// The policy the runtime was built with or last given ([`Runtime::set_policy`]): the one in
@@ -482,6 +484,7 @@ impl Runtime {
             config,
             engine,
             places,
+            groups: crate::group::Groups::new(num_processors),
             outside_turn: Mutex::new(0),
             chosen,
             selector: Mutex::new(None),
@@ -692,6 +695,7 @@ impl Runtime {
             auto: self.shared.auto_log.snapshot(),
             counter_sources: self.shared.engine.sources(),
             blocking: self.shared.blocking.stats(),
+            groups: self.shared.groups.stats(),
         }
     }
 }
