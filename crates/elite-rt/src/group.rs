@@ -4,7 +4,9 @@
 //! ([`Builder::group`](crate::Builder::group)), else its spawner's (a ULT spawned by a grouped
 //! ULT is grouped with it; one spawned from outside the runtime is in none). What the runtime
 //! does with groups: [`Runtime::stats`](crate::Runtime::stats) counts per group
-//! ([`GroupStats`]).
+//! ([`GroupStats`]), and a policy with [`aggregate`](crate::policy::Policy::aggregate) runs the
+//! ULTs of one group back to back while its data is cached (`docs/cosched.md` in the
+//! repository).
 //!
 //! # Where things live
 //!
@@ -128,8 +130,9 @@ pub struct GroupStats {
     pub busy: Duration,
     /// Runs of its ULTs on another processor than their previous run's.
     pub migrations: u64,
-    /// Entries of its ULTs into a runqueue with the bonus of an aggregating policy (0 under
-    /// the others).
+    /// Runs of its ULTs that the aggregation modifier ordered ahead
+    /// ([`Policy::aggregate`](crate::policy::Policy::aggregate)): they entered a runqueue with
+    /// the bonus.
     pub aggregated: u64,
     /// The group's contention class, where the runtime classifies groups; `None` until then.
     pub class: Option<&'static str>,
@@ -180,7 +183,6 @@ impl Slot {
     /// One of the group's ULTs entered `processor`'s runqueue with the aggregation bonus. Only
     /// `processor`'s thread calls it.
     #[inline]
-    #[allow(dead_code)] // (the aggregation modifier counts here)
     pub(crate) fn aggregated(&self, processor: usize) {
         bump(&self.counters[processor].aggregated, 1);
     }

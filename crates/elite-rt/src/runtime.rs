@@ -464,12 +464,13 @@ impl Runtime {
             })
             .collect();
         let chosen = crate::policy::board::Board::new(config.policy.clone());
-        let engine = crate::policy::engine::Engine::new(
+        let mut engine = crate::policy::engine::Engine::new(
             &config.policy.initial(),
             config.needs,
             &config.model_cache,
             topo.num_processors(),
         );
+        engine.place_aggregation(topo);
         let places = crate::policy::places::Places::new(topo, config.places);
         let num_processors = topo.num_processors();
         let (n, cap, keep_alive) = (topo.num_processors(), config.max_spare_threads, config.spare_keep_alive);

@@ -341,7 +341,12 @@ impl Processor {
                 if let Some(r) = ring {
                     r.run_begin(t);
                 }
-                let began = if HOOKED && group != 0 { Some(Instant::now()) } else { None };
+                let began = if HOOKED && group != 0 {
+                    self.core().engine.group_begins(group, stats.switches.get());
+                    Some(Instant::now())
+                } else {
+                    None
+                };
                 let why = match ctx.co.resume(()) {
                     CoroutineResult::Yield(why) => why,
                     // The trampoline never returns; only a forced unwind (shutdown) ends it.
