@@ -12,8 +12,11 @@ pub mod aggregation;
 use super::Context;
 use crate::harness::Bench;
 
-/// The experiments of the suite, in the order they run: each name is its benches' prefix.
-pub static EXPERIMENTS: &[(&str, fn(&mut Context) -> Vec<Bench>)] = &[("aggregation", aggregation::benches)];
+/// An experiment: its name (its benches' prefix) and what builds its benches.
+pub type Experiment = (&'static str, fn(&mut Context) -> Vec<Bench>);
+
+/// The experiments of the suite, in the order they run.
+pub static EXPERIMENTS: &[Experiment] = &[("aggregation", aggregation::benches)];
 
 /// Every experiment's benches.
 pub fn benches(ctx: &mut Context) -> Vec<Bench> {
