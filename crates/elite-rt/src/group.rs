@@ -1,6 +1,6 @@
 //! Groups of ULTs: named sets of ULTs that share data or form one application ([`Group`]).
 //!
-//! A ULT belongs to at most one group, fixed at its spawn: the group its [`Builder`] names
+//! A ULT belongs to at most one group, fixed at its spawn: the group its [`Builder`](crate::Builder) names
 //! ([`Builder::group`](crate::Builder::group)), else its spawner's (a ULT spawned by a grouped
 //! ULT is grouped with it; one spawned from outside the runtime is in none). What the runtime
 //! does with groups: [`Runtime::stats`](crate::Runtime::stats) counts per group
@@ -11,7 +11,7 @@
 //! # Where things live
 //!
 //! * The [`Group`] is the user's handle: a name and an id, shared (`Arc`) by its clones.
-//! * Each runtime numbers the groups it has seen, 1 up, in its [`Groups`] table, at the first
+//! * Each runtime numbers the groups it has seen, 1 up, in its `Groups` table, at the first
 //!   spawn into each (a lock, on the spawn path of a builder that names a group only). A TCB
 //!   carries its group's number in the head line (`Head::group`, 0: none); the number is
 //!   written by the spawner before the spawn is published, so whoever runs the ULT reads it
