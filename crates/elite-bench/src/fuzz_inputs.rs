@@ -132,8 +132,11 @@ proptest! {
                 if let Some(json) = &o.json {
                     prop_assert!(!json.is_empty(), "{:?}", args);
                 }
-                if !o.policies.is_empty() || o.cachegrind {
+                if !o.policies.is_empty() {
                     prop_assert!(["affinity", "grid"].contains(&o.suite.name), "{:?}", args);
+                }
+                if o.cachegrind {
+                    prop_assert!(["affinity", "grid", "cosched"].contains(&o.suite.name), "{:?}", args);
                 }
                 prop_assert!(o.benches.iter().all(|b| !b.starts_with('-')), "{:?}", args);
             }
@@ -145,7 +148,8 @@ proptest! {
                     "a value is required for '--json <FILE|->'",
                     "the following required arguments were not provided: <SUITE>",
                     "a value is required for '<SUITE>'",
-                    "--policy and --cachegrind belong to suites",
+                    "--policy belongs to suites",
+                    "--cachegrind belongs to suites",
                 ]),
                 "{:?}: {}", args, message
             ),

@@ -205,6 +205,7 @@ const USAGE: &str = concat!(
     "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
+    "       elite-bench cosched-probe <elite/plain|elite/aggregated> <block_bytes> <read|write> <groups> <ults> <passes>\n",
     "       elite-bench report [--data DIR] [--out FILE] [--check] [--run [--quick]]"
 );
 
@@ -221,6 +222,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some(suites::blocking::PROBE_COMMAND) {
         return suites::blocking::probe_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(suites::cosched::aggregation::PROBE_COMMAND) {
+        return suites::cosched::aggregation::probe_main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some(report::COMMAND) {
         return report::main(&args[1..]);
@@ -329,8 +333,11 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     let benches: Vec<String> = matches.get_many::<String>("bench").into_iter().flatten().cloned().collect();
     let policies: Vec<elite_rt::policy::Policy> =
         matches.get_many::<elite_rt::policy::Policy>("policy").into_iter().flatten().cloned().collect();
-    if (!policies.is_empty() || cachegrind) && !["affinity", "grid"].contains(&suite.name) {
-        return Err("--policy and --cachegrind belong to suites `affinity` and `grid`".into());
+    if !policies.is_empty() && !["affinity", "grid"].contains(&suite.name) {
+        return Err("--policy belongs to suites `affinity` and `grid`".into());
+    }
+    if cachegrind && !["affinity", "grid", "cosched"].contains(&suite.name) {
+        return Err("--cachegrind belongs to suites `affinity`, `grid` and `cosched`".into());
     }
     Ok(Some(Options { suite, json, quick, policies, cachegrind, benches }))
 }

@@ -340,6 +340,8 @@ pub mod deadlock;
 #[cfg(not(loom))]
 mod fault;
 #[cfg(not(loom))]
+pub mod group;
+#[cfg(not(loom))]
 mod local;
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -416,6 +418,8 @@ pub use blocking::blocking;
 pub use config::{
     BuildError, RuntimeBuilder, CHAOS_ENV, DEFAULT_COOP_BUDGET, MAX_PROCESSORS, MAX_SPARE_THREADS,
 };
+#[cfg(not(loom))]
+pub use group::{Group, GroupStats};
 #[cfg(not(loom))]
 pub use local::{AccessError, UltLocalKey};
 #[cfg(not(loom))]

@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     pub(crate) engine: crate::policy::engine::Engine,
     /// The places, their rules and the thieves' victims (`policy::places`).
     pub(crate) places: crate::policy::places::Places,
+    /// The groups ULTs of this runtime belong to, numbered (`crate::group`).
+    pub(crate) groups: crate::group::Groups,
     /// The round-robin turn of spawns from outside the processors (`policy::places`).
     outside_turn: Mutex<usize>,
     /// The policy the runtime was built with or last given ([`Runtime::set_policy`]): the one in
@@ -462,12 +464,13 @@ impl Runtime {
             })
             .collect();
         let chosen = crate::policy::board::Board::new(config.policy.clone());
-        let engine = crate::policy::engine::Engine::new(
+        let mut engine = crate::policy::engine::Engine::new(
             &config.policy.initial(),
             config.needs,
             &config.model_cache,
             topo.num_processors(),
         );
+        engine.place_aggregation(topo);
         let places = crate::policy::places::Places::new(topo, config.places);
         let num_processors = topo.num_processors();
         let (n, cap, keep_alive) = (topo.num_processors(), config.max_spare_threads, config.spare_keep_alive);
@@ -482,6 +485,7 @@ impl Runtime {
             config,
             engine,
             places,
+            groups: crate::group::Groups::new(num_processors),
             outside_turn: Mutex::new(0),
             chosen,
             selector: Mutex::new(None),
@@ -692,6 +696,7 @@ impl Runtime {
             auto: self.shared.auto_log.snapshot(),
             counter_sources: self.shared.engine.sources(),
             blocking: self.shared.blocking.stats(),
+            groups: self.shared.groups.stats(),
         }
     }
 }

@@ -215,6 +215,9 @@ pub struct RuntimeStats {
     pub counter_sources: Vec<Option<elite_affinity::SourceKind>>,
     /// Blocking calls and the spare threads that serve them (runtime-wide).
     pub blocking: BlockingStats,
+    /// Per [`Group`](crate::Group) whose ULTs ran on this runtime, in the order the runtime
+    /// first saw them: runs, busy time, migrations, aggregated runs, class.
+    pub groups: Vec<crate::GroupStats>,
 }
 
 /// What [`blocking`](crate::blocking) calls did since the runtime started, and where its spare

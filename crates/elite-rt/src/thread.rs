@@ -25,6 +25,8 @@ pub(crate) struct UltSpec {
     pub(crate) data: Option<crate::prefetch::DataBlock>,
     /// Its place and home (`Builder::place`, `Builder::home`), resolved.
     pub(crate) place: Option<crate::policy::places::PlaceReq>,
+    /// Its group's number in the runtime (`Builder::group`; 0: none); `None`: the spawner's.
+    pub(crate) group: Option<u16>,
 }
 
 impl UltSpec {
@@ -61,6 +63,7 @@ where
     tcb.head.task.set(task);
     tcb.head.vtable.set(vtable);
     tcb.head.pinned.set(spec.pinned);
+    tcb.head.group.set(spec.group.unwrap_or(0));
     // (`spawn_on` and `spawn_outside` set it, and the rule, for a placed ULT.)
     tcb.head.placed.set(false);
     // `join` is already 0: free TCBs are reset by `recycle` (or fresh).
@@ -78,6 +81,11 @@ where
     let t = p.alloc_tcb();
     p.shared.engine.on_spawn(t, spec.footprint);
     let (pinned, place) = (spec.pinned, spec.place);
+    // The spawner's group, unless the builder named one (`Builder::group`).
+    let spec = match spec.group {
+        Some(_) => spec,
+        None => UltSpec { group: Some(p.current_ult().map_or(0, |me| me.tcb().head.group.get())), ..spec },
+    };
     init_tcb(t, spec, p.next_id(), p.index, f);
     p.trace_spawn(t);
     p.remote().stats.spawns.bump();
@@ -188,6 +196,7 @@ pub struct Builder {
     place: Option<crate::Place>,
     place_mode: crate::PlaceMode,
     home: Option<crate::Place>,
+    group: Option<crate::Group>,
 }
 
 impl Builder {
@@ -361,6 +370,23 @@ impl Builder {
         self
     }
 
+    /// Puts the ULT in `group` (default: the group of the ULT that spawns it, none when
+    /// spawned from outside the runtime). See [`Group`](crate::Group).
+    ///
+    /// ```
+    /// use elite_rt::{Builder, Group};
+    ///
+    /// let rt = elite_rt::Runtime::builder().processors(1).build()?;
+    /// let solver = Group::new("solver");
+    /// let h = Builder::new().group(&solver).spawn_on(&rt, || elite_rt::current().group())?;
+    /// assert_eq!(h.join().unwrap(), Some(solver));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn group(mut self, group: &crate::Group) -> Builder {
+        self.group = Some(group.clone());
+        self
+    }
+
     /// Spawns the ULT on the runtime running the caller.
     pub fn spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
@@ -430,6 +456,12 @@ impl Builder {
             Some(s) => round_to_pages(s),
             None => default_stack,
         };
+        let group = match &self.group {
+            Some(g) => Some(shared.groups.number(g).map_err(|_| SpawnError::Unsupported {
+                what: "a ULT in a new group: the runtime already numbers the most groups it can (elite_rt::group::MAX_GROUPS)",
+            })?),
+            None => None,
+        };
         Ok(UltSpec {
             name: self.name.map(Arc::from),
             stack_size: Some(size),
@@ -437,6 +469,7 @@ impl Builder {
             pinned: self.pinned,
             data: self.data,
             place,
+            group,
         })
     }
 }
@@ -928,6 +961,7 @@ pub struct Thread {
     id: ThreadId,
     name: Option<Arc<str>>,
     processor: usize,
+    group: Option<crate::Group>,
 }
 
 impl Thread {
@@ -946,6 +980,11 @@ impl Thread {
     pub fn processor(&self) -> usize {
         self.processor
     }
+
+    /// The ULT's [`Group`](crate::Group), if it is in one ([`Builder::group`], or its spawner's).
+    pub fn group(&self) -> Option<crate::Group> {
+        self.group.clone()
+    }
 }
 
 pub(crate) fn thread_of(t: TcbRef) -> Thread {
@@ -955,6 +994,18 @@ pub(crate) fn thread_of(t: TcbRef) -> Thread {
         // SAFETY: the name is written at spawn, before the handle or the ULT exists, then immutable.
         name: unsafe { (*tcb.links.name.get()).clone() },
         processor: tcb.head.processor.load(Ordering::Relaxed),
+        group: match tcb.head.group.get() {
+            0 => None,
+            // SAFETY: a chunk's `shared` is its runtime's `Shared`, alive while its TCBs are
+            // used (as for `TcbRef::chunk`).
+            n => Some(
+                unsafe { &*(t.chunk().shared() as *const crate::runtime::Shared) }
+                    .groups
+                    .slot(n)
+                    .group
+                    .clone(),
+            ),
+        },
     }
 }
 

@@ -124,6 +124,9 @@ pub enum Metric {
     /// A count per run, such as simulated cache misses (see [`Sample::count`]); lower is
     /// better; the name is the JSON metric (`ll_misses`).
     Count(&'static str),
+    /// Seconds a whole run took (a sample of one operation, [`Sample::per_op`] with `ops` 1);
+    /// lower is better; named `seconds` in the JSON document.
+    Seconds,
 }
 
 impl Metric {
@@ -132,6 +135,7 @@ impl Metric {
         match self {
             Metric::NsPerOp => "ns_per_op",
             Metric::OpsPerSec | Metric::OpsPerSecPerProcessor => "ops_per_sec",
+            Metric::Seconds => "seconds",
             Metric::Ratio(name) | Metric::Count(name) => name,
         }
     }
@@ -142,13 +146,14 @@ impl Metric {
             Metric::NsPerOp | Metric::Ratio(_) | Metric::Count(_) => sample.ns_per_op,
             Metric::OpsPerSec => 1e9 / sample.ns_per_op,
             Metric::OpsPerSecPerProcessor => 1e9 / sample.ns_per_op / processors.max(1) as f64,
+            Metric::Seconds => sample.ns_per_op / 1e9,
         }
     }
 
     /// `value` as a cost: lower is better whatever the metric (a time, or the inverse of a rate).
     pub(super) fn cost(self, value: f64) -> f64 {
         match self {
-            Metric::NsPerOp | Metric::Ratio(_) | Metric::Count(_) => value,
+            Metric::NsPerOp | Metric::Ratio(_) | Metric::Count(_) | Metric::Seconds => value,
             Metric::OpsPerSec | Metric::OpsPerSecPerProcessor => 1.0 / value,
         }
     }

@@ -76,6 +76,10 @@ impl Metric {
             }
             Metric::Ratio(_) => (1.0, "x"),
             Metric::Count(_) => rate_unit(value, ["", "k", "M", "G"]),
+            Metric::Seconds => {
+                let (scale, unit) = time_unit(value * 1e9);
+                (scale / 1e9, unit)
+            }
         }
     }
 

@@ -2,6 +2,7 @@
 
 pub mod affinity;
 pub mod blocking;
+pub mod cosched;
 pub mod grid;
 pub mod micro;
 pub mod pairs;
@@ -31,6 +32,7 @@ pub static SUITES: &[Suite] = &[
     Suite { name: "grid", benches: grid::benches, may_child: None },
     Suite { name: "blocking", benches: blocking::benches, may_child: None },
     Suite { name: "places", benches: places::benches, may_child: None },
+    Suite { name: "cosched", benches: cosched::benches, may_child: None },
 ];
 
 /// The may workloads of the suite called `name`, if it has any (for the may child process).
@@ -48,7 +50,8 @@ pub struct Context {
     pub notes: Vec<String>,
     /// `--policy`: the scheduling policies to run (suites `affinity` and `grid`); empty: all.
     pub policies: Vec<elite_rt::policy::Policy>,
-    /// `--cachegrind`: add the simulated-cache-miss benches (suites `affinity` and `grid`).
+    /// `--cachegrind`: add the simulated-cache-miss benches (suites `affinity`, `grid` and
+    /// `cosched`).
     pub cachegrind: bool,
     /// The Go program, once a suite asked for it: built, or why not.
     go: Option<Result<GoPeer, String>>,

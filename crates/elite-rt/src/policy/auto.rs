@@ -336,6 +336,12 @@ impl Auto {
         &self.candidates
     }
 
+    /// These settings with every candidate aggregated with `settings` (`Policy::aggregate`).
+    pub(crate) fn with_candidates_aggregated(&self, settings: super::Aggregate) -> Auto {
+        let candidates = self.candidates.iter().map(|c| c.clone().aggregate_with(settings)).collect();
+        Auto { candidates, ..self.clone() }
+    }
+
     /// The key of [`remember`](Self::remember), if any.
     pub fn memory_key(&self) -> Option<&str> {
         self.memory.as_deref()

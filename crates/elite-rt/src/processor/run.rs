@@ -307,6 +307,18 @@ impl Processor {
         let budget_turn = self.budget_turn;
         'chain: loop {
             let tcb = t.tcb();
+            // A grouped ULT: the group's counters (`crate::group`) are kept in the hooked copy
+            // only; the other copy hands the chain over to it (one load of a line it writes
+            // anyway, and a branch, per ULT switched to).
+            let group = tcb.head.group.get();
+            if !HOOKED && group != 0 {
+                std::hint::cold_path();
+                return self.run_ult_as::<true>(t, w);
+            }
+            // (The group's counters: whether this run is on another processor than the last.)
+            let mut migrated =
+                HOOKED && group != 0 && tcb.head.processor.load(Ordering::Relaxed) != self.index;
+            let after_hooks = after_hooks || (HOOKED && group != 0);
             tcb.head.processor.store(self.index, Ordering::Relaxed);
             // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
             // until `exit` takes it, after this borrow ends. The ULT's own code never touches the
@@ -329,6 +341,12 @@ impl Processor {
                 if let Some(r) = ring {
                     r.run_begin(t);
                 }
+                let began = if HOOKED && group != 0 {
+                    self.core().engine.group_begins(group, stats.switches.get());
+                    Some(Instant::now())
+                } else {
+                    None
+                };
                 let why = match ctx.co.resume(()) {
                     CoroutineResult::Yield(why) => why,
                     // The trampoline never returns; only a forced unwind (shutdown) ends it.
@@ -347,6 +365,10 @@ impl Processor {
                         // SAFETY: `why` is the word `t` just switched out with; nothing has acted
                         // on it yet (what it points to lives on `t`'s frozen stack).
                         unsafe { r.run_end(t, why) };
+                    }
+                    if let Some(began) = began {
+                        self.group_ran(group, began, migrated);
+                        migrated = false;
                     }
                 }
                 if why == Switch::YIELD {
@@ -593,6 +615,13 @@ impl Processor {
         }
         self.runq().push_flushing(key, t, &mut core.batch);
         core.admit_one = true;
+    }
+
+    /// A run of a ULT of group number `group` (not 0), begun at `began`, ended here; it ran
+    /// elsewhere before when `migrated`. Counts it in the group's slot (`crate::group`).
+    #[inline(never)]
+    fn group_ran(&self, group: u16, began: Instant, migrated: bool) {
+        self.shared.groups.slot(group).ran(self.index, began.elapsed(), migrated);
     }
 
     /// Checked after every switch out of a ULT on an unguarded stack.

@@ -181,6 +181,9 @@ pub(crate) struct Head {
     /// Whether `links.prefetch` holds a word to prefetch (a block, and the runtime prefetches):
     /// the one test the loop and the wakers make, on this line, which both touch anyway.
     pub(crate) prefetching: Cell<bool>,
+    /// The ULT's group's number in its runtime's `group::Groups` (0: none): written by the
+    /// spawner before publication, read by the processors that run it.
+    pub(crate) group: Cell<u16>,
 }
 
 /// Line 3 of a [`Tcb`]: owned by the processor holding the ULT, which hands it on with the ULT.
@@ -282,6 +285,7 @@ impl Tcb {
                 placed: Cell::new(false),
                 has_data: Cell::new(false),
                 prefetching: Cell::new(false),
+                group: Cell::new(0),
             },
             inline: UnsafeCell::new(InlineTask::empty()),
             exec: Exec {
@@ -462,6 +466,7 @@ mod layout {
         assert_eq!(at(&t.head.pinned as *const _ as *const u8), 0);
         assert_eq!(at(&t.head.placed as *const _ as *const u8), 0);
         assert_eq!(at(&t.head.prefetching as *const _ as *const u8), 0);
+        assert_eq!(at(&t.head.group as *const _ as *const u8), 0);
         assert_eq!(at(&t.links.prefetch as *const _ as *const u8), 3);
         assert_eq!(at(&t.links.data as *const _ as *const u8), 3);
         assert_eq!(at(t.inline.get() as *const u8), 1);

@@ -82,7 +82,7 @@ use elite_affinity::{
 };
 use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 
 /// The policy's record of one ULT (see the module docs for who writes it).
@@ -418,6 +418,20 @@ pub(crate) struct Engine {
     /// where there is one (the estimator counts in its lines), else the cache's (the hand-off
     /// rule of policies without a model).
     line_size: LineSize,
+    /// Per processor, what the aggregation modifier needs of the topology
+    /// ([`Engine::place_aggregation`]).
+    aggregation: Box<[AggregationPlace]>,
+}
+
+/// What the aggregation modifier needs to know of one processor's place in the topology
+/// (`policy::aggregate`).
+#[derive(Clone, Default)]
+pub(crate) struct AggregationPlace {
+    /// The largest cache the processor uses, in bytes: the footprint cut-off.
+    cutoff: usize,
+    /// The word of its cache domain, and whether it is the domain's master (its lowest
+    /// processor); `None` where it shares no cache.
+    domain: Option<(Arc<CachePadded<AtomicU32>>, bool)>,
 }
 
 /// The model of `cache`, or of the assumed cache when `cache` is outside the model's range.
@@ -434,12 +448,40 @@ impl Engine {
         }
         Engine {
             board: Board::new(Selected { policy: policy.clone(), needs }),
-            spawn_resets: AtomicBool::new(needs.records()),
+            // (The aggregation modifier reads declared footprints: they must not be stale.)
+            spawn_resets: AtomicBool::new(needs.records() || policy.aggregation().is_some()),
             sources: (0..processors).map(|_| OnceLock::new()).collect(),
             clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
             line_size: LineSize::new(model.get().map_or(cache.line_size, |m| m.line_size())),
             model,
             cache: *cache,
+            aggregation: (0..processors)
+                .map(|_| AggregationPlace { cutoff: usize::MAX, domain: None })
+                .collect(),
+        }
+    }
+
+    /// Places each processor for the aggregation modifier in `topology`: its footprint cut-off
+    /// (the largest data cache it uses; none where the topology describes none) and its cache
+    /// domain (the processors sharing its lowest-level data cache that more than one
+    /// processor uses), whose lowest processor is the master.
+    pub(crate) fn place_aggregation(&mut self, topology: &elite_affinity::Topology) {
+        use elite_affinity::CacheKind;
+        let mut words: Vec<(Vec<usize>, Arc<CachePadded<AtomicU32>>)> = Vec::new();
+        for (p, place) in self.aggregation.iter_mut().enumerate() {
+            let data = || topology.caches_of(p).filter(|c| c.kind != CacheKind::Instruction);
+            place.cutoff = data().map(|c| c.size as usize).max().unwrap_or(usize::MAX);
+            place.domain = data().find(|c| c.processors.len() > 1).map(|c| {
+                let word = match words.iter().find(|(ps, _)| *ps == c.processors) {
+                    Some((_, w)) => Arc::clone(w),
+                    None => {
+                        let w = Arc::new(CachePadded::new(AtomicU32::new(0)));
+                        words.push((c.processors.clone(), Arc::clone(&w)));
+                        w
+                    }
+                };
+                (word, c.processors[0] == p)
+            });
         }
     }
 
@@ -463,7 +505,7 @@ impl Engine {
         if needs.misses {
             let _ = self.model.get_or_init(|| model_of(&self.cache));
         }
-        if needs.records() {
+        if needs.records() || policy.aggregation().is_some() {
             self.spawn_resets.store(true, Ordering::Relaxed);
         }
         let selected = Selected { policy: policy.clone(), needs };
@@ -500,6 +542,7 @@ impl Engine {
             sources: (0..self.sources.len()).map(|_| OnceLock::new()).collect(),
             clocks: self.clocks.clone(),
             line_size: self.line_size,
+            aggregation: self.aggregation.clone(),
         }
     }
 
@@ -558,6 +601,78 @@ pub(crate) struct Local {
     seq: u64,
     /// The [`Board`] generation of `policy` (see [`follow`](Self::follow)).
     generation: u64,
+    /// Whether a yield may skip its key and take the yield batch's fast path
+    /// ([`yield_at_zero`](Self::yield_at_zero)): `NoAffinity` and `MinimumMisses` without the
+    /// aggregation modifier (whose bonus is a key); `Custom` stands for "no".
+    zero_yields: Kind,
+    /// The aggregation modifier's state, when the policy has it (`policy::aggregate`).
+    aggregating: Option<Aggregating>,
+}
+
+/// The aggregation modifier's state on one processor (`policy::aggregate`).
+struct Aggregating {
+    bonus: u64,
+    max_run: u64,
+    /// Declared footprints above this get no bonus: the largest cache the processor uses.
+    cutoff: usize,
+    /// The group of the last grouped run begun here, favoured while `streak <= max_run`.
+    last: u16,
+    /// Runs of `last` begun back to back here.
+    streak: u64,
+    /// The processor's switch count when the last grouped run began.
+    at: u64,
+    /// The domain's word, and whether this processor is its master (the word's only writer).
+    domain: Option<(Arc<CachePadded<AtomicU32>>, bool)>,
+    /// Times the followed group changed here: added to favoured keys, so that the ULTs of the
+    /// group followed now run before those favoured earlier (whose keys stay as they entered).
+    epoch: u64,
+    /// The group followed when `epoch` last moved.
+    epoch_group: u16,
+}
+
+/// The low bits of a favoured key that hold the favour's epoch ([`Aggregating::epoch`]).
+const EPOCH_MASK: u64 = (1 << 40) - 1;
+
+impl Aggregating {
+    /// The group favoured here in time (0: none).
+    #[inline]
+    fn favoured(&self) -> u16 {
+        if self.streak <= self.max_run {
+            self.last
+        } else {
+            0
+        }
+    }
+
+    /// The group whose ULTs get the bonus here: the domain master's while it favours one (IAS's
+    /// slave follows its master), else the one favoured here in time.
+    #[inline]
+    fn followed(&self) -> u16 {
+        match &self.domain {
+            // (Relaxed: a hint, see the protocol in `policy::aggregate`.)
+            Some((word, false)) => match word.load(Ordering::Relaxed) {
+                0 => self.favoured(),
+                master => master as u16,
+            },
+            _ => self.favoured(),
+        }
+    }
+
+    /// `key` of `t`, entering this processor's runqueue, with the bonus when its group is the
+    /// one followed here and its declared footprint fits the cache; `None` without a bonus.
+    #[inline]
+    fn favour(&mut self, key: u64, t: TcbRef) -> Option<u64> {
+        let tcb = t.tcb();
+        let group = tcb.head.group.get();
+        if group == 0 || tcb.sched.record.bytes.get() > self.cutoff || group != self.followed() {
+            return None;
+        }
+        if group != self.epoch_group {
+            self.epoch += 1;
+            self.epoch_group = group;
+        }
+        Some(key.saturating_add(self.bonus).min(u64::MAX - EPOCH_MASK) + (self.epoch & EPOCH_MASK))
+    }
 }
 
 /// What a processor counts misses with.
@@ -674,6 +789,24 @@ impl Local {
             vtime: 0,
             seq: 0,
             generation,
+            zero_yields: match policy.aggregation() {
+                Some(_) => Kind::Custom,
+                None => policy.kind(),
+            },
+            aggregating: policy.aggregation().map(|a| {
+                let place = &engine.aggregation[processor];
+                Aggregating {
+                    bonus: a.bonus(),
+                    max_run: u64::from(a.run_limit()),
+                    cutoff: place.cutoff,
+                    last: 0,
+                    streak: 0,
+                    at: 0,
+                    domain: place.domain.clone(),
+                    epoch: 0,
+                    epoch_group: 0,
+                }
+            }),
         }
     }
 
@@ -692,6 +825,50 @@ impl Local {
     /// hook.
     #[inline]
     pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
+        let key = self.plain_priority(t);
+        match self.aggregating {
+            None => key,
+            Some(_) => self.aggregated(key, t),
+        }
+    }
+
+    /// `key`, of `t` entering this processor's runqueue, with the aggregation modifier's bonus
+    /// when `t`'s group is favoured here (`policy::aggregate`); counts the favoured entries in
+    /// the group's slot.
+    #[inline(never)]
+    fn aggregated(&mut self, key: u64, t: TcbRef) -> u64 {
+        let Some(favoured) = self.aggregating.as_mut().and_then(|a| a.favour(key, t)) else {
+            return key;
+        };
+        // SAFETY: a chunk's `shared` is its runtime's `Shared`, alive while its TCBs are used.
+        let shared = unsafe { &*(t.chunk().shared() as *const crate::runtime::Shared) };
+        shared.groups.slot(t.tcb().head.group.get()).aggregated(self.processor);
+        favoured
+    }
+
+    /// A run of a ULT of group number `group` (not 0) begins here, the processor's `switches`-th
+    /// switch into a ULT: the aggregation modifier's streak, and the master's word of its domain
+    /// (`policy::aggregate`). Nothing without the modifier.
+    #[inline]
+    pub(crate) fn group_begins(&mut self, group: u16, switches: u64) {
+        let Some(a) = &mut self.aggregating else {
+            return;
+        };
+        if group == a.last && switches == a.at.wrapping_add(1) {
+            a.streak += 1;
+        } else {
+            (a.last, a.streak) = (group, 1);
+        }
+        a.at = switches;
+        if let Some((word, true)) = &a.domain {
+            // (Relaxed: a hint, see the protocol in `policy::aggregate`.)
+            word.store(u32::from(a.favoured()), Ordering::Relaxed);
+        }
+    }
+
+    /// [`priority`](Self::priority) without the aggregation modifier.
+    #[inline]
+    fn plain_priority(&mut self, t: TcbRef) -> u64 {
         let tcb = t.tcb();
         let rec = &tcb.sched.record;
         let virtual_time = || {
@@ -740,7 +917,7 @@ impl Local {
     /// the others. The yield batch's fast path (`Processor::yield_from_batch`).
     #[inline]
     pub(crate) fn yield_at_zero(&mut self) -> bool {
-        match self.kind {
+        match self.zero_yields {
             Kind::NoAffinity => {
                 self.seq += 1; // (as `yield_priority` counts it)
                 true
@@ -754,6 +931,16 @@ impl Local {
     /// built-in policy, by the hook for a custom one.
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
+        let key = self.plain_yield_priority(t);
+        match self.aggregating {
+            None => key,
+            Some(_) => self.aggregated(key, t),
+        }
+    }
+
+    /// [`yield_priority`](Self::yield_priority) without the aggregation modifier.
+    #[inline]
+    fn plain_yield_priority(&mut self, t: TcbRef) -> u64 {
         match self.kind {
             Kind::NoAffinity => {
                 self.seq += 1;

@@ -384,3 +384,29 @@ fn a_local_part_follows_the_policy_set_on_the_engine() {
     // Policies set again are the ones kept: no new value per switch.
     assert_eq!(engine.board_len(), 3);
 }
+
+#[test]
+fn aggregation_domains_are_the_processors_sharing_a_data_cache_with_the_lowest_as_master() {
+    let policy = Policy::no_affinity().aggregate(1);
+    let mut engine = Engine::new(&policy, Needs::NOTHING, &ModelCache::ASSUMED, 4);
+    let topology = elite_affinity::Topology::synthetic("1x4, 512 KiB L2 per core, 4 MiB L3 shared").unwrap();
+    engine.place_aggregation(&topology);
+    let places = &engine.aggregation;
+    assert!(places.iter().all(|p| p.cutoff == 4 << 20), "the largest cache each uses");
+    let masters: Vec<bool> = places.iter().map(|p| p.domain.as_ref().unwrap().1).collect();
+    assert_eq!(masters, [true, false, false, false]);
+    let word = |p: usize| Arc::as_ptr(&places[p].domain.as_ref().unwrap().0);
+    assert!((1..4).all(|p| word(p) == word(0)), "one word for the domain");
+
+    // Pairs sharing an L2: two domains; no shared cache at all: none.
+    let mut engine = Engine::new(&policy, Needs::NOTHING, &ModelCache::ASSUMED, 4);
+    engine.place_aggregation(&elite_affinity::Topology::synthetic("1x2x2, 1 MiB L2 per core").unwrap());
+    let places = &engine.aggregation;
+    let masters: Vec<bool> = places.iter().map(|p| p.domain.as_ref().unwrap().1).collect();
+    assert_eq!(masters, [true, false, true, false]);
+    let word = |p: usize| Arc::as_ptr(&places[p].domain.as_ref().unwrap().0);
+    assert!(word(0) == word(1) && word(2) == word(3) && word(0) != word(2));
+    let mut engine = Engine::new(&policy, Needs::NOTHING, &ModelCache::ASSUMED, 2);
+    engine.place_aggregation(&elite_affinity::Topology::synthetic("1x2, 1 MiB L2 per core").unwrap());
+    assert!(engine.aggregation.iter().all(|p| p.domain.is_none() && p.cutoff == 1 << 20));
+}
