@@ -336,6 +336,8 @@ pub mod caveats {}
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
+pub mod contention;
+#[cfg(not(loom))]
 pub mod deadlock;
 #[cfg(not(loom))]
 mod fault;

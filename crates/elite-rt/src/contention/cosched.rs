@@ -1,0 +1,554 @@
+//! [`Coscheduler`]: several groups run as separate applications in one runtime, admitted per
+//! quantum by a plan (LCN, gang, miss balancing) or not at all (the default).
+//!
+//! The mechanism is cooperative, as everything in a ULT runtime: a group's ULTs pass the gate
+//! ([`Coscheduler::run`]) around each unit of their work (a kernel, a chunk of one), and the gate
+//! lets at most as many of a group's ULTs through at once as the current slot gives the group
+//! cores (none when the slot does not hold it), and none before the units of the previous slot's
+//! other groups are done (under LCN: those of classes it may not pair with): groups that may
+//! not run together never do. Waiting ULTs block on the runtime's
+//! [`Condvar`](crate::sync::Condvar), so their processors run the admitted groups. A quantum
+//! takes effect at the next unit boundary: units much shorter than the quantum make it exact.
+//!
+//! A controller thread (an OS thread the coscheduler starts, asleep between quanta) first
+//! probes each group for the LCN and miss-balancing modes (one quantum alone on one core, one
+//! alone on two: the progress ratio is the scaling signal), classifies it from the
+//! [`SoftwareSignals`] of its probe window against the host's measured bandwidth, plans, and
+//! then turns the plan's slots one per quantum, re-observing every group that ran: a group whose
+//! class changes ([`Classifier`]) is re-planned.
+
+use super::{
+    gang, miss_balance, pair_lcn, stream_bandwidth, Class, Classifier, SignalSource, Signals, Slot,
+    SoftwareSignals, Thresholds, Window,
+};
+use crate::sync::{Condvar, Mutex};
+use crate::Group;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which groups run at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// No gate: every group's ULTs run whenever the runtime's policy runs them (the gate only
+    /// counts).
+    Default,
+    /// LCN: classify, predict cores, pair ([`pair_lcn`]).
+    Lcn,
+    /// One group at a time on every core ([`gang`]).
+    Gang,
+    /// Pairs by memory intensity, most with least ([`miss_balance`]).
+    MissBalance,
+}
+
+impl Mode {
+    /// `"default"`, `"lcn"`, `"gang"`, `"miss-balance"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mode::Default => "default",
+            Mode::Lcn => "lcn",
+            Mode::Gang => "gang",
+            Mode::MissBalance => "miss-balance",
+        }
+    }
+}
+
+/// What one group did under a [`Coscheduler`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct GroupReport {
+    /// The group.
+    pub group: Group,
+    /// Units completed through the gate.
+    pub completions: u64,
+    /// Time spent inside units, summed over its ULTs.
+    pub busy: Duration,
+    /// Its class when last classified (`None` in the default and gang modes).
+    pub class: Option<Class>,
+    /// Its latest signals.
+    pub signals: Signals,
+    /// Times its class changed after the first classification.
+    pub reclassified: u32,
+}
+
+struct GroupState {
+    group: Group,
+    /// The class code last written to the runtime's stats for the group (0: none yet).
+    published: u8,
+    footprint: u64,
+    group_footprint: u64,
+    allowed: usize,
+    in_use: usize,
+    completions: u64,
+    busy: Duration,
+    window_busy: Duration,
+    window_bytes: u64,
+    window_units: u64,
+    probe: (f64, f64),
+    class: Option<Class>,
+    signals: Signals,
+    reclassified: u32,
+}
+
+struct State {
+    groups: Vec<GroupState>,
+    plan: Vec<Slot>,
+}
+
+impl State {
+    /// Whether a ULT of `group` may enter now: its group has a core left in the current slot,
+    /// and no ULT of a group outside the slot is still inside a unit (a slot starts once the
+    /// last one's units are done, so that groups of two slots never overlap).
+    ///
+    /// Under LCN a group of a class that may pair with every such unfinished group's class
+    /// ([`Class::may_pair`]) need not wait: a slot change then idles no core between two
+    /// groups that may run together anyway.
+    fn admits(&self, group: usize, mode: Mode) -> bool {
+        let g = &self.groups[group];
+        let compatible = |o: &GroupState| {
+            mode == Mode::Lcn && matches!((g.class, o.class), (Some(a), Some(b)) if a.may_pair(b))
+        };
+        g.in_use < g.allowed && self.groups.iter().all(|o| o.allowed > 0 || o.in_use == 0 || compatible(o))
+    }
+}
+
+struct Inner {
+    mode: Mode,
+    quantum: Duration,
+    cores: usize,
+    state: Mutex<State>,
+    admitted: Condvar,
+    stop: AtomicBool,
+    bandwidth: f64,
+    caches: (u64, u64),
+    /// The signal source, until the controller takes it (`None`: software signals).
+    source: std::sync::Mutex<Option<Box<dyn SignalSource>>>,
+}
+
+/// Runs groups as separate applications with a [`Mode`] and a quantum (see the module docs).
+///
+/// ```
+/// use elite_rt::contention::{Coscheduler, Mode};
+/// use std::time::Duration;
+///
+/// let rt = elite_rt::Runtime::builder().processors(2).build()?;
+/// let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_millis(2)).cores(2).build();
+/// let a = cs.add_group(&elite_rt::Group::new("a"), 0, 0);
+/// let b = cs.add_group(&elite_rt::Group::new("b"), 0, 0);
+/// cs.start();
+/// rt.block_on(|| {
+///     let ults: Vec<_> = [a, a, b, b]
+///         .into_iter()
+///         .map(|g| {
+///             let cs = cs.clone();
+///             elite_rt::spawn(move || {
+///                 for _ in 0..20 {
+///                     cs.run(g, 0, || std::hint::black_box((0..1000u64).sum::<u64>()));
+///                 }
+///             })
+///         })
+///         .collect();
+///     ults.into_iter().for_each(|u| u.join().unwrap());
+/// });
+/// cs.stop();
+/// assert_eq!(cs.report().iter().map(|g| g.completions).collect::<Vec<_>>(), [40, 40]);
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct Coscheduler {
+    inner: Arc<Inner>,
+}
+
+/// Builds a [`Coscheduler`].
+pub struct CoschedulerBuilder {
+    mode: Mode,
+    quantum: Duration,
+    cores: usize,
+    bandwidth: Option<f64>,
+    caches: (u64, u64),
+    source: Option<Box<dyn SignalSource>>,
+}
+
+impl std::fmt::Debug for CoschedulerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoschedulerBuilder")
+            .field("mode", &self.mode)
+            .field("quantum", &self.quantum)
+            .field("cores", &self.cores)
+            .field("bandwidth", &self.bandwidth)
+            .field("caches", &self.caches)
+            .field("source", &self.source.as_ref().map(|s| s.name()))
+            .finish()
+    }
+}
+
+impl CoschedulerBuilder {
+    /// The quantum: how long one slot of the plan runs (default 20 ms; the seed used 1 s).
+    pub fn quantum(mut self, quantum: Duration) -> Self {
+        self.quantum = quantum.max(Duration::from_micros(100));
+        self
+    }
+
+    /// The cores of the cache domain the groups share (default: the host's available
+    /// parallelism).
+    pub fn cores(mut self, cores: usize) -> Self {
+        self.cores = cores.max(1);
+        self
+    }
+
+    /// The host's memory bandwidth in bytes per second, instead of measuring it at
+    /// [`build`](Self::build) (a stream triad of a few milliseconds).
+    pub fn bandwidth(mut self, bytes_per_second: f64) -> Self {
+        self.bandwidth = Some(bytes_per_second);
+        self
+    }
+
+    /// The private L2's and the last-level cache's sizes the software signals judge footprints
+    /// by (default 512 KiB and 32 MiB).
+    pub fn caches(mut self, l2_bytes: u64, llc_bytes: u64) -> Self {
+        self.caches = (l2_bytes, llc_bytes);
+        self
+    }
+
+    /// Where the signals come from (default: [`SoftwareSignals`] for the configured caches):
+    /// a [`ScriptedSignals`](super::ScriptedSignals) in tests, a counter-based source where the
+    /// machine has one.
+    pub fn signals(mut self, source: impl SignalSource + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// The coscheduler, not started.
+    pub fn build(self) -> Coscheduler {
+        let needs = matches!(self.mode, Mode::Lcn | Mode::MissBalance);
+        let bandwidth = match self.bandwidth {
+            Some(b) => b,
+            None if needs => stream_bandwidth(96 << 20, Duration::from_millis(5)),
+            None => 0.0,
+        };
+        Coscheduler {
+            inner: Arc::new(Inner {
+                mode: self.mode,
+                quantum: self.quantum,
+                cores: self.cores,
+                state: Mutex::new(State { groups: Vec::new(), plan: Vec::new() }),
+                admitted: Condvar::new(),
+                stop: AtomicBool::new(false),
+                bandwidth,
+                caches: self.caches,
+                source: std::sync::Mutex::new(self.source),
+            }),
+        }
+    }
+}
+
+impl Coscheduler {
+    /// A builder for `mode`.
+    pub fn builder(mode: Mode) -> CoschedulerBuilder {
+        CoschedulerBuilder {
+            mode,
+            quantum: Duration::from_millis(20),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            bandwidth: None,
+            caches: (512 << 10, 32 << 20),
+            source: None,
+        }
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.inner.mode
+    }
+
+    /// The host bandwidth the thresholds use (bytes per second; 0 where the mode needs none).
+    pub fn bandwidth(&self) -> f64 {
+        self.inner.bandwidth
+    }
+
+    /// Adds `group`, each of whose ULTs works on at most `ult_footprint` bytes and all of whose
+    /// ULTs together on `group_footprint` (shared data counted once); returns its index for
+    /// [`run`](Self::run). Add every group before [`start`](Self::start). The group's class, once
+    /// known, also shows in [`Runtime::stats`](crate::Runtime::stats) (`GroupStats::class`) of the
+    /// runtime its ULTs run on, written at the group's first unit after it was decided.
+    pub fn add_group(&self, group: &Group, ult_footprint: u64, group_footprint: u64) -> usize {
+        let mut st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let allowed = if self.inner.mode == Mode::Default { usize::MAX } else { 0 };
+        st.groups.push(GroupState {
+            group: group.clone(),
+            published: 0,
+            footprint: ult_footprint,
+            group_footprint,
+            allowed,
+            in_use: 0,
+            completions: 0,
+            busy: Duration::ZERO,
+            window_busy: Duration::ZERO,
+            window_bytes: 0,
+            window_units: 0,
+            probe: (0.0, 0.0),
+            class: None,
+            signals: Signals::default(),
+            reclassified: 0,
+        });
+        st.groups.len() - 1
+    }
+
+    /// Runs one unit of group `group`'s work, `f`, which moves about `bytes` bytes, once the
+    /// group is admitted; counts it. Call it from the group's ULTs.
+    ///
+    /// # Panics
+    ///
+    /// If `group` is not an index [`add_group`](Self::add_group) returned.
+    pub fn run<R>(&self, group: usize, bytes: u64, f: impl FnOnce() -> R) -> R {
+        let inner = &*self.inner;
+        {
+            let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+            assert!(group < st.groups.len(), "no group {group}: {} groups were added", st.groups.len());
+            while !st.admits(group, inner.mode) && !inner.stop.load(Ordering::Relaxed) {
+                st = inner.admitted.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.groups[group].in_use += 1;
+        }
+        let began = Instant::now();
+        let r = f();
+        let took = began.elapsed();
+        let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let g = &mut st.groups[group];
+        g.in_use -= 1;
+        g.completions += 1;
+        g.busy += took;
+        g.window_busy += took;
+        g.window_bytes += bytes;
+        g.window_units += 1;
+        let code = g.class.map_or(0, class_code);
+        if code != g.published {
+            g.published = code;
+            let group = g.group.clone();
+            drop(st);
+            publish_class(&group, code);
+        } else {
+            drop(st);
+        }
+        inner.admitted.notify_all();
+        r
+    }
+
+    /// Starts the controller thread (nothing to do in the default mode). It runs, waking once
+    /// a quantum, until [`stop`](Self::stop): stop every coscheduler you start.
+    pub fn start(&self) {
+        if self.inner.mode == Mode::Default {
+            return;
+        }
+        let inner = self.inner.clone();
+        std::thread::Builder::new()
+            .name("elite-cosched".into())
+            .spawn(move || control(&inner))
+            .expect("spawning the coscheduler's controller thread");
+    }
+
+    /// Stops the controller and opens every gate (waiting ULTs go on).
+    pub fn stop(&self) {
+        self.inner.stop.store(true, Ordering::Relaxed);
+        let mut st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        for g in &mut st.groups {
+            g.allowed = usize::MAX;
+        }
+        drop(st);
+        self.inner.admitted.notify_all();
+    }
+
+    /// The current plan's slots (empty before the first plan).
+    pub fn plan(&self) -> Vec<Slot> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner()).plan.clone()
+    }
+
+    /// What each group did, in the order they were added.
+    pub fn report(&self) -> Vec<GroupReport> {
+        let st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.groups
+            .iter()
+            .map(|g| GroupReport {
+                group: g.group.clone(),
+                completions: g.completions,
+                busy: g.busy,
+                class: g.class,
+                signals: g.signals,
+                reclassified: g.reclassified,
+            })
+            .collect()
+    }
+}
+
+/// The code of `class` in the runtime's group stats (`GroupStats::class`).
+fn class_code(class: Class) -> u8 {
+    match class {
+        Class::L => 1,
+        Class::LC => 2,
+        Class::C => 3,
+        Class::N => 4,
+    }
+}
+
+/// Writes class code `code` into the stats slot of `group` in the runtime of the calling ULT
+/// (nothing outside a runtime, or when the runtime cannot number another group).
+fn publish_class(group: &Group, code: u8) {
+    if let Some(p) = crate::slot::current_processor() {
+        if let Ok(n) = p.shared.groups.number(group) {
+            p.shared.groups.slot(n).class.store(code, crate::atomics::Ordering::Relaxed);
+        }
+    }
+}
+
+impl Inner {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Gives each group `allowed` cores (groups absent from it: none) and opens the gates.
+    fn admit(&self, allowed: &[(usize, usize)]) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if self.stopped() {
+            return;
+        }
+        for g in &mut st.groups {
+            g.allowed = 0;
+        }
+        for &(group, cores) in allowed {
+            st.groups[group].allowed = cores;
+        }
+        drop(st);
+        self.admitted.notify_all();
+    }
+
+    /// Takes group `g`'s window (and resets it): (busy, bytes, units).
+    fn take_window(&self, g: usize) -> (Duration, u64, u64) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let g = &mut st.groups[g];
+        let w = (g.window_busy, g.window_bytes, g.window_units);
+        (g.window_busy, g.window_bytes, g.window_units) = (Duration::ZERO, 0, 0);
+        w
+    }
+
+    fn sleep_quantum(&self) -> f64 {
+        let began = Instant::now();
+        std::thread::sleep(self.quantum);
+        began.elapsed().as_secs_f64()
+    }
+}
+
+/// The controller: probe, classify and plan where the mode needs it, then turn the slots.
+fn control(inner: &Inner) {
+    let n = inner.state.lock().unwrap_or_else(|e| e.into_inner()).groups.len();
+    let mut classifier = Classifier::new(Thresholds::seed(inner.bandwidth));
+    let mut source: Box<dyn SignalSource> =
+        match inner.source.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(s) => s,
+            None => Box::new(SoftwareSignals::new(inner.caches.0, inner.caches.1)),
+        };
+    let classify = matches!(inner.mode, Mode::Lcn | Mode::MissBalance);
+    let mut latest = vec![Signals::default(); n];
+    if classify {
+        // The probe: each group alone on one core, then on two; its first signals from the
+        // window alone on one core (the seed's Mem_1).
+        for (g, latest) in latest.iter_mut().enumerate() {
+            let mut rates = [0.0; 2];
+            let mut alone = (Duration::ZERO, 0, 0);
+            for (i, cores) in [1, inner.cores.min(2)].into_iter().enumerate() {
+                inner.admit(&[(g, cores)]);
+                let _ = inner.take_window(g);
+                let secs = inner.sleep_quantum();
+                let w = inner.take_window(g);
+                rates[i] = w.2 as f64 / secs;
+                if i == 0 {
+                    alone = w;
+                }
+                if inner.stopped() {
+                    return;
+                }
+            }
+            let (footprint, group_footprint) = {
+                let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.groups[g].probe = (rates[0], rates[1]);
+                (st.groups[g].footprint, st.groups[g].group_footprint)
+            };
+            if alone.2 > 0 {
+                let probe = Some((rates[0], rates[1]));
+                let w = Window { group: g, busy: alone.0, bytes: alone.1, footprint, group_footprint, probe };
+                let s = source.signals(&w);
+                *latest = s;
+                let class = classifier.observe(g, &s);
+                let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.groups[g].signals = s;
+                st.groups[g].class = class;
+            }
+        }
+    }
+    let mut plan = Vec::new();
+    let mut replan = true;
+    let mut turn = 0usize;
+    while !inner.stopped() {
+        if replan {
+            let members = if classify {
+                let pairs: Vec<(usize, Signals)> = latest.iter().copied().enumerate().collect();
+                classifier.members(&pairs, inner.cores)
+            } else {
+                (0..n)
+                    .map(|group| super::Member { group, class: Class::N, cores: inner.cores, intensity: 0.0 })
+                    .collect()
+            };
+            plan = match inner.mode {
+                Mode::Lcn => pair_lcn(&members, inner.cores),
+                Mode::MissBalance => miss_balance(&members, inner.cores),
+                _ => gang(&members, inner.cores),
+            };
+            // A group not classified yet (its probe saw no unit: the machine was busy, or it
+            // had not started) runs alone on every core until a window classifies it: planned
+            // as anything, it could meet a group it must not.
+            if classify {
+                for group in (0..n).filter(|&g| classifier.class(g).is_none()) {
+                    plan.push(Slot { runs: vec![(group, inner.cores)] });
+                }
+            }
+            inner.state.lock().unwrap_or_else(|e| e.into_inner()).plan = plan.clone();
+            replan = false;
+            turn = 0;
+        }
+        if let Some(slot) = plan.get(turn % plan.len().max(1)) {
+            inner.admit(&slot.runs);
+        }
+        if classify {
+            for g in 0..n {
+                let _ = inner.take_window(g);
+            }
+        }
+        inner.sleep_quantum();
+        if classify {
+            // Every group that ran this quantum: its signals, perhaps a new class.
+            for (g, latest) in latest.iter_mut().enumerate() {
+                let (busy, bytes, units) = inner.take_window(g);
+                if units == 0 {
+                    continue;
+                }
+                let (footprint, group_footprint, probe) = {
+                    let st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+                    (st.groups[g].footprint, st.groups[g].group_footprint, st.groups[g].probe)
+                };
+                let w = Window { group: g, busy, bytes, footprint, group_footprint, probe: Some(probe) };
+                let s = source.signals(&w);
+                *latest = s;
+                let changed = classifier.observe(g, &s);
+                let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.groups[g].signals = s;
+                if let Some(class) = changed {
+                    if st.groups[g].class.is_some() {
+                        st.groups[g].reclassified += 1;
+                    }
+                    st.groups[g].class = Some(class);
+                    replan = true;
+                }
+            }
+        }
+        turn += 1;
+    }
+}
