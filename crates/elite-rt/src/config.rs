@@ -653,7 +653,7 @@ impl RuntimeBuilder {
     /// current run has lasted). A ULT left is counted in
     /// [`ProcessorStats::steals_declined`](crate::ProcessorStats::steals_declined), and the
     /// thief pauses stealing until its wait may have caught up with its cost (at most a
-    /// watch period). ULTs that never ran (start-queues) have nothing cached and are taken as
+    /// watch period). ULTs that never ran have nothing cached and are taken as
     /// before; without declared footprints (and without a cache model) nothing is costly.
     ///
     /// ```

@@ -82,7 +82,8 @@
 //! [`ProcessorStats::steals_declined`](crate::ProcessorStats::steals_declined)); the thief
 //! tries its next victims, and when it goes idle it pauses stealing until the earliest moment
 //! a declined ULT's wait could have grown past its cost (at most the watch period of an idle
-//! processor). Never-started ULTs (start-queues) have nothing cached and are taken as before. A
+//! processor). Never-started ULTs (in start-queues, or placed ones in a runqueue) have nothing
+//! cached and are taken as before. A
 //! victim stuck in a long run makes its waiting ULTs worth moving: their wait grows with it.
 
 use crate::place::{places_of, Place, PlaceError, PlaceInfo, PlaceSettings, StealAmount, StealOrder};

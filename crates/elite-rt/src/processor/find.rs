@@ -316,8 +316,11 @@ impl Processor {
         let spared = victim.runq.steal_sparing(
             want,
             |t, ahead| {
-                // (Under the victim's lock: `t`'s record and processor were published with its
-                // push there.)
+                // (Under the victim's lock: `t`'s record, life and processor were published
+                // with its push there.) A ULT that never ran has nothing cached.
+                if t.tcb().head.life.get() != crate::tcb::Life::Started {
+                    return false;
+                }
                 let from = t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed);
                 let lines = engine.home_lines(t, from);
                 match costs.excess(from, self.index, lines, ahead, run) {
