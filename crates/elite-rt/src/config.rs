@@ -650,7 +650,9 @@ impl RuntimeBuilder {
     /// those lines are in. The wait is the ULTs the victim runs before it (those ahead in its
     /// runqueue and the one running) times the victim's run length, which the thief measures
     /// from the victim's switch counter between its looks (at least as long as the victim's
-    /// current run has lasted). A ULT left is counted in
+    /// current run has lasted), and at least as long as the thief has been idle so far: a
+    /// thief idle for a moment leaves the ULT with its data, one idle for as long as the
+    /// reload takes steals it (a lasting imbalance costs one reload time). A ULT left is counted in
     /// [`ProcessorStats::steals_declined`](crate::ProcessorStats::steals_declined), and the
     /// thief pauses stealing until its wait may have caught up with its cost (at most a
     /// watch period). ULTs that never ran have nothing cached and are taken as

@@ -76,7 +76,12 @@
 //! * its **wait** is the victim's ULTs that run before it (those left in the runqueue at its
 //!   turn, which have higher keys, and the one running) times the victim's expected run length
 //!   ([`RunLengths`]: measured by the thief from the victim's switch counter between its looks,
-//!   and at least as long as the victim has now been in one run).
+//!   and at least as long as the victim has now been in one run); and at least as long as the
+//!   thief has been idle so far (since its own switch counter last moved). The second term is
+//!   the rule of renting skis: a thief idle for a moment (its own ULTs blocked briefly) does
+//!   not pull a ULT away from its data only to have both caches reload, but one idle for as
+//!   long as the reload takes steals, so a lasting imbalance (a victim whose ULTs keep coming
+//!   back to its queue after each short run) costs at most one reload time of idleness more.
 //!
 //! A ULT whose move costs more than its wait stays (counted in
 //! [`ProcessorStats::steals_declined`](crate::ProcessorStats::steals_declined)); the thief
@@ -187,8 +192,9 @@ impl ReloadCosts {
     }
 
     /// Whether moving `lines` cached at `from` to `thief` costs more than waiting behind `ahead`
-    /// ULTs and the running one, each `run` ticks long ([module docs](self), "Costly steals");
-    /// by how many ticks, when it does.
+    /// ULTs and the running one, each `run` ticks long, or than the `idle` ticks the thief has
+    /// been idle, whichever is longer ([module docs](self), "Costly steals"); by how many ticks,
+    /// when it does.
     #[inline]
     pub(crate) fn excess(
         &self,
@@ -197,9 +203,10 @@ impl ReloadCosts {
         lines: f32,
         ahead: usize,
         run: f64,
+        idle: f64,
     ) -> Option<f64> {
         let cost = f64::from(lines.max(0.0)) * f64::from(self.per_line(from, thief));
-        let wait = (ahead as f64 + 1.0) * run;
+        let wait = ((ahead as f64 + 1.0) * run).max(idle);
         (cost > wait).then_some(cost - wait)
     }
 }
@@ -210,11 +217,23 @@ pub(crate) struct RunLengths {
     /// Per victim: its switch count at the last look that saw it change, when (ticks; 0: never
     /// looked), and the estimate (ticks; 0: none yet).
     seen: Vec<(u64, u64, f64)>,
+    /// The thief's own switch count when its idle spell began, and when (ticks; 0: none yet).
+    idle: (u64, u64),
 }
 
 impl RunLengths {
     pub(crate) fn new(processors: usize) -> RunLengths {
-        RunLengths { seen: vec![(0, 0, 0.0); processors] }
+        RunLengths { seen: vec![(0, 0, 0.0); processors], idle: (0, 0) }
+    }
+
+    /// How long the thief has been idle at `now`, its own switch counter reading `switches`:
+    /// since the first look that saw the counter at this value (0 at that look).
+    pub(crate) fn idle(&mut self, switches: u64, now: u64) -> f64 {
+        let (count, since) = &mut self.idle;
+        if *since == 0 || *count != switches {
+            (*count, *since) = (switches, now.max(1));
+        }
+        now.saturating_sub(*since) as f64
     }
 
     /// Victim `v`'s expected run length in ticks, its switch counter reading `switches` at
@@ -718,12 +737,15 @@ mod tests {
         assert_eq!((c.per_line(0, 1), c.per_line(0, 2), c.per_line(5, 0)), (30.0, 30.0, 60.0));
         // Costly when the reload exceeds the wait: 100 lines from 0 to 2 cost 3000 ticks; behind
         // 2 ULTs and the running one, 1000 ticks each: 3000, not more; at 999 each: 3 more.
-        assert_eq!(c.excess(0, 2, 100.0, 2, 1000.0), None);
-        assert_eq!(c.excess(0, 2, 100.0, 2, 999.0), Some(3.0));
+        assert_eq!(c.excess(0, 2, 100.0, 2, 1000.0, 0.0), None);
+        assert_eq!(c.excess(0, 2, 100.0, 2, 999.0, 0.0), Some(3.0));
+        // A thief idle for as long as the reload takes steals (ski rental).
+        assert_eq!(c.excess(0, 2, 100.0, 2, 999.0, 2999.0), Some(1.0));
+        assert_eq!(c.excess(0, 2, 100.0, 0, 10.0, 3000.0), None);
         let t = Topology::synthetic(SPEC).unwrap();
         let c = ReloadCosts::new(&t, &t.model_cache(), 10.0, 3.0);
-        assert_eq!(c.excess(0, 1, 1e9, 0, 0.0), None, "a shared cache: never costly");
-        assert_eq!(c.excess(0, 2, 0.0, 0, 0.0), None, "nothing cached: never costly");
+        assert_eq!(c.excess(0, 1, 1e9, 0, 0.0, 0.0), None, "a shared cache: never costly");
+        assert_eq!(c.excess(0, 2, 0.0, 0, 0.0, 0.0), None, "nothing cached: never costly");
     }
 
     #[test]
@@ -738,6 +760,11 @@ mod tests {
         // 1 switch since 1400 (300 ticks): averaged with the estimate before, 200.
         assert_eq!(r.look(1, 15, 1700), 200.0);
         assert_eq!(r.look(0, 3, 50), 0.0, "each victim apart");
+        // The thief's idle spell: from the first look at its own switch count.
+        assert_eq!(r.idle(7, 100), 0.0);
+        assert_eq!(r.idle(7, 350), 250.0);
+        assert_eq!(r.idle(8, 400), 0.0, "it ran a ULT since: a new spell");
+        assert_eq!(r.idle(8, 410), 10.0);
     }
 
     #[test]

@@ -309,7 +309,9 @@ impl Processor {
         buf: &mut Vec<TcbRef>,
     ) {
         let core = self.core();
-        let run = core.runs.look(v, victim.stats.switches.get(), crate::sync::ticks());
+        let now = crate::sync::ticks();
+        let run = core.runs.look(v, victim.stats.switches.get(), now);
+        let idle = core.runs.idle(self.remote().stats.switches.get(), now);
         let mut kept = std::mem::take(&mut core.spared);
         let engine = &self.shared.engine;
         let mut least = f64::INFINITY;
@@ -323,7 +325,7 @@ impl Processor {
                 }
                 let from = t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed);
                 let lines = engine.home_lines(t, from);
-                match costs.excess(from, self.index, lines, ahead, run) {
+                match costs.excess(from, self.index, lines, ahead, run, idle) {
                     Some(by) => {
                         least = least.min(by);
                         true
