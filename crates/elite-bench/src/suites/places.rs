@@ -228,6 +228,11 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         merge_sort_bench(ctx, &processors),
         block_matmul(ctx, &cache, &processors),
     ];
+    if let Some(p) = at_two(&processors) {
+        let bytes = stress_array_bytes(cache.size);
+        benches.push(steal_avoidance(ctx, Avoidance::Gaps, bytes, p));
+        benches.push(steal_avoidance(ctx, Avoidance::Imbalance, bytes, p));
+    }
     benches.push(matrix_search(ctx, &processors, false));
     benches.push(matrix_search(ctx, &processors, true));
     benches.push(served(ctx, Served::Dict, &processors));
@@ -488,6 +493,133 @@ fn rayon_cache_stress(threads: usize, arrays: &Arc<[Vec<u32>; 2]>, passes: u64) 
         });
         Ok((start.elapsed(), total.into_inner()))
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// steal_avoidance
+
+/// The two workloads of `steal_avoidance`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Avoidance {
+    /// Where steal avoidance should help: the ULTs of each array on their own processor (the
+    /// best placement), those of array 1 pausing briefly after each pass, so that processor 1
+    /// is idle for moments while processor 0 has one ULT waiting.
+    Gaps,
+    /// Where it must not hurt: every ULT hinted to processor 0 (a lasting imbalance the other
+    /// processor must steal away).
+    Imbalance,
+}
+
+impl Avoidance {
+    fn name(self) -> &'static str {
+        match self {
+            Avoidance::Gaps => "steal_avoidance_gaps",
+            Avoidance::Imbalance => "steal_avoidance_imbalance",
+        }
+    }
+}
+
+/// ULTs per array in `steal_avoidance_gaps` (few: processor 0's queue is short, but a thief takes one).
+const GAPS_ULTS_PER_ARRAY: usize = 3;
+
+/// The pause of the array-1 ULTs after each pass in `steal_avoidance_gaps`.
+const GAPS_PAUSE: Duration = Duration::from_micros(20);
+
+/// A `steal_avoidance` bench: `cache_stress`'s arrays and passes, every ULT declaring its
+/// array as its footprint, with `RuntimeBuilder::avoid_costly_steals` (`elite/avoid-costly`)
+/// and without (`elite/steal-all`), at `processors` (2).
+fn steal_avoidance(ctx: &mut Context, case: Avoidance, array_bytes: u64, processors: usize) -> Bench {
+    let passes = if ctx.quick { STRESS_PASSES.1 } else { STRESS_PASSES.0 };
+    let len = (array_bytes / 4) as usize;
+    let arrays: Arc<[Vec<u32>; 2]> = Arc::new([stress_array(len, 1), stress_array(len, 2)]);
+    let per_pass = [stress_pass(&arrays[0]), stress_pass(&arrays[1])];
+    let ults = match case {
+        Avoidance::Gaps => 2 * GAPS_ULTS_PER_ARRAY,
+        Avoidance::Imbalance => STRESS_ULTS_PER_PROCESSOR * processors,
+    };
+    let expected = (0..ults).fold(0u64, |sum, i| sum.wrapping_add(per_pass[i % 2].wrapping_mul(passes)));
+    let params = Params::new(processors)
+        .with("ults", ults as u64)
+        .with("passes", passes)
+        .with("array_bytes", array_bytes);
+    let mut contenders = Vec::new();
+    for (system, avoid) in [("elite/avoid-costly", true), ("elite/steal-all", false)] {
+        let arrays = Arc::clone(&arrays);
+        contenders.push(Contender::new(system, params.clone(), expected, move || {
+            elite_steal_avoidance(case, avoid, processors, ults, &arrays, passes)
+        }));
+    }
+    Bench { name: case.name(), metric: Metric::OpsPerSec, contenders, targets: Vec::new() }
+}
+
+/// One elite sample of a `steal_avoidance` bench.
+fn elite_steal_avoidance(
+    case: Avoidance,
+    avoid: bool,
+    processors: usize,
+    ults: usize,
+    arrays: &Arc<[Vec<u32>; 2]>,
+    passes: u64,
+) -> Result<Sample, String> {
+    let rt = build_runtime(elite_rt::Runtime::builder().processors(processors).avoid_costly_steals(avoid))?;
+    let last: Arc<Vec<AtomicUsize>> = Arc::new((0..processors).map(|_| AtomicUsize::new(2)).collect());
+    let switches = Arc::new(AtomicU64::new(0));
+    let count =
+        |f: fn(&elite_rt::ProcessorStats) -> u64| -> u64 { rt.stats().processors.iter().map(f).sum() };
+    let steals = || count(|p| p.steals_node + p.steals_remote);
+    let declined = || count(|p| p.steals_declined);
+    // The steals and declined steals of the last pass (the timed one).
+    let mut moved = (0, 0);
+    let sample = warm_then_time(ults as u64 * passes, || {
+        switches.store(0, Ordering::Relaxed);
+        let before = (steals(), declined());
+        let outcome = rt.block_on(|| {
+            let start = Instant::now();
+            let mut handles = Vec::with_capacity(ults);
+            for i in 0..ults {
+                let (arrays, last, switches) = (Arc::clone(arrays), Arc::clone(&last), Arc::clone(&switches));
+                let at = match case {
+                    Avoidance::Gaps => i % 2,
+                    Avoidance::Imbalance => 0,
+                };
+                let array_bytes = std::mem::size_of_val(&arrays[0][..]);
+                let handle = elite_rt::Builder::new()
+                    .place(elite_rt::Place::processor(at))
+                    .footprint(array_bytes)
+                    .spawn(move || {
+                        let array = &arrays[i % 2];
+                        let mut sum = 0u64;
+                        for _ in 0..passes {
+                            let here = elite_rt::current().processor();
+                            if last[here].swap(i % 2, Ordering::Relaxed) != i % 2 {
+                                switches.fetch_add(1, Ordering::Relaxed);
+                            }
+                            sum = sum.wrapping_add(stress_pass(black_box(array)));
+                            if case == Avoidance::Gaps && i % 2 == 1 {
+                                elite_rt::sleep(GAPS_PAUSE);
+                            } else {
+                                elite_rt::yield_now();
+                            }
+                        }
+                        sum
+                    })
+                    .map_err(|e| format!("cannot spawn: {e}"))?;
+                handles.push(handle);
+            }
+            let mut total = 0u64;
+            for handle in handles {
+                total = total.wrapping_add(elite_join(handle)?);
+            }
+            Ok((start.elapsed(), total))
+        });
+        moved = (steals() - before.0, declined() - before.1);
+        outcome
+    })?;
+    let runs = (ults as u64 * passes) as f64;
+    crate::harness::record_side("array_switches", switches.load(Ordering::Relaxed) as f64 / runs);
+    crate::harness::record_side("steals", moved.0 as f64);
+    crate::harness::record_side("steals_declined", moved.1 as f64);
+    Ok(sample)
 }
 
 // ---------------------------------------------------------------------------------------------
