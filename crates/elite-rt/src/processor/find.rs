@@ -65,6 +65,25 @@ impl StrandWatch {
     }
 }
 
+/// Steal avoidance's part of a processor (`policy::places`, "Costly steals"): the victims' run
+/// lengths as this processor sees them, the ULTs a steal left (room lent to the runqueue), and
+/// by how many ticks the least costly of them exceeded its wait at the last steal (0: none).
+pub(crate) struct Avoidance {
+    runs: crate::policy::places::RunLengths,
+    spared: Vec<(u64, TcbRef)>,
+    declined_by: f64,
+}
+
+impl Avoidance {
+    pub(crate) fn new(processors: usize) -> Avoidance {
+        Avoidance {
+            runs: crate::policy::places::RunLengths::new(processors),
+            spared: Vec::new(),
+            declined_by: 0.0,
+        }
+    }
+}
+
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 64;
 
@@ -310,9 +329,9 @@ impl Processor {
     ) {
         let core = self.core();
         let now = crate::sync::ticks();
-        let run = core.runs.look(v, victim.stats.switches.get(), now);
-        let idle = core.runs.idle(self.remote().stats.switches.get(), now);
-        let mut kept = std::mem::take(&mut core.spared);
+        let run = core.avoid.runs.look(v, victim.stats.switches.get(), now);
+        let idle = core.avoid.runs.idle(self.remote().stats.switches.get(), now);
+        let mut kept = std::mem::take(&mut core.avoid.spared);
         let engine = &self.shared.engine;
         let mut least = f64::INFINITY;
         let spared = victim.runq.steal_sparing(
@@ -337,10 +356,11 @@ impl Processor {
             &mut kept,
         );
         let core = self.core();
-        core.spared = kept;
+        core.avoid.spared = kept;
         if spared > 0 {
             self.remote().stats.steals_declined.add(spared as u64);
-            core.declined_by = if core.declined_by == 0.0 { least } else { core.declined_by.min(least) };
+            core.avoid.declined_by =
+                if core.avoid.declined_by == 0.0 { least } else { core.avoid.declined_by.min(least) };
         }
     }
 
@@ -368,7 +388,7 @@ impl Processor {
             self.pause_stealing(micros);
             return;
         }
-        let declined_by = std::mem::take(&mut self.core().declined_by);
+        let declined_by = std::mem::take(&mut self.core().avoid.declined_by);
         if declined_by > 0.0 {
             // Steal avoidance left ULTs whose move costs more than their wait: look again when
             // the least costly one's wait may have caught up (`policy::places`, "Costly steals").
