@@ -639,12 +639,36 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Steal avoidance: a thief leaves a ULT whose move would cost more than its wait (the
-    /// cache model's reload transient of its declared footprint against the victim's queue).
-    /// Default off.
+    /// Steal avoidance (LASSI's counter-productive steals): a thief leaves in the victim's
+    /// runqueue a ready ULT whose move would cost more than its wait there. Default off.
     ///
-    /// Accepted and kept in this version, not yet in effect: thieves take what
-    /// [`steal`](Self::steal) says.
+    /// The move costs the reload of the ULT's lines expected still cached where it last ran
+    /// (the cache model's decayed footprint of its last run under a policy with a model, else
+    /// its declared [footprint](crate::Builder::footprint)), each line at the host's measured
+    /// cost of fetching a line another core wrote, times the NUMA distance between the two
+    /// processors over the distance within a node; nothing when the thief shares the cache
+    /// those lines are in. The wait is the ULTs the victim runs before it (those ahead in its
+    /// runqueue and the one running) times the victim's run length, which the thief measures
+    /// from the victim's switch counter between its looks (at least as long as the victim's
+    /// current run has lasted), and at least as long as the thief has been idle so far: a
+    /// thief idle for a moment leaves the ULT with its data, one idle for as long as the
+    /// reload takes steals it (a lasting imbalance costs one reload time). A ULT left is counted in
+    /// [`ProcessorStats::steals_declined`](crate::ProcessorStats::steals_declined), and the
+    /// thief pauses stealing until its wait may have caught up with its cost (at most a
+    /// watch period). ULTs that never ran have nothing cached and are taken as
+    /// before; without declared footprints (and without a cache model) nothing is costly.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(2).avoid_costly_steals(true).build()?;
+    /// let sum: u64 = rt.block_on(|| {
+    ///     let hs: Vec<_> = (0..8u64)
+    ///         .map(|i| elite_rt::Builder::new().footprint(256 << 10).spawn(move || i).unwrap())
+    ///         .collect();
+    ///     hs.into_iter().map(|h| h.join().unwrap()).sum()
+    /// });
+    /// assert_eq!(sum, 28);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
     pub fn avoid_costly_steals(mut self, on: bool) -> Self {
         self.places.avoid_costly = on;
         self

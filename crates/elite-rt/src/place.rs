@@ -52,7 +52,9 @@
 //!
 //! [`RuntimeBuilder::steal_order`](crate::RuntimeBuilder::steal_order) chooses whom an idle
 //! processor robs ([`StealOrder`]), [`RuntimeBuilder::steal`](crate::RuntimeBuilder::steal) how
-//! much it takes ([`StealAmount`]).
+//! much it takes ([`StealAmount`]), and
+//! [`RuntimeBuilder::avoid_costly_steals`](crate::RuntimeBuilder::avoid_costly_steals) whether a
+//! thief leaves a ULT whose move would cost more (the reload of its cached lines) than its wait.
 
 use elite_affinity::{CacheKind, Topology};
 use std::fmt;

@@ -471,7 +471,16 @@ impl Runtime {
             topo.num_processors(),
         );
         engine.place_aggregation(topo);
-        let places = crate::policy::places::Places::new(topo, config.places);
+        let mut places = crate::policy::places::Places::new(topo, config.places);
+        if config.places.avoid_costly {
+            let costs = crate::sync::host_costs();
+            places = places.with_reload(crate::policy::places::ReloadCosts::new(
+                topo,
+                &config.model_cache,
+                costs.line_fetch_ns,
+                costs.ticks_per_ns,
+            ));
+        }
         let num_processors = topo.num_processors();
         let (n, cap, keep_alive) = (topo.num_processors(), config.max_spare_threads, config.spare_keep_alive);
         let tracer = match &config.trace {

@@ -114,6 +114,10 @@ counters! {
     steals_node,
     /// ULTs stolen from processors of other nodes.
     steals_remote,
+    /// Ready ULTs this processor, stealing, left in the victim's runqueue because their move
+    /// would cost more than their wait there
+    /// ([`RuntimeBuilder::avoid_costly_steals`](crate::RuntimeBuilder::avoid_costly_steals)).
+    steals_declined,
     /// Ready ULTs this processor, idle, took from the `next` slot of a processor that had been
     /// running one ULT all the while since they became ready (stranded there).
     rescued,
@@ -146,7 +150,8 @@ counters! {
     /// ULTs this processor sent to the home processor of a contended mutex (`sync::Mutex`'s
     /// gathering).
     gathered,
-    /// Times this processor, gone idle after sending ULTs home that way, paused stealing
+    /// Times this processor, gone idle after sending ULTs home that way, or after steal
+    /// avoidance left ULTs in their victims' runqueues (`steals_declined`), paused stealing
     /// (counted in `parks` too).
     steal_pauses,
     /// Wake-ups of placed ULTs (with a place, a home or a pin) made by code on this processor

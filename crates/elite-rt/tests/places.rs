@@ -13,7 +13,7 @@ use elite_rt::{
     BuildError, Builder, Place, PlaceKind, PlaceMode, Runtime, RuntimeBuilder, SpawnError, StealAmount,
     StealOrder,
 };
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// 2 nodes x 2 "L3" x 2 cores, mapped onto the real CPUs (the L3s as caches per synthetic core
@@ -174,8 +174,8 @@ fn stress(what: &'static str, configure: fn(RuntimeBuilder) -> RuntimeBuilder) {
 
 #[test]
 fn mixed_load_with_soft_pinning_round_robin_and_lgs() {
-    stress("mixed load, soft pinning, round robin", |b| {
-        b.topology(TOPOLOGY).soft_pinning(true).round_robin(true)
+    stress("mixed load, soft pinning, round robin, steal avoidance", |b| {
+        b.topology(TOPOLOGY).soft_pinning(true).round_robin(true).avoid_costly_steals(true)
     });
 }
 
@@ -239,4 +239,76 @@ fn strict_spawns_from_outside_start_in_their_place() {
             .unwrap();
         assert!([2, 3].contains(&h.join().unwrap()));
     }
+}
+
+/// Steal avoidance (`RuntimeBuilder::avoid_costly_steals`): a ULT declares `footprint` bytes,
+/// runs on one processor and yields to a ULT held to that processor that runs on (without a
+/// switch) until released. The other processor, idle, finds it alone in the first one's
+/// runqueue. Returns whether it resumed where it first ran, and the other processor's declined
+/// steals. The hog is released once the other processor declined a steal or the ULT resumed
+/// (10 s at most).
+fn behind_a_long_run(avoid: bool, footprint: usize) -> (bool, u64) {
+    // Two cores with an L2 each (mapped onto the real CPUs): a move between them reloads.
+    let rt = Runtime::builder()
+        .topology("1x2, 512 KiB L2 per core")
+        .avoid_costly_steals(avoid)
+        .no_chaos()
+        .build()
+        .unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    const NOT_YET: usize = usize::MAX;
+    let first = Arc::new(AtomicUsize::new(NOT_YET));
+    let resumed = Arc::new(AtomicUsize::new(NOT_YET));
+    let (r, f, at) = (Arc::clone(&release), Arc::clone(&first), Arc::clone(&resumed));
+    let ult = Builder::new()
+        .footprint(footprint)
+        .spawn_on(&rt, move || {
+            let here = elite_rt::current().processor();
+            let r2 = Arc::clone(&r);
+            let hog = Builder::new()
+                .place(Place::processor(here))
+                .place_mode(PlaceMode::Strict)
+                .spawn(move || {
+                    while !r2.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                })
+                .unwrap();
+            f.store(here, Ordering::Release);
+            elite_rt::yield_now(); // the hog runs; this ULT waits in the runqueue
+            at.store(elite_rt::current().processor(), Ordering::Release);
+            r.store(true, Ordering::Release);
+            hog.join().unwrap();
+        })
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let declined = || {
+        let other = 1 - first.load(Ordering::Acquire);
+        rt.stats().processors[other].steals_declined
+    };
+    while first.load(Ordering::Acquire) == NOT_YET
+        || (declined() == 0 && resumed.load(Ordering::Acquire) == NOT_YET)
+    {
+        assert!(std::time::Instant::now() < deadline, "the other processor neither stole nor declined");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    release.store(true, Ordering::Release);
+    ult.join().unwrap();
+    (resumed.load(Ordering::Acquire) == first.load(Ordering::Acquire), declined())
+}
+
+#[test]
+fn a_thief_leaves_a_ult_whose_reload_costs_more_than_its_wait() {
+    // 1 TiB declared: its reload takes far longer than the hog runs, so it stays.
+    let (stayed, declined) = behind_a_long_run(true, 1 << 40);
+    assert!(stayed, "stolen though its move costs more than its wait");
+    assert!(declined > 0);
+    // Without steal avoidance the idle processor takes it.
+    assert_eq!(behind_a_long_run(false, 1 << 40), (false, 0));
+}
+
+#[test]
+fn a_thief_still_takes_a_ult_with_nothing_to_reload() {
+    // No declared footprint (and no cache model): nothing to reload, the steal goes ahead.
+    assert_eq!(behind_a_long_run(true, 0), (false, 0));
 }

@@ -8,6 +8,8 @@
 //! | `cache_stress_fixed` | the same with arrays of a fixed 384 KiB on every host | ops_per_sec | 1, 2 | the four elite variants |
 //! | `merge_sort` | one element sorted | ops_per_sec | 1, 2 | elite/hinted, elite/unhinted, rayon, rayon/par_sort_unstable |
 //! | `block_matmul` | one multiply-add | ops_per_sec | 1, 2 | elite/hinted, elite/unhinted, rayon |
+//! | `place_level_merge_sort`, `place_level_cache_stress` | as `merge_sort` (unhinted), `cache_stress` (ignorant) | ops_per_sec | 2 | elite/per-processor, elite/per-l3 (where every processor has an L3), elite/per-machine |
+//! | `steal_avoidance_gaps`, `steal_avoidance_imbalance` | one pass over an array | ops_per_sec | 2 | elite/avoid-costly, elite/steal-all |
 //! | `matrix_search` (`emulated` false) | one cache line scanned | ops_per_sec | 1, 2 | elite/lgs, elite/node-then-all, elite/random |
 //! | `matrix_search` (`emulated` true) | the same on an emulated 2-node topology | ops_per_sec | 4 (on the host's CPUs) | the same |
 //! | `concdict`, `concsll` | one request served | ops_per_sec | 1, 2 | elite/pinned, elite/unpinned |
@@ -57,6 +59,36 @@
 //! processor may still steal at the end. `cache_stress_fixed` runs the elite variants with arrays
 //! of 384 KiB on every host, so that hosts with different caches can be compared on one workload
 //! (where two arrays fit in one private cache, best and worst coincide).
+//!
+//! Why `elite/best` gains little over `elite/ignorant` on some hosts: a pass streams its array,
+//! and where the next level (an L3) feeds a sequential stream nearly as fast as the pass consumes
+//! it, reloading the array costs a pass little. On the 2-core AMD EPYC build VM (512 KiB L2 per
+//! core, a 32 MiB L3) a pass over a 384 KiB array that another array of the same size has just
+//! evicted from L2 took 1.10x as long as one over the array already in L2 (AVX2 build, medians
+//! of 200 timed passes on one thread), and a sum alone (no multiplies) 1.42x: so no placement
+//! can make `cache_stress` 1.3x faster there. The placement itself is what `array_switches`
+//! shows: about 0.001 for best, 1 for worst.
+//!
+//! # `place_level_merge_sort`, `place_level_cache_stress` (LASSI's work-stealing places)
+//!
+//! `merge_sort` unhinted and `cache_stress` ignorant, at 2 processors, with a runqueue per
+//! processor (`elite/per-processor`, the default), one per L3 cache (`elite/per-l3`,
+//! `RuntimeBuilder::place_level(PlaceKind::Cache { level: 3 })`, left out where a processor has
+//! no L3) and one for the machine (`elite/per-machine`): measured, not assumed better. A shared
+//! queue balances fork-join work without steals, and moves yielding ULTs between the processors
+//! sharing it (`array_switches`).
+//!
+//! # `steal_avoidance_gaps`, `steal_avoidance_imbalance` (`RuntimeBuilder::avoid_costly_steals`)
+//!
+//! `cache_stress`'s arrays and passes, every ULT declaring its array as its footprint
+//! (`Builder::footprint`), at 2 processors, with steal avoidance (`elite/avoid-costly`) and
+//! without (`elite/steal-all`). `gaps`, where it should help: 3 ULTs per array, those of
+//! array k hinted to processor k (the best placement); those of array 1 sleep 20 µs after each
+//! pass, so processor 1 is idle for moments while processor 0 has ULTs waiting, which a thief
+//! would pull away from their array. `imbalance`, where it must not hurt: 8 ULTs per processor,
+//! all hinted to processor 0, so processor 1 must steal (never-started ULTs have nothing cached
+//! and are taken; later steals meet the idle-spell rule). Side rows of the timed pass:
+//! `array_switches` (as in `cache_stress`), `steals`, `steals_declined`.
 //!
 //! # `merge_sort` (LASSI)
 //!
@@ -228,6 +260,13 @@ pub fn benches(ctx: &mut Context) -> Vec<Bench> {
         merge_sort_bench(ctx, &processors),
         block_matmul(ctx, &cache, &processors),
     ];
+    if let Some(p) = at_two(&processors) {
+        benches.push(place_level(ctx, PlaceLevelWork::MergeSort, p));
+        benches.push(place_level(ctx, PlaceLevelWork::CacheStress(stress_array_bytes(cache.size)), p));
+        let bytes = stress_array_bytes(cache.size);
+        benches.push(steal_avoidance(ctx, Avoidance::Gaps, bytes, p));
+        benches.push(steal_avoidance(ctx, Avoidance::Imbalance, bytes, p));
+    }
     benches.push(matrix_search(ctx, &processors, false));
     benches.push(matrix_search(ctx, &processors, true));
     benches.push(served(ctx, Served::Dict, &processors));
@@ -386,7 +425,7 @@ fn cache_stress(
             let draws = Cell::new(0u64);
             contenders.push(Contender::new(variant.system(), params(p), expected(ults), move || {
                 draws.set(draws.get() + 1);
-                elite_cache_stress(variant, p, &arrays, passes, draws.get())
+                elite_cache_stress(variant, elite_rt::PlaceKind::Processor, p, &arrays, passes, draws.get())
             }));
         }
     }
@@ -413,12 +452,13 @@ fn cache_stress(
 /// One elite sample of `cache_stress` (placement `variant`, random draws from `seed`).
 fn elite_cache_stress(
     variant: Stress,
+    level: elite_rt::PlaceKind,
     processors: usize,
     arrays: &Arc<[Vec<u32>; 2]>,
     passes: u64,
     seed: u64,
 ) -> Result<Sample, String> {
-    let rt = build_runtime(elite_rt::Runtime::builder().processors(processors))?;
+    let rt = build_runtime(elite_rt::Runtime::builder().processors(processors).place_level(level))?;
     let ults = STRESS_ULTS_PER_PROCESSOR * processors;
     let mut rng = XorShift::new(seed);
     let places: Vec<Where> = (0..ults).map(|i| variant.place(i, processors, &mut rng)).collect();
@@ -488,6 +528,204 @@ fn rayon_cache_stress(threads: usize, arrays: &Arc<[Vec<u32>; 2]>, passes: u64) 
         });
         Ok((start.elapsed(), total.into_inner()))
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// place_level
+
+/// The workloads of the `place_level` benches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlaceLevelWork {
+    /// `merge_sort`, unhinted: fork-join.
+    MergeSort,
+    /// `cache_stress`'s ignorant variant with arrays of this many bytes: yielding ULTs that
+    /// keep to their data.
+    CacheStress(u64),
+}
+
+/// The queue levels a `place_level` bench compares, with their system names: a runqueue per
+/// processor (the default), one per L3 cache (where every processor has one), one for the
+/// machine.
+fn place_levels() -> Vec<(&'static str, elite_rt::PlaceKind)> {
+    let mut levels = vec![("elite/per-processor", elite_rt::PlaceKind::Processor)];
+    let l3 = elite_rt::PlaceKind::Cache { level: 3 };
+    if elite_rt::Runtime::builder().processors(1).place_level(l3).build().is_ok() {
+        levels.push(("elite/per-l3", l3));
+    }
+    levels.push(("elite/per-machine", elite_rt::PlaceKind::Machine));
+    levels
+}
+
+/// A `place_level` bench (LASSI's work-stealing places, `RuntimeBuilder::place_level`): the
+/// workload on per-processor runqueues against runqueues shared by the processors of a cache
+/// or of the machine, at `processors` (2).
+fn place_level(ctx: &mut Context, work: PlaceLevelWork, processors: usize) -> Bench {
+    let mut contenders = Vec::new();
+    let name = match work {
+        PlaceLevelWork::MergeSort => {
+            let n = if ctx.quick { SORT_N.1 } else { SORT_N.0 };
+            let input: Arc<Vec<u32>> = Arc::new(stress_array(n, 7));
+            let mut sorted = input.to_vec();
+            sorted.sort_unstable();
+            let expected = sorted_hash(&sorted);
+            let params = Params::new(processors).with("n", n as u64).with("leaf", SORT_LEAF as u64);
+            for (system, level) in place_levels() {
+                let input = Arc::clone(&input);
+                contenders.push(Contender::new(system, params.clone(), expected, move || {
+                    elite_merge_sort(processors, false, level, &input)
+                }));
+            }
+            "place_level_merge_sort"
+        }
+        PlaceLevelWork::CacheStress(array_bytes) => {
+            let passes = if ctx.quick { STRESS_PASSES.1 } else { STRESS_PASSES.0 };
+            let len = (array_bytes / 4) as usize;
+            let arrays: Arc<[Vec<u32>; 2]> = Arc::new([stress_array(len, 1), stress_array(len, 2)]);
+            let per_pass = [stress_pass(&arrays[0]), stress_pass(&arrays[1])];
+            let ults = STRESS_ULTS_PER_PROCESSOR * processors;
+            let expected =
+                (0..ults).fold(0u64, |sum, i| sum.wrapping_add(per_pass[i % 2].wrapping_mul(passes)));
+            let params = Params::new(processors)
+                .with("ults", ults as u64)
+                .with("passes", passes)
+                .with("array_bytes", array_bytes);
+            for (system, level) in place_levels() {
+                let arrays = Arc::clone(&arrays);
+                contenders.push(Contender::new(system, params.clone(), expected, move || {
+                    elite_cache_stress(Stress::Ignorant, level, processors, &arrays, passes, 0)
+                }));
+            }
+            "place_level_cache_stress"
+        }
+    };
+    Bench { name, metric: Metric::OpsPerSec, contenders, targets: Vec::new() }
+}
+
+// ---------------------------------------------------------------------------------------------
+// steal_avoidance
+
+/// The two workloads of `steal_avoidance`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Avoidance {
+    /// Where steal avoidance should help: the ULTs of each array on their own processor (the
+    /// best placement), those of array 1 pausing briefly after each pass, so that processor 1
+    /// is idle for moments while processor 0 has one ULT waiting.
+    Gaps,
+    /// Where it must not hurt: every ULT hinted to processor 0 (a lasting imbalance the other
+    /// processor must steal away).
+    Imbalance,
+}
+
+impl Avoidance {
+    fn name(self) -> &'static str {
+        match self {
+            Avoidance::Gaps => "steal_avoidance_gaps",
+            Avoidance::Imbalance => "steal_avoidance_imbalance",
+        }
+    }
+}
+
+/// ULTs per array in `steal_avoidance_gaps` (few: processor 0's queue is short, but a thief takes one).
+const GAPS_ULTS_PER_ARRAY: usize = 3;
+
+/// The pause of the array-1 ULTs after each pass in `steal_avoidance_gaps`.
+const GAPS_PAUSE: Duration = Duration::from_micros(20);
+
+/// A `steal_avoidance` bench: `cache_stress`'s arrays and passes, every ULT declaring its
+/// array as its footprint, with `RuntimeBuilder::avoid_costly_steals` (`elite/avoid-costly`)
+/// and without (`elite/steal-all`), at `processors` (2).
+fn steal_avoidance(ctx: &mut Context, case: Avoidance, array_bytes: u64, processors: usize) -> Bench {
+    let passes = if ctx.quick { STRESS_PASSES.1 } else { STRESS_PASSES.0 };
+    let len = (array_bytes / 4) as usize;
+    let arrays: Arc<[Vec<u32>; 2]> = Arc::new([stress_array(len, 1), stress_array(len, 2)]);
+    let per_pass = [stress_pass(&arrays[0]), stress_pass(&arrays[1])];
+    let ults = match case {
+        Avoidance::Gaps => 2 * GAPS_ULTS_PER_ARRAY,
+        Avoidance::Imbalance => STRESS_ULTS_PER_PROCESSOR * processors,
+    };
+    let expected = (0..ults).fold(0u64, |sum, i| sum.wrapping_add(per_pass[i % 2].wrapping_mul(passes)));
+    let params = Params::new(processors)
+        .with("ults", ults as u64)
+        .with("passes", passes)
+        .with("array_bytes", array_bytes);
+    let mut contenders = Vec::new();
+    for (system, avoid) in [("elite/avoid-costly", true), ("elite/steal-all", false)] {
+        let arrays = Arc::clone(&arrays);
+        contenders.push(Contender::new(system, params.clone(), expected, move || {
+            elite_steal_avoidance(case, avoid, processors, ults, &arrays, passes)
+        }));
+    }
+    Bench { name: case.name(), metric: Metric::OpsPerSec, contenders, targets: Vec::new() }
+}
+
+/// One elite sample of a `steal_avoidance` bench.
+fn elite_steal_avoidance(
+    case: Avoidance,
+    avoid: bool,
+    processors: usize,
+    ults: usize,
+    arrays: &Arc<[Vec<u32>; 2]>,
+    passes: u64,
+) -> Result<Sample, String> {
+    let rt = build_runtime(elite_rt::Runtime::builder().processors(processors).avoid_costly_steals(avoid))?;
+    let last: Arc<Vec<AtomicUsize>> = Arc::new((0..processors).map(|_| AtomicUsize::new(2)).collect());
+    let switches = Arc::new(AtomicU64::new(0));
+    let count =
+        |f: fn(&elite_rt::ProcessorStats) -> u64| -> u64 { rt.stats().processors.iter().map(f).sum() };
+    let steals = || count(|p| p.steals_node + p.steals_remote);
+    let declined = || count(|p| p.steals_declined);
+    // The steals and declined steals of the last pass (the timed one).
+    let mut moved = (0, 0);
+    let sample = warm_then_time(ults as u64 * passes, || {
+        switches.store(0, Ordering::Relaxed);
+        let before = (steals(), declined());
+        let outcome = rt.block_on(|| {
+            let start = Instant::now();
+            let mut handles = Vec::with_capacity(ults);
+            for i in 0..ults {
+                let (arrays, last, switches) = (Arc::clone(arrays), Arc::clone(&last), Arc::clone(&switches));
+                let at = match case {
+                    Avoidance::Gaps => i % 2,
+                    Avoidance::Imbalance => 0,
+                };
+                let array_bytes = std::mem::size_of_val(&arrays[0][..]);
+                let handle = elite_rt::Builder::new()
+                    .place(elite_rt::Place::processor(at))
+                    .footprint(array_bytes)
+                    .spawn(move || {
+                        let array = &arrays[i % 2];
+                        let mut sum = 0u64;
+                        for _ in 0..passes {
+                            let here = elite_rt::current().processor();
+                            if last[here].swap(i % 2, Ordering::Relaxed) != i % 2 {
+                                switches.fetch_add(1, Ordering::Relaxed);
+                            }
+                            sum = sum.wrapping_add(stress_pass(black_box(array)));
+                            if case == Avoidance::Gaps && i % 2 == 1 {
+                                elite_rt::sleep(GAPS_PAUSE);
+                            } else {
+                                elite_rt::yield_now();
+                            }
+                        }
+                        sum
+                    })
+                    .map_err(|e| format!("cannot spawn: {e}"))?;
+                handles.push(handle);
+            }
+            let mut total = 0u64;
+            for handle in handles {
+                total = total.wrapping_add(elite_join(handle)?);
+            }
+            Ok((start.elapsed(), total))
+        });
+        moved = (steals() - before.0, declined() - before.1);
+        outcome
+    })?;
+    let runs = (ults as u64 * passes) as f64;
+    crate::harness::record_side("array_switches", switches.load(Ordering::Relaxed) as f64 / runs);
+    crate::harness::record_side("steals", moved.0 as f64);
+    crate::harness::record_side("steals_declined", moved.1 as f64);
+    Ok(sample)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -619,7 +857,7 @@ fn merge_sort_bench(ctx: &mut Context, processors: &[usize]) -> Bench {
         for (system, hinted) in [("elite/hinted", true), ("elite/unhinted", false)] {
             let input = Arc::clone(&input);
             contenders.push(Contender::new(system, params(p), expected, move || {
-                elite_merge_sort(p, hinted, &input)
+                elite_merge_sort(p, hinted, elite_rt::PlaceKind::Processor, &input)
             }));
         }
         let input_rayon = Arc::clone(&input);
@@ -643,8 +881,13 @@ fn merge_sort_bench(ctx: &mut Context, processors: &[usize]) -> Bench {
 }
 
 /// One elite sample of `merge_sort`.
-fn elite_merge_sort(processors: usize, hinted: bool, input: &[u32]) -> Result<Sample, String> {
-    let rt = build_runtime(elite_rt::Runtime::builder().processors(processors))?;
+fn elite_merge_sort(
+    processors: usize,
+    hinted: bool,
+    level: elite_rt::PlaceKind,
+    input: &[u32],
+) -> Result<Sample, String> {
+    let rt = build_runtime(elite_rt::Runtime::builder().processors(processors).place_level(level))?;
     let fork = EliteFork { hinted, processors };
     let mut data = input.to_vec();
     let mut buf = vec![0u32; input.len()];

@@ -126,6 +126,14 @@
 //!   nearest processors first (a shared cache, the node, then farther nodes); it matters on
 //!   machines of several caches or nodes. [`StealAmount`](crate::StealAmount) sets how much a
 //!   thief takes: one ULT when ULTs are long and few, half when they are many and short.
+//! - **Steal avoidance** ([`RuntimeBuilder::avoid_costly_steals`](crate::RuntimeBuilder::avoid_costly_steals))
+//!   when ULTs carry working sets that fill a core's cache and run in short slices (they
+//!   yield, or block briefly): a thief then leaves a ULT whose reload would take longer than
+//!   its wait behind the victim's ULTs, as measured on the host, so that a processor idle for a
+//!   moment does not pull a ULT away from its data only to have both caches reload. It needs
+//!   the cache model (a policy that counts misses) or declared footprints
+//!   ([`Builder::footprint`](crate::Builder::footprint)) to see any cost; without them it
+//!   changes nothing.
 //! - **Round-robin** starts ([`RuntimeBuilder::round_robin`](crate::RuntimeBuilder::round_robin))
 //!   spread the ULTs of one spawner at once, without waiting for thieves; for batches of equal,
 //!   long ULTs spawned by one ULT.

@@ -56,6 +56,40 @@
 //! [`StealOrder::Random`] a victim drawn at random in the group, as many draws as the group has
 //! members, then the next group; under [`StealOrder::NodeThenAll`] each group once in a random
 //! rotation. Each steal starts again at the nearest group.
+//!
+//! # Costly steals
+//!
+//! Under [`RuntimeBuilder::avoid_costly_steals`](crate::RuntimeBuilder::avoid_costly_steals) a
+//! thief leaves in the victim's runqueue a ready ULT whose move would cost more than its wait
+//! there (LASSI's future work, avoiding counter-productive steals). For each ULT a steal would
+//! take ([`RunQueue::steal_sparing`](crate::queue::run::RunQueue::steal_sparing), under the
+//! victim's lock):
+//!
+//! * its **move** costs the reload of the lines it can expect still cached where it last ran
+//!   (the cache model's decayed footprint of its last run, or its declared footprint where the
+//!   policy keeps no model: [`Engine::home_lines`](crate::policy::engine::Engine::home_lines)),
+//!   each at the thief's [`ReloadCosts::per_line`]: nothing when the thief shares that
+//!   processor's model cache (the cache the lines are in), else the host's measured cost of
+//!   fetching a line another core wrote ([`HostCosts::line_fetch_ns`](crate::sync::HostCosts::line_fetch_ns)),
+//!   times the NUMA distance between the two processors' nodes over the distance within a node
+//!   (SLIT distances are relative latencies);
+//! * its **wait** is the victim's ULTs that run before it (those left in the runqueue at its
+//!   turn, which have higher keys, and the one running) times the victim's expected run length
+//!   ([`RunLengths`]: measured by the thief from the victim's switch counter between its looks,
+//!   and at least as long as the victim has now been in one run); and at least as long as the
+//!   thief has been idle so far (since its own switch counter last moved). The second term is
+//!   the rule of renting skis: a thief idle for a moment (its own ULTs blocked briefly) does
+//!   not pull a ULT away from its data only to have both caches reload, but one idle for as
+//!   long as the reload takes steals, so a lasting imbalance (a victim whose ULTs keep coming
+//!   back to its queue after each short run) costs at most one reload time of idleness more.
+//!
+//! A ULT whose move costs more than its wait stays (counted in
+//! [`ProcessorStats::steals_declined`](crate::ProcessorStats::steals_declined)); the thief
+//! tries its next victims, and when it goes idle it pauses stealing until the earliest moment
+//! a declined ULT's wait could have grown past its cost (at most the watch period of an idle
+//! processor). Never-started ULTs (in start-queues, or placed ones in a runqueue) have nothing
+//! cached and are taken as before. A
+//! victim stuck in a long run makes its waiting ULTs worth moving: their wait grows with it.
 
 use crate::place::{places_of, Place, PlaceError, PlaceInfo, PlaceSettings, StealAmount, StealOrder};
 use crate::tcb::TcbRef;
@@ -111,6 +145,116 @@ pub(crate) struct PlaceReq {
     pub(crate) strict: bool,
 }
 
+/// Steal avoidance's cost of a line moved between two processors ([module docs](self),
+/// "Costly steals"), fixed when the runtime is built.
+pub(crate) struct ReloadCosts {
+    n: usize,
+    /// Per (processor the lines are cached on, thief), row-major: ticks to reload one line.
+    ticks: Vec<f32>,
+}
+
+impl ReloadCosts {
+    /// The costs on `topology` whose model cache is `model` (its level, if known), with a line
+    /// fetched from another core in `fetch_ns` nanoseconds and `ticks_per_ns` time-stamp ticks
+    /// to the nanosecond.
+    pub(crate) fn new(
+        topology: &Topology,
+        model: &elite_affinity::ModelCache,
+        fetch_ns: f64,
+        ticks_per_ns: f64,
+    ) -> ReloadCosts {
+        let n = topology.num_processors();
+        let mut ticks = vec![0.0; n * n];
+        for from in 0..n {
+            // The processors sharing `from`'s model cache reach its lines there.
+            let sharing = match model.level {
+                Some(level) => Place::cache(level, from).processors(topology).unwrap_or_else(|_| vec![from]),
+                None => vec![from],
+            };
+            let node = topology.node_of(from);
+            let local = f64::from(topology.node_distance(node, node));
+            for thief in 0..n {
+                if sharing.contains(&thief) {
+                    continue;
+                }
+                let distance = f64::from(topology.node_distance(node, topology.node_of(thief)));
+                let ratio = (distance / local.max(1.0)).max(1.0);
+                ticks[from * n + thief] = (fetch_ns * ratio * ticks_per_ns) as f32;
+            }
+        }
+        ReloadCosts { n, ticks }
+    }
+
+    /// Ticks to reload at `thief` one line cached at `from`.
+    #[inline]
+    pub(crate) fn per_line(&self, from: usize, thief: usize) -> f32 {
+        self.ticks.get(from * self.n + thief).copied().unwrap_or(0.0)
+    }
+
+    /// Whether moving `lines` cached at `from` to `thief` costs more than waiting behind `ahead`
+    /// ULTs and the running one, each `run` ticks long, or than the `idle` ticks the thief has
+    /// been idle, whichever is longer ([module docs](self), "Costly steals"); by how many ticks,
+    /// when it does.
+    #[inline]
+    pub(crate) fn excess(
+        &self,
+        from: usize,
+        thief: usize,
+        lines: f32,
+        ahead: usize,
+        run: f64,
+        idle: f64,
+    ) -> Option<f64> {
+        let cost = f64::from(lines.max(0.0)) * f64::from(self.per_line(from, thief));
+        let wait = ((ahead as f64 + 1.0) * run).max(idle);
+        (cost > wait).then_some(cost - wait)
+    }
+}
+
+/// A thief's estimates of its victims' run lengths ([module docs](self), "Costly steals"),
+/// from their switch counters as it sees them at its looks.
+pub(crate) struct RunLengths {
+    /// Per victim: its switch count at the last look that saw it change, when (ticks; 0: never
+    /// looked), and the estimate (ticks; 0: none yet).
+    seen: Vec<(u64, u64, f64)>,
+    /// The thief's own switch count when its idle spell began, and when (ticks; 0: none yet).
+    idle: (u64, u64),
+}
+
+impl RunLengths {
+    pub(crate) fn new(processors: usize) -> RunLengths {
+        RunLengths { seen: vec![(0, 0, 0.0); processors], idle: (0, 0) }
+    }
+
+    /// How long the thief has been idle at `now`, its own switch counter reading `switches`:
+    /// since the first look that saw the counter at this value (0 at that look).
+    pub(crate) fn idle(&mut self, switches: u64, now: u64) -> f64 {
+        let (count, since) = &mut self.idle;
+        if *since == 0 || *count != switches {
+            (*count, *since) = (switches, now.max(1));
+        }
+        now.saturating_sub(*since) as f64
+    }
+
+    /// Victim `v`'s expected run length in ticks, its switch counter reading `switches` at
+    /// `now`: the time per switch between the looks that saw the counter move (averaged with
+    /// the estimate before, half and half), and at least the time since the counter last moved
+    /// (the run in progress has lasted that long). 0 at the first look.
+    pub(crate) fn look(&mut self, v: usize, switches: u64, now: u64) -> f64 {
+        let (count, since, run) = &mut self.seen[v];
+        if *since == 0 {
+            (*count, *since) = (switches, now.max(1));
+            return 0.0;
+        }
+        if switches != *count {
+            let sample = now.saturating_sub(*since) as f64 / switches.wrapping_sub(*count) as f64;
+            *run = if *run == 0.0 { sample } else { (*run + sample) / 2.0 };
+            (*count, *since) = (switches, now.max(1));
+        }
+        run.max(now.saturating_sub(*since) as f64)
+    }
+}
+
 /// A runtime's places and its thieves' victims.
 pub(crate) struct Places {
     /// Every place ([`places_of`]); the last `processors` are the processors, in order.
@@ -128,6 +272,8 @@ pub(crate) struct Places {
     /// Per place, whether it is made of whole work-stealing places (its processors share a
     /// runqueue with none outside it): what a strict place must be.
     whole: Vec<bool>,
+    /// Steal avoidance's costs, when it is on (module docs, "Costly steals").
+    pub(crate) reload: Option<ReloadCosts>,
 }
 
 impl Places {
@@ -170,7 +316,13 @@ impl Places {
                 }) && info.processors.iter().all(|&p| info.processors.contains(&runq_of[p]))
             })
             .collect();
-        Places { infos, index, victims, settings, spawn_rules, runq_of, whole }
+        Places { infos, index, victims, settings, spawn_rules, runq_of, whole, reload: None }
+    }
+
+    /// These places with steal avoidance's `costs` (module docs, "Costly steals").
+    pub(crate) fn with_reload(mut self, costs: ReloadCosts) -> Places {
+        self.reload = Some(costs);
+        self
     }
 
     /// Whether place `place` can be strict: made of whole work-stealing places
@@ -566,6 +718,53 @@ mod tests {
         let node1 = p.resolve(&Place::node(1), &t).unwrap();
         u.tcb().sched.place.set(PlaceRule { place: node1, home: 4, strict: false, partner: server });
         assert_eq!(p.wake_target(u, on(1, server), idle), 5, "where it last ran, in its place");
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+    fn a_lines_reload_costs_the_measured_fetch_times_the_numa_distance_and_nothing_in_a_shared_cache() {
+        // The model cache is the largest private to a core, here the "L3" of each synthetic
+        // core, shared by its two threads: moving between them reloads nothing; to another
+        // core, the fetch; across the nodes (SLIT 20 against 10 within), twice the fetch.
+        // 10 ns a line, 3 ticks a nanosecond.
+        let t = Topology::synthetic(SPEC).unwrap();
+        let c = ReloadCosts::new(&t, &t.model_cache(), 10.0, 3.0);
+        assert_eq!((c.per_line(0, 0), c.per_line(0, 1), c.per_line(0, 3)), (0.0, 0.0, 30.0));
+        assert_eq!((c.per_line(0, 4), c.per_line(7, 2)), (60.0, 60.0));
+        // A core per processor, an L2 each: every other processor reloads.
+        let t = Topology::synthetic("2 nodes x 4 cores, 512 KiB L2 per core").unwrap();
+        let c = ReloadCosts::new(&t, &t.model_cache(), 10.0, 3.0);
+        assert_eq!((c.per_line(0, 1), c.per_line(0, 2), c.per_line(5, 0)), (30.0, 30.0, 60.0));
+        // Costly when the reload exceeds the wait: 100 lines from 0 to 2 cost 3000 ticks; behind
+        // 2 ULTs and the running one, 1000 ticks each: 3000, not more; at 999 each: 3 more.
+        assert_eq!(c.excess(0, 2, 100.0, 2, 1000.0, 0.0), None);
+        assert_eq!(c.excess(0, 2, 100.0, 2, 999.0, 0.0), Some(3.0));
+        // A thief idle for as long as the reload takes steals (ski rental).
+        assert_eq!(c.excess(0, 2, 100.0, 2, 999.0, 2999.0), Some(1.0));
+        assert_eq!(c.excess(0, 2, 100.0, 0, 10.0, 3000.0), None);
+        let t = Topology::synthetic(SPEC).unwrap();
+        let c = ReloadCosts::new(&t, &t.model_cache(), 10.0, 3.0);
+        assert_eq!(c.excess(0, 1, 1e9, 0, 0.0, 0.0), None, "a shared cache: never costly");
+        assert_eq!(c.excess(0, 2, 0.0, 0, 0.0, 0.0), None, "nothing cached: never costly");
+    }
+
+    #[test]
+    fn run_lengths_come_from_the_victims_switches_between_looks() {
+        let mut r = RunLengths::new(2);
+        assert_eq!(r.look(1, 10, 1000), 0.0, "the first look knows nothing");
+        // 4 switches in 400 ticks: 100 a run.
+        assert_eq!(r.look(1, 14, 1400), 100.0);
+        // No switch for 50 ticks: still 100; for 300: the run in progress has lasted 300.
+        assert_eq!(r.look(1, 14, 1450), 100.0);
+        assert_eq!(r.look(1, 14, 1700), 300.0);
+        // 1 switch since 1400 (300 ticks): averaged with the estimate before, 200.
+        assert_eq!(r.look(1, 15, 1700), 200.0);
+        assert_eq!(r.look(0, 3, 50), 0.0, "each victim apart");
+        // The thief's idle spell: from the first look at its own switch count.
+        assert_eq!(r.idle(7, 100), 0.0);
+        assert_eq!(r.idle(7, 350), 250.0);
+        assert_eq!(r.idle(8, 400), 0.0, "it ran a ULT since: a new spell");
+        assert_eq!(r.idle(8, 410), 10.0);
     }
 
     #[test]

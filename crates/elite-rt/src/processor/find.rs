@@ -65,6 +65,25 @@ impl StrandWatch {
     }
 }
 
+/// Steal avoidance's part of a processor (`policy::places`, "Costly steals"): the victims' run
+/// lengths as this processor sees them, the ULTs a steal left (room lent to the runqueue), and
+/// by how many ticks the least costly of them exceeded its wait at the last steal (0: none).
+pub(crate) struct Avoidance {
+    runs: crate::policy::places::RunLengths,
+    spared: Vec<(u64, TcbRef)>,
+    declined_by: f64,
+}
+
+impl Avoidance {
+    pub(crate) fn new(processors: usize) -> Avoidance {
+        Avoidance {
+            runs: crate::policy::places::RunLengths::new(processors),
+            spared: Vec::new(),
+            declined_by: 0.0,
+        }
+    }
+}
+
 /// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
 const START_TURN: u32 = 64;
 
@@ -224,7 +243,7 @@ impl Processor {
             || self.next_random(),
             |v| {
                 let victim = &self.shared.processors[v];
-                got = self.steal_start(victim).or_else(|| self.steal_ready(victim));
+                got = self.steal_start(victim).or_else(|| self.steal_ready(v, victim));
                 let Some(t) = got else { return false };
                 self.trace_steal(t, v);
                 if !victim.start.is_empty() || victim.runq.len() > 0 {
@@ -254,8 +273,9 @@ impl Processor {
         Some(t)
     }
 
-    /// Takes the low-key part of `victim`'s runqueue: runs the first, keeps the rest here.
-    fn steal_ready(&self, victim: &Remote) -> Option<TcbRef> {
+    /// Takes the low-key part of processor `v`'s runqueue (`victim`): runs the first, keeps
+    /// the rest here.
+    fn steal_ready(&self, v: usize, victim: &Remote) -> Option<TcbRef> {
         if victim.runq.len() == 0 {
             return None;
         }
@@ -264,9 +284,11 @@ impl Processor {
         // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
         let probing = self.core().pauses.probing();
         let places = &self.shared.places;
-        victim
-            .runq
-            .steal(|n| if probing { 1 } else { places.steal_count(n, |n| engine.steal_count(n)) }, &mut buf);
+        let want = |n| if probing { 1 } else { places.steal_count(n, |n| engine.steal_count(n)) };
+        match &places.reload {
+            None => victim.runq.steal(want, &mut buf),
+            Some(costs) => self.steal_sparing(v, victim, costs, want, &mut buf),
+        }
         let mut first = None;
         // Soft pinning: when the batch holds a ULT away from its home, those at home stay
         // there (`policy::places`, "Rules").
@@ -293,6 +315,55 @@ impl Processor {
         first
     }
 
+    /// [`RunQueue::steal`] under steal avoidance (`policy::places`, "Costly steals"): the ULTs
+    /// whose move from where they last ran to here would cost more than their wait at `v` stay
+    /// there; notes by how much the least costly of them exceeded its wait, for `idle`'s pause.
+    #[cold]
+    fn steal_sparing(
+        &self,
+        v: usize,
+        victim: &Remote,
+        costs: &crate::policy::places::ReloadCosts,
+        want: impl FnOnce(usize) -> usize,
+        buf: &mut Vec<TcbRef>,
+    ) {
+        let core = self.core();
+        let now = crate::sync::ticks();
+        let run = core.avoid.runs.look(v, victim.stats.switches.get(), now);
+        let idle = core.avoid.runs.idle(self.remote().stats.switches.get(), now);
+        let mut kept = std::mem::take(&mut core.avoid.spared);
+        let engine = &self.shared.engine;
+        let mut least = f64::INFINITY;
+        let spared = victim.runq.steal_sparing(
+            want,
+            |t, ahead| {
+                // (Under the victim's lock: `t`'s record, life and processor were published
+                // with its push there.) A ULT that never ran has nothing cached.
+                if t.tcb().head.life.get() != crate::tcb::Life::Started {
+                    return false;
+                }
+                let from = t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed);
+                let lines = engine.home_lines(t, from);
+                match costs.excess(from, self.index, lines, ahead, run, idle) {
+                    Some(by) => {
+                        least = least.min(by);
+                        true
+                    }
+                    None => false,
+                }
+            },
+            buf,
+            &mut kept,
+        );
+        let core = self.core();
+        core.avoid.spared = kept;
+        if spared > 0 {
+            self.remote().stats.steals_declined.add(spared as u64);
+            core.avoid.declined_by =
+                if core.avoid.declined_by == 0.0 { least } else { core.avoid.declined_by.min(least) };
+        }
+    }
+
     fn next_random(&self) -> u64 {
         let core = self.core();
         // xorshift64*
@@ -315,6 +386,15 @@ impl Processor {
         if let Some(micros) = self.core().pauses.on_idle() {
             // What ran here last went to a lock's home: pause stealing.
             self.pause_stealing(micros);
+            return;
+        }
+        let declined_by = std::mem::take(&mut self.core().avoid.declined_by);
+        if declined_by > 0.0 {
+            // Steal avoidance left ULTs whose move costs more than their wait: look again when
+            // the least costly one's wait may have caught up (`policy::places`, "Costly steals").
+            let ticks_per_us = crate::sync::host_costs().ticks_per_ns * 1000.0;
+            let micros = (declined_by / ticks_per_us).ceil().clamp(1.0, WATCH_MAX.as_micros() as f64);
+            self.pause_stealing(micros as u32);
             return;
         }
         if self.spin_for_work() {

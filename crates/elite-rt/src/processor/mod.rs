@@ -185,6 +185,9 @@ pub(crate) struct Core {
     strands: find::StrandWatch,
     /// A reusable buffer (stolen batches, due timers).
     scratch: Vec<TcbRef>,
+    /// Steal avoidance's part (`policy::places`, "Costly steals"), boxed: only thieves under
+    /// `avoid_costly_steals` touch it.
+    avoid: Box<find::Avoidance>,
     /// The gathering's part (`sync::mutex::gather`): ULTs sent to a lock's home, and the pauses
     /// of stealing that follow.
     pauses: Pauses,
@@ -283,6 +286,7 @@ impl Processor {
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             turn: index,
             scratch: Vec::new(),
+            avoid: Box::new(find::Avoidance::new(shared.processors.len())),
             strands: find::StrandWatch::new(shared.processors.len()),
             pauses: Pauses::new(),
             // Opened here, on the processor's own thread (a hardware counter counts its opener).

@@ -294,6 +294,39 @@ impl RunQueue {
         });
     }
 
+    /// [`steal`](Self::steal), but an entry for which `spare(t, ahead)` is true stays, with
+    /// its key (`ahead`: the entries left that run before it); `kept` is room the caller lends,
+    /// left empty. Returns how many stayed.
+    pub(crate) fn steal_sparing(
+        &self,
+        want: impl FnOnce(usize) -> usize,
+        mut spare: impl FnMut(TcbRef, usize) -> bool,
+        into: &mut Vec<TcbRef>,
+        kept: &mut Vec<(u64, TcbRef)>,
+    ) -> usize {
+        if self.len() == 0 {
+            return 0;
+        }
+        self.with(|tree| {
+            let n = want(tree.len).min(tree.len);
+            kept.clear();
+            for _ in 0..n {
+                let Some((k, t)) = tree.pop_min_keyed() else { break };
+                if spare(t, tree.len) {
+                    kept.push((k, t));
+                } else {
+                    into.push(t);
+                }
+            }
+            let spared = kept.len();
+            // Back in the reverse order of their taking: each where it was.
+            for (k, t) in kept.drain(..).rev() {
+                tree.push(k, t);
+            }
+            spared
+        })
+    }
+
     /// Takes up to `want(len)` entries of lowest key for a thief, lowest first.
     pub(crate) fn steal(&self, want: impl FnOnce(usize) -> usize, into: &mut Vec<TcbRef>) {
         if self.len() == 0 {

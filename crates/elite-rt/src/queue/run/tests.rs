@@ -174,6 +174,38 @@ fn lifo_and_yield_keys() {
     assert_eq!(out, vec![t[5], t[4], t[1], t[0], t[2], t[3]]);
 }
 
+#[test]
+fn a_sparing_steal_leaves_the_spared_where_they_were() {
+    // Keys 1..=4 and two yielders (key 0): a thief wanting 4 takes the lowest four, the
+    // yielders first, sparing the newer yielder and key 1.
+    let (_chunks, t) = tcbs(6);
+    let q = RunQueue::new();
+    for (i, &tcb) in t[..4].iter().enumerate() {
+        q.push(i as u64 + 1, tcb);
+    }
+    q.push(0, t[4]);
+    q.push(0, t[5]);
+    let (mut into, mut kept) = (Vec::new(), Vec::new());
+    let mut asked = Vec::new();
+    let spared = q.steal_sparing(
+        |n| n - 2,
+        |u, ahead| {
+            asked.push((u, ahead));
+            u == t[5] || u == t[0]
+        },
+        &mut into,
+        &mut kept,
+    );
+    assert_eq!(spared, 2);
+    // Asked lowest first, each with the entries left that run before it.
+    assert_eq!(asked, [(t[5], 5), (t[4], 4), (t[0], 3), (t[1], 2)]);
+    assert_eq!(into, [t[4], t[1]]);
+    assert!(kept.is_empty());
+    check(&q);
+    let out: Vec<TcbRef> = std::iter::from_fn(|| q.pop_best()).collect();
+    assert_eq!(out, [t[3], t[2], t[0], t[5]], "the spared back with their keys");
+}
+
 /// Random pushes, pops and steals against a model (a list sorted by key, then arrival).
 #[test]
 fn matches_a_model_under_random_operations() {

@@ -305,6 +305,14 @@ impl Tree {
         Some(t)
     }
 
+    /// [`pop_min`](Self::pop_min) with the key taken (0 for the zero lane, whose entries keep
+    /// no key): what [`push`](Self::push) needs to put it back where it was.
+    pub(super) fn pop_min_keyed(&mut self) -> Option<(u64, TcbRef)> {
+        let zero = !self.zeros.is_empty();
+        let t = self.pop_min()?;
+        Some((if zero { 0 } else { key(t) }, t))
+    }
+
     /// Whether every entry is in the zero lane.
     #[inline]
     pub(super) fn only_zeros(&self) -> bool {
