@@ -332,7 +332,7 @@ fn breaches(trace: &Value, span_us: f64) -> Vec<String> {
         if !e["pid"].is_u64() {
             out.push(format!("no integer pid: {e}"));
         }
-        if !e["name"].as_str().is_some_and(|n| !n.is_empty()) {
+        if e["name"].as_str().is_none_or(str::is_empty) {
             out.push(format!("no name: {e}"));
         }
         let process_metadata = ph == "M" && e["name"].as_str().is_some_and(|n| n.starts_with("process_"));
