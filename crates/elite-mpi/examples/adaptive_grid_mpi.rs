@@ -59,18 +59,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: adaptive_grid_mpi [--level L] [--patch N] [--tolerance T] \
-[--processors N] [--runs N] [--max-sweeps N] [--json FILE] [--boundaries N]
-  --level L        the mesh's finest level (default 9)
-  --patch N        cells per patch, i.e. per ULT (default 128)
-  --tolerance T    stop 3 sweeps (LAG - 1) after the first that moves no unknown by more (default 1e-8)
-  --processors N   processors of each rank's runtime (default 1)
-  --runs N         solves, timed; the median is reported (default 1)
-  --max-sweeps N   give up (exit 1) after this many sweeps complete on every rank (default 100000)
-  --json FILE      write the JSON document (rank 0)
-  --boundaries N   solve nothing: print the partition into N ranks (cells, pairs of patches and
-                   boundary cells per rank) and exit; needs no mpiexec";
-
+/// What the command line asked for.
 struct Args {
     level: u8,
     patch: usize,
@@ -82,41 +71,100 @@ struct Args {
     boundaries: Option<usize>,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut a = Args {
-        level: 9,
-        patch: 128,
-        tolerance: 1e-8,
-        processors: 1,
-        runs: 1,
-        max_sweeps: 100_000,
-        json: None,
-        boundaries: None,
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        if flag == "--help" || flag == "-h" {
-            return Err(USAGE.to_string());
-        }
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
-        let bad = |e: &dyn std::fmt::Display| format!("{flag} {value}: {e}\n{USAGE}");
-        match flag.as_str() {
-            "--level" => a.level = value.parse().map_err(|e| bad(&e))?,
-            "--patch" => a.patch = value.parse().map_err(|e| bad(&e))?,
-            "--tolerance" => a.tolerance = value.parse().map_err(|e| bad(&e))?,
-            "--processors" => a.processors = value.parse().map_err(|e| bad(&e))?,
-            "--runs" => a.runs = value.parse().map_err(|e| bad(&e))?,
-            "--max-sweeps" => a.max_sweeps = value.parse().map_err(|e| bad(&e))?,
-            "--json" => a.json = Some(value.clone()),
-            "--boundaries" => a.boundaries = Some(value.parse().map_err(|e| bad(&e))?),
-            _ => return Err(format!("unknown argument {flag}\n{USAGE}")),
-        }
-    }
-    if a.patch == 0 || a.processors == 0 || a.runs == 0 || a.tolerance.is_nan() || a.tolerance <= 0.0 {
-        return Err(format!("--patch, --processors, --runs and --tolerance must be positive\n{USAGE}"));
-    }
-    Ok(a)
+/// The command line, as clap parses it: each value is checked by its parser, so an error names
+/// the flag, the value and what is allowed.
+fn command() -> clap::Command {
+    use clap::builder::NonEmptyStringValueParser;
+    use clap::{value_parser, Arg};
+    clap::Command::new("adaptive_grid_mpi")
+        .about("The adaptive-grid problem of elite-grid solved across MPI ranks (run it under mpiexec -n N)")
+        .args_override_self(true)
+        .arg(
+            Arg::new("level")
+                .long("level")
+                .value_name("L")
+                .help("the mesh's finest level")
+                .default_value("9")
+                .value_parser(value_parser!(u8).range(Model::MIN_LEVEL as i64..=Model::MAX_LEVEL as i64)),
+        )
+        .arg(
+            Arg::new("patch")
+                .long("patch")
+                .value_name("N")
+                .help("cells per patch, i.e. per ULT")
+                .default_value("128")
+                .value_parser(value_parser!(u64).range(1..=elite_grid::layout::MAX_PATCH as u64)),
+        )
+        .arg(
+            Arg::new("tolerance")
+                .long("tolerance")
+                .value_name("T")
+                .help("stop 3 sweeps (LAG - 1) after the first that moves no unknown by more")
+                .default_value("1e-8")
+                .allow_negative_numbers(true)
+                .value_parser(|value: &str| match value.parse::<f64>() {
+                    Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
+                    _ => Err(format!("expected a positive finite number, got `{value}`")),
+                }),
+        )
+        .arg(
+            Arg::new("processors")
+                .long("processors")
+                .value_name("N")
+                .help("processors of each rank's runtime")
+                .default_value("1")
+                .value_parser(value_parser!(u64).range(1..=elite_rt::MAX_PROCESSORS as u64)),
+        )
+        .arg(
+            Arg::new("runs")
+                .long("runs")
+                .value_name("N")
+                .help("solves, timed; the median is reported")
+                .default_value("1")
+                .value_parser(value_parser!(u64).range(1..=1000)),
+        )
+        .arg(
+            Arg::new("max-sweeps")
+                .long("max-sweeps")
+                .value_name("N")
+                .help("give up (exit 1) after this many sweeps complete on every rank")
+                .default_value("100000")
+                .value_parser(value_parser!(u64).range(1..)),
+        )
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .value_name("FILE|-")
+                .help("write the JSON document (rank 0; `-`: stdout)")
+                .value_parser(NonEmptyStringValueParser::new()),
+        )
+        .arg(
+            Arg::new("boundaries")
+                .long("boundaries")
+                .value_name("N")
+                .help(
+                    "solve nothing: print the partition into N ranks (cells, pairs of patches and boundary \
+                     cells per rank) and exit; needs no mpiexec",
+                )
+                .value_parser(value_parser!(u64).range(1..=1 << 16)),
+        )
+}
+
+/// Parses `args` (without the program's name); `Err` is clap's error, which prints itself with
+/// the usage line (or the help, for `--help`) and knows its exit status.
+fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, clap::Error> {
+    let m = command().no_binary_name(true).try_get_matches_from(args)?;
+    let count = |name: &str| *m.get_one::<u64>(name).expect("a default or a required value") as usize;
+    Ok(Args {
+        level: *m.get_one::<u8>("level").expect("a default"),
+        patch: count("patch"),
+        tolerance: *m.get_one::<f64>("tolerance").expect("a default"),
+        processors: count("processors"),
+        runs: count("runs"),
+        max_sweeps: *m.get_one::<u64>("max-sweeps").expect("a default"),
+        json: m.get_one::<String>("json").cloned(),
+        boundaries: m.get_one::<u64>("boundaries").map(|&n| n as usize),
+    })
 }
 
 /// The tag of the gathering messages (the pairs' tags start at 1).
@@ -585,7 +633,7 @@ fn print_boundaries(a: &Args, ranks: usize) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let patches = Patches::new(&problem, a.patch.min(elite_grid::layout::MAX_PATCH));
+    let patches = Patches::new(&problem, a.patch);
     let mut rows = Vec::new();
     for r in 0..ranks {
         let part = match partition(&problem, &patches, r, ranks, i32::MAX) {
@@ -627,18 +675,15 @@ fn print_boundaries(a: &Args, ranks: usize) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let a = match parse() {
+    let a = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
+            // The help (exit 0), or what was wrong with which flag and the usage line (exit 2).
+            let _ = e.print();
+            return ExitCode::from(e.exit_code() as u8);
         }
     };
     if let Some(ranks) = a.boundaries {
-        if ranks == 0 {
-            eprintln!("--boundaries must be positive\n{USAGE}");
-            return ExitCode::from(2);
-        }
         return print_boundaries(&a, ranks);
     }
     let mpi = match elite_mpi::init(elite_rt::Runtime::builder().processors(a.processors)) {
@@ -656,7 +701,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let patches = Arc::new(Patches::new(&problem, a.patch.min(elite_grid::layout::MAX_PATCH)));
+    let patches = Arc::new(Patches::new(&problem, a.patch));
     let part = match partition(&problem, &patches, rank, size, mpi.world().max_tag()) {
         Ok(p) => Arc::new(p),
         Err(e) => {

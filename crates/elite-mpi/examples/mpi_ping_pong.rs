@@ -24,16 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: mpi_ping_pong [--round-trips N] [--runs N] [--processors N] \
-[--workers N] [--chunk N] [--phase-ms N] [--json FILE]
-  --round-trips N  round trips per run of `mpi` and `elite-mpi` (default 20000)
-  --runs N         measured rounds after one warm-up round (default 5)
-  --processors N   processors of each rank's runtime (default 1)
-  --workers N      computing ULTs per processor in `elite-mpi/overlap` (default 2)
-  --chunk N        iterations of a computing ULT between yields (default 20000)
-  --phase-ms N     length of each overlap phase, with and without messages (default 300)
-  --json FILE      write the JSON document (rank 0)";
-
+/// What the command line asked for.
 #[derive(Clone, Debug)]
 struct Args {
     round_trips: u64,
@@ -45,41 +36,67 @@ struct Args {
     json: Option<String>,
 }
 
-fn parse(args: &[String]) -> Result<Option<Args>, String> {
-    let mut a = Args {
-        round_trips: 20_000,
-        runs: 5,
-        processors: 1,
-        workers: 2,
-        chunk: 20_000,
-        phase: Duration::from_millis(300),
-        json: None,
+/// The command line, as clap parses it: each value is checked by its parser, so an error names
+/// the flag, the value and what is allowed.
+fn command() -> clap::Command {
+    use clap::builder::NonEmptyStringValueParser;
+    use clap::{value_parser, Arg};
+    let count = |name: &'static str,
+                 value_name: &'static str,
+                 default: &'static str,
+                 max: u64,
+                 help: &'static str| {
+        Arg::new(name)
+            .long(name)
+            .value_name(value_name)
+            .help(help)
+            .default_value(default)
+            .value_parser(value_parser!(u64).range(1..=max))
     };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        if flag == "--help" || flag == "-h" {
-            return Ok(None);
-        }
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let num = |min: u64| -> Result<u64, String> {
-            let n: u64 = value.parse().map_err(|_| format!("{flag} takes a whole number, not {value:?}"))?;
-            if n < min || n > 1 << 40 {
-                return Err(format!("{flag} must be between {min} and 2^40, not {n}"));
-            }
-            Ok(n)
-        };
-        match flag.as_str() {
-            "--round-trips" => a.round_trips = num(1)?,
-            "--runs" => a.runs = num(1)?.min(1000) as usize,
-            "--processors" => a.processors = num(1)?.min(4096) as usize,
-            "--workers" => a.workers = num(1)?.min(1 << 16) as usize,
-            "--chunk" => a.chunk = num(1)?,
-            "--phase-ms" => a.phase = Duration::from_millis(num(1)?.min(600_000)),
-            "--json" => a.json = Some(value.clone()),
-            _ => return Err(format!("unknown flag {flag}")),
-        }
-    }
-    Ok(Some(a))
+    clap::Command::new("mpi_ping_pong")
+        .about("Round trips of one u64 between 2 ranks: raw MPI, a ULT, and a ULT beside computing ULTs")
+        .args_override_self(true)
+        .arg(count("round-trips", "N", "20000", 1 << 40, "round trips per run of `mpi` and `elite-mpi`"))
+        .arg(count("runs", "N", "5", 1000, "measured rounds after one warm-up round"))
+        .arg(count(
+            "processors",
+            "N",
+            "1",
+            elite_rt::MAX_PROCESSORS as u64,
+            "processors of each rank's runtime",
+        ))
+        .arg(count("workers", "N", "2", 1 << 16, "computing ULTs per processor in `elite-mpi/overlap`"))
+        .arg(count("chunk", "N", "20000", 1 << 40, "iterations of a computing ULT between yields"))
+        .arg(count(
+            "phase-ms",
+            "MS",
+            "300",
+            600_000,
+            "length of each overlap phase, with and without messages",
+        ))
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .value_name("FILE|-")
+                .help("write the JSON document (rank 0; `-`: stdout)")
+                .value_parser(NonEmptyStringValueParser::new()),
+        )
+}
+
+/// Parses `args` (without the program's name); `Err` is clap's error, which prints itself with
+/// the usage line (or the help, for `--help`) and knows its exit status.
+fn parse(args: &[String]) -> Result<Args, clap::Error> {
+    let m = command().no_binary_name(true).try_get_matches_from(args)?;
+    let n = |name: &str| *m.get_one::<u64>(name).expect("every count has a default");
+    Ok(Args {
+        round_trips: n("round-trips"),
+        runs: n("runs") as usize,
+        processors: n("processors") as usize,
+        workers: n("workers") as usize,
+        chunk: n("chunk"),
+        phase: Duration::from_millis(n("phase-ms")),
+        json: m.get_one::<String>("json").cloned(),
+    })
 }
 
 /// Starts `mpiexec -n 2` on this executable, loopback only.
@@ -283,14 +300,11 @@ fn machine() -> Value {
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let a = match parse(&argv) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("{msg}\n{USAGE}");
-            return ExitCode::from(2);
+        Ok(a) => a,
+        Err(e) => {
+            // The help (exit 0), or what was wrong with which flag and the usage line (exit 2).
+            let _ = e.print();
+            return ExitCode::from(e.exit_code() as u8);
         }
     };
     if std::env::var_os("PMI_RANK").is_none() {

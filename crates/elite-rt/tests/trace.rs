@@ -17,11 +17,14 @@ fn trace_path(what: &str) -> PathBuf {
     std::env::temp_dir().join(format!("elite-trace-test-{}-{what}.json", std::process::id()))
 }
 
-/// The trace at `path`, parsed; the file removed.
+/// The trace at `path`, parsed, checked against the Trace Event Format ([`breaches`], with
+/// timestamps bounded by a generous 10 minutes); the file removed.
 fn read_trace(path: &PathBuf) -> Value {
     let text = std::fs::read_to_string(path).expect("the trace file");
     let _ = std::fs::remove_file(path);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("the trace is not JSON: {e}\n{text}"))
+    let trace = serde_json::from_str(&text).unwrap_or_else(|e| panic!("the trace is not JSON: {e}\n{text}"));
+    assert_conforms(&trace, 600e6);
+    trace
 }
 
 fn events(trace: &Value) -> Vec<Value> {
@@ -279,4 +282,244 @@ fn trace_child() {
         }
         other => panic!("unknown scenario {other}"),
     }
+}
+
+/// What the Trace Event Format (its JSON object form, the one chrome://tracing and Perfetto
+/// import) asks of the events this runtime writes, checked on `trace`; every breach found, each
+/// naming the event and the rule. `span_us` bounds the timestamps: microseconds since the
+/// runtime was built, so every `ts` (and `ts + dur`) lies in `0..=span_us` when `span_us` is the
+/// time from before the build to after the drop.
+///
+/// The rules: a top-level object with a `traceEvents` array, `displayTimeUnit` `ms` or `ns`,
+/// `otherData` an object; every event has a known phase, an integer `pid` and a name; every
+/// event but a process's metadata has an integer `tid` and every timed event a finite `ts`; a
+/// complete event (`X`) has a `dur` of at least 0, and the complete events of a thread nest (one
+/// lies inside another or after it, never across its end); an instant's scope is `g`, `p` or
+/// `t`; a counter (`C`) has numeric arguments (here counts so far: never falling in time);
+/// metadata (`M`) is one of the names the viewers know, with its argument; every thread an
+/// event is on is named; a flow is one start (`s`) and one end (`f`) with the same id, category
+/// and name, the end not before the start; the start binds to the slice enclosing it on its
+/// thread and the end (`bp: "e"`) to the slice enclosing it on its own, so each must have one.
+fn breaches(trace: &Value, span_us: f64) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut out = Vec::new();
+    let Some(top) = trace.as_object() else { return vec!["the trace is not a JSON object".into()] };
+    if let Some(unit) = top.get("displayTimeUnit") {
+        if unit != "ms" && unit != "ns" {
+            out.push(format!("displayTimeUnit {unit} is neither \"ms\" nor \"ns\""));
+        }
+    }
+    if top.get("otherData").is_some_and(|o| !o.is_object()) {
+        out.push("otherData is not an object".into());
+    }
+    let Some(evs) = top.get("traceEvents").and_then(Value::as_array) else {
+        out.push("no traceEvents array".into());
+        return out;
+    };
+    // Times in nanoseconds (the file writes microseconds with three decimals).
+    let ns = |v: &Value| (v.as_f64().unwrap_or(f64::NAN) * 1000.0).round() as i64;
+    let mut slices: BTreeMap<u64, Vec<(i64, i64)>> = BTreeMap::new();
+    let mut named: BTreeSet<u64> = BTreeSet::new();
+    let mut used: BTreeSet<u64> = BTreeSet::new();
+    let mut flows: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    let mut counters: BTreeMap<String, Vec<(i64, f64)>> = BTreeMap::new();
+    for e in evs {
+        let ph = e["ph"].as_str().unwrap_or("");
+        if !["X", "i", "C", "s", "f", "M"].contains(&ph) {
+            out.push(format!("unknown or missing phase: {e}"));
+            continue;
+        }
+        if !e["pid"].is_u64() {
+            out.push(format!("no integer pid: {e}"));
+        }
+        if e["name"].as_str().is_none_or(str::is_empty) {
+            out.push(format!("no name: {e}"));
+        }
+        let process_metadata = ph == "M" && e["name"].as_str().is_some_and(|n| n.starts_with("process_"));
+        if !process_metadata && !e["tid"].is_u64() {
+            out.push(format!("no integer tid: {e}"));
+        }
+        let tid = e["tid"].as_u64().unwrap_or(u64::MAX);
+        if ph != "M" {
+            used.insert(tid);
+            let ts = e["ts"].as_f64();
+            match ts {
+                Some(t) if t.is_finite() && (0.0..=span_us).contains(&t) => {}
+                _ => out.push(format!("ts not a time in 0..={span_us} us: {e}")),
+            }
+        }
+        match ph {
+            "X" => match e["dur"].as_f64() {
+                Some(d) if d >= 0.0 && e["ts"].as_f64().unwrap_or(0.0) + d <= span_us => {
+                    slices.entry(tid).or_default().push((ns(&e["ts"]), ns(&e["ts"]) + ns(&e["dur"])));
+                }
+                _ => out.push(format!("complete event without a dur in 0..=span: {e}")),
+            },
+            "i" => {
+                if !e.get("s").is_none_or(|s| s == "g" || s == "p" || s == "t") {
+                    out.push(format!("instant with scope other than g, p, t: {e}"));
+                }
+            }
+            "C" => match e["args"].as_object() {
+                Some(args) if !args.is_empty() && args.values().all(Value::is_number) => {
+                    for (k, v) in args {
+                        let series = format!("{} {k}", e["name"].as_str().unwrap_or(""));
+                        counters.entry(series).or_default().push((ns(&e["ts"]), v.as_f64().unwrap()));
+                    }
+                }
+                _ => out.push(format!("counter without numeric arguments: {e}")),
+            },
+            "s" | "f" => {
+                if !(e["id"].is_u64() || e["id"].is_string()) || !e["cat"].is_string() {
+                    out.push(format!("flow event without an id or a category: {e}"));
+                }
+                if ph == "f" && !e.get("bp").is_none_or(|bp| bp == "e") {
+                    out.push(format!("flow end with a binding point other than \"e\": {e}"));
+                }
+                flows.entry(e["id"].to_string()).or_default().push(e);
+            }
+            _ => {
+                let name = e["name"].as_str().unwrap_or("");
+                let arg = match name {
+                    "process_name" | "thread_name" => e["args"]["name"].is_string(),
+                    "process_sort_index" | "thread_sort_index" => e["args"]["sort_index"].is_i64(),
+                    "process_labels" => e["args"]["labels"].is_string(),
+                    _ => {
+                        out.push(format!("metadata of an unknown name: {e}"));
+                        true
+                    }
+                };
+                if !arg {
+                    out.push(format!("metadata without its argument: {e}"));
+                }
+                if name == "thread_name" {
+                    named.insert(tid);
+                }
+            }
+        }
+    }
+    for tid in used.difference(&named) {
+        if *tid != u64::MAX {
+            out.push(format!("thread {tid} has events but no thread_name"));
+        }
+    }
+    // Nesting: sorted by start, longest first, each slice ends before its parent does.
+    for (tid, list) in &mut slices {
+        list.sort_by_key(|&(b, e)| (b, std::cmp::Reverse(e)));
+        let mut stack: Vec<(i64, i64)> = Vec::new();
+        for &(b, e) in list.iter() {
+            while stack.last().is_some_and(|&(_, pe)| pe <= b) {
+                stack.pop();
+            }
+            if let Some(&(pb, pe)) = stack.last() {
+                if e > pe {
+                    out.push(format!(
+                        "thread {tid}: slice {b}..{e} ns overlaps the end of slice {pb}..{pe} ns"
+                    ));
+                    continue;
+                }
+            }
+            stack.push((b, e));
+        }
+    }
+    let enclosed =
+        |tid: u64, t: i64| slices.get(&tid).is_some_and(|l| l.iter().any(|&(b, e)| b <= t && t <= e));
+    for (id, pair) in &flows {
+        let starts: Vec<_> = pair.iter().filter(|e| e["ph"] == "s").collect();
+        let ends: Vec<_> = pair.iter().filter(|e| e["ph"] == "f").collect();
+        if starts.len() != 1 || ends.len() != 1 {
+            out.push(format!("flow {id}: {} starts and {} ends", starts.len(), ends.len()));
+            continue;
+        }
+        let (s, f) = (starts[0], ends[0]);
+        if s["cat"] != f["cat"] || s["name"] != f["name"] {
+            out.push(format!("flow {id}: start and end differ in category or name: {s} {f}"));
+        }
+        if ns(&f["ts"]) < ns(&s["ts"]) {
+            out.push(format!("flow {id} ends before it starts: {s} {f}"));
+        }
+        for e in [s, f] {
+            if !enclosed(e["tid"].as_u64().unwrap_or(u64::MAX), ns(&e["ts"])) {
+                out.push(format!("flow {id}: no slice on its thread encloses {e}"));
+            }
+        }
+    }
+    for (series, mut points) in counters {
+        points.sort_by_key(|p| p.0);
+        if points.windows(2).any(|w| w[1].1 < w[0].1) {
+            out.push(format!("counter {series} falls in time: {points:?}"));
+        }
+    }
+    out
+}
+
+/// `trace` breaks none of the rules of [`breaches`].
+fn assert_conforms(trace: &Value, span_us: f64) {
+    let found = breaches(trace, span_us);
+    assert!(
+        found.is_empty(),
+        "{} breaches of the Trace Event Format, the first:\n{}",
+        found.len(),
+        found[..found.len().min(20)].join("\n")
+    );
+}
+
+#[test]
+fn a_mixed_trace_conforms_to_the_trace_event_format_in_microseconds() {
+    let path = trace_path("format");
+    let start = std::time::Instant::now();
+    let rt = Runtime::builder().processors(2).trace(&path).build().unwrap();
+    // From outside the processors: a spawn (the root of block_on) and a wake-up (an OS thread
+    // sending to a ULT that waits in `recv`).
+    let sleeper = rt.block_on(|| {
+        let m = Arc::new(Mutex::new(0u64));
+        let mut hs = Vec::new();
+        for i in 0..32u64 {
+            let m = m.clone();
+            hs.push(elite_rt::spawn(move || {
+                for _ in 0..4 {
+                    *m.lock().unwrap() += i;
+                    elite_rt::yield_now();
+                }
+                // A child joined at once: the join fast path nests its run in this one.
+                elite_rt::spawn(move || i).join().unwrap()
+            }));
+        }
+        let sleeper = elite_rt::Builder::new()
+            .name("sleeper".into())
+            .spawn(|| {
+                elite_rt::sleep(std::time::Duration::from_millis(30));
+                elite_rt::current().id().as_u64()
+            })
+            .unwrap();
+        elite_rt::blocking(|| std::thread::sleep(std::time::Duration::from_millis(2)));
+        let (tx, rx) = elite_rt::sync::mpsc::channel();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            tx.send(7u64).unwrap();
+        });
+        assert_eq!(rx.recv(), Ok(7));
+        let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(sum, (0..32).sum::<u64>());
+        sender.join().unwrap();
+        sleeper.join().unwrap()
+    });
+    rt.set_policy(elite_rt::Policy::virtual_time()).unwrap();
+    rt.block_on(|| (0..8).map(|i| elite_rt::spawn(move || i)).for_each(|h| drop(h.join())));
+    drop(rt);
+    // The trace's clock is the time-stamp counter calibrated against `Instant` over a millisecond
+    // (`trace::Clock`): 1% of slack for that calibration, far below a wrong unit (1000x) or the
+    // several percent a skewed calibration once gave.
+    let span_us = start.elapsed().as_secs_f64() * 1e6 * 1.01;
+    let trace = read_trace(&path);
+    assert_conforms(&trace, span_us);
+    // Microseconds, not another unit: the sleeper's run that ended in its 30 ms sleep and its next
+    // run lie at least 30 000 apart, and within the runtime's life.
+    let evs = events(&trace);
+    let runs = runs_of(&evs, sleeper);
+    let slept = runs.iter().position(|r| r["args"]["end"] == "sleep").expect("a run ending in the sleep");
+    let (before, after) = (&runs[slept], &runs[slept + 1]);
+    let gap_us =
+        after["ts"].as_f64().unwrap() - before["ts"].as_f64().unwrap() - before["dur"].as_f64().unwrap();
+    assert!((30_000.0..span_us).contains(&gap_us), "slept 30 ms, the trace says {gap_us} us");
 }

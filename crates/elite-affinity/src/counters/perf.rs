@@ -8,7 +8,9 @@
 //! time_enabled, time_running}`; the system-call read is the crate's `read_count_and_time`. The
 //! crate has a user-space read too (`Sampler::read_user`), but it reads the time fields and the
 //! time-stamp counter on every call; the runtime reads its counter twice per ULT run and needs
-//! only the count, so the fast path below stays by hand, over the counter's file descriptor.
+//! only the count, so the fast path below stays by hand, over the counter's file descriptor. That
+//! reason is an expectation, not a measurement: no machine here has a PMU, so neither read has
+//! been timed (`docs/architecture.md`, "Hand-written parts", says what would settle it).
 //!
 //! The event's first page is mapped read-only. The kernel keeps in that page (`struct perf_event_mmap_page`,
 //! whose first fields [`PageHead`] mirrors) a sequence `lock`, the hardware counter `index` (0

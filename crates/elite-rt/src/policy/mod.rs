@@ -190,8 +190,12 @@
 //! | [`yield_priority`](Hooks::yield_priority) | a ULT yielded while others are ready | the runqueue's owner |
 //! | [`record_run`](Hooks::record_run) (with [`Needs::with_run_hook`]) | a run ends | the processor that ran it |
 //! | [`wake_target`](Hooks::wake_target) | a blocked ULT is made ready | the waker (any thread) |
-//! | [`placement`](Hooks::placement) | a ULT is spawned | the spawner's processor |
 //! | [`steal_count`](Hooks::steal_count) | a thief takes from a runqueue (lowest keys first) | the thief |
+//!
+//! Where a spawned ULT starts is not a hook: on its spawner's processor (a spawn from outside
+//! the runtime: the first processor to take it), unless it was given a place, a home or a pin
+//! ([`Builder::place`](crate::Builder::place), [`Builder::home`](crate::Builder::home),
+//! [`Builder::pinned`](crate::Builder::pinned)).
 //!
 //! A policy may keep one word of its own per ULT ([`UltInfo::state`], 0 at spawn), which
 //! [`record_run`](Hooks::record_run) and [`wake_target`](Hooks::wake_target) may change; the
@@ -838,11 +842,6 @@ pub trait Hooks: Send + Sync + fmt::Debug + 'static {
         ult.last_processor
     }
 
-    /// The processor whose start-queue receives a ULT spawned on `spawner`. Default: the spawner.
-    fn placement(&self, spawner: usize) -> usize {
-        spawner
-    }
-
     /// How many of a victim's `len` ready ULTs a thief takes (from the low-key end). Default: half.
     fn steal_count(&self, len: usize) -> usize {
         len.div_ceil(2)
@@ -944,7 +943,6 @@ mod tests {
         let mut state = 0;
         assert_eq!(p.hooks().wake_target(&u, &WakerInfo::new(Some(1)), &mut state), 3);
         assert_eq!(p.hooks().yield_priority(&u, &ProcessorView::new(0, 5)), 0);
-        assert_eq!(p.hooks().placement(2), 2);
         assert_eq!(p.hooks().steal_count(5), 3);
         assert_eq!(p.hooks().steal_count(0), 0);
     }

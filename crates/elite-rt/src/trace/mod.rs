@@ -139,31 +139,42 @@ struct Clock {
 
 impl Clock {
     fn new() -> Clock {
-        let epoch = Instant::now();
-        Clock { epoch, tsc: Self::calibrate(epoch) }
+        #[cfg(target_arch = "x86_64")]
+        if constant_tsc() {
+            let (epoch, t0) = Self::pair();
+            // A millisecond against `Instant`, each end a pair of readings of the same moment
+            // (`pair`), so that both clocks measure the same span. (Reading `/proc/cpuinfo`
+            // between the epoch and the first counter reading, as this once did, made the
+            // trace's time run fast by that read's share of the millisecond: several percent
+            // on a loaded machine.)
+            while epoch.elapsed() < std::time::Duration::from_millis(1) {
+                std::hint::spin_loop();
+            }
+            let (end, t1) = Self::pair();
+            if t1 > t0 {
+                let per_tick = end.duration_since(epoch).as_nanos() as f64 / (t1 - t0) as f64;
+                return Clock { epoch, tsc: Some((t0, per_tick)) };
+            }
+        }
+        Clock { epoch: Instant::now(), tsc: None }
     }
 
+    /// An `Instant` and a counter reading of (nearly) the same moment: the counter read on both
+    /// sides of the `Instant`, its midpoint kept, the closest of a few tries.
     #[cfg(target_arch = "x86_64")]
-    fn calibrate(epoch: Instant) -> Option<(u64, f64)> {
-        let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let flag = |f: &str| {
-            flags.lines().filter(|l| l.starts_with("flags")).all(|l| l.split_whitespace().any(|w| w == f))
-        };
-        if !flags.contains("flags") || !flag("constant_tsc") || !flag("nonstop_tsc") {
-            return None;
+    fn pair() -> (Instant, u64) {
+        let mut best: Option<(u64, Instant, u64)> = None;
+        for _ in 0..5 {
+            let a = read_tsc();
+            let now = Instant::now();
+            let b = read_tsc();
+            let width = b.wrapping_sub(a);
+            if best.is_none_or(|(w, _, _)| width < w) {
+                best = Some((width, now, a + width / 2));
+            }
         }
-        let t0 = read_tsc();
-        // A millisecond against `Instant` (about 0.05% of error from the clock's own reads).
-        while epoch.elapsed() < std::time::Duration::from_millis(1) {
-            std::hint::spin_loop();
-        }
-        let (ns, t1) = (epoch.elapsed().as_nanos() as f64, read_tsc());
-        (t1 > t0).then(|| (t0, ns / (t1 - t0) as f64))
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn calibrate(_: Instant) -> Option<(u64, f64)> {
-        None
+        let (_, now, tsc) = best.expect("five tries");
+        (now, tsc)
     }
 
     /// A reading (raw: ticks, or nanoseconds since the epoch).
@@ -184,6 +195,17 @@ impl Clock {
             None => raw,
         }
     }
+}
+
+/// Whether the time-stamp counter ticks at one constant rate on every core, whatever the power
+/// state (`constant_tsc` and `nonstop_tsc` on every processor of `/proc/cpuinfo`).
+#[cfg(target_arch = "x86_64")]
+fn constant_tsc() -> bool {
+    let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flag = |f: &str| {
+        flags.lines().filter(|l| l.starts_with("flags")).all(|l| l.split_whitespace().any(|w| w == f))
+    };
+    flags.contains("flags") && flag("constant_tsc") && flag("nonstop_tsc")
 }
 
 #[cfg(target_arch = "x86_64")]

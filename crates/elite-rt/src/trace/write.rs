@@ -11,7 +11,10 @@
 //! * Spawns, wake-ups, steals, blocking calls' hand-offs and the policies taken up are instant
 //!   events (`"ph":"i"`) with their parties in `args`.
 //! * Who woke (or spawned) whom is a flow (`"ph":"s"` at the wake-up, `"ph":"f"` at the woken
-//!   ULT's next run), which Perfetto draws as an arrow.
+//!   ULT's next run), which Perfetto draws as an arrow. A flow starts in the slice that encloses
+//!   it on its thread, so only a wake-up or spawn made inside a run has one: those from outside
+//!   the processors, or from a processor's loop between runs (a timer, the exit of a ULT waking
+//!   its joiner), are instants only.
 //! * Dropped events are a counter (`"ph":"C"`, `dropped events`) per track, and the totals are in
 //!   `otherData` at the end.
 //!
@@ -41,6 +44,10 @@ struct Cause {
     ts: u64,
     track: u32,
     spawn: bool,
+    /// Whether a run on `track` encloses it: a flow starts in the slice enclosing it on its
+    /// thread (the format's binding of `"ph":"s"`), so one without is paired with its run but
+    /// drawn as no arrow.
+    enclosed: bool,
 }
 
 /// A hasher for ULT ids (a multiply; the ids are distinct integers, not attacker-chosen).
@@ -348,7 +355,8 @@ impl Writer {
                     b.u(e.c.into());
                 }
                 b.s("}}");
-                self.caused(e.a, Cause { ts: e.ts, track: t as u32, spawn });
+                let enclosed = !self.open[t].is_empty();
+                self.caused(e.a, Cause { ts: e.ts, track: t as u32, spawn, enclosed });
             }
             Kind::Steal => {
                 let b = self.head("i", "steal", t, e.ts);
@@ -418,7 +426,12 @@ impl Writer {
         }
     }
 
+    /// The flow from `cause` to the run that began at `begin` on `track`; none when no run
+    /// encloses the cause (see [`Cause::enclosed`]).
     fn flow(&mut self, cause: Cause, begin: u64, track: u32) {
+        if !cause.enclosed {
+            return;
+        }
         self.flows += 1;
         let id = self.flows;
         let name = if cause.spawn { "spawn" } else { "wake" };
