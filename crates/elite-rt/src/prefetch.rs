@@ -16,7 +16,10 @@
 //! * **a waker**, when a ULT running here makes another ready on this same processor (a release,
 //!   an unlock, a send): for the woken ULT, whose lines arrive while the waker goes on.
 //!
-//! What is prefetched for a ULT: the first [`PREFETCH_MAX_BYTES`] of its block; the top lines of
+//! What is prefetched for a ULT: the first bytes of its block, up to the runtime's *prefetch
+//! window* (a quarter of the cache its cache model describes, the largest cache private to a
+//! core, `elite_affinity::Topology::model_cache`: 128 KiB with a 512 KiB L2, 512 KiB with a 2 MiB
+//! one; at least [`PREFETCH_MAX_BYTES`] when the cache is smaller or unknown); the top lines of
 //! its stack (the parent link the switch writes there, and the frames and saved registers of a
 //! ULT suspended near its stack's top); its execution context; and the lines of its control
 //! block that the switch touches. Prefetch instructions are hints: they never fault, never change
@@ -57,9 +60,28 @@ use crate::slot::current_processor;
 use crate::tcb::TcbRef;
 use std::fmt;
 
-/// Most bytes of a block prefetched for one switch (64 cache lines): a larger block's first
-/// 4 KiB are prefetched, the rest is left to the hardware prefetchers (a sequential walk).
+/// The least bytes of a block prefetched for one switch (64 cache lines): the prefetch window of
+/// a runtime whose cache model describes a cache of 16 KiB or less, or none. A runtime's window is
+/// a quarter of its cache model's cache (the largest cache private to a core,
+/// `elite_affinity::Topology::model_cache`), at least this: the first bytes of a larger block are
+/// prefetched, the rest is left to the hardware prefetchers (a sequential walk).
 pub const PREFETCH_MAX_BYTES: usize = 4096;
+
+/// The share of the cache model's cache one block's prefetch may fill (a divisor): a quarter,
+/// so that the block of the ULT about to run arrives while the data of the one before it stays,
+/// and half of the cache is left to what neither declared (stacks, control blocks, shared data).
+const WINDOW_SHARE: u64 = 4;
+
+/// The bits of a prefetch word that hold its length in lines (the rest: the first line's number).
+const LEN_BITS: u32 = 20;
+
+/// The prefetch window, in lines, of a runtime whose cache model describes a cache of
+/// `cache_bytes` (see [`PREFETCH_MAX_BYTES`]): a quarter of it, at least 64 lines, at most what a
+/// prefetch word can hold.
+pub(crate) fn window_lines(cache_bytes: u64) -> usize {
+    let share = usize::try_from(cache_bytes / WINDOW_SHARE / LINE as u64).unwrap_or(usize::MAX);
+    share.clamp(PREFETCH_MAX_BYTES / LINE, (1 << LEN_BITS) - 1)
+}
 
 /// Bytes of a cache line (the prefetch step).
 const LINE: usize = 64;
@@ -139,21 +161,23 @@ impl DataBlock {
         end.saturating_sub(start)
     }
 
-    /// The prefetch word of this block: its first line's number (address / 64) shifted left by 8,
-    /// or'ed with the lines to prefetch (1 to 64); 0 for an empty block.
-    fn word(&self) -> usize {
-        if self.is_empty() {
+    /// The prefetch word of this block under a window of `window` lines (1 to 2^20 - 1, see
+    /// [`window_lines`]): its first line's number (address / 64) shifted left by 20, or'ed with
+    /// the lines to prefetch (1 to `window`); 0 for an empty block or a window of 0 (the runtime
+    /// does not prefetch).
+    fn word(&self, window: usize) -> usize {
+        if self.is_empty() || window == 0 {
             return 0;
         }
         let first = self.addr / LINE;
         let last = (self.addr + self.len - 1) / LINE;
-        let lines = (last - first + 1).min(PREFETCH_MAX_BYTES / LINE);
-        // User-space addresses lie far below 2^62, whose line numbers fit in 56 bits; a block
+        let lines = (last - first + 1).min(window).min((1 << LEN_BITS) - 1);
+        // User-space addresses lie far below 2^50, whose line numbers fit in 44 bits; a block
         // above that is no memory of this process: nothing to prefetch.
-        if first >> 56 != 0 {
+        if first >> (usize::BITS - LEN_BITS) != 0 {
             return 0;
         }
-        (first << 8) | lines
+        (first << LEN_BITS) | lines
     }
 }
 
@@ -205,7 +229,7 @@ pub fn set_data_block(block: impl Into<DataBlock>) {
             let tcb = t.tcb();
             tcb.links.data.set(block);
             tcb.head.has_data.set(!block.is_empty());
-            let word = if p.prefetch { block.word() } else { 0 };
+            let word = block.word(p.prefetch_lines);
             tcb.links.prefetch.set(word);
             tcb.head.prefetching.set(word != 0);
         }
@@ -229,13 +253,14 @@ impl UltBlock {
         }
     }
 
-    /// The ULT gets its stack: its prefetch word from the block declared at spawn, when the
-    /// runtime prefetches (`on`; 0 otherwise, so that the hooks need not test the setting).
+    /// The ULT gets its stack: its prefetch word from the block declared at spawn, under the
+    /// runtime's window of `window` lines (0: the runtime does not prefetch, and the word is 0,
+    /// so that the hooks need not test the setting).
     #[inline]
-    pub(crate) fn on_start(t: TcbRef, on: bool) {
+    pub(crate) fn on_start(t: TcbRef, window: usize) {
         let tcb = t.tcb();
-        if on && tcb.head.has_data.get() {
-            let word = tcb.links.data.get().word();
+        if window != 0 && tcb.head.has_data.get() {
+            let word = tcb.links.data.get().word(window);
             tcb.links.prefetch.set(word);
             tcb.head.prefetching.set(word != 0);
         } else {
@@ -330,7 +355,7 @@ pub(crate) fn start_lines(p: *const crate::tcb::Tcb) {
 /// Prefetches the lines of a prefetch word.
 #[inline]
 fn block(word: usize) {
-    let (first, lines) = ((word >> 8) * LINE, word & 0xff);
+    let (first, lines) = ((word >> LEN_BITS) * LINE, word & ((1 << LEN_BITS) - 1));
     for k in 0..lines {
         line(first + k * LINE);
     }
@@ -525,23 +550,63 @@ mod tests {
         assert_eq!(a.overlap(&DataBlock::new(2000 as *const u8, 10)), 0);
         assert_eq!(a.overlap(&DataBlock::NONE), 0);
         // 1000..1100 spans lines 15 (960..1024) and 16 (1024..1088) and 17 (1088..1152).
-        assert_eq!(a.word(), 15 << 8 | 3);
-        assert_eq!(DataBlock::NONE.word(), 0);
-        // Large blocks are cut at PREFETCH_MAX_BYTES.
-        assert_eq!(DataBlock::new(64 as *const u8, 1 << 20).word() & 0xff, PREFETCH_MAX_BYTES / 64);
+        assert_eq!(a.word(64), 15 << LEN_BITS | 3);
+        assert_eq!(DataBlock::NONE.word(64), 0);
+        assert_eq!(a.word(0), 0, "no window: the runtime does not prefetch");
+        // Large blocks are cut at the window.
+        let mib = DataBlock::new(64 as *const u8, 1 << 20);
+        let len = |word: usize| word & ((1 << LEN_BITS) - 1);
+        assert_eq!(len(mib.word(PREFETCH_MAX_BYTES / 64)), PREFETCH_MAX_BYTES / 64);
+        assert_eq!(len(mib.word(window_lines(512 << 10))), 2048, "128 KiB of it");
+        assert_eq!(len(mib.word(window_lines(8 << 20))), 16384, "the whole MiB");
+        assert_eq!(mib.word(window_lines(8 << 20)) >> LEN_BITS, 1, "from line 1");
         // A range running off the end of the address space is cut there.
         assert_eq!(DataBlock::new(usize::MAX as *const u8, 10).len(), 0);
-        assert_eq!(DataBlock::new((usize::MAX - 100) as *const u8, 10).word(), 0);
+        assert_eq!(DataBlock::new((usize::MAX - 100) as *const u8, 10).word(64), 0);
         let v = [0u32; 10];
         assert_eq!(DataBlock::of_val(&v), DataBlock::of(&v[..]));
         assert_eq!(format!("{:?}", DataBlock::new(16 as *const u8, 4)), "DataBlock(0x10, 4 bytes)");
     }
 
     #[test]
+    fn the_window_is_a_quarter_of_the_model_cache() {
+        // A quarter of the cache, in lines: 512 KiB -> 2048 lines (128 KiB), 2 MiB -> 8192.
+        assert_eq!(window_lines(512 << 10), 2048);
+        assert_eq!(window_lines(2 << 20), 8192);
+        // At least PREFETCH_MAX_BYTES (a small cache, or none found), at most what a word holds.
+        assert_eq!(window_lines(0), PREFETCH_MAX_BYTES / 64);
+        assert_eq!(window_lines(16 << 10), PREFETCH_MAX_BYTES / 64);
+        assert_eq!(window_lines(u64::MAX), (1 << LEN_BITS) - 1);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_runtime_prefetches_a_window_from_its_cache_model() {
+        // A synthetic topology with a 2 MiB L2 per core: a window of 512 KiB, 8192 lines.
+        let rt =
+            Runtime::builder().topology("1 node x 1 core, 2 MiB L2 per core").build().expect("a runtime");
+        let data = vec![0u8; 64 << 20];
+        let block = DataBlock::of(&data[..]);
+        let lines = rt.block_on(move || {
+            set_data_block(block);
+            let p = current_processor().expect("on a processor");
+            let t = p.current_ult().expect("in a ULT");
+            t.tcb().links.prefetch.get() & ((1 << LEN_BITS) - 1)
+        });
+        assert_eq!(lines, 8192);
+        let off = Runtime::builder().processors(1).prefetch(false).build().expect("a runtime");
+        let word = off.block_on(move || {
+            set_data_block(block);
+            current_processor().and_then(|p| p.current_ult()).map(|t| t.tcb().links.prefetch.get())
+        });
+        assert_eq!(word, Some(0), "prefetch off: no word");
+    }
+
+    #[test]
     fn prefetching_any_address_is_harmless() {
         for addr in [0usize, 1, 4096, usize::MAX - 63, 0xdead_beef_0000] {
             line(addr);
-            block(DataBlock::new(addr as *const u8, 300).word());
+            block(DataBlock::new(addr as *const u8, 300).word(64));
         }
     }
 }

@@ -262,7 +262,7 @@ impl Processor {
         unsafe { ptr::write(tcb.exec.context.get(), Some(ctx)) };
         // SAFETY: as above; the context holds its stack until the ULT exits.
         tcb.exec.guard_at.set(unsafe { (*tcb.exec.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
-        crate::prefetch::UltBlock::on_start(t, self.prefetch);
+        crate::prefetch::UltBlock::on_start(t, self.prefetch_lines);
         tcb.head.life.set(Life::Started);
         if tcb.head.pinned.get() {
             self.core().pinned_here += 1;
