@@ -115,7 +115,8 @@ impl Processor {
     }
 
     /// Prefetches what `t`, chosen to run now, will touch first and, when it declared a block,
-    /// the control block of the ULT the runqueue would hand out after it (see `crate::prefetch`).
+    /// the control block and the declared block of the ULT the runqueue would hand out after it
+    /// (see `crate::prefetch`).
     /// For ULTs without a block, and whenever prefetch is off (no ULT has a prefetch word then):
     /// one load of a line the switch reads anyway, and a branch.
     #[inline(always)]
@@ -123,6 +124,7 @@ impl Processor {
         if crate::prefetch::ult(t) {
             if let Some(next) = self.runq().peek_best() {
                 crate::prefetch::control_block(next);
+                crate::prefetch::next_block(next);
             }
         }
     }
@@ -526,7 +528,7 @@ impl Processor {
             self.put_next(n);
             return FromBatch::Loop;
         }
-        if n.tcb().head.prefetching.get() {
+        if n.tcb().head.prefetching.load(Ordering::Relaxed) {
             self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
         }
         FromBatch::Run(n)
