@@ -156,15 +156,16 @@ proptest! {
         }
     }
 
-    /// `elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]`.
+    /// `elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]`.
     #[test]
     fn affinity_probe_command_lines(args in args()) {
         match affinity::parse_probe_args(&args) {
             Ok(None) => prop_assert!(args.iter().any(|a| a == "--help" || a == "-h")),
-            Ok(Some(affinity::ProbeArgs { shape, policy, quick, group, iterations, processors })) => {
+            Ok(Some(affinity::ProbeArgs { shape, policy, quick, group, iterations, processors, data })) => {
                 prop_assert!(args.iter().any(|a| a == shape.bench));
                 prop_assert!(args.iter().any(|a| a == policy.name()));
                 prop_assert_eq!(quick, args.iter().any(|a| a == "--quick"));
+                prop_assert_eq!(data, args.iter().any(|a| a == "--data"));
                 if let Some(n) = group {
                     prop_assert!(args.iter().any(|a| a == &n.to_string()));
                 }

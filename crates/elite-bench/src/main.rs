@@ -101,7 +101,8 @@
 //! - `synthetic_1024` (`ops_per_sec`, 1 and 2 processors): 1024 ULTs in groups of twice the
 //!   64 KiB working sets a core's private cache holds (32 with a 1 MiB L2), each
 //!   walking a private 64 KiB working set (dependent loads) between synchronizations with its
-//!   group. Answer: the sum of every walk.
+//!   group. Answer: the sum of every walk. Its `elite/<policy>+data` rows run the same ULTs
+//!   each declaring its working set as its data block, which the runtime prefetches.
 //! - `no_locality` (`ops_per_sec`, 1 and 2 processors): the same with 1 KiB working sets; what
 //!   each policy's bookkeeping costs.
 //! - with `--cachegrind`, `synthetic_1024` (`ll_misses`, 1 processor): the last-level misses
@@ -202,7 +203,7 @@ struct Options {
 
 const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
-    "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]\n",
+    "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
     "       elite-bench cosched-probe <elite/plain|elite/aggregated> <block_bytes> <read|write> <groups> <ults> <passes>\n",

@@ -7,16 +7,20 @@
 //! issues prefetch instructions for the lines a ULT that declared a block will touch first, at two
 //! points:
 //!
-//! * **the processor loop**, when it has chosen the ULT to run: for that ULT, and for the ULT that
-//!   the runqueue would hand out after it (its best entry, peeked), in two steps: when a ULT is
-//!   the runqueue's next, the lines of its control block (whose addresses need no read); when
-//!   it is chosen, one run later, the lines of its stack, context and block, whose addresses
-//!   are in those lines, by then cached (reading them cold would stall the loop for as long as
-//!   the miss it saves);
+//! * **the processor loop**, when it has chosen a ULT that declared a block: for that ULT, and
+//!   for the ULT that the runqueue would hand out after it (its best entry, peeked). For the
+//!   next one, the lines of its control block and its declared block, whose lines then arrive
+//!   while the chosen ULT runs (its flag and prefetch word are read from that control block,
+//!   which the loop waits for when it is not cached: a block is worth it); for the chosen one,
+//!   the lines of its stack and context, whose addresses are in its control block, by then
+//!   cached, and its block again (cached by then when the ULT was the runqueue's next);
 //! * **a waker**, when a ULT running here makes another ready on this same processor (a release,
 //!   an unlock, a send): for the woken ULT, whose lines arrive while the waker goes on.
 //!
-//! What is prefetched for a ULT: the first [`PREFETCH_MAX_BYTES`] of its block; the top lines of
+//! What is prefetched for a ULT: the first bytes of its block, up to the runtime's *prefetch
+//! window* (a quarter of the cache its cache model describes, the largest cache private to a
+//! core, `elite_affinity::Topology::model_cache`: 128 KiB with a 512 KiB L2, 512 KiB with a 2 MiB
+//! one; at least [`PREFETCH_MAX_BYTES`] when the cache is smaller or unknown); the top lines of
 //! its stack (the parent link the switch writes there, and the frames and saved registers of a
 //! ULT suspended near its stack's top); its execution context; and the lines of its control
 //! block that the switch touches. Prefetch instructions are hints: they never fault, never change
@@ -51,15 +55,38 @@
 //!
 //! The block and the word are written by the ULT itself or by its spawner before publication,
 //! and read by the processor holding the ULT or by a waker that owns its wake-up (see
-//! `affinity`); the wake-up and runqueue protocols carry them like the rest of the TCB.
+//! `affinity`); the wake-up and runqueue protocols carry them like the rest of the TCB. One
+//! reader holds nothing: the loop reads the flag and the word of its runqueue's next entry,
+//! which another processor may take meanwhile, so both are relaxed atomics, and a word read
+//! while its ULT declares another block only wastes prefetches.
 
+use crate::atomics::Ordering;
 use crate::slot::current_processor;
 use crate::tcb::TcbRef;
 use std::fmt;
 
-/// Most bytes of a block prefetched for one switch (64 cache lines): a larger block's first
-/// 4 KiB are prefetched, the rest is left to the hardware prefetchers (a sequential walk).
+/// The least bytes of a block prefetched for one switch (64 cache lines): the prefetch window of
+/// a runtime whose cache model describes a cache of 16 KiB or less, or none. A runtime's window is
+/// a quarter of its cache model's cache (the largest cache private to a core,
+/// `elite_affinity::Topology::model_cache`), at least this: the first bytes of a larger block are
+/// prefetched, the rest is left to the hardware prefetchers (a sequential walk).
 pub const PREFETCH_MAX_BYTES: usize = 4096;
+
+/// The share of the cache model's cache one block's prefetch may fill (a divisor): a quarter,
+/// so that the block of the ULT about to run arrives while the data of the one before it stays,
+/// and half of the cache is left to what neither declared (stacks, control blocks, shared data).
+const WINDOW_SHARE: u64 = 4;
+
+/// The bits of a prefetch word that hold its length in lines (the rest: the first line's number).
+const LEN_BITS: u32 = 20;
+
+/// The prefetch window, in lines, of a runtime whose cache model describes a cache of
+/// `cache_bytes` (see [`PREFETCH_MAX_BYTES`]): a quarter of it, at least 64 lines, at most what a
+/// prefetch word can hold.
+pub(crate) fn window_lines(cache_bytes: u64) -> usize {
+    let share = usize::try_from(cache_bytes / WINDOW_SHARE / LINE as u64).unwrap_or(usize::MAX);
+    share.clamp(PREFETCH_MAX_BYTES / LINE, (1 << LEN_BITS) - 1)
+}
 
 /// Bytes of a cache line (the prefetch step).
 const LINE: usize = 64;
@@ -139,21 +166,23 @@ impl DataBlock {
         end.saturating_sub(start)
     }
 
-    /// The prefetch word of this block: its first line's number (address / 64) shifted left by 8,
-    /// or'ed with the lines to prefetch (1 to 64); 0 for an empty block.
-    fn word(&self) -> usize {
-        if self.is_empty() {
+    /// The prefetch word of this block under a window of `window` lines (1 to 2^20 - 1, see
+    /// [`window_lines`]): its first line's number (address / 64) shifted left by 20, or'ed with
+    /// the lines to prefetch (1 to `window`); 0 for an empty block or a window of 0 (the runtime
+    /// does not prefetch).
+    fn word(&self, window: usize) -> usize {
+        if self.is_empty() || window == 0 {
             return 0;
         }
         let first = self.addr / LINE;
         let last = (self.addr + self.len - 1) / LINE;
-        let lines = (last - first + 1).min(PREFETCH_MAX_BYTES / LINE);
-        // User-space addresses lie far below 2^62, whose line numbers fit in 56 bits; a block
+        let lines = (last - first + 1).min(window).min((1 << LEN_BITS) - 1);
+        // User-space addresses lie far below 2^50, whose line numbers fit in 44 bits; a block
         // above that is no memory of this process: nothing to prefetch.
-        if first >> 56 != 0 {
+        if first >> (usize::BITS - LEN_BITS) != 0 {
             return 0;
         }
-        (first << 8) | lines
+        (first << LEN_BITS) | lines
     }
 }
 
@@ -205,9 +234,9 @@ pub fn set_data_block(block: impl Into<DataBlock>) {
             let tcb = t.tcb();
             tcb.links.data.set(block);
             tcb.head.has_data.set(!block.is_empty());
-            let word = if p.prefetch { block.word() } else { 0 };
-            tcb.links.prefetch.set(word);
-            tcb.head.prefetching.set(word != 0);
+            let word = block.word(p.prefetch_lines);
+            tcb.links.prefetch.store(word, Ordering::Relaxed);
+            tcb.head.prefetching.store(word != 0, Ordering::Relaxed);
         }
     }
 }
@@ -229,18 +258,19 @@ impl UltBlock {
         }
     }
 
-    /// The ULT gets its stack: its prefetch word from the block declared at spawn, when the
-    /// runtime prefetches (`on`; 0 otherwise, so that the hooks need not test the setting).
+    /// The ULT gets its stack: its prefetch word from the block declared at spawn, under the
+    /// runtime's window of `window` lines (0: the runtime does not prefetch, and the word is 0,
+    /// so that the hooks need not test the setting).
     #[inline]
-    pub(crate) fn on_start(t: TcbRef, on: bool) {
+    pub(crate) fn on_start(t: TcbRef, window: usize) {
         let tcb = t.tcb();
-        if on && tcb.head.has_data.get() {
-            let word = tcb.links.data.get().word();
-            tcb.links.prefetch.set(word);
-            tcb.head.prefetching.set(word != 0);
+        if window != 0 && tcb.head.has_data.get() {
+            let word = tcb.links.data.get().word(window);
+            tcb.links.prefetch.store(word, Ordering::Relaxed);
+            tcb.head.prefetching.store(word != 0, Ordering::Relaxed);
         } else {
             // Line 1 only: the word is read only while the flag is set.
-            tcb.head.prefetching.set(false);
+            tcb.head.prefetching.store(false, Ordering::Relaxed);
         }
     }
 
@@ -268,14 +298,14 @@ impl UltBlock {
 /// ULT's life in the out-of-line part.
 #[inline]
 pub(crate) fn ult(t: TcbRef) -> bool {
-    t.tcb().head.prefetching.get() && ult_lines(t)
+    t.tcb().head.prefetching.load(Ordering::Relaxed) && ult_lines(t)
 }
 
 /// The body of [`ult`], kept out of line.
 #[inline(never)]
 fn ult_lines(t: TcbRef) -> bool {
     let tcb = t.tcb();
-    let word = tcb.links.prefetch.get();
+    let word = tcb.links.prefetch.load(Ordering::Relaxed);
     if tcb.head.life.get() != crate::tcb::Life::Started {
         return false;
     }
@@ -313,6 +343,24 @@ pub(crate) fn control_block(t: TcbRef) {
     line(base + 4 * LINE);
 }
 
+/// Prefetches the declared block of `t`, the ULT the runqueue would hand out after the one the
+/// loop has just chosen, so that its lines arrive while the chosen one runs: one run earlier
+/// than [`ult`] prefetches them again (then from the cache, at the cost of the instructions).
+/// Reads `t`'s flag (line 1) and prefetch word (line 4), which [`control_block`] has just asked
+/// for: the loop waits for them when they are not cached. `t` stays in the runqueue, where another
+/// processor may take it and run it meanwhile (a steal, a shared runqueue), and it may declare
+/// another block then: the two fields are relaxed atomics, and any word read, old or new, only
+/// names lines to prefetch, which cannot fault.
+#[inline]
+pub(crate) fn next_block(t: TcbRef) {
+    let tcb = t.tcb();
+    if tcb.head.prefetching.load(Ordering::Relaxed) {
+        #[cfg(test)]
+        tests::NEXT_BLOCKS.with(|n| n.set(n.get() + 1));
+        block(tcb.links.prefetch.load(Ordering::Relaxed));
+    }
+}
+
 /// Prefetches the first three lines of the control block at `p` (the join word, identity and
 /// flags; the inline task; execution), which starting a never-started ULT, or a spawn reusing a
 /// pooled TCB, touches first: for the entry a processor will take next from its start-queue or its
@@ -330,7 +378,7 @@ pub(crate) fn start_lines(p: *const crate::tcb::Tcb) {
 /// Prefetches the lines of a prefetch word.
 #[inline]
 fn block(word: usize) {
-    let (first, lines) = ((word >> 8) * LINE, word & 0xff);
+    let (first, lines) = ((word >> LEN_BITS) * LINE, word & ((1 << LEN_BITS) - 1));
     for k in 0..lines {
         line(first + k * LINE);
     }
@@ -366,6 +414,8 @@ mod tests {
         /// Prefetches of a ULT's lines issued by this OS thread (a processor's): counted only in
         /// test builds.
         pub(super) static PREFETCHES: Cell<u64> = const { Cell::new(0) };
+        /// Blocks of the runqueue's next ULT prefetched by this OS thread (`next_block`).
+        pub(super) static NEXT_BLOCKS: Cell<u64> = const { Cell::new(0) };
     }
 
     /// The prefetches this processor issued so far (read from a ULT running on it).
@@ -437,6 +487,42 @@ mod tests {
         assert!(on >= 20, "about one prefetch per switch into either ULT, got {on}");
         assert_eq!(yielding_ults(false, DataBlock::of(&data[..]), 20), 0, "prefetch off");
         assert_eq!(yielding_ults(true, DataBlock::NONE, 20), 0, "no block, nothing to prefetch");
+    }
+
+    /// Runs three ULTs that declared `block` at spawn and yield `yields` times each (taking
+    /// turns, so that another one is always the runqueue's next), on a one-processor runtime
+    /// with prefetch `on`; the next ULTs' blocks its processor prefetched meanwhile.
+    fn next_blocks(on: bool, block: DataBlock, yields: u64) -> u64 {
+        let rt = Runtime::builder().processors(1).prefetch(on).build().expect("a runtime");
+        rt.block_on(move || {
+            let before = NEXT_BLOCKS.with(Cell::get);
+            let handles: Vec<_> = (0..3)
+                .map(|_| {
+                    Builder::new()
+                        .data(block)
+                        .spawn(move || {
+                            for _ in 0..yields {
+                                crate::yield_now();
+                            }
+                        })
+                        .expect("spawned")
+                })
+                .collect();
+            for h in handles {
+                h.join().expect("no panic");
+            }
+            NEXT_BLOCKS.with(Cell::get) - before
+        })
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn the_loop_prefetches_the_next_ults_block_while_the_chosen_one_runs() {
+        let data = vec![0u64; 4096];
+        let ahead = next_blocks(true, DataBlock::of(&data[..]), 20);
+        assert!(ahead >= 20, "about one block ahead per switch, got {ahead}");
+        assert_eq!(next_blocks(false, DataBlock::of(&data[..]), 20), 0, "prefetch off");
+        assert_eq!(next_blocks(true, DataBlock::NONE, 20), 0, "no block, nothing to prefetch");
     }
 
     #[test]
@@ -525,23 +611,65 @@ mod tests {
         assert_eq!(a.overlap(&DataBlock::new(2000 as *const u8, 10)), 0);
         assert_eq!(a.overlap(&DataBlock::NONE), 0);
         // 1000..1100 spans lines 15 (960..1024) and 16 (1024..1088) and 17 (1088..1152).
-        assert_eq!(a.word(), 15 << 8 | 3);
-        assert_eq!(DataBlock::NONE.word(), 0);
-        // Large blocks are cut at PREFETCH_MAX_BYTES.
-        assert_eq!(DataBlock::new(64 as *const u8, 1 << 20).word() & 0xff, PREFETCH_MAX_BYTES / 64);
+        assert_eq!(a.word(64), 15 << LEN_BITS | 3);
+        assert_eq!(DataBlock::NONE.word(64), 0);
+        assert_eq!(a.word(0), 0, "no window: the runtime does not prefetch");
+        // Large blocks are cut at the window.
+        let mib = DataBlock::new(64 as *const u8, 1 << 20);
+        let len = |word: usize| word & ((1 << LEN_BITS) - 1);
+        assert_eq!(len(mib.word(PREFETCH_MAX_BYTES / 64)), PREFETCH_MAX_BYTES / 64);
+        assert_eq!(len(mib.word(window_lines(512 << 10))), 2048, "128 KiB of it");
+        assert_eq!(len(mib.word(window_lines(8 << 20))), 16384, "the whole MiB");
+        assert_eq!(mib.word(window_lines(8 << 20)) >> LEN_BITS, 1, "from line 1");
         // A range running off the end of the address space is cut there.
         assert_eq!(DataBlock::new(usize::MAX as *const u8, 10).len(), 0);
-        assert_eq!(DataBlock::new((usize::MAX - 100) as *const u8, 10).word(), 0);
+        assert_eq!(DataBlock::new((usize::MAX - 100) as *const u8, 10).word(64), 0);
         let v = [0u32; 10];
         assert_eq!(DataBlock::of_val(&v), DataBlock::of(&v[..]));
         assert_eq!(format!("{:?}", DataBlock::new(16 as *const u8, 4)), "DataBlock(0x10, 4 bytes)");
     }
 
     #[test]
+    fn the_window_is_a_quarter_of_the_model_cache() {
+        // A quarter of the cache, in lines: 512 KiB -> 2048 lines (128 KiB), 2 MiB -> 8192.
+        assert_eq!(window_lines(512 << 10), 2048);
+        assert_eq!(window_lines(2 << 20), 8192);
+        // At least PREFETCH_MAX_BYTES (a small cache, or none found), at most what a word holds.
+        assert_eq!(window_lines(0), PREFETCH_MAX_BYTES / 64);
+        assert_eq!(window_lines(16 << 10), PREFETCH_MAX_BYTES / 64);
+        assert_eq!(window_lines(u64::MAX), (1 << LEN_BITS) - 1);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn a_runtime_prefetches_a_window_from_its_cache_model() {
+        // A synthetic topology with a 2 MiB L2 per core: a window of 512 KiB, 8192 lines.
+        let rt =
+            Runtime::builder().topology("1 node x 1 core, 2 MiB L2 per core").build().expect("a runtime");
+        let data = vec![0u8; 64 << 20];
+        let block = DataBlock::of(&data[..]);
+        let lines = rt.block_on(move || {
+            set_data_block(block);
+            let p = current_processor().expect("on a processor");
+            let t = p.current_ult().expect("in a ULT");
+            t.tcb().links.prefetch.load(Ordering::Relaxed) & ((1 << LEN_BITS) - 1)
+        });
+        assert_eq!(lines, 8192);
+        let off = Runtime::builder().processors(1).prefetch(false).build().expect("a runtime");
+        let word = off.block_on(move || {
+            set_data_block(block);
+            current_processor()
+                .and_then(|p| p.current_ult())
+                .map(|t| t.tcb().links.prefetch.load(Ordering::Relaxed))
+        });
+        assert_eq!(word, Some(0), "prefetch off: no word");
+    }
+
+    #[test]
     fn prefetching_any_address_is_harmless() {
         for addr in [0usize, 1, 4096, usize::MAX - 63, 0xdead_beef_0000] {
             line(addr);
-            block(DataBlock::new(addr as *const u8, 300).word());
+            block(DataBlock::new(addr as *const u8, 300).word(64));
         }
     }
 }

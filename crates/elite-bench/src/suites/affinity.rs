@@ -5,6 +5,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, elite/auto, elite/auto+warm, go |
 //! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies, elite/auto, elite/auto+warm |
+//! | `synthetic_1024` (`+data`) | the same, each ULT declaring its working set as its data block | ops_per_sec | 1, 2 | elite/no-affinity+data, elite/virtual-time+data, elite/minimum-misses+data, elite/reload-transient+data |
 //! | `synthetic_1024` (`order/*`) | the same sweeps in plain loops, no runtime: the ceiling of ordering ([`ORDER_SYSTEMS`]) | ops_per_sec | 1 | order/fixed, order/reversed |
 //! | `synthetic_1024_fixed` | `synthetic_1024` with groups of a fixed size (48), whatever the machine's cache | ops_per_sec | 1, 2 | the four policies, elite/auto, elite/auto+warm |
 //! | `synthetic_1024`, `synthetic_1024_ll1m` (`--cachegrind`) | simulated last-level misses of one run, with a 2 MiB and a 1 MiB last level | ll_misses | 1 | the four policies |
@@ -21,6 +22,12 @@
 //! re-checks only when the budget allows over the samples together. Its rows say so:
 //! `params.auto_memory` is true (false on `elite/auto`), and the side row `auto_warm_start` is
 //! the share of samples that started warm (1) rather than cold (0).
+//!
+//! `elite/<policy>+data` (in `synthetic_1024`) runs the same ULTs each declaring its working set
+//! as its data block ([`elite_rt::Builder::data`]; the rows' `params.declared_data` is true):
+//! the runtime then prefetches the block of the ULT it chooses, up to its prefetch window (a
+//! quarter of the cache model's cache: all 64 KiB with a 512 KiB L2), and that of the runqueue's
+//! next ULT while the chosen one runs (see [`elite_rt::set_data_block`]).
 //!
 //! `elite/<policy>` is the elite runtime built with `.policy(<policy>)` and the default counter
 //! source (the hardware counter where there is one, the estimator otherwise; on the build
@@ -161,7 +168,8 @@
 //!
 //! Printed after the table (a miss does not fail the run, a wrong answer does), those of issue 19:
 //! at 1 and at 2 processors, the best affinity policy at least 1.3x No Affinity's rate in
-//! `synthetic_1024`; at 1 processor at least 30% fewer simulated LL misses with either
+//! `synthetic_1024`, and the same among the `+data` rows (against `elite/no-affinity+data`,
+//! printed when no-affinity runs); at 1 processor at least 30% fewer simulated LL misses with either
 //! simulated last level (`--cachegrind`);
 //! every policy ahead of Go (1 and 2 processors); in `no_locality` every policy at least 0.95x
 //! No Affinity's rate; `elite/auto` and `elite/auto+warm` each within 5% of every fixed policy
@@ -234,6 +242,20 @@ pub(crate) fn auto_targets(fixed: &'static [&'static str], processors: &[usize])
 /// last run first). Their ratio is the most a scheduling order can gain here (short of
 /// prefetching): where it is below a target, no policy can reach it on this machine.
 const ORDER_SYSTEMS: [(&str, bool); 2] = [("order/fixed", false), ("order/reversed", true)];
+
+/// The fixed policies' systems in `synthetic_1024` with each ULT declaring its working set as
+/// its data block ([`elite_rt::Builder::data`]), which the runtime prefetches before the ULT
+/// runs, by policy name.
+const DATA_SYSTEMS: [(&str, &str); 4] = [
+    ("no-affinity", "elite/no-affinity+data"),
+    ("virtual-time", "elite/virtual-time+data"),
+    ("minimum-misses", "elite/minimum-misses+data"),
+    ("reload-transient", "elite/reload-transient+data"),
+];
+
+/// The affinity policies' `+data` systems, compared with `elite/no-affinity+data`.
+const AFFINITY_DATA: &[&str] =
+    &["elite/virtual-time+data", "elite/minimum-misses+data", "elite/reload-transient+data"];
 
 /// The systems of the affinity policies, compared with No Affinity.
 const AFFINITY: &[&str] = &["elite/virtual-time", "elite/minimum-misses", "elite/reload-transient"];
@@ -437,7 +459,17 @@ fn sweep_bench(
                     params = params.with_flag("auto_memory", system == AUTO_WARM);
                 }
                 contenders.push(Contender::new(system, params, expected, move || {
-                    elite_sweeps(&policy, p, shape, group, sizes.ults, sizes.iterations)
+                    elite_sweeps(&policy, p, shape, group, sizes.ults, sizes.iterations, false)
+                }));
+            }
+            // The same ULTs declaring their working sets (`synthetic_1024` only).
+            if let (true, Some(&(_, data_system))) =
+                (with_go, DATA_SYSTEMS.iter().find(|(name, _)| *name == policy.name()))
+            {
+                let (policy, expected) = (policy.clone(), shape.answer(sizes.ults, sizes.iterations));
+                let params = params(p, sizes.iterations).with_flag("declared_data", true);
+                contenders.push(Contender::new(data_system, params, expected, move || {
+                    elite_sweeps(&policy, p, shape, group, sizes.ults, sizes.iterations, true)
                 }));
             }
         }
@@ -475,6 +507,14 @@ fn sweep_bench(
                 processors: p,
                 bound: Bound::AtLeast(1.3),
             });
+            if policies.iter().any(|(policy, _)| policy.name() == "no-affinity") {
+                targets.push(Target::Relative {
+                    subject: Subject::Best(AFFINITY_DATA),
+                    baseline: "elite/no-affinity+data",
+                    processors: p,
+                    bound: Bound::AtLeast(1.3),
+                });
+            }
         }
         for &p in processors {
             targets.push(Target::Relative {
@@ -575,7 +615,8 @@ fn cachegrind_probe(
 /// `elite-bench affinity-probe <bench> <policy> [--quick]`: one pass of the workload at 1
 /// processor, printing its sample line; for running under cachegrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
-    let ProbeArgs { shape, policy, quick, group, iterations, processors } = match parse_probe_args(args) {
+    let ProbeArgs { shape, policy, quick, group, iterations, processors, data } = match parse_probe_args(args)
+    {
         Ok(Some(parsed)) => parsed,
         Ok(None) => {
             println!("{}", probe_command().render_help());
@@ -585,7 +626,7 @@ pub fn probe_main(args: &[String]) -> ExitCode {
             let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
             eprintln!(
                 "elite-bench {PROBE_COMMAND}: {message}\n\
-                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]\nbenches: {}\npolicies: {}",
+                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]\nbenches: {}\npolicies: {}",
                 benches.join(", "),
                 Policy::ALL_NAMES.join(", ")
             );
@@ -596,7 +637,7 @@ pub fn probe_main(args: &[String]) -> ExitCode {
     let ults = shape.full.ults;
     let sets = working_sets(shape, ults);
     let run = elite_runtime(&policy, processors).and_then(|rt| {
-        let run = rt.block_on(|| pass(&sets, shape, group.unwrap_or(shape.group), ults, iterations));
+        let run = rt.block_on(|| pass(&sets, shape, group.unwrap_or(shape.group), ults, iterations, data));
         // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line);
         // then where the ULTs ran: each processor's switches, steals and sends home.
         let stats = rt.stats();
@@ -651,6 +692,8 @@ pub(crate) struct ProbeArgs {
     pub(crate) iterations: Option<u64>,
     /// `--processors N`: the runtime's processors (1 unless given).
     pub(crate) processors: usize,
+    /// `--data`: each ULT declares its working set as its data block (the `+data` rows).
+    pub(crate) data: bool,
 }
 
 /// The probe's command line, as clap parses it.
@@ -698,12 +741,22 @@ fn probe_command() -> clap::Command {
                 .help("the runtime's processors (default 1)"),
         )
         .arg(Arg::new("quick").long("quick").action(ArgAction::SetTrue).help("fewer iterations"))
+        .arg(
+            Arg::new("data")
+                .long("data")
+                .action(ArgAction::SetTrue)
+                .help("each ULT declares its working set as its data block, which the runtime prefetches"),
+        )
 }
 
-/// Parses `<bench> <policy> [--group N] [--iterations N] [--processors N] [--quick]`;
+/// Parses `<bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]`;
 /// `Ok(None)` for `--help`; an error names the argument at fault and what was expected.
 pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<ProbeArgs>, String> {
-    crate::refuse_single_dash(args, "--group N, --iterations N, --processors N, --quick, --help", true)?;
+    crate::refuse_single_dash(
+        args,
+        "--group N, --iterations N, --processors N, --quick, --data, --help",
+        true,
+    )?;
     let matches = match probe_command().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
@@ -718,6 +771,7 @@ pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<ProbeArgs>, Str
         group: matches.get_one::<usize>("group").copied(),
         iterations: matches.get_one::<u64>("iterations").copied(),
         processors: matches.get_one::<usize>("processors").copied().unwrap_or(1),
+        data: matches.get_flag("data"),
     }))
 }
 
@@ -792,8 +846,8 @@ fn elite_runtime(policy: &Policy, processors: usize) -> Result<elite_rt::Runtime
 }
 
 /// elite: one sample of `ults` ULTs of `shape` in groups of `group` under `policy` at
-/// `processors` processors: a fresh runtime, an untimed pass of [`WARM_ITERATIONS`], then the
-/// timed pass of `iterations`.
+/// `processors` processors, each declaring its working set as its data block when `data`: a
+/// fresh runtime, an untimed pass of [`WARM_ITERATIONS`], then the timed pass of `iterations`.
 fn elite_sweeps(
     policy: &Policy,
     processors: usize,
@@ -801,14 +855,15 @@ fn elite_sweeps(
     group: usize,
     ults: usize,
     iterations: u64,
+    data: bool,
 ) -> Result<Sample, String> {
     let sets = working_sets(shape, ults);
     let rt = elite_runtime(policy, processors)?;
-    let (_, warm) = rt.block_on(|| pass(&sets, shape, group, ults, WARM_ITERATIONS))?;
+    let (_, warm) = rt.block_on(|| pass(&sets, shape, group, ults, WARM_ITERATIONS, data))?;
     if warm != shape.answer(ults, WARM_ITERATIONS) {
         return Err(format!("wrong answer {warm} in the untimed pass"));
     }
-    let (elapsed, answer) = rt.block_on(|| pass(&sets, shape, group, ults, iterations))?;
+    let (elapsed, answer) = rt.block_on(|| pass(&sets, shape, group, ults, iterations, data))?;
     crate::workloads::record_auto(&rt);
     Ok(Sample::per_op(elapsed, ults as u64 * iterations, answer))
 }
@@ -846,14 +901,16 @@ fn ordered_sweeps(
     Ok(Sample::per_op(elapsed, ults as u64 * iterations, answer))
 }
 
-/// One pass, inside the root ULT: spawn the ULTs (in groups of `group_size`), join them; the
-/// time from the first spawn to the last join, and the sum of the sweeps.
+/// One pass, inside the root ULT: spawn the ULTs (in groups of `group_size`; each declaring its
+/// working set as its data block when `data`), join them; the time from the first spawn to the
+/// last join, and the sum of the sweeps.
 fn pass(
     sets: &Arc<Vec<WorkingSet>>,
     shape: &Shape,
     group_size: usize,
     ults: usize,
     iterations: u64,
+    data: bool,
 ) -> Result<(Duration, u64), String> {
     let bytes = shape.bytes();
     // Groups of `group_size`, the last one taking what is left.
@@ -868,6 +925,7 @@ fn pass(
     let start = Instant::now();
     let mut handles = Vec::with_capacity(ults);
     for i in 0..ults {
+        let block = elite_rt::DataBlock::of(&sets[i].0[..]);
         let (sets, groups) = (Arc::clone(sets), Arc::clone(&groups));
         let ult = move || {
             let (set, group, me) = (&sets[i], &groups[i / group_size], i % group_size);
@@ -891,10 +949,9 @@ fn pass(
             }
             sum
         };
-        let handle = elite_rt::Builder::new()
-            .footprint(bytes)
-            .spawn(ult)
-            .map_err(|e| format!("cannot spawn a sweeping ULT: {e}"))?;
+        let builder = elite_rt::Builder::new().footprint(bytes);
+        let builder = if data { builder.data(block) } else { builder };
+        let handle = builder.spawn(ult).map_err(|e| format!("cannot spawn a sweeping ULT: {e}"))?;
         handles.push(handle);
     }
     let mut sum = 0u64;
@@ -939,8 +996,14 @@ mod tests {
         for name in Policy::NAMES {
             let policy: Policy = name.parse().expect("a policy");
             for processors in [1, 2] {
-                let sample = elite_sweeps(&policy, processors, shape, 16, 70, 3).expect("runs");
-                assert_eq!(sample.answer, shape.answer(70, 3), "{name}, {processors} processors");
+                for data in [false, true] {
+                    let sample = elite_sweeps(&policy, processors, shape, 16, 70, 3, data).expect("runs");
+                    assert_eq!(
+                        sample.answer,
+                        shape.answer(70, 3),
+                        "{name}, {processors} processors, data {data}"
+                    );
+                }
             }
         }
     }

@@ -247,8 +247,9 @@ pub(crate) struct Processor {
     /// processor's life; `run_ult` has a copy for each answer.
     hooked: bool,
     stack_size: usize,
-    /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
-    pub(crate) prefetch: bool,
+    /// The prefetch window in lines (see `crate::prefetch`): from the cache model's cache when
+    /// `config.prefetch`, 0 (no prefetching of declared blocks) otherwise.
+    pub(crate) prefetch_lines: usize,
     /// The chaos mode's state (`chaos`); off unless the runtime was built with a seed.
     chaos: chaos::Chaos,
     /// `central || chaos.on || tracing`: one test on the wake path for the three (a tracing
@@ -323,7 +324,7 @@ impl Processor {
             check_canary,
             hooked,
             stack_size: c.stack_size,
-            prefetch: c.prefetch,
+            prefetch_lines: if c.prefetch { crate::prefetch::window_lines(c.model_cache.size) } else { 0 },
             chaos: chaos::Chaos::new(c.chaos, index),
             central_or_chaos: c.central || c.chaos.is_some() || trace.is_some(),
             waker_stays: Cell::new(woken_stay && !c.central && c.chaos.is_none() && trace.is_none()),

@@ -115,15 +115,25 @@ impl Processor {
     }
 
     /// Prefetches what `t`, chosen to run now, will touch first and, when it declared a block,
-    /// the control block of the ULT the runqueue would hand out after it (see `crate::prefetch`).
+    /// the control block and the declared block of the ULT the runqueue would hand out after it
+    /// (see `crate::prefetch`).
     /// For ULTs without a block, and whenever prefetch is off (no ULT has a prefetch word then):
     /// one load of a line the switch reads anyway, and a branch.
     #[inline(always)]
     fn prefetch_chosen(&self, t: TcbRef) {
         if crate::prefetch::ult(t) {
-            if let Some(next) = self.runq().peek_best() {
-                crate::prefetch::control_block(next);
-            }
+            self.prefetch_next();
+        }
+    }
+
+    /// The part of [`prefetch_chosen`](Self::prefetch_chosen) for the runqueue's next ULT, out of
+    /// line: only a chosen ULT that declared a block gets here, and inlined into the loop it
+    /// cost every switch a few instructions (callgrind, `scripts/hot-paths.sh`).
+    #[inline(never)]
+    fn prefetch_next(&self) {
+        if let Some(next) = self.runq().peek_best() {
+            crate::prefetch::control_block(next);
+            crate::prefetch::next_block(next);
         }
     }
 
@@ -262,7 +272,7 @@ impl Processor {
         unsafe { ptr::write(tcb.exec.context.get(), Some(ctx)) };
         // SAFETY: as above; the context holds its stack until the ULT exits.
         tcb.exec.guard_at.set(unsafe { (*tcb.exec.context.get()).as_ref() }.map_or(0, |c| c.guard_at));
-        crate::prefetch::UltBlock::on_start(t, self.prefetch);
+        crate::prefetch::UltBlock::on_start(t, self.prefetch_lines);
         tcb.head.life.set(Life::Started);
         if tcb.head.pinned.get() {
             self.core().pinned_here += 1;
@@ -548,7 +558,7 @@ impl Processor {
             self.put_next(n);
             return FromBatch::Loop;
         }
-        if n.tcb().head.prefetching.get() {
+        if n.tcb().head.prefetching.load(Ordering::Relaxed) {
             self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
         }
         FromBatch::Run(n)

@@ -50,7 +50,7 @@
 //! skips DETACHED and resets the word with a plain store (one fewer RMW on a line the exiting
 //! processor wrote last).
 
-use crate::atomics::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::atomics::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::sync::mutex::gather::UltMarks;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr::{self, NonNull};
@@ -179,8 +179,10 @@ pub(crate) struct Head {
     /// Whether `links.data` holds a block the ULT declared (see `prefetch`); written at spawn.
     pub(crate) has_data: Cell<bool>,
     /// Whether `links.prefetch` holds a word to prefetch (a block, and the runtime prefetches):
-    /// the one test the loop and the wakers make, on this line, which both touch anyway.
-    pub(crate) prefetching: Cell<bool>,
+    /// the one test the loop and the wakers make, on this line, which both touch anyway. Relaxed
+    /// atomic (plain moves on x86-64 and AArch64): the loop also reads it for the runqueue's
+    /// next entry, which another processor may take and run meanwhile (see `prefetch`).
+    pub(crate) prefetching: AtomicBool,
     /// The ULT's group's number in its runtime's `group::Groups` (0: none): written by the
     /// spawner before publication, read by the processors that run it.
     pub(crate) group: Cell<u16>,
@@ -228,8 +230,9 @@ pub(crate) struct Links {
     /// The data block the ULT declared, when `head.has_data` (see `prefetch`): the spawner's or
     /// the ULT's.
     pub(crate) data: Cell<crate::prefetch::DataBlock>,
-    /// The prefetch word of the ULT's data block, when `head.prefetching` (see `prefetch`).
-    pub(crate) prefetch: Cell<usize>,
+    /// The prefetch word of the ULT's data block, when `head.prefetching` (see `prefetch`);
+    /// relaxed atomic, as `head.prefetching`.
+    pub(crate) prefetch: AtomicUsize,
 }
 
 /// Lines 5 and 6 of a [`Tcb`]: scheduling by policy.
@@ -284,7 +287,7 @@ impl Tcb {
                 pinned: Cell::new(false),
                 placed: Cell::new(false),
                 has_data: Cell::new(false),
-                prefetching: Cell::new(false),
+                prefetching: AtomicBool::new(false),
                 group: Cell::new(0),
             },
             inline: UnsafeCell::new(InlineTask::empty()),
@@ -303,7 +306,7 @@ impl Tcb {
                 waiter: UnsafeCell::new(Waiter::None),
                 name: UnsafeCell::new(None),
                 data: Cell::new(crate::prefetch::DataBlock::NONE),
-                prefetch: Cell::new(0),
+                prefetch: AtomicUsize::new(0),
             },
             sched: Sched {
                 run_link: crate::queue::run::RunLink::new(),
