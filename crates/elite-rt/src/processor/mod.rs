@@ -240,9 +240,12 @@ pub(crate) struct Processor {
     pub(crate) gather_locks: bool,
     check_canary: bool,
     /// Something runs at every switch of a ULT here: the policy's hooks around a run (a recording
-    /// or hardware-counting policy) or the canary check of unguarded stacks. Fixed for the
-    /// processor's life; `run_ult` has a copy for each answer.
-    hooked: bool,
+    /// or hardware-counting policy), the canary check of unguarded stacks, or the trace;
+    /// `run_ult` has a copy of its loop for each answer. Owner-only: set when the processor is
+    /// made and again whenever it takes up another policy (`follow_policy`, between runs), so
+    /// that a policy put in force by `set_policy` (or `auto`) records its runs even where the
+    /// one before recorded nothing.
+    hooked: Cell<bool>,
     stack_size: usize,
     /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
     pub(crate) prefetch: bool,
@@ -291,10 +294,7 @@ impl Processor {
         let woken_stay = core.engine.woken_stay_with_ult_wakers();
         let check_canary = c.stack_kind == crate::stack::StackKind::Unguarded;
         let trace = shared.tracer.as_ref().map(|t| Box::new(crate::trace::Ring::new(Arc::clone(t), index)));
-        let hooked = {
-            let (begin, end) = core.engine.run_hooks();
-            begin || end || check_canary || trace.is_some()
-        };
+        let hooked = hooked(&core.engine, check_canary, trace.is_some());
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const NodeStart = &shared.nodes[shared.processors[index].node].start;
         let runq: *const crate::queue::run::RunQueue = if c.central {
@@ -317,7 +317,7 @@ impl Processor {
             central: c.central,
             gather_locks: c.gather_locks && !c.central,
             check_canary,
-            hooked,
+            hooked: Cell::new(hooked),
             stack_size: c.stack_size,
             prefetch: c.prefetch,
             chaos: chaos::Chaos::new(c.chaos, index),
@@ -413,8 +413,9 @@ impl Processor {
         if !core.engine.follow(&self.shared.config.counters, &self.shared.engine) {
             return;
         }
-        // (The only copy of the policy outside the engine's part.)
+        // (The only copies of the policy outside the engine's part.)
         self.waker_stays.set(core.engine.woken_stay_with_ult_wakers() && !self.central_or_chaos);
+        self.hooked.set(hooked(&core.engine, self.check_canary, self.trace.is_some()));
         debug_assert!(core.batch.is_empty(), "the yield batch is flushed before the loop's round");
         self.flush_batch();
         self.trace_policy();
@@ -424,6 +425,13 @@ impl Processor {
         let (engine, scratch) = (&mut core.engine, &mut core.scratch);
         self.runq().rekey(|t| engine.priority(t), scratch);
     }
+}
+
+/// Whether something must run at every switch of a ULT on a processor whose policy part is
+/// `engine` (`Processor::hooked`): the policy's hooks around a run, the canary check, the trace.
+fn hooked(engine: &crate::policy::engine::Local, check_canary: bool, tracing: bool) -> bool {
+    let (begin, end) = engine.run_hooks();
+    begin || end || check_canary || tracing
 }
 
 /// The processors of a runtime, where OS threads find them (DESIGN §2, "an owned part moved into

@@ -284,7 +284,7 @@ impl Processor {
     /// switches.
     #[inline]
     fn run_ult(&self, t: TcbRef, w: &Worker) {
-        if self.hooked {
+        if self.hooked.get() {
             std::hint::cold_path();
             self.run_ult_as::<true>(t, w);
         } else {
