@@ -295,7 +295,7 @@ impl Shared {
         self.engine.on_spawn(t, spec.footprint);
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
         let (pinned, place) = (spec.pinned, spec.place);
-        crate::thread::init_tcb(t, spec, id, 0, f);
+        crate::thread::init_tcb(t, spec, id, 0, &self.engine, f);
         if let Some(tracer) = &self.tracer {
             tracer.outside(crate::trace::Kind::Spawn, id, 0, u32::MAX);
         }

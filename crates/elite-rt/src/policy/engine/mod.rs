@@ -418,6 +418,15 @@ pub(crate) struct Engine {
     /// where there is one (the estimator counts in its lines), else the cache's (the hand-off
     /// rule of policies without a model).
     line_size: LineSize,
+    /// Whether any ULT of the runtime declared a data block ([`Builder::data`](crate::Builder::data),
+    /// [`set_data_block`](crate::set_data_block)): the input of gravity's forces, which `auto`
+    /// looks at before it explores gravity ([`Engine::data_declared`]).
+    ///
+    /// Protocol: set (never cleared) by the declaring thread with a relaxed store, after a relaxed
+    /// load saw it clear (so that the ULTs that keep declaring do not write a shared line each
+    /// time); read by `auto`'s selector with a relaxed load. A hint: a declaration the selector
+    /// does not see yet counts from its next exploration; nothing is published through it.
+    data_declared: AtomicBool,
 }
 
 /// The model of `cache`, or of the assumed cache when `cache` is outside the model's range.
@@ -440,7 +449,21 @@ impl Engine {
             line_size: LineSize::new(model.get().map_or(cache.line_size, |m| m.line_size())),
             model,
             cache: *cache,
+            data_declared: AtomicBool::new(false),
         }
+    }
+
+    /// Notes that a ULT declared a (non-empty) data block (see `data_declared`'s protocol).
+    #[inline]
+    pub(crate) fn note_data(&self) {
+        if !self.data_declared.load(Ordering::Relaxed) {
+            self.data_declared.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether any ULT of the runtime declared a data block so far.
+    pub(crate) fn data_declared(&self) -> bool {
+        self.data_declared.load(Ordering::Relaxed)
     }
 
     /// The policy in force and its needs.
@@ -500,6 +523,7 @@ impl Engine {
             sources: (0..self.sources.len()).map(|_| OnceLock::new()).collect(),
             clocks: self.clocks.clone(),
             line_size: self.line_size,
+            data_declared: AtomicBool::new(self.data_declared()),
         }
     }
 
