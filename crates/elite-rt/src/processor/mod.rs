@@ -239,13 +239,13 @@ pub(crate) struct Processor {
     /// `config.gather_locks && !config.central` (see `sync::mutex::gather`).
     pub(crate) gather_locks: bool,
     check_canary: bool,
-    /// Something runs at every switch of a ULT here: the policy's hooks around a run (a recording
-    /// or hardware-counting policy), the canary check of unguarded stacks, or the trace;
-    /// `run_ult` has a copy of its loop for each answer. Owner-only: set when the processor is
-    /// made and again whenever it takes up another policy (`follow_policy`, between runs), so
-    /// that a policy put in force by `set_policy` (or `auto`) records its runs even where the
-    /// one before recorded nothing.
-    hooked: Cell<bool>,
+    /// What runs at every switch of a ULT here: nothing, the policy's end of a run only, or
+    /// every hook (a hardware counter's beginning of a run, the canary check of unguarded
+    /// stacks, the trace); `run_ult` has a copy of its loop for each answer. Owner-only: set
+    /// when the processor is made and again whenever it takes up another policy
+    /// (`follow_policy`, between runs), so that a policy put in force by `set_policy` (or
+    /// `auto`) records its runs even where the one before recorded nothing.
+    hooked: Cell<Hooked>,
     stack_size: usize,
     /// `config.prefetch`: prefetch declared data blocks (see `crate::prefetch`).
     pub(crate) prefetch: bool,
@@ -427,11 +427,38 @@ impl Processor {
     }
 }
 
-/// Whether something must run at every switch of a ULT on a processor whose policy part is
-/// `engine` (`Processor::hooked`): the policy's hooks around a run, the canary check, the trace.
-fn hooked(engine: &crate::policy::engine::Local, check_canary: bool, tracing: bool) -> bool {
-    let (begin, end) = engine.run_hooks();
-    begin || end || check_canary || tracing
+/// Which hooks run at every switch of a ULT (`Processor::hooked`), each a copy of
+/// `Processor::run_ult_as`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Hooked {
+    /// None.
+    None = Hooked::NONE,
+    /// The policy's end of a run, and nothing else.
+    RunEnd = Hooked::RUN_END,
+    /// Every hook asked for, each tested at each switch.
+    All = Hooked::ALL,
+}
+
+impl Hooked {
+    /// [`Hooked::None`] as a number (the copies' const parameter).
+    pub(crate) const NONE: u8 = 0;
+    /// [`Hooked::RunEnd`] as a number.
+    pub(crate) const RUN_END: u8 = 1;
+    /// [`Hooked::All`] as a number.
+    pub(crate) const ALL: u8 = 2;
+}
+
+/// What must run at every switch of a ULT on a processor whose policy part is `engine`
+/// (`Processor::hooked`): the policy's hooks around a run, the canary check, the trace.
+fn hooked(engine: &crate::policy::engine::Local, check_canary: bool, tracing: bool) -> Hooked {
+    match engine.run_hooks() {
+        (false, end) if !check_canary && !tracing => match end {
+            true => Hooked::RunEnd,
+            false => Hooked::None,
+        },
+        _ => Hooked::All,
+    }
 }
 
 /// The processors of a runtime, where OS threads find them (DESIGN §2, "an owned part moved into
