@@ -296,7 +296,11 @@ impl Processor {
         }
     }
 
-    /// [`Processor::run_ult`] with the hooks `HOOKS` (a [`Hooked`] as a number).
+    /// [`Processor::run_ult`] with the hooks `HOOKS` (a [`Hooked`] as a number). Never inlined:
+    /// each copy is a function of its own and `run_ult`, a test and a call, inlines into its
+    /// callers (inlined into `run_ult`, one copy made every call save the registers the others
+    /// need: two to four instructions more per run where no hook runs).
+    #[inline(never)]
     fn run_ult_as<const HOOKS: u8>(&self, mut t: TcbRef, w: &Worker) {
         let stats = &self.remote().stats;
         let all = HOOKS == Hooked::ALL;
