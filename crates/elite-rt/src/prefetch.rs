@@ -61,6 +61,7 @@
 //! while its ULT declares another block only wastes prefetches.
 
 use crate::atomics::Ordering;
+use crate::policy::engine::Engine;
 use crate::slot::current_processor;
 use crate::tcb::TcbRef;
 use std::fmt;
@@ -234,6 +235,9 @@ pub fn set_data_block(block: impl Into<DataBlock>) {
             let tcb = t.tcb();
             tcb.links.data.set(block);
             tcb.head.has_data.set(!block.is_empty());
+            if !block.is_empty() {
+                p.shared.engine.note_data();
+            }
             let word = block.word(p.prefetch_lines);
             tcb.links.prefetch.store(word, Ordering::Relaxed);
             tcb.head.prefetching.store(word != 0, Ordering::Relaxed);
@@ -245,14 +249,16 @@ pub fn set_data_block(block: impl Into<DataBlock>) {
 pub(crate) struct UltBlock;
 
 impl UltBlock {
-    /// A spawn: the block declared at spawn (`None`: none). Writes line 4 only when declared.
+    /// A spawn: the block declared at spawn (`None`: none). Writes line 4 only when declared,
+    /// and then tells `engine` that a ULT declared data ([`Engine::note_data`]).
     #[inline]
-    pub(crate) fn on_spawn(t: TcbRef, block: Option<DataBlock>) {
+    pub(crate) fn on_spawn(t: TcbRef, block: Option<DataBlock>, engine: &Engine) {
         let tcb = t.tcb();
         match block {
             Some(b) if !b.is_empty() => {
                 tcb.links.data.set(b);
                 tcb.head.has_data.set(true);
+                engine.note_data();
             }
             _ => tcb.head.has_data.set(false),
         }

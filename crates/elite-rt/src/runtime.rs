@@ -297,7 +297,7 @@ impl Shared {
         self.engine.on_spawn(t, spec.footprint);
         let id = (self.outside_ids.fetch_add(1, Ordering::Relaxed) as u64 + 1) << 40;
         let (pinned, place) = (spec.pinned, spec.place);
-        crate::thread::init_tcb(t, spec, id, 0, f);
+        crate::thread::init_tcb(t, spec, id, 0, &self.engine, f);
         if let Some(tracer) = &self.tracer {
             tracer.outside(crate::trace::Kind::Spawn, id, 0, u32::MAX);
         }
@@ -595,8 +595,10 @@ impl Runtime {
     /// keeps scheduling by the old one, and a ULT woken meanwhile goes wherever either policy
     /// sends it. No ULT is lost or run twice: the re-keying moves entries within one
     /// runqueue, under its lock. A policy that needs cache misses gets its counter sources
-    /// opened by each processor as it takes the policy up; records a policy keeps per ULT
-    /// (stamps, misses) start from what the ULT's earlier runs left, or nothing. Every value
+    /// opened by each processor as it takes the policy up, and from then on each run that ends
+    /// there is recorded as the policy needs (stamps, misses), whatever the policy before it
+    /// recorded; records a policy keeps per ULT start from what the ULT's earlier runs left, or
+    /// nothing. Every value
     /// given is kept until the runtime is dropped (a value equal to one given before, the same
     /// built-in policy or a clone of the same custom one, is not kept twice). While `auto` runs,
     /// this call first stops its selector thread and waits for it to end (it wakes at once from

@@ -43,15 +43,21 @@ impl UltSpec {
 /// Fills a free TCB for a new ULT. The caller then publishes it on a start-queue. Inline: on
 /// its own it takes the spec by memory (measured: +45 instructions a spawn).
 #[inline]
-pub(crate) fn init_tcb<F, T>(t: TcbRef, spec: UltSpec, id: u64, processor: usize, f: F)
-where
+pub(crate) fn init_tcb<F, T>(
+    t: TcbRef,
+    spec: UltSpec,
+    id: u64,
+    processor: usize,
+    engine: &crate::policy::engine::Engine,
+    f: F,
+) where
     F: FnOnce() -> T + Send,
     T: Send,
 {
     let tcb = t.tcb();
     let (task, vtable) = new_task(f, tcb.inline.get());
     tcb.head.id.set(id);
-    crate::prefetch::UltBlock::on_spawn(t, spec.data);
+    crate::prefetch::UltBlock::on_spawn(t, spec.data, engine);
     if spec.name.is_some() {
         tcb.head.named.set(true);
         // SAFETY: the TCB is free and not yet published: the spawner owns every field. (A free
@@ -86,7 +92,7 @@ where
         Some(_) => spec,
         None => UltSpec { group: Some(p.current_ult().map_or(0, |me| me.tcb().head.group.get())), ..spec },
     };
-    init_tcb(t, spec, p.next_id(), p.index, f);
+    init_tcb(t, spec, p.next_id(), p.index, &p.shared.engine, f);
     p.trace_spawn(t);
     p.remote().stats.spawns.bump();
     p.remote().handles.bump();

@@ -60,15 +60,44 @@ struct Candidate {
 /// - Minimum Misses runs the fewest misses in the last run first: Z (5), X, W, Y;
 /// - Reload Transient runs the smallest expected reload transient first: X, W, Y, Z.
 fn release_order(policy: Policy) -> Vec<&'static str> {
-    const CANDIDATES: [Candidate; 5] = [
-        Candidate { name: "Z", runs: &[600, 5] },
-        Candidate { name: "W", runs: &[100] },
-        Candidate { name: "X", runs: &[40] },
-        Candidate { name: "Y", runs: &[300] },
-        Candidate { name: "D", runs: &[700] },
-    ];
-    const RELEASE: [&str; 4] = ["Y", "X", "Z", "W"];
-    let rt = scripted_runtime(policy);
+    release_scenario(&scripted_runtime(policy))
+}
+
+/// The candidates of [`release_order`], in the order of their histories.
+const CANDIDATES: [Candidate; 5] = [
+    Candidate { name: "Z", runs: &[600, 5] },
+    Candidate { name: "W", runs: &[100] },
+    Candidate { name: "X", runs: &[40] },
+    Candidate { name: "Y", runs: &[300] },
+    Candidate { name: "D", runs: &[700] },
+];
+
+/// The order of [`release_order`]'s release.
+const RELEASE: [&str; 4] = ["Y", "X", "Z", "W"];
+
+/// [`release_order`] on a runtime built under No Affinity, its processor started, that takes
+/// `policy` up through `set_policy` before the scenario: the policy's bookkeeping of runs must
+/// follow, not only its keys.
+fn release_order_after_set_policy(policy: Policy) -> Vec<&'static str> {
+    let rt = scripted_runtime(Policy::no_affinity());
+    // The processor is made (and has run a ULT) under No Affinity, which records nothing.
+    assert_eq!(rt.block_on(|| elite_rt::spawn(|| 1).join().unwrap()), 1);
+    rt.set_policy(policy).unwrap();
+    // The processor takes the policy up at a safe point of its loop (every 64th round): go
+    // round it until it did.
+    for _ in 0..10_000 {
+        if rt.stats().total().policy_switches > 0 {
+            break;
+        }
+        rt.block_on(|| elite_rt::spawn(|| ()).join().unwrap());
+    }
+    assert_eq!(rt.stats().total().policy_switches, 1, "the processor took the policy up");
+    release_scenario(&rt)
+}
+
+/// The scenario of [`release_order`] on `rt`: the histories, then the release; the order in
+/// which the released ULTs ran.
+fn release_scenario(rt: &Runtime) -> Vec<&'static str> {
     rt.block_on(|| {
         let go: Arc<Vec<Semaphore>> = Arc::new((0..5).map(|_| Semaphore::new(0)).collect());
         let wake: Arc<Vec<Semaphore>> = Arc::new((0..5).map(|_| Semaphore::new(0)).collect());
@@ -121,6 +150,20 @@ fn each_policy_picks_what_elite_says() {
         assert_eq!(release_order(Policy::virtual_time()), ["Y", "X", "W", "Z"], "virtual-time: most recent");
         assert_eq!(release_order(Policy::minimum_misses()), ["Z", "X", "W", "Y"], "minimum-misses");
         assert_eq!(release_order(Policy::reload_transient()), ["X", "W", "Y", "Z"], "reload-transient");
+    });
+}
+
+/// The same picks when the policy is put in force by `set_policy` on a runtime whose processor
+/// was made under No Affinity (as `auto` does from its first candidate): the processor takes up
+/// the new policy's bookkeeping of runs (stamps, misses), not only its keys.
+#[test]
+fn each_policy_picks_what_elite_says_after_set_policy() {
+    hang_guard(60, "the release scenario after set_policy", || {
+        let order = release_order_after_set_policy;
+        assert_eq!(order(Policy::virtual_time()), ["Y", "X", "W", "Z"], "virtual-time: most recent");
+        assert_eq!(order(Policy::minimum_misses()), ["Z", "X", "W", "Y"], "minimum-misses");
+        assert_eq!(order(Policy::reload_transient()), ["X", "W", "Y", "Z"], "reload-transient");
+        assert_eq!(order(Policy::no_affinity()), ["W", "Z", "X", "Y"], "no-affinity: LIFO");
     });
 }
 

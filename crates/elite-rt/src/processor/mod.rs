@@ -242,10 +242,13 @@ pub(crate) struct Processor {
     /// `config.gather_locks && !config.central` (see `sync::mutex::gather`).
     pub(crate) gather_locks: bool,
     check_canary: bool,
-    /// Something runs at every switch of a ULT here: the policy's hooks around a run (a recording
-    /// or hardware-counting policy) or the canary check of unguarded stacks. Fixed for the
-    /// processor's life; `run_ult` has a copy for each answer.
-    hooked: bool,
+    /// What runs at every switch of a ULT here: nothing, the policy's end of a run only, or
+    /// every hook (a hardware counter's beginning of a run, the canary check of unguarded
+    /// stacks, the trace); `run_ult` has a copy of its loop for each answer. Owner-only: set
+    /// when the processor is made and again whenever it takes up another policy
+    /// (`follow_policy`, between runs), so that a policy put in force by `set_policy` (or
+    /// `auto`) records its runs even where the one before recorded nothing.
+    hooked: Cell<Hooked>,
     stack_size: usize,
     /// The prefetch window in lines (see `crate::prefetch`): from the cache model's cache when
     /// `config.prefetch`, 0 (no prefetching of declared blocks) otherwise.
@@ -296,10 +299,7 @@ impl Processor {
         let woken_stay = core.engine.woken_stay_with_ult_wakers();
         let check_canary = c.stack_kind == crate::stack::StackKind::Unguarded;
         let trace = shared.tracer.as_ref().map(|t| Box::new(crate::trace::Ring::new(Arc::clone(t), index)));
-        let hooked = {
-            let (begin, end) = core.engine.run_hooks();
-            begin || end || check_canary || trace.is_some()
-        };
+        let hooked = hooked(&core.engine, check_canary, trace.is_some());
         let remote: *const Remote = &shared.processors[index];
         let node_start: *const NodeStart = &shared.nodes[shared.processors[index].node].start;
         let runq: *const crate::queue::run::RunQueue = if c.central {
@@ -322,7 +322,7 @@ impl Processor {
             central: c.central,
             gather_locks: c.gather_locks && !c.central,
             check_canary,
-            hooked,
+            hooked: Cell::new(hooked),
             stack_size: c.stack_size,
             prefetch_lines: if c.prefetch { crate::prefetch::window_lines(c.model_cache.size) } else { 0 },
             chaos: chaos::Chaos::new(c.chaos, index),
@@ -418,8 +418,9 @@ impl Processor {
         if !core.engine.follow(&self.shared.config.counters, &self.shared.engine) {
             return;
         }
-        // (The only copy of the policy outside the engine's part.)
+        // (The only copies of the policy outside the engine's part.)
         self.waker_stays.set(core.engine.woken_stay_with_ult_wakers() && !self.central_or_chaos);
+        self.hooked.set(hooked(&core.engine, self.check_canary, self.trace.is_some()));
         debug_assert!(core.batch.is_empty(), "the yield batch is flushed before the loop's round");
         self.flush_batch();
         self.trace_policy();
@@ -428,6 +429,40 @@ impl Processor {
         stats.rekeyed.add(self.runq().len() as u64);
         let (engine, scratch) = (&mut core.engine, &mut core.scratch);
         self.runq().rekey(|t| engine.priority(t), scratch);
+    }
+}
+
+/// Which hooks run at every switch of a ULT (`Processor::hooked`), each a copy of
+/// `Processor::run_ult_as`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Hooked {
+    /// None.
+    None = Hooked::NONE,
+    /// The policy's end of a run, and nothing else.
+    RunEnd = Hooked::RUN_END,
+    /// Every hook asked for, each tested at each switch.
+    All = Hooked::ALL,
+}
+
+impl Hooked {
+    /// [`Hooked::None`] as a number (the copies' const parameter).
+    pub(crate) const NONE: u8 = 0;
+    /// [`Hooked::RunEnd`] as a number.
+    pub(crate) const RUN_END: u8 = 1;
+    /// [`Hooked::All`] as a number.
+    pub(crate) const ALL: u8 = 2;
+}
+
+/// What must run at every switch of a ULT on a processor whose policy part is `engine`
+/// (`Processor::hooked`): the policy's hooks around a run, the canary check, the trace.
+fn hooked(engine: &crate::policy::engine::Local, check_canary: bool, tracing: bool) -> Hooked {
+    match engine.run_hooks() {
+        (false, end) if !check_canary && !tracing => match end {
+            true => Hooked::RunEnd,
+            false => Hooked::None,
+        },
+        _ => Hooked::All,
     }
 }
 

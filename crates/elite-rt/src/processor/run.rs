@@ -4,7 +4,7 @@
 //! fast path that starts a child on its joiner's stack.
 
 use super::worker::Worker;
-use super::Processor;
+use super::{Hooked, Processor};
 use crate::atomics::Ordering;
 use crate::queue::run::REFILL_FROM;
 use crate::slot::set_current_processor;
@@ -288,47 +288,60 @@ impl Processor {
     /// looked up once by the join fast path) rather than read from a thread-local after every
     /// park.
     ///
-    /// Two copies of the loop, chosen here once per call: with the hooks around each run (a
-    /// recording or hardware-counting policy, unguarded stacks' canary, the trace: `hooked`), and without,
-    /// which is what runs unless one of those was asked for, and tests nothing for them at its
-    /// switches.
+    /// Three copies of the loop, chosen here once per call (`hooked`): without hooks, which is
+    /// what runs unless one was asked for, and tests nothing for them at its switches; with the
+    /// policy's end of a run only (a recording policy whose counter source needs nothing at a
+    /// run's beginning: every policy but no-affinity where there is no PMU), which calls it after
+    /// every switch and tests nothing else; and with every hook (a hardware counter's beginning
+    /// of a run, unguarded stacks' canary, the trace), each tested at each switch.
     #[inline]
     fn run_ult(&self, t: TcbRef, w: &Worker) {
-        if self.hooked {
-            std::hint::cold_path();
-            self.run_ult_as::<true>(t, w);
-        } else {
-            self.run_ult_as::<false>(t, w);
+        match self.hooked.get() {
+            Hooked::None => self.run_ult_as::<{ Hooked::NONE }>(t, w),
+            Hooked::RunEnd => self.run_ult_as::<{ Hooked::RUN_END }>(t, w),
+            Hooked::All => {
+                std::hint::cold_path();
+                self.run_ult_as::<{ Hooked::ALL }>(t, w);
+            }
         }
     }
 
-    /// [`Processor::run_ult`], with the hooks (`HOOKED`) or without.
-    fn run_ult_as<const HOOKED: bool>(&self, mut t: TcbRef, w: &Worker) {
+    /// [`Processor::run_ult`] with the hooks `HOOKS` (a [`Hooked`] as a number). Never inlined:
+    /// each copy is a function of its own and `run_ult`, a test and a call, inlines into its
+    /// callers (inlined into `run_ult`, one copy made every call save the registers the others
+    /// need: two to four instructions more per run where no hook runs).
+    #[inline(never)]
+    fn run_ult_as<const HOOKS: u8>(&self, mut t: TcbRef, w: &Worker) {
         let stats = &self.remote().stats;
-        let check_canary = HOOKED && self.check_canary;
-        // Fixed for the processor's life: read once here, not at every resume.
-        let (begin_hook, end_hook) = if HOOKED { self.core().engine.run_hooks() } else { (false, false) };
-        // The trace's ring (`crate::trace`): its runs are recorded here, in the hooked copy only.
-        let ring = if HOOKED { self.trace.as_deref() } else { None };
-        // Whether anything at all runs after a switch out: one test per switch in the hooked copy,
-        // none in the other.
-        let after_hooks = HOOKED && (end_hook || check_canary || ring.is_some());
+        let all = HOOKS == Hooked::ALL;
+        let check_canary = all && self.check_canary;
+        // Fixed while the loop runs: read once here, not at every resume.
+        let (begin_hook, end_hook) = match HOOKS {
+            Hooked::ALL => self.core().engine.run_hooks(),
+            Hooked::RUN_END => (false, true),
+            _ => (false, false),
+        };
+        // The trace's ring (`crate::trace`): its runs are recorded here, in the copy with every
+        // hook only.
+        let ring = if all { self.trace.as_deref() } else { None };
+        // Whether anything at all runs after a switch out: one test per switch in the copy with
+        // every hook, none in the others.
+        let after_hooks = HOOKS == Hooked::RUN_END || (all && (end_hook || check_canary || ring.is_some()));
         // What a turn's budget starts from (`budget`), read once: a store per switch.
         let budget_turn = self.budget_turn;
         'chain: loop {
             let tcb = t.tcb();
-            // A grouped ULT: the group's counters (`crate::group`) are kept in the hooked copy
-            // only; the other copy hands the chain over to it (one load of a line it writes
+            // A grouped ULT: the group's counters (`crate::group`) are kept in the copy with
+            // every hook only; the others hand the chain over to it (one load of a line it writes
             // anyway, and a branch, per ULT switched to).
             let group = tcb.head.group.get();
-            if !HOOKED && group != 0 {
+            if !all && group != 0 {
                 std::hint::cold_path();
-                return self.run_ult_as::<true>(t, w);
+                return self.run_ult_as::<{ Hooked::ALL }>(t, w);
             }
             // (The group's counters: whether this run is on another processor than the last.)
-            let mut migrated =
-                HOOKED && group != 0 && tcb.head.processor.load(Ordering::Relaxed) != self.index;
-            let after_hooks = after_hooks || (HOOKED && group != 0);
+            let mut migrated = all && group != 0 && tcb.head.processor.load(Ordering::Relaxed) != self.index;
+            let after_hooks = after_hooks || (all && group != 0);
             tcb.head.processor.store(self.index, Ordering::Relaxed);
             // SAFETY: this processor owns the started ULT; the context is Some from `start_ult`
             // until `exit` takes it, after this borrow ends. The ULT's own code never touches the
@@ -351,7 +364,7 @@ impl Processor {
                 if let Some(r) = ring {
                     r.run_begin(t);
                 }
-                let began = if HOOKED && group != 0 {
+                let began = if all && group != 0 {
                     self.core().engine.group_begins(group, stats.switches.get());
                     Some(Instant::now())
                 } else {
@@ -364,7 +377,9 @@ impl Processor {
                 };
                 self.current.set(None);
                 if after_hooks {
-                    std::hint::cold_path();
+                    if all {
+                        std::hint::cold_path();
+                    }
                     if end_hook {
                         self.core().engine.end_run(t);
                     }

@@ -1,5 +1,5 @@
 //! The processor's trace hooks (`crate::trace`): each tests the processor's ring and records
-//! one event. The run hooks are in `run.rs` (the hooked copy of `run_ult_as`); these are the
+//! one event. The run hooks are in `run.rs` (the copy of `run_ult_as` with every hook); these are the
 //! others, called from the places the table in `crate::trace` names.
 
 use super::Processor;

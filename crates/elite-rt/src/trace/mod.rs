@@ -9,7 +9,7 @@
 //!
 //! | event | recorded by | where |
 //! | --- | --- | --- |
-//! | a run of a ULT (begin, end with its reason and, for a block, the object) | the processor | `processor/run.rs`, the hooked copy of `run_ult_as` |
+//! | a run of a ULT (begin, end with its reason and, for a block, the object) | the processor | `processor/run.rs`, the copy of `run_ult_as` with every hook |
 //! | a spawn | the spawner's processor | `thread.rs`, `spawn_on` (outside ones: `Shared::spawn_outside`) |
 //! | a wake-up (who woke whom, the processor the policy chose) | the waker's processor | `processor/wake.rs`, `deliver_central_or_chaos` (outside ones: `Shared::wake`) |
 //! | a steal (from which processor) | the thief | `processor/find.rs`, `steal` |
@@ -23,8 +23,8 @@
 //! # Free when off
 //!
 //! With tracing off no hook costs an instruction on the switch and wake paths: the run hooks are
-//! in the copy of `run_ult_as` that runs only for a hooked processor (`Processor::hooked`, fixed
-//! when the processor is made), and a tracing processor's wake-ups take the detour that the
+//! in the copy of `run_ult_as` that runs only on a processor with every hook
+//! (`Processor::hooked`, set when the processor is made and when it takes up a policy), and a tracing processor's wake-ups take the detour that the
 //! central and chaos modes take already (`Processor::central_or_chaos`, one flag tested on the
 //! wake path whatever the mode). The spawn path tests one field of the processor (in the line its
 //! neighbours are read from); the loop's flush and idle hooks sit on its cold steps.

@@ -421,6 +421,15 @@ pub(crate) struct Engine {
     /// Per processor, what the aggregation modifier needs of the topology
     /// ([`Engine::place_aggregation`]).
     aggregation: Box<[AggregationPlace]>,
+    /// Whether any ULT of the runtime declared a data block ([`Builder::data`](crate::Builder::data),
+    /// [`set_data_block`](crate::set_data_block)): the input of gravity's forces, which `auto`
+    /// looks at before it explores gravity ([`Engine::data_declared`]).
+    ///
+    /// Protocol: set (never cleared) by the declaring thread with a relaxed store, after a relaxed
+    /// load saw it clear (so that the ULTs that keep declaring do not write a shared line each
+    /// time); read by `auto`'s selector with a relaxed load. A hint: a declaration the selector
+    /// does not see yet counts from its next exploration; nothing is published through it.
+    data_declared: AtomicBool,
 }
 
 /// What the aggregation modifier needs to know of one processor's place in the topology
@@ -458,6 +467,7 @@ impl Engine {
             aggregation: (0..processors)
                 .map(|_| AggregationPlace { cutoff: usize::MAX, domain: None })
                 .collect(),
+            data_declared: AtomicBool::new(false),
         }
     }
 
@@ -483,6 +493,19 @@ impl Engine {
                 (word, c.processors[0] == p)
             });
         }
+    }
+
+    /// Notes that a ULT declared a (non-empty) data block (see `data_declared`'s protocol).
+    #[inline]
+    pub(crate) fn note_data(&self) {
+        if !self.data_declared.load(Ordering::Relaxed) {
+            self.data_declared.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether any ULT of the runtime declared a data block so far.
+    pub(crate) fn data_declared(&self) -> bool {
+        self.data_declared.load(Ordering::Relaxed)
     }
 
     /// The policy in force and its needs.
@@ -543,6 +566,7 @@ impl Engine {
             clocks: self.clocks.clone(),
             line_size: self.line_size,
             aggregation: self.aggregation.clone(),
+            data_declared: AtomicBool::new(self.data_declared()),
         }
     }
 

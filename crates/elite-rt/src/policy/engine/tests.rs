@@ -220,8 +220,8 @@ fn the_runtime_wakes_where_the_builtin_hooks_send() {
                             for by_ult in [false, true] {
                                 affinity.on_spawn(t, Some(bytes));
                                 affinity.on_spawn(by, Some(1 << 10));
-                                UltBlock::on_spawn(t, block(8192, 8192));
-                                UltBlock::on_spawn(by, block(8192 + 8192 - overlap, 4096));
+                                UltBlock::on_spawn(t, block(8192, 8192), &affinity);
+                                UltBlock::on_spawn(by, block(8192 + 8192 - overlap, 4096), &affinity);
                                 t.tcb().head.processor.store(home, crate::atomics::Ordering::Relaxed);
                                 local.begin_run();
                                 local.end_run(t);
