@@ -610,8 +610,13 @@ pub(crate) struct Local {
     /// for the policy's needs with the estimator (chosen once, in [`Local::new`]).
     record: fn(&mut Local, TcbRef),
     policy: Policy,
-    /// `policy.kind()`: whose keys to compute, or to ask the hooks for.
+    /// Whose keys to compute: `policy.kind()`, but [`Kind::Custom`] under the aggregation
+    /// modifier too, so that the built-in policies' keys test nothing for the modifier (the
+    /// custom arm, out of line, tells the two apart).
     kind: Kind,
+    /// `policy.kind()`: whose keys the aggregation modifier adds its bonus to, or to ask the hooks
+    /// for.
+    base: Kind,
     /// `policy.wake_rule()`: how [`wakes_here`](Self::wakes_here) answers.
     wake: WakeRule,
     needs: Needs,
@@ -625,10 +630,6 @@ pub(crate) struct Local {
     seq: u64,
     /// The [`Board`] generation of `policy` (see [`follow`](Self::follow)).
     generation: u64,
-    /// Whether a yield may skip its key and take the yield batch's fast path
-    /// ([`yield_at_zero`](Self::yield_at_zero)): `NoAffinity` and `MinimumMisses` without the
-    /// aggregation modifier (whose bonus is a key); `Custom` stands for "no".
-    zero_yields: Kind,
     /// The aggregation modifier's state, when the policy has it (`policy::aggregate`).
     aggregating: Option<Aggregating>,
 }
@@ -806,17 +807,17 @@ impl Local {
             clock: 0,
             counting,
             policy: policy.clone(),
-            kind: policy.kind(),
+            kind: match policy.aggregation() {
+                Some(_) => Kind::Custom,
+                None => policy.kind(),
+            },
+            base: policy.kind(),
             wake: policy.wake_rule(),
             needs,
             processor,
             vtime: 0,
             seq: 0,
             generation,
-            zero_yields: match policy.aggregation() {
-                Some(_) => Kind::Custom,
-                None => policy.kind(),
-            },
             aggregating: policy.aggregation().map(|a| {
                 let place = &engine.aggregation[processor];
                 Aggregating {
@@ -849,7 +850,21 @@ impl Local {
     /// hook.
     #[inline]
     pub(crate) fn priority(&mut self, t: TcbRef) -> u64 {
-        let key = self.plain_priority(t);
+        self.priority_as(self.kind, t)
+    }
+
+    /// [`priority`](Self::priority) under the policy's hooks or the aggregation modifier (`kind`
+    /// is [`Kind::Custom`] for both): out of line, so that neither costs the built-in policies'
+    /// keys a test.
+    #[inline(never)]
+    fn modified_priority(&mut self, t: TcbRef) -> u64 {
+        let key = match self.base {
+            Kind::Custom => {
+                self.seq += 1;
+                self.custom_priority(t)
+            }
+            base => self.priority_as(base, t),
+        };
         match self.aggregating {
             None => key,
             Some(_) => self.aggregated(key, t),
@@ -890,16 +905,17 @@ impl Local {
         }
     }
 
-    /// [`priority`](Self::priority) without the aggregation modifier.
-    #[inline]
-    fn plain_priority(&mut self, t: TcbRef) -> u64 {
+    /// [`priority`](Self::priority) under the built-in policy `kind`; [`Kind::Custom`]: under
+    /// the hooks or the aggregation modifier.
+    #[inline(always)]
+    fn priority_as(&mut self, kind: Kind, t: TcbRef) -> u64 {
         let tcb = t.tcb();
         let rec = &tcb.sched.record;
         let virtual_time = || {
             let last = tcb.head.processor.load(Order::Relaxed);
             virtual_time::key(last, rec.stamp.get(), self.processor)
         };
-        match self.kind {
+        match kind {
             Kind::NoAffinity => {
                 self.seq += 1;
                 no_affinity::key(self.seq)
@@ -921,10 +937,7 @@ impl Local {
                 )
             }
             Kind::Gravity => gravity::key(rec.state.get(), virtual_time),
-            Kind::Custom => {
-                self.seq += 1;
-                self.custom_priority(t)
-            }
+            Kind::Custom => self.modified_priority(t),
         }
     }
 
@@ -941,7 +954,8 @@ impl Local {
     /// the others. The yield batch's fast path (`Processor::yield_from_batch`).
     #[inline]
     pub(crate) fn yield_at_zero(&mut self) -> bool {
-        match self.zero_yields {
+        // (Under the aggregation modifier `kind` is `Custom`: its bonus is a key.)
+        match self.kind {
             Kind::NoAffinity => {
                 self.seq += 1; // (as `yield_priority` counts it)
                 true
@@ -955,17 +969,31 @@ impl Local {
     /// built-in policy, by the hook for a custom one.
     #[inline]
     pub(crate) fn yield_priority(&mut self, t: TcbRef) -> u64 {
-        let key = self.plain_yield_priority(t);
+        self.yield_priority_as(self.kind, t)
+    }
+
+    /// [`yield_priority`](Self::yield_priority) under the policy's hooks or the aggregation
+    /// modifier, out of line (as [`modified_priority`](Self::modified_priority)).
+    #[inline(never)]
+    fn modified_yield_priority(&mut self, t: TcbRef) -> u64 {
+        let key = match self.base {
+            Kind::Custom => {
+                self.seq += 1;
+                self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
+            }
+            base => self.yield_priority_as(base, t),
+        };
         match self.aggregating {
             None => key,
             Some(_) => self.aggregated(key, t),
         }
     }
 
-    /// [`yield_priority`](Self::yield_priority) without the aggregation modifier.
-    #[inline]
-    fn plain_yield_priority(&mut self, t: TcbRef) -> u64 {
-        match self.kind {
+    /// [`yield_priority`](Self::yield_priority) under the built-in policy `kind`;
+    /// [`Kind::Custom`]: under the hooks or the aggregation modifier.
+    #[inline(always)]
+    fn yield_priority_as(&mut self, kind: Kind, t: TcbRef) -> u64 {
+        match kind {
             Kind::NoAffinity => {
                 self.seq += 1;
                 super::DEFAULT_YIELD_KEY
@@ -974,10 +1002,7 @@ impl Local {
             Kind::VirtualTime | Kind::ReloadTransient | Kind::Gravity => {
                 rounds::yield_key(t.tcb().sched.record.state.get())
             }
-            Kind::Custom => {
-                self.seq += 1;
-                self.policy.hooks().yield_priority(&ult_info(t, self.needs), &self.view())
-            }
+            Kind::Custom => self.modified_yield_priority(t),
         }
     }
 
