@@ -386,6 +386,7 @@ fn a_local_part_follows_the_policy_set_on_the_engine() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
 fn aggregation_domains_are_the_processors_sharing_a_data_cache_with_the_lowest_as_master() {
     let policy = Policy::no_affinity().aggregate(1);
     let mut engine = Engine::new(&policy, Needs::NOTHING, &ModelCache::ASSUMED, 4);
