@@ -28,8 +28,9 @@
 //!   without a counted sample: saturation must be shown again by dense bounces, not kept alive by
 //!   moves or by slow bounces. Measured with work between two acquisitions (a `black_box` loop
 //!   of 0 / 200 / 1000 / 3000 iterations, 1024 ULTs, on a build VM whose lines crossed in about
-//!   100 ns there and back): the bounces came 50, 60, 150 and 370 ns apart, and the first three
-//!   ran faster on one processor than on two.
+//!   100 ns there and back, with an earlier sampling that averaged the span of 16 bounces): the
+//!   bounces came 50, 60, 150 and 370 ns apart, and the first three ran faster on one processor
+//!   than on two.
 //! * **Home.** The processor the word is biased to, else the one it was first biased to (the only
 //!   one it can be biased to again, "The bias" in `sync::lock_word`), else the holder's when
 //!   saturation was first seen (kept for the lock's life). A first owner, or such a holder, of
