@@ -448,7 +448,12 @@ mod gathering {
     fn contend_from_elsewhere(m: &Mutex<u64>) -> usize {
         m.cold.saturation.home.store(other_processor_name(), Ordering::Relaxed);
         m.cold.saturation.saturated.store(true, Ordering::Relaxed);
-        m.cold.saturation.recent.store(sync::ticks(), Ordering::Relaxed);
+        // The last sign of saturation set a thousand windows ahead (ten seconds): saturation
+        // lapses when that sign is older than the window, and on a loaded machine the OS may
+        // take this thread off its CPU for longer than a window between here and the lock
+        // (CI's chaos step saw no move then). A sign ahead of the clock reads as a negative age.
+        let ahead = gather_ticks().1.saturating_mul(1000);
+        m.cold.saturation.recent.store(sync::ticks().wrapping_add(ahead), Ordering::Relaxed);
         let mut g = m.lock().unwrap();
         *g += 1;
         crate::slot::current_processor().unwrap().index
