@@ -462,47 +462,13 @@ mod tests {
         }
     }
 
-    /// Runs two ULTs that declared `block` at spawn and yield `yields` times each (taking turns),
-    /// on a one-processor runtime with prefetch `on`; the prefetches its processor issued meanwhile.
-    fn yielding_ults(on: bool, block: DataBlock, yields: u64) -> u64 {
+    /// Runs `ults` ULTs that declared `block` at spawn and yield `yields` times each (taking
+    /// turns), on a one-processor runtime with prefetch `on`; how far `count` moved meanwhile.
+    fn yielding(ults: usize, on: bool, block: DataBlock, yields: u64, count: fn() -> u64) -> u64 {
         let rt = Runtime::builder().processors(1).prefetch(on).build().expect("a runtime");
         rt.block_on(move || {
-            let before = prefetches();
-            let spawn = || {
-                Builder::new()
-                    .data(block)
-                    .spawn(move || {
-                        for _ in 0..yields {
-                            crate::yield_now();
-                        }
-                    })
-                    .expect("spawned")
-            };
-            let (a, b) = (spawn(), spawn());
-            a.join().expect("no panic");
-            b.join().expect("no panic");
-            prefetches() - before
-        })
-    }
-
-    #[test]
-    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
-    fn the_processor_prefetches_a_declared_block_only_when_on() {
-        let data = vec![0u64; 512];
-        let on = yielding_ults(true, DataBlock::of(&data[..]), 20);
-        assert!(on >= 20, "about one prefetch per switch into either ULT, got {on}");
-        assert_eq!(yielding_ults(false, DataBlock::of(&data[..]), 20), 0, "prefetch off");
-        assert_eq!(yielding_ults(true, DataBlock::NONE, 20), 0, "no block, nothing to prefetch");
-    }
-
-    /// Runs three ULTs that declared `block` at spawn and yield `yields` times each (taking
-    /// turns, so that another one is always the runqueue's next), on a one-processor runtime
-    /// with prefetch `on`; the next ULTs' blocks its processor prefetched meanwhile.
-    fn next_blocks(on: bool, block: DataBlock, yields: u64) -> u64 {
-        let rt = Runtime::builder().processors(1).prefetch(on).build().expect("a runtime");
-        rt.block_on(move || {
-            let before = NEXT_BLOCKS.with(Cell::get);
-            let handles: Vec<_> = (0..3)
+            let before = count();
+            let handles: Vec<_> = (0..ults)
                 .map(|_| {
                     Builder::new()
                         .data(block)
@@ -517,8 +483,29 @@ mod tests {
             for h in handles {
                 h.join().expect("no panic");
             }
-            NEXT_BLOCKS.with(Cell::get) - before
+            count() - before
         })
+    }
+
+    /// [`yielding`] with two ULTs: the prefetches their processor issued.
+    fn yielding_ults(on: bool, block: DataBlock, yields: u64) -> u64 {
+        yielding(2, on, block, yields, prefetches)
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime: OS threads, mapped stacks, CPU pinning")]
+    fn the_processor_prefetches_a_declared_block_only_when_on() {
+        let data = vec![0u64; 512];
+        let on = yielding_ults(true, DataBlock::of(&data[..]), 20);
+        assert!(on >= 20, "about one prefetch per switch into either ULT, got {on}");
+        assert_eq!(yielding_ults(false, DataBlock::of(&data[..]), 20), 0, "prefetch off");
+        assert_eq!(yielding_ults(true, DataBlock::NONE, 20), 0, "no block, nothing to prefetch");
+    }
+
+    /// [`yielding`] with three ULTs (so that another one is always the runqueue's next): the
+    /// next ULTs' blocks their processor prefetched.
+    fn next_blocks(on: bool, block: DataBlock, yields: u64) -> u64 {
+        yielding(3, on, block, yields, || NEXT_BLOCKS.with(Cell::get))
     }
 
     #[test]
