@@ -15,6 +15,25 @@ fn sig(memory: f64, llc: f64, l2: f64) -> Signals {
 
 /// Runs `ULTS` ULTs per group for `run`, each repeating a unit of about 100 us through the gate;
 /// returns, per pair of groups, whether units of both were ever inside at once.
+/// An LCN coscheduler of two cores with a 10 GB/s link, its quantum `ms`, reading `script`.
+fn lcn(ms: u64, script: ScriptedSignals) -> Coscheduler {
+    Coscheduler::builder(Mode::Lcn)
+        .quantum(Duration::from_millis(ms))
+        .cores(2)
+        .bandwidth(10.0 * GB)
+        .signals(script)
+        .build()
+}
+
+/// Groups named `names`, each added to `cs` (no declared bytes, no footprint).
+fn groups_of<const N: usize>(cs: &Coscheduler, names: [&str; N]) -> [Group; N] {
+    let groups = names.map(Group::new);
+    for g in &groups {
+        cs.add_group(g, 0, 0);
+    }
+    groups
+}
+
 fn run_mix(cs: &Coscheduler, groups: &[Group], run: Duration) -> Vec<Vec<bool>> {
     run_mix_late(cs, groups, run, &[])
 }
@@ -77,16 +96,8 @@ fn lcn_never_runs_the_memory_link_group_beside_the_cache_group() {
         .group(0, [sig(8.0, 8.0, 8.0)])
         .group(1, [sig(0.1, 6.0, 9.0)])
         .group(2, [Signals::default()]);
-    let cs = Coscheduler::builder(Mode::Lcn)
-        .quantum(Duration::from_millis(3))
-        .cores(2)
-        .bandwidth(10.0 * GB)
-        .signals(script)
-        .build();
-    let groups = [Group::new("stream"), Group::new("stencil"), Group::new("spin")];
-    for g in &groups {
-        cs.add_group(g, 0, 0);
-    }
+    let cs = lcn(3, script);
+    let groups = groups_of(&cs, ["stream", "stencil", "spin"]);
     let together = run_mix(&cs, &groups, Duration::from_millis(300));
     let report = cs.report();
     assert_eq!(
@@ -104,10 +115,7 @@ fn lcn_never_runs_the_memory_link_group_beside_the_cache_group() {
 #[test]
 fn gang_runs_one_group_at_a_time() {
     let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_millis(3)).cores(2).build();
-    let groups = [Group::new("a"), Group::new("b"), Group::new("c")];
-    for g in &groups {
-        cs.add_group(g, 0, 0);
-    }
+    let groups = groups_of(&cs, ["a", "b", "c"]);
     let together = run_mix(&cs, &groups, Duration::from_millis(150));
     assert!(together.iter().flatten().all(|&t| !t), "{together:?}");
     assert!(cs.report().iter().all(|r| r.completions > 0 && r.class.is_none()));
@@ -119,16 +127,8 @@ fn a_group_whose_behaviour_changes_is_reclassified_and_replanned() {
     let script = ScriptedSignals::new()
         .group(0, [sig(0.1, 6.0, 9.0), sig(0.1, 6.0, 9.0), sig(8.0, 8.0, 8.0)])
         .group(1, [sig(0.1, 6.0, 9.0)]);
-    let cs = Coscheduler::builder(Mode::Lcn)
-        .quantum(Duration::from_millis(3))
-        .cores(2)
-        .bandwidth(10.0 * GB)
-        .signals(script)
-        .build();
-    let groups = [Group::new("phased"), Group::new("stencil")];
-    for g in &groups {
-        cs.add_group(g, 0, 0);
-    }
+    let cs = lcn(3, script);
+    let groups = groups_of(&cs, ["phased", "stencil"]);
     run_mix(&cs, &groups, Duration::from_millis(200));
     let report = cs.report();
     assert_eq!(report[0].class, Some(Class::L));
@@ -144,16 +144,8 @@ fn a_group_its_probe_did_not_see_runs_alone_until_classified() {
     // The cache group's ULTs start after every probe is over: it is unclassified at the first
     // plan, and must not be paired with the stream meanwhile.
     let script = ScriptedSignals::new().group(0, [sig(8.0, 8.0, 8.0)]).group(1, [sig(0.1, 6.0, 9.0)]);
-    let cs = Coscheduler::builder(Mode::Lcn)
-        .quantum(Duration::from_millis(2))
-        .cores(2)
-        .bandwidth(10.0 * GB)
-        .signals(script)
-        .build();
-    let groups = [Group::new("stream"), Group::new("late stencil")];
-    for g in &groups {
-        cs.add_group(g, 0, 0);
-    }
+    let cs = lcn(2, script);
+    let groups = groups_of(&cs, ["stream", "late stencil"]);
     // The plan while the stencil has not started (the probes take 8 ms of the 150).
     let watcher = {
         let cs = cs.clone();
