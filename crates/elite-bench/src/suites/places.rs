@@ -355,6 +355,17 @@ fn stress_array(n: usize, seed: u64) -> Vec<u32> {
     (0..n).map(|_| rng.next_u64() as u32).collect()
 }
 
+/// One pass of [`stress_pass`] over `array` (array number `which`) by the ULT running it,
+/// counting in `switches` a pass that finds the other array last used on its processor
+/// (`last`, per processor).
+fn counted_pass(array: &[u32], which: usize, last: &[AtomicUsize], switches: &AtomicU64) -> u64 {
+    let here = elite_rt::current().processor();
+    if last[here].swap(which, Ordering::Relaxed) != which {
+        switches.fetch_add(1, Ordering::Relaxed);
+    }
+    stress_pass(black_box(array))
+}
+
 /// One pass: the wrapping sum (high half) and product of odd factors (low half) of `a`.
 ///
 /// Built for AVX2 where the CPU has it: without a vector multiply of 32-bit lanes (baseline
@@ -477,11 +488,7 @@ fn elite_cache_stress(
                     let array = &arrays[i % 2];
                     let mut sum = 0u64;
                     for _ in 0..passes {
-                        let here = elite_rt::current().processor();
-                        if last[here].swap(i % 2, Ordering::Relaxed) != i % 2 {
-                            switches.fetch_add(1, Ordering::Relaxed);
-                        }
-                        sum = sum.wrapping_add(stress_pass(black_box(array)));
+                        sum = sum.wrapping_add(counted_pass(array, i % 2, &last, &switches));
                         elite_rt::yield_now();
                     }
                     sum
@@ -696,11 +703,7 @@ fn elite_steal_avoidance(
                         let array = &arrays[i % 2];
                         let mut sum = 0u64;
                         for _ in 0..passes {
-                            let here = elite_rt::current().processor();
-                            if last[here].swap(i % 2, Ordering::Relaxed) != i % 2 {
-                                switches.fetch_add(1, Ordering::Relaxed);
-                            }
-                            sum = sum.wrapping_add(stress_pass(black_box(array)));
+                            sum = sum.wrapping_add(counted_pass(array, i % 2, &last, &switches));
                             if case == Avoidance::Gaps && i % 2 == 1 {
                                 elite_rt::sleep(GAPS_PAUSE);
                             } else {
