@@ -494,7 +494,13 @@ impl Footprint {
         }
         // `lines` is in `[0, N]` (only `EMPTY` and the model's own results are stored here), so
         // `still_valid`'s clamp would change nothing.
-        self.lines * model.decay(clock.saturating_sub(self.clock))
+        match clock.saturating_sub(self.clock) {
+            // No miss counted here since the run ended: the decay of 0 misses is exactly 1 (the
+            // table's first entry), so this is the product below without the lookup (the common
+            // case at a run's start where working sets stay cached).
+            0 => self.lines,
+            elapsed => self.lines * model.decay(elapsed),
+        }
     }
 
     /// The expected misses to rebuild the footprint in a run on `processor` whose clock reads

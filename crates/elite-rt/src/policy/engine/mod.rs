@@ -587,16 +587,13 @@ static NO_PMU: Once = Once::new();
 
 /// A processor's part, owned by its thread.
 pub(crate) struct Local {
-    /// `needs.records()`: the check on every run's end.
+    /// `needs.records()`: whether a run's end does anything ([`run_hooks`](Self::run_hooks)).
     records: bool,
     /// The counter source is a hardware counter: the only one whose clock moves between runs,
     /// so the only one a run's beginning must read (see [`begin_run`](Self::begin_run)).
     hardware: bool,
-    /// The needs are stamps alone: a run's end is a stamp, inline.
-    stamps_only: bool,
-    /// The needs are stamps and rounds, nothing else (Virtual Time): a run's end is a stamp and
-    /// the round's update, inline.
-    stamps_and_rounds: bool,
+    /// What a run's end does, chosen once from the needs: one test per run's end (see [`End`]).
+    end: End,
     /// The counter source and the model, when the policy needs misses.
     counting: Option<Counting>,
     /// `counting`'s model, apart: what Reload Transient's key reads at every enqueue, tested
@@ -700,6 +697,21 @@ impl Aggregating {
     }
 }
 
+/// What the end of a run does on a processor ([`Local::end_run`]), chosen from the policy's needs
+/// when the processor takes the policy up: a test on one byte per run's end, where three flags
+/// took three tests before the call of the recording policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// [`Local::record`] or the version of it made for the needs (`Local::record`'s field).
+    Record,
+    /// A stamp and the round's update, inline (Virtual Time).
+    StampAndRound,
+    /// A stamp, inline.
+    Stamp,
+    /// Nothing: the policy keeps no records.
+    Nothing,
+}
+
 /// What a processor counts misses with.
 struct Counting {
     source: AnySource,
@@ -799,10 +811,17 @@ impl Local {
         };
         Local {
             records: needs.records(),
+            end: if !needs.records() {
+                End::Nothing
+            } else if needs == Needs::STAMPS {
+                End::Stamp
+            } else if needs == Needs::STAMPS.with_rounds() {
+                End::StampAndRound
+            } else {
+                End::Record
+            },
             record,
             hardware: matches!(counted, Some(Counting { source: AnySource::Hardware(_), .. })),
-            stamps_only: needs == Needs::STAMPS,
-            stamps_and_rounds: needs == Needs::STAMPS.with_rounds(),
             model: counted.map(|c| Arc::clone(&c.model)),
             clock: 0,
             counting,
@@ -1065,20 +1084,25 @@ impl Local {
     /// The run of `t` begun by the last [`begin_run`](Self::begin_run) ended.
     #[inline(always)]
     pub(crate) fn end_run(&mut self, t: TcbRef) {
-        if self.records {
-            if self.stamps_only {
-                self.vtime += 1;
-                t.tcb().sched.record.stamp.set(self.vtime);
-            } else if self.stamps_and_rounds {
+        // One load and a compare per kind on the way (`End`'s order: the recording policies'
+        // kinds first, those of a processor whose loop calls this at every switch).
+        match self.end {
+            End::Record => {
+                let record = self.record;
+                record(self, t);
+            }
+            End::StampAndRound => {
                 // What `record` does for these needs, without the call and its checks.
                 self.vtime += 1;
                 let rec = &t.tcb().sched.record;
                 rec.stamp.set(self.vtime);
                 rec.state.set(rounds::end_run(self.processor, self.vtime, rec.state.get()));
-            } else {
-                let record = self.record;
-                record(self, t);
             }
+            End::Stamp => {
+                self.vtime += 1;
+                t.tcb().sched.record.stamp.set(self.vtime);
+            }
+            End::Nothing => {}
         }
     }
 

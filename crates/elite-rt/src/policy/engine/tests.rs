@@ -266,7 +266,7 @@ fn virtual_times_inline_run_end_keeps_the_general_records() {
     let affinity = Engine::new(&policy, needs, &ModelCache::ASSUMED, 1);
     let mut inline = Local::new(0, &CounterChoice::Detect, &affinity);
     let mut general = Local::new(0, &CounterChoice::Detect, &affinity);
-    assert!(inline.stamps_and_rounds);
+    assert_eq!(inline.end, End::StampAndRound);
     for &t in &ults {
         affinity.on_spawn(t, None);
     }
