@@ -181,6 +181,34 @@ fn a_full_ring_counts_what_it_drops() {
 }
 
 #[test]
+fn runs_whose_end_the_ring_dropped_still_hold_their_flows() {
+    // A tree of spawns joined through the fast path: each child runs nested in its joiner's run,
+    // so the processor does not return to its loop (where it flushes) until the whole tree is
+    // done, and a small ring fills in the middle of runs, dropping their ends. The flows of the
+    // spawns kept before that bind to those runs: each must still have its slice in the file
+    // (`read_trace` checks every flow's binding), as a viewer drops a flow whose end binds to
+    // no slice (chrome://tracing: "flow_slice_end_error ... does not end at an actual slice").
+    fn tree(depth: u32) -> u64 {
+        if depth == 0 {
+            return 1;
+        }
+        let left = elite_rt::spawn(move || tree(depth - 1));
+        let right = elite_rt::spawn(move || tree(depth - 1));
+        left.join().unwrap() + right.join().unwrap()
+    }
+    let path = trace_path("dropped-ends");
+    let rt = Runtime::builder().processors(1).no_chaos().trace(&path).trace_buffer(64).build().unwrap();
+    assert_eq!(rt.block_on(|| tree(8)), 256);
+    drop(rt);
+    let trace = read_trace(&path);
+    assert!(trace["otherData"]["dropped_events"].as_u64().unwrap() > 0, "the ring of 64 dropped nothing");
+    let evs = events(&trace);
+    assert!(evs.iter().any(|e| e["ph"] == "f"), "no flow was kept");
+    let cut: Vec<_> = evs.iter().filter(|e| e["cat"] == "run" && e["args"]["end"] == "dropped").collect();
+    assert!(!cut.is_empty(), "no run is marked as cut short by the drops");
+}
+
+#[test]
 fn a_blocking_call_shows_its_hand_off() {
     let path = trace_path("blocking");
     let rt = Runtime::builder().processors(1).no_chaos().trace(&path).build().unwrap();

@@ -5,7 +5,8 @@
 //! * A run is a complete event (`"ph":"X"`) on its processor's track, named by the ULT (its name,
 //!   else `ULT <id>`), with `args` `ult`, `end` (why it ended) and, for a block, `on` (the address
 //!   of the object's wait list). Runs nest when a joiner runs its child on its own stack (the join
-//!   fast path).
+//!   fast path). A run whose end the ring dropped ends at the last event its track kept, with
+//!   `end` `dropped` (flows bind to it).
 //! * Idle spans are complete events named `parked` (the thread slept) or `idle` (it found work
 //!   while it spun).
 //! * Spawns, wake-ups, steals, blocking calls' hand-offs and the policies taken up are instant
@@ -288,6 +289,13 @@ impl Writer {
             self.spill(false);
         }
         if dropped != self.dropped[t] {
+            // The ring filled in this batch and kept its first events: what is still open (a
+            // processor flushes from its loop, between runs) lost its end with the rest. Runs end
+            // at the last event kept; an idle span begun there is forgotten (its end was lost).
+            if let Some(last) = events.last() {
+                self.cut_short(t, 0, last.ts);
+            }
+            self.idle[t] = None;
             self.dropped[t] = dropped;
             let ts = events.last().map_or(0, |e| e.ts);
             let b = self.next();
@@ -314,22 +322,15 @@ impl Writer {
                 self.run_begun(e.a, e.ts, t as u32);
             }
             Kind::RunEnd => {
-                // Its begin, if the ring kept it (runs above it whose end was dropped are closed
-                // with it).
+                // Its begin, if the ring kept it. Runs above it whose end was dropped end with it
+                // (see `cut_short`).
                 let Some(i) = self.open[t].iter().rposition(|&(u, _)| u == e.a) else {
                     return;
                 };
+                self.cut_short(t, i + 1, e.ts);
                 let begin = self.open[t][i].1;
                 self.open[t].truncate(i);
-                let b = self.head("X", "run", t, begin);
-                b.s(",\"dur\":").us(e.ts.saturating_sub(begin)).s(",\"name\":");
-                Self::slice_name(&mut self.buf, &self.names, e.a);
-                let b = &mut self.buf;
-                b.s(",\"args\":{\"ult\":").u(e.a).s(",\"end\":\"").s(end_name(e.c)).s("\"");
-                if e.b != 0 {
-                    b.s(",\"on\":\"").hex(e.b).s("\"");
-                }
-                b.s("}}");
+                self.run_slice(t, e.a, begin, e.ts, end_name(e.c), e.b);
                 if e.c == End::Exit as u32 {
                     // (So the writer's maps hold only live ULTs.)
                     self.causes.remove(&e.a);
@@ -379,6 +380,32 @@ impl Writer {
                 b.s(",\"s\":\"t\",\"name\":\"blocking call\",\"args\":{\"ult\":").u(e.a);
                 b.s(",\"processor\":\"").s(handoff_name(e.c)).s("\"}}");
             }
+        }
+    }
+
+    /// The complete event of a run of `ult` on track `t` from `begin` to `end`; `on`: the
+    /// object it blocked on, 0 for none.
+    fn run_slice(&mut self, t: usize, ult: u64, begin: u64, end: u64, why: &str, on: u64) {
+        let b = self.head("X", "run", t, begin);
+        b.s(",\"dur\":").us(end.saturating_sub(begin)).s(",\"name\":");
+        Self::slice_name(&mut self.buf, &self.names, ult);
+        let b = &mut self.buf;
+        b.s(",\"args\":{\"ult\":").u(ult).s(",\"end\":\"").s(why).s("\"");
+        if on != 0 {
+            b.s(",\"on\":\"").hex(on).s("\"");
+        }
+        b.s("}}");
+    }
+
+    /// Ends the runs of track `t` from the `from`-th open one up, whose ends the ring dropped,
+    /// at `at`: the last time the track is known to have been in them. Each is written, as
+    /// `"end":"dropped"`, because the flows of wake-ups and spawns already paired with it (its
+    /// begin, or a wake-up made inside it) bind to its slice: a run left out would leave them
+    /// pointing at no slice, which viewers reject.
+    fn cut_short(&mut self, t: usize, from: usize, at: u64) {
+        while self.open[t].len() > from {
+            let (ult, begin) = self.open[t].pop().expect("more open runs than `from`");
+            self.run_slice(t, ult, begin, at.max(begin), "dropped", 0);
         }
     }
 
