@@ -38,10 +38,11 @@
 //! events.
 //!
 //! 1. **Start.** The first candidate ([`Auto::candidates`]; default `no-affinity`,
-//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start. As soon as the
-//!    program makes progress (the selector looks after an epoch, then less and less often), it
-//!    looks at the *locality signal*: whether the processors count cache misses with a hardware
-//!    counter, or some ULT declared a footprint or data block
+//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start. Until the
+//!    program makes progress (the selector looks after a fifth of an epoch, then twice as long
+//!    each time), and once more then, it looks at the *locality signal*: whether the
+//!    processors count cache misses with a hardware counter, or some ULT declared a footprint or
+//!    data block
 //!    ([`Builder::footprint`](crate::Builder::footprint), [`set_footprint`](crate::set_footprint),
 //!    [`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block)) larger
 //!    than the first-level data cache (of processor 0 in the runtime's topology; [`DEFAULT_BAR`]
@@ -87,13 +88,15 @@
 //!    the first candidate (the cheapest, `no-affinity` by default) by less than
 //!    [`Auto::margin`] (default 2%): a difference that small is within the noise of a few
 //!    epochs, and the first candidate costs least when the others gain nothing.
-//! 4. **Watch.** It goes on measuring under the choice. When the rate moves away from the
-//!    settled rate (the median of the first 3 epochs after settling) by more than
-//!    [`Auto::phase_change`] (default 30%, either way) for 3 epochs in a row, the workload
-//!    changed phase: it explores again at once. Otherwise it re-checks once the time since the
-//!    last exploration is long enough for a full exploration to take at most [`Auto::budget`]
-//!    (default 5%) of it; each re-check that keeps the policy doubles that wait (up to 64
-//!    times), so a steady program pays less and less.
+//! 4. **Watch.** It goes on measuring under the choice (or the lead, or the first candidate,
+//!    before any exploration). When the rate moves away from the settled rate (the median of
+//!    the first 3 epochs after settling) by more than [`Auto::phase_change`] (default 30%,
+//!    either way) for 3 epochs in a row, the workload changed phase: it explores at once.
+//!    Otherwise it explores once the time since the start, or since the last exploration, is
+//!    long enough for a full exploration to take at most [`Auto::budget`] (default 5%) of it;
+//!    each re-check that keeps the policy doubles that wait (up to 64 times), so a steady
+//!    program pays less and less. Either way it explores only with two candidates or more left
+//!    to measure (see 2).
 //!
 //! # Carrying a choice to the next runtime
 //!
@@ -324,10 +327,10 @@ impl Auto {
         Ok(self)
     }
 
-    /// The most of the run time re-checks may take, as a fraction: 0.001 to 0.5. A re-check
-    /// waits until the time since the last exploration is long enough for a full exploration to
-    /// take at most this share of it (the first exploration comes at once, and a phase change
-    /// explores at once).
+    /// The most of the run time explorations may take, as a fraction: 0.001 to 0.5. An
+    /// exploration waits until the time since the start (for the first) or since the last
+    /// exploration is long enough for a full exploration to take at most this share of it (a
+    /// phase change explores at once).
     pub fn budget(mut self, fraction: f64) -> Result<Auto, AutoError> {
         if !(0.001..=0.5).contains(&fraction) {
             return refuse(format!("auto budget: {fraction} is out of range, expected 0.001..=0.5"));
@@ -710,10 +713,14 @@ impl Run {
         }
     }
 
-    /// Waits until the program makes progress again, looking after `look`, then twice as long
-    /// each time up to [`IDLE_LOOK`] (an idle program wakes the selector that rarely).
-    fn until_progress(&mut self, mut look: Duration) -> Result<(), ()> {
+    /// Waits until the program makes progress again (or, with `or_lead`, until the locality
+    /// signal gives a lead), looking after `look`, then twice as long each time up to
+    /// [`IDLE_LOOK`] (an idle program wakes the selector that rarely).
+    fn until_progress(&mut self, mut look: Duration, or_lead: bool) -> Result<(), ()> {
         loop {
+            if or_lead && lead(&self.auto.candidates, &self.signals()).is_some() {
+                return Ok(());
+            }
             let a = self.mark().ok_or(())?;
             if !self.wait(look) {
                 return Err(());
@@ -769,7 +776,7 @@ impl Run {
             if measured == 0 {
                 // Nothing progressed in a whole round (an idle program): wait for progress
                 // under what is in force rather than switching on.
-                self.until_progress(IDLE_LOOK)?;
+                self.until_progress(IDLE_LOOK, false)?;
                 continue;
             }
             round += 1;
@@ -843,8 +850,9 @@ impl Run {
                 (memory.choice, memory.backoff, memory.quiet, true)
             }
             None => {
-                // The program's first spawns declare what it works on: look soon.
-                self.until_progress(self.span)?;
+                // The program's first spawns declare what it works on: look soon, and lead as soon
+                // as they do.
+                self.until_progress(self.span / 5, true)?;
                 (self.lead_in(0)?, 1u32, Duration::ZERO, false)
             }
         };
@@ -985,7 +993,7 @@ impl Run {
             // (Kept after every epoch: a runtime may be dropped at any time.)
             self.remember_quiet(since.elapsed() + credit, backoff);
             let Some(rate) = measured? else {
-                self.until_progress(IDLE_LOOK)?;
+                self.until_progress(IDLE_LOOK, false)?;
                 continue;
             };
             if self.unit() != unit {
@@ -1036,8 +1044,6 @@ fn counts_misses(choice: &super::engine::CounterChoice) -> bool {
         CounterChoice::Detect => {
             elite_affinity::HardwareSource::open(elite_affinity::CounterEvent::CacheMisses).is_ok()
         }
-        #[allow(unreachable_patterns)]
-        _ => true,
     }
 }
 
