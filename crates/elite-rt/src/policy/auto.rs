@@ -1018,7 +1018,8 @@ impl Run {
     }
 }
 
-/// The bar of [`Signals`] where the topology describes no first-level data cache, in bytes.
+/// The size of a declaration that brings the locality signal where the topology describes no
+/// first-level data cache, in bytes (see the [module docs](self#how-it-decides)).
 pub const DEFAULT_BAR: usize = 32 << 10;
 
 /// The size of the first-level data cache of processor 0 in `topology`, in bytes
