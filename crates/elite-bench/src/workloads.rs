@@ -56,8 +56,10 @@ pub fn record_auto_decisions(
     in_force: &str,
 ) {
     use elite_rt::policy::AutoReason;
-    let explorations =
-        decisions.iter().filter(|d| !matches!(d.reason, AutoReason::Start | AutoReason::Remembered)).count();
+    let explorations = decisions
+        .iter()
+        .filter(|d| !matches!(d.reason, AutoReason::Start | AutoReason::Remembered | AutoReason::Locality))
+        .count();
     crate::harness::record_side("auto_explorations", explorations as f64);
     let warm = decisions.iter().any(|d| d.reason == AutoReason::Remembered);
     crate::harness::record_side("auto_warm_start", if warm { 1.0 } else { 0.0 });

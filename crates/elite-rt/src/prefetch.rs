@@ -236,7 +236,7 @@ pub fn set_data_block(block: impl Into<DataBlock>) {
             tcb.links.data.set(block);
             tcb.head.has_data.set(!block.is_empty());
             if !block.is_empty() {
-                p.shared.engine.note_data();
+                p.shared.engine.note_data(block.len());
             }
             let word = block.word(p.prefetch_lines);
             tcb.links.prefetch.store(word, Ordering::Relaxed);
@@ -258,7 +258,7 @@ impl UltBlock {
             Some(b) if !b.is_empty() => {
                 tcb.links.data.set(b);
                 tcb.head.has_data.set(true);
-                engine.note_data();
+                engine.note_data(b.len());
             }
             _ => tcb.head.has_data.set(false),
         }

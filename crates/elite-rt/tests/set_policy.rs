@@ -165,8 +165,12 @@ fn the_policy_in_force_follows_set_policy() {
 
 /// Eight ULTs on `rt` that report a unit of progress and yield until the flag is set; the flag
 /// and the handle of the ULT that joins them. With `data`, each declares a data block (the
-/// input of gravity's forces).
-fn busy_reporters(rt: &Runtime, data: bool) -> (Arc<AtomicBool>, elite_rt::JoinHandle<()>) {
+/// input of gravity's forces); with `footprint`, a footprint of that many bytes.
+fn busy_reporters(
+    rt: &Runtime,
+    data: bool,
+    footprint: Option<usize>,
+) -> (Arc<AtomicBool>, elite_rt::JoinHandle<()>) {
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let h = rt.spawn(move || {
@@ -177,6 +181,9 @@ fn busy_reporters(rt: &Runtime, data: bool) -> (Arc<AtomicBool>, elite_rt::JoinH
                 let mut ult = elite_rt::Builder::new();
                 if data {
                     ult = ult.data(&block[..]);
+                }
+                if let Some(bytes) = footprint {
+                    ult = ult.footprint(bytes);
                 }
                 ult.spawn(move || {
                     while !stop.load(SeqCst) {
@@ -192,10 +199,11 @@ fn busy_reporters(rt: &Runtime, data: bool) -> (Arc<AtomicBool>, elite_rt::JoinH
     (stop, h)
 }
 
-/// Under `auto`, a busy program sees the selector explore every candidate and settle on one,
-/// with a rate measured for each (gravity only where ULTs declared data blocks: without them it
-/// orders as virtual-time does, and is left out, its rate 0); `progress` moves it to the
-/// program's units.
+/// Under `auto`, a busy program that declares footprints larger than a first-level cache (the
+/// locality signal) sees the selector put the lead (reload-transient) in force before measuring
+/// anything, then explore every candidate and settle on one, with a rate measured for each
+/// (gravity only where ULTs declared data blocks: without them it orders as virtual-time does,
+/// and is left out, its rate 0); `progress` moves it to the program's units.
 #[test]
 fn auto_explores_every_candidate_and_settles() {
     hang_guard(120, "auto", || {
@@ -203,14 +211,24 @@ fn auto_explores_every_candidate_and_settles() {
             // (The largest budget: an exploration after about a tenth of a second.)
             let auto = elite_rt::policy::Auto::new().budget(0.5).unwrap();
             let rt = Runtime::builder().processors(2).policy(Policy::auto_with(auto)).build().unwrap();
-            let (stop, h) = busy_reporters(&rt, data);
-            common::wait_until(60, "an explored decision", || {
-                rt.stats().auto.iter().any(|d| d.reason != AutoReason::Start)
-            });
+            let (stop, h) = busy_reporters(&rt, data, Some(256 << 10));
+            let t0 = std::time::Instant::now();
+            while !rt.stats().auto.iter().any(|d| d.reason == AutoReason::Explored) {
+                assert!(t0.elapsed() < Duration::from_secs(20), "no exploration: {}", rt.stats());
+                std::thread::sleep(Duration::from_millis(5));
+            }
             stop.store(true, SeqCst);
             h.join().unwrap();
             let stats = rt.stats();
-            let d = stats.auto.iter().find(|d| d.reason != AutoReason::Start).unwrap();
+            let reasons: Vec<AutoReason> = stats.auto.iter().map(|d| d.reason).collect();
+            assert_eq!(
+                reasons[..3],
+                [AutoReason::Start, AutoReason::Locality, AutoReason::Explored],
+                "{stats}"
+            );
+            assert_eq!(stats.auto[1].policy, "reload-transient", "the lead: {stats}");
+            assert!(stats.auto[1].rates.is_empty(), "nothing measured for the lead: {stats}");
+            let d = stats.auto.iter().find(|d| d.reason == AutoReason::Explored).unwrap();
             let names: Vec<&str> = d.rates.iter().map(|r| r.0).collect();
             assert_eq!(names, ["no-affinity", "virtual-time", "reload-transient", "gravity"]);
             // (A candidate may drop out after one round, but its rate of that round is kept.)
@@ -222,6 +240,51 @@ fn auto_explores_every_candidate_and_settles() {
             assert!(stats.total().progress > 0);
             assert!(format!("{stats}").contains("auto "), "the stats print the decisions");
         }
+    });
+}
+
+/// Under `auto`, a busy program that declares nothing, or only footprints that fit in a
+/// first-level cache, never leaves the first candidate on a machine without a hardware counter
+/// (the recording policies would order by estimated misses it gives them nothing to estimate
+/// from): no candidate is measured, and the budget's re-checks find nothing to explore.
+#[test]
+fn auto_without_the_locality_signal_stays_on_its_first_candidate() {
+    use elite_rt::CounterChoice;
+    hang_guard(120, "auto without signal", || {
+        for footprint in [None, Some(1 << 10)] {
+            let auto = elite_rt::policy::Auto::new().budget(0.5).unwrap();
+            let rt = Runtime::builder()
+                .processors(2)
+                .counters(CounterChoice::Estimated)
+                .topology("1 node x 2 cores, 32 KiB L1d per core, 512 KiB L2 per core")
+                .policy(Policy::auto_with(auto))
+                .build()
+                .unwrap();
+            let (stop, h) = busy_reporters(&rt, true, footprint);
+            // Long enough for the lead and several re-checks' waits (about 50 ms each).
+            common::wait_until(60, "progress", || rt.stats().total().progress > 1000);
+            std::thread::sleep(Duration::from_millis(400));
+            stop.store(true, SeqCst);
+            h.join().unwrap();
+            let stats = rt.stats();
+            assert!(stats.auto.iter().all(|d| d.reason == AutoReason::Start), "{footprint:?}: {stats}");
+            assert_eq!(stats.policy, "no-affinity", "{footprint:?}");
+            // The same footprint declared larger than the first-level cache brings the lead.
+        }
+        let rt = Runtime::builder()
+            .processors(2)
+            .counters(CounterChoice::Estimated)
+            .topology("1 node x 2 cores, 32 KiB L1d per core, 512 KiB L2 per core")
+            .policy(Policy::auto())
+            .build()
+            .unwrap();
+        let (stop, h) = busy_reporters(&rt, false, Some(33 << 10));
+        common::wait_until(60, "the lead", || {
+            rt.stats().auto.iter().any(|d| d.reason == AutoReason::Locality)
+        });
+        stop.store(true, SeqCst);
+        h.join().unwrap();
+        assert_eq!(rt.stats().policy, "reload-transient");
     });
 }
 
@@ -249,7 +312,7 @@ fn auto_remembers_its_choice_for_the_next_runtime() {
         };
         // A busy first runtime, until it explored.
         let rt = build(2, &auto);
-        let (stop, h) = busy_reporters(&rt, false);
+        let (stop, h) = busy_reporters(&rt, false, Some(256 << 10));
         common::wait_until(60, "an explored decision", || {
             rt.stats().auto.iter().any(|d| d.reason == AutoReason::Explored)
         });

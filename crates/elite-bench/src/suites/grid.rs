@@ -61,8 +61,10 @@
 //! 0.97 of `no-affinity`'s, at each processor count (the solve reports its relaxations to
 //! `auto` with `elite_rt::progress`).
 //!
-//! `elite/auto` starts cold in every sample (a fresh runtime, which explores at its first
-//! progress: a large share of a solve of a few tenths of a second). `elite/auto+warm` (without
+//! `elite/auto` starts cold in every sample (a fresh runtime: the patches' footprints, larger
+//! than a first-level cache, bring `reload-transient` in force at the first progress, and a
+//! solve of a few tenths of a second ends before the budget allows an exploration).
+//! `elite/auto+warm` (without
 //! prefetch only) remembers its explorations under a key naming the bench, size and patch
 //! (`elite_rt::policy::Auto::remember`, kept apart per processor count): from the sample after
 //! its first exploration on, a sample starts from the choice of the samples before it.
@@ -504,6 +506,10 @@ pub fn probe_main(args: &[String]) -> ExitCode {
                 m.relaxations as f64 / m.cells as f64,
                 m.ults
             );
+            // Under `auto`: what it chose, when and why.
+            for decision in &m.auto {
+                eprintln!("auto {decision}");
+            }
             println!("{}", sample_line(&Sample::per_op(m.elapsed, m.relaxations, m.cells as u64)));
             ExitCode::SUCCESS
         }

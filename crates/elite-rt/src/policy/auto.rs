@@ -38,17 +38,40 @@
 //! events.
 //!
 //! 1. **Start.** The first candidate ([`Auto::candidates`]; default `no-affinity`,
-//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start, while the
-//!    selector waits for progress and explores at once (its first epoch sizes the epochs). A
-//!    selector that [remembers](Auto::remember) under a key for which an earlier runtime of the
-//!    process explored starts *warm* instead: it puts the remembered choice in force at once
+//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start. Until the
+//!    program makes progress (the selector looks after a fifth of an epoch, then twice as long
+//!    each time), and once more then, it looks at the *locality signal*: whether the
+//!    processors count cache misses with a hardware counter, or some ULT declared a footprint or
+//!    data block
+//!    ([`Builder::footprint`](crate::Builder::footprint), [`set_footprint`](crate::set_footprint),
+//!    [`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block)) larger
+//!    than the first-level data cache (of processor 0 in the runtime's topology; [`DEFAULT_BAR`]
+//!    where it describes none). Without a hardware counter, the recording policies
+//!    (`virtual-time`, `minimum-misses`, `reload-transient`, `gravity`) order by the misses the
+//!    estimator derives from declared footprints: with nothing declared they order as
+//!    `no-affinity` does at a higher cost per run, and a run whose data fits in the first-level
+//!    cache reloads it, wherever it was evicted to, for about what their bookkeeping costs.
+//!    * **Without the signal** the first candidate stays in force and nothing else is measured
+//!      (custom candidates excepted: they are always measured, see 2), so `auto` costs what the
+//!      first candidate costs; the selector goes on looking, and takes the next step once the
+//!      signal appears.
+//!    * **With it** the selector puts the *lead* in force at once ([`AutoReason::Locality`]):
+//!      the first `reload-transient` candidate (it orders by the expected reload, the quantity
+//!      the signal stands for), else the first recording policy among the candidates. It then
+//!      watches (4) as after a choice: the first exploration comes when the run has lasted long
+//!      enough for one to take at most [`Auto::budget`] of it, so a program shorter than that
+//!      runs under the lead throughout instead of under each candidate in turn.
+//!
+//!    A selector that [remembers](Auto::remember) under a key for which an earlier runtime of
+//!    the process explored starts *warm* instead: it puts the remembered choice in force at once
 //!    and goes straight to watching (4), see [Carrying a choice](#carrying-a-choice-to-the-next-runtime).
 //! 2. **Explore.** It leaves out the candidates that cannot behave otherwise than an earlier
-//!    one on what the program declared so far: `gravity` until some ULT declared a data block
-//!    ([`Builder::data`](crate::Builder::data), [`set_data_block`](crate::set_data_block)),
-//!    because its forces act only between overlapping declared blocks and without them it orders
-//!    as `virtual-time` does, at a higher cost per run (the first candidate and custom policies
-//!    are always explored; a left-out candidate's rate reads 0 in the decision). It puts each
+//!    one on what the program declared so far: the recording policies without the locality
+//!    signal, and `gravity` until some ULT declared a data block, because its forces act only
+//!    between overlapping declared blocks and without them it orders as `virtual-time` does
+//!    (the first candidate and custom policies are always explored; a left-out candidate's rate
+//!    reads 0 in the decision). With fewer than two candidates left there is nothing to
+//!    explore: it keeps watching. It puts each
 //!    remaining candidate in force in turn with
 //!    [`Runtime::set_policy`](crate::Runtime::set_policy), lets the processors take it up and
 //!    settle for a fifth of an epoch, then measures one epoch. It goes round the candidates
@@ -65,13 +88,15 @@
 //!    the first candidate (the cheapest, `no-affinity` by default) by less than
 //!    [`Auto::margin`] (default 2%): a difference that small is within the noise of a few
 //!    epochs, and the first candidate costs least when the others gain nothing.
-//! 4. **Watch.** It goes on measuring under the choice. When the rate moves away from the
-//!    settled rate (the median of the first 3 epochs after settling) by more than
-//!    [`Auto::phase_change`] (default 30%, either way) for 3 epochs in a row, the workload
-//!    changed phase: it explores again at once. Otherwise it re-checks once the time since the
-//!    last exploration is long enough for a full exploration to take at most [`Auto::budget`]
-//!    (default 5%) of it; each re-check that keeps the policy doubles that wait (up to 64
-//!    times), so a steady program pays less and less.
+//! 4. **Watch.** It goes on measuring under the choice (or the lead, or the first candidate,
+//!    before any exploration). When the rate moves away from the settled rate (the median of
+//!    the first 3 epochs after settling) by more than [`Auto::phase_change`] (default 30%,
+//!    either way) for 3 epochs in a row, the workload changed phase: it explores at once.
+//!    Otherwise it explores once the time since the start, or since the last exploration, is
+//!    long enough for a full exploration to take at most [`Auto::budget`] (default 5%) of it;
+//!    each re-check that keeps the policy doubles that wait (up to 64 times), so a steady
+//!    program pays less and less. Either way it explores only with two candidates or more left
+//!    to measure (see 2).
 //!
 //! # Carrying a choice to the next runtime
 //!
@@ -117,12 +142,20 @@
 //!   half-idle epoch is not told apart.
 //! * **Short programs.** A full exploration takes `candidates × rounds × 1.2 × epoch` (72 ms
 //!   with the default settings and 5 ms epochs; less when candidates drop out or the
-//!   exploration ends early), and the first one starts at once: a program that runs for a few
-//!   tenths of a second spends a large share of its time exploring, and one shorter than an
-//!   exploration mostly runs under whichever candidate is being tried. Where the candidates are
-//!   close that costs little (they are close); where one is far worse it drops out after one
-//!   epoch. A program that runs the same short job many times gives it a key
-//!   ([`Auto::remember`]) and pays the exploration once, not per job.
+//!   exploration ends early), and the first one waits until it would take at most the budget's
+//!   share of the run (about 1.4 s with the defaults): a program shorter than that is never
+//!   measured, and runs under the first candidate, or under the lead where the locality signal
+//!   holds. What it gets is then what the signal predicts, not what was measured. A program
+//!   that runs the same short job many times gives it a key ([`Auto::remember`]): the
+//!   explorations of the longer runs, or the budget's re-checks summed over the runtimes, then
+//!   carry a measured choice to the short ones.
+//! * **A signal that predicts wrong.** The lead is put in force on a declaration, not on a
+//!   measurement: a program that declares large footprints but whose order does not matter
+//!   (its data streams through once, or fits in a cache level the model does not describe) runs
+//!   under the lead, at the lead's cost, until the first exploration; one that declares nothing
+//!   (or only small footprints) while its order does matter is never explored on a machine
+//!   without a hardware counter (declare footprints with [`set_footprint`](crate::set_footprint),
+//!   or choose the policy).
 //! * **Effects longer than an epoch.** A policy whose benefit builds up over many epochs (a
 //!   placement that gathers ULTs, as `gravity` does, and survives a switch away) is credited
 //!   partly to whichever candidate follows it; the rotation of the order spreads that credit,
@@ -140,9 +173,11 @@
 //!   apart decides on two epochs each: a disturbance that slows every epoch of one candidate
 //!   in both rounds picks the wrong one (a later re-check, and with a key the pooling of
 //!   explorations, correct it).
-//! * **Data declared late.** Whether gravity is explored is decided at the start of each
+//! * **Data declared late.** Which candidates are explored is decided at the start of each
 //!   exploration: a program whose ULTs declare their data blocks only after the first
-//!   exploration has it considered from the next one (a re-check or a phase change) on.
+//!   exploration has gravity considered from the next one (a re-check or a phase change) on. A
+//!   footprint declared late that brings the locality signal puts the lead in force at the
+//!   selector's next epoch, if the first candidate is still in force.
 //! * **A phase shorter than the watch.** A change of workload that lasts less than three epochs
 //!   is not seen; one that keeps alternating faster than an exploration makes every choice
 //!   stale.
@@ -292,10 +327,10 @@ impl Auto {
         Ok(self)
     }
 
-    /// The most of the run time re-checks may take, as a fraction: 0.001 to 0.5. A re-check
-    /// waits until the time since the last exploration is long enough for a full exploration to
-    /// take at most this share of it (the first exploration comes at once, and a phase change
-    /// explores at once).
+    /// The most of the run time explorations may take, as a fraction: 0.001 to 0.5. An
+    /// exploration waits until the time since the start (for the first) or since the last
+    /// exploration is long enough for a full exploration to take at most this share of it (a
+    /// phase change explores at once).
     pub fn budget(mut self, fraction: f64) -> Result<Auto, AutoError> {
         if !(0.001..=0.5).contains(&fraction) {
             return refuse(format!("auto budget: {fraction} is out of range, expected 0.001..=0.5"));
@@ -363,7 +398,7 @@ impl Auto {
 pub enum AutoReason {
     /// The first candidate, at start, before any measurement.
     Start,
-    /// The best of the first exploration.
+    /// The best of the first exploration (whether the budget's wait or a phase change brought it).
     Explored,
     /// The best of an exploration started because the rate moved (a phase change).
     PhaseChange,
@@ -372,6 +407,10 @@ pub enum AutoReason {
     /// The choice remembered under [`Auto::remember`]'s key, at start, before any
     /// measurement (a warm start).
     Remembered,
+    /// The *lead*, put in force before any measurement because the program declared data large
+    /// enough for the order of its ULTs to matter to the cache (see [the module
+    /// docs](self#how-it-decides)).
+    Locality,
 }
 
 impl fmt::Display for AutoReason {
@@ -382,6 +421,7 @@ impl fmt::Display for AutoReason {
             AutoReason::PhaseChange => "phase change",
             AutoReason::Recheck => "re-check",
             AutoReason::Remembered => "remembered",
+            AutoReason::Locality => "locality",
         })
     }
 }
@@ -526,6 +566,10 @@ struct Run {
     span: Duration,
     /// The runtime's processor count (part of what a memory is kept for).
     processors: usize,
+    /// What the recording policies can go by besides declarations (see [`Signals`]).
+    hardware: bool,
+    /// The size of a declaration that makes the order matter, in bytes (see [`Signals`]).
+    bar: usize,
 }
 
 /// A count of progress at an instant.
@@ -539,8 +583,58 @@ struct Mark {
 impl Run {
     fn new(shared: Weak<Shared>, auto: Auto, stop: Arc<(Mutex<bool>, Condvar)>, log: Arc<Log>) -> Run {
         let span = auto.epoch;
-        let processors = shared.upgrade().map_or(0, |s| s.processors.len());
-        Run { shared, auto, stop, log, began: Instant::now(), reported: false, span, processors }
+        let (processors, hardware, bar) = shared.upgrade().map_or((0, false, DEFAULT_BAR), |s| {
+            (s.processors.len(), counts_misses(&s.config.counters), first_level_bytes(&s.config.topology))
+        });
+        Run {
+            shared,
+            auto,
+            stop,
+            log,
+            began: Instant::now(),
+            reported: false,
+            span,
+            processors,
+            hardware,
+            bar,
+        }
+    }
+
+    /// What the program declared so far, and what the counters can see.
+    fn signals(&self) -> Signals {
+        let (declared, data) = self
+            .shared
+            .upgrade()
+            .map_or((0, false), |s| (s.engine.largest_declared(), s.engine.data_declared()));
+        Signals { hardware: self.hardware, declared, bar: self.bar, data }
+    }
+
+    /// Which candidates are worth measuring now (the first always is).
+    fn plausible(&self) -> Vec<bool> {
+        let signals = self.signals();
+        self.auto.candidates.iter().enumerate().map(|(i, c)| i == 0 || plausible(c, &signals)).collect()
+    }
+
+    /// With the first candidate in force (`current` 0) and the signals saying the order
+    /// matters, puts the lead ([`lead`]) in force and logs why; returns the candidate in force.
+    fn lead_in(&mut self, current: usize) -> Result<usize, ()> {
+        if current != 0 {
+            return Ok(current);
+        }
+        let Some(i) = lead(&self.auto.candidates, &self.signals()) else { return Ok(current) };
+        if !self.put_in_force(i) {
+            return Err(());
+        }
+        self.remember_choice(i);
+        self.log.push(AutoDecision {
+            at: self.began.elapsed(),
+            policy: self.auto.candidates[i].name(),
+            reason: AutoReason::Locality,
+            unit: self.unit(),
+            rates: Vec::new(),
+            explored_for: Duration::ZERO,
+        });
+        Ok(i)
     }
 
     /// Waits `d`; false when told to stop (or the runtime is gone).
@@ -619,14 +713,19 @@ impl Run {
         }
     }
 
-    /// Waits until the program makes progress again, looking every [`IDLE_LOOK`] (an idle
-    /// program wakes the selector that rarely).
-    fn until_progress(&mut self) -> Result<(), ()> {
+    /// Waits until the program makes progress again (or, with `or_lead`, until the locality
+    /// signal gives a lead), looking after `look`, then twice as long each time up to
+    /// [`IDLE_LOOK`] (an idle program wakes the selector that rarely).
+    fn until_progress(&mut self, mut look: Duration, or_lead: bool) -> Result<(), ()> {
         loop {
+            if or_lead && lead(&self.auto.candidates, &self.signals()).is_some() {
+                return Ok(());
+            }
             let a = self.mark().ok_or(())?;
-            if !self.wait(IDLE_LOOK) {
+            if !self.wait(look) {
                 return Err(());
             }
+            look = (look * 2).min(IDLE_LOOK);
             let b = self.mark().ok_or(())?;
             if b.runs != a.runs || b.units != a.units {
                 return Ok(());
@@ -648,9 +747,7 @@ impl Run {
         let mut unit = self.unit();
         // Only the candidates that can behave otherwise than an earlier one on what the program
         // declared so far (see `plausible`).
-        let data = self.shared.upgrade().is_some_and(|s| s.engine.data_declared());
-        let plausible: Vec<bool> =
-            self.auto.candidates.iter().enumerate().map(|(i, c)| i == 0 || plausible(c, data)).collect();
+        let plausible = self.plausible();
         let mut alive = plausible.clone();
         let mut round = 0;
         while round < self.auto.rounds as usize && alive.iter().filter(|a| **a).count() > 1 {
@@ -679,7 +776,7 @@ impl Run {
             if measured == 0 {
                 // Nothing progressed in a whole round (an idle program): wait for progress
                 // under what is in force rather than switching on.
-                self.until_progress()?;
+                self.until_progress(IDLE_LOOK, false)?;
                 continue;
             }
             round += 1;
@@ -722,15 +819,16 @@ impl Run {
         let _ = self.select();
     }
 
-    /// Explore at once (after an epoch that sizes the epochs), settle, watch, and explore again
-    /// when the time since the last exploration is long enough for one to take at most the
-    /// budget's share of it (twice that, 4 times, ... up to 64 times, after each re-check that
-    /// kept the policy), or at once on a phase change; until stopped.
+    /// At the first progress, the lead where the locality signal holds (or later, once it does);
+    /// then watch, and explore when the time since the start or the last exploration is long
+    /// enough for one to take at most the budget's share of it (twice that, 4 times, ... up to
+    /// 64 times, after each re-check that kept the policy), or at once on a phase change; until
+    /// stopped.
     fn select(&mut self) -> Result<(), ()> {
         if self.auto.candidates.len() == 1 {
             return Ok(()); // (nothing to choose: the one candidate is in force)
         }
-        let (mut best, mut backoff, mut credit) = match self.recall() {
+        let (mut best, mut backoff, mut credit, mut explored) = match self.recall() {
             Some(memory) => {
                 // A warm start: the remembered choice, at once, and the wait before a re-check
                 // goes on from where the runtimes before this one left it.
@@ -749,20 +847,33 @@ impl Run {
                     rates: names.zip(pooled).collect(),
                     explored_for: Duration::ZERO,
                 });
-                (memory.choice, memory.backoff, memory.quiet)
+                (memory.choice, memory.backoff, memory.quiet, true)
             }
             None => {
-                self.until_progress()?;
-                let (best, _) = self.explore(AutoReason::Explored)?;
-                (best, 1u32, Duration::ZERO)
+                // The program's first spawns declare what it works on: look soon, and lead as soon
+                // as they do.
+                self.until_progress(self.span / 5, true)?;
+                (self.lead_in(0)?, 1u32, Duration::ZERO, false)
             }
         };
         loop {
             let since = Instant::now();
             let quiet =
                 |run: &Run| run.exploration().mul_f64((1.0 / run.auto.budget - 1.0) * f64::from(backoff));
-            let reason = self.watch(since, credit, backoff, &quiet)?;
+            let reason = self.watch(since, credit, backoff, &quiet, best == 0 && !explored)?;
             credit = Duration::ZERO;
+            if reason == AutoReason::Locality {
+                best = self.lead_in(best)?;
+                continue;
+            }
+            if self.plausible().iter().filter(|p| **p).count() < 2 {
+                // Nothing else is worth measuring: keep what is in force, and look again later.
+                backoff = (backoff * 2).min(64);
+                continue;
+            }
+            // (The first exploration is `Explored`, whatever brought it.)
+            let reason = if explored { reason } else { AutoReason::Explored };
+            explored = true;
             let (now, _) = self.explore(reason)?;
             backoff = match reason {
                 AutoReason::Recheck if now == best => (backoff * 2).min(64),
@@ -858,18 +969,23 @@ impl Run {
     /// Measures epoch after epoch under the policy in force until `quiet(self)` passed since
     /// `since`, counting `credit` as already passed ([`AutoReason::Recheck`]), or the rate moved away from the settled rate (the
     /// median of the first 3 epochs) by more than the phase-change fraction for 3 epochs in a
-    /// row ([`AutoReason::PhaseChange`]).
+    /// row ([`AutoReason::PhaseChange`]), or, with `lead_pending` (the first candidate in force
+    /// and nothing explored yet), the locality signal appeared ([`AutoReason::Locality`]).
     fn watch(
         &mut self,
         since: Instant,
         credit: Duration,
         backoff: u32,
         quiet: &dyn Fn(&Run) -> Duration,
+        lead_pending: bool,
     ) -> Result<AutoReason, ()> {
         let unit = self.unit();
         let mut first = Vec::with_capacity(3);
         let (mut away, mut rate_then) = (0, 0.0);
         loop {
+            if lead_pending && lead(&self.auto.candidates, &self.signals()).is_some() {
+                return Ok(AutoReason::Locality); // (declared since: the lead, at once)
+            }
             if since.elapsed() + credit >= quiet(self) {
                 return Ok(AutoReason::Recheck);
             }
@@ -877,7 +993,7 @@ impl Run {
             // (Kept after every epoch: a runtime may be dropped at any time.)
             self.remember_quiet(since.elapsed() + credit, backoff);
             let Some(rate) = measured? else {
-                self.until_progress()?;
+                self.until_progress(IDLE_LOOK, false)?;
                 continue;
             };
             if self.unit() != unit {
@@ -902,14 +1018,93 @@ impl Run {
     }
 }
 
-/// Whether `candidate` is worth exploring given what the program declared: gravity only once a
-/// ULT declared a data block (`data`). Its forces act only between ULTs whose declared blocks
-/// overlap, and its keys depart from Virtual Time's only after a force acted; without declared
-/// blocks it orders as `virtual-time` does, with the misses' bookkeeping on top, so measuring it
-/// would spend epochs on a candidate that cannot win. Every other candidate (a custom one
-/// included) is plausible.
-fn plausible(candidate: &Policy, data: bool) -> bool {
-    candidate.kind() != super::Kind::Gravity || data
+/// The size of a declaration that brings the locality signal where the topology describes no
+/// first-level data cache, in bytes (see the [module docs](self#how-it-decides)).
+pub const DEFAULT_BAR: usize = 32 << 10;
+
+/// The size of the first-level data cache of processor 0 in `topology`, in bytes
+/// ([`DEFAULT_BAR`] where it describes none).
+fn first_level_bytes(topology: &elite_affinity::Topology) -> usize {
+    use elite_affinity::CacheKind;
+    topology
+        .caches_of(0)
+        .filter(|c| c.level == 1 && c.kind != CacheKind::Instruction)
+        .map(|c| c.size as usize)
+        .min()
+        .filter(|&size| size > 0)
+        .unwrap_or(DEFAULT_BAR)
+}
+
+/// Whether the runtime's processors count cache misses otherwise than by the estimator (a
+/// hardware counter, or a script), with the counters `choice`.
+fn counts_misses(choice: &super::engine::CounterChoice) -> bool {
+    use super::engine::CounterChoice;
+    match choice {
+        CounterChoice::Estimated => false,
+        CounterChoice::Scripted(_) => true,
+        CounterChoice::Detect => {
+            elite_affinity::HardwareSource::open(elite_affinity::CounterEvent::CacheMisses).is_ok()
+        }
+    }
+}
+
+/// What tells `auto` whether the order of the ULTs can matter to the cache.
+#[derive(Clone, Copy, Debug)]
+struct Signals {
+    /// The processors count misses otherwise than by the estimator: the recording policies see
+    /// real reloads whatever the program declared.
+    hardware: bool,
+    /// The largest footprint or data block a ULT declared, in bytes.
+    declared: usize,
+    /// The size of a declaration that makes the order matter: the first-level data cache's.
+    bar: usize,
+    /// A ULT declared a data block (gravity's input).
+    data: bool,
+}
+
+impl Signals {
+    /// Whether the recording policies have something to order by that can pay: real miss
+    /// counts, or a declaration larger than the first-level cache.
+    fn locality(&self) -> bool {
+        self.hardware || self.declared > self.bar
+    }
+}
+
+/// Whether `candidate` is worth exploring given the `signals`: the first candidate and custom
+/// policies always; the recording policies (virtual-time, minimum-misses, reload-transient,
+/// gravity) only with the locality signal ([`Signals::locality`]). Without a hardware counter
+/// they order by the misses the estimator derives from declared footprints: with none
+/// declared they order as `no-affinity` does, at a higher cost per run, and a run whose data
+/// fits in the first-level cache reloads it, wherever it was evicted to, for about what
+/// their bookkeeping costs. Gravity also needs a data block: its forces act only between
+/// ULTs whose declared blocks overlap, and without them it orders as `virtual-time` does.
+fn plausible(candidate: &Policy, signals: &Signals) -> bool {
+    use super::Kind;
+    match candidate.kind() {
+        Kind::Custom | Kind::NoAffinity => true,
+        Kind::Gravity => signals.data && signals.locality(),
+        Kind::VirtualTime | Kind::MinimumMisses | Kind::ReloadTransient => signals.locality(),
+    }
+}
+
+/// The candidate `auto` puts in force, before measuring anything, when the `signals` say the
+/// order matters: the first `reload-transient` candidate (it orders by the expected reload, the
+/// quantity the signal stands for), else the first plausible recording policy after the
+/// first candidate; `None` without the signal or without such a candidate.
+fn lead(candidates: &[Policy], signals: &Signals) -> Option<usize> {
+    use super::Kind;
+    if !signals.locality() {
+        return None;
+    }
+    let recording = |i: &usize| {
+        let c = &candidates[*i];
+        !matches!(c.kind(), Kind::Custom | Kind::NoAffinity) && plausible(c, signals)
+    };
+    let mut rest = (1..candidates.len()).filter(recording);
+    (1..candidates.len())
+        .filter(recording)
+        .find(|&i| candidates[i].kind() == Kind::ReloadTransient)
+        .or_else(|| rest.next())
 }
 
 /// What share of the best median rate a candidate must reach to stay in an exploration: after
@@ -1059,12 +1254,38 @@ mod tests {
     }
 
     #[test]
-    fn gravity_is_explored_only_once_data_was_declared() {
+    fn the_recording_policies_are_explored_only_with_the_locality_signal() {
+        let signals = |hardware, declared, data| Signals { hardware, declared, bar: 32 << 10, data };
         for name in Policy::NAMES {
             let p: Policy = name.parse().unwrap();
-            assert!(plausible(&p, true), "{name}");
-            assert_eq!(plausible(&p, false), name != "gravity", "{name}");
+            let first = name == "no-affinity";
+            // A hardware counter, or a declaration above the first-level cache: every one, but
+            // gravity without a data block.
+            for s in [signals(true, 0, true), signals(false, 64 << 10, true)] {
+                assert!(plausible(&p, &s), "{name}");
+            }
+            assert_eq!(plausible(&p, &signals(true, 0, false)), name != "gravity", "{name}");
+            // Nothing declared, or only what fits in the first-level cache: the first only.
+            for s in [signals(false, 0, true), signals(false, 1 << 10, true), signals(false, 32 << 10, true)]
+            {
+                assert_eq!(plausible(&p, &s), first, "{name}");
+            }
         }
+    }
+
+    #[test]
+    fn the_lead_is_reload_transient_with_the_signal_only() {
+        let all =
+            [Policy::no_affinity(), Policy::virtual_time(), Policy::reload_transient(), Policy::gravity()];
+        let big = Signals { hardware: false, declared: 64 << 10, bar: 32 << 10, data: false };
+        assert_eq!(lead(&all, &big), Some(2));
+        assert_eq!(lead(&all, &Signals { declared: 1 << 10, ..big }), None);
+        assert_eq!(lead(&all, &Signals { declared: 0, hardware: true, ..big }), Some(2));
+        // Without reload-transient, the first recording candidate; never a custom one or the first.
+        assert_eq!(lead(&[Policy::no_affinity(), Policy::virtual_time()], &big), Some(1));
+        assert_eq!(lead(&[Policy::virtual_time(), Policy::no_affinity()], &big), None);
+        assert_eq!(lead(&[Policy::no_affinity(), Policy::gravity()], &big), None, "gravity needs data");
+        assert_eq!(lead(&[Policy::no_affinity()], &big), None);
     }
 
     #[test]

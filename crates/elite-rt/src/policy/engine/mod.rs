@@ -82,7 +82,7 @@ use elite_affinity::{
 };
 use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 
 /// The policy's record of one ULT (see the module docs for who writes it).
@@ -158,7 +158,10 @@ impl Engine {
             rec.footprint.set(Footprint::EMPTY);
             rec.state.set(0);
             match footprint {
-                Some(bytes) => rec.declare(bytes, self.line_size),
+                Some(bytes) => {
+                    rec.declare(bytes, self.line_size);
+                    self.note_declared(bytes);
+                }
                 None => {
                     rec.bytes.set(0);
                     rec.lines.set(0);
@@ -166,6 +169,7 @@ impl Engine {
             }
         } else if let Some(bytes) = footprint {
             rec.declare(bytes, self.line_size);
+            self.note_declared(bytes);
         }
     }
 }
@@ -189,6 +193,7 @@ pub fn set_footprint(bytes: usize) {
     if let Some(p) = current_processor() {
         if let Some(t) = p.current_ult() {
             t.tcb().sched.record.declare(bytes, p.shared.engine.line_size);
+            p.shared.engine.note_declared(bytes);
         }
     }
 }
@@ -430,6 +435,18 @@ pub(crate) struct Engine {
     /// time); read by `auto`'s selector with a relaxed load. A hint: a declaration the selector
     /// does not see yet counts from its next exploration; nothing is published through it.
     data_declared: AtomicBool,
+    /// The largest footprint ([`Builder::footprint`](crate::Builder::footprint),
+    /// [`set_footprint`]) or data block any ULT of the runtime declared, in bytes: the signal
+    /// by which `auto` tells whether the order of the ULTs can matter to the cache
+    /// ([`Engine::largest_declared`]).
+    ///
+    /// Protocol: raised (never lowered) by a declaring thread with a relaxed store after a
+    /// relaxed load saw it smaller (declarations of a size already seen write nothing shared);
+    /// read by `auto`'s selector with a relaxed load. A hint, like `data_declared`: two
+    /// declaring threads racing may leave the smaller of their two sizes until one of them
+    /// declares again, and `auto` only reads it to decide what to try; nothing is published
+    /// through it.
+    declared: AtomicUsize,
 }
 
 /// What the aggregation modifier needs to know of one processor's place in the topology
@@ -468,6 +485,7 @@ impl Engine {
                 .map(|_| AggregationPlace { cutoff: usize::MAX, domain: None })
                 .collect(),
             data_declared: AtomicBool::new(false),
+            declared: AtomicUsize::new(0),
         }
     }
 
@@ -495,12 +513,28 @@ impl Engine {
         }
     }
 
-    /// Notes that a ULT declared a (non-empty) data block (see `data_declared`'s protocol).
+    /// Notes that a ULT declared a (non-empty) data block of `bytes` (see `data_declared`'s
+    /// protocol).
     #[inline]
-    pub(crate) fn note_data(&self) {
+    pub(crate) fn note_data(&self, bytes: usize) {
         if !self.data_declared.load(Ordering::Relaxed) {
             self.data_declared.store(true, Ordering::Relaxed);
         }
+        self.note_declared(bytes);
+    }
+
+    /// Notes that a ULT declared a footprint or data block of `bytes` (see `declared`'s
+    /// protocol).
+    #[inline]
+    pub(crate) fn note_declared(&self, bytes: usize) {
+        if self.declared.load(Ordering::Relaxed) < bytes {
+            self.declared.store(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// The largest footprint or data block any ULT declared so far, in bytes (0: none).
+    pub(crate) fn largest_declared(&self) -> usize {
+        self.declared.load(Ordering::Relaxed)
     }
 
     /// Whether any ULT of the runtime declared a data block so far.
@@ -567,6 +601,7 @@ impl Engine {
             line_size: self.line_size,
             aggregation: self.aggregation.clone(),
             data_declared: AtomicBool::new(self.data_declared()),
+            declared: AtomicUsize::new(self.largest_declared()),
         }
     }
 
