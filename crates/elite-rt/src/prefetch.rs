@@ -31,7 +31,9 @@
 //! A ULT that declares nothing, and every ULT while prefetch is off, costs one load and one
 //! predictable branch where the loop chooses it and where a waker makes it ready, on a line
 //! both touch anyway: its `prefetching` flag is false then (it is only set when the runtime
-//! prefetches). The suspension path is untouched.
+//! prefetches). Where the loop goes from one ULT to the next without a round, that test is the
+//! one test of the head's rare-case bits, which cover a ULT's group too (`tcb::Rare`). The
+//! suspension path is untouched.
 //!
 //! # What it costs
 //!
@@ -46,7 +48,8 @@
 //!
 //! * line 1 (identity, touched by every choice and every wake-up): whether a block was declared
 //!   at spawn, and the `prefetching` flag (a prefetch word is set: a block, and the runtime
-//!   prefetches), set when the ULT gets its stack and by [`set_data_block`];
+//!   prefetches; a bit of the head's rare-case byte, `tcb::Rare`), cleared at spawn, set when
+//!   the ULT gets its stack and by [`set_data_block`];
 //! * line 4 (links and rarities): the block itself, as declared, for the policies (the bytes a
 //!   waker shares with the ULT it wakes,
 //!   [`WakerInfo::shared_bytes`](crate::policy::WakerInfo::shared_bytes)), and the *prefetch
@@ -240,7 +243,7 @@ pub fn set_data_block(block: impl Into<DataBlock>) {
             }
             let word = block.word(p.prefetch_lines);
             tcb.links.prefetch.store(word, Ordering::Relaxed);
-            tcb.head.prefetching.store(word != 0, Ordering::Relaxed);
+            tcb.head.set_prefetching(word != 0);
         }
     }
 }
@@ -265,19 +268,18 @@ impl UltBlock {
     }
 
     /// The ULT gets its stack: its prefetch word from the block declared at spawn, under the
-    /// runtime's window of `window` lines (0: the runtime does not prefetch, and the word is 0,
-    /// so that the hooks need not test the setting).
+    /// runtime's window of `window` lines (0: the runtime does not prefetch, and the flag stays
+    /// clear, so that the hooks need not test the setting).
     #[inline]
     pub(crate) fn on_start(t: TcbRef, window: usize) {
         let tcb = t.tcb();
         if window != 0 && tcb.head.has_data.get() {
             let word = tcb.links.data.get().word(window);
             tcb.links.prefetch.store(word, Ordering::Relaxed);
-            tcb.head.prefetching.store(word != 0, Ordering::Relaxed);
-        } else {
-            // Line 1 only: the word is read only while the flag is set.
-            tcb.head.prefetching.store(false, Ordering::Relaxed);
+            tcb.head.set_prefetching(word != 0);
         }
+        // Otherwise nothing to write: the spawn cleared the flag (`Head::set_group`), and the
+        // word is read only while the flag is set.
     }
 
     /// The block `t` declared, if any (for the policies).
@@ -299,12 +301,13 @@ impl UltBlock {
 /// block, has started and the runtime prefetches).
 ///
 /// The flag is false while the runtime does not prefetch and for ULTs without a block, so the
-/// test of the setting costs nothing here. A flag left by an earlier life of a reused control
-/// block (a ULT that ended without passing `UltBlock::on_start`) is caught by the test of the
-/// ULT's life in the out-of-line part.
+/// test of the setting costs nothing here. The spawn clears a flag left by an earlier life of a
+/// reused control block (`Head::set_group`); the out-of-line part still tests the ULT's life.
 #[inline]
 pub(crate) fn ult(t: TcbRef) -> bool {
-    t.tcb().head.prefetching.load(Ordering::Relaxed) && ult_lines(t)
+    // SAFETY: the callers hold `t` (module docs, "Where it lives in the control block"): the
+    // loop, a ULT it chose to run; a waker, a ULT whose wake-up it owns.
+    (unsafe { t.tcb().head.rare_held() } & crate::tcb::Rare::PREFETCHING) != 0 && ult_lines(t)
 }
 
 /// The body of [`ult`], kept out of line.
@@ -360,7 +363,7 @@ pub(crate) fn control_block(t: TcbRef) {
 #[inline]
 pub(crate) fn next_block(t: TcbRef) {
     let tcb = t.tcb();
-    if tcb.head.prefetching.load(Ordering::Relaxed) {
+    if tcb.head.prefetching() {
         #[cfg(test)]
         tests::NEXT_BLOCKS.with(|n| n.set(n.get() + 1));
         block(tcb.links.prefetch.load(Ordering::Relaxed));

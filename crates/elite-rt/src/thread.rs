@@ -69,7 +69,7 @@ pub(crate) fn init_tcb<F, T>(
     tcb.head.task.set(task);
     tcb.head.vtable.set(vtable);
     tcb.head.pinned.set(spec.pinned);
-    tcb.head.group.set(spec.group.unwrap_or(0));
+    tcb.head.set_group(spec.group.unwrap_or(0));
     // (`spawn_on` and `spawn_outside` set it, and the rule, for a placed ULT.)
     tcb.head.placed.set(false);
     // `join` is already 0: free TCBs are reset by `recycle` (or fresh).

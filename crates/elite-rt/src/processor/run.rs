@@ -137,6 +137,28 @@ impl Processor {
         }
     }
 
+    /// `n`, the ULT the chain of `run_ult_as` switches to next (the hand-off, the yield batch):
+    /// the prefetch hook, as [`prefetch_chosen`](Self::prefetch_chosen), and whether `n` is in a
+    /// group (the copies of the loop without every hook then hand the chain over to the one
+    /// with them). One test of the head's rare-case bits (`tcb::Rare`) for both: a load of a
+    /// line the switch reads anyway, and a branch, for a ULT with neither.
+    #[inline(always)]
+    fn chosen(&self, n: TcbRef) -> bool {
+        // SAFETY: this processor took `n` to run it next: it holds it.
+        if unsafe { n.tcb().head.rare_held() } == 0 {
+            return false;
+        }
+        std::hint::cold_path();
+        self.chosen_rare(n)
+    }
+
+    /// The part of [`chosen`](Self::chosen) for a ULT with a rare-case bit set, out of line.
+    #[inline(never)]
+    fn chosen_rare(&self, n: TcbRef) -> bool {
+        self.prefetch_chosen(n);
+        n.tcb().head.group.get() != 0
+    }
+
     /// Step 1: wake-ups into the runqueue, clean-up notes, due timers.
     #[inline]
     fn maintain(&self) {
@@ -312,8 +334,15 @@ impl Processor {
     /// need: two to four instructions more per run where no hook runs).
     #[inline(never)]
     fn run_ult_as<const HOOKS: u8>(&self, mut t: TcbRef, w: &Worker) {
-        let stats = &self.remote().stats;
         let all = HOOKS == Hooked::ALL;
+        // A grouped ULT: the group's counters (`crate::group`) are kept in the copy with every
+        // hook only; the others hand it over to that copy, here for the ULT they are called
+        // with, and where their chain goes on to another ULT (`chosen`: one test with the
+        // prefetch hook's).
+        if !all && t.tcb().head.group.get() != 0 {
+            std::hint::cold_path();
+            return self.run_ult_as::<{ Hooked::ALL }>(t, w);
+        }
         let check_canary = all && self.check_canary;
         // Fixed while the loop runs: read once here, not at every resume.
         let (begin_hook, end_hook) = match HOOKS {
@@ -331,14 +360,8 @@ impl Processor {
         let budget_turn = self.budget_turn;
         'chain: loop {
             let tcb = t.tcb();
-            // A grouped ULT: the group's counters (`crate::group`) are kept in the copy with
-            // every hook only; the others hand the chain over to it (one load of a line it writes
-            // anyway, and a branch, per ULT switched to).
-            let group = tcb.head.group.get();
-            if !all && group != 0 {
-                std::hint::cold_path();
-                return self.run_ult_as::<{ Hooked::ALL }>(t, w);
-            }
+            // (The copies without every hook run no grouped ULT: see above.)
+            let group = if all { tcb.head.group.get() } else { 0 };
             // (The group's counters: whether this run is on another processor than the last.)
             let mut migrated = all && group != 0 && tcb.head.processor.load(Ordering::Relaxed) != self.index;
             let after_hooks = after_hooks || (all && group != 0);
@@ -356,7 +379,7 @@ impl Processor {
             let why = loop {
                 self.current.set(Some(t));
                 self.budget.set(budget_turn); // a new turn: a full budget (`budget`)
-                stats.switches.bump();
+                self.remote().stats.switches.bump();
                 if begin_hook {
                     std::hint::cold_path();
                     self.core().engine.begin_run();
@@ -365,7 +388,7 @@ impl Processor {
                     r.run_begin(t);
                 }
                 let began = if all && group != 0 {
-                    self.core().engine.group_begins(group, stats.switches.get());
+                    self.core().engine.group_begins(group, self.remote().stats.switches.get());
                     Some(Instant::now())
                 } else {
                     None
@@ -403,9 +426,12 @@ impl Processor {
                         std::hint::cold_path();
                         break Switch::ANCHOR;
                     }
-                    stats.yields.bump();
+                    self.remote().stats.yields.bump();
                     match self.yield_from_batch(t) {
                         FromBatch::Run(n) => {
+                            if self.chosen(n) && !all {
+                                return self.run_ult_as::<{ Hooked::ALL }>(n, w);
+                            }
                             t = n;
                             continue 'chain;
                         }
@@ -477,7 +503,12 @@ impl Processor {
                 }
             }
             match self.hand_off() {
-                Some(n) => t = n,
+                Some(n) => {
+                    if self.chosen(n) && !all {
+                        return self.run_ult_as::<{ Hooked::ALL }>(n, w);
+                    }
+                    t = n;
+                }
                 None => {
                     // Back to the loop: every ready ULT in the runqueue (see `YieldBatch`).
                     self.flush_batch();
@@ -529,10 +560,9 @@ impl Processor {
         if n.tcb().head.life.get() != Life::Started {
             return None; // (never in the slot today; the loop's dispatch starts such a one)
         }
-        // (A thief may have taken it since the look: then the loop goes on.)
-        let n = self.take_next()?;
-        self.prefetch_chosen(n); // as the loop does for the ULT it picks
-        Some(n)
+        // (A thief may have taken it since the look: then the loop goes on. The caller makes
+        // the tests the loop makes of the ULT it picks: `chosen`.)
+        self.take_next()
     }
 
     /// The yield of `t` in a round-robin served from the yield batch, in one step: what
@@ -573,10 +603,7 @@ impl Processor {
             self.put_next(n);
             return FromBatch::Loop;
         }
-        if n.tcb().head.prefetching.load(Ordering::Relaxed) {
-            self.prefetch_chosen(n); // as `hand_off` does (the test inline: most ULTs have no block)
-        }
-        FromBatch::Run(n)
+        FromBatch::Run(n) // (the caller tests it as after `hand_off`: `chosen`)
     }
 
     /// Whether a wake-up, a clean-up note or a timer waits for the loop: then the fast paths

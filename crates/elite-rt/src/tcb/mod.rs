@@ -50,7 +50,7 @@
 //! skips DETACHED and resets the word with a plain store (one fewer RMW on a line the exiting
 //! processor wrote last).
 
-use crate::atomics::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::atomics::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::sync::mutex::gather::UltMarks;
 use std::cell::{Cell, UnsafeCell};
 use std::ptr::{self, NonNull};
@@ -178,14 +178,73 @@ pub(crate) struct Head {
     pub(crate) placed: Cell<bool>,
     /// Whether `links.data` holds a block the ULT declared (see `prefetch`); written at spawn.
     pub(crate) has_data: Cell<bool>,
-    /// Whether `links.prefetch` holds a word to prefetch (a block, and the runtime prefetches):
-    /// the one test the loop and the wakers make, on this line, which both touch anyway. Relaxed
-    /// atomic (plain moves on x86-64 and AArch64): the loop also reads it for the runqueue's
-    /// next entry, which another processor may take and run meanwhile (see `prefetch`).
-    pub(crate) prefetching: AtomicBool,
+    /// The rare cases a switch into the ULT must see, one bit each ([`Rare`]): whether
+    /// `links.prefetch` holds a word to prefetch ([`Rare::PREFETCHING`]: a block, and the runtime
+    /// prefetches) and whether the ULT is in a group ([`Rare::GROUPED`]). One test of the byte,
+    /// on this line, which the loop touches anyway, covers both where the loop switches from
+    /// ULT to ULT (`Processor::chosen`); the wakers test the prefetch bit. Written by the
+    /// spawner before publication (the group bit, the prefetch bit cleared: [`Head::set_group`]),
+    /// then by the ULT's holder only (the prefetch bit: [`Head::set_prefetching`]), so a load
+    /// and a store keep the other bit. Relaxed atomic (plain moves on x86-64 and AArch64): the
+    /// loop also reads it for the runqueue's next entry, which another processor may take and
+    /// run meanwhile (see `prefetch`).
+    pub(crate) rare: AtomicU8,
     /// The ULT's group's number in its runtime's `group::Groups` (0: none): written by the
-    /// spawner before publication, read by the processors that run it.
+    /// spawner before publication ([`Head::set_group`]), read by the processors that run it.
     pub(crate) group: Cell<u16>,
+}
+
+/// The bits of [`Head::rare`].
+pub(crate) struct Rare;
+
+impl Rare {
+    /// `links.prefetch` holds a word to prefetch (see `prefetch`).
+    pub(crate) const PREFETCHING: u8 = 1;
+    /// The ULT is in a group (`Head::group` is not 0).
+    pub(crate) const GROUPED: u8 = 2;
+}
+
+impl Head {
+    /// Whether `links.prefetch` holds a word to prefetch ([`Rare::PREFETCHING`]), for a reader
+    /// that does not hold the ULT (a relaxed load).
+    #[inline]
+    pub(crate) fn prefetching(&self) -> bool {
+        self.rare.load(Ordering::Relaxed) & Rare::PREFETCHING != 0
+    }
+
+    /// [`Head::rare`], read by the ULT's holder: a plain load, which the compiler folds into the
+    /// test of it (a relaxed load it does not: one instruction more at each switch and wake-up).
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the ULT: it runs it or is about to (the processor that took it), or
+    /// owns its wake-up (the ULT is blocked). The byte's writers are the spawner before
+    /// publication and then the holder, each ordered before this read by the protocol that
+    /// handed the ULT over, so no write races it (the relaxed loads of other readers are
+    /// reads).
+    #[inline]
+    pub(crate) unsafe fn rare_held(&self) -> u8 {
+        // SAFETY: no write races this read (the caller's contract); the pointer is the atomic's
+        // own, valid and aligned.
+        unsafe { *self.rare.as_ptr() }
+    }
+
+    /// Sets or clears [`Rare::PREFETCHING`]; the ULT's holder only (the ULT itself, or the
+    /// processor starting it), the only writer of the byte once the ULT is published.
+    #[inline]
+    pub(crate) fn set_prefetching(&self, on: bool) {
+        let rare = self.rare.load(Ordering::Relaxed) & !Rare::PREFETCHING;
+        self.rare.store(if on { rare | Rare::PREFETCHING } else { rare }, Ordering::Relaxed);
+    }
+
+    /// The spawner's part, before publication: the ULT's group number `group` (0: none) and
+    /// its bit; the prefetch bit clear (a former ULT's of this TCB), until the ULT starts
+    /// (`prefetch::UltBlock::on_start`).
+    #[inline]
+    pub(crate) fn set_group(&self, group: u16) {
+        self.group.set(group);
+        self.rare.store(if group != 0 { Rare::GROUPED } else { 0 }, Ordering::Relaxed);
+    }
 }
 
 /// Line 3 of a [`Tcb`]: owned by the processor holding the ULT, which hands it on with the ULT.
@@ -230,8 +289,8 @@ pub(crate) struct Links {
     /// The data block the ULT declared, when `head.has_data` (see `prefetch`): the spawner's or
     /// the ULT's.
     pub(crate) data: Cell<crate::prefetch::DataBlock>,
-    /// The prefetch word of the ULT's data block, when `head.prefetching` (see `prefetch`);
-    /// relaxed atomic, as `head.prefetching`.
+    /// The prefetch word of the ULT's data block, when `head.prefetching()` (see `prefetch`);
+    /// relaxed atomic, as `head.rare`.
     pub(crate) prefetch: AtomicUsize,
 }
 
@@ -287,7 +346,7 @@ impl Tcb {
                 pinned: Cell::new(false),
                 placed: Cell::new(false),
                 has_data: Cell::new(false),
-                prefetching: AtomicBool::new(false),
+                rare: AtomicU8::new(0),
                 group: Cell::new(0),
             },
             inline: UnsafeCell::new(InlineTask::empty()),
@@ -468,7 +527,7 @@ mod layout {
         assert_eq!(at(&t.head.named as *const _ as *const u8), 0);
         assert_eq!(at(&t.head.pinned as *const _ as *const u8), 0);
         assert_eq!(at(&t.head.placed as *const _ as *const u8), 0);
-        assert_eq!(at(&t.head.prefetching as *const _ as *const u8), 0);
+        assert_eq!(at(&t.head.rare as *const _ as *const u8), 0);
         assert_eq!(at(&t.head.group as *const _ as *const u8), 0);
         assert_eq!(at(&t.links.prefetch as *const _ as *const u8), 3);
         assert_eq!(at(&t.links.data as *const _ as *const u8), 3);
