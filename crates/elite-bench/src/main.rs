@@ -149,7 +149,8 @@
 //!   `rayon/par_sort_unstable`. Answer: a hash of the sorted array.
 //! - `block_matmul` (1 and 2 processors): 1024 x 1024 `f64`, blocks from the private cache, a ULT
 //!   per tile; `elite/hinted`, `elite/unhinted`, `rayon`. Answer: a weighted sum of the product.
-//! - `matrix_search`: searchers reading words down the columns of shared grids;
+//! - `matrix_search`: searcher ULTs, each owning a grid, reading words down its columns for
+//!   the puzzles a coordinator sends them over channels (CAF's actors), the work uneven;
 //!   `elite/lgs`, `elite/node-then-all`, `elite/random` stealing, on the host (`emulated`
 //!   false, 1 and 2 processors) and on an emulated 2-node topology (`emulated` true, 4
 //!   processors). Answer: the number of matches.

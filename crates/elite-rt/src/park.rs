@@ -66,6 +66,10 @@ pub(crate) struct ParkSlot {
     /// `pausing`: a stamp read late or left over only makes one sample wrong, and samples too
     /// long to be a wake-up are dropped.
     notified_at: std::sync::atomic::AtomicU64,
+    /// Whether a thread has taken the processor over yet ([`ParkSlot::register`]): until the
+    /// first has, the slot reads RUNNING though no thread runs the processor's loop, and
+    /// [`ParkSlot::is_running`] says no. A hint outside the protocol above, as `pausing`.
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl ParkSlot {
@@ -76,6 +80,7 @@ impl ParkSlot {
             pausing: std::sync::atomic::AtomicBool::new(false),
             watching: std::sync::atomic::AtomicBool::new(false),
             notified_at: std::sync::atomic::AtomicU64::new(0),
+            started: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -97,6 +102,7 @@ impl ParkSlot {
     /// Records the OS thread that runs this processor from now on.
     pub(crate) fn register(&self, t: Thread) {
         *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+        self.started.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The registered thread (a clone, so that no lock is held while unparking it).
@@ -163,11 +169,13 @@ impl ParkSlot {
         self.still_parked()
     }
 
-    /// Whether the processor runs (neither parked nor woken and on its way back): a hint, read
-    /// outside the protocol above (Relaxed) by a processor looking for stranded ULTs
-    /// (`processor::find`), which skips one that is not running.
+    /// Whether the processor runs (a thread has taken it over, and it is neither parked nor woken
+    /// and on its way back): a hint, read outside the protocol above (Relaxed) by a processor
+    /// looking for stranded ULTs (`processor::find`), which skips one that is not running. A
+    /// processor whose thread has not started yet runs no ULT that anything could wait behind.
     pub(crate) fn is_running(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == RUNNING
+        self.started.load(std::sync::atomic::Ordering::Relaxed)
+            && self.state.load(Ordering::Relaxed) == RUNNING
     }
 
     fn still_parked(&self) -> bool {

@@ -312,3 +312,61 @@ fn a_thief_still_takes_a_ult_with_nothing_to_reload() {
     // No declared footprint (and no cache model): nothing to reload, the steal goes ahead.
     assert_eq!(behind_a_long_run(true, 0), (false, 0));
 }
+
+/// A ULT with a place on processor 1, spawned from the main OS thread on a runtime just built
+/// (its processors' threads may not have reached their loops yet): a strict one never starts
+/// elsewhere; a hint starts on processor 1 too, which is free (nothing runs there). Processor 0
+/// idles meanwhile and looks for stranded ULTs on processor 1's wake-up stack; a processor whose
+/// thread has not started yet runs no ULT, so nothing waits behind one there.
+#[test]
+fn hinted_spawns_from_outside_start_in_their_place_when_it_is_free() {
+    hang_guard(120, "hinted spawns from outside", || {
+        for round in 0..40 {
+            let rt = Runtime::builder().processors(2).no_chaos().build().unwrap();
+            for mode in [PlaceMode::Hint, PlaceMode::Strict] {
+                let h = Builder::new()
+                    .place(Place::processor(1))
+                    .place_mode(mode)
+                    .spawn_on(&rt, || elite_rt::current().processor())
+                    .unwrap();
+                assert_eq!(h.join().unwrap(), 1, "round {round}: a {mode:?} ULT started outside its place");
+            }
+        }
+    });
+}
+
+/// The same on a settled runtime whose other processor is busy: a hint for the free processor
+/// starts there, whatever the busy one does; a strict ULT for the busy one waits for it.
+#[test]
+fn hinted_spawns_from_outside_start_on_the_free_processor_beside_a_busy_one() {
+    hang_guard(120, "hinted spawns beside a busy processor", || {
+        let rt = Runtime::builder().processors(2).no_chaos().build().unwrap();
+        let release = Arc::new(AtomicBool::new(false));
+        let r = Arc::clone(&release);
+        let busy = Builder::new()
+            .place(Place::processor(0))
+            .place_mode(PlaceMode::Strict)
+            .spawn_on(&rt, move || {
+                while !r.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                elite_rt::current().processor()
+            })
+            .unwrap();
+        let strict = Builder::new()
+            .place(Place::processor(0))
+            .place_mode(PlaceMode::Strict)
+            .spawn_on(&rt, || elite_rt::current().processor())
+            .unwrap();
+        for _ in 0..50 {
+            let h = Builder::new()
+                .place(Place::processor(1))
+                .spawn_on(&rt, || elite_rt::current().processor())
+                .unwrap();
+            assert_eq!(h.join().unwrap(), 1, "a hint started outside its free place");
+        }
+        release.store(true, Ordering::Release);
+        assert_eq!(busy.join().unwrap(), 0);
+        assert_eq!(strict.join().unwrap(), 0, "a strict ULT started outside its place");
+    });
+}

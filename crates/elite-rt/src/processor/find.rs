@@ -23,8 +23,11 @@
 //! so that someone watches (`ensure_watcher`). A hand-off whose waker switches at once (a ping-pong)
 //! never counts as stranded, and costs the owner's path of the slot's protocol (a few plain
 //! stores, no atomic read-modify-write). A processor whose OS thread the kernel preempted looks
-//! stranded too, and rightly: its ULTs run sooner elsewhere. The chaos mode, which places ULTs at
-//! random itself, takes no stranded ULTs.
+//! stranded too, and rightly: its ULTs run sooner elsewhere. A processor whose thread has not
+//! reached its loop yet, or that has never switched into a ULT, runs nothing a ULT could wait
+//! behind: it is left alone (else a ULT spawned from outside with a place hint right after the
+//! runtime was built started outside its place while the place's processor was only starting
+//! up). The chaos mode, which places ULTs at random itself, takes no stranded ULTs.
 
 use super::Processor;
 use super::Remote;
@@ -460,12 +463,14 @@ impl Processor {
         let now = Instant::now();
         let mut rescued = None;
         for (v, victim) in shared.processors.iter().enumerate() {
-            if v == self.index || !victim.park.is_running() {
-                // (Parked, or woken and on its way: it drains its stack and slot itself.)
+            let switches = victim.stats.switches.get();
+            if v == self.index || !victim.park.is_running() || switches == 0 {
+                // (Parked, or woken and on its way: it drains its stack and slot itself. Never
+                // switched into a ULT: nothing runs there that a ULT could wait behind; its
+                // thread is on its way to its loop.)
                 self.core().strands.seen[v] = [None; 2];
                 continue;
             }
-            let switches = victim.stats.switches.get();
             if self.stranded(v, IN_NEXT_SLOT, victim.next.peek() as usize, switches, now) {
                 if let Some(t) = TcbRef::from_ptr(victim.next.steal()) {
                     self.rescue(t, v, &mut rescued);
