@@ -577,17 +577,25 @@ impl Inner {
                 }
             }
         }
-        let fill = if self.mode == Mode::Lcn {
+        // Under LCN: N groups fill idle processors, and a group need not wait for a straggler
+        // of a class it may pair with.
+        let (mut fill, mut compat) = (0u64, Vec::new());
+        if self.mode == Mode::Lcn {
             let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.groups
-                .iter()
-                .enumerate()
-                .filter(|(i, g)| *i < super::MAX_GATED_GROUPS && g.class == Some(Class::N))
-                .fold(0u64, |w, (i, _)| w | 1 << i)
-        } else {
-            0
-        };
-        gate.admit(&shared, &words, fill);
+            let classes: Vec<Option<Class>> =
+                st.groups.iter().take(super::MAX_GATED_GROUPS).map(|g| g.class).collect();
+            drop(st);
+            for (i, class) in classes.iter().enumerate() {
+                if *class == Some(Class::N) {
+                    fill |= 1 << i;
+                }
+                compat.push(classes.iter().enumerate().fold(0u64, |w, (j, other)| match (class, other) {
+                    (Some(a), Some(b)) if a.may_pair(*b) => w | 1 << j,
+                    _ => w,
+                }));
+            }
+        }
+        gate.admit(&shared, &words, fill, &compat);
     }
 
     /// Gives each group `allowed` cores (groups absent from it: none) and opens the gates.

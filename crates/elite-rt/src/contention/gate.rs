@@ -60,6 +60,9 @@ pub(crate) struct Gate {
     epoch: AtomicU64,
     /// The groups that may run on a processor with nothing else to run.
     fill: AtomicU64,
+    /// Per group: the groups that may run beside it whatever the admission (under LCN, those
+    /// of a class it may pair with), so that a straggler of one of them is not waited for.
+    compat: Box<[AtomicU64]>,
     /// Per group, the ULTs held back; the lock also orders the controller's writes of the words
     /// against a processor's choice between holding and sending.
     held: Mutex<Vec<Vec<TcbRef>>>,
@@ -93,6 +96,7 @@ impl Gate {
             domain_of,
             epoch: AtomicU64::new(0),
             fill: AtomicU64::new(0),
+            compat: (0..MAX_GATED_GROUPS).map(|_| AtomicU64::new(0)).collect(),
             held: Mutex::new((0..MAX_GATED_GROUPS).map(|_| Vec::new()).collect()),
             held_count: AtomicUsize::new(0),
             domains,
@@ -128,7 +132,9 @@ impl Gate {
     /// every access is sequentially consistent. Take two processors of a domain that enter
     /// groups X and Y. Each stores its `running` before it loads the other's, so at least one,
     /// say the one entering Y, sees the other's X. It runs Y only if its admission allows X in
-    /// the domain too, that is, when one admission pairs X and Y. A ULT that began under an
+    /// the domain too, that is, when one admission pairs X and Y, or when X may run beside Y
+    /// whatever the admission (`compat`: under LCN, classes that may pair). A ULT that began
+    /// under an
     /// earlier admission (a straggler, still in the unit it began then) is seen the same way
     /// and waited for.
     pub(crate) fn enter(&self, p: usize, bit: u64, alone: impl Fn() -> bool) -> Entry {
@@ -140,7 +146,8 @@ impl Gate {
             Entry::Refused
         } else {
             let d = self.domain_of[p];
-            let allowed = self.allowed[d].load(Ordering::SeqCst);
+            let compat = self.compat[bit.trailing_zeros() as usize].load(Ordering::SeqCst);
+            let allowed = self.allowed[d].load(Ordering::SeqCst) | compat;
             let members = &self.domains[d];
             if members.iter().any(|&q| q != p && self.running[q].load(Ordering::SeqCst) & !allowed != 0) {
                 Entry::Wait
@@ -202,9 +209,10 @@ impl Gate {
     }
 
     /// A quantum's admission: processor `p` admits the groups of `words[p]`, `fill` the groups
-    /// that may fill idle processors; held ULTs of groups now admitted somewhere go to those
+    /// that may fill idle processors, `compat[i]` the groups that may run beside group `i`
+    /// anyway (missing entries: none); held ULTs of groups now admitted somewhere go to those
     /// processors, in turn. Called by the controller thread, never by a processor.
-    pub(crate) fn admit(&self, shared: &Shared, words: &[u64], fill: u64) {
+    pub(crate) fn admit(&self, shared: &Shared, words: &[u64], fill: u64, compat: &[u64]) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if self.closed.load(Ordering::Relaxed) {
             return;
@@ -212,6 +220,9 @@ impl Gate {
         // One admission, under the sequence number (see `enter`).
         self.epoch.fetch_add(1, Ordering::SeqCst);
         self.fill.store(fill, Ordering::SeqCst);
+        for (i, c) in self.compat.iter().enumerate() {
+            c.store(compat.get(i).copied().unwrap_or(0), Ordering::SeqCst);
+        }
         for (d, members) in self.domains.iter().enumerate() {
             let union = members.iter().fold(fill, |u, &p| u | words[p]);
             self.allowed[d].store(union, Ordering::SeqCst);
@@ -246,7 +257,7 @@ impl Gate {
     /// (the coscheduler stopped).
     pub(crate) fn open(&self, shared: &Shared) {
         let all = vec![u64::MAX; self.admitted.len()];
-        self.admit(shared, &all, 0);
+        self.admit(shared, &all, 0, &[]);
     }
 
     /// Shutdown: no admission changes anything any more.
