@@ -145,6 +145,14 @@ fn lcn_under_the_runtime_keeps_the_link_group_from_the_cache_group() {
         seen.units,
         cs.plan()
     );
+    // The classes reach the runtime's stats with the groups' units (a class decided in the
+    // last window may not be there yet; any that is there agrees).
+    let stats: Vec<Option<&str>> = rt.stats().groups.iter().map(|g| g.class).collect();
+    assert!(
+        stats.iter().zip(&report).all(|(s, r)| s.is_none() || *s == r.class.map(|c| c.name())),
+        "{stats:?}"
+    );
+    assert!(stats.iter().any(|s| s.is_some()), "{stats:?}");
     let together = &seen.together[0];
     assert!(!together[0][1] && !together[1][0], "L and C ran at once");
     let plan: Vec<Vec<(usize, usize)>> = cs.plan().into_iter().map(|s| s.runs).collect();

@@ -361,6 +361,14 @@ impl Coscheduler {
         g.completions += 1;
         g.window_bytes += bytes;
         g.window_units += 1;
+        // The class, once decided, into the runtime's group stats (as `run` does).
+        let code = g.class.map_or(0, class_code);
+        if code != g.published {
+            g.published = code;
+            let group = g.group.clone();
+            drop(st);
+            publish_class(&group, code);
+        }
     }
 
     /// Runs one unit of group `group`'s work, `f`, which moves about `bytes` bytes, once the

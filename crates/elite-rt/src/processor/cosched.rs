@@ -10,6 +10,11 @@ use crate::atomics::Ordering;
 use crate::contention::gate::Entry;
 use crate::tcb::TcbRef;
 
+/// How long a processor that waits for a straggler of the last quantum in its domain sleeps
+/// before it looks again (see `contention::gate`): a tenth of a millisecond, small beside a
+/// quantum (milliseconds).
+const STRAGGLER_PAUSE: std::time::Duration = std::time::Duration::from_micros(100);
+
 impl Processor {
     /// Whether `t`, a ULT of group number `group` (not 0) about to be resumed here, may run here
     /// now. When it may not, it has been sent to a processor that admits its group, or held
@@ -31,7 +36,11 @@ impl Processor {
                 false
             }
             Entry::Wait => {
-                // A straggler of the last quantum runs beside: `t` waits here, ready.
+                // A straggler of the last quantum runs beside: `t` waits here, ready, and the
+                // OS thread gives its CPU up for a moment (on a host with more threads than
+                // CPUs the straggler's may be waiting for one, and a spin here would take CPU
+                // time from it; docs/contention.md). Wake-ups to this processor wait as long.
+                std::thread::sleep(STRAGGLER_PAUSE);
                 self.make_ready(t);
                 false
             }
