@@ -54,6 +54,7 @@ pub struct RuntimeBuilder {
     trace_buffer: usize,
     /// The summary's period: `None` as `ELITE_SCHEDTRACE` says, `Some(None)` off.
     schedtrace: Option<Option<Duration>>,
+    coschedule: Option<crate::contention::Coscheduler>,
 }
 
 /// Whether the chaos mode is on: as `ELITE_CHAOS` says (the default), off, or with a seed.
@@ -104,6 +105,7 @@ impl Default for RuntimeBuilder {
             trace: crate::trace::TraceSetting::FromEnv,
             trace_buffer: crate::trace::DEFAULT_TRACE_BUFFER,
             schedtrace: None,
+            coschedule: None,
         }
     }
 }
@@ -149,6 +151,8 @@ pub(crate) struct Config {
     pub(crate) trace_buffer: usize,
     /// The period of the summary on stderr (`trace::sched`); `None`: none.
     pub(crate) schedtrace: Option<Duration>,
+    /// The coscheduler whose plan the runtime's gate follows (`contention::gate`), if any.
+    pub(crate) coschedule: Option<crate::contention::Coscheduler>,
 }
 
 impl RuntimeBuilder {
@@ -453,6 +457,65 @@ impl RuntimeBuilder {
     /// ```
     pub fn schedtrace(mut self, period: Duration) -> Self {
         self.schedtrace = Some(Some(period));
+        self
+    }
+
+    /// Runs the groups of `coscheduler` as separate applications in this runtime: the runtime
+    /// itself admits each group's ULTs to processors by the coscheduler's mode and quantum (LCN
+    /// pairs, gang, miss balancing), so the program needs no
+    /// [`Coscheduler::run`](crate::contention::Coscheduler::run) around its units.
+    ///
+    /// At each quantum the coscheduler's controller gives every bandwidth domain (a node of the
+    /// topology: the processors that share a memory link and last-level cache) one slot of its
+    /// plan, the domains' slots in turn, and each slot's groups their share of the domain's
+    /// processors. A ULT of a coscheduled group that a processor does not admit when it is about
+    /// to resume is not run there: it goes to a processor that admits its group, or waits until
+    /// one does. Under LCN, N groups also fill processors that have nothing else to run. ULTs of
+    /// other groups, or of none, run as usual. A quantum takes effect at the ULTs' switch
+    /// points, so a group's ULTs should yield (or block) between units of work, and report each
+    /// unit with [`contention::unit_done`](crate::contention::unit_done) so that the classes
+    /// see their progress. At most
+    /// [`MAX_GATED_GROUPS`](crate::contention::MAX_GATED_GROUPS) groups are gated.
+    ///
+    /// The coscheduler's `cores` becomes the size of a domain; start it after adding its groups
+    /// (as without a runtime) and stop it when done; dropping the runtime stops it too. The
+    /// default mode ([`Mode::Default`](crate::contention::Mode::Default)) gates nothing. A
+    /// coscheduler serves one runtime: building a second runtime with it fails.
+    ///
+    /// ```
+    /// use elite_rt::contention::{unit_done, Coscheduler, Mode};
+    /// use std::time::Duration;
+    ///
+    /// let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_millis(2)).build();
+    /// let rt = elite_rt::Runtime::builder().processors(2).coschedule(&cs).build()?;
+    /// let groups = [elite_rt::Group::new("a"), elite_rt::Group::new("b")];
+    /// for g in &groups {
+    ///     cs.add_group(g, 0, 0);
+    /// }
+    /// cs.start();
+    /// rt.block_on(|| {
+    ///     let ults: Vec<_> = groups
+    ///         .iter()
+    ///         .flat_map(|g| [g, g])
+    ///         .map(|g| {
+    ///             elite_rt::Builder::new().group(g).spawn(|| {
+    ///                 for _ in 0..20 {
+    ///                     std::hint::black_box((0..1000u64).sum::<u64>());
+    ///                     unit_done(0);
+    ///                     elite_rt::yield_now(); // a switch point: where the gate acts
+    ///                 }
+    ///             })
+    ///         })
+    ///         .collect::<Result<_, _>>()
+    ///         .unwrap();
+    ///     ults.into_iter().for_each(|u| u.join().unwrap());
+    /// });
+    /// cs.stop();
+    /// assert_eq!(cs.report().iter().map(|g| g.completions).collect::<Vec<_>>(), [40, 40]);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn coschedule(mut self, coscheduler: &crate::contention::Coscheduler) -> Self {
+        self.coschedule = Some(coscheduler.clone());
         self
     }
 
@@ -836,6 +899,7 @@ impl RuntimeBuilder {
             trace,
             trace_buffer: self.trace_buffer,
             schedtrace,
+            coschedule: self.coschedule,
         })
     }
 }

@@ -151,6 +151,9 @@ pub(crate) struct Slot {
     counters: Box<[CachePadded<Counters>]>,
     /// The contention class's code, 0 for none (written by the classifier, read by the stats).
     pub(crate) class: AtomicU8,
+    /// Its index in the runtime's coscheduler plus one, 0 for none (`contention::gate`; written
+    /// when the group is added to the coscheduler or the coscheduler to the runtime).
+    pub(crate) cosched: AtomicU8,
 }
 
 #[derive(Default)]
@@ -185,6 +188,13 @@ impl Slot {
     #[inline]
     pub(crate) fn aggregated(&self, processor: usize) {
         bump(&self.counters[processor].aggregated, 1);
+    }
+
+    /// The busy time of the group's runs so far, over every processor.
+    pub(crate) fn busy(&self) -> Duration {
+        Duration::from_nanos(
+            self.counters.iter().map(|c| c.busy_ns.load(Ordering::Relaxed)).fold(0u64, u64::wrapping_add),
+        )
     }
 
     fn stats(&self) -> GroupStats {
@@ -253,6 +263,7 @@ impl Groups {
             group: group.clone(),
             counters: (0..self.processors).map(|_| CachePadded::new(Counters::default())).collect(),
             class: AtomicU8::new(0),
+            cosched: AtomicU8::new(0),
         };
         let _ = chunk[n % CHUNK].set(slot);
         numbers.insert(group.id(), n as u16);

@@ -86,6 +86,9 @@ pub(crate) struct Shared {
     pub(crate) places: crate::policy::places::Places,
     /// The groups ULTs of this runtime belong to, numbered (`crate::group`).
     pub(crate) groups: crate::group::Groups,
+    /// The coscheduling gate, when the runtime was built with a coscheduler in a mode that
+    /// gates (`contention::gate`).
+    pub(crate) cosched: Option<crate::contention::gate::Gate>,
     /// The round-robin turn of spawns from outside the processors (`policy::places`).
     outside_turn: Mutex<usize>,
     /// The policy the runtime was built with or last given ([`Runtime::set_policy`]): the one in
@@ -490,7 +493,20 @@ impl Runtime {
             )),
             None => None,
         };
+        let cosched = match &config.coschedule {
+            Some(cs) if cs.mode() != crate::contention::Mode::Default => {
+                // Bandwidth domains: the topology's nodes.
+                let mut domains = vec![Vec::new(); topo.num_nodes()];
+                for p in 0..topo.num_processors() {
+                    domains[topo.node_of(p)].push(p);
+                }
+                domains.retain(|d| !d.is_empty());
+                Some(crate::contention::gate::Gate::new(topo.num_processors(), domains))
+            }
+            _ => None,
+        };
         let shared = Arc::new(Shared {
+            cosched,
             config,
             engine,
             places,
@@ -516,6 +532,9 @@ impl Runtime {
             tracer,
             schedtrace: Mutex::new(None),
         });
+        if let Some(cs) = &shared.config.coschedule {
+            cs.attach(&shared).map_err(|reason| BuildError::Conflict { field: "coschedule", reason })?;
+        }
         crate::deadlock::register(&shared);
         let rt = Runtime { set: Arc::new(ProcessorSet::new(shared.processors.len())), shared };
         // One worker thread per processor, each offered its processor.
@@ -720,6 +739,14 @@ impl Drop for Runtime {
         }
         // The summary too (it reads the processors' counters).
         drop(self.shared.schedtrace.lock().unwrap_or_else(|e| e.into_inner()).take());
+        // The coscheduler's gate: closed, its controller stopped (held ULTs are cancelled below
+        // with every other unfinished one).
+        if let Some(gate) = &self.shared.cosched {
+            gate.close();
+        }
+        if let Some(cs) = &self.shared.config.coschedule {
+            cs.stop();
+        }
         let shared = self.shared.clone();
         let set = self.set.clone();
         // 1. close the registry (every worker's loop stops at its next round), raise the flag,

@@ -21,10 +21,11 @@ use super::{
     gang, miss_balance, pair_lcn, stream_bandwidth, Class, Classifier, SignalSource, Signals, Slot,
     SoftwareSignals, Thresholds, Window,
 };
+use crate::runtime::Shared;
 use crate::sync::{Condvar, Mutex};
 use crate::Group;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Which groups run at once.
@@ -72,6 +73,18 @@ pub struct GroupReport {
     pub reclassified: u32,
 }
 
+/// What a runtime's coscheduling gate did ([`Coscheduler::gate_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GateStats {
+    /// ULTs a processor that did not admit their group sent to one that did.
+    pub sent: u64,
+    /// ULTs held because no processor admitted their group.
+    pub held: u64,
+    /// ULTs held now.
+    pub held_now: usize,
+}
+
 struct GroupState {
     group: Group,
     /// The class code last written to the runtime's stats for the group (0: none yet).
@@ -86,6 +99,9 @@ struct GroupState {
     window_bytes: u64,
     window_units: u64,
     probe: (f64, f64),
+    /// Under a runtime's gate: the group's busy time in the runtime's stats when its window
+    /// began.
+    busy_mark: Duration,
     class: Option<Class>,
     signals: Signals,
     reclassified: u32,
@@ -116,7 +132,12 @@ impl State {
 struct Inner {
     mode: Mode,
     quantum: Duration,
-    cores: usize,
+    /// The cores of a domain (a runtime's gate sets its domain size when it takes the
+    /// coscheduler over).
+    cores: AtomicUsize,
+    /// The runtime whose gate admits the groups, when one took the coscheduler over
+    /// ([`RuntimeBuilder::coschedule`](crate::RuntimeBuilder::coschedule)).
+    runtime: OnceLock<Weak<Shared>>,
     state: Mutex<State>,
     admitted: Condvar,
     stop: AtomicBool,
@@ -158,6 +179,17 @@ struct Inner {
 #[derive(Clone)]
 pub struct Coscheduler {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Coscheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coscheduler")
+            .field("mode", &self.inner.mode)
+            .field("quantum", &self.inner.quantum)
+            .field("cores", &self.inner.cores.load(Ordering::Relaxed))
+            .field("in_runtime", &self.inner.runtime.get().is_some())
+            .finish()
+    }
 }
 
 /// Builds a [`Coscheduler`].
@@ -231,7 +263,8 @@ impl CoschedulerBuilder {
             inner: Arc::new(Inner {
                 mode: self.mode,
                 quantum: self.quantum,
-                cores: self.cores,
+                cores: AtomicUsize::new(self.cores),
+                runtime: OnceLock::new(),
                 state: Mutex::new(State { groups: Vec::new(), plan: Vec::new() }),
                 admitted: Condvar::new(),
                 stop: AtomicBool::new(false),
@@ -287,11 +320,55 @@ impl Coscheduler {
             window_bytes: 0,
             window_units: 0,
             probe: (0.0, 0.0),
+            busy_mark: Duration::ZERO,
             class: None,
             signals: Signals::default(),
             reclassified: 0,
         });
-        st.groups.len() - 1
+        let index = st.groups.len() - 1;
+        drop(st);
+        if let Some(shared) = self.inner.shared() {
+            number_in(&shared, group, index);
+        }
+        index
+    }
+
+    /// Takes the coscheduler over for the runtime `shared` (its gate admits the groups from
+    /// now on); an error when another runtime took it already.
+    pub(crate) fn attach(&self, shared: &Arc<Shared>) -> Result<(), String> {
+        if self.inner.runtime.set(Arc::downgrade(shared)).is_err() {
+            return Err("this coscheduler already serves another runtime".into());
+        }
+        if let Some(gate) = &shared.cosched {
+            let cores = gate.domains().iter().map(Vec::len).max().unwrap_or(1);
+            self.inner.cores.store(cores.max(1), Ordering::Relaxed);
+        }
+        let st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        for (index, g) in st.groups.iter().enumerate() {
+            number_in(shared, &g.group, index);
+        }
+        Ok(())
+    }
+
+    /// One unit of group `group`'s work, moving about `bytes` bytes, completed outside
+    /// [`run`](Self::run) (under a runtime's gate): counted as `run` counts it, with the busy
+    /// time the runtime measures.
+    pub(crate) fn count_unit(&self, group: usize, bytes: u64) {
+        let mut st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(g) = st.groups.get_mut(group) else {
+            return;
+        };
+        g.completions += 1;
+        g.window_bytes += bytes;
+        g.window_units += 1;
+        // The class, once decided, into the runtime's group stats (as `run` does).
+        let code = g.class.map_or(0, class_code);
+        if code != g.published {
+            g.published = code;
+            let group = g.group.clone();
+            drop(st);
+            publish_class(&group, code);
+        }
     }
 
     /// Runs one unit of group `group`'s work, `f`, which moves about `bytes` bytes, once the
@@ -305,7 +382,11 @@ impl Coscheduler {
         {
             let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
             assert!(group < st.groups.len(), "no group {group}: {} groups were added", st.groups.len());
-            while !st.admits(group, inner.mode) && !inner.stop.load(Ordering::Relaxed) {
+            // (Under a runtime's gate the runtime admits the ULTs; this only counts.)
+            while inner.runtime.get().is_none()
+                && !st.admits(group, inner.mode)
+                && !inner.stop.load(Ordering::Relaxed)
+            {
                 st = inner.admitted.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             st.groups[group].in_use += 1;
@@ -317,8 +398,11 @@ impl Coscheduler {
         let g = &mut st.groups[group];
         g.in_use -= 1;
         g.completions += 1;
-        g.busy += took;
-        g.window_busy += took;
+        if inner.runtime.get().is_none() {
+            // (Under a runtime's gate the runtime measures the busy time: `take_window`.)
+            g.busy += took;
+            g.window_busy += took;
+        }
         g.window_bytes += bytes;
         g.window_units += 1;
         let code = g.class.map_or(0, class_code);
@@ -335,11 +419,16 @@ impl Coscheduler {
     }
 
     /// Starts the controller thread (nothing to do in the default mode). It runs, waking once
-    /// a quantum, until [`stop`](Self::stop): stop every coscheduler you start.
+    /// a quantum, until [`stop`](Self::stop): stop every coscheduler you start. Under a
+    /// runtime's gate ([`RuntimeBuilder::coschedule`](crate::RuntimeBuilder::coschedule)) the
+    /// groups' ULTs run ungated before this, and from this on only where admitted.
     pub fn start(&self) {
         if self.inner.mode == Mode::Default {
             return;
         }
+        // Under a runtime's gate: nothing is admitted until the controller's first admission,
+        // so that no two groups run at once before it (held ULTs go on then).
+        self.inner.admit_runtime(&[], 0);
         let inner = self.inner.clone();
         std::thread::Builder::new()
             .name("elite-cosched".into())
@@ -356,6 +445,21 @@ impl Coscheduler {
         }
         drop(st);
         self.inner.admitted.notify_all();
+        if let Some(shared) = self.inner.shared() {
+            if let Some(gate) = &shared.cosched {
+                gate.open(&shared);
+            }
+        }
+    }
+
+    /// What the gate of the runtime that took this coscheduler over did so far (`None` without
+    /// such a runtime, or in the default mode): ULTs sent from a processor that did not admit
+    /// their group to one that did, ULTs held until their group was admitted, and ULTs held
+    /// now.
+    pub fn gate_stats(&self) -> Option<GateStats> {
+        let shared = self.inner.shared()?;
+        let (sent, held, held_now) = shared.cosched.as_ref()?.counts();
+        Some(GateStats { sent, held, held_now })
     }
 
     /// The current plan's slots (empty before the first plan).
@@ -365,13 +469,19 @@ impl Coscheduler {
 
     /// What each group did, in the order they were added.
     pub fn report(&self) -> Vec<GroupReport> {
+        let shared = self.inner.shared();
         let st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Under a runtime's gate, the busy time is the runtime's measure.
+        let busy = |g: &GroupState| match &shared {
+            Some(shared) => shared.groups.number(&g.group).map_or(g.busy, |n| shared.groups.slot(n).busy()),
+            None => g.busy,
+        };
         st.groups
             .iter()
             .map(|g| GroupReport {
                 group: g.group.clone(),
                 completions: g.completions,
-                busy: g.busy,
+                busy: busy(g),
                 class: g.class,
                 signals: g.signals,
                 reclassified: g.reclassified,
@@ -400,9 +510,100 @@ fn publish_class(group: &Group, code: u8) {
     }
 }
 
+/// Gives group `group`, the coscheduler's `index`-th, its index in the runtime's numbering
+/// (for the gate); groups beyond the gate's word, or beyond the runtime's numbering, stay
+/// ungated.
+fn number_in(shared: &Shared, group: &Group, index: usize) {
+    if index >= super::MAX_GATED_GROUPS {
+        return;
+    }
+    if let Ok(n) = shared.groups.number(group) {
+        shared.groups.slot(n).cosched.store(index as u8 + 1, crate::atomics::Ordering::Relaxed);
+    }
+}
+
+/// Counts one unit of work of the calling ULT's group, which moved about `bytes` bytes, for the
+/// coscheduler of its runtime
+/// ([`RuntimeBuilder::coschedule`](crate::RuntimeBuilder::coschedule)): the group's completions
+/// in [`Coscheduler::report`] and the progress its classification measures. Does nothing
+/// outside such a runtime, or for a ULT of no coscheduled group. Under a runtime's gate, call it
+/// after each unit instead of wrapping the unit in [`Coscheduler::run`].
+pub fn unit_done(bytes: u64) {
+    let Some(p) = crate::slot::current_processor() else {
+        return;
+    };
+    let Some(cs) = &p.shared.config.coschedule else {
+        return;
+    };
+    let Some(t) = p.current_ult() else {
+        return;
+    };
+    let group = t.tcb().head.group.get();
+    if group == 0 {
+        return;
+    }
+    let index = p.shared.groups.slot(group).cosched.load(crate::atomics::Ordering::Relaxed);
+    if index > 0 {
+        cs.count_unit(usize::from(index - 1), bytes);
+    }
+}
+
 impl Inner {
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The runtime whose gate admits the groups, if any and still alive.
+    fn shared(&self) -> Option<Arc<Shared>> {
+        self.runtime.get().and_then(Weak::upgrade)
+    }
+
+    /// The runtime's gate takes slot `turn` of `plan` (domain `d` slot `turn + d`): each slot's
+    /// groups get their cores' worth of the domain's processors, in order. N groups fill under
+    /// LCN. Nothing without a runtime.
+    fn admit_runtime(&self, plan: &[Slot], turn: usize) {
+        let Some(shared) = self.shared() else {
+            if self.runtime.get().is_some() {
+                self.stop.store(true, Ordering::Relaxed); // (the runtime is gone)
+            }
+            return;
+        };
+        let Some(gate) = &shared.cosched else {
+            return;
+        };
+        let mut words = vec![0u64; shared.processors.len()];
+        for (d, processors) in gate.domains().iter().enumerate() {
+            let Some(slot) = plan.get((turn + d) % plan.len().max(1)) else {
+                continue;
+            };
+            let mut free = processors.iter();
+            for &(group, cores) in &slot.runs {
+                for &p in free.by_ref().take(cores) {
+                    if group < super::MAX_GATED_GROUPS {
+                        words[p] |= 1 << group;
+                    }
+                }
+            }
+        }
+        // Under LCN: N groups fill idle processors, and a group need not wait for a straggler
+        // of a class it may pair with.
+        let (mut fill, mut compat) = (0u64, Vec::new());
+        if self.mode == Mode::Lcn {
+            let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let classes: Vec<Option<Class>> =
+                st.groups.iter().take(super::MAX_GATED_GROUPS).map(|g| g.class).collect();
+            drop(st);
+            for (i, class) in classes.iter().enumerate() {
+                if *class == Some(Class::N) {
+                    fill |= 1 << i;
+                }
+                compat.push(classes.iter().enumerate().fold(0u64, |w, (j, other)| match (class, other) {
+                    (Some(a), Some(b)) if a.may_pair(*b) => w | 1 << j,
+                    _ => w,
+                }));
+            }
+        }
+        gate.admit(&shared, &words, fill, &compat);
     }
 
     /// Gives each group `allowed` cores (groups absent from it: none) and opens the gates.
@@ -421,10 +622,37 @@ impl Inner {
         self.admitted.notify_all();
     }
 
+    /// The probe's admission: `allowed` alone, in the first domain only (the others idle, so
+    /// that the group's rate is its own).
+    fn admit_probe(&self, allowed: &[(usize, usize)]) {
+        self.admit(allowed);
+        if self.runtime.get().is_some() {
+            let mut plan = vec![Slot { runs: allowed.to_vec() }];
+            if let Some(shared) = self.shared() {
+                if let Some(gate) = &shared.cosched {
+                    plan.extend((1..gate.domains().len()).map(|_| Slot { runs: Vec::new() }));
+                }
+            }
+            self.admit_runtime(&plan, 0);
+        }
+    }
+
     /// Takes group `g`'s window (and resets it): (busy, bytes, units).
     fn take_window(&self, g: usize) -> (Duration, u64, u64) {
+        // Under a runtime's gate, the busy time is the runtime's measure of the group's runs.
+        let busy_now = self.shared().and_then(|shared| {
+            let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let n = shared.groups.number(&st.groups[g].group).ok()?;
+            Some(shared.groups.slot(n).busy())
+        });
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let g = &mut st.groups[g];
+        if let Some(now) = busy_now {
+            let window = now.saturating_sub(g.busy_mark);
+            g.busy += window;
+            g.window_busy += window;
+            g.busy_mark = now;
+        }
         let w = (g.window_busy, g.window_bytes, g.window_units);
         (g.window_busy, g.window_bytes, g.window_units) = (Duration::ZERO, 0, 0);
         w
@@ -440,6 +668,7 @@ impl Inner {
 /// The controller: probe, classify and plan where the mode needs it, then turn the slots.
 fn control(inner: &Inner) {
     let n = inner.state.lock().unwrap_or_else(|e| e.into_inner()).groups.len();
+    let cores = inner.cores.load(Ordering::Relaxed);
     let mut classifier = Classifier::new(Thresholds::seed(inner.bandwidth));
     let mut source: Box<dyn SignalSource> =
         match inner.source.lock().unwrap_or_else(|e| e.into_inner()).take() {
@@ -454,8 +683,8 @@ fn control(inner: &Inner) {
         for (g, latest) in latest.iter_mut().enumerate() {
             let mut rates = [0.0; 2];
             let mut alone = (Duration::ZERO, 0, 0);
-            for (i, cores) in [1, inner.cores.min(2)].into_iter().enumerate() {
-                inner.admit(&[(g, cores)]);
+            for (i, cores) in [1, cores.min(2)].into_iter().enumerate() {
+                inner.admit_probe(&[(g, cores)]);
                 let _ = inner.take_window(g);
                 let secs = inner.sleep_quantum();
                 let w = inner.take_window(g);
@@ -491,23 +720,21 @@ fn control(inner: &Inner) {
         if replan {
             let members = if classify {
                 let pairs: Vec<(usize, Signals)> = latest.iter().copied().enumerate().collect();
-                classifier.members(&pairs, inner.cores)
+                classifier.members(&pairs, cores)
             } else {
-                (0..n)
-                    .map(|group| super::Member { group, class: Class::N, cores: inner.cores, intensity: 0.0 })
-                    .collect()
+                (0..n).map(|group| super::Member { group, class: Class::N, cores, intensity: 0.0 }).collect()
             };
             plan = match inner.mode {
-                Mode::Lcn => pair_lcn(&members, inner.cores),
-                Mode::MissBalance => miss_balance(&members, inner.cores),
-                _ => gang(&members, inner.cores),
+                Mode::Lcn => pair_lcn(&members, cores),
+                Mode::MissBalance => miss_balance(&members, cores),
+                _ => gang(&members, cores),
             };
             // A group not classified yet (its probe saw no unit: the machine was busy, or it
             // had not started) runs alone on every core until a window classifies it: planned
             // as anything, it could meet a group it must not.
             if classify {
                 for group in (0..n).filter(|&g| classifier.class(g).is_none()) {
-                    plan.push(Slot { runs: vec![(group, inner.cores)] });
+                    plan.push(Slot { runs: vec![(group, cores)] });
                 }
             }
             inner.state.lock().unwrap_or_else(|e| e.into_inner()).plan = plan.clone();
@@ -517,6 +744,7 @@ fn control(inner: &Inner) {
         if let Some(slot) = plan.get(turn % plan.len().max(1)) {
             inner.admit(&slot.runs);
         }
+        inner.admit_runtime(&plan, turn);
         if classify {
             for g in 0..n {
                 let _ = inner.take_window(g);

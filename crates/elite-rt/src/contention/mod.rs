@@ -29,6 +29,7 @@
 
 mod class;
 mod cosched;
+pub(crate) mod gate;
 mod plan;
 mod predict;
 mod signals;
@@ -36,7 +37,8 @@ mod signals;
 mod tests;
 
 pub use class::{classify, Class, Signals, Thresholds};
-pub use cosched::{Coscheduler, CoschedulerBuilder, GroupReport, Mode};
+pub use cosched::{unit_done, Coscheduler, CoschedulerBuilder, GateStats, GroupReport, Mode};
+pub use gate::MAX_GATED_GROUPS;
 pub use plan::{gang, miss_balance, pair_lcn, Member, Slot};
 pub use predict::{factor_from_scaling, predict_cores, predicted_scaling, L_THRESHOLD, SCALING_THRESHOLD};
 pub use signals::{stream_bandwidth, ScriptedSignals, SignalSource, SoftwareSignals, Window};

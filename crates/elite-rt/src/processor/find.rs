@@ -408,6 +408,9 @@ impl Processor {
             self.make_ready(t);
             return;
         }
+        if self.take_filler() {
+            return; // a held ULT of a group that may fill an idle processor (`contention::gate`)
+        }
         let remote = self.remote();
         remote.stats.parks.bump();
         let timer = self.core().timers.next_deadline();

@@ -84,6 +84,7 @@ use std::sync::Arc;
 mod alloc;
 pub(crate) mod budget;
 mod chaos;
+mod cosched;
 mod exit;
 mod find;
 mod run;

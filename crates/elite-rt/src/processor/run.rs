@@ -362,6 +362,23 @@ impl Processor {
             let tcb = t.tcb();
             // (The copies without every hook run no grouped ULT: see above.)
             let group = if all { tcb.head.group.get() } else { 0 };
+            // The coscheduling gate (`contention::gate`): a ULT of a group this processor does
+            // not admit now is sent or held there, and the chain goes on without it (in this
+            // copy, the one with every hook: `chosen` only for its prefetch).
+            let gated = all && group != 0 && self.shared.cosched.is_some();
+            if gated && !self.cosched_admits(t, group) {
+                match self.hand_off() {
+                    Some(n) => {
+                        self.chosen(n);
+                        t = n;
+                        continue 'chain;
+                    }
+                    None => {
+                        self.flush_batch();
+                        return;
+                    }
+                }
+            }
             // (The group's counters: whether this run is on another processor than the last.)
             let mut migrated = all && group != 0 && tcb.head.processor.load(Ordering::Relaxed) != self.index;
             let after_hooks = after_hooks || (all && group != 0);
@@ -399,6 +416,9 @@ impl Processor {
                     CoroutineResult::Return(()) => crate::fatal("a ULT context returned"),
                 };
                 self.current.set(None);
+                if gated {
+                    self.cosched_left();
+                }
                 if after_hooks {
                     if all {
                         std::hint::cold_path();
@@ -446,7 +466,12 @@ impl Processor {
                     }
                     // Nothing else to run here: resume at once without touching any queue (unless
                     // the chaos mode moves the ULT).
-                    if self.nothing_else_local() && !self.chaos.on {
+                    // (A gated ULT resumes at once only while its group is still admitted
+                    // here; else the yield takes the general path, to the gate.)
+                    if self.nothing_else_local()
+                        && !self.chaos.on
+                        && (!gated || self.cosched_still_admits(group))
+                    {
                         continue;
                     }
                 }

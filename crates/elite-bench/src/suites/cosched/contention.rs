@@ -19,7 +19,13 @@
 //! (quantum 20 ms; 10 ms with `--quick`): `elite/default` (no gate: the runtime's policy runs
 //! every ULT), `elite/lcn` (probe, classify, predict, pair), `elite/gang` (one group at a time on
 //! both processors), `elite/miss-balance` (pairs by memory intensity, Distributed-Intensity
-//! style). Each ULT passes the gate around each unit and yields after it.
+//! style). The three gated systems run with the runtime's own gate
+//! ([`elite_rt::RuntimeBuilder::coschedule`]): each ULT reports a unit with
+//! [`elite_rt::contention::unit_done`] and yields after it, and the runtime admits the groups.
+//! With `ELITE_COSCHED_COOPERATIVE=1` in the environment the bench also runs each of them with
+//! the cooperative gate (each ULT passes [`Coscheduler::run`] around each unit), as
+//! `elite/lcn+cooperative`, `elite/gang+cooperative` and `elite/miss-balance+cooperative`,
+//! interleaved with the others: the comparison of the two paths.
 //!
 //! Rows: metric `completions` (units completed before the deadline, all groups; higher is
 //! better although the harness lists counts as costs), side rows `completions_<group>` per
@@ -37,7 +43,7 @@ use elite_rt::contention::{Coscheduler, Mode};
 
 use crate::harness::{record_side, Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
 use crate::suites::Context;
-use crate::workloads::elite_runtime;
+use crate::workloads::{build_runtime, elite_runtime};
 
 /// ULTs per group.
 pub const ULTS: usize = 2;
@@ -67,6 +73,22 @@ const SYSTEMS: [(&str, Mode); 4] = [
     ("elite/gang", Mode::Gang),
     ("elite/miss-balance", Mode::MissBalance),
 ];
+
+/// The gated systems run through the cooperative gate as well (`ELITE_COSCHED_COOPERATIVE=1`).
+const COOPERATIVE: [(&str, Mode); 3] = [
+    ("elite/lcn+cooperative", Mode::Lcn),
+    ("elite/gang+cooperative", Mode::Gang),
+    ("elite/miss-balance+cooperative", Mode::MissBalance),
+];
+
+/// Which gate admits the groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gate {
+    /// The runtime's ([`elite_rt::RuntimeBuilder::coschedule`]).
+    Runtime,
+    /// The coscheduler's, around each unit ([`Coscheduler::run`]).
+    Cooperative,
+}
 
 /// The groups, in order; their side-row names.
 const GROUPS: [(&str, &str); 5] = [
@@ -259,8 +281,14 @@ impl Setup {
         let bandwidth = elite_rt::contention::stream_bandwidth(96 << 20, Duration::from_millis(20));
         let mut setup = Setup { atax, answers, reps, alone: Vec::new(), bandwidth };
         for (g, (name, _)) in GROUPS.iter().enumerate() {
-            let (counts, wrong) =
-                run_groups(&setup, &[g], Mode::Default, alone_for, Duration::from_millis(10))?;
+            let (counts, wrong) = run_groups(
+                &setup,
+                &[g],
+                Mode::Default,
+                Gate::Cooperative,
+                alone_for,
+                Duration::from_millis(10),
+            )?;
             if wrong != 0 {
                 return Err(format!("{name}: {wrong} wrong answers alone"));
             }
@@ -270,17 +298,21 @@ impl Setup {
     }
 }
 
-/// Runs the groups `groups` (indices into [`GROUPS`]) under `mode` for `run` on a 2-processor
-/// runtime: units completed before the deadline per group, and wrong answers.
+/// Runs the groups `groups` (indices into [`GROUPS`]) under `mode` with `gate` for `run` on a
+/// 2-processor runtime: units completed before the deadline per group, and wrong answers.
 fn run_groups(
     setup: &Setup,
     groups: &[usize],
     mode: Mode,
+    gate: Gate,
     run: Duration,
     quantum: Duration,
 ) -> Result<(Vec<u64>, u64), String> {
-    let rt = elite_runtime(2)?;
     let cs = Coscheduler::builder(mode).quantum(quantum).cores(2).bandwidth(setup.bandwidth).build();
+    let rt = match gate {
+        Gate::Runtime => build_runtime(elite_rt::Runtime::builder().processors(2).coschedule(&cs))?,
+        Gate::Cooperative => elite_runtime(2)?,
+    };
     let mut ults = Vec::new();
     for (i, &g) in groups.iter().enumerate() {
         let kernel = Kernel::new(g, 0, &setup.atax);
@@ -307,7 +339,7 @@ fn run_groups(
                 let bytes = ult.kernel.bytes() * reps as u64;
                 elite_rt::Builder::new().group(&group).spawn(move || {
                     while Instant::now() < deadline {
-                        let bad = cs.run(i, bytes, || {
+                        let mut unit = || {
                             let mut bad = 0;
                             for _ in 0..reps {
                                 let chunks = ult.kernel.chunks();
@@ -317,7 +349,15 @@ fn run_groups(
                                 ult.chunk = (ult.chunk + 1) % chunks;
                             }
                             bad
-                        });
+                        };
+                        let bad = match gate {
+                            Gate::Cooperative => cs.run(i, bytes, unit),
+                            Gate::Runtime => {
+                                let bad = unit();
+                                elite_rt::contention::unit_done(bytes);
+                                bad
+                            }
+                        };
                         wrong.fetch_add(bad, Ordering::Relaxed);
                         if Instant::now() <= deadline {
                             done[i].fetch_add(1, Ordering::Relaxed);
@@ -341,9 +381,9 @@ fn run_groups(
 
 /// One sample of `mode`: the total units completed; the per-group counts and the fairness as
 /// side values.
-fn sample(setup: &Setup, mode: Mode, run: Duration, quantum: Duration) -> Result<Sample, String> {
+fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duration) -> Result<Sample, String> {
     let all: Vec<usize> = (0..GROUPS.len()).collect();
-    let (counts, wrong) = run_groups(setup, &all, mode, run, quantum)?;
+    let (counts, wrong) = run_groups(setup, &all, mode, gate, run, quantum)?;
     for ((_, side), &c) in GROUPS.iter().zip(&counts) {
         record_side(side, c as f64);
     }
@@ -394,14 +434,23 @@ pub fn bench(ctx: &mut Context) -> Option<Bench> {
         setup.reps,
         setup.alone.iter().map(|r| r.round()).collect::<Vec<_>>()
     ));
+    let cooperative = std::env::var("ELITE_COSCHED_COOPERATIVE").is_ok_and(|v| v == "1");
+    let gated = |mode| if mode == Mode::Default { Gate::Cooperative } else { Gate::Runtime };
     let contenders = SYSTEMS
         .iter()
-        .map(|&(system, mode)| {
+        .map(|&(system, mode)| (system, mode, gated(mode)))
+        .chain(
+            COOPERATIVE
+                .iter()
+                .filter(|_| cooperative)
+                .map(|&(system, mode)| (system, mode, Gate::Cooperative)),
+        )
+        .map(|(system, mode, gate)| {
             let setup = setup.clone();
             let params = Params::new(2)
                 .with("run_ms", run.as_millis() as u64)
                 .with("quantum_ms", quantum.as_millis() as u64);
-            Contender::new(system, params, 0, move || sample(&setup, mode, run, quantum))
+            Contender::new(system, params, 0, move || sample(&setup, mode, gate, run, quantum))
         })
         .collect();
     Some(Bench {

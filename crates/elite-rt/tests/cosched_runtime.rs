@@ -1,0 +1,268 @@
+//! The runtime's own coscheduling gate (`RuntimeBuilder::coschedule`): groups admitted to
+//! processors by the coscheduler's plan, with no `Coscheduler::run` around the units; the ULTs
+//! only yield between units and report them with `unit_done`.
+
+use elite_rt::contention::{unit_done, Class, Coscheduler, Mode, ScriptedSignals, Signals};
+use elite_rt::{Builder, Group, Runtime};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const GB: f64 = 1e9;
+
+fn sig(memory: f64, llc: f64, l2: f64) -> Signals {
+    Signals { memory: memory * GB, llc: llc * GB, l2: l2 * GB, scaling2: None }
+}
+
+/// Groups named `names`, each added to `cs` (no footprint).
+fn groups_of<const N: usize>(cs: &Coscheduler, names: [&str; N]) -> [Group; N] {
+    let groups = names.map(Group::new);
+    for g in &groups {
+        cs.add_group(g, 0, 0);
+    }
+    groups
+}
+
+/// What [`run_gated`] saw.
+struct Seen {
+    /// `together[d][a][b]`: a unit of group `a` ran in domain `d` while one of group `b` did.
+    together: Vec<Vec<Vec<bool>>>,
+    /// Units each group's ULTs counted themselves.
+    units: Vec<u64>,
+    /// `domains[g][d]`: group `g` ran in domain `d`.
+    domains: Vec<Vec<bool>>,
+}
+
+/// Runs two ULTs per group on `rt` (built with `cs`) for `run`, each repeating a unit of about
+/// 100 us, reporting it with `unit_done` and yielding; `domain_size` processors per domain.
+/// On a loaded host it goes on (up to 20 s) until every group completed 20 units in every
+/// domain, so that what the tests look for had its chance.
+fn run_gated(rt: &Runtime, cs: &Coscheduler, groups: &[Group], run: Duration, domain_size: usize) -> Seen {
+    const ULTS: usize = 2;
+    let n = groups.len();
+    let domains = rt.processors() / domain_size;
+    let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..domains * n).map(|_| AtomicUsize::new(0)).collect());
+    let together: Arc<Vec<AtomicBool>> =
+        Arc::new((0..domains * n * n).map(|_| AtomicBool::new(false)).collect());
+    let ran_in: Arc<Vec<AtomicBool>> = Arc::new((0..domains * n).map(|_| AtomicBool::new(false)).collect());
+    let units: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let done_in: Arc<Vec<AtomicU64>> = Arc::new((0..domains * n).map(|_| AtomicU64::new(0)).collect());
+    cs.start();
+    let began = Instant::now();
+    let go_on = {
+        let done_in = done_in.clone();
+        move || {
+            let t = began.elapsed();
+            t < Duration::from_secs(20) && (t < run || done_in.iter().any(|u| u.load(Ordering::Relaxed) < 20))
+        }
+    };
+    rt.block_on(|| {
+        let mut ults = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            for _ in 0..ULTS {
+                let (inside, together, ran_in, units) =
+                    (inside.clone(), together.clone(), ran_in.clone(), units.clone());
+                let (done_in, go_on) = (done_in.clone(), go_on.clone());
+                let ult = Builder::new().group(group).spawn(move || {
+                    while go_on() {
+                        let d = elite_rt::current().processor() / domain_size;
+                        ran_in[d * n + g].store(true, Ordering::Relaxed);
+                        inside[d * n + g].fetch_add(1, Ordering::SeqCst);
+                        let until = Instant::now() + Duration::from_micros(100);
+                        while Instant::now() < until {
+                            for o in (0..n).filter(|&o| o != g) {
+                                if inside[d * n + o].load(Ordering::SeqCst) > 0 {
+                                    together[(d * n + g) * n + o].store(true, Ordering::Relaxed);
+                                }
+                            }
+                        }
+                        inside[d * n + g].fetch_sub(1, Ordering::SeqCst);
+                        units[g].fetch_add(1, Ordering::Relaxed);
+                        done_in[d * n + g].fetch_add(1, Ordering::Relaxed);
+                        unit_done(1 << 20);
+                        elite_rt::yield_now();
+                    }
+                });
+                ults.push(ult.unwrap());
+            }
+        }
+        for u in ults {
+            u.join().unwrap();
+        }
+    });
+    cs.stop();
+    Seen {
+        together: (0..domains)
+            .map(|d| {
+                (0..n)
+                    .map(|a| (0..n).map(|b| together[(d * n + a) * n + b].load(Ordering::Relaxed)).collect())
+                    .collect()
+            })
+            .collect(),
+        units: units.iter().map(|u| u.load(Ordering::Relaxed)).collect(),
+        domains: (0..n)
+            .map(|g| (0..domains).map(|d| ran_in[d * n + g].load(Ordering::Relaxed)).collect())
+            .collect(),
+    }
+}
+
+#[test]
+fn gang_under_the_runtime_runs_one_group_at_a_time() {
+    let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_millis(3)).build();
+    let rt = Runtime::builder().processors(2).no_chaos().coschedule(&cs).build().unwrap();
+    let groups = groups_of(&cs, ["a", "b", "c"]);
+    let seen = run_gated(&rt, &cs, &groups, Duration::from_millis(200), 2);
+    assert!(seen.together[0].iter().flatten().all(|&t| !t), "{:?}", seen.together);
+    let report = cs.report();
+    // Every unit counted once, by the ULTs and by the coscheduler.
+    assert_eq!(report.iter().map(|r| r.completions).collect::<Vec<_>>(), seen.units);
+    assert!(seen.units.iter().all(|&u| u > 0), "{:?}", seen.units);
+    let gate = cs.gate_stats().unwrap();
+    assert!(gate.sent + gate.held > 0, "{gate:?}");
+    assert_eq!(gate.held_now, 0, "{gate:?}");
+}
+
+#[test]
+fn lcn_under_the_runtime_keeps_the_link_group_from_the_cache_group() {
+    // Group 0: L (a stream), group 1: C (an L3-resident stencil), group 2: N (a spin).
+    let script = ScriptedSignals::new()
+        .group(0, [sig(8.0, 8.0, 8.0)])
+        .group(1, [sig(0.1, 6.0, 9.0)])
+        .group(2, [Signals::default()]);
+    let cs = Coscheduler::builder(Mode::Lcn)
+        .quantum(Duration::from_millis(3))
+        .bandwidth(10.0 * GB)
+        .signals(script)
+        .build();
+    let rt = Runtime::builder().processors(2).no_chaos().coschedule(&cs).build().unwrap();
+    let groups = groups_of(&cs, ["stream", "stencil", "spin"]);
+    let seen = run_gated(&rt, &cs, &groups, Duration::from_millis(300), 2);
+    let report = cs.report();
+    assert_eq!(
+        report.iter().map(|r| r.class).collect::<Vec<_>>(),
+        [Some(Class::L), Some(Class::C), Some(Class::N)],
+        "{report:?} {:?} {:?}",
+        seen.units,
+        cs.plan()
+    );
+    // The classes reach the runtime's stats with the groups' units (a class decided in the
+    // last window may not be there yet; any that is there agrees).
+    let stats: Vec<Option<&str>> = rt.stats().groups.iter().map(|g| g.class).collect();
+    assert!(
+        stats.iter().zip(&report).all(|(s, r)| s.is_none() || *s == r.class.map(|c| c.name())),
+        "{stats:?}"
+    );
+    assert!(stats.iter().any(|s| s.is_some()), "{stats:?}");
+    let together = &seen.together[0];
+    assert!(!together[0][1] && !together[1][0], "L and C ran at once");
+    let plan: Vec<Vec<(usize, usize)>> = cs.plan().into_iter().map(|s| s.runs).collect();
+    assert_eq!(plan, [vec![(2, 1), (0, 1)], vec![(2, 2)], vec![(1, 2)]]);
+    assert_eq!(report.iter().map(|r| r.completions).collect::<Vec<_>>(), seen.units);
+    assert!(seen.units.iter().all(|&u| u > 0), "{:?}", seen.units);
+}
+
+#[test]
+fn gang_on_two_bandwidth_domains_runs_a_group_per_domain() {
+    // Two nodes of two processors: each node runs one slot of the plan, the nodes' slots in
+    // turn, so both groups run at once, each alone in its domain, and each in both over time.
+    let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_millis(3)).build();
+    let rt =
+        Runtime::builder().topology("2 nodes x 2 processors").no_chaos().coschedule(&cs).build().unwrap();
+    let groups = groups_of(&cs, ["a", "b"]);
+    assert_eq!((0..4).map(|p| rt.topology().node_of(p)).collect::<Vec<_>>(), [0, 0, 1, 1]);
+    let seen = run_gated(&rt, &cs, &groups, Duration::from_millis(200), 2);
+    for d in &seen.together {
+        assert!(d.iter().flatten().all(|&t| !t), "{:?}", seen.together);
+    }
+    assert!(seen.domains.iter().flatten().all(|&r| r), "{:?}", seen.domains);
+    let report = cs.report();
+    assert_eq!(report.iter().map(|r| r.completions).collect::<Vec<_>>(), seen.units);
+}
+
+#[test]
+fn nothing_is_lost_or_run_twice_under_a_fast_quantum() {
+    // Many ULTs per group, each a fixed number of units, some taking a shared lock, with a
+    // quantum of 1 ms (the chaos mode may move them too): every unit runs exactly once.
+    const GROUPS: usize = 4;
+    const ULTS: usize = 12;
+    const UNITS: u64 = 150;
+    for mode in [Mode::Gang, Mode::MissBalance, Mode::Lcn] {
+        let cs = Coscheduler::builder(mode).quantum(Duration::from_millis(1)).bandwidth(10.0 * GB).build();
+        let rt = Runtime::builder().processors(2).coschedule(&cs).build().unwrap();
+        let groups: Vec<Group> = (0..GROUPS).map(|g| Group::new(format!("g{g}"))).collect();
+        for g in &groups {
+            cs.add_group(g, 0, 0);
+        }
+        cs.start();
+        let locked = Arc::new(elite_rt::sync::Mutex::new(0u64));
+        let done: Vec<u64> = rt.block_on(|| {
+            let ults: Vec<_> = groups
+                .iter()
+                .flat_map(|g| std::iter::repeat_n(g, ULTS))
+                .enumerate()
+                .map(|(i, g)| {
+                    let locked = locked.clone();
+                    Builder::new()
+                        .group(g)
+                        .spawn(move || {
+                            let mut mine = 0;
+                            for u in 0..UNITS {
+                                if (i as u64 + u).is_multiple_of(7) {
+                                    *locked.lock().unwrap() += 1;
+                                }
+                                std::hint::black_box((0..200u64).sum::<u64>());
+                                mine += 1;
+                                unit_done(0);
+                                elite_rt::yield_now();
+                            }
+                            mine
+                        })
+                        .unwrap()
+                })
+                .collect();
+            ults.into_iter().map(|u| u.join().unwrap()).collect()
+        });
+        cs.stop();
+        assert!(done.iter().all(|&d| d == UNITS), "{mode:?}: {done:?}");
+        let expected_locked = (0..GROUPS * ULTS)
+            .map(|i| (0..UNITS).filter(|u| (i as u64 + u).is_multiple_of(7)).count() as u64)
+            .sum::<u64>();
+        assert_eq!(*locked.lock().unwrap(), expected_locked, "{mode:?}");
+        let report = cs.report();
+        assert!(report.iter().all(|r| r.completions == ULTS as u64 * UNITS), "{mode:?}: {report:?}");
+        assert_eq!(cs.gate_stats().unwrap().held_now, 0, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_runtime_dropped_while_ults_are_held_shuts_down() {
+    // Gang with a long quantum: the other group's ULTs are held when the runtime goes.
+    let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_secs(10)).build();
+    let rt = Runtime::builder().processors(2).no_chaos().coschedule(&cs).build().unwrap();
+    let groups = groups_of(&cs, ["a", "b"]);
+    cs.start();
+    let ran = Arc::new(AtomicU64::new(0));
+    for g in &groups {
+        for _ in 0..2 {
+            let ran = ran.clone();
+            let _ = Builder::new().group(g).spawn_on(&rt, move || loop {
+                ran.fetch_add(1, Ordering::Relaxed);
+                elite_rt::sleep(Duration::from_millis(1));
+            });
+        }
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(ran.load(Ordering::Relaxed) > 0);
+    assert!(cs.gate_stats().unwrap().held_now > 0, "{:?}", cs.gate_stats());
+    drop(rt);
+    let gate = cs.gate_stats();
+    assert!(gate.is_none(), "the runtime is gone: {gate:?}");
+}
+
+#[test]
+fn a_coscheduler_serves_one_runtime() {
+    let cs = Coscheduler::builder(Mode::Gang).build();
+    let _rt = Runtime::builder().processors(1).coschedule(&cs).build().unwrap();
+    let err = Runtime::builder().processors(1).coschedule(&cs).build().unwrap_err();
+    assert!(err.to_string().contains("coschedule"), "{err}");
+}
