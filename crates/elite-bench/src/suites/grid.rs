@@ -9,7 +9,7 @@
 //! | `adaptive_grid` (`--cachegrind`) | simulated last-level misses of one solve | ll_misses | 1 | the elite systems |
 //!
 //! Every elite sample is one call of [`elite_grid::experiment::measure`], the very procedure that
-//! `examples/adaptive_grid.rs` runs: a fresh runtime built with the policy, one ULT per patch,
+//! `crates/elite-grid/examples/adaptive_grid.rs` runs: a fresh runtime built with the policy, one ULT per patch,
 //! the solve timed from the start of the first sweep to the end of the last, the answer checked
 //! (residual and error within what the solver's termination guarantees; a run outside them fails
 //! its row). `sequential` is [`elite_grid::experiment::measure_sequential`] (Gauss-Seidel in
