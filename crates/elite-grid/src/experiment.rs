@@ -1,8 +1,8 @@
 //! The measurement of ELiTE's figure 3.2.2: the solver's smoothing rate under each scheduling
 //! policy, with and without prefetch, at each processor count, every run checked.
 //!
-//! This is the one procedure that both `examples/adaptive_grid.rs` and the `elite-bench grid`
-//! suite run; they differ only in how they repeat it and report it.
+//! This is the one procedure that both this crate's `examples/adaptive_grid.rs` and the
+//! `elite-bench grid` suite run; they differ only in how they repeat it and report it.
 //!
 //! ## Where the runtime's features plug in
 //!

@@ -6,7 +6,7 @@
 //! answer are the same under every schedule. Beside it, [`rayon_peer`] runs the same sweeps the
 //! way a rayon user would (colour by colour over `par_iter`), and
 //! [`matrix::Problem::gauss_seidel`] is the sequential reference. This crate is the solver;
-//! `examples/adaptive_grid.rs` of the workspace is its command line (and its docs explain the
+//! `examples/adaptive_grid.rs` of this crate is its command line (and its docs explain the
 //! method at length), and the `elite-bench grid` suite runs [`experiment::measure`] the same way.
 //!
 //! ```

@@ -41,7 +41,8 @@
 //! (`examples/hot_path_probe.rs` counts the instructions of spawn, yield and wake under
 //! callgrind, with and without `prefetch(false)`); for a ULT with a block, the prefetch
 //! instructions themselves. What it gains shows on the adaptive-grid solver
-//! (`examples/adaptive_grid.rs`, `elite-bench grid`), where each ULT declares its patch:
+//! (`crates/elite-grid/examples/adaptive_grid.rs`, `elite-bench grid`), where each ULT declares its
+//! patch:
 //! `docs/benchmarks.md` has the figures, each with its host. Prefetch stays on by default.
 //!
 //! # Where it lives in the control block

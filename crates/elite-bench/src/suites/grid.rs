@@ -9,19 +9,19 @@
 //! | `adaptive_grid` (`--cachegrind`) | simulated last-level misses of one solve | ll_misses | 1 | the elite systems |
 //!
 //! Every elite sample is one call of [`elite_grid::experiment::measure`], the very procedure that
-//! `examples/adaptive_grid.rs` runs: a fresh runtime built with the policy, one ULT per patch,
-//! the solve timed from the start of the first sweep to the end of the last, the answer checked
-//! (residual and error within what the solver's termination guarantees; a run outside them fails
-//! its row). `sequential` is [`elite_grid::experiment::measure_sequential`] (Gauss-Seidel in
-//! Morton order on a plain `f64` slice), `rayon` is [`elite_grid::experiment::measure_rayon`] (the
-//! same multicolour sweeps over `par_iter`, one pool per thread count built with the suite and
-//! reused by every run), checked the same way. The problem is the example's at `--size 13`
-//! (171 000 cells; `--quick`: size 9), built once per invocation, and the patch size is chosen
-//! once from costs measured when the suite starts ([`elite_grid::experiment::choose_patch`],
-//! for the largest processor count), the same for every system; `params.patch` records it.
-//! `elite/<policy>+prefetch` runs the same solve with every patch's ULT declaring its data block
-//! (`elite_rt::set_data_block`), which the runtime then prefetches before it switches to the
-//! ULT; `elite/<policy>` declares nothing.
+//! `crates/elite-grid/examples/adaptive_grid.rs` runs: a fresh runtime built with the policy, one
+//! ULT per patch, the solve timed from the start of the first sweep to the end of the last, the
+//! answer checked (residual and error within what the solver's termination guarantees; a run
+//! outside them fails its row). `sequential` is [`elite_grid::experiment::measure_sequential`]
+//! (Gauss-Seidel in Morton order on a plain `f64` slice), `rayon` is
+//! [`elite_grid::experiment::measure_rayon`] (the same multicolour sweeps over `par_iter`, one pool
+//! per thread count built with the suite and reused by every run), checked the same way. The
+//! problem is the example's at `--size 13` (171 000 cells; `--quick`: size 9), built once per
+//! invocation, and the patch size is chosen once from costs measured when the suite starts
+//! ([`elite_grid::experiment::choose_patch`], for the largest processor count), the same for every
+//! system; `params.patch` records it. `elite/<policy>+prefetch` runs the same solve with every
+//! patch's ULT declaring its data block (`elite_rt::set_data_block`), which the runtime then
+//! prefetches before it switches to the ULT; `elite/<policy>` declares nothing.
 //!
 //! Besides the rate, each contender gets two side rows, the median of its runs' solve time
 //! (`solve_s`) and relaxations per cell (`relaxations_per_cell`). The ULT solver's work does not

@@ -91,7 +91,7 @@
 //!   (`elite-bench affinity --bench pairs` measures how soon the pairs are co-located). On the
 //!   adaptive grid, whose
 //!   patches' blocks do not overlap, it orders like `virtual-time` and costs more
-//!   (`examples/adaptive_grid.rs`).
+//!   (`crates/elite-grid/examples/adaptive_grid.rs`).
 //!
 //! # Where to put a thread: places, homes and stealing
 //!

@@ -27,9 +27,9 @@
 //! `ROUND_RUNS` times before the others, no yielder waits more than a bounded number of runs (a
 //! ULT that spin-waits by yielding on a ULT outside its group waits up to `ROUND_GROUP ×
 //! ROUND_RUNS` runs of others). The constants were chosen on the adaptive-grid solver
-//! (`examples/adaptive_grid.rs`, "Why the policies differ"): 512 ULTs' stack tops, control
-//! blocks and a few lines of data each are about a quarter of a 2 MiB L2; 4 runs a round
-//! balanced the rate against the extra relaxations of sweeping against staler neighbours.
+//! (`crates/elite-grid/examples/adaptive_grid.rs`, "Why the policies differ"): 512 ULTs' stack
+//! tops, control blocks and a few lines of data each are about a quarter of a 2 MiB L2; 4 runs a
+//! round balanced the rate against the extra relaxations of sweeping against staler neighbours.
 //!
 //! The runtime keeps the round itself at the end of every run, for the policies whose needs
 //! include rounds ([`Needs::rounds`](super::Needs)): no call through the policy per run. Their

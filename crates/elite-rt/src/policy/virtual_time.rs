@@ -20,8 +20,8 @@ use super::{hand_off, Hooks, Needs, ProcessorView, UltInfo, WakerInfo};
 /// [`rounds`](super::rounds)): up to [`ROUND_RUNS`](super::ROUND_RUNS) runs each among a group
 /// of at most [`ROUND_GROUP`](super::ROUND_GROUP) ULTs, the oldest group first, behind every ULT
 /// made ready by a wake-up. On the adaptive-grid solver (21 375 patches that yield after each
-/// sweep) this is what makes Virtual Time faster than No Affinity (`examples/adaptive_grid.rs`,
-/// "Why the policies differ").
+/// sweep) this is what makes Virtual Time faster than No Affinity
+/// (`crates/elite-grid/examples/adaptive_grid.rs`, "Why the policies differ").
 #[derive(Clone, Copy, Debug, Default)]
 pub struct VirtualTime;
 

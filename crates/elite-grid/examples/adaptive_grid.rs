@@ -9,9 +9,9 @@
 //! its work.
 //!
 //! ```sh
-//! cargo run --release --example adaptive_grid                       # everything, defaults
-//! cargo run --release --example adaptive_grid -- --policy no-affinity --processors 2 --size 11 --stats
-//! cargo run --release --example adaptive_grid -- --reps 9 --patch 1024 --json grid.json
+//! cargo run --release -p elite-grid --example adaptive_grid         # everything, defaults
+//! cargo run --release -p elite-grid --example adaptive_grid -- --policy no-affinity --processors 2 --size 11 --stats
+//! cargo run --release -p elite-grid --example adaptive_grid -- --reps 9 --patch 1024 --json grid.json
 //! ```
 //!
 //! The solver itself lives in the `elite-grid` crate (`crates/elite-grid`), so that the
