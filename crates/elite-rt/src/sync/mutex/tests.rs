@@ -475,14 +475,21 @@ mod gathering {
         spawn: impl FnOnce(Box<dyn FnOnce() -> usize + Send>) -> crate::JoinHandle<usize>,
     ) -> (usize, usize, u64, u64) {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Four busy ULTs held on each processor, so that neither parks (a parked home takes no
+        // move); spread by the runtime, all of them could end up on one processor and leave the
+        // other parked (the free-lock test saw no move about once in fifteen runs).
         let busy: Vec<_> = (0..8)
-            .map(|_| {
+            .map(|i| {
                 let stop = stop.clone();
-                rt.spawn(move || {
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        crate::yield_now();
-                    }
-                })
+                crate::Builder::new()
+                    .place(crate::Place::processor(i % 2))
+                    .place_mode(crate::PlaceMode::Strict)
+                    .spawn_on(rt, move || {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            crate::yield_now();
+                        }
+                    })
+                    .unwrap()
             })
             .collect();
         let m = Arc::new(Mutex::new(0u64));
