@@ -172,7 +172,8 @@ impl<T> Gate<T> {
     /// The fence, rather than a `SeqCst` store and `SeqCst` loads alone, is what loom can check
     /// (`loom_models/gate.rs`; loom does not put `SeqCst` accesses of different words in one
     /// total order, and found both processors running without it). On x86 it is a plain store
-    /// and an `mfence` in place of the `SeqCst` store's `xchg`.
+    /// and a locked `or` on the stack in place of the `SeqCst` store's `xchg`: one full barrier
+    /// either way.
     pub(crate) fn enter(&self, p: usize, bit: u64, alone: impl Fn() -> bool) -> Entry {
         self.running[p].store(bit, Ordering::Relaxed);
         fence(Ordering::SeqCst); // (see above: before the other processors' `running` is read)

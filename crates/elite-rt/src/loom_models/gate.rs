@@ -12,6 +12,10 @@
 //!   held before: each is sent to a processor that admits its group, or held and released by
 //!   that admission or the next one, exactly once (never lost, never released twice), and the
 //!   gate's count of held ULTs ends at zero.
+//! * Two processors of one domain entering groups that no admission pairs, while the admission
+//!   changes from one to the other, never run at once (the straggler check: each stores its
+//!   `running`, fences, and loads the other's; without the fence loom finds them running at
+//!   once, see `Gate::enter`).
 
 use super::check;
 use crate::contention::gate::{Dispatch, Entry, Gate};

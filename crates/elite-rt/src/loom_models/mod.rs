@@ -46,7 +46,8 @@
 //! * [`gate`]: the runtime's coscheduling gate (`contention::gate`): a processor's `enter`
 //!   against the controller's admission decides from one admission's words (the sequence lock),
 //!   and a ULT refused during an admission that admits its group is sent to an admitting
-//!   processor or held and released, exactly once.
+//!   processor or held and released, exactly once; and two groups that no admission pairs
+//!   never run at once in one domain.
 //! * [`park`]: the idle protocol (announce PARKED, re-check, park / publish, notify) with one and two
 //!   wakers, over the wake-up stack.
 //!
