@@ -337,6 +337,12 @@ pub mod caveats {}
 mod config;
 #[cfg(not(loom))]
 pub mod contention;
+#[cfg(loom)]
+#[allow(dead_code)]
+mod contention {
+    //! Under loom: only the runtime's coscheduling gate.
+    pub(crate) mod gate;
+}
 #[cfg(not(loom))]
 pub mod deadlock;
 #[cfg(not(loom))]

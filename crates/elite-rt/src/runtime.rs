@@ -88,7 +88,7 @@ pub(crate) struct Shared {
     pub(crate) groups: crate::group::Groups,
     /// The coscheduling gate, when the runtime was built with a coscheduler in a mode that
     /// gates (`contention::gate`).
-    pub(crate) cosched: Option<crate::contention::gate::Gate>,
+    pub(crate) cosched: Option<crate::contention::gate::Gate<crate::tcb::TcbRef>>,
     /// The round-robin turn of spawns from outside the processors (`policy::places`).
     outside_turn: Mutex<usize>,
     /// The policy the runtime was built with or last given ([`Runtime::set_policy`]): the one in

@@ -447,7 +447,7 @@ impl Coscheduler {
         self.inner.admitted.notify_all();
         if let Some(shared) = self.inner.shared() {
             if let Some(gate) = &shared.cosched {
-                gate.open(&shared);
+                gate.open(&*shared);
             }
         }
     }
@@ -603,7 +603,7 @@ impl Inner {
                 }));
             }
         }
-        gate.admit(&shared, &words, fill, &compat);
+        gate.admit(&*shared, &words, fill, &compat);
     }
 
     /// Gives each group `allowed` cores (groups absent from it: none) and opens the gates.

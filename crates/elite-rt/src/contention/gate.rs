@@ -24,10 +24,19 @@
 //! At shutdown the gate closes first: the controller's later [`Gate::admit`] calls do nothing,
 //! and the held ULTs are cancelled with every other unfinished ULT (the shutdown walks all
 //! TCBs).
+//!
+//! The gate is generic over what it holds (`T`: a `TcbRef` in the runtime) and over where it
+//! hands the ULTs it lets go ([`Dispatch`]: the runtime's `Shared`), so that its loom model
+//! (`loom_models/gate.rs`) runs this very code on loom's atomics and `Mutex`.
 
-use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::atomics::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
 use crate::runtime::Shared;
+#[cfg(not(loom))]
 use crate::tcb::TcbRef;
+#[cfg(loom)]
+use loom::sync::Mutex;
+#[cfg(not(loom))]
 use std::sync::Mutex;
 
 /// The most groups one runtime's gate can tell apart (bits of a word); groups added to the
@@ -45,8 +54,31 @@ pub(crate) enum Entry {
     Wait,
 }
 
-/// The gate (see the module docs).
-pub(crate) struct Gate {
+/// Where the gate hands the ULTs it lets go (the runtime's `Shared`; a loom model's record).
+pub(crate) trait Dispatch<T> {
+    /// A processor sends `t`, refused by its own word, to processor `q` (outside the gate's lock).
+    fn send(&self, t: T, q: usize);
+    /// The controller releases the held ULTs an admission admits, each to its processor
+    /// (outside the gate's lock; never empty).
+    fn release(&self, batch: Vec<(T, usize)>);
+}
+
+#[cfg(not(loom))]
+impl Dispatch<TcbRef> for Shared {
+    fn send(&self, t: TcbRef, q: usize) {
+        self.wake_remote(t, q);
+    }
+
+    fn release(&self, batch: Vec<(TcbRef, usize)>) {
+        let _outside = self.watch.outside_call(); // a waker outside the processors
+        for (t, q) in batch {
+            self.wake_remote(t, q);
+        }
+    }
+}
+
+/// The gate (see the module docs), holding ULTs of type `T`.
+pub(crate) struct Gate<T> {
     /// Per processor: the bits of the groups it may run now.
     admitted: Box<[AtomicU64]>,
     /// Per processor: the bit of the gated group whose ULT runs there now (0: none).
@@ -65,7 +97,7 @@ pub(crate) struct Gate {
     compat: Box<[AtomicU64]>,
     /// Per group, the ULTs held back; the lock also orders the controller's writes of the words
     /// against a processor's choice between holding and sending.
-    held: Mutex<Vec<Vec<TcbRef>>>,
+    held: Mutex<Vec<Vec<T>>>,
     /// How many ULTs the lists hold (read without the lock by idle processors).
     held_count: AtomicUsize,
     /// The processors of each bandwidth domain, in order.
@@ -79,10 +111,10 @@ pub(crate) struct Gate {
     pub(crate) holds: AtomicU64,
 }
 
-impl Gate {
+impl<T> Gate<T> {
     /// A gate for `processors` processors in `domains`; every processor admits every group until
     /// the first admission.
-    pub(crate) fn new(processors: usize, domains: Vec<Vec<usize>>) -> Gate {
+    pub(crate) fn new(processors: usize, domains: Vec<Vec<usize>>) -> Gate<T> {
         let mut domain_of = vec![0; processors].into_boxed_slice();
         for (d, members) in domains.iter().enumerate() {
             for &p in members {
@@ -128,17 +160,23 @@ impl Gate {
     ///
     /// Why two groups that no admission pairs never run at once in one domain: the controller
     /// writes an admission's words and sets between two increments of `epoch` (a sequence
-    /// lock), so the loads here either belong to one admission or the answer is to try again;
-    /// every access is sequentially consistent. Take two processors of a domain that enter
-    /// groups X and Y. Each stores its `running` before it loads the other's, so at least one,
-    /// say the one entering Y, sees the other's X. It runs Y only if its admission allows X in
-    /// the domain too, that is, when one admission pairs X and Y, or when X may run beside Y
-    /// whatever the admission (`compat`: under LCN, classes that may pair). A ULT that began
-    /// under an
-    /// earlier admission (a straggler, still in the unit it began then) is seen the same way
-    /// and waited for.
+    /// lock), so the loads here either belong to one admission or the answer is to try again.
+    /// Take two processors of a domain that enter groups X and Y. Each stores its `running`,
+    /// then fences (`SeqCst`), before it loads the other's; the two fences are ordered, so at
+    /// least one, say the one entering Y, sees the other's X. It runs Y only if its admission
+    /// allows X in the domain too, that is, when one admission pairs X and Y, or when X may run
+    /// beside Y whatever the admission (`compat`: under LCN, classes that may pair). A ULT that
+    /// began under an earlier admission (a straggler, still in the unit it began then) is seen
+    /// the same way and waited for.
+    ///
+    /// The fence, rather than a `SeqCst` store and `SeqCst` loads alone, is what loom can check
+    /// (`loom_models/gate.rs`; loom does not put `SeqCst` accesses of different words in one
+    /// total order, and found both processors running without it). On x86 it is a plain store
+    /// and a locked `or` on the stack in place of the `SeqCst` store's `xchg`: one full barrier
+    /// either way.
     pub(crate) fn enter(&self, p: usize, bit: u64, alone: impl Fn() -> bool) -> Entry {
-        self.running[p].store(bit, Ordering::SeqCst);
+        self.running[p].store(bit, Ordering::Relaxed);
+        fence(Ordering::SeqCst); // (see above: before the other processors' `running` is read)
         let epoch = self.epoch.load(Ordering::SeqCst);
         let answer = if epoch & 1 == 1 {
             Entry::Wait // (the controller is writing an admission)
@@ -172,7 +210,7 @@ impl Gate {
 
     /// `t`, a ULT of group `index` that processor `from` does not admit: sent to a processor that
     /// admits the group, or held until one does.
-    pub(crate) fn hold_or_send(&self, shared: &Shared, t: TcbRef, index: usize, from: usize) {
+    pub(crate) fn hold_or_send(&self, to: &impl Dispatch<T>, t: T, index: usize, from: usize) {
         let bit = 1u64 << index;
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.admitted.len();
@@ -184,7 +222,7 @@ impl Gate {
             Some(q) => {
                 drop(held);
                 self.sent.fetch_add(1, Ordering::Relaxed);
-                shared.wake_remote(t, q);
+                to.send(t, q);
             }
             None => {
                 held[index].push(t);
@@ -195,7 +233,7 @@ impl Gate {
     }
 
     /// A held ULT of a filling group, for processor `p` that would otherwise idle.
-    pub(crate) fn take_filler(&self) -> Option<TcbRef> {
+    pub(crate) fn take_filler(&self) -> Option<T> {
         let fill = self.fill.load(Ordering::Relaxed);
         if fill == 0 || self.held_count.load(Ordering::Relaxed) == 0 {
             return None;
@@ -212,7 +250,7 @@ impl Gate {
     /// that may fill idle processors, `compat[i]` the groups that may run beside group `i`
     /// anyway (missing entries: none); held ULTs of groups now admitted somewhere go to those
     /// processors, in turn. Called by the controller thread, never by a processor.
-    pub(crate) fn admit(&self, shared: &Shared, words: &[u64], fill: u64, compat: &[u64]) {
+    pub(crate) fn admit(&self, to: &impl Dispatch<T>, words: &[u64], fill: u64, compat: &[u64]) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if self.closed.load(Ordering::Relaxed) {
             return;
@@ -246,18 +284,15 @@ impl Gate {
         }
         drop(held);
         if !release.is_empty() {
-            let _outside = shared.watch.outside_call(); // a waker outside the processors
-            for (t, q) in release {
-                shared.wake_remote(t, q);
-            }
+            to.release(release);
         }
     }
 
     /// Every processor admits every group from now on, and held ULTs go back to the processors
     /// (the coscheduler stopped).
-    pub(crate) fn open(&self, shared: &Shared) {
+    pub(crate) fn open(&self, to: &impl Dispatch<T>) {
         let all = vec![u64::MAX; self.admitted.len()];
-        self.admit(shared, &all, 0, &[]);
+        self.admit(to, &all, 0, &[]);
     }
 
     /// Shutdown: no admission changes anything any more.

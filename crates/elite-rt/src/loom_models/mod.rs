@@ -43,6 +43,11 @@
 //!   woken ULTs and re-keys its runqueue at safe points and a waker reading the policy in force,
 //!   and two racing setters: every ULT queued once, keyed by the last policy after the next safe
 //!   point, every policy read whole.
+//! * [`gate`]: the runtime's coscheduling gate (`contention::gate`): a processor's `enter`
+//!   against the controller's admission decides from one admission's words (the sequence lock),
+//!   and a ULT refused during an admission that admits its group is sent to an admitting
+//!   processor or held and released, exactly once; and two groups that no admission pairs
+//!   never run at once in one domain.
 //! * [`park`]: the idle protocol (announce PARKED, re-check, park / publish, notify) with one and two
 //!   wakers, over the wake-up stack.
 //!
@@ -53,7 +58,9 @@
 //! [atomics.order] p4), so a protocol whose correctness rests on that alone looks broken under
 //! loom. The shutdown's unpark did (the flag and the park slot's state, both `SeqCst` stores, read
 //! by a parker after its fence); it now fences before its store, like every other waker, which
-//! both C++ and loom order (`park::ParkSlot::force_unpark`).
+//! both C++ and loom order (`park::ParkSlot::force_unpark`). So did the coscheduling gate's
+//! straggler check (each entering processor stores its `running` group, then loads the others'):
+//! it now fences between the two (`contention::gate::Gate::enter`), and [`gate`] checks it.
 //!
 //! # Why an owner yields before a drain that races with pushes
 //!
@@ -88,6 +95,7 @@
 mod bias;
 mod board;
 mod deque;
+mod gate;
 mod join;
 mod mutex;
 mod next;

@@ -32,7 +32,7 @@ impl Processor {
         match gate.enter(self.index, 1 << index, || self.nothing_else_ready()) {
             Entry::Run => true,
             Entry::Refused => {
-                gate.hold_or_send(&self.shared, t, index, self.index);
+                gate.hold_or_send(&*self.shared, t, index, self.index);
                 false
             }
             Entry::Wait => {
