@@ -354,20 +354,9 @@ impl Coscheduler {
     /// [`run`](Self::run) (under a runtime's gate): counted as `run` counts it, with the busy
     /// time the runtime measures.
     pub(crate) fn count_unit(&self, group: usize, bytes: u64) {
-        let mut st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(g) = st.groups.get_mut(group) else {
-            return;
-        };
-        g.completions += 1;
-        g.window_bytes += bytes;
-        g.window_units += 1;
-        // The class, once decided, into the runtime's group stats (as `run` does).
-        let code = g.class.map_or(0, class_code);
-        if code != g.published {
-            g.published = code;
-            let group = g.group.clone();
-            drop(st);
-            publish_class(&group, code);
+        let st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        if group < st.groups.len() {
+            count(st, group, bytes);
         }
     }
 
@@ -397,23 +386,12 @@ impl Coscheduler {
         let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
         let g = &mut st.groups[group];
         g.in_use -= 1;
-        g.completions += 1;
         if inner.runtime.get().is_none() {
             // (Under a runtime's gate the runtime measures the busy time: `take_window`.)
             g.busy += took;
             g.window_busy += took;
         }
-        g.window_bytes += bytes;
-        g.window_units += 1;
-        let code = g.class.map_or(0, class_code);
-        if code != g.published {
-            g.published = code;
-            let group = g.group.clone();
-            drop(st);
-            publish_class(&group, code);
-        } else {
-            drop(st);
-        }
+        count(st, group, bytes);
         inner.admitted.notify_all();
         r
     }
@@ -497,6 +475,23 @@ fn class_code(class: Class) -> u8 {
         Class::LC => 2,
         Class::C => 3,
         Class::N => 4,
+    }
+}
+
+/// One unit of group `group` (an index of `st.groups`) done, moving about `bytes` bytes: counted
+/// in its completions and window, and its class, once decided or changed, published into the
+/// runtime's group stats (after the lock is released).
+fn count(mut st: crate::sync::MutexGuard<'_, State>, group: usize, bytes: u64) {
+    let g = &mut st.groups[group];
+    g.completions += 1;
+    g.window_bytes += bytes;
+    g.window_units += 1;
+    let code = g.class.map_or(0, class_code);
+    if code != g.published {
+        g.published = code;
+        let group = g.group.clone();
+        drop(st);
+        publish_class(&group, code);
     }
 }
 
