@@ -1,7 +1,7 @@
 //! # elite-bench: elite and its peers, measured in the same run
 //!
 //! ```text
-//! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick] [--bench NAME]...
+//! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick] [--reps N] [--bench NAME]...
 //! cargo run --release -p elite-bench -- affinity [--policy NAME]... [--cachegrind]
 //! cargo run -p elite-bench -- report [--data DIR] [--out FILE] [--check] [--run [--quick]]
 //! ```
@@ -12,7 +12,8 @@
 //! The machines we build on are shared 2-core virtual machines whose absolute speed drifts, so
 //! every claim this command supports is a *ratio measured in one run* (`docs/bench-json.md` in
 //! the repository is the contract for the command line and the JSON document). For each bench of a suite the harness ([`harness`]) runs every system interleaved
-//! (A B C A B C ...): one warm-up round, then [`harness::model::REPS`] measured rounds. Each sample
+//! (A B C A B C ...): one warm-up round, then [`harness::model::REPS`] measured rounds (`--reps N` asks for
+//! another count, up to [`harness::model::MAX_REPS`]: more rounds for a steadier median). Each sample
 //! starts a fresh instance of the system (a runtime, a thread pool, a process), runs the workload
 //! once untimed and once timed, and returns the time per operation together with the workload's
 //! *answer* (a sum, a count, a fib value); a bench whose metric is a rate reports the inverse. A
@@ -200,10 +201,12 @@ struct Options {
     cachegrind: bool,
     /// `--bench NAME`, repeatable: only these benches of the suite.
     benches: Vec<String>,
+    /// `--reps N`: measured rounds per bench.
+    reps: usize,
 }
 
 const USAGE: &str = concat!(
-    "usage: elite-bench <suite> [--json FILE|-] [--quick] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
+    "usage: elite-bench <suite> [--json FILE|-] [--quick] [--reps N] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
     "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
@@ -250,11 +253,14 @@ fn valid_choices() -> String {
     format!(
         "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout)\n        \
          --quick       shrunken sizes, the whole suite in well under a minute\n        \
+         --reps N      measured rounds per bench after the warm-up round (default {}, at most {})\n        \
          --bench NAME  only this bench of the suite; repeatable\n        \
          --policy NAME (affinity, grid) only this scheduling policy; repeatable; one of {}\n        \
          --cachegrind  (affinity, grid) add the simulated last-level misses of each policy (needs valgrind)\n        \
          --help        this text",
         names.join(", "),
+        harness::REPS,
+        harness::MAX_REPS,
         elite_rt::policy::Policy::ALL_NAMES.join(", ")
     )
 }
@@ -290,6 +296,13 @@ fn command() -> clap::Command {
                 .help("shrunken sizes, the whole suite in well under a minute"),
         )
         .arg(
+            Arg::new("reps")
+                .long("reps")
+                .value_name("N")
+                .value_parser(number_in("a count of measured rounds", 1, harness::MAX_REPS))
+                .help("measured rounds per bench after the warm-up round"),
+        )
+        .arg(
             Arg::new("bench")
                 .long("bench")
                 .value_name("NAME")
@@ -319,7 +332,7 @@ fn command() -> clap::Command {
 fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     refuse_single_dash(
         args,
-        "--json FILE, --quick, --bench NAME, --policy NAME, --cachegrind, --help",
+        "--json FILE, --quick, --reps N, --bench NAME, --policy NAME, --cachegrind, --help",
         false,
     )?;
     let matches = match command().try_get_matches_from(args) {
@@ -332,6 +345,7 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     let json = matches.get_one::<String>("json").cloned();
     let quick = matches.get_flag("quick");
     let cachegrind = matches.get_flag("cachegrind");
+    let reps = matches.get_one::<usize>("reps").copied().unwrap_or(harness::REPS);
     let benches: Vec<String> = matches.get_many::<String>("bench").into_iter().flatten().cloned().collect();
     let policies: Vec<elite_rt::policy::Policy> =
         matches.get_many::<elite_rt::policy::Policy>("policy").into_iter().flatten().cloned().collect();
@@ -341,7 +355,7 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     if cachegrind && !["affinity", "grid", "cosched"].contains(&suite.name) {
         return Err("--cachegrind belongs to suites `affinity`, `grid` and `cosched`".into());
     }
-    Ok(Some(Options { suite, json, quick, policies, cachegrind, benches }))
+    Ok(Some(Options { suite, json, quick, policies, cachegrind, benches, reps }))
 }
 
 /// A clap error as one message: what was wrong and what is allowed, without clap's usage lines
@@ -431,7 +445,7 @@ fn run(options: &Options) -> ExitCode {
     let _ = report.flush();
 
     let mut progress = harness::Progress::new(std::io::stderr().is_terminal());
-    let results = harness::run_suite(benches, &mut progress);
+    let results = harness::run_suite(benches, options.reps, &mut progress);
     let _ = writeln!(report);
     let _ = harness::print_report(&mut report, &results);
     let _ = report.flush();
@@ -483,6 +497,17 @@ mod tests {
         assert_eq!(options.policies.iter().map(|p| p.name()).collect::<Vec<_>>(), ["virtual-time"]);
         assert_eq!(options.benches, ["no_locality"]);
         assert!(options.quick && !options.cachegrind);
+        assert_eq!(options.reps, harness::REPS);
+    }
+
+    #[test]
+    fn reps_is_a_count_in_range() {
+        let o = parse_args(&args(&["sync", "--reps", "9"])).unwrap().unwrap();
+        assert_eq!(o.reps, 9);
+        for bad in ["0", "51", "five"] {
+            let e = parse_args(&args(&["sync", "--reps", bad])).err().expect("an error");
+            assert!(e.contains("1..=50") && e.contains(bad), "{e}");
+        }
     }
 
     #[test]

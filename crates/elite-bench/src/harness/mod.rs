@@ -3,7 +3,7 @@
 //! A suite hands the harness a list of [`Bench`]es. Each bench has [`Contender`]s (one system
 //! at one set of parameters) whose workload produces a [`Sample`]: the time per operation and
 //! the workload's answer. [`run_suite`] runs, bench by bench, one warm-up round and then
-//! [`REPS`](model::REPS) measured rounds, each round running every contender once in the bench's
+//! [`REPS`] measured rounds, each round running every contender once in the bench's
 //! order, so that drift of the machine touches all systems alike. A contender whose answer is
 //! wrong, or whose workload errs or panics, is marked failed and not run again; its row reports
 //! the failure and no time. A bench's [`Metric`] turns each sample into the number its rows report
@@ -22,6 +22,6 @@ pub mod report;
 pub mod run;
 
 pub use json::json_document;
-pub use model::{Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
+pub use model::{Bench, Bound, Contender, Metric, Params, Sample, Subject, Target, MAX_REPS, REPS};
 pub use report::{print_report, Progress};
 pub use run::{panic_message, record_side, run_suite, warm_then_time};

@@ -6,8 +6,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-/// Measured rounds per bench, after the warm-up round: the most samples a row holds.
+/// Measured rounds per bench, after the warm-up round, unless `--reps` asks for another count:
+/// the most samples a row holds.
 pub const REPS: usize = 5;
+
+/// The most measured rounds `--reps` accepts.
+pub const MAX_REPS: usize = 50;
 
 /// What one run of a workload produced.
 #[derive(Clone, Copy, Debug)]

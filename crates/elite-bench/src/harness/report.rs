@@ -14,6 +14,8 @@ pub struct Progress {
     pub(super) total: usize,
     /// Runs finished.
     pub(super) done: usize,
+    /// Measured rounds per bench.
+    pub(super) reps: usize,
     /// The bar, made at the first run (once `total` is known).
     bar: Option<indicatif::ProgressBar>,
 }
@@ -21,7 +23,7 @@ pub struct Progress {
 impl Progress {
     /// A progress line that draws when `enabled`.
     pub fn new(enabled: bool) -> Progress {
-        Progress { enabled, total: 0, done: 0, bar: None }
+        Progress { enabled, total: 0, done: 0, reps: REPS, bar: None }
     }
 
     /// Draws the line for the run about to start.
@@ -43,7 +45,7 @@ impl Progress {
         });
         let stage = match round {
             0 => "warm-up".to_string(),
-            r => format!("rep {r}/{REPS}"),
+            r => format!("rep {r}/{}", self.reps),
         };
         bar.set_length(total);
         bar.set_position(self.done as u64);

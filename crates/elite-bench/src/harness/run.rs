@@ -1,4 +1,4 @@
-//! Running a suite: bench by bench, one warm-up round and [`REPS`] measured rounds, every
+//! Running a suite: bench by bench, one warm-up round and [`REPS`](super::model::REPS) measured rounds, every
 //! contender once per round in the bench's order; answers checked, failed contenders not run
 //! again, side values gathered, derived rows made, and a watchdog for runs that hang.
 
@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::model::{
-    median_of_sorted, Bench, BenchResult, Contender, Metric, Row, Sample, SuiteResults, Target, REPS,
+    median_of_sorted, Bench, BenchResult, Contender, Metric, Row, Sample, SuiteResults, Target,
 };
 use super::report::Progress;
 
@@ -85,17 +85,19 @@ impl Watchdog {
     }
 }
 
-/// Runs every bench: one warm-up round and [`REPS`] measured rounds, contenders interleaved.
-pub fn run_suite(benches: Vec<Bench>, progress: &mut Progress) -> SuiteResults {
-    progress.total = benches.iter().map(|b| b.contenders.len() * (REPS + 1)).sum();
+/// Runs every bench: one warm-up round and `reps` measured rounds ([`REPS`](super::model::REPS) by default),
+/// contenders interleaved.
+pub fn run_suite(benches: Vec<Bench>, reps: usize, progress: &mut Progress) -> SuiteResults {
+    progress.reps = reps;
+    progress.total = benches.iter().map(|b| b.contenders.len() * (reps + 1)).sum();
     let watchdog = Watchdog::start();
-    let results = benches.into_iter().map(|bench| run_bench(bench, progress, &watchdog)).collect();
+    let results = benches.into_iter().map(|bench| run_bench(bench, reps, progress, &watchdog)).collect();
     progress.finish();
     SuiteResults { benches: results }
 }
 
-/// Runs one bench's rounds.
-fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> BenchResult {
+/// Runs one bench's rounds: a warm-up round, then `reps` measured ones.
+fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watchdog) -> BenchResult {
     let Bench { name, metric, mut contenders, targets } = bench;
     let mut rows: Vec<Row> = contenders
         .iter()
@@ -104,13 +106,13 @@ fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> Benc
             system: c.system,
             metric,
             params: c.params.clone(),
-            samples: Vec::with_capacity(REPS),
+            samples: Vec::with_capacity(reps),
             failure: None,
         })
         .collect();
     // Rows of side values (see `record_side`), by contender, in the order their names came.
     let mut sides: Vec<Vec<Row>> = contenders.iter().map(|_| Vec::new()).collect();
-    for round in 0..=REPS {
+    for round in 0..=reps {
         for ((contender, row), side_rows) in contenders.iter_mut().zip(&mut rows).zip(&mut sides) {
             progress.show(name, contender.system, round);
             progress.done += 1;
@@ -145,7 +147,7 @@ fn run_bench(bench: Bench, progress: &mut Progress, watchdog: &Watchdog) -> Benc
                                     system: row.system,
                                     metric: Metric::Count(name),
                                     params: row.params.clone(),
-                                    samples: Vec::with_capacity(REPS),
+                                    samples: Vec::with_capacity(reps),
                                     failure: None,
                                 });
                                 side_rows.len() - 1
@@ -263,6 +265,7 @@ mod tests {
     use super::*;
     use crate::harness::json::json_document;
     use crate::harness::model::Params;
+    use crate::harness::model::REPS;
     use crate::harness::report::target_line;
     use crate::machine::Machine;
 
@@ -283,9 +286,9 @@ mod tests {
             ],
             targets: vec![],
         };
-        let result = run_bench(bench, &mut Progress::new(false), &Watchdog::start());
+        let result = run_bench(bench, 7, &mut Progress::new(false), &Watchdog::start());
         assert!(result.rows[0].ok());
-        assert_eq!(result.rows[0].samples.len(), REPS);
+        assert_eq!(result.rows[0].samples.len(), 7);
         assert!(!result.rows[1].ok());
         assert!(result.rows[2].failure.as_deref() == Some("panicked: boom"));
         let results = SuiteResults { benches: vec![result] };
@@ -334,7 +337,7 @@ mod tests {
                 },
             ],
         };
-        let result = run_bench(bench, &mut Progress::new(false), &Watchdog::start());
+        let result = run_bench(bench, REPS, &mut Progress::new(false), &Watchdog::start());
         // The long regime has no fixed rows: its ratio row fails and says why.
         assert_eq!(result.rows.len(), 6);
         let ratio = &result.rows[4];
