@@ -146,19 +146,39 @@ fn a_group_its_probe_did_not_see_runs_alone_until_classified() {
     let script = ScriptedSignals::new().group(0, [sig(8.0, 8.0, 8.0)]).group(1, [sig(0.1, 6.0, 9.0)]);
     let cs = lcn(2, script);
     let groups = groups_of(&cs, ["stream", "late stencil"]);
-    // The plan while the stencil has not started (the probes take 8 ms of the 150).
+    // The first plan, made while the stencil has not started (the probes end about 210 ms
+    // after the start: each phase of the stencil's waits 100 ms for a unit).
     let watcher = {
         let cs = cs.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
+            let began = Instant::now();
+            while cs.plan().is_empty() && began.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             cs.plan()
         })
     };
-    let late = [Duration::ZERO, Duration::from_millis(150)];
-    let together = run_mix_late(&cs, &groups, Duration::from_millis(300), &late);
+    let late = [Duration::ZERO, Duration::from_millis(400)];
+    let together = run_mix_late(&cs, &groups, Duration::from_millis(600), &late);
     let before: Vec<Vec<(usize, usize)>> = watcher.join().unwrap().into_iter().map(|s| s.runs).collect();
     // Unclassified, the stencil runs alone (and so does the stream, which pairs only with N).
-    assert!(before.iter().all(|runs| runs.len() == 1), "{before:?}");
+    assert_eq!(before, [vec![(0, 2)], vec![(1, 2)]]);
     assert!(!together[0][1] && !together[1][0], "L and C ran at once");
     assert_eq!(cs.report()[1].class, Some(Class::C));
+}
+
+#[test]
+fn a_probe_waits_for_the_first_units_of_a_group_that_starts_late() {
+    // The stencil's ULTs start four quanta after the stream's: each phase of its probe waits
+    // for its units (here up to 100 ms) rather than ending empty, and classifies it.
+    let script = ScriptedSignals::new().group(0, [sig(8.0, 8.0, 8.0)]).group(1, [sig(0.1, 6.0, 9.0)]);
+    let cs = lcn(3, script);
+    let groups = groups_of(&cs, ["stream", "late stencil"]);
+    let late = [Duration::ZERO, Duration::from_millis(12)];
+    let together = run_mix_late(&cs, &groups, Duration::from_millis(200), &late);
+    let report = cs.report();
+    assert!(report.iter().all(|r| r.probe.is_some_and(|(one, two)| one > 0.0 && two > 0.0)), "{report:?}");
+    assert_eq!(report.iter().map(|r| r.class).collect::<Vec<_>>(), [Some(Class::L), Some(Class::C)]);
+    assert!(report.iter().all(|r| r.reclassified == 0), "{report:?}");
+    assert!(!together[0][1] && !together[1][0], "L and C ran at once");
 }

@@ -11,8 +11,9 @@
 //! takes effect at the next unit boundary: units much shorter than the quantum make it exact.
 //!
 //! A controller thread (an OS thread the coscheduler starts, asleep between quanta) first
-//! probes each group for the LCN and miss-balancing modes (one quantum alone on one core, one
-//! alone on two: the progress ratio is the scaling signal), classifies it from the
+//! probes each group for the LCN and miss-balancing modes (alone on one core, then alone on two,
+//! each phase measured from the group's first unit in it until a few more, at most a quantum:
+//! the progress ratio is the scaling signal), classifies it from the
 //! [`SoftwareSignals`] of its probe window against the host's measured bandwidth, plans, and
 //! then turns the plan's slots one per quantum, re-observing every group that ran: a group whose
 //! class changes ([`Classifier`]) is re-planned.
@@ -71,6 +72,10 @@ pub struct GroupReport {
     pub signals: Signals,
     /// Times its class changed after the first classification.
     pub reclassified: u32,
+    /// Its units per second on one core and on two in its probe (LCN and miss balancing),
+    /// `None` where no probe ran or the probe saw none of its units (the group then runs alone
+    /// until a window of the plan classifies it).
+    pub probe: Option<(f64, f64)>,
 }
 
 /// What a runtime's coscheduling gate did ([`Coscheduler::gate_stats`]).
@@ -463,6 +468,7 @@ impl Coscheduler {
                 class: g.class,
                 signals: g.signals,
                 reclassified: g.reclassified,
+                probe: (g.probe.0 > 0.0 && g.probe.1 > 0.0).then_some(g.probe),
             })
             .collect()
     }
@@ -653,11 +659,58 @@ impl Inner {
         w
     }
 
+    /// Units of group `g` in its window so far.
+    fn window_units(&self, g: usize) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).groups[g].window_units
+    }
+
+    /// One phase of group `g`'s probe, admitted already. First it waits for the group's first
+    /// unit (its ULTs finishing units begun before, or starting late), for at most
+    /// [`probe_patience`] (none by then: the phase ends, its window empty); then it resets the group's window and measures until the group has
+    /// completed [`PROBE_UNITS`] more units and a quarter of a quantum has passed, or a whole
+    /// quantum once it has completed one (the patience again while it has none), so that the
+    /// rate is of the group running, not of its start. The seconds it measured (the window
+    /// holds what the group did meanwhile: no unit when the patience ran out).
+    fn probe_phase(&self, g: usize) -> f64 {
+        let step = (self.quantum / 8).max(Duration::from_micros(100));
+        let patience = probe_patience(self.quantum);
+        let waited = Instant::now();
+        while self.window_units(g) == 0 {
+            if waited.elapsed() >= patience || self.stopped() {
+                return waited.elapsed().as_secs_f64(); // (no unit: the window is empty)
+            }
+            std::thread::sleep(step);
+        }
+        let _ = self.take_window(g);
+        let began = Instant::now();
+        loop {
+            std::thread::sleep(step);
+            let (elapsed, units) = (began.elapsed(), self.window_units(g));
+            let enough = units >= PROBE_UNITS && elapsed >= self.quantum / 4;
+            let some = units > 0 && elapsed >= self.quantum;
+            if enough || some || elapsed >= patience || self.stopped() {
+                return elapsed.as_secs_f64();
+            }
+        }
+    }
+
     fn sleep_quantum(&self) -> f64 {
         let began = Instant::now();
         std::thread::sleep(self.quantum);
         began.elapsed().as_secs_f64()
     }
+}
+
+/// The units a phase of a group's probe waits for before it may end ahead of its quantum
+/// (`Inner::probe_phase`): enough for a rate, few enough that the phase on one core, which
+/// leaves the domain's other processors idle, stays short.
+const PROBE_UNITS: u64 = 4;
+
+/// How long a phase of a group's probe waits for a unit of the group before it gives up (the
+/// group then runs alone until a window of the plan classifies it): 10 quanta, and at least
+/// 100 ms, for a machine so busy that the runtime's threads wait tens of milliseconds for a CPU.
+fn probe_patience(quantum: Duration) -> Duration {
+    (quantum * 10).max(Duration::from_millis(100))
 }
 
 /// The controller: probe, classify and plan where the mode needs it, then turn the slots.
@@ -673,15 +726,16 @@ fn control(inner: &Inner) {
     let classify = matches!(inner.mode, Mode::Lcn | Mode::MissBalance);
     let mut latest = vec![Signals::default(); n];
     if classify {
-        // The probe: each group alone on one core, then on two; its first signals from the
-        // window alone on one core (the seed's Mem_1).
+        // The probe: each group alone on one core, then on two, each phase measured from the
+        // group's first unit until it has seen a few more (`Inner::probe_phase`); its first
+        // signals from the window alone on one core (the seed's Mem_1).
         for (g, latest) in latest.iter_mut().enumerate() {
             let mut rates = [0.0; 2];
             let mut alone = (Duration::ZERO, 0, 0);
             for (i, cores) in [1, cores.min(2)].into_iter().enumerate() {
                 inner.admit_probe(&[(g, cores)]);
                 let _ = inner.take_window(g);
-                let secs = inner.sleep_quantum();
+                let secs = inner.probe_phase(g);
                 let w = inner.take_window(g);
                 rates[i] = w.2 as f64 / secs;
                 if i == 0 {

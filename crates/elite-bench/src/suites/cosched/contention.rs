@@ -31,7 +31,12 @@
 //! better although the harness lists counts as costs), side rows `completions_<group>` per
 //! group and `cv_progress`: the coefficient of variation over the groups of their normalized
 //! progress, each group's units per second here over its units per second alone on the
-//! 2-processor runtime (measured before the rounds; lower is fairer). Targets: LCN at least
+//! 2-processor runtime (measured before the rounds; lower is fairer); `idle_share`, the share
+//! of the two processors' time in which no kernel ULT ran (gaps the gate leaves, the probe's
+//! idle processor); per group `unit_ms_<group>`, its busy milliseconds per completed unit (how
+//! much contention and descheduling stretched its units beyond [`UNIT`]), and under the gated
+//! systems `class_<group>`, the class it ended with (1 L, 2 LC, 3 C, 4 N, 0 unclassified).
+//! Targets: LCN at least
 //! 1.05x the default's completions and at least gang's (the fairness target, LCN's
 //! `cv_progress` within 1.5x the default's, is read from the side rows).
 
@@ -39,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use elite_rt::contention::{Coscheduler, Mode};
+use elite_rt::contention::{Class, Coscheduler, Mode};
 
 use crate::harness::{record_side, Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
 use crate::suites::Context;
@@ -89,6 +94,17 @@ enum Gate {
     /// The coscheduler's, around each unit ([`Coscheduler::run`]).
     Cooperative,
 }
+
+/// Per group, the side rows of what a run saw of it: busy milliseconds per completed unit (its
+/// units' length as run, contention and descheduling included; alone on a quiet core about
+/// [`UNIT`]) and its class code under the gated systems (1 L, 2 LC, 3 C, 4 N, 0 none).
+const GROUP_ROWS: [(&str, &str); 5] = [
+    ("unit_ms_gemm", "class_gemm"),
+    ("unit_ms_atax", "class_atax"),
+    ("unit_ms_triad", "class_triad"),
+    ("unit_ms_stencil", "class_stencil"),
+    ("unit_ms_spin", "class_spin"),
+];
 
 /// The groups, in order; their side-row names.
 const GROUPS: [(&str, &str); 5] = [
@@ -281,7 +297,7 @@ impl Setup {
         let bandwidth = elite_rt::contention::stream_bandwidth(96 << 20, Duration::from_millis(20));
         let mut setup = Setup { atax, answers, reps, alone: Vec::new(), bandwidth };
         for (g, (name, _)) in GROUPS.iter().enumerate() {
-            let (counts, wrong) = run_groups(
+            let Outcome { counts, wrong, .. } = run_groups(
                 &setup,
                 &[g],
                 Mode::Default,
@@ -298,8 +314,23 @@ impl Setup {
     }
 }
 
+/// What one run of [`run_groups`] saw.
+struct Outcome {
+    /// Units completed before the deadline, per group.
+    counts: Vec<u64>,
+    /// Wrong answers, all groups.
+    wrong: u64,
+    /// Per group, the time its ULTs ran (the runtime's group stats).
+    busy: Vec<Duration>,
+    /// Per group, its class when the run ended (gated systems that classify).
+    classes: Vec<Option<Class>>,
+    /// The share of the processors' time (2 x the wall time from the spawns to the joins) in
+    /// which no kernel ULT ran: the gate's gaps, the probe's idle processor, the ends.
+    idle: f64,
+}
+
 /// Runs the groups `groups` (indices into [`GROUPS`]) under `mode` with `gate` for `run` on a
-/// 2-processor runtime: units completed before the deadline per group, and wrong answers.
+/// 2-processor runtime.
 fn run_groups(
     setup: &Setup,
     groups: &[usize],
@@ -307,7 +338,7 @@ fn run_groups(
     gate: Gate,
     run: Duration,
     quantum: Duration,
-) -> Result<(Vec<u64>, u64), String> {
+) -> Result<Outcome, String> {
     let cs = Coscheduler::builder(mode).quantum(quantum).cores(2).bandwidth(setup.bandwidth).build();
     let rt = match gate {
         Gate::Runtime => build_runtime(elite_rt::Runtime::builder().processors(2).coschedule(&cs))?,
@@ -328,7 +359,8 @@ fn run_groups(
     let done: Arc<Vec<AtomicU64>> = Arc::new(groups.iter().map(|_| AtomicU64::new(0)).collect());
     let wrong = Arc::new(AtomicU64::new(0));
     cs.start();
-    let deadline = Instant::now() + run;
+    let began = Instant::now();
+    let deadline = began + run;
     rt.block_on(|| {
         let handles: Vec<_> = ults
             .into_iter()
@@ -375,18 +407,44 @@ fn run_groups(
         }
         Ok::<(), String>(())
     })?;
+    let wall = began.elapsed();
     cs.stop();
-    Ok((done.iter().map(|c| c.load(Ordering::Relaxed)).collect(), wrong.load(Ordering::Relaxed)))
+    let stats = rt.stats();
+    let busy: Vec<Duration> = groups
+        .iter()
+        .map(|&g| {
+            let name = GROUPS[g].0;
+            stats.groups.iter().filter(|s| s.group.name() == name).map(|s| s.busy).sum()
+        })
+        .collect();
+    let ran: f64 = busy.iter().map(Duration::as_secs_f64).sum();
+    let idle = (1.0 - ran / (2.0 * wall.as_secs_f64()).max(1e-9)).max(0.0);
+    Ok(Outcome {
+        counts: done.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+        wrong: wrong.load(Ordering::Relaxed),
+        busy,
+        classes: cs.report().iter().map(|r| r.class).collect(),
+        idle,
+    })
 }
 
 /// One sample of `mode`: the total units completed; the per-group counts and the fairness as
 /// side values.
 fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duration) -> Result<Sample, String> {
     let all: Vec<usize> = (0..GROUPS.len()).collect();
-    let (counts, wrong) = run_groups(setup, &all, mode, gate, run, quantum)?;
+    let Outcome { counts, wrong, busy, classes, idle } = run_groups(setup, &all, mode, gate, run, quantum)?;
     for ((_, side), &c) in GROUPS.iter().zip(&counts) {
         record_side(side, c as f64);
     }
+    for (((unit_ms, class), busy), (&c, group_class)) in
+        GROUP_ROWS.iter().zip(&busy).zip(counts.iter().zip(&classes))
+    {
+        record_side(unit_ms, busy.as_secs_f64() * 1e3 / (c as f64).max(1.0));
+        if mode != Mode::Default {
+            record_side(class, group_class.map_or(0.0, class_code));
+        }
+    }
+    record_side("idle_share", idle);
     // Normalized progress: each group's rate here over its rate alone on the machine.
     let progress: Vec<f64> = counts
         .iter()
@@ -395,6 +453,16 @@ fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duratio
         .collect();
     record_side("cv_progress", coefficient_of_variation(&progress));
     Ok(Sample::count(counts.iter().sum(), wrong))
+}
+
+/// The code of `class` in the `class_<group>` side rows.
+fn class_code(class: Class) -> f64 {
+    match class {
+        Class::L => 1.0,
+        Class::LC => 2.0,
+        Class::C => 3.0,
+        Class::N => 4.0,
+    }
 }
 
 /// Standard deviation over mean (0 for an empty or all-zero list).
