@@ -11,6 +11,8 @@
 //! with a place on a processor of that place (the spawner, if it is one, else the place's
 //! processors in turn); one with a home only ([`Builder::home`](crate::Builder::home), or every
 //! ULT under [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning)) has no place.
+//! On a runtime of one processor no ULT is placed but a pinned one ([`Places::inert`]): every
+//! rule would answer that processor, and an unplaced ULT skips the placed wake path.
 //! Placed ULTs never enter a start-queue (a thief takes start-queue entries without asking): a
 //! placed spawn goes into the ready set of its processor, through that processor's wake-up stack
 //! when it is another.
@@ -264,8 +266,13 @@ pub(crate) struct Places {
     /// Per processor, its victims' groups, nearest first (module docs, "Victims").
     victims: Vec<Vec<Vec<usize>>>,
     pub(crate) settings: PlaceSettings,
-    /// Whether every spawn asks [`Places::on_spawn`] (round-robin, soft pinning).
+    /// Whether every spawn asks [`Places::on_spawn`] (round-robin, soft pinning; never when
+    /// [`inert`](Self::inert)).
     pub(crate) spawn_rules: bool,
+    /// Whether no rule can change where a ULT runs: the runtime has one processor. Then no ULT
+    /// is placed but a pinned one (module docs, "Rules"): a place, a home, round-robin and soft
+    /// pinning would all answer that one processor, at the price of the placed wake path.
+    pub(crate) inert: bool,
     /// Per processor, the processor whose runqueue it serves: the first of its work-stealing
     /// place (`RuntimeBuilder::place_level`), itself by default.
     runq_of: Vec<usize>,
@@ -299,7 +306,8 @@ impl Places {
                 groups.into_iter().filter(|g| !g.is_empty()).collect()
             })
             .collect();
-        let spawn_rules = settings.round_robin || settings.soft_pinning;
+        let inert = n == 1;
+        let spawn_rules = (settings.round_robin || settings.soft_pinning) && !inert;
         // (Validated by the builder: every processor has a place of the level's kind.)
         let runq_of = (0..n)
             .map(|p| match Place::of_kind(settings.level, p, topology).processors(topology) {
@@ -316,7 +324,7 @@ impl Places {
                 }) && info.processors.iter().all(|&p| info.processors.contains(&runq_of[p]))
             })
             .collect();
-        Places { infos, index, victims, settings, spawn_rules, runq_of, whole, reload: None }
+        Places { infos, index, victims, settings, spawn_rules, inert, runq_of, whole, reload: None }
     }
 
     /// These places with steal avoidance's `costs` (module docs, "Costly steals").
@@ -798,5 +806,40 @@ mod tests {
         assert_eq!(p.on_spawn(2, false, None, &mut turn), (2, None));
         // A cache named by any of its processors is the same place.
         assert_eq!(p.resolve(&Place::cache(3, 4), &t), p.resolve(&Place::cache(3, 5), &t));
+    }
+
+    /// Whether the ULT running this closure is placed (has a rule the wake path asks).
+    fn running_placed() -> bool {
+        let p = crate::slot::current_processor().expect("inside a ULT");
+        p.current_ult().expect("a ULT runs").tcb().head.placed.get()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+    fn on_one_processor_only_a_pinned_ult_is_placed() {
+        use crate::{Builder, PlaceMode, Runtime};
+        let placed = |processors: usize| {
+            let rt = Runtime::builder()
+                .processors(processors)
+                .soft_pinning(true)
+                .round_robin(true)
+                .no_chaos()
+                .build()
+                .unwrap();
+            rt.block_on(|| {
+                let run = |b: Builder| b.spawn(running_placed).unwrap().join().unwrap();
+                [
+                    run(Builder::new()),
+                    run(Builder::new().place(Place::processor(0))),
+                    run(Builder::new().place(Place::machine()).place_mode(PlaceMode::Strict)),
+                    run(Builder::new().home(Place::machine())),
+                    run(Builder::new().pinned(true)),
+                ]
+            })
+        };
+        // Soft pinning, round-robin, a hint, a strict place, a home: none changes where a ULT of
+        // one processor runs, so none makes it pay the placed wake path; a pin still holds.
+        assert_eq!(placed(1), [false, false, false, false, true]);
+        assert_eq!(placed(2), [true; 5], "with two processors every rule is kept");
     }
 }
