@@ -139,6 +139,7 @@
 //! Where a ULT runs and whom an idle processor robs (issue 20): LASSI's locality hints and CAF's
 //! locality-guided stealing on their own experiments; see [`suites::places`] for the workloads,
 //! the variants, the emulated-distance mode and the targets. All benches report `ops_per_sec`.
+
 //!
 //! - `cache_stress` (1 and 2 processors): two arrays of 3/4 of a core's private cache, 8 ULTs
 //!   per processor making passes over one of them and yielding between passes; `elite/best`,
@@ -158,6 +159,10 @@
 //! - `concdict`, `concsll` (1 and 2 processors): Savina's dictionary and sorted list served by a
 //!   ULT behind a channel to 20 workers; `elite/pinned` (soft pinning) and `elite/unpinned`.
 //!   Answer: requests served plus a checksum of the final contents.
+//!
+//! `elite-bench places-probe <concdict|concsll> <pinned|unpinned> <processors> <requests>` runs
+//! one pass of `concdict` or `concsll` with `requests` requests per worker and prints its time
+//! per request and answer: the program to count instructions per request of with callgrind.
 //!
 //! ## Adding a suite
 //!
@@ -211,6 +216,7 @@ const USAGE: &str = concat!(
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
     "       elite-bench cosched-probe <elite/plain|elite/aggregated> <block_bytes> <read|write> <groups> <ults> <passes>\n",
+    "       elite-bench places-probe <concdict|concsll> <pinned|unpinned> <processors> <requests>\n",
     "       elite-bench report [--data DIR] [--out FILE] [--check] [--run [--quick]]"
 );
 
@@ -230,6 +236,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some(suites::cosched::aggregation::PROBE_COMMAND) {
         return suites::cosched::aggregation::probe_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(suites::places::PROBE_COMMAND) {
+        return suites::places::probe_main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some(report::COMMAND) {
         return report::main(&args[1..]);

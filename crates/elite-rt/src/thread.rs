@@ -443,7 +443,9 @@ impl Builder {
                 if req.strict && !shared.places.can_be_strict(req.place) {
                     return Err(SpawnError::Unsupported { what: NARROW_STRICT });
                 }
-                Some(req)
+                // (Checked, but with one processor no place changes where it runs:
+                // `policy::places`, "Rules".)
+                (!shared.places.inert).then_some(req)
             }
         };
         if self.pinned && !shared.places.can_pin() {

@@ -1675,23 +1675,7 @@ fn elite_served(served: Served, processors: usize, pinned: bool, requests: u64) 
     let mut counts = WakeCounts::default();
     let sample = warm_then_time(total, || {
         let before = WakeCounts::of(&rt);
-        let outcome = rt.block_on(|| {
-            let start = Instant::now();
-            let (to_server, inbox) = elite_rt::sync::mpsc::channel::<Request>();
-            let server = spawn_at(Where::Anywhere, move || serve(served, inbox))?;
-            let mut workers = Vec::with_capacity(SERVED_WORKERS);
-            for w in 0..SERVED_WORKERS {
-                let to_server = to_server.clone();
-                workers.push(spawn_at(Where::Anywhere, move || work(served, w, requests, &to_server))?);
-            }
-            drop(to_server);
-            let mut served_count = 0u64;
-            for worker in workers {
-                served_count += elite_join(worker)??;
-            }
-            let checksum = elite_join(server)??;
-            Ok((start.elapsed(), served_count.wrapping_add(checksum)))
-        });
+        let outcome = rt.block_on(|| served_run(served, requests));
         counts = WakeCounts::of(&rt).since(&before);
         outcome
     })?;
@@ -1702,6 +1686,98 @@ fn elite_served(served: Served, processors: usize, pinned: bool, requests: u64) 
     crate::harness::record_side("unparks", per_request(counts.unparks));
     crate::harness::record_side("steals", per_request(counts.steals));
     Ok(sample)
+}
+
+/// The probe command of this suite (`elite-bench places-probe`).
+pub const PROBE_COMMAND: &str = "places-probe";
+
+/// `elite-bench places-probe <concdict|concsll> <pinned|unpinned> <processors> <requests>`: one
+/// pass of `concdict` or `concsll` (each of the 20 workers sending `requests` requests) on a
+/// runtime of `processors` processors, with or without soft pinning, printing `ns_per_op=<ns>
+/// answer=<answer>`: the program to count instructions per request of with callgrind (two values
+/// of `requests`, difference). Exit status 1 on a wrong answer, 2 on a bad command line.
+pub fn probe_main(args: &[String]) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let usage = format!(
+        "usage: elite-bench {PROBE_COMMAND} <concdict|concsll> <pinned|unpinned> <processors> <requests>"
+    );
+    let parse = || -> Result<(Served, bool, usize, u64), String> {
+        let [bench, system, processors, requests] = args else {
+            return Err(format!("expected 4 arguments, got {}", args.len()));
+        };
+        let served = match bench.as_str() {
+            "concdict" => Served::Dict,
+            "concsll" => Served::SortedList,
+            other => return Err(format!("unknown bench `{other}` (concdict or concsll)")),
+        };
+        let pinned = match system.as_str() {
+            "pinned" | "elite/pinned" => true,
+            "unpinned" | "elite/unpinned" => false,
+            other => return Err(format!("unknown system `{other}` (pinned or unpinned)")),
+        };
+        let number = |name: &str, v: &str| -> Result<u64, String> {
+            v.parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0 && n <= 1 << 24)
+                .ok_or_else(|| format!("{name}: expected a number from 1 to 16777216, got `{v}`"))
+        };
+        let processors = number("processors", processors)?.min(1024) as usize;
+        Ok((served, pinned, processors, number("requests", requests)?))
+    };
+    let (served, pinned, processors, requests) = match parse() {
+        Ok(v) => v,
+        Err(message) => {
+            eprintln!("elite-bench {PROBE_COMMAND}: {message}\n{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    let expected = served_expected(served, requests);
+    match served_pass(served, processors, pinned, requests) {
+        Ok((elapsed, answer)) if answer == expected => {
+            let ns = elapsed.as_secs_f64() * 1e9 / (SERVED_WORKERS as u64 * requests) as f64;
+            println!("ns_per_op={ns:.1} answer={answer}");
+            ExitCode::SUCCESS
+        }
+        Ok((_, answer)) => {
+            eprintln!("elite-bench {PROBE_COMMAND}: wrong answer {answer} (expected {expected})");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("elite-bench {PROBE_COMMAND}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// One pass of `concdict` or `concsll` on a fresh runtime: its time and answer.
+fn served_pass(
+    served: Served,
+    processors: usize,
+    pinned: bool,
+    requests: u64,
+) -> Result<(Duration, u64), String> {
+    let rt = build_runtime(soft_pinning(elite_rt::Runtime::builder().processors(processors), pinned))?;
+    rt.block_on(|| served_run(served, requests))
+}
+
+/// The body of one pass of `concdict` or `concsll`, in the root ULT: the server and the workers
+/// spawned, joined; its time and answer.
+fn served_run(served: Served, requests: u64) -> Result<(Duration, u64), String> {
+    let start = Instant::now();
+    let (to_server, inbox) = elite_rt::sync::mpsc::channel::<Request>();
+    let server = spawn_at(Where::Anywhere, move || serve(served, inbox))?;
+    let mut workers = Vec::with_capacity(SERVED_WORKERS);
+    for w in 0..SERVED_WORKERS {
+        let to_server = to_server.clone();
+        workers.push(spawn_at(Where::Anywhere, move || work(served, w, requests, &to_server))?);
+    }
+    drop(to_server);
+    let mut served_count = 0u64;
+    for worker in workers {
+        served_count += elite_join(worker)??;
+    }
+    let checksum = elite_join(server)??;
+    Ok((start.elapsed(), served_count.wrapping_add(checksum)))
 }
 
 /// What a runtime's processors did that says where woken ULTs went (`concdict`, `concsll` side

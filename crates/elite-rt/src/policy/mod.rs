@@ -138,6 +138,12 @@
 //!   spread the ULTs of one spawner at once, without waiting for thieves; for batches of equal,
 //!   long ULTs spawned by one ULT.
 //!
+//! Hints, homes, soft pinning and round-robin cost nothing where they cannot change anything:
+//! on a runtime of one processor they are checked (a place the runtime lacks is still an
+//! error) and then dropped, so its ULTs take the wake paths of ULTs without them (a pin is
+//! kept). Elsewhere a soft-pinned ULT woken at home, or by its partner, by a ULT running there
+//! takes a short road to that processor's ready set; the other wake-ups ask the full rule.
+//!
 //! What each choice is worth on the machine at hand is measured by `cargo run --release -p
 //! elite-bench -- places` (LASSI's and CAF's experiments, beside rayon and Go; `docs/benchmarks.md`
 //! in the repository has figures with their hosts): `cache_stress` (one place per shared array

@@ -11,6 +11,8 @@
 //! with a place on a processor of that place (the spawner, if it is one, else the place's
 //! processors in turn); one with a home only ([`Builder::home`](crate::Builder::home), or every
 //! ULT under [`RuntimeBuilder::soft_pinning`](crate::RuntimeBuilder::soft_pinning)) has no place.
+//! On a runtime of one processor no ULT is placed but a pinned one ([`Places::inert`]): every
+//! rule would answer that processor, and an unplaced ULT skips the placed wake path.
 //! Placed ULTs never enter a start-queue (a thief takes start-queue entries without asking): a
 //! placed spawn goes into the ready set of its processor, through that processor's wake-up stack
 //! when it is another.
@@ -264,8 +266,13 @@ pub(crate) struct Places {
     /// Per processor, its victims' groups, nearest first (module docs, "Victims").
     victims: Vec<Vec<Vec<usize>>>,
     pub(crate) settings: PlaceSettings,
-    /// Whether every spawn asks [`Places::on_spawn`] (round-robin, soft pinning).
+    /// Whether every spawn asks [`Places::on_spawn`] (round-robin, soft pinning; never when
+    /// [`inert`](Self::inert)).
     pub(crate) spawn_rules: bool,
+    /// Whether no rule can change where a ULT runs: the runtime has one processor. Then no ULT
+    /// is placed but a pinned one (module docs, "Rules"): a place, a home, round-robin and soft
+    /// pinning would all answer that one processor, at the price of the placed wake path.
+    pub(crate) inert: bool,
     /// Per processor, the processor whose runqueue it serves: the first of its work-stealing
     /// place (`RuntimeBuilder::place_level`), itself by default.
     runq_of: Vec<usize>,
@@ -299,7 +306,8 @@ impl Places {
                 groups.into_iter().filter(|g| !g.is_empty()).collect()
             })
             .collect();
-        let spawn_rules = settings.round_robin || settings.soft_pinning;
+        let inert = n == 1;
+        let spawn_rules = (settings.round_robin || settings.soft_pinning) && !inert;
         // (Validated by the builder: every processor has a place of the level's kind.)
         let runq_of = (0..n)
             .map(|p| match Place::of_kind(settings.level, p, topology).processors(topology) {
@@ -316,7 +324,7 @@ impl Places {
                 }) && info.processors.iter().all(|&p| info.processors.contains(&runq_of[p]))
             })
             .collect();
-        Places { infos, index, victims, settings, spawn_rules, runq_of, whole, reload: None }
+        Places { infos, index, victims, settings, spawn_rules, inert, runq_of, whole, reload: None }
     }
 
     /// These places with steal avoidance's `costs` (module docs, "Costly steals").
@@ -337,6 +345,7 @@ impl Places {
     }
 
     /// The processor whose runqueue processor `p` serves (its work-stealing place's first).
+    #[inline]
     pub(crate) fn runq_of(&self, p: usize) -> usize {
         self.runq_of[p]
     }
@@ -414,6 +423,7 @@ impl Places {
     /// Where the placed ULT `t` goes when it is woken (module docs); `by`: the processor of the
     /// ULT that wakes it, if a ULT does (a hand-off); `load(p)`: the ready ULTs of processor
     /// `p`. Fixes a soft-pinned ULT's home at its first wake-up.
+    #[inline]
     pub(crate) fn wake_target(&self, t: TcbRef, by: Option<Waker>, load: impl Fn(usize) -> usize) -> usize {
         let cell = &t.tcb().sched.place;
         let mut rule = cell.get();
@@ -455,6 +465,42 @@ impl Places {
         } else {
             target
         }
+    }
+
+    /// [`Places::wake_target`]'s common case under soft pinning, decided from the waker's
+    /// processor alone: whether the placed ULT `t`, woken by the ULT at address `by` running on
+    /// processor `here` (whose ready ULTs number `here_load`), goes to `here`. It does when `t`
+    /// has a home only (soft pinning, fixed already) and either `here` is not overloaded and is
+    /// its home or `by` is its partner, or `here` is its home and where it last ran (no other
+    /// candidate); then `by` is recorded as its partner, as `wake_target` does, and the answer
+    /// says whether `here` is away from home. `None`: `wake_target` decides (nothing changed).
+    #[inline(always)]
+    pub(crate) fn stays_with_waker(
+        &self,
+        t: TcbRef,
+        here: usize,
+        by: usize,
+        here_load: usize,
+    ) -> Option<bool> {
+        let cell = &t.tcb().sched.place;
+        let rule = cell.get();
+        if rule.place != NONE || rule.strict || rule.home == NONE {
+            return None;
+        }
+        let partner = rule.partner == by;
+        let at_home = rule.home as usize == here;
+        let stays = if here_load < OVERLOADED {
+            partner || at_home
+        } else {
+            at_home && t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed) == here
+        };
+        if !stays {
+            return None;
+        }
+        if !partner {
+            cell.set(PlaceRule { partner: by, ..rule });
+        }
+        Some(!at_home)
     }
 
     /// Whether processor `thief` may take the placed ULT `t` (module docs).
@@ -798,5 +844,99 @@ mod tests {
         assert_eq!(p.on_spawn(2, false, None, &mut turn), (2, None));
         // A cache named by any of its processors is the same place.
         assert_eq!(p.resolve(&Place::cache(3, 4), &t), p.resolve(&Place::cache(3, 5), &t));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+    fn the_waker_shortcut_agrees_with_the_full_rule() {
+        // Every soft-pinning case the shortcut may answer: rules (home, partner, last run),
+        // wakers (processor, ULT) and loads; where it answers, `wake_target` answers the same
+        // processor and leaves the same rule behind; where it does not, nothing changed.
+        let p = places(StealOrder::Groups);
+        let owner = std::sync::Arc::new(());
+        let chunk = crate::tcb::Chunk::allocate(&owner);
+        let u = chunk.tcbs().next().expect("a TCB");
+        u.tcb().head.placed.set(true);
+        let (server, other) = (0x1000, 0x2000);
+        let mut answered = 0;
+        for (place, strict) in [(NONE, false), (NONE, true), (3, false)] {
+            for home in [NONE, 2, 5] {
+                for partner in [0, server] {
+                    for last in [2, 5] {
+                        for here in [2, 5] {
+                            for by in [server, other] {
+                                for (here_load, home_load) in
+                                    [(0, 0), (OVERLOADED, 0), (OVERLOADED, OVERLOADED), (0, OVERLOADED)]
+                                {
+                                    let rule = PlaceRule { place, home, strict, partner };
+                                    let load = |q: usize| {
+                                        if q == here {
+                                            here_load
+                                        } else if q == home as usize {
+                                            home_load
+                                        } else {
+                                            1
+                                        }
+                                    };
+                                    u.tcb().head.processor.store(last, crate::atomics::Ordering::Relaxed);
+                                    u.tcb().sched.place.set(rule);
+                                    let short = p.stays_with_waker(u, here, by, here_load);
+                                    let after_short = u.tcb().sched.place.get();
+                                    u.tcb().sched.place.set(rule);
+                                    let full =
+                                        p.wake_target(u, Some(Waker { processor: here, ult: by }), load);
+                                    let case = (rule, last, here, by, here_load, home_load);
+                                    match short {
+                                        Some(away) => {
+                                            answered += 1;
+                                            assert_eq!(full, here, "{case:?}");
+                                            assert_eq!(away, home as usize != here, "{case:?}");
+                                            assert_eq!(after_short, u.tcb().sched.place.get(), "{case:?}");
+                                        }
+                                        None => assert_eq!(after_short, rule, "{case:?}"),
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(answered > 0);
+    }
+
+    /// Whether the ULT running this closure is placed (has a rule the wake path asks).
+    fn running_placed() -> bool {
+        let p = crate::slot::current_processor().expect("inside a ULT");
+        p.current_ult().expect("a ULT runs").tcb().head.placed.get()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+    fn on_one_processor_only_a_pinned_ult_is_placed() {
+        use crate::{Builder, PlaceMode, Runtime};
+        let placed = |processors: usize| {
+            let rt = Runtime::builder()
+                .processors(processors)
+                .soft_pinning(true)
+                .round_robin(true)
+                .no_chaos()
+                .build()
+                .unwrap();
+            rt.block_on(|| {
+                let run = |b: Builder| b.spawn(running_placed).unwrap().join().unwrap();
+                [
+                    run(Builder::new()),
+                    run(Builder::new().place(Place::processor(0))),
+                    run(Builder::new().place(Place::machine()).place_mode(PlaceMode::Strict)),
+                    run(Builder::new().home(Place::machine())),
+                    run(Builder::new().pinned(true)),
+                ]
+            })
+        };
+        // Soft pinning, round-robin, a hint, a strict place, a home: none changes where a ULT of
+        // one processor runs, so none makes it pay the placed wake path; a pin still holds.
+        assert_eq!(placed(1), [false, false, false, false, true]);
+        assert_eq!(placed(2), [true; 5], "with two processors every rule is kept");
     }
 }

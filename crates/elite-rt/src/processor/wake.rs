@@ -105,13 +105,34 @@ impl Processor {
     #[inline(always)]
     pub(crate) fn follow_ult_waker(&self, t: TcbRef) -> bool {
         debug_assert!(self.current_ult().is_some());
-        if !self.waker_stays.get() || t.tcb().head.placed.get() {
-            std::hint::cold_path(); // (another wake rule, or a placed ULT: `wake` decides)
+        if !self.waker_stays.get() {
+            std::hint::cold_path(); // (another wake rule: `wake` decides)
             return false;
+        }
+        if t.tcb().head.placed.get() {
+            return self.follow_placed(t);
         }
         if !self.try_ready_here(t) {
             self.wake_to_target(t);
         }
+        true
+    }
+
+    /// [`Processor::follow_ult_waker`] for a placed ULT: true, having made `t` ready here, when
+    /// the places keep it here (a soft-pinned ULT woken at home, or by its partner:
+    /// `Places::stays_with_waker`), the common case of a request and its reply; false, with
+    /// nothing done, otherwise (`wake` decides).
+    #[inline(never)]
+    fn follow_placed(&self, t: TcbRef) -> bool {
+        let Some(u) = self.current_ult() else { return false };
+        let load = self.runq().len();
+        let Some(away) = self.shared.places.stays_with_waker(t, self.index, u.as_ptr() as usize, load) else {
+            return false;
+        };
+        if away {
+            self.remote().stats.partner_stays.bump();
+        }
+        self.deliver(t, self.index);
         true
     }
 
@@ -139,14 +160,16 @@ impl Processor {
     }
 
     /// Where the placed ULT `t`, woken from this processor, goes (`policy::places`), counting
-    /// the wake-ups that send it home elsewhere or keep it here away from home.
-    #[cold]
-    #[inline(never)]
+    /// the wake-ups that send it home elsewhere or keep it here away from home. Inlined into
+    /// `wake_to_target`: the wake-ups of placed ULTs that `follow_placed` does not keep here.
+    #[inline(always)]
     fn placed_target(&self, t: TcbRef) -> usize {
         let by = self
             .current_ult()
             .map(|u| crate::policy::places::Waker { processor: self.index, ult: u.as_ptr() as usize });
-        let target = self.shared.placed_wake_target(t, by);
+        let shared = &*self.shared;
+        let target =
+            shared.places.wake_target(t, by, |p| shared.processors[shared.places.runq_of(p)].runq.len());
         let home = t.tcb().sched.place.get().home as usize;
         if target != home {
             if target == self.index {
