@@ -298,12 +298,14 @@ fn auto_without_the_locality_signal_stays_on_its_first_candidate() {
 /// Under `auto`, the locality signal brings the lead and then, long before the budget allows an
 /// exploration (here about a minute and a half: the smallest budget), the early probe: every
 /// plausible candidate measured once against the lead (gravity, without data blocks, left out),
-/// the choice logged as the first exploration, in the program's units.
+/// the choice logged as the first exploration.
 #[test]
 fn auto_probes_the_candidates_early_with_the_locality_signal() {
     use elite_rt::CounterChoice;
     hang_guard(120, "auto probe", || {
-        let auto = elite_rt::policy::Auto::new().budget(0.001).unwrap();
+        // (The smallest budget, and phase changes only on a rate more than 11 times higher:
+        // no exploration but the probe within the test's wait.)
+        let auto = elite_rt::policy::Auto::new().budget(0.001).and_then(|a| a.phase_change(10.0)).unwrap();
         let rt = Runtime::builder()
             .processors(2)
             .no_chaos()
@@ -312,7 +314,26 @@ fn auto_probes_the_candidates_early_with_the_locality_signal() {
             .policy(Policy::auto_with(auto))
             .build()
             .unwrap();
-        let (stop, h) = busy_reporters(&rt, false, Some(256 << 10));
+        // Busy ULTs that report no units of their own: progress in runs, so that nothing but
+        // the probe explores (a first unit reported would count as a phase change).
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let h = rt.spawn(move || {
+            let workers: Vec<_> = (0..8)
+                .map(|_| {
+                    let stop = stop2.clone();
+                    elite_rt::Builder::new()
+                        .footprint(256 << 10)
+                        .spawn(move || {
+                            while !stop.load(SeqCst) {
+                                elite_rt::yield_now();
+                            }
+                        })
+                        .unwrap()
+                })
+                .collect();
+            workers.into_iter().for_each(|w| w.join().unwrap());
+        });
         common::wait_until(60, "the probe", || {
             rt.stats().auto.iter().any(|d| d.reason == AutoReason::Explored)
         });
@@ -330,7 +351,7 @@ fn auto_probes_the_candidates_early_with_the_locality_signal() {
         assert!(d.rates[3].1 > 0.0, "{d}");
         assert!(d.rates.iter().all(|r| r.1 >= 0.0 && r.1.is_finite()), "{d}");
         assert_eq!(d.rates[4].1, 0.0, "gravity left out without data blocks: {d}");
-        assert_eq!(d.unit, elite_rt::policy::ProgressUnit::Reported);
+        assert_eq!(d.unit, elite_rt::policy::ProgressUnit::Runs);
         if reasons.len() == 3 {
             assert_eq!(stats.policy, d.policy, "the probe's choice in force: {stats}");
         }

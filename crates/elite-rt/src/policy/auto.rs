@@ -66,9 +66,10 @@
 //!    default) to settle, the selector measures the progress rate in [`PROBE_NOISE_TICKS`]
 //!    back-to-back ticks and takes their spread (the median absolute deviation, scaled to a
 //!    standard deviation `σ` of one tick's rate relative to the median; a single disturbed
-//!    tick moves it little). A tick without progress, or progress reported for the first time
-//!    during the ticks, makes it measure again ([`PROBE_ATTEMPTS`] times in all, then the
-//!    probe is given up: a program that idles is not probed). It then sizes the probe's epoch from that noise: the fewest ticks `m` for which
+//!    tick, even one without progress, moves it little). Ticks of which the median saw no
+//!    progress, or progress reported for the first time during the ticks, make it measure
+//!    again ([`PROBE_ATTEMPTS`] times in all, then the probe is given up: a program that idles
+//!    is not probed). It then sizes the probe's epoch from that noise: the fewest ticks `m` for which
 //!    twice the standard error of the difference of two rates, `2σ√(2/m)`, is at most
 //!    [`PROBE_RESOLUTION`] (5%), at most [`PROBE_MAX_TICKS`]. Each other candidate worth
 //!    measuring (see 2) is put in force, given a tick to settle and measured for one epoch of
@@ -869,7 +870,7 @@ impl Run {
     /// (after a tick to settle), and puts in force the one that beats the lead by more than
     /// the noise allows ([`probe_choice`]), logged as [`AutoReason::Explored`]. `None` (the
     /// lead stays, nothing logged) when no other candidate is plausible, or the noise could not
-    /// be measured in [`PROBE_ATTEMPTS`] tries (a tick without progress in each).
+    /// be measured in [`PROBE_ATTEMPTS`] tries (the median tick without progress in each).
     fn probe(&mut self, lead: usize) -> Result<Option<usize>, ()> {
         let plausible = self.plausible();
         let others: Vec<usize> = (0..plausible.len()).filter(|&i| i != lead && plausible[i]).collect();
@@ -1251,7 +1252,7 @@ fn lead(candidates: &[Policy], signals: &Signals) -> Option<usize> {
 pub const PROBE_NOISE_TICKS: usize = 8;
 
 /// How many times the early probe measures the noise before it gives up: again when
-/// progress begins to be reported in the middle of a measurement, or a tick saw none.
+/// progress begins to be reported in the middle of a measurement, or the median tick saw none.
 pub const PROBE_ATTEMPTS: u32 = 4;
 
 /// The difference between two candidates' rates, as a fraction, that the early probe's epochs
@@ -1259,17 +1260,21 @@ pub const PROBE_ATTEMPTS: u32 = 4;
 pub const PROBE_RESOLUTION: f64 = 0.05;
 
 /// The longest epoch of the early probe, in ticks: a program noisier than that allows is
-/// probed with epochs this long, and a correspondingly higher bar ([`probe_threshold`]).
+/// probed with epochs this long, and a correspondingly higher bar to leave the lead.
 pub const PROBE_MAX_TICKS: u32 = 8;
 
-/// The relative spread of tick rates (`None` when a tick saw no progress): the median absolute
-/// deviation from the median, as a fraction of the median, scaled (by 1.4826) to estimate a
-/// standard deviation; a single tick disturbed by another program moves it little.
+/// The relative spread of tick rates (`None` when the median tick saw no progress): the
+/// median absolute deviation from the median, as a fraction of the median, scaled (by 1.4826)
+/// to estimate a standard deviation; a single tick disturbed by another program (even one
+/// without progress, its processors off their CPUs) moves it little.
 fn relative_spread(rates: &mut [f64]) -> Option<f64> {
-    if rates.is_empty() || rates.iter().any(|&r| r <= 0.0 || !r.is_finite()) {
+    if rates.iter().any(|&r| r < 0.0 || !r.is_finite()) {
         return None;
     }
     let mid = median(rates);
+    if mid <= 0.0 {
+        return None;
+    }
     let mut deviations: Vec<f64> = rates.iter().map(|r| (r - mid).abs()).collect();
     Some(1.4826 * median(&mut deviations) / mid)
 }
@@ -1505,8 +1510,10 @@ mod tests {
         assert_eq!(probe_ticks(0.03), 3);
         assert_eq!(probe_ticks(0.5), PROBE_MAX_TICKS, "capped");
         assert_eq!(probe_ticks(f64::NAN), 1);
-        // A tick without progress: no spread (an idle program is not probed).
-        assert_eq!(relative_spread(&mut [100.0, 0.0, 100.0]), None);
+        // A tick without progress is one more disturbed tick; most of them without, an idle
+        // program: no spread (it is not probed).
+        assert_eq!(relative_spread(&mut [100.0, 0.0, 100.0]), Some(0.0));
+        assert_eq!(relative_spread(&mut [0.0, 0.0, 100.0]), None);
         assert_eq!(relative_spread(&mut []), None);
     }
 
