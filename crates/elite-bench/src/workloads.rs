@@ -40,7 +40,8 @@ pub fn warm_auto(key: String) -> elite_rt::policy::Policy {
 /// For a runtime under `auto`: records what it did as side values of the sample (nothing for
 /// another policy): `auto_explorations`, the explorations it made, `auto_choice`, the index
 /// among its candidates of the policy in force at the end (with the default candidates: 0
-/// no-affinity, 1 virtual-time, 2 reload-transient, 3 gravity; -1 for none of them), and
+/// no-affinity, 1 virtual-time, 2 minimum-misses, 3 reload-transient, 4 gravity; -1 for none
+/// of them), and
 /// `auto_warm_start`, 1 where it started from a remembered choice (`elite/auto+warm` after its
 /// first exploration), else 0.
 pub fn record_auto(rt: &elite_rt::Runtime) {

@@ -13,12 +13,14 @@
 //! `elite/auto` rows (each bench, at each processor count) run the runtime under
 //! `Policy::auto()`, which picks among its candidates while the sample runs; their side rows
 //! `auto_explorations` (explorations made) and `auto_choice` (the candidate in force at the end:
-//! 0 no-affinity, 1 virtual-time, 2 reload-transient, 3 gravity) say what it did. Each sample is
-//! a fresh runtime, so `elite/auto` starts *cold* in each: at the sample's first progress it
-//! puts `reload-transient` in force where a ULT declared a footprint larger than the first-level
-//! cache (`synthetic_1024`, 64 KiB) and stays on `no-affinity` otherwise (`no_locality`, 1 KiB;
-//! `pairs`, 4 KiB data blocks), and explores only once the sample has run long enough for an
-//! exploration to take at most its budget (see `elite_rt::policy::auto`). `elite/auto+warm` runs `auto`
+//! 0 no-affinity, 1 virtual-time, 2 minimum-misses, 3 reload-transient, 4 gravity) say what it
+//! did (the probe counts as an exploration). Each sample is a fresh runtime, so `elite/auto`
+//! starts *cold* in each: at the sample's first progress it puts `reload-transient` in force
+//! where a ULT declared a footprint larger than the first-level cache (`synthetic_1024`,
+//! 64 KiB) and probes the other candidates at once in epochs of a few milliseconds sized from
+//! the noise of the rate, and stays on `no-affinity` otherwise (`no_locality`, 1 KiB; `pairs`,
+//! 4 KiB data blocks); full explorations come only once the sample has run long enough for one
+//! to take at most its budget (see `elite_rt::policy::auto`). `elite/auto+warm` runs `auto`
 //! remembering its explorations under a key per bench (`elite_rt::policy::Auto::remember`; the
 //! memory is also kept apart per processor count): from the sample after its first exploration
 //! on (the warm-up round's included), a sample starts from the choice of those before it, and

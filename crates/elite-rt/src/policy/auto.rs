@@ -37,8 +37,9 @@
 //! count fewer than [`MIN_UNITS`] units of progress, so that a rate is not a count of a few
 //! events.
 //!
-//! 1. **Start.** The first candidate ([`Auto::candidates`]; default `no-affinity`,
-//!    `virtual-time`, `reload-transient`, `gravity`) is in force from the start. Until the
+//! 1. **Start.** The first candidate ([`Auto::candidates`]; by default every built-in fixed
+//!    policy: `no-affinity`, `virtual-time`, `minimum-misses`, `reload-transient`, `gravity`,
+//!    so that the best fixed policy is always among them) is in force from the start. Until the
 //!    program makes progress (the selector looks after a fifth of an epoch, then twice as long
 //!    each time), and once more then, it looks at the *locality signal*: whether the
 //!    processors count cache misses with a hardware counter, or some ULT declared a footprint or
@@ -57,10 +58,29 @@
 //!      signal appears.
 //!    * **With it** the selector puts the *lead* in force at once ([`AutoReason::Locality`]):
 //!      the first `reload-transient` candidate (it orders by the expected reload, the quantity
-//!      the signal stands for), else the first recording policy among the candidates. It then
-//!      watches (4) as after a choice: the first exploration comes when the run has lasted long
-//!      enough for one to take at most [`Auto::budget`] of it, so a program shorter than that
-//!      runs under the lead throughout instead of under each candidate in turn.
+//!      the signal stands for), else the first recording policy among the candidates. Then it
+//!      *probes* at once: the signal says the candidates can differ, and a program that runs
+//!      for a fraction of a second would otherwise never be measured.
+//!
+//!    **The probe.** Under the lead, after a *tick* (a fifth of [`Auto::epoch`], 1 ms by
+//!    default) to settle, the selector measures the progress rate in [`PROBE_NOISE_TICKS`]
+//!    back-to-back ticks and takes their spread (the median absolute deviation, scaled to a
+//!    standard deviation `σ` of one tick's rate relative to the median; a single disturbed
+//!    tick, even one without progress, moves it little). Ticks of which the median saw no
+//!    progress, or progress reported for the first time during the ticks, make it measure
+//!    again ([`PROBE_ATTEMPTS`] times in all, then the probe is given up: a program that idles
+//!    is not probed). It then sizes the probe's epoch from that noise: the fewest ticks `m` for which
+//!    twice the standard error of the difference of two rates, `2σ√(2/m)`, is at most
+//!    [`PROBE_RESOLUTION`] (5%), at most [`PROBE_MAX_TICKS`]. Each other candidate worth
+//!    measuring (see 2) is put in force, given a tick to settle and measured for one epoch of
+//!    `m` ticks; the lead's rate is the mean of its noise ticks. The best is put in force if it
+//!    beats the lead by more than twice the standard error of that difference,
+//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. The probe is
+//!    logged as the first exploration ([`AutoReason::Explored`]) and remembered like one
+//!    ([`Auto::remember`]). With four candidates worth measuring and quiet progress it takes
+//!    about 8 ticks under the lead and 3 × 2 under the others (10 + 3 × 9 at the cap). The
+//!    selector then watches (4) as after a choice: the next, full, exploration comes when the
+//!    run has lasted long enough for one to take at most [`Auto::budget`] of it.
 //!
 //!    A selector that [remembers](Auto::remember) under a key for which an earlier runtime of
 //!    the process explored starts *warm* instead: it puts the remembered choice in force at once
@@ -140,19 +160,31 @@
 //!   waits (on I/O, on timers, on a thread outside the runtime) for part of an epoch measures
 //!   low in it, whatever the policy. Epochs with no progress at all are measured again, but a
 //!   half-idle epoch is not told apart.
-//! * **Short programs.** A full exploration takes `candidates × rounds × 1.2 × epoch` (72 ms
+//! * **Short programs.** A full exploration takes `candidates × rounds × 1.2 × epoch` (90 ms
 //!   with the default settings and 5 ms epochs; less when candidates drop out or the
-//!   exploration ends early), and the first one waits until it would take at most the budget's
-//!   share of the run (about 1.4 s with the defaults): a program shorter than that is never
-//!   measured, and runs under the first candidate, or under the lead where the locality signal
-//!   holds. What it gets is then what the signal predicts, not what was measured. A program
-//!   that runs the same short job many times gives it a key ([`Auto::remember`]): the
-//!   explorations of the longer runs, or the budget's re-checks summed over the runtimes, then
-//!   carry a measured choice to the short ones.
+//!   exploration ends early), and waits until it would take at most the budget's share of the
+//!   run (about 1.7 s with the defaults). Before that, a program with the locality signal has
+//!   only the probe to go by: one epoch of a few milliseconds per candidate. The probe costs
+//!   what its epochs under worse candidates lose (a program of a tenth of a second spends a
+//!   quarter of it or more probing, and the gain has to pay for that), and a program without
+//!   the signal is never measured before the budget's wait. A program that runs the same short
+//!   job many times gives it a key ([`Auto::remember`]): the explorations of the longer runs,
+//!   or the budget's re-checks summed over the runtimes, then carry a measured choice to the
+//!   short ones.
+//! * **Noise the ticks do not show.** The probe sizes its epochs from the spread of the rate
+//!   over a few milliseconds under the lead, and takes ticks as independent: a program whose
+//!   rate swings over a longer period (phases of tens of milliseconds, a sweep longer than a
+//!   tick, another program taking the CPU for a whole time slice) is noisier than its ticks
+//!   say, and one epoch per candidate can rank them by where each fell in that period. Where
+//!   the spread asks for more than [`PROBE_MAX_TICKS`], the bar to leave the lead rises with
+//!   it instead, so a noisy program mostly stays on the lead until the full exploration. The
+//!   lead is measured before the others, so a rate that drifts over the probe (a warming
+//!   cache, a program that speeds up) favours whichever came later.
 //! * **A signal that predicts wrong.** The lead is put in force on a declaration, not on a
 //!   measurement: a program that declares large footprints but whose order does not matter
-//!   (its data streams through once, or fits in a cache level the model does not describe) runs
-//!   under the lead, at the lead's cost, until the first exploration; one that declares nothing
+//!   (its data streams through once, or fits in a cache level the model does not describe) is
+//!   probed, and runs under the lead until then, and after it unless another candidate beat the
+//!   lead by more than the probe's bar; one that declares nothing
 //!   (or only small footprints) while its order does matter is never explored on a machine
 //!   without a hardware counter (declare footprints with [`set_footprint`](crate::set_footprint),
 //!   or choose the policy).
@@ -253,14 +285,15 @@ impl Default for Auto {
 }
 
 impl Auto {
-    /// The default settings: candidates `no-affinity`, `virtual-time`, `reload-transient`,
-    /// `gravity`; epochs of at least 5 ms; 3 rounds; a margin of 2%; a phase change at 30%; a
+    /// The default settings: candidates every built-in fixed policy (`no-affinity`,
+    /// `virtual-time`, `minimum-misses`, `reload-transient`, `gravity`); epochs of at least 5 ms; 3 rounds; a margin of 2%; a phase change at 30%; a
     /// budget of 5%.
     pub fn new() -> Auto {
         Auto {
             candidates: vec![
                 Policy::no_affinity(),
                 Policy::virtual_time(),
+                Policy::minimum_misses(),
                 Policy::reload_transient(),
                 Policy::gravity(),
             ],
@@ -807,6 +840,102 @@ impl Run {
         Ok((best, medians[best]))
     }
 
+    /// Rates over `count` back-to-back ticks of `tick` under what is in force, in the current
+    /// unit (a tick without progress reads 0); `None` when the unit changed meanwhile
+    /// (progress began to be reported: measure again); `Err` on a stop.
+    fn ticks(&mut self, count: usize, tick: Duration) -> Result<Option<Vec<f64>>, ()> {
+        let unit = self.unit();
+        let mut a = self.mark().ok_or(())?;
+        let mut rates = Vec::with_capacity(count);
+        for _ in 0..count {
+            if !self.wait(tick) {
+                return Err(());
+            }
+            let b = self.mark().ok_or(())?;
+            if !self.reported && b.units != a.units {
+                self.reported = true; // (from now on in the program's units)
+            }
+            let delta =
+                if self.reported { b.units.wrapping_sub(a.units) } else { b.runs.wrapping_sub(a.runs) };
+            let secs = b.at.duration_since(a.at).as_secs_f64();
+            rates.push(if secs > 0.0 { delta as f64 / secs } else { 0.0 });
+            a = b;
+        }
+        Ok((self.unit() == unit).then_some(rates))
+    }
+
+    /// The early probe, with the `lead` in force: measures the noise of the progress rate
+    /// under the lead in [`PROBE_NOISE_TICKS`] ticks of a fifth of an epoch, sizes an epoch
+    /// from it ([`probe_ticks`]), measures every other plausible candidate for one such epoch
+    /// (after a tick to settle), and puts in force the one that beats the lead by more than
+    /// the noise allows ([`probe_choice`]), logged as [`AutoReason::Explored`]. `None` (the
+    /// lead stays, nothing logged) when no other candidate is plausible, or the noise could not
+    /// be measured in [`PROBE_ATTEMPTS`] tries (the median tick without progress in each).
+    fn probe(&mut self, lead: usize) -> Result<Option<usize>, ()> {
+        let plausible = self.plausible();
+        let others: Vec<usize> = (0..plausible.len()).filter(|&i| i != lead && plausible[i]).collect();
+        if others.is_empty() {
+            return Ok(None);
+        }
+        let tick = self.auto.epoch / 5;
+        let started = Instant::now();
+        // The lead was put in force just now: a tick to settle, then the noise.
+        if !self.wait(tick) {
+            return Err(());
+        }
+        // (Again when progress begins to be reported meanwhile, or a tick saw none: the
+        // program's start, spawning and setting up, is not its steady work.)
+        let mut attempts = 0;
+        let (noise, sigma) = loop {
+            attempts += 1;
+            if let Some(mut noise) = self.ticks(PROBE_NOISE_TICKS, tick)? {
+                if let Some(sigma) = relative_spread(&mut noise) {
+                    break (noise, sigma);
+                }
+            }
+            if attempts == PROBE_ATTEMPTS {
+                return Ok(None);
+            }
+            self.until_progress(tick, false)?;
+        };
+        let m = probe_ticks(sigma);
+        let unit = self.unit();
+        let mut rates = vec![0.0; plausible.len()];
+        rates[lead] = noise.iter().sum::<f64>() / noise.len() as f64;
+        for &i in &others {
+            if !self.put_in_force(i) {
+                return Err(());
+            }
+            if !self.wait(tick) {
+                return Err(());
+            }
+            let Some(r) = self.ticks(1, tick * m)? else { break };
+            rates[i] = r[0];
+        }
+        if self.unit() != unit {
+            // (Progress began to be reported halfway: the rates do not compare.)
+            return if self.put_in_force(lead) { Ok(None) } else { Err(()) };
+        }
+        let threshold = probe_threshold(sigma, m, self.auto.margin);
+        let best = probe_choice(&rates, lead, threshold);
+        if !self.put_in_force(best) {
+            return Err(());
+        }
+        let measured: Vec<bool> = (0..rates.len()).map(|i| i == lead || others.contains(&i)).collect();
+        self.remember_exploration(&rates, &measured, AutoReason::Explored);
+        self.remember_choice(best);
+        let names = self.auto.candidates.iter().map(Policy::name);
+        self.log.push(AutoDecision {
+            at: self.began.elapsed(),
+            policy: self.auto.candidates[best].name(),
+            reason: AutoReason::Explored,
+            unit: self.unit(),
+            rates: names.zip(rates.iter().copied()).collect(),
+            explored_for: started.elapsed(),
+        });
+        Ok(Some(best))
+    }
+
     fn run(mut self) {
         self.log.push(AutoDecision {
             at: Duration::ZERO,
@@ -853,7 +982,12 @@ impl Run {
                 // The program's first spawns declare what it works on: look soon, and lead as soon
                 // as they do.
                 self.until_progress(self.span / 5, true)?;
-                (self.lead_in(0)?, 1u32, Duration::ZERO, false)
+                let lead = self.lead_in(0)?;
+                // With a lead in force (the locality signal), an early probe of the others in
+                // short epochs sized from the noise: it explores only where that signal says
+                // the candidates can differ.
+                let probed = if lead != 0 { self.probe(lead)? } else { None };
+                (probed.unwrap_or(lead), 1u32, Duration::ZERO, probed.is_some())
             }
         };
         loop {
@@ -864,6 +998,12 @@ impl Run {
             credit = Duration::ZERO;
             if reason == AutoReason::Locality {
                 best = self.lead_in(best)?;
+                if best != 0 {
+                    // (The probe, as at the start: the signal came later.)
+                    if let Some(choice) = self.probe(best)? {
+                        (best, explored) = (choice, true);
+                    }
+                }
                 continue;
             }
             if self.plausible().iter().filter(|p| **p).count() < 2 {
@@ -1107,6 +1247,70 @@ fn lead(candidates: &[Policy], signals: &Signals) -> Option<usize> {
         .or_else(|| rest.next())
 }
 
+/// How many ticks (a fifth of [`Auto::epoch`] each) the early probe measures the lead in, to
+/// see how much the progress rate moves from tick to tick.
+pub const PROBE_NOISE_TICKS: usize = 8;
+
+/// How many times the early probe measures the noise before it gives up: again when
+/// progress begins to be reported in the middle of a measurement, or the median tick saw none.
+pub const PROBE_ATTEMPTS: u32 = 4;
+
+/// The difference between two candidates' rates, as a fraction, that the early probe's epochs
+/// are sized to resolve: twice the standard error of the difference of two of its rates.
+pub const PROBE_RESOLUTION: f64 = 0.05;
+
+/// The longest epoch of the early probe, in ticks: a program noisier than that allows is
+/// probed with epochs this long, and a correspondingly higher bar to leave the lead.
+pub const PROBE_MAX_TICKS: u32 = 8;
+
+/// The relative spread of tick rates (`None` when the median tick saw no progress): the
+/// median absolute deviation from the median, as a fraction of the median, scaled (by 1.4826)
+/// to estimate a standard deviation; a single tick disturbed by another program (even one
+/// without progress, its processors off their CPUs) moves it little.
+fn relative_spread(rates: &mut [f64]) -> Option<f64> {
+    if rates.iter().any(|&r| r < 0.0 || !r.is_finite()) {
+        return None;
+    }
+    let mid = median(rates);
+    if mid <= 0.0 {
+        return None;
+    }
+    let mut deviations: Vec<f64> = rates.iter().map(|r| (r - mid).abs()).collect();
+    Some(1.4826 * median(&mut deviations) / mid)
+}
+
+/// How many ticks one epoch of the early probe lasts for a tick-to-tick relative spread
+/// `sigma`: the fewest `m` with which twice the standard error of the difference between two
+/// `m`-tick rates, `2 sigma sqrt(2 / m)`, is at most [`PROBE_RESOLUTION`] (ticks taken as
+/// independent), from 1 to [`PROBE_MAX_TICKS`].
+fn probe_ticks(sigma: f64) -> u32 {
+    let m = (8.0 * sigma * sigma / (PROBE_RESOLUTION * PROBE_RESOLUTION)).ceil();
+    if m.is_nan() || m < 1.0 {
+        1
+    } else {
+        (m as u32).min(PROBE_MAX_TICKS)
+    }
+}
+
+/// How much better than the lead's rate (as a fraction) a candidate's one-epoch rate must be
+/// for the probe to switch to it: twice the standard error of the difference between an
+/// `m`-tick rate and the lead's [`PROBE_NOISE_TICKS`]-tick one, and at least `margin`.
+fn probe_threshold(sigma: f64, m: u32, margin: f64) -> f64 {
+    let se = sigma * (1.0 / f64::from(m) + 1.0 / PROBE_NOISE_TICKS as f64).sqrt();
+    (2.0 * se).max(margin)
+}
+
+/// The candidate the probe settles on: the highest rate if it beats the `lead`'s by more than
+/// `threshold` (a fraction), else the lead.
+fn probe_choice(rates: &[f64], lead: usize, threshold: f64) -> usize {
+    let best = (0..rates.len()).fold(lead, |b, i| if rates[i] > rates[b] { i } else { b });
+    if rates[best] > rates[lead] * (1.0 + threshold) {
+        best
+    } else {
+        lead
+    }
+}
+
 /// What share of the best median rate a candidate must reach to stay in an exploration: after
 /// its first round (a single epoch each, so only a wide gap counts), and after later rounds.
 pub const KEEP_AFTER: (f64, f64) = (0.7, 0.9);
@@ -1286,6 +1490,51 @@ mod tests {
         assert_eq!(lead(&[Policy::virtual_time(), Policy::no_affinity()], &big), None);
         assert_eq!(lead(&[Policy::no_affinity(), Policy::gravity()], &big), None, "gravity needs data");
         assert_eq!(lead(&[Policy::no_affinity()], &big), None);
+    }
+
+    #[test]
+    fn the_probe_sizes_its_epochs_from_the_noise() {
+        // Steady ticks: the spread is 0 and one tick resolves any difference.
+        assert_eq!(relative_spread(&mut [100.0; 8]), Some(0.0));
+        assert_eq!(probe_ticks(0.0), 1);
+        // A single disturbed tick barely moves the spread (a median of deviations).
+        let mut one_bad = [100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 10.0];
+        assert_eq!(relative_spread(&mut one_bad), Some(0.0));
+        // Half the ticks 10% off: a spread of about 7.4%, so the epochs grow.
+        let mut uneven = [100.0, 110.0, 100.0, 110.0, 100.0, 110.0, 100.0, 110.0];
+        let sigma = relative_spread(&mut uneven).unwrap();
+        assert!((sigma - 1.4826 * 5.0 / 105.0).abs() < 1e-9, "{sigma}");
+        // 2 sigma sqrt(2 / m) <= 5%: m >= 8 sigma^2 / 0.05^2.
+        assert_eq!(probe_ticks(0.01), 1);
+        assert_eq!(probe_ticks(0.02), 2); // (8 * 4e-4 / 2.5e-3 = 1.28)
+        assert_eq!(probe_ticks(0.03), 3);
+        assert_eq!(probe_ticks(0.5), PROBE_MAX_TICKS, "capped");
+        assert_eq!(probe_ticks(f64::NAN), 1);
+        // A tick without progress is one more disturbed tick; most of them without, an idle
+        // program: no spread (it is not probed).
+        assert_eq!(relative_spread(&mut [100.0, 0.0, 100.0]), Some(0.0));
+        assert_eq!(relative_spread(&mut [0.0, 0.0, 100.0]), None);
+        assert_eq!(relative_spread(&mut []), None);
+    }
+
+    #[test]
+    fn the_probe_leaves_the_lead_only_for_a_gain_beyond_the_noise() {
+        // Quiet: the bar is the margin.
+        assert_eq!(probe_threshold(0.0, 1, 0.02), 0.02);
+        // Noisy, with capped epochs: twice the standard error of the difference.
+        let bar = probe_threshold(0.1, 8, 0.02);
+        assert!((bar - 2.0 * 0.1 * (0.25f64).sqrt()).abs() < 1e-12, "{bar}");
+        let rates = [100.0, 104.0, 112.0, 100.0, 0.0];
+        assert_eq!(probe_choice(&rates, 3, 0.05), 2, "12% better than the lead");
+        assert_eq!(probe_choice(&rates, 3, 0.15), 3, "within the bar: the lead stays");
+        assert_eq!(probe_choice(&rates, 2, 0.02), 2, "the lead is the best");
+        assert_eq!(probe_choice(&[0.0, 0.0, 0.0], 1, 0.02), 1, "nothing measured: the lead");
+    }
+
+    #[test]
+    fn the_default_candidates_are_every_fixed_policy() {
+        let names: Vec<&str> = Auto::new().candidate_policies().iter().map(Policy::name).collect();
+        assert_eq!(names, Policy::NAMES);
     }
 
     #[test]
