@@ -139,7 +139,6 @@
 //! Where a ULT runs and whom an idle processor robs (issue 20): LASSI's locality hints and CAF's
 //! locality-guided stealing on their own experiments; see [`suites::places`] for the workloads,
 //! the variants, the emulated-distance mode and the targets. All benches report `ops_per_sec`.
-
 //!
 //! - `cache_stress` (1 and 2 processors): two arrays of 3/4 of a core's private cache, 8 ULTs
 //!   per processor making passes over one of them and yielding between passes; `elite/best`,
