@@ -133,15 +133,17 @@
 //! other's runqueue. Virtual Time and Reload Transient still keep more of each group's working
 //! sets cached than No Affinity, by less than on one processor.
 //!
-//! `no_locality` is the same pattern with 1 KiB working sets: all of them (1 MiB) fit in the L2,
-//! and no order saves an L2 miss. It measures what each policy's bookkeeping costs per
-//! synchronization (a few nanoseconds of treap and stamps for Virtual Time; the estimator's
-//! pass, which updates the cache model's footprint, per run for Minimum Misses and Reload
-//! Transient, and a model lookup per enqueue for the latter). One group's 48 KiB is the size of the L1, so the
-//! order still shows a little there: Virtual Time and Reload Transient regain part of their
-//! cost in L1 hits. (Most of Reload Transient's keys there are ties, a reload transient of 0,
-//! which it runs newest entry first, as No Affinity does, rather than in the order they entered
-//! the runqueue, which would run the coldest first.)
+//! `no_locality` is the same pattern with 1 KiB working sets: a group's 48 KiB fit in the L2
+//! many times over, and no order saves an L2 miss. Its ULTs declare 16 lines each, little data
+//! by the hand-off rule's measure wherever that measure is 16 lines or more
+//! (`elite_rt::policy::hand_off::hand_off_lines`, derived from the host's line costs: about 30
+//! where a line's round trip between cores takes 100 ns and a streamed line 10 ns), so the
+//! affinity policies go quiet there (`elite_rt::policy`, "When there is nothing to act on"): they order
+//! and cost as No Affinity does, and the bench checks that they then lose nothing. Without
+//! the quiet mode (a host whose `hand_off_lines` is below 16) it measures what each policy's
+//! bookkeeping costs per synchronization (stamps, rounds and treap pushes for Virtual Time; the
+//! estimator's pass and the cache model's update per run for Minimum Misses and Reload
+//! Transient, and a model lookup per enqueue for the latter).
 //!
 //! ## Simulated misses (`--cachegrind`)
 //!

@@ -64,6 +64,31 @@
 //!   those run newest entry first, as under No Affinity, rather than in the order they entered
 //!   the runqueue, which ran the coldest first.
 //!
+//! ## When there is nothing to act on: the quiet mode
+//!
+//! The affinity policies order by what the runtime knows of the ULTs' data, and where the ULTs
+//! said how much data they touch ([`Builder::footprint`](crate::Builder::footprint),
+//! [`set_footprint`](crate::set_footprint), [`Builder::data`](crate::Builder::data),
+//! [`set_data_block`](crate::set_data_block)) and all of it is *little data* by the hand-off rule's
+//! measure (no declaration of more lines than [`hand_off_lines`](hand_off::hand_off_lines): the
+//! lines the runtime would not send a woken ULT home for, since fetching them costs less than the
+//! trip), there is nothing in the cache for an order to keep. Then **Virtual Time**, and **Minimum
+//! Misses** and **Reload Transient** on a processor that counts misses with the estimator (which
+//! derives them from those same declarations), go *quiet*: they key, yield and end runs as No
+//! Affinity does (the newest entry first, no stamps, no estimator pass, no cache-model update), and
+//! cost what No Affinity costs. Where a woken ULT goes is still the [hand-off rule](hand_off)'s
+//! answer (reading the declared lines, as for Virtual Time, since no footprint is kept while quiet).
+//!
+//! The signal is the largest declaration the runtime has seen, and each processor looks at it at
+//! its safe points (every 64th round of its loop, and before it parks): a declaration above the
+//! little data ends the mode there, the runqueue is re-keyed under the policy's own order, and its
+//! records start again from where they were (stamps and footprints are then those of before the
+//! quiet spell: the first runs find little cached, as after a long wait). A runtime where nothing
+//! was declared, a hardware counter or a scripted source (real counts), [`Gravity`] (its forces act
+//! on small shared blocks) and the aggregation modifier never go quiet.
+//! `elite-bench affinity --bench no_locality` (1 KiB working sets, declared) measures the mode: every
+//! policy there runs as No Affinity does.
+//!
 //! ## Which to pick
 //!
 //! ELiTE's measurements (section 3.2) found that every locality-aware policy beats No Affinity;

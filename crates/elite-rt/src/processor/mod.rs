@@ -416,17 +416,19 @@ impl Processor {
     #[cold]
     pub(crate) fn follow_policy(&self) {
         let core = self.core();
-        if !core.engine.follow(&self.shared.config.counters, &self.shared.engine) {
+        let Some(taken) = core.engine.follow(&self.shared.config.counters, &self.shared.engine) else {
             return;
-        }
+        };
         // (The only copies of the policy outside the engine's part.)
         self.waker_stays.set(core.engine.woken_stay_with_ult_wakers() && !self.central_or_chaos);
         self.hooked.set(hooked(&core.engine, self.check_canary, self.trace.is_some()));
         debug_assert!(core.batch.is_empty(), "the yield batch is flushed before the loop's round");
         self.flush_batch();
-        self.trace_policy();
         let stats = &self.remote().stats;
-        stats.policy_switches.bump();
+        if taken == crate::policy::engine::Taken::Policy {
+            self.trace_policy();
+            stats.policy_switches.bump();
+        }
         stats.rekeyed.add(self.runq().len() as u64);
         let (engine, scratch) = (&mut core.engine, &mut core.scratch);
         self.runq().rekey(|t| engine.priority(t), scratch);

@@ -537,6 +537,17 @@ impl Engine {
         self.declared.load(Ordering::Relaxed)
     }
 
+    /// Whether the ULTs declared footprints or data blocks, and every one of them is *little
+    /// data* by the hand-off rule's measure: some declaration, and none of more lines than
+    /// [`hand_off_lines`](hand_off::hand_off_lines) (the lines the runtime would not send a
+    /// woken ULT home for). The signal by which a processor's part goes quiet (see [`Local`]'s
+    /// `quiet`). A relaxed load: a hint (see `declared`'s protocol).
+    #[inline]
+    pub(crate) fn small_declarations(&self) -> bool {
+        let declared = self.declared.load(Ordering::Relaxed);
+        declared != 0 && self.line_size.lines(declared) as f32 <= hand_off::hand_off_lines()
+    }
+
     /// Whether any ULT of the runtime declared a data block so far.
     pub(crate) fn data_declared(&self) -> bool {
         self.data_declared.load(Ordering::Relaxed)
@@ -578,13 +589,25 @@ impl Engine {
     pub(crate) fn home_lines(&self, t: TcbRef, home: usize) -> f32 {
         let rec = &t.tcb().sched.record;
         match self.model.get() {
-            Some(model) if self.selected().needs.misses => {
+            Some(model) if self.selected().needs.misses && !self.quiet_at(home) => {
                 // (Relaxed: a hint, see `clocks`.)
                 let clock = self.clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
                 rec.footprint.get().valid_on(model, home, clock)
             }
             _ => rec.lines.get() as f32,
         }
+    }
+
+    /// Whether processor `home` is in the quiet mode of the policy in force, as far as the
+    /// hand-off rule is concerned (see [`Local`]'s `quiet`): a policy that counts misses and
+    /// may go quiet, the estimator there, and only small declarations. Its footprints are not
+    /// kept while quiet, so the rule reads the declared lines, as for Virtual Time.
+    fn quiet_at(&self, home: usize) -> bool {
+        let policy = &self.selected().policy;
+        matches!(policy.kind(), Kind::MinimumMisses | Kind::ReloadTransient)
+            && policy.aggregation().is_none()
+            && self.small_declarations()
+            && matches!(self.sources.get(home).and_then(|s| s.get()), Some(SourceKind::Estimated { .. }))
     }
 
     /// This engine (its model and published clocks) answering for `policy` with `needs`: for
@@ -662,6 +685,18 @@ pub(crate) struct Local {
     seq: u64,
     /// The [`Board`] generation of `policy` (see [`follow`](Self::follow)).
     generation: u64,
+    /// Whether the policy can go quiet here: Virtual Time, or Minimum Misses or Reload
+    /// Transient counting with the estimator (see [`Local::quiet`]).
+    may_quiet: bool,
+    /// The quiet mode: the policy has nothing to act on here, so this part keys, yields and
+    /// ends runs as No Affinity does (its keys, no records), and its wake rule marks no
+    /// rounds. A processor is quiet while it [`may_quiet`](Self::may_quiet) and the ULTs'
+    /// declarations are all small ([`Engine::small_declarations`]): some ULT declared a
+    /// footprint or data block and none holds more than the hand-off rule's little data. Its
+    /// counts stop while quiet (the estimator's clock, the stamps, the footprints); when the
+    /// signal appears (a larger declaration) the next look ([`follow`](Self::follow)) leaves
+    /// the mode and re-keys the runqueue, and the records start again from where they were.
+    quiet: bool,
     /// The aggregation modifier's state, when the policy has it (`policy::aggregate`).
     aggregating: Option<Aggregating>,
 }
@@ -732,6 +767,15 @@ impl Aggregating {
     }
 }
 
+/// What [`Local::follow`] took up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// A policy set on the engine since the last look.
+    Policy,
+    /// The same policy, into or out of its quiet mode ([`Local::quiet`]).
+    Mode,
+}
+
 /// What the end of a run does on a processor ([`Local::end_run`]), chosen from the policy's needs
 /// when the processor takes the policy up: a test on one byte per run's end, where three flags
 /// took three tests before the call of the recording policies.
@@ -782,16 +826,26 @@ impl Local {
     /// of the [`Board`] protocol; call it on the processor's own thread, between runs): rebuilds
     /// this part for it, keeping the counts (virtual time, entries, the miss clock) and the
     /// counter source already open. True when it did; the caller then re-keys its runqueue.
-    pub(crate) fn follow(&mut self, counters: &CounterChoice, engine: &Engine) -> bool {
+    ///
+    /// Also where the quiet mode follows its signal ([`quiet`](Self::quiet)): with no new
+    /// policy, a part whose mode no longer matches the declarations rebuilds itself for the
+    /// same policy, and the caller re-keys as well.
+    pub(crate) fn follow(&mut self, counters: &CounterChoice, engine: &Engine) -> Option<Taken> {
         let mut seen = self.generation;
-        let Some(selected) = engine.board.changed(&mut seen) else {
-            return false;
+        let own;
+        let (selected, taken) = match engine.board.changed(&mut seen) {
+            Some(selected) => (selected, Taken::Policy),
+            None if self.may_quiet && self.quiet != engine.small_declarations() => {
+                own = Selected { policy: self.policy.clone(), needs: self.needs };
+                (&own, Taken::Mode)
+            }
+            None => return None,
         };
         let counting = self.counting.take();
         let mut next = Local::make(self.processor, counters, engine, selected, counting, seen);
         (next.vtime, next.seq, next.clock) = (self.vtime, self.seq, self.clock);
         *self = next;
-        true
+        Some(taken)
     }
 
     /// The part of `processor` under `selected`, at `generation`, counting with `counting` when
@@ -836,6 +890,17 @@ impl Local {
         // A source kept from an earlier policy serves only a policy that needs misses.
         let counted = if needs.misses { counting.as_ref() } else { None };
         let estimated = matches!(counted, Some(Counting { source: AnySource::Estimated(_), .. }));
+        // The quiet mode (see `Local::quiet`): for Virtual Time, whose order reads no counter,
+        // and for the policies that count misses with the estimator, which derives them from
+        // the declarations; never under a hardware counter or a script (real counts), for
+        // Gravity (its forces act on small shared blocks) or the aggregation modifier.
+        let may_quiet = policy.aggregation().is_none()
+            && match policy.kind() {
+                Kind::VirtualTime => true,
+                Kind::MinimumMisses | Kind::ReloadTransient => estimated,
+                _ => false,
+            };
+        let quiet = may_quiet && engine.small_declarations();
         // (A run hook, for custom policies only, takes the general path.)
         let record: fn(&mut Local, TcbRef) = match (estimated && !needs.run_hook, needs.stamps, needs.rounds)
         {
@@ -845,8 +910,8 @@ impl Local {
             _ => Local::record,
         };
         Local {
-            records: needs.records(),
-            end: if !needs.records() {
+            records: needs.records() && !quiet,
+            end: if !needs.records() || quiet {
                 End::Nothing
             } else if needs == Needs::STAMPS {
                 End::Stamp
@@ -863,15 +928,22 @@ impl Local {
             policy: policy.clone(),
             kind: match policy.aggregation() {
                 Some(_) => Kind::Custom,
+                None if quiet => Kind::NoAffinity,
                 None => policy.kind(),
             },
             base: policy.kind(),
-            wake: policy.wake_rule(),
+            // (Quiet: the same targets, without the round's mark: no rounds are kept.)
+            wake: match policy.wake_rule() {
+                WakeRule::HandOffInRounds if quiet => WakeRule::HandOff,
+                rule => rule,
+            },
             needs,
             processor,
             vtime: 0,
             seq: 0,
             generation,
+            may_quiet,
+            quiet,
             aggregating: policy.aggregation().map(|a| {
                 let place = &engine.aggregation[processor];
                 Aggregating {

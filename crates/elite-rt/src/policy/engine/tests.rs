@@ -350,7 +350,7 @@ fn a_local_part_follows_the_policy_set_on_the_engine() {
     let engine = Engine::new(&Policy::no_affinity(), Needs::NOTHING, &cache, 1);
     let script = CounterChoice::scripted(|_| ScriptedSource::new(100));
     let mut local = Local::new(0, &script, &engine);
-    assert!(!local.follow(&script, &engine), "nothing set yet");
+    assert!(local.follow(&script, &engine).is_none(), "nothing set yet");
     engine.on_spawn(t, None);
     assert_eq!((local.priority(t), local.priority(t)), (1, 2), "No Affinity numbers its entries");
     assert!(local.woken_stay_with_ult_wakers());
@@ -358,8 +358,8 @@ fn a_local_part_follows_the_policy_set_on_the_engine() {
     assert_eq!(engine.set_policy(&Policy::reload_transient()), 1);
     assert!(engine.model.get().is_some());
     assert_eq!(engine.selected().policy.name(), "reload-transient");
-    assert!(local.follow(&script, &engine));
-    assert!(!local.follow(&script, &engine), "once per generation");
+    assert_eq!(local.follow(&script, &engine), Some(Taken::Policy));
+    assert!(local.follow(&script, &engine).is_none(), "once per generation");
     assert!(!local.woken_stay_with_ult_wakers());
     assert_eq!(local.kind, Kind::ReloadTransient);
     assert_eq!(local.seq, 2, "the entry count goes on");
@@ -371,13 +371,13 @@ fn a_local_part_follows_the_policy_set_on_the_engine() {
     assert_eq!(engine.sources(), vec![Some(SourceKind::Scripted)]);
     // To Virtual Time and back: the source and its clock stay, the stamps go on.
     engine.set_policy(&Policy::virtual_time());
-    assert!(local.follow(&script, &engine));
+    assert_eq!(local.follow(&script, &engine), Some(Taken::Policy));
     assert!(local.model.is_none() && local.counting.is_some());
     local.begin_run();
     local.end_run(t);
     assert_eq!(ult_info(t, local.needs).stamp, 2);
     assert_eq!(engine.set_policy(&Policy::reload_transient()), 3);
-    assert!(local.follow(&script, &engine));
+    assert_eq!(local.follow(&script, &engine), Some(Taken::Policy));
     local.begin_run();
     local.end_run(t);
     assert_eq!(local.view().clock, 200, "the same source, its clock where it was");
@@ -410,4 +410,69 @@ fn aggregation_domains_are_the_processors_sharing_a_data_cache_with_the_lowest_a
     let mut engine = Engine::new(&policy, Needs::NOTHING, &ModelCache::ASSUMED, 2);
     engine.place_aggregation(&elite_affinity::Topology::synthetic("1x2, 1 MiB L2 per core").unwrap());
     assert!(engine.aggregation.iter().all(|p| p.domain.is_none() && p.cutoff == 1 << 20));
+}
+
+/// The quiet mode: with the estimator, once the ULTs declared only little data (at most the
+/// hand-off rule's lines), Virtual Time, Minimum Misses and Reload Transient key, yield and end
+/// runs as No Affinity does, recording nothing; a larger declaration brings the policy back
+/// at the next look, its records going on from where they were. Real counts (a script),
+/// Gravity and a runtime where nothing was declared never go quiet.
+#[test]
+fn little_declared_data_makes_the_affinity_policies_quiet_until_more_is_declared() {
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let t = chunk.tcbs().next().expect("a TCB");
+    let cache = ModelCache::ASSUMED;
+    // Four lines: at most `hand_off_lines` on every host (its range starts at 4).
+    let little = 4 * 64;
+    for policy in [Policy::virtual_time(), Policy::minimum_misses(), Policy::reload_transient()] {
+        let needs = policy.hooks().needs();
+        let engine = Engine::new(&policy, needs, &cache, 1);
+        let mut local = Local::new(0, &CounterChoice::Estimated, &engine);
+        assert!(local.follow(&CounterChoice::Estimated, &engine).is_none(), "{policy}: nothing declared");
+        assert!(!local.quiet && local.run_hooks().1, "{policy}");
+        // Little data declared: quiet at the next look, once.
+        engine.on_spawn(t, Some(little));
+        assert_eq!(local.follow(&CounterChoice::Estimated, &engine), Some(Taken::Mode), "{policy}");
+        assert!(local.follow(&CounterChoice::Estimated, &engine).is_none(), "{policy}");
+        assert!(local.quiet && local.run_hooks() == (false, false), "{policy}");
+        let seq = local.seq;
+        assert_eq!(local.priority(t), no_affinity::key(seq + 1), "{policy}: No Affinity's key");
+        assert_eq!(local.yield_priority(t), super::super::DEFAULT_YIELD_KEY, "{policy}");
+        assert!(local.yield_at_zero(), "{policy}");
+        local.begin_run();
+        local.end_run(t);
+        let info = ult_info(t, needs);
+        assert_eq!((info.stamp, info.misses, info.state), (0, 0, 0), "{policy}: nothing recorded");
+        assert!(local.woken_stay_with_ult_wakers() == (policy.wake_rule() == WakeRule::Waker));
+        // A larger declaration (64 KiB: above 256 lines, the top of the hand-off rule's
+        // range): the policy's own keys and records again.
+        engine.on_spawn(t, Some(64 << 10));
+        assert_eq!(local.follow(&CounterChoice::Estimated, &engine), Some(Taken::Mode), "{policy}");
+        assert!(!local.quiet && local.run_hooks() == (false, true), "{policy}");
+        local.begin_run();
+        local.end_run(t);
+        let info = ult_info(t, needs);
+        match policy.kind() {
+            Kind::MinimumMisses => assert_eq!(info.misses, 1024, "{policy}: cold, every line missed"),
+            Kind::ReloadTransient => assert_eq!((info.stamp, info.misses), (1, 1024), "{policy}"),
+            _ => assert_eq!(info.stamp, 1, "{policy}"),
+        }
+        assert_eq!(local.priority(t), policy.hooks().priority(&info, &local.view()), "{policy}: its own key");
+    }
+    // Never quiet: a script's counts (real ones, as a hardware counter's), Gravity's forces,
+    // the aggregation modifier.
+    for (policy, counters) in [
+        (Policy::reload_transient(), CounterChoice::scripted(|_| ScriptedSource::new(0))),
+        (Policy::minimum_misses(), CounterChoice::scripted(|_| ScriptedSource::new(0))),
+        (Policy::gravity(), CounterChoice::Estimated),
+        (Policy::virtual_time().aggregate(1), CounterChoice::Estimated),
+    ] {
+        let needs = policy.hooks().needs();
+        let engine = Engine::new(&policy, needs, &cache, 1);
+        let mut local = Local::new(0, &counters, &engine);
+        engine.on_spawn(t, Some(little));
+        assert!(local.follow(&counters, &engine).is_none(), "{policy}");
+        assert!(!local.quiet, "{policy}");
+    }
 }
