@@ -76,8 +76,10 @@
 //!    `m` ticks; the lead's rate is the mean of its noise ticks. The best is put in force if it
 //!    beats the lead by more than twice the standard error of that difference,
 //!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. The probe is
-//!    logged as the first exploration ([`AutoReason::Explored`]) and remembered like one
-//!    ([`Auto::remember`]). With four candidates worth measuring and quiet progress it takes
+//!    logged as the first exploration ([`AutoReason::Explored`]), and remembered like one
+//!    ([`Auto::remember`]) when its choice also read the highest rate (a probe that kept the
+//!    lead while another candidate read higher within the noise ranked nothing, and a warm
+//!    start must begin from the best measured). With four candidates worth measuring and quiet progress it takes
 //!    about 8 ticks under the lead and 3 × 2 under the others (10 + 3 × 9 at the cap). The
 //!    selector then watches (4) as after a choice: the next, full, exploration comes when the
 //!    run has lasted long enough for one to take at most [`Auto::budget`] of it.
@@ -922,8 +924,13 @@ impl Run {
             return Err(());
         }
         let measured: Vec<bool> = (0..rates.len()).map(|i| i == lead || others.contains(&i)).collect();
-        self.remember_exploration(&rates, &measured, AutoReason::Explored);
-        self.remember_choice(best);
+        // Remembered only when its choice also has the highest rate: a probe that kept the lead
+        // while another candidate read higher (within the noise) ranked nothing, and a runtime
+        // that starts warm from memory must start from the best that was measured.
+        if rates.iter().all(|&r| r <= rates[best]) {
+            self.remember_exploration(&rates, &measured, AutoReason::Explored);
+            self.remember_choice(best);
+        }
         let names = self.auto.candidates.iter().map(Policy::name);
         self.log.push(AutoDecision {
             at: self.began.elapsed(),
