@@ -10,8 +10,8 @@
 //! | --- | --- | --- |
 //! | the adaptive spin budget ([`SpinPolicy::Adaptive`](super::SpinPolicy::Adaptive)) | the coroutine round trip (at start) and the wake-up of a parked processor (at start, then a running average of the wake-ups the runtime makes) | spin for as long as blocking costs: a coroutine round trip plus a wake-up ([`SwitchCost`]) |
 //! | the adaptive spin threshold on a lock's hold time | the same | half the spin budget |
-//! | a mutex's saturation window (`sync::mutex::gather`) | a cache line's round trip between two cores (at start) | saturated when its bounces come less than [`GATHER_ROUND_TRIPS`] round trips apart on average; no longer when more than 4 times that |
-//! | the hand-off rule's line count ([`policy::hand_off`](crate::policy::hand_off)) | the line round trip and the time to fetch a line last written by another core, in a stream (at start) | the lines that can be fetched in the time [`HAND_OFF_ROUND_TRIPS`] round trips take (4 to 256) |
+//! | a mutex's saturation window (`sync::mutex::gather`) | a cache line's round trip between two cores (at start, or at a later runtime's start while unmeasured) | saturated when its bounces come less than [`GATHER_ROUND_TRIPS`] round trips apart on average; no longer when more than 4 times that; never while the round trip is unmeasured |
+//! | the hand-off rule's line count ([`policy::hand_off`](crate::policy::hand_off)) | the line round trip and the time to fetch a line last written by another core, in a stream (as the round trip) | the lines that can be fetched in the time [`HAND_OFF_ROUND_TRIPS`] round trips take (4 to 256); 4 while unmeasured |
 //!
 //! # The measurements
 //!
@@ -26,16 +26,23 @@
 //!   forth, each waiting for the other's write; the first quartile of 100 round trips, each
 //!   timed (trips stalled by a descheduled thread are among the slowest). A quartile over
 //!   [`MAX_LINE_ROUND_TRIP_NS`] (2 µs) is not a transfer but two threads taking turns on a CPU:
-//!   then the defaults stand in for both line costs.
+//!   then both line costs are unmeasured.
 //! * **Line fetch**: between round trips the helper writes 64 lines of a block, then this thread
 //!   reads them all at once (independent loads, which the core overlaps): the median time per
 //!   line over 15 such reads.
 //!
 //! With a single CPU the helper never runs beside this thread, nor under valgrind (one thread at
-//! a time), so the two line measurements are left out and their defaults
-//! ([`DEFAULT_LINE_ROUND_TRIP_NS`], [`DEFAULT_LINE_FETCH_NS`]) stand in (a lock cannot bounce
-//! between cores there anyway); so does [`DEFAULT_WAKE_NS`] for the wake-up when no helper thread
-//! starts, and whenever a measurement fails.
+//! a time), so the two line measurements are left out. Unmeasured line costs decide nothing
+//! ([`HostCosts::lines_measured`]): the numbers in their place ([`DEFAULT_LINE_ROUND_TRIP_NS`],
+//! [`DEFAULT_LINE_FETCH_NS`]) are only for readers that want one; no lock saturates, so none
+//! gathers (with a single CPU a lock cannot bounce between cores anyway), and the hand-off rule
+//! allows its fewest lines (a woken ULT with more expected at home goes home, the policy's own
+//! choice). A runtime with two processors or more that starts while they are unmeasured measures
+//! them again (`measure_lines_if_unmeasured`, the same measurement), so that a busy moment at the
+//! first start (two threads that never ran side by side) does not leave them unmeasured for the
+//! life of the process. [`DEFAULT_WAKE_NS`] stands in for the wake-up when no helper thread
+//! starts (then no runtime thread could start either); the running average of real wake-ups
+//! replaces it (below).
 //!
 //! # Re-measured while running
 //!
@@ -46,7 +53,7 @@
 //! average (7/8 old, 1/8 new, the new counted as at most twice the old, so that one wake-up delayed
 //! by a busy host moves it little; samples above [`MAX_WAKE_SAMPLE_NS`] are dropped as not a
 //! wake-up but a stamp left over from another). The spin budget and threshold follow that average
-//! ([`switch_cost`]). The line costs are measured once: they do not move with the load, only
+//! ([`switch_cost`]). The line costs are measured once they can be: they do not move with the load, only
 //! with where the hypervisor places the virtual CPUs, which a process cannot see (one build VM
 //! measured 50 ns in one run and 400 ns in the others, its two virtual CPUs evidently on one
 //! core's two hardware threads that once).
@@ -78,6 +85,14 @@ pub struct HostCosts {
     pub line_fetch_ns: f64,
     /// Time-stamp ticks per nanosecond (`sync::ticks`).
     pub ticks_per_ns: f64,
+    /// Whether the two line costs were measured on this host. When they could not be (a single
+    /// CPU, valgrind, two threads that never ran side by side), `line_round_trip_ns` and
+    /// `line_fetch_ns` hold [`DEFAULT_LINE_ROUND_TRIP_NS`] and [`DEFAULT_LINE_FETCH_NS`], which
+    /// decide nothing: no lock saturates ([`HostCosts::gather_gap_ns`] is 0) and the hand-off
+    /// rule allows its fewest lines ([`HostCosts::hand_off_lines`]), until a runtime with two
+    /// processors or more starts and measures them (see the notes of `sync/host.rs` in the
+    /// source).
+    pub lines_measured: bool,
 }
 
 /// The measured cost of a context switch in the runtime, and the spin threshold derived from it.
@@ -126,11 +141,13 @@ impl SwitchCost {
 /// Wake-up time assumed when no helper thread can be started to measure it (nanoseconds).
 pub const DEFAULT_WAKE_NS: f64 = 2000.0;
 
-/// A line's round trip between cores assumed where it cannot be measured (a single CPU), in
-/// nanoseconds.
+/// A line's round trip between cores in [`HostCosts`] where it could not be measured (a single
+/// CPU), in nanoseconds: a number for readers only, on which no threshold depends
+/// ([`HostCosts::lines_measured`]).
 pub const DEFAULT_LINE_ROUND_TRIP_NS: f64 = 100.0;
 
-/// A streamed line fetch assumed where it cannot be measured (a single CPU), in nanoseconds.
+/// A streamed line fetch in [`HostCosts`] where it could not be measured (a single CPU), in
+/// nanoseconds: as [`DEFAULT_LINE_ROUND_TRIP_NS`], for readers only.
 pub const DEFAULT_LINE_FETCH_NS: f64 = 10.0;
 
 /// A lock is saturated when its bounces (acquisitions from another processor than the one
@@ -153,22 +170,37 @@ pub const MAX_WAKE_SAMPLE_NS: f64 = 10_000_000.0;
 
 impl HostCosts {
     /// The time between bounces below which a lock is saturated, in nanoseconds:
-    /// `GATHER_ROUND_TRIPS` (2) line round trips.
+    /// `GATHER_ROUND_TRIPS` (2) line round trips; 0 (no lock saturates) while the line costs
+    /// are not measured ([`HostCosts::lines_measured`]).
+    ///
+    /// ```
+    /// let costs = elite_rt::sync::HostCosts::scripted(2.0, 2000.0, 100.0, 10.0);
+    /// assert_eq!(costs.gather_gap_ns(), 200.0);
+    /// assert_eq!(costs.unmeasured_lines().gather_gap_ns(), 0.0);
+    /// ```
     pub fn gather_gap_ns(&self) -> f64 {
+        if !self.lines_measured {
+            return 0.0;
+        }
         GATHER_ROUND_TRIPS * self.line_round_trip_ns
     }
 
     /// The most lines a woken ULT may expect still cached at home and yet follow its waker
     /// ([`policy::hand_off`](crate::policy::hand_off)): the lines fetched in the time of
-    /// [`HAND_OFF_ROUND_TRIPS`] line round trips, within 4 and 256.
+    /// [`HAND_OFF_ROUND_TRIPS`] line round trips, within 4 and 256; the fewest, 4, while the line
+    /// costs are not measured ([`HostCosts::lines_measured`]).
     ///
     /// ```
     /// // A host whose lines take 100 ns there and back, and 9.4 ns each in a stream.
     /// let costs = elite_rt::sync::HostCosts::scripted(2.0, 2000.0, 100.0, 9.4);
     /// assert_eq!(costs.hand_off_lines(), 31.0);
+    /// assert_eq!(costs.unmeasured_lines().hand_off_lines(), 4.0);
     /// ```
     pub fn hand_off_lines(&self) -> f32 {
         let (lo, hi) = HAND_OFF_LINES_RANGE;
+        if !self.lines_measured {
+            return lo as f32;
+        }
         (HAND_OFF_ROUND_TRIPS * self.line_round_trip_ns / self.line_fetch_ns.max(0.1)).clamp(lo, hi).floor()
             as f32
     }
@@ -181,17 +213,117 @@ impl HostCosts {
         line_round_trip_ns: f64,
         line_fetch_ns: f64,
     ) -> HostCosts {
-        HostCosts { coroutine_ns, wake_ns, line_round_trip_ns, line_fetch_ns, ticks_per_ns: 1.0 }
+        HostCosts {
+            coroutine_ns,
+            wake_ns,
+            line_round_trip_ns,
+            line_fetch_ns,
+            ticks_per_ns: 1.0,
+            lines_measured: true,
+        }
+    }
+
+    /// These costs as on a host whose line costs could not be measured: the defaults in their
+    /// place, and [`lines_measured`](HostCosts::lines_measured) false.
+    pub fn unmeasured_lines(self) -> HostCosts {
+        HostCosts {
+            line_round_trip_ns: DEFAULT_LINE_ROUND_TRIP_NS,
+            line_fetch_ns: DEFAULT_LINE_FETCH_NS,
+            lines_measured: false,
+            ..self
+        }
+    }
+
+    /// These costs with the line costs `lines` (a round trip and a streamed fetch, in ticks, as
+    /// [`measure_lines`] gives them) if they are a measurement (some, and a round trip of at most
+    /// [`MAX_LINE_ROUND_TRIP_NS`]), else with the line costs unmeasured.
+    fn with_lines(self, lines: Option<(f64, f64)>) -> HostCosts {
+        match lines {
+            Some((round_trip, fetch)) if round_trip / self.ticks_per_ns <= MAX_LINE_ROUND_TRIP_NS => {
+                HostCosts {
+                    line_round_trip_ns: round_trip / self.ticks_per_ns,
+                    line_fetch_ns: fetch / self.ticks_per_ns,
+                    lines_measured: true,
+                    ..self
+                }
+            }
+            _ => self.unmeasured_lines(),
+        }
     }
 }
 
-/// The costs of this host (measured once per process, when the first runtime starts; see the
-/// notes of `sync/host.rs` in the source).
+/// The costs of this host (measured when the first runtime starts, the line costs again when a
+/// runtime with two processors or more starts while they are unmeasured; see the notes of
+/// `sync/host.rs` in the source).
 pub fn host_costs() -> HostCosts {
-    *COSTS.get_or_init(measure)
+    let first = *COSTS.get_or_init(measure);
+    match LINES.get() {
+        Some(&later) => {
+            HostCosts { line_round_trip_ns: later.0, line_fetch_ns: later.1, lines_measured: true, ..first }
+        }
+        None => first,
+    }
 }
 
+/// The costs measured when the first runtime started.
 static COSTS: OnceLock<HostCosts> = OnceLock::new();
+
+/// The line costs (round trip, streamed fetch; nanoseconds) measured by a later runtime's start,
+/// where the first measurement could not measure them.
+static LINES: OnceLock<(f64, f64)> = OnceLock::new();
+
+/// Whether a measurement of the line costs is under way (one at a time: two runtimes starting at
+/// once would measure each other's helper threads).
+static MEASURING_LINES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// For a runtime of `processors` processors that is starting: measures the line costs if they are
+/// not measured yet (the first measurement found one CPU, ran under valgrind, or its two threads
+/// never ran side by side: a busy host), so that one busy moment does not leave them unmeasured,
+/// and its lock gathering off, for the life of the process. A runtime of one processor measures
+/// nothing: its locks cannot bounce, and its wakers are always at home.
+pub(crate) fn measure_lines_if_unmeasured(processors: usize) {
+    let costs = host_costs();
+    if lines_to_measure(&costs, processors)
+        && MEASURING_LINES.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    {
+        let measured = costs.with_lines(measure_lines_now());
+        if measured.lines_measured {
+            let _ = LINES.set((measured.line_round_trip_ns, measured.line_fetch_ns));
+        }
+        MEASURING_LINES.store(false, Ordering::Release);
+    }
+}
+
+/// Whether the line costs were measured by a later runtime's start (not the first measurement):
+/// one load (what the derived thresholds cached before check).
+#[inline]
+pub(crate) fn lines_measured_later() -> bool {
+    LINES.get().is_some()
+}
+
+/// Line costs for the tests of the rules that derive from them, where the measurement could not
+/// measure them (a loaded machine running the tests): those of a host whose lines take 100 ns
+/// there and back. Measured costs stay as they are.
+#[cfg(test)]
+pub(crate) fn measured_lines_for_tests() {
+    if !host_costs().lines_measured {
+        let _ = LINES.set((100.0, 10.0));
+    }
+}
+
+/// Whether a runtime of `processors` processors starting on a host with `costs` measures the line
+/// costs: they are unmeasured, and it has two processors or more.
+fn lines_to_measure(costs: &HostCosts, processors: usize) -> bool {
+    !costs.lines_measured && processors > 1
+}
+
+/// [`measure_lines`] where it can run (nothing under Miri).
+fn measure_lines_now() -> Option<(f64, f64)> {
+    #[cfg(miri)]
+    return None;
+    #[cfg(not(miri))]
+    measure_lines()
+}
 
 /// The running average of the wake-ups the runtime made, in ticks (0: none yet, the measurement
 /// at start stands).
@@ -263,7 +395,7 @@ pub(crate) fn wake_samples() -> u64 {
 /// run there.
 #[cfg(miri)]
 fn measure() -> HostCosts {
-    HostCosts::scripted(5.0, 0.0, DEFAULT_LINE_ROUND_TRIP_NS, DEFAULT_LINE_FETCH_NS)
+    HostCosts::scripted(5.0, 0.0, DEFAULT_LINE_ROUND_TRIP_NS, DEFAULT_LINE_FETCH_NS).unmeasured_lines()
 }
 
 #[cfg(not(miri))]
@@ -274,13 +406,15 @@ fn measure() -> HostCosts {
     let lines = measure_lines();
     let (ns, tk) = (t0.elapsed().as_nanos().max(1) as f64, ticks().wrapping_sub(k0) as f64);
     let ticks_per_ns = if tk > 0.0 { tk / ns } else { 1.0 };
-    let (line_round_trip_ns, line_fetch_ns) = match lines {
-        Some((round_trip, fetch)) if round_trip / ticks_per_ns <= MAX_LINE_ROUND_TRIP_NS => {
-            (round_trip / ticks_per_ns, fetch / ticks_per_ns)
-        }
-        _ => (DEFAULT_LINE_ROUND_TRIP_NS, DEFAULT_LINE_FETCH_NS),
-    };
-    HostCosts { coroutine_ns, wake_ns, line_round_trip_ns, line_fetch_ns, ticks_per_ns }
+    HostCosts {
+        coroutine_ns,
+        wake_ns,
+        line_round_trip_ns: DEFAULT_LINE_ROUND_TRIP_NS,
+        line_fetch_ns: DEFAULT_LINE_FETCH_NS,
+        ticks_per_ns,
+        lines_measured: false,
+    }
+    .with_lines(lines)
 }
 
 /// The fastest of a few batches of coroutine round trips (resume + suspend), in nanoseconds each.
@@ -535,6 +669,32 @@ mod tests {
         assert_eq!(host().gather_gap_ns(), 200.0);
         // A host whose lines cross in 300 ns gathers locks whose bounces come 600 ns apart.
         assert_eq!(HostCosts::scripted(2.0, 2000.0, 300.0, 10.0).gather_gap_ns(), 600.0);
+    }
+
+    /// Line costs that could not be measured decide nothing: no lock saturates, the hand-off
+    /// rule allows its fewest lines; a measurement (a round trip of at most 2 µs) replaces them.
+    #[test]
+    fn unmeasured_line_costs_decide_nothing() {
+        let unmeasured = host().with_lines(None);
+        assert!(!unmeasured.lines_measured);
+        assert_eq!((unmeasured.gather_gap_ns(), unmeasured.hand_off_lines()), (0.0, 4.0));
+        // Two threads taking turns on one CPU: no transfer, no measurement.
+        let turns = host().with_lines(Some((MAX_LINE_ROUND_TRIP_NS * 2.0, 10.0)));
+        assert!(!turns.lines_measured);
+        assert_eq!(turns.gather_gap_ns(), 0.0);
+        let measured = unmeasured.with_lines(Some((300.0, 5.0)));
+        assert!(measured.lines_measured);
+        assert_eq!((measured.gather_gap_ns(), measured.hand_off_lines()), (600.0, 180.0));
+    }
+
+    /// A runtime that starts while the line costs are unmeasured measures them, if it has two
+    /// processors or more (with one, its locks cannot bounce); once measured, none does again.
+    #[test]
+    fn a_later_runtime_measures_the_line_costs_while_unmeasured() {
+        let unmeasured = host().unmeasured_lines();
+        assert!(lines_to_measure(&unmeasured, 2));
+        assert!(!lines_to_measure(&unmeasured, 1));
+        assert!(!lines_to_measure(&host(), 2));
     }
 
     #[test]

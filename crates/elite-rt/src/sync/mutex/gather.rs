@@ -19,8 +19,10 @@
 //!   the bounces sparse while, whenever both run, nearly every acquisition bounces. Two bounces
 //!   in a row have a spell between them only when it falls exactly there.) The lock is
 //!   saturated once that falls below the threshold, [`GATHER_ROUND_TRIPS`](crate::sync::host::GATHER_ROUND_TRIPS) (2) round trips of a
-//!   cache line between two cores as measured on this host when the first runtime started
-//!   ([`HostCosts::gather_gap_ns`]: the line's transfers then take half the time or more), and
+//!   cache line between two cores as measured on this host when the first runtime started, or
+//!   a later one where that could not measure it (no lock saturates while it is unmeasured:
+//!   `sync::host`) ([`HostCosts::gather_gap_ns`]: the line's transfers then take half the time
+//!   or more), and
 //!   stays so until it rises above four times that (the hysteresis: a ratio, so it moves with
 //!   the threshold). A gap spanning a quiet spell (more than 16 times the threshold) is
 //!   skipped; a sample that finds the last counted one older than 10 ms starts
@@ -104,17 +106,36 @@ const STEAL_PAUSE_MIN: u32 = 50;
 /// could steal waiting while a lock's contenders gather elsewhere.
 const STEAL_PAUSE_MAX: u32 = 2000;
 
-/// The saturation threshold (bounces closer than this on average: [`HostCosts::gather_gap_ns`]),
-/// [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`], in time-stamp ticks.
+/// The saturation threshold (bounces closer than this on average: [`HostCosts::gather_gap_ns`];
+/// 0, which no average is below, while the host's line round trip is unmeasured),
+/// [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`], in time-stamp ticks. The threshold is derived again
+/// at each call (the line round trip may be measured later than the first runtime's start:
+/// `sync::host`); it is read at one bounce in [`BOUNCES_PER_SAMPLE`].
 pub(super) fn gather_ticks() -> (u64, u64, u64) {
-    static TICKS: std::sync::OnceLock<(u64, u64, u64)> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| gather_ticks_of(&host_costs()))
+    let costs = host_costs();
+    let (window, move_gap) = windows();
+    (threshold_of(&costs), window, move_gap)
+}
+
+/// [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`] in ticks (the clock's rate is measured once).
+#[inline]
+fn windows() -> (u64, u64) {
+    static TICKS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let (_, window, move_gap) = gather_ticks_of(&host_costs());
+        (window, move_gap)
+    })
+}
+
+/// The saturation threshold in ticks on a host with `costs`.
+fn threshold_of(costs: &HostCosts) -> u64 {
+    (costs.gather_gap_ns() * costs.ticks_per_ns) as u64
 }
 
 /// [`gather_ticks`] on a host with `costs`.
 fn gather_ticks_of(costs: &HostCosts) -> (u64, u64, u64) {
     let ticks = |ns: f64| (ns * costs.ticks_per_ns) as u64;
-    (ticks(costs.gather_gap_ns()).max(1), ticks(GATHER_WINDOW_NS), ticks(MOVE_GAP_NS))
+    (threshold_of(costs), ticks(GATHER_WINDOW_NS), ticks(MOVE_GAP_NS))
 }
 
 // The lock's part.
@@ -237,7 +258,7 @@ impl<T: ?Sized> Mutex<T> {
         // (`recent` first: a later store, or another core's clock, then reads as a small
         // negative age, not as a huge one.)
         let recent = s.recent.load(Ordering::Relaxed);
-        (ticks().wrapping_sub(recent) as i64) < gather_ticks().1 as i64
+        (ticks().wrapping_sub(recent) as i64) < windows().0 as i64
     }
 
     /// Whether a caller on processor `me` that found the lock unbiased leaves it alone and takes
@@ -310,7 +331,7 @@ impl<T: ?Sized> Mutex<T> {
         if home == me {
             return None;
         }
-        let (_, _, min_gap) = gather_ticks();
+        let (_, min_gap) = windows();
         Some(me != 0 && gather_to(home, ticks(), min_gap))
     }
 }
@@ -520,5 +541,15 @@ mod tests {
         // Where lines take 300 ns, bounces 600 ns apart still saturate.
         costs.line_round_trip_ns = 300.0;
         assert_eq!(gather_ticks_of(&costs).0, 1200);
+    }
+
+    /// Where the line round trip could not be measured, the threshold is 0: no average of
+    /// bounces is below it, so no lock saturates (the round trip's stand-in decides nothing).
+    #[test]
+    fn no_lock_saturates_while_the_line_round_trip_is_unmeasured() {
+        let costs = HostCosts::scripted(2.0, 2000.0, 100.0, 10.0).unmeasured_lines();
+        let (gap, window, move_gap) = gather_ticks_of(&costs);
+        assert_eq!(gap, 0);
+        assert_eq!((window, move_gap), (10_000_000, 100_000), "the windows are times, measured or not");
     }
 }

@@ -134,8 +134,9 @@ struct Cold {
 ///
 /// A lock its ULTs keep taking from several processors with little work in between spends its
 /// time moving between the cores' caches; once it does (its line changes processors less than
-/// two of the host's line round trips apart on average, as measured when the first runtime
-/// started: see [`HostCosts`](super::HostCosts)), its contenders **gather** on one processor: a
+/// two of the host's line round trips apart on average, as measured on the host when the first
+/// runtime started, or a later one where that could not measure it; no lock saturates before:
+/// see [`HostCosts`](super::HostCosts)), its contenders **gather** on one processor: a
 /// ULT that takes it on another processor moves to the lock's home processor first and takes it
 /// there, and the processor it left pauses its stealing (at most 2 ms at a time) rather
 /// than take such ULTs back. The lock stays saturated until its bounces come more than four times

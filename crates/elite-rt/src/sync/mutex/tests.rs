@@ -354,6 +354,7 @@ mod gathering {
         ignore = "time stamps: the gaps between samples are real time, which Miri's interpreter stretches"
     )]
     fn saturation_follows_the_time_between_bounces() {
+        crate::sync::host::measured_lines_for_tests();
         let (threshold, ..) = gather_ticks();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the counters are the holder's)
@@ -411,6 +412,7 @@ mod gathering {
         ignore = "time stamps: the gaps between samples are real time, which Miri's interpreter stretches"
     )]
     fn bounces_in_bursts_saturate() {
+        crate::sync::host::measured_lines_for_tests();
         let (threshold, ..) = gather_ticks();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the counters are the holder's)
