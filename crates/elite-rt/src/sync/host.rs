@@ -87,7 +87,7 @@ pub struct HostCosts {
     pub ticks_per_ns: f64,
     /// Whether the two line costs were measured on this host. When they could not be (a single
     /// CPU, valgrind, two threads that never ran side by side), `line_round_trip_ns` and
-    /// `line_fetch_ns` hold [`DEFAULT_LINE_ROUND_TRIP_NS`] and [`DEFAULT_LINE_FETCH_NS`], which
+    /// `line_fetch_ns` hold stand-ins (100 ns and 10 ns), which
     /// decide nothing: no lock saturates ([`HostCosts::gather_gap_ns`] is 0) and the hand-off
     /// rule allows its fewest lines ([`HostCosts::hand_off_lines`]), until a runtime with two
     /// processors or more starts and measures them (see the notes of `sync/host.rs` in the
