@@ -215,8 +215,9 @@ impl Shared {
 
     /// Where the placed ULT `t` goes when it is woken (`policy::places`), the processors'
     /// ready counts at hand; `by`: the processor of the ULT that wakes it, if a ULT does.
-    #[cold]
-    #[inline(never)]
+    /// Inlined: into `Processor::placed_target` on the wake path of placed ULTs that
+    /// `follow_placed` does not keep with their waker, and into the cold callers.
+    #[inline]
     pub(crate) fn placed_wake_target(&self, t: TcbRef, by: Option<crate::policy::places::Waker>) -> usize {
         self.places.wake_target(t, by, |p| self.processors[self.places.runq_of(p)].runq.len())
     }

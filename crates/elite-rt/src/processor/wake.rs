@@ -167,9 +167,7 @@ impl Processor {
         let by = self
             .current_ult()
             .map(|u| crate::policy::places::Waker { processor: self.index, ult: u.as_ptr() as usize });
-        let shared = &*self.shared;
-        let target =
-            shared.places.wake_target(t, by, |p| shared.processors[shared.places.runq_of(p)].runq.len());
+        let target = self.shared.placed_wake_target(t, by);
         let home = t.tcb().sched.place.get().home as usize;
         if target != home {
             if target == self.index {

@@ -603,11 +603,9 @@ impl Engine {
     /// may go quiet, the estimator there, and only small declarations. Its footprints are not
     /// kept while quiet, so the rule reads the declared lines, as for Virtual Time.
     fn quiet_at(&self, home: usize) -> bool {
-        let policy = &self.selected().policy;
-        matches!(policy.kind(), Kind::MinimumMisses | Kind::ReloadTransient)
-            && policy.aggregation().is_none()
-            && self.small_declarations()
-            && matches!(self.sources.get(home).and_then(|s| s.get()), Some(SourceKind::Estimated { .. }))
+        let estimated =
+            matches!(self.sources.get(home).and_then(|s| s.get()), Some(SourceKind::Estimated { .. }));
+        may_quiet(&self.selected().policy, estimated) && self.small_declarations()
     }
 
     /// This engine (its model and published clocks) answering for `policy` with `needs`: for
@@ -767,6 +765,20 @@ impl Aggregating {
     }
 }
 
+/// Whether `policy` can go quiet (see [`Local`]'s `quiet`), on a processor that counts misses
+/// with the estimator (`estimated`) or not: Virtual Time, whose order reads no counter, and the
+/// policies that count misses with the estimator, which derives them from the declarations;
+/// never under a hardware counter or a script (real counts), for Gravity (its forces act on
+/// small shared blocks) or under the aggregation modifier.
+fn may_quiet(policy: &Policy, estimated: bool) -> bool {
+    policy.aggregation().is_none()
+        && match policy.kind() {
+            Kind::VirtualTime => true,
+            Kind::MinimumMisses | Kind::ReloadTransient => estimated,
+            _ => false,
+        }
+}
+
 /// What [`Local::follow`] took up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Taken {
@@ -890,16 +902,8 @@ impl Local {
         // A source kept from an earlier policy serves only a policy that needs misses.
         let counted = if needs.misses { counting.as_ref() } else { None };
         let estimated = matches!(counted, Some(Counting { source: AnySource::Estimated(_), .. }));
-        // The quiet mode (see `Local::quiet`): for Virtual Time, whose order reads no counter,
-        // and for the policies that count misses with the estimator, which derives them from
-        // the declarations; never under a hardware counter or a script (real counts), for
-        // Gravity (its forces act on small shared blocks) or the aggregation modifier.
-        let may_quiet = policy.aggregation().is_none()
-            && match policy.kind() {
-                Kind::VirtualTime => true,
-                Kind::MinimumMisses | Kind::ReloadTransient => estimated,
-                _ => false,
-            };
+        // The quiet mode (see `Local::quiet` and `may_quiet`).
+        let may_quiet = may_quiet(policy, estimated);
         let quiet = may_quiet && engine.small_declarations();
         // (A run hook, for custom policies only, takes the general path.)
         let record: fn(&mut Local, TcbRef) = match (estimated && !needs.run_hook, needs.stamps, needs.rounds)
