@@ -35,7 +35,13 @@
 //! of the two processors' time in which no kernel ULT ran (gaps the gate leaves, the probe's
 //! idle processor); per group `unit_ms_<group>`, its busy milliseconds per completed unit (how
 //! much contention and descheduling stretched its units beyond [`UNIT`]), and under the gated
-//! systems `class_<group>`, the class it ended with (1 L, 2 LC, 3 C, 4 N, 0 unclassified).
+//! systems `class_<group>`, the class it ended with (1 L, 2 LC, 3 C, 4 N, 0 unclassified);
+//! `weighted_speedup`, the sum over the groups of their normalized progress (completions
+//! counted by what each group's units cost it alone, so that a group of short units does not
+//! outweigh the others: about 1 for a schedule that keeps both processors busy and changes no
+//! unit's cost, above 1 where co-running helps); `completions_ceiling`, the most units the run's
+//! processor time could have held at the cheapest group's unit cost as run
+//! ([`completions_ceiling`]: what any schedule that does not make units cheaper can reach).
 //! Targets: LCN at least
 //! 1.05x the default's completions and at least gang's (the fairness target, LCN's
 //! `cv_progress` within 1.5x the default's, is read from the side rows).
@@ -452,7 +458,28 @@ fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duratio
         .map(|(&c, &alone)| c as f64 / run.as_secs_f64() / alone.max(1e-9))
         .collect();
     record_side("cv_progress", coefficient_of_variation(&progress));
+    record_side("weighted_speedup", progress.iter().sum());
+    record_side("completions_ceiling", completions_ceiling(2.0 * run.as_secs_f64(), &counts, &busy));
     Ok(Sample::count(counts.iter().sum(), wrong))
+}
+
+/// The most units any schedule could have completed in `processor_seconds` of processor time if
+/// every unit cost what the cheapest group's units cost as run (`busy[g] / counts[g]`, over the
+/// groups that completed any): the total completions cannot exceed it unless co-scheduling
+/// makes units cheaper than they ran here. 0 when no group completed a unit.
+pub fn completions_ceiling(processor_seconds: f64, counts: &[u64], busy: &[Duration]) -> f64 {
+    let cheapest = counts
+        .iter()
+        .zip(busy)
+        .filter(|(&c, _)| c > 0)
+        .map(|(&c, b)| b.as_secs_f64() / c as f64)
+        .filter(|&unit| unit > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    if cheapest.is_finite() {
+        processor_seconds / cheapest
+    } else {
+        0.0
+    }
 }
 
 /// The code of `class` in the `class_<group>` side rows.
@@ -551,6 +578,20 @@ mod tests {
         assert_eq!(coefficient_of_variation(&[2.0, 2.0, 2.0]), 0.0);
         assert!((coefficient_of_variation(&[1.0, 3.0]) - 0.5).abs() < 1e-12);
         assert_eq!(coefficient_of_variation(&[]), 0.0);
+    }
+
+    #[test]
+    fn the_ceiling_is_the_processor_time_over_the_cheapest_unit() {
+        let ms = Duration::from_millis;
+        // Units of 2 ms, 4 ms and 1.5 ms as run: 6 s of processor time hold at most 4000 of the
+        // cheapest.
+        let c = completions_ceiling(6.0, &[100, 10, 20], &[ms(200), ms(40), ms(30)]);
+        assert!((c - 4000.0).abs() < 1e-6, "{c}");
+        // A group with no completion says nothing about its unit's cost.
+        let c = completions_ceiling(6.0, &[0, 10], &[ms(1), ms(30)]);
+        assert!((c - 2000.0).abs() < 1e-6, "{c}");
+        assert_eq!(completions_ceiling(6.0, &[0, 0], &[ms(5), ms(5)]), 0.0);
+        assert_eq!(completions_ceiling(6.0, &[], &[]), 0.0);
     }
 
     #[test]
