@@ -105,7 +105,9 @@
 //! its waiters in arrival order would let LIFO run them most recent first):
 //!
 //! - **No Affinity** runs the last released first: the same reverse-index order every round, so
-//!   each ULT's data has been evicted by the rest of the group since its last sweep.
+//!   each ULT's data has been evicted by the rest of the group since its last sweep; except the
+//!   releaser's, which goes on at once and sweeps its set while it is still cached (every policy
+//!   has that one hit per round; the `order/fixed` row has not).
 //! - **Virtual Time** runs the most recently run first: each round reverses the previous one,
 //!   and the ULTs that ran last find their data in L2.
 //! - **Reload Transient** orders by the expected reload transient, which (from the footprints
@@ -170,6 +172,16 @@
 //! valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64 --cachegrind-out-file=/dev/null \
 //!     target/release/elite-bench affinity-probe synthetic_1024 virtual-time --group 48
 //! ```
+//!
+//! ## Where the sweeps hit on the real host (`--positions`)
+//!
+//! `elite-bench affinity-probe synthetic_1024 <policy> --group N --positions` times every sweep after
+//! each ULT's first round and prints on stderr, for each position in a group's round (the arrival
+//! index: 0 is the first to sweep), the median sweep in microseconds: a sweep served by the private
+//! cache takes a fraction of one served by the next level, so the line shows how many positions of
+//! the policy's order found their working set still cached on the machine itself (cachegrind's
+//! LRU cache says what an ideal cache would keep; the hardware's replacement and the other tenants of
+//! a VM keep less). The same sweeps are timed only there, never in the timed rows.
 //!
 //! ## Targets
 //!
