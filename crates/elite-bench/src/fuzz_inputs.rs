@@ -40,6 +40,7 @@ fn word() -> impl Strategy<Value = String> {
             "--help",
             "-h",
             "--prefetch",
+            "--positions",
             "--size",
             "--processors",
             "--patch",
@@ -156,16 +157,17 @@ proptest! {
         }
     }
 
-    /// `elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]`.
+    /// `elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data] [--positions]`.
     #[test]
     fn affinity_probe_command_lines(args in args()) {
         match affinity::parse_probe_args(&args) {
             Ok(None) => prop_assert!(args.iter().any(|a| a == "--help" || a == "-h")),
-            Ok(Some(affinity::ProbeArgs { shape, policy, quick, group, iterations, processors, data })) => {
+            Ok(Some(affinity::ProbeArgs { shape, policy, quick, group, iterations, processors, data, positions })) => {
                 prop_assert!(args.iter().any(|a| a == shape.bench));
                 prop_assert!(args.iter().any(|a| a == policy.name()));
                 prop_assert_eq!(quick, args.iter().any(|a| a == "--quick"));
                 prop_assert_eq!(data, args.iter().any(|a| a == "--data"));
+                prop_assert_eq!(positions, args.iter().any(|a| a == "--positions"));
                 if let Some(n) = group {
                     prop_assert!(args.iter().any(|a| a == &n.to_string()));
                 }

@@ -211,7 +211,7 @@ struct Options {
 
 const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--reps N] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
-    "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]\n",
+    "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data] [--positions]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
     "       elite-bench cosched-probe <elite/plain|elite/aggregated> <block_bytes> <read|write> <groups> <ults> <passes>\n",

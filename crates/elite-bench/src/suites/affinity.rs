@@ -105,7 +105,9 @@
 //! its waiters in arrival order would let LIFO run them most recent first):
 //!
 //! - **No Affinity** runs the last released first: the same reverse-index order every round, so
-//!   each ULT's data has been evicted by the rest of the group since its last sweep.
+//!   each ULT's data has been evicted by the rest of the group since its last sweep; except the
+//!   releaser's, which goes on at once and sweeps its set while it is still cached (every policy
+//!   has that one hit per round; the `order/fixed` row has not).
 //! - **Virtual Time** runs the most recently run first: each round reverses the previous one,
 //!   and the ULTs that ran last find their data in L2.
 //! - **Reload Transient** orders by the expected reload transient, which (from the footprints
@@ -170,6 +172,16 @@
 //! valgrind --tool=cachegrind --cache-sim=yes --LL=2097152,16,64 --cachegrind-out-file=/dev/null \
 //!     target/release/elite-bench affinity-probe synthetic_1024 virtual-time --group 48
 //! ```
+//!
+//! ## Where the sweeps hit on the real host (`--positions`)
+//!
+//! `elite-bench affinity-probe synthetic_1024 <policy> --group N --positions` times every sweep after
+//! each ULT's first round and prints on stderr, for each position in a group's round (the arrival
+//! index: 0 is the first to sweep), the median sweep in microseconds: a sweep served by the private
+//! cache takes a fraction of one served by the next level, so the line shows how many positions of
+//! the policy's order found their working set still cached on the machine itself (cachegrind's
+//! LRU cache says what an ideal cache would keep; the hardware's replacement and the other tenants of
+//! a VM keep less). The same sweeps are timed only there, never in the timed rows.
 //!
 //! ## Targets
 //!
@@ -622,29 +634,30 @@ fn cachegrind_probe(
 /// `elite-bench affinity-probe <bench> <policy> [--quick]`: one pass of the workload at 1
 /// processor, printing its sample line; for running under cachegrind.
 pub fn probe_main(args: &[String]) -> ExitCode {
-    let ProbeArgs { shape, policy, quick, group, iterations, processors, data } = match parse_probe_args(args)
-    {
-        Ok(Some(parsed)) => parsed,
-        Ok(None) => {
-            println!("{}", probe_command().render_help());
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
-            eprintln!(
+    let ProbeArgs { shape, policy, quick, group, iterations, processors, data, positions } =
+        match parse_probe_args(args) {
+            Ok(Some(parsed)) => parsed,
+            Ok(None) => {
+                println!("{}", probe_command().render_help());
+                return ExitCode::SUCCESS;
+            }
+            Err(message) => {
+                let benches: Vec<&str> = SHAPES.iter().map(|s| s.bench).collect();
+                eprintln!(
                 "elite-bench {PROBE_COMMAND}: {message}\n\
-                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]\nbenches: {}\npolicies: {}",
+                 usage: elite-bench {PROBE_COMMAND} <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data] [--positions]\nbenches: {}\npolicies: {}",
                 benches.join(", "),
                 Policy::ALL_NAMES.join(", ")
             );
-            return ExitCode::from(2);
-        }
-    };
+                return ExitCode::from(2);
+            }
+        };
     let iterations = iterations.unwrap_or(if quick { PROBE_ITERATIONS.1 } else { PROBE_ITERATIONS.0 });
     let ults = shape.full.ults;
     let sets = working_sets(shape, ults);
+    let group = group.unwrap_or(shape.group);
     let run = elite_runtime(&policy, processors).and_then(|rt| {
-        let run = rt.block_on(|| pass(&sets, shape, group.unwrap_or(shape.group), ults, iterations, data));
+        let run = rt.block_on(|| timed_pass(&sets, shape, group, ults, iterations, data, positions));
         // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line);
         // then where the ULTs ran: each processor's switches, steals and sends home.
         let stats = rt.stats();
@@ -665,13 +678,18 @@ pub fn probe_main(args: &[String]) -> ExitCode {
         run
     });
     let expected = shape.answer(ults, iterations);
+    if let (Ok((_, _, timings)), true) = (&run, positions) {
+        for (position, (nanos, sweeps)) in position_medians(timings, group).into_iter().enumerate() {
+            eprintln!("position {position}: median sweep {:.1} us ({sweeps} sweeps)", f64::from(nanos) / 1e3);
+        }
+    }
     match run {
-        Ok((elapsed, answer)) if answer == expected => {
+        Ok((elapsed, answer, _)) if answer == expected => {
             let ops = ults as u64 * iterations;
             println!("{}", sample_line(&Sample::per_op(elapsed, ops, answer)));
             ExitCode::SUCCESS
         }
-        Ok((_, answer)) => {
+        Ok((_, answer, _)) => {
             eprintln!("elite-bench {PROBE_COMMAND}: wrong answer {answer} (expected {expected})");
             ExitCode::FAILURE
         }
@@ -701,6 +719,9 @@ pub(crate) struct ProbeArgs {
     pub(crate) processors: usize,
     /// `--data`: each ULT declares its working set as its data block (the `+data` rows).
     pub(crate) data: bool,
+    /// `--positions`: time each sweep and print, per position in a group's round, the median
+    /// sweep (on stderr): which positions of the policy's order find their working set cached.
+    pub(crate) positions: bool,
 }
 
 /// The probe's command line, as clap parses it.
@@ -754,14 +775,21 @@ fn probe_command() -> clap::Command {
                 .action(ArgAction::SetTrue)
                 .help("each ULT declares its working set as its data block, which the runtime prefetches"),
         )
+        .arg(
+            Arg::new("positions")
+                .long("positions")
+                .action(ArgAction::SetTrue)
+                .help("print the median sweep per position in a group's round (stderr)"),
+        )
 }
 
-/// Parses `<bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]`;
+/// Parses `<bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data]
+/// [--positions]`;
 /// `Ok(None)` for `--help`; an error names the argument at fault and what was expected.
 pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<ProbeArgs>, String> {
     crate::refuse_single_dash(
         args,
-        "--group N, --iterations N, --processors N, --quick, --data, --help",
+        "--group N, --iterations N, --processors N, --quick, --data, --positions, --help",
         true,
     )?;
     let matches = match probe_command().try_get_matches_from(args) {
@@ -779,6 +807,7 @@ pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<ProbeArgs>, Str
         iterations: matches.get_one::<u64>("iterations").copied(),
         processors: matches.get_one::<usize>("processors").copied().unwrap_or(1),
         data: matches.get_flag("data"),
+        positions: matches.get_flag("positions"),
     }))
 }
 
@@ -919,6 +948,25 @@ fn pass(
     iterations: u64,
     data: bool,
 ) -> Result<(Duration, u64), String> {
+    let (elapsed, sum, _) = timed_pass(sets, shape, group_size, ults, iterations, data, false)?;
+    Ok((elapsed, sum))
+}
+
+/// A sweep's position in its group's round (its arrival index, 0 first) and its duration in
+/// nanoseconds, for rounds after each ULT's first.
+type Timing = (u32, u32);
+
+/// [`pass`], and when `timings`, each sweep's [`Timing`] (an `Instant` read before and after
+/// each sweep: for `affinity-probe --positions`, not for the timed rows).
+fn timed_pass(
+    sets: &Arc<Vec<WorkingSet>>,
+    shape: &Shape,
+    group_size: usize,
+    ults: usize,
+    iterations: u64,
+    data: bool,
+    timings: bool,
+) -> Result<(Duration, u64, Vec<Timing>), String> {
     let bytes = shape.bytes();
     // Groups of `group_size`, the last one taking what is left.
     let groups: Arc<Vec<Group>> = Arc::new(
@@ -938,9 +986,17 @@ fn pass(
             let (set, group, me) = (&sets[i], &groups[i / group_size], i % group_size);
             let members = group.released.len();
             let mut sum = 0u64;
-            for _ in 0..iterations {
+            let mut timed = Vec::new();
+            for round in 0..iterations {
+                let began = timings.then(Instant::now);
                 sum += set.sweep();
-                if group.arrived.fetch_add(1, Ordering::AcqRel) == members - 1 {
+                let swept = began.map(|t| t.elapsed());
+                let position = group.arrived.fetch_add(1, Ordering::AcqRel);
+                if let (Some(swept), true) = (swept, round > 0) {
+                    let nanos = u32::try_from(swept.as_nanos()).unwrap_or(u32::MAX);
+                    timed.push((position as u32, nanos));
+                }
+                if position == members - 1 {
                     // The last to arrive: reset for the next round, then release the others in
                     // index order (each release happens after the reset, and each released ULT
                     // acquires its semaphore, so it sees the reset).
@@ -954,7 +1010,7 @@ fn pass(
                     group.released[me].acquire();
                 }
             }
-            sum
+            (sum, timed)
         };
         let builder = elite_rt::Builder::new().footprint(bytes);
         let builder = if data { builder.data(block) } else { builder };
@@ -962,15 +1018,75 @@ fn pass(
         handles.push(handle);
     }
     let mut sum = 0u64;
+    let mut timed = Vec::new();
     for handle in handles {
-        sum += elite_join(handle)?;
+        let (ult_sum, ult_timed) = elite_join(handle)?;
+        sum += ult_sum;
+        timed.extend(ult_timed);
     }
-    Ok((start.elapsed(), sum))
+    Ok((start.elapsed(), sum, timed))
+}
+
+/// Per position in a group's round (0 first), the median duration of the sweeps at that
+/// position in nanoseconds and their number: where, in the order a policy gives a round, the
+/// working sets were still cached (a sweep from the private cache is several times faster than
+/// one from the next level).
+fn position_medians(timings: &[Timing], group: usize) -> Vec<(u32, usize)> {
+    let mut by_position: Vec<Vec<u32>> = vec![Vec::new(); group];
+    for &(position, nanos) in timings {
+        if let Some(at) = by_position.get_mut(position as usize) {
+            at.push(nanos);
+        }
+    }
+    by_position
+        .into_iter()
+        .map(|mut nanos| {
+            nanos.sort_unstable();
+            (nanos.get(nanos.len() / 2).copied().unwrap_or(0), nanos.len())
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn position_medians_take_each_positions_middle_sweep() {
+        // Position 0: 3 sweeps (median 20); position 1: 4 (the upper middle, 40); position 2:
+        // none; a position past the group (a stray arrival index) is left out.
+        let timings = [(0, 30), (1, 50), (0, 10), (1, 10), (0, 20), (1, 40), (1, 30), (5, 1), (u32::MAX, 7)];
+        assert_eq!(position_medians(&timings, 3), vec![(20, 3), (40, 4), (0, 0)]);
+        assert_eq!(position_medians(&[], 2), vec![(0, 0), (0, 0)]);
+    }
+
+    #[test]
+    fn a_timed_pass_times_every_sweep_after_the_first_round_at_its_arrival_position() {
+        // 10 ULTs in groups of 4 (the last has 2), 3 rounds: 2 timed rounds of 10 sweeps, each
+        // at its arrival index in its group's round, so every round takes each position of each
+        // group once (positions 0 and 1 three times, 2 and 3 twice), whatever the order.
+        let sizes = Sizes { ults: 10, iterations: 3, go_iterations: 3 };
+        let shape: &'static Shape = Box::leak(Box::new(Shape {
+            bench: "test",
+            fixed_bench: None,
+            group: 4,
+            cache_sized: false,
+            lines: 8,
+            full: sizes,
+            quick: sizes,
+        }));
+        let sets = working_sets(shape, 10);
+        let rt = build_runtime(elite_rt::Runtime::builder().processors(1)).expect("a runtime");
+        let (_, sum, timings) =
+            rt.block_on(|| timed_pass(&sets, shape, 4, 10, 3, false, true)).expect("runs");
+        assert_eq!(sum, shape.answer(10, 3));
+        assert_eq!(timings.len(), 20);
+        let counts: Vec<usize> = position_medians(&timings, 4).iter().map(|&(_, n)| n).collect();
+        assert_eq!(counts, vec![6, 6, 4, 4]);
+        // The timed rows do not time their sweeps.
+        let (_, _, untimed) = rt.block_on(|| timed_pass(&sets, shape, 4, 10, 3, false, false)).expect("runs");
+        assert!(untimed.is_empty());
+    }
 
     #[test]
     fn a_sweep_visits_every_line_once() {
