@@ -21,6 +21,8 @@
 //! depend on the schedule, not on the clock): `array_switches` (`cache_stress`, elite rows): the
 //! fraction of passes whose processor had last run a pass over the other array, each of them a
 //! reload of the array from the shared cache when two arrays do not fit in the private one;
+//! `passes_away` (`cache_stress`, the placed elite rows): the fraction of passes run on a
+//! processor other than the ULT's place;
 //! `steals` (`matrix_search`): ULTs stolen during the timed pass; `idle_fraction`: the share of
 //! processor time (elapsed time times processors) in which no puzzle was being solved (the
 //! searchers time their puzzles; a processor that shares its CPU counts as busy while its
@@ -62,14 +64,18 @@
 //! of 384 KiB on every host, so that hosts with different caches can be compared on one workload
 //! (where two arrays fit in one private cache, best and worst coincide).
 //!
-//! Why `elite/best` gains little over `elite/ignorant` on some hosts: a pass streams its array,
-//! and where the next level (an L3) feeds a sequential stream nearly as fast as the pass consumes
-//! it, reloading the array costs a pass little. On the 2-core AMD EPYC build VM (512 KiB L2 per
-//! core, a 32 MiB L3) a pass over a 384 KiB array that another array of the same size has just
-//! evicted from L2 took 1.10x as long as one over the array already in L2 (AVX2 build, medians
-//! of 200 timed passes on one thread), and a sum alone (no multiplies) 1.42x: so no placement
-//! can make `cache_stress` 1.3x faster there. The placement itself is what `array_switches`
-//! shows: about 0.001 for best, 1 for worst.
+//! What `elite/best` can gain: a pass streams its array, and where the next level (an L3) feeds
+//! a sequential stream nearly as fast as the pass consumes it, reloading the array costs a pass
+//! little. Each run measures this before its rounds, on one thread: `params.reload_permille`
+//! (and a note) is a thousand times the ratio of a pass right after a pass over the other array
+//! (its array reloaded from the next level) to a pass right after one over the same array (its
+//! array in the private cache), medians of 31 each. That ratio `r` bounds what best can gain per
+//! pass over a placement that reloads every time (worst); over ignorant, whose fraction
+//! `array_switches` = `s` of passes reload, the bound is about `1 + s (r - 1)`, less what the
+//! spawns, joins and wake-ups cost either way. The side row `passes_away` (placed variants) is
+//! the fraction of passes run on a processor other than the one the ULT was placed on (an idle
+//! processor stealing at the end): with `array_switches` it says whether the placement held.
+//! `docs/benchmarks.md` has the measurements on the build VM.
 //!
 //! # `place_level_merge_sort`, `place_level_cache_stress` (LASSI's work-stealing places)
 //!
@@ -103,6 +109,15 @@
 //! with `rayon::join`; `rayon/par_sort_unstable` is the call a user would make. The answer is
 //! a position-weighted hash of the sorted array, compared with `sort_unstable`'s.
 //!
+//! What the hints can change: without them an idle processor steals the oldest fork in the
+//! other's start-queue, the biggest range, and every fork below goes to the start-queue of the
+//! processor its parent runs on, to run there unless an idle one takes it; so each processor
+//! still sorts one contiguous half (perhaps the other one than
+//! the hints would give it), and the leaves and the merges below the top find their data where
+//! it was sorted either way. The hints save that first steal and the later ones at the end,
+//! and keep the halves from trading places; the top merges, larger than a private cache, stream
+//! from the shared cache in both.
+//!
 //! # `block_matmul` (LASSI)
 //!
 //! C = A B for 1024 x 1024 `f64` matrices (`--quick`: 256) of small integers, so that every
@@ -114,6 +129,13 @@
 //! `elite/unhinted` spawns them without hints; `rayon` runs the same tiles as tasks of a
 //! `rayon::scope`. The answer is `sum_ij C_ij u_i v_j` (exact integers) for fixed weights,
 //! compared with `(u^T A)(B v)`.
+//!
+//! What the hints can change: a block row of A is `block` whole rows (`n * block * 8` bytes:
+//! 512 KiB for `n` 1024 and `block` 64, the size of the private cache that chose the block), so
+//! the next tile of the same block row does not find it in the private cache whatever runs it.
+//! And without hints the spawner's processor runs its start-queue from the newest tile (the last
+//! block row) while the thief takes the oldest (the first), so each processor still works
+//! through whole block rows, as with the hints.
 //!
 //! # `matrix_search` (CAF's LGS)
 //!
@@ -423,6 +445,33 @@ fn stress_pass_body(a: &[u32]) -> u64 {
     (u64::from(sum) << 32) | u64::from(prod)
 }
 
+/// Passes of each kind that [`reload_ratio`] times.
+const RELOAD_PASSES: usize = 31;
+
+/// How much longer a pass over an array takes when the pass before it (on the same thread) ran
+/// over the other array than when it ran over the same one: the median of [`RELOAD_PASSES`]
+/// of each kind, interleaved, on the calling thread. Where two arrays do not fit in the private
+/// cache, the first kind reloads its array from the next level and the second finds it in the
+/// private cache, so this is the most a pass can gain from `elite/best`'s placement over one
+/// that reloads every time (`elite/worst`); where both fit, it is about 1.
+fn reload_ratio(arrays: &[Vec<u32>; 2]) -> f64 {
+    let timed = |a: &[u32]| {
+        let start = Instant::now();
+        black_box(stress_pass(black_box(a)));
+        start.elapsed()
+    };
+    let (mut reloaded, mut kept) = (Vec::with_capacity(RELOAD_PASSES), Vec::with_capacity(RELOAD_PASSES));
+    for _ in 0..RELOAD_PASSES {
+        black_box(stress_pass(black_box(&arrays[1])));
+        reloaded.push(timed(&arrays[0]));
+        kept.push(timed(&arrays[0]));
+    }
+    reloaded.sort_unstable();
+    kept.sort_unstable();
+    let median = |v: &[Duration]| v[v.len() / 2].as_secs_f64();
+    median(&reloaded) / median(&kept).max(1e-12)
+}
+
 /// A `cache_stress` bench with arrays of `array_bytes`; `peers`: with Go, rayon and the target.
 fn cache_stress(
     ctx: &mut Context,
@@ -438,6 +487,11 @@ fn cache_stress(
     let per_pass = [stress_pass(&arrays[0]), stress_pass(&arrays[1])];
     let expected =
         |ults: usize| (0..ults).fold(0u64, |sum, i| sum.wrapping_add(per_pass[i % 2].wrapping_mul(passes)));
+    let reload = reload_ratio(&arrays);
+    ctx.notes.push(format!(
+        "places: {name}: a pass over a {} KiB array right after one over the other array takes {reload:.2}x one right after one over the same array (one thread, median of {RELOAD_PASSES}): the most elite/best can gain per pass",
+        array_bytes >> 10
+    ));
     let params = |p: usize| {
         Params::new(p)
             .with("ults", (STRESS_ULTS_PER_PROCESSOR * p) as u64)
@@ -445,6 +499,7 @@ fn cache_stress(
             .with("array_bytes", array_bytes)
             .with("cache_bytes", cache.size)
             .with("cache_level", cache.level.map_or(0, u64::from))
+            .with("reload_permille", (reload * 1000.0).round() as u64)
     };
     let mut contenders = Vec::new();
     for &p in processors {
@@ -492,20 +547,28 @@ fn elite_cache_stress(
     let mut rng = XorShift::new(seed);
     let places: Vec<Where> = (0..ults).map(|i| variant.place(i, processors, &mut rng)).collect();
     // Per processor, the array of the last pass it ran (2: none yet); passes after one over the
-    // other array.
+    // other array; passes run on a processor other than the one the ULT was placed on.
     let last: Arc<Vec<AtomicUsize>> = Arc::new((0..processors).map(|_| AtomicUsize::new(2)).collect());
     let switches = Arc::new(AtomicU64::new(0));
+    let away = Arc::new(AtomicU64::new(0));
     let sample = warm_then_time(ults as u64 * passes, || {
         switches.store(0, Ordering::Relaxed);
+        away.store(0, Ordering::Relaxed);
         rt.block_on(|| {
             let start = Instant::now();
             let mut handles = Vec::with_capacity(ults);
             for (i, &at) in places.iter().enumerate() {
-                let (arrays, last, switches) = (Arc::clone(arrays), Arc::clone(&last), Arc::clone(&switches));
+                let (arrays, last, switches, away) =
+                    (Arc::clone(arrays), Arc::clone(&last), Arc::clone(&switches), Arc::clone(&away));
                 handles.push(spawn_at(at, move || {
                     let array = &arrays[i % 2];
                     let mut sum = 0u64;
                     for _ in 0..passes {
+                        if let Where::Processor(p) = at {
+                            if elite_rt::current().processor() != p {
+                                away.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                         sum = sum.wrapping_add(counted_pass(array, i % 2, &last, &switches));
                         elite_rt::yield_now();
                     }
@@ -521,6 +584,9 @@ fn elite_cache_stress(
     })?;
     let passes_run = (ults as u64 * passes) as f64;
     crate::harness::record_side("array_switches", switches.load(Ordering::Relaxed) as f64 / passes_run);
+    if variant != Stress::Ignorant {
+        crate::harness::record_side("passes_away", away.load(Ordering::Relaxed) as f64 / passes_run);
+    }
     Ok(sample)
 }
 
@@ -1919,6 +1985,13 @@ mod tests {
         assert_eq!(matmul_block(2 << 20, 1024), 128);
         assert_eq!(matmul_block(1 << 20, 64), 64);
         assert_eq!(stress_array_bytes(512 << 10), 384 << 10);
+    }
+
+    #[test]
+    fn the_reload_ratio_compares_two_positive_times() {
+        let arrays = [stress_array(4096, 1), stress_array(4096, 2)];
+        let ratio = reload_ratio(&arrays);
+        assert!(ratio.is_finite() && ratio > 0.0, "{ratio}");
     }
 
     #[test]
