@@ -147,7 +147,13 @@ struct Inner {
     admitted: Condvar,
     stop: AtomicBool,
     bandwidth: f64,
-    caches: (u64, u64),
+    /// Whether the builder was given the cache sizes ([`CoschedulerBuilder::caches`]): then no
+    /// topology replaces them.
+    caches_given: bool,
+    /// The private L2's and the last-level cache's sizes, once known: the builder's, the
+    /// attaching runtime's topology's, or (first needed without either) the host's
+    /// ([`Coscheduler::caches`]).
+    caches: std::sync::Mutex<Option<(u64, u64)>>,
     /// The signal source, until the controller takes it (`None`: software signals).
     source: std::sync::Mutex<Option<Box<dyn SignalSource>>>,
 }
@@ -203,7 +209,7 @@ pub struct CoschedulerBuilder {
     quantum: Duration,
     cores: usize,
     bandwidth: Option<f64>,
-    caches: (u64, u64),
+    caches: Option<(u64, u64)>,
     source: Option<Box<dyn SignalSource>>,
 }
 
@@ -242,9 +248,33 @@ impl CoschedulerBuilder {
     }
 
     /// The private L2's and the last-level cache's sizes the software signals judge footprints
-    /// by (default 512 KiB and 32 MiB).
+    /// by, instead of reading them from a topology.
+    ///
+    /// Without this call the sizes come from the topology of the runtime that takes the
+    /// coscheduler over ([`RuntimeBuilder::coschedule`](crate::RuntimeBuilder::coschedule)), or,
+    /// where none does before the sizes are first needed ([`start`](Coscheduler::start) or
+    /// [`Coscheduler::caches`]), from the host's ([`Topology::detect`](elite_affinity::Topology::detect)),
+    /// as [`cache_sizes`](super::cache_sizes) reads them: the L2 is the largest data cache
+    /// private to a core, the last-level cache the highest-level data cache of a processor
+    /// (each the smallest over the processors). A size the topology does not describe is
+    /// taken as [`DEFAULT_L2`](super::DEFAULT_L2) (at most the last-level cache) or
+    /// [`DEFAULT_LLC`](super::DEFAULT_LLC).
+    ///
+    /// ```
+    /// use elite_rt::contention::{Coscheduler, Mode};
+    ///
+    /// let given = Coscheduler::builder(Mode::Gang).caches(1 << 20, 16 << 20).build();
+    /// let _rt = elite_rt::Runtime::builder().topology("1x2, 2 MiB L2 per core").coschedule(&given).build()?;
+    /// assert_eq!(given.caches(), (1 << 20, 16 << 20)); // the given sizes win over the runtime's
+    ///
+    /// let read = Coscheduler::builder(Mode::Gang).build();
+    /// let spec = "1x2, 2 MiB L2 per core, 64 MiB L3 shared";
+    /// let _rt = elite_rt::Runtime::builder().topology(spec).coschedule(&read).build()?;
+    /// assert_eq!(read.caches(), (2 << 20, 64 << 20)); // the runtime's topology's
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
     pub fn caches(mut self, l2_bytes: u64, llc_bytes: u64) -> Self {
-        self.caches = (l2_bytes, llc_bytes);
+        self.caches = Some((l2_bytes, llc_bytes));
         self
     }
 
@@ -274,7 +304,8 @@ impl CoschedulerBuilder {
                 admitted: Condvar::new(),
                 stop: AtomicBool::new(false),
                 bandwidth,
-                caches: self.caches,
+                caches_given: self.caches.is_some(),
+                caches: std::sync::Mutex::new(self.caches),
                 source: std::sync::Mutex::new(self.source),
             }),
         }
@@ -289,7 +320,7 @@ impl Coscheduler {
             quantum: Duration::from_millis(20),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             bandwidth: None,
-            caches: (512 << 10, 32 << 20),
+            caches: None,
             source: None,
         }
     }
@@ -302,6 +333,13 @@ impl Coscheduler {
     /// The host bandwidth the thresholds use (bytes per second; 0 where the mode needs none).
     pub fn bandwidth(&self) -> f64 {
         self.inner.bandwidth
+    }
+
+    /// The private L2's and the last-level cache's sizes in bytes that the software signals
+    /// judge footprints by (where [`CoschedulerBuilder::caches`] says they come from). Called
+    /// before a runtime took the coscheduler over, it fixes them to the host's.
+    pub fn caches(&self) -> (u64, u64) {
+        self.inner.caches()
     }
 
     /// Adds `group`, each of whose ULTs works on at most `ult_footprint` bytes and all of whose
@@ -347,6 +385,10 @@ impl Coscheduler {
         if let Some(gate) = &shared.cosched {
             let cores = gate.domains().iter().map(Vec::len).max().unwrap_or(1);
             self.inner.cores.store(cores.max(1), Ordering::Relaxed);
+        }
+        if !self.inner.caches_given {
+            let sizes = super::cache_sizes(&shared.config.topology);
+            *self.inner.caches.lock().unwrap_or_else(|e| e.into_inner()) = Some(sizes);
         }
         let st = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
         for (index, g) in st.groups.iter().enumerate() {
@@ -550,6 +592,12 @@ pub fn unit_done(bytes: u64) {
 }
 
 impl Inner {
+    /// The cache sizes, the host's where nothing fixed them yet.
+    fn caches(&self) -> (u64, u64) {
+        let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        *caches.get_or_insert_with(|| super::cache_sizes(&elite_affinity::Topology::detect()))
+    }
+
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
@@ -721,7 +769,10 @@ fn control(inner: &Inner) {
     let mut source: Box<dyn SignalSource> =
         match inner.source.lock().unwrap_or_else(|e| e.into_inner()).take() {
             Some(s) => s,
-            None => Box::new(SoftwareSignals::new(inner.caches.0, inner.caches.1)),
+            None => {
+                let (l2, llc) = inner.caches();
+                Box::new(SoftwareSignals::new(l2, llc))
+            }
         };
     let classify = matches!(inner.mode, Mode::Lcn | Mode::MissBalance);
     let mut latest = vec![Signals::default(); n];

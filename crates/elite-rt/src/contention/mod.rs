@@ -41,7 +41,10 @@ pub use cosched::{unit_done, Coscheduler, CoschedulerBuilder, GateStats, GroupRe
 pub use gate::MAX_GATED_GROUPS;
 pub use plan::{gang, miss_balance, pair_lcn, Member, Slot};
 pub use predict::{factor_from_scaling, predict_cores, predicted_scaling, L_THRESHOLD, SCALING_THRESHOLD};
-pub use signals::{stream_bandwidth, ScriptedSignals, SignalSource, SoftwareSignals, Window};
+pub use signals::{
+    cache_sizes, stream_bandwidth, ScriptedSignals, SignalSource, SoftwareSignals, Window, DEFAULT_L2,
+    DEFAULT_LLC,
+};
 
 use std::collections::HashMap;
 

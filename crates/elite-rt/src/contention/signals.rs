@@ -152,6 +152,61 @@ impl SignalSource for SoftwareSignals {
     }
 }
 
+/// The private L2's size [`cache_sizes`] takes where a topology describes no cache private to a
+/// core (at most the last-level cache's size): 512 KiB.
+pub const DEFAULT_L2: u64 = 512 << 10;
+
+/// The last-level cache's size [`cache_sizes`] takes where a topology describes no data cache:
+/// 32 MiB.
+pub const DEFAULT_LLC: u64 = 32 << 20;
+
+/// The sizes in bytes of the private L2 and of the last-level cache of `topology`, as the
+/// [`Coscheduler`](super::Coscheduler)'s software signals judge footprints by them
+/// (`(l2, llc)`).
+///
+/// The last-level cache is each processor's highest-level data (or unified) cache, the
+/// smallest such over the processors; the L2 is the largest data cache private to a processor's
+/// core below that level, the smallest such over the processors. Where the topology describes
+/// no data cache the last-level cache is [`DEFAULT_LLC`]; where it describes no private cache
+/// below the last level the L2 is [`DEFAULT_L2`] (or the last-level cache's size where that is
+/// smaller).
+///
+/// ```
+/// use elite_affinity::Topology;
+/// use elite_rt::contention::{cache_sizes, DEFAULT_L2, DEFAULT_LLC};
+///
+/// let xeon = Topology::synthetic("1x4, 48 KiB L1d per core, 2 MiB L2 per core, 300 MiB L3 shared")?;
+/// assert_eq!(cache_sizes(&xeon), (2 << 20, 300 << 20));
+/// // Two SMT threads of one core: the L3 is theirs alone, but still the last level.
+/// let siblings = Topology::synthetic("1 core x 2 threads, 2 MiB L2 per core, 300 MiB L3 shared")?;
+/// assert_eq!(cache_sizes(&siblings), (2 << 20, 300 << 20));
+/// let bare = Topology::synthetic("1x4")?;
+/// assert_eq!(cache_sizes(&bare), (DEFAULT_L2, DEFAULT_LLC));
+/// let shared_only = Topology::synthetic("1x4, 256 KiB L2 shared")?;
+/// assert_eq!(cache_sizes(&shared_only), (256 << 10, 256 << 10));
+/// # Ok::<(), elite_affinity::TopologyError>(())
+/// ```
+pub fn cache_sizes(topology: &elite_affinity::Topology) -> (u64, u64) {
+    use elite_affinity::{CacheInfo, CacheKind};
+    let data = |p: usize| topology.caches_of(p).filter(|c| c.kind != CacheKind::Instruction);
+    let processors = 0..topology.num_processors();
+    let last = |p: usize| data(p).max_by_key(|c| (c.level, c.size));
+    let llc = processors.clone().filter_map(last).map(|c| c.size).min();
+    let private = |p: usize, c: &CacheInfo| {
+        let core = topology.processor(p).core;
+        c.processors.iter().all(|&q| topology.processor(q).core == core)
+    };
+    let l2 = processors
+        .filter_map(|p| {
+            let top = last(p)?.level;
+            data(p).filter(|c| c.level < top && private(p, c)).map(|c| c.size).max()
+        })
+        .min();
+    let llc = llc.unwrap_or(DEFAULT_LLC);
+    let l2 = l2.unwrap_or(DEFAULT_L2.min(llc));
+    (l2, llc.max(l2))
+}
+
 /// The host's memory bandwidth in bytes per second, measured by a stream triad
 /// (`a[i] = b[i] + s x c[i]`) over three arrays of `bytes / 3` each, repeated for at least
 /// `at_least` on the calling thread: one core's bandwidth, the seed's `Mem_1` scale. Pass

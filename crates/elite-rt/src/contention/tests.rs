@@ -186,3 +186,24 @@ fn stream_bandwidth_is_positive_and_finite() {
     let bw = stream_bandwidth(3 << 20, std::time::Duration::from_millis(2));
     assert!(bw.is_finite() && bw > 1e6, "{bw}");
 }
+
+#[test]
+fn the_coscheduler_takes_its_runtimes_cache_sizes_unless_given_some() {
+    // A host unlike the build machine: 2 MiB of L2 per core, a 300 MiB L3.
+    let spec = "1 node x 2 cores, 48 KiB L1d per core, 2 MiB L2 per core, 300 MiB L3 shared";
+    let read = Coscheduler::builder(Mode::Lcn).bandwidth(10.0 * GB).build();
+    let _rt =
+        crate::Runtime::builder().topology(spec).coschedule(&read).no_chaos().build().expect("a runtime");
+    assert_eq!(read.caches(), (2 << 20, 300 << 20));
+
+    let given = Coscheduler::builder(Mode::Lcn).bandwidth(10.0 * GB).caches(256 << 10, 8 << 20).build();
+    let _rt =
+        crate::Runtime::builder().topology(spec).coschedule(&given).no_chaos().build().expect("a runtime");
+    assert_eq!(given.caches(), (256 << 10, 8 << 20));
+
+    // A topology without caches: the documented defaults.
+    let bare = Coscheduler::builder(Mode::Lcn).bandwidth(10.0 * GB).build();
+    let _rt =
+        crate::Runtime::builder().topology("1x2").coschedule(&bare).no_chaos().build().expect("a runtime");
+    assert_eq!(bare.caches(), (DEFAULT_L2, DEFAULT_LLC));
+}

@@ -15,6 +15,12 @@
 //! | `stencil` | a 5-point Jacobi sweep of a 512 x 512 grid (L3-resident) | 4 MiB per ULT | C |
 //! | `spin` | a xorshift chain (pure compute) | none | N |
 //!
+//! The expected classes are for a host of 512 KiB of L2 per core and a 32 MiB L3: the
+//! classifier judges the declared footprints by the host topology's caches
+//! ([`elite_rt::contention::cache_sizes`], recorded as the rows' params `l2_bytes` and
+//! `llc_bytes`), so on a host whose last-level cache holds a group's data (a 300 MiB L3 holds
+//! `triad`'s 48 MiB and `atax`'s matrix) that group is C there, not L.
+//!
 //! Systems, one [`elite_rt::contention::Coscheduler`] mode each on a 2-processor runtime
 //! (quantum 20 ms; 10 ms with `--quick`): `elite/default` (no gate: the runtime's policy runs
 //! every ULT), `elite/lcn` (probe, classify, predict, pair), `elite/gang` (one group at a time on
@@ -278,6 +284,9 @@ struct Setup {
     /// Units per second of each group alone on the 2-processor runtime (no gate).
     alone: Vec<f64>,
     bandwidth: f64,
+    /// The private L2's and the last-level cache's sizes the classifier judges footprints by:
+    /// the host topology's, as the coscheduler reads them when `caches` is not called.
+    caches: (u64, u64),
 }
 
 impl Setup {
@@ -301,7 +310,8 @@ impl Setup {
             reps.push(((UNIT.as_secs_f64() / best.max(1e-9)).round() as usize).max(1));
         }
         let bandwidth = elite_rt::contention::stream_bandwidth(96 << 20, Duration::from_millis(20));
-        let mut setup = Setup { atax, answers, reps, alone: Vec::new(), bandwidth };
+        let caches = elite_rt::contention::cache_sizes(&elite_affinity::Topology::detect());
+        let mut setup = Setup { atax, answers, reps, alone: Vec::new(), bandwidth, caches };
         for (g, (name, _)) in GROUPS.iter().enumerate() {
             let Outcome { counts, wrong, .. } = run_groups(
                 &setup,
@@ -350,6 +360,13 @@ fn run_groups(
         Gate::Runtime => build_runtime(elite_rt::Runtime::builder().processors(2).coschedule(&cs))?,
         Gate::Cooperative => elite_runtime(2)?,
     };
+    if cs.caches() != setup.caches {
+        return Err(format!(
+            "the classifier judges by caches of {:?} bytes, the bench records {:?}",
+            cs.caches(),
+            setup.caches
+        ));
+    }
     let mut ults = Vec::new();
     for (i, &g) in groups.iter().enumerate() {
         let kernel = Kernel::new(g, 0, &setup.atax);
@@ -524,8 +541,10 @@ pub fn bench(ctx: &mut Context) -> Option<Bench> {
         }
     };
     ctx.notes.push(format!(
-        "cosched: contention: host bandwidth {:.1} GB/s; kernel runs per unit {:?}; units/s alone {:?}",
+        "cosched: contention: host bandwidth {:.1} GB/s; classifier's caches L2 {} KiB, LLC {} KiB; kernel runs per unit {:?}; units/s alone {:?}",
         setup.bandwidth / 1e9,
+        setup.caches.0 >> 10,
+        setup.caches.1 >> 10,
         setup.reps,
         setup.alone.iter().map(|r| r.round()).collect::<Vec<_>>()
     ));
@@ -544,7 +563,9 @@ pub fn bench(ctx: &mut Context) -> Option<Bench> {
             let setup = setup.clone();
             let params = Params::new(2)
                 .with("run_ms", run.as_millis() as u64)
-                .with("quantum_ms", quantum.as_millis() as u64);
+                .with("quantum_ms", quantum.as_millis() as u64)
+                .with("l2_bytes", setup.caches.0)
+                .with("llc_bytes", setup.caches.1);
             Contender::new(system, params, 0, move || sample(&setup, mode, gate, run, quantum))
         })
         .collect();
