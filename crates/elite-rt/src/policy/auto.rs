@@ -113,7 +113,13 @@
 //! 4. **Watch.** It goes on measuring under the choice (or the lead, or the first candidate,
 //!    before any exploration). When the rate moves away from the settled rate (the median of
 //!    the first 3 epochs after settling) by more than [`Auto::phase_change`] (default 30%,
-//!    either way) for 3 epochs in a row, the workload changed phase: it explores at once.
+//!    either way) for 3 epochs in a row, the workload changed phase: it explores at once,
+//!    provided the explorations so far (the probe's included), with this one, take at most
+//!    twice [`Auto::budget`] of the run (10% by default); otherwise the new rate becomes the
+//!    settled one and the watch goes on (a short run, or one whose rate keeps moving, would
+//!    spend most of its time under the candidates being tried). A change of unit (the
+//!    program's first [`progress`] report) is no phase change: the watch settles again on
+//!    rates in the new unit.
 //!    Otherwise it explores once the time since the start, or since the last exploration, is
 //!    long enough for a full exploration to take at most [`Auto::budget`] (default 5%) of it;
 //!    each re-check that keeps the policy doubles that wait (up to 64 times), so a steady
@@ -215,6 +221,13 @@
 //! * **A phase shorter than the watch.** A change of workload that lasts less than three epochs
 //!   is not seen; one that keeps alternating faster than an exploration makes every choice
 //!   stale.
+//! * **A phase change early in the run.** A phase change explores only while explorations take
+//!   at most twice the budget's share of the run: one that comes earlier (with the default
+//!   settings, a probe of 100 ms and explorations of 100 ms: within about the first 2 s) keeps
+//!   the policy in force, and the next exploration is the budget's re-check. A program that ramps up (its first sweeps, its
+//!   spawning) or winds down (its last ULTs ending) moves its rate for reasons no policy
+//!   changes, so a short run is better off without that exploration; a real change of phase
+//!   early in a run is answered late.
 
 use super::Policy;
 use crate::runtime::Shared;
@@ -365,7 +378,8 @@ impl Auto {
     /// The most of the run time explorations may take, as a fraction: 0.001 to 0.5. An
     /// exploration waits until the time since the start (for the first) or since the last
     /// exploration is long enough for a full exploration to take at most this share of it (a
-    /// phase change explores at once).
+    /// phase change explores at once, while all explorations so far with it take at most twice
+    /// this share of the run).
     pub fn budget(mut self, fraction: f64) -> Result<Auto, AutoError> {
         if !(0.001..=0.5).contains(&fraction) {
             return refuse(format!("auto budget: {fraction} is out of range, expected 0.001..=0.5"));
