@@ -1162,12 +1162,14 @@ impl Run {
                 self.until_progress(IDLE_LOOK, false)?;
                 continue;
             };
-            if phase.observe(rate, self.unit()) == Watched::PhaseChange {
-                if affordable(self.spent, self.began.elapsed(), self.exploration(), 2.0 * self.auto.budget) {
-                    return Ok(AutoReason::PhaseChange);
-                }
-                // (Too early in the run for another exploration: the new rate becomes the
-                // settled one, and the budget's re-check comes as it would.)
+            // A phase change explores only when it is affordable; otherwise the watch has
+            // settled again, on the new rate, and the budget's re-check comes as it would (a
+            // short run, or one whose rate keeps moving, would spend most of its time under the
+            // candidates being tried).
+            if phase.observe(rate, self.unit()) == Watched::PhaseChange
+                && affordable(self.spent, self.began.elapsed(), self.exploration(), 2.0 * self.auto.budget)
+            {
+                return Ok(AutoReason::PhaseChange);
             }
         }
     }
