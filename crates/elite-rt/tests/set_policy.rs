@@ -314,8 +314,8 @@ fn auto_probes_the_candidates_early_with_the_locality_signal() {
             .policy(Policy::auto_with(auto))
             .build()
             .unwrap();
-        // Busy ULTs that report no units of their own: progress in runs, so that nothing but
-        // the probe explores (a first unit reported would count as a phase change).
+        // Busy ULTs that report no units of their own: progress in runs (a first unit reported
+        // would make the probe measure its noise again).
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let h = rt.spawn(move || {

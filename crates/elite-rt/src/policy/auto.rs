@@ -113,7 +113,13 @@
 //! 4. **Watch.** It goes on measuring under the choice (or the lead, or the first candidate,
 //!    before any exploration). When the rate moves away from the settled rate (the median of
 //!    the first 3 epochs after settling) by more than [`Auto::phase_change`] (default 30%,
-//!    either way) for 3 epochs in a row, the workload changed phase: it explores at once.
+//!    either way) for 3 epochs in a row, the workload changed phase: it explores at once,
+//!    provided the explorations so far (the probe's included), with this one, take at most
+//!    twice [`Auto::budget`] of the run (10% by default); otherwise the new rate becomes the
+//!    settled one and the watch goes on (a short run, or one whose rate keeps moving, would
+//!    spend most of its time under the candidates being tried). A change of unit (the
+//!    program's first [`progress`] report) is no phase change: the watch settles again on
+//!    rates in the new unit.
 //!    Otherwise it explores once the time since the start, or since the last exploration, is
 //!    long enough for a full exploration to take at most [`Auto::budget`] (default 5%) of it;
 //!    each re-check that keeps the policy doubles that wait (up to 64 times), so a steady
@@ -215,6 +221,13 @@
 //! * **A phase shorter than the watch.** A change of workload that lasts less than three epochs
 //!   is not seen; one that keeps alternating faster than an exploration makes every choice
 //!   stale.
+//! * **A phase change early in the run.** A phase change explores only while explorations take
+//!   at most twice the budget's share of the run: one that comes earlier (with the default
+//!   settings, a probe of 100 ms and explorations of 100 ms: within about the first 2 s) keeps
+//!   the policy in force, and the next exploration is the budget's re-check. A program that ramps up (its first sweeps, its
+//!   spawning) or winds down (its last ULTs ending) moves its rate for reasons no policy
+//!   changes, so a short run is better off without that exploration; a real change of phase
+//!   early in a run is answered late.
 
 use super::Policy;
 use crate::runtime::Shared;
@@ -365,7 +378,8 @@ impl Auto {
     /// The most of the run time explorations may take, as a fraction: 0.001 to 0.5. An
     /// exploration waits until the time since the start (for the first) or since the last
     /// exploration is long enough for a full exploration to take at most this share of it (a
-    /// phase change explores at once).
+    /// phase change explores at once, while all explorations so far with it take at most twice
+    /// this share of the run).
     pub fn budget(mut self, fraction: f64) -> Result<Auto, AutoError> {
         if !(0.001..=0.5).contains(&fraction) {
             return refuse(format!("auto budget: {fraction} is out of range, expected 0.001..=0.5"));
@@ -605,6 +619,8 @@ struct Run {
     hardware: bool,
     /// The size of a declaration that makes the order matter, in bytes (see [`Signals`]).
     bar: usize,
+    /// The time the probe and the explorations took so far.
+    spent: Duration,
 }
 
 /// A count of progress at an instant.
@@ -632,6 +648,7 @@ impl Run {
             processors,
             hardware,
             bar,
+            spent: Duration::ZERO,
         }
     }
 
@@ -830,6 +847,8 @@ impl Run {
         if !self.put_in_force(best) {
             return Err(());
         }
+        let took = started.elapsed();
+        self.spent += took;
         let names = self.auto.candidates.iter().map(Policy::name);
         self.log.push(AutoDecision {
             at: self.began.elapsed(),
@@ -837,7 +856,7 @@ impl Run {
             reason,
             unit: self.unit(),
             rates: names.zip(medians.iter().copied()).collect(),
-            explored_for: started.elapsed(),
+            explored_for: took,
         });
         Ok((best, medians[best]))
     }
@@ -914,6 +933,8 @@ impl Run {
             let Some(r) = self.ticks(1, tick * m)? else { break };
             rates[i] = r[0];
         }
+        let took = started.elapsed();
+        self.spent += took;
         if self.unit() != unit {
             // (Progress began to be reported halfway: the rates do not compare.)
             return if self.put_in_force(lead) { Ok(None) } else { Err(()) };
@@ -938,7 +959,7 @@ impl Run {
             reason: AutoReason::Explored,
             unit: self.unit(),
             rates: names.zip(rates.iter().copied()).collect(),
-            explored_for: started.elapsed(),
+            explored_for: took,
         });
         Ok(Some(best))
     }
@@ -1126,9 +1147,7 @@ impl Run {
         quiet: &dyn Fn(&Run) -> Duration,
         lead_pending: bool,
     ) -> Result<AutoReason, ()> {
-        let unit = self.unit();
-        let mut first = Vec::with_capacity(3);
-        let (mut away, mut rate_then) = (0, 0.0);
+        let mut phase = PhaseWatch::new(self.unit(), self.auto.phase_change);
         loop {
             if lead_pending && lead(&self.auto.candidates, &self.signals()).is_some() {
                 return Ok(AutoReason::Locality); // (declared since: the lead, at once)
@@ -1143,26 +1162,78 @@ impl Run {
                 self.until_progress(IDLE_LOOK, false)?;
                 continue;
             };
-            if self.unit() != unit {
-                return Ok(AutoReason::PhaseChange); // (now counted in the program's units)
-            }
-            if first.len() < 3 {
-                first.push(rate);
-                if first.len() == 3 {
-                    rate_then = median(&mut first);
-                }
-                continue;
-            }
-            if (rate - rate_then).abs() > self.auto.phase_change * rate_then {
-                away += 1;
-                if away >= 3 {
-                    return Ok(AutoReason::PhaseChange);
-                }
-            } else {
-                away = 0;
+            // A phase change explores only when it is affordable; otherwise the watch has
+            // settled again, on the new rate, and the budget's re-check comes as it would (a
+            // short run, or one whose rate keeps moving, would spend most of its time under the
+            // candidates being tried).
+            if phase.observe(rate, self.unit()) == Watched::PhaseChange
+                && affordable(self.spent, self.began.elapsed(), self.exploration(), 2.0 * self.auto.budget)
+            {
+                return Ok(AutoReason::PhaseChange);
             }
         }
     }
+}
+
+/// What [`PhaseWatch::observe`] made of a rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watched {
+    /// Nothing to act on (settling, within the band, or not yet 3 epochs away).
+    Steady,
+    /// The rate was away from the settled rate for 3 epochs in a row (the watch settles again
+    /// from the next epoch on).
+    PhaseChange,
+}
+
+/// The phase-change watch over the rates of successive epochs: the settled rate is the median
+/// of the first 3 after a start (or a restart); 3 epochs in a row further from it than
+/// `fraction` (either way) are a phase change. A change of unit (progress began to be
+/// reported) restarts the settling: rates in another unit do not compare, and the program did
+/// not change what it does.
+struct PhaseWatch {
+    unit: ProgressUnit,
+    fraction: f64,
+    first: Vec<f64>,
+    settled: f64,
+    away: u32,
+}
+
+impl PhaseWatch {
+    fn new(unit: ProgressUnit, fraction: f64) -> PhaseWatch {
+        PhaseWatch { unit, fraction, first: Vec::with_capacity(3), settled: 0.0, away: 0 }
+    }
+
+    fn observe(&mut self, rate: f64, unit: ProgressUnit) -> Watched {
+        if unit != self.unit {
+            *self = PhaseWatch::new(unit, self.fraction);
+        }
+        if self.first.len() < 3 {
+            self.first.push(rate);
+            if self.first.len() == 3 {
+                self.settled = median(&mut self.first);
+            }
+            return Watched::Steady;
+        }
+        if (rate - self.settled).abs() > self.fraction * self.settled {
+            self.away += 1;
+            if self.away >= 3 {
+                *self = PhaseWatch::new(unit, self.fraction);
+                return Watched::PhaseChange;
+            }
+        } else {
+            self.away = 0;
+        }
+        Watched::Steady
+    }
+}
+
+/// Whether an exploration expected to take `next` may start now, `elapsed` into the run, after
+/// explorations (the probe's included) that took `spent` in all: only if all of them together,
+/// this one included, take at most `share` of the run by its end. A phase change in a short
+/// run (or one whose rate keeps moving) otherwise spends most of it under the candidates
+/// being tried.
+fn affordable(spent: Duration, elapsed: Duration, next: Duration, share: f64) -> bool {
+    (spent + next).as_secs_f64() <= share * (elapsed + next).as_secs_f64()
 }
 
 /// The size of a declaration that brings the locality signal where the topology describes no
@@ -1536,6 +1607,59 @@ mod tests {
         assert_eq!(probe_choice(&rates, 3, 0.15), 3, "within the bar: the lead stays");
         assert_eq!(probe_choice(&rates, 2, 0.02), 2, "the lead is the best");
         assert_eq!(probe_choice(&[0.0, 0.0, 0.0], 1, 0.02), 1, "nothing measured: the lead");
+    }
+
+    #[test]
+    fn a_phase_change_is_three_epochs_away_from_the_settled_rate() {
+        let mut w = PhaseWatch::new(ProgressUnit::Runs, 0.3);
+        // Settling: the median of the first three (100).
+        for r in [90.0, 100.0, 140.0] {
+            assert_eq!(w.observe(r, ProgressUnit::Runs), Watched::Steady);
+        }
+        // Within 30%, then two away and one back: steady.
+        for r in [125.0, 75.0, 140.0, 60.0, 100.0, 110.0] {
+            assert_eq!(w.observe(r, ProgressUnit::Runs), Watched::Steady, "{r}");
+        }
+        // Three away in a row, either way: a phase change, then settling again from scratch.
+        assert_eq!(w.observe(200.0, ProgressUnit::Runs), Watched::Steady);
+        assert_eq!(w.observe(50.0, ProgressUnit::Runs), Watched::Steady);
+        assert_eq!(w.observe(200.0, ProgressUnit::Runs), Watched::PhaseChange);
+        for r in [200.0, 210.0, 190.0, 220.0, 180.0] {
+            assert_eq!(w.observe(r, ProgressUnit::Runs), Watched::Steady, "settled at 200: {r}");
+        }
+    }
+
+    #[test]
+    fn a_change_of_unit_restarts_the_watch_and_is_no_phase_change() {
+        // Runs counted at about 1e6/s, then the program reports its own units at about 1e3/s:
+        // every rate from then on is 99.9% "away" from the settled rate in runs.
+        let mut w = PhaseWatch::new(ProgressUnit::Runs, 0.3);
+        for _ in 0..5 {
+            assert_eq!(w.observe(1e6, ProgressUnit::Runs), Watched::Steady);
+        }
+        for k in 0..10 {
+            let r = 1e3 + f64::from(k);
+            assert_eq!(w.observe(r, ProgressUnit::Reported), Watched::Steady, "epoch {k} in units");
+        }
+        // ... and the watch settled on the units: a real change in them is still seen.
+        let seen: Vec<Watched> = (0..3).map(|_| w.observe(5e3, ProgressUnit::Reported)).collect();
+        assert_eq!(seen, [Watched::Steady, Watched::Steady, Watched::PhaseChange]);
+    }
+
+    #[test]
+    fn explorations_take_at_most_their_share_of_the_run() {
+        let ms = Duration::from_millis;
+        // A probe of 100 ms, then a phase change 650 ms into the run: another 100 ms would make
+        // explorations 200 of 750 ms, over a 10% share.
+        assert!(!affordable(ms(100), ms(650), ms(100), 0.1));
+        // Once the run is long enough: 200 of 2100 ms.
+        assert!(affordable(ms(100), ms(2000), ms(100), 0.1));
+        assert!(!affordable(ms(100), ms(1800), ms(100), 0.1));
+        // Nothing explored yet: an exploration of a tenth of the run is allowed at a 10% share.
+        assert!(affordable(Duration::ZERO, ms(1000), ms(100), 0.1));
+        assert!(!affordable(Duration::ZERO, ms(100), ms(100), 0.1));
+        // A share of 100% (the largest budget) always allows one (explorations are part of the run).
+        assert!(affordable(ms(500), ms(600), ms(100), 1.0));
     }
 
     #[test]
