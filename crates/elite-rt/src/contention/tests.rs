@@ -188,6 +188,10 @@ fn stream_bandwidth_is_positive_and_finite() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "builds runtimes: stacks and processors cannot run under Miri, and the host's topology is read from sysfs"
+)]
 fn the_coscheduler_takes_its_runtimes_cache_sizes_unless_given_some() {
     // A host unlike the build machine: 2 MiB of L2 per core, a 300 MiB L3.
     let spec = "1 node x 2 cores, 48 KiB L1d per core, 2 MiB L2 per core, 300 MiB L3 shared";
