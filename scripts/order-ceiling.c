@@ -12,25 +12,12 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define LINES 1024
-typedef struct {
-    uint32_t next;
-    uint32_t pad[15];
-} line_t;
+#include "order-sets.h"
 
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static uint64_t sweep(const line_t *s) {
-    uint64_t at = 0, sum = 0;
-    for (int i = 0; i < LINES; i++) {
-        at = s[at].next;
-        sum += at;
-    }
-    return sum;
 }
 
 static void prefetch_set(const line_t *s) {
@@ -43,19 +30,7 @@ int main(int argc, char **argv) {
     size_t sets = (size_t)group * groups;
     line_t *all = aligned_alloc(4096, sets * LINES * sizeof(line_t));
     if (!all) return 1;
-    uint64_t x = 88172645463325252ull;
-    static uint32_t order[LINES];
-    for (size_t s = 0; s < sets; s++) {
-        // Sattolo's algorithm: one cycle through all lines.
-        for (int i = 0; i < LINES; i++) order[i] = i;
-        for (int i = LINES - 1; i > 0; i--) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            int j = x % i;
-            uint32_t t = order[i];
-            order[i] = order[j], order[j] = t;
-        }
-        for (int k = 0; k < LINES; k++) all[s * LINES + k].next = order[k];
-    }
+    fill_sets(all, sets);
     const char *names[] = {"fixed", "reverse", "fixed+pf", "reverse+pf"};
     uint64_t sum = 0;
     for (int rep = 0; rep < 3; rep++) {

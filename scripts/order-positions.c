@@ -17,21 +17,9 @@
 #include <string.h>
 #include <x86intrin.h>
 
-#define LINES 1024
-#define ROUNDS 64
-typedef struct {
-    uint32_t next;
-    uint32_t pad[15];
-} line_t;
+#include "order-sets.h"
 
-static uint64_t sweep(const line_t *s) {
-    uint64_t at = 0, sum = 0;
-    for (int i = 0; i < LINES; i++) {
-        at = s[at].next;
-        sum += at;
-    }
-    return sum;
-}
+#define ROUNDS 64
 
 static int by_value(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -47,19 +35,7 @@ int main(int argc, char **argv) {
     uint64_t *ticks = malloc(sizeof(uint64_t) * groups * ROUNDS * group);
     uint64_t *column = malloc(sizeof(uint64_t) * groups * ROUNDS);
     if (!all || !ticks || !column) return 1;
-    uint64_t x = 88172645463325252ull;
-    static uint32_t order[LINES];
-    for (size_t s = 0; s < sets; s++) {
-        // Sattolo's algorithm: one cycle through all lines.
-        for (int i = 0; i < LINES; i++) order[i] = i;
-        for (int i = LINES - 1; i > 0; i--) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            int j = x % i;
-            uint32_t t = order[i];
-            order[i] = order[j], order[j] = t;
-        }
-        for (int k = 0; k < LINES; k++) all[s * LINES + k].next = order[k];
-    }
+    fill_sets(all, sets);
     const char *names[] = {"fixed", "reverse", "head+fifo"};
     uint64_t sum = 0;
     for (int mode = 0; mode < 3; mode++) {
