@@ -16,7 +16,12 @@
 //! `mutex` (`elite-bench sync --bench mutex_contended` on one processor: 1024 ULTs each take
 //! turns of {lock a shared mutex, increment, unlock, yield}, N turns in all; `--ults K` changes
 //! the 1024; `--no-lock` leaves the lock out, so that the difference is what the lock costs) and
-//! `yields` (the same as `mutex --no-lock`: 1024 ULTs that only yield, N yields in all).
+//! `yields` (the same as `mutex --no-lock`: 1024 ULTs that only yield, N yields in all). Two
+//! more kinds take the place of the lock in that loop, so that what the lock itself costs can be
+//! told from what any access to shared data costs there: `bare` (a relaxed load and store of a
+//! shared counter, no lock: at one processor every increment counts, at more some are lost) and
+//! `std-mutex` (a `std::sync::Mutex`: two atomic read-modify-writes, no bias; at one processor
+//! it never blocks the OS thread).
 //! `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P processors
 //! instead of one. `--time` prints the wall-clock nanoseconds per operation (of the whole
 //! `block_on`, so spawning and joining included) to stderr; `--stats` prints the runtime's
@@ -25,7 +30,8 @@
 //! measured costs with the mutex's saturation threshold derived from them.
 
 use elite_rt::sync::{Mutex, Semaphore};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
 
 /// The positive count after the flag `name`, `default` without the flag, `None` when what
 /// follows it is not one.
@@ -42,7 +48,7 @@ fn count_flag<T: std::str::FromStr + PartialOrd + Default>(
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|yields N [--ults K] [--processors P] [--no-lock] [--no-prefetch] [--time] [--stats]";
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|yields|bare|std-mutex N [--ults K] [--processors P] [--no-lock] [--no-prefetch] [--time] [--stats]";
     let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
@@ -119,6 +125,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let total = *counter.lock().unwrap() + unlocked;
             Ok(total)
+        }
+        "bare" | "std-mutex" => {
+            // (A loop of its own, so that the code of `mutex` and `yields`, whose instructions
+            // `scripts/hot-paths.sh` tracks, stays as it is.)
+            let bare = kind == "bare";
+            let shared = Arc::new(AtomicU64::new(0));
+            let std_lock = Arc::new(std::sync::Mutex::new(0u64));
+            let turns = n.div_ceil(ults);
+            let handles: Vec<_> = (0..ults)
+                .map(|_| {
+                    let (shared, std_lock) = (shared.clone(), std_lock.clone());
+                    elite_rt::spawn(move || {
+                        for _ in 0..turns {
+                            if bare {
+                                shared.store(shared.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                            } else {
+                                *std_lock.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+                            }
+                            elite_rt::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().map_err(|_| "a ULT panicked".to_string())?;
+            }
+            let locked = *std_lock.lock().unwrap_or_else(PoisonError::into_inner);
+            Ok(shared.load(Ordering::Relaxed) + locked)
         }
         other => Err(format!("unknown kind `{other}`\n{usage}")),
     })?;

@@ -7,10 +7,12 @@
 //! `loom_models::mutex` checks them). The uncontended paths are one CAS each: `0 -> LOCKED` to
 //! lock, `LOCKED -> 0` to unlock; on the processor the word is biased to (the first that took it
 //! 64 times in a row through that path; after a revocation only that one again), a load and a
-//! plain store each, and no RMW (in `mutex_contended`'s loop at one processor the lock and the
-//! unlock took 8 ns of CPU time per turn with the two RMWs, 2.7 ns without:
-//! `examples/hot_path_probe mutex`, against its `--no-lock`). Every transition names the
-//! caller's processor, looked up again each time (a ULT may have moved since the last one: a
+//! plain store each, and no RMW, but the owner's section around them (`lock_word`, "The bias"):
+//! a dozen plain instructions each. `examples/hot_path_probe` runs `mutex_contended`'s loop at
+//! one processor with this lock (`mutex`), with `std::sync::Mutex`'s two RMWs (`std-mutex`),
+//! with a bare load and store of the shared counter (`bare`) and with nothing (`yields`), so
+//! that the costs can be told apart on the host at hand. Every transition names the caller's
+//! processor, looked up again each time (a ULT may have moved since the last one: a
 //! holder that moved unlocks as a stranger, revoking the bias). `lock` and `try_lock` charge the
 //! cooperative budget (`processor::budget`) before any of this, with the processor they look up
 //! for the word anyway (again after the budget's yield). Off the owner's path, `lock` asks
