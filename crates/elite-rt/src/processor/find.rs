@@ -284,7 +284,8 @@ impl Processor {
         }
         let mut buf = std::mem::take(&mut self.core().scratch);
         let engine = &self.shared.engine;
-        // After a pause of stealing (`idle`), one ULT: a probe whether they still go home.
+        // After a pause of stealing (`idle`), and through the probation after it, one ULT: a
+        // probe whether they still go home.
         let probing = self.core().pauses.probing();
         let places = &self.shared.places;
         let want = |n| if probing { 1 } else { places.steal_count(n, |n| engine.steal_count(n)) };

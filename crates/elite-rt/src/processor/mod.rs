@@ -28,7 +28,8 @@
 //!    of its runqueue. Not while ULTs that ran here went to a saturated lock's home since the
 //!    last idle step (`sync::mutex::gather`, whose [`Pauses`] keep the rules): then step 5
 //!    pauses first, and the first steal from a runqueue after a pause takes one ULT, a probe; a
-//!    probe that stays ends the pauses.
+//!    probe that stays starts a probation of single steals (probes), and probes that keep
+//!    staying for 1 ms end the pauses.
 //! 5. Otherwise spin a little, then park (see `crate::park`). The park is noted for the deadlock
 //!    report (with or without a timer), and a processor that leaves it while a report is being
 //!    taken waits until it is (`crate::deadlock`). After ULTs went home, instead: park at once

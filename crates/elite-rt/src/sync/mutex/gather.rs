@@ -53,10 +53,19 @@
 //!   home, not a queued waiter (a woken waiter that moves keeps its count of lost races).
 //! * **Thieves.** A processor whose ULTs went home does not steal at once when it runs dry: it
 //!   parks for a pause (50 µs, doubled each time in a row up to 2 ms; any work of its own, a
-//!   wake-up or a spawn ends it), then steals one ULT as a probe (which may move home at once);
-//!   a probe that stays ends the pauses. The home's drain of such ULTs wakes no helper. So the
-//!   other processor keeps running whatever does not contend, and is back within 2 ms of the
-//!   lock no longer saturating.
+//!   wake-up or a spawn ends it), then steals one ULT as a probe (which may move home at once).
+//!   A probe that stays starts a probation: the processor goes on stealing one ULT at a time,
+//!   each a probe, and only once probes have stayed for [`PROBATION_US`] (1 ms) does it steal
+//!   as usual again; a probe that goes home meanwhile brings the pauses back, as long as before.
+//!   (One probe that stays says little: a gathered lock is taken at its home only, so it bounces
+//!   no more, no sample renews its saturation, and 10 ms after the last one it lapses; the
+//!   next probe then finds it unsaturated, takes it where it stands, and stays while its
+//!   bounces with the home show the saturation again, within a few dozen bounces. When the
+//!   first probe that stayed ended the pauses, the next steal took half the home's runqueue
+//!   back every 10 ms, hundreds of contenders that bounced the lock for milliseconds until all
+//!   had moved home again.) The home's drain of such ULTs wakes no helper. So the other
+//!   processor keeps running whatever does not contend (one ULT at a time for the first
+//!   millisecond), and steals as usual again within 3 ms of the lock no longer saturating.
 //!
 //! Who keeps what: the lock its [`Saturation`] (in its cold lines) and its count of bounces (on
 //! its hot line, `Mutex::bounces`); each processor its [`Pauses`] (a field of its owned part,
@@ -76,9 +85,9 @@
 //! processor holding the ULT, like the rest of its execution line.
 //!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
-//! (which the bounces were eating), up to a pause of stealing for work queued behind a gathered
-//! lock's contenders, and every 10 ms a revocation of the home's bias by a probe, to measure
-//! the bounces again.
+//! (which the bounces were eating), up to a pause of stealing and a probation of single steals
+//! for work queued behind a gathered lock's contenders, and every 10 ms a revocation of the
+//! home's bias by a probe, to measure the bounces again.
 
 use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -101,6 +110,18 @@ const MOVE_GAP_NS: f64 = 100_000.0;
 /// The first pause of stealing (microseconds) of a processor gone idle after sending ULTs to a
 /// lock's home; each such idle step in a row doubles it, up to [`STEAL_PAUSE_MAX`].
 const STEAL_PAUSE_MIN: u32 = 50;
+
+/// How long (microseconds) the probes stolen after a pause must keep staying, none of them going
+/// home, before the thief steals as usual again ([`Pauses::before_steal`], module docs,
+/// "Thieves"): longer than a probe takes to show a lapsed lock saturated again (a few dozen
+/// bounces), shorter than the longest pause.
+const PROBATION_US: u32 = 1000;
+
+/// [`PROBATION_US`] in ticks.
+fn probation_ticks() -> u64 {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| (f64::from(PROBATION_US) * 1000.0 * host_costs().ticks_per_ns) as u64)
+}
 
 /// The longest pause of stealing (microseconds): how long an idle processor may leave ULTs it
 /// could steal waiting while a lock's contenders gather elsewhere.
@@ -392,15 +413,19 @@ pub(crate) struct Pauses {
     /// ULTs this processor sent to a lock's home since it was last idle ([`gather_to`]).
     sent_home: u32,
     /// How long (microseconds) this processor stops stealing when it goes idle after sending
-    /// ULTs home; 0 when it did not last time, or its probe stayed.
+    /// ULTs home; 0 when it did not last time, or its probes stayed for the probation.
     steal_pause: u32,
     /// A probe (one ULT stolen after a pause) was taken since the last steal.
     probed: bool,
+    /// Time stamp of the first steal after a probe that stayed (none went home since; 0: none
+    /// since the last pause or idle step): the start of the probation, which ends the pauses
+    /// once [`PROBATION_US`] old.
+    stayed_since: u64,
 }
 
 impl Pauses {
     pub(crate) const fn new() -> Pauses {
-        Pauses { sent_home: 0, steal_pause: 0, probed: false }
+        Pauses { sent_home: 0, steal_pause: 0, probed: false, stayed_since: 0 }
     }
 
     /// A ULT that ran here went to a lock's home (`Processor::send_home`).
@@ -411,21 +436,35 @@ impl Pauses {
 
     /// Step 4: whether this processor may steal now. Not while ULTs that ran here went home since
     /// its last idle step: it pauses first ([`Pauses::on_idle`]). A probe taken at the last steal
-    /// that is still here (it did not go home) ends the pauses.
+    /// that is still here (it did not go home) starts the probation, or ends the pauses once
+    /// the probation is [`PROBATION_US`] old: until then each steal takes one ULT, another
+    /// probe.
     #[inline]
     pub(crate) fn before_steal(&mut self) -> bool {
         if self.sent_home > 0 {
             self.probed = false; // (went home, or others did)
+            self.stayed_since = 0;
             return false;
         }
         if std::mem::take(&mut self.probed) {
-            self.steal_pause = 0; // the probe stayed: steal as usual again
+            self.probe_stayed(ticks());
         }
         true
     }
 
-    /// Whether a steal from a runqueue now is a probe (the first after a pause): one ULT, to see
-    /// whether such ULTs still go home. The probe may go home at once, however recently it came
+    /// A probe stayed (at `now`): the probation starts, or, once old enough, the pauses end.
+    #[cold]
+    fn probe_stayed(&mut self, now: u64) {
+        if self.stayed_since == 0 {
+            self.stayed_since = now | 1; // (never 0)
+        } else if (now.wrapping_sub(self.stayed_since) as i64) >= probation_ticks() as i64 {
+            self.steal_pause = 0; // the probes stayed: steal as usual again
+            self.stayed_since = 0;
+        }
+    }
+
+    /// Whether a steal from a runqueue now is a probe (after a pause, until the probation is
+    /// over): one ULT, to see whether such ULTs still go home. The probe may go home at once, however recently it came
     /// ([`UltMarks::forget_move`]).
     #[inline]
     pub(crate) fn probing(&self) -> bool {
@@ -444,6 +483,7 @@ impl Pauses {
     /// `None` (and the pauses over) otherwise.
     #[inline]
     pub(crate) fn on_idle(&mut self) -> Option<u32> {
+        self.stayed_since = 0;
         if std::mem::take(&mut self.sent_home) > 0 {
             self.steal_pause = (self.steal_pause * 2).clamp(STEAL_PAUSE_MIN, STEAL_PAUSE_MAX);
             return Some(self.steal_pause);
@@ -541,6 +581,39 @@ mod tests {
         // Where lines take 300 ns, bounces 600 ns apart still saturate.
         costs.line_round_trip_ns = 300.0;
         assert_eq!(gather_ticks_of(&costs).0, 1200);
+    }
+
+    /// A thief whose probe stays after a pause goes on probing, one ULT per steal, until its
+    /// probes have stayed for the probation: one probe that stays (it may only have found the
+    /// lock's saturation lapsed, for want of bounces while its contenders were gathered) does
+    /// not end the pauses, so the next steal does not take half the home's runqueue back. A
+    /// probe that goes home during the probation brings the pauses back, as long as before.
+    #[test]
+    fn a_thief_probes_one_ult_at_a_time_until_its_probes_stayed_for_the_probation() {
+        let mut p = Pauses::new();
+        p.note_sent_home();
+        assert_eq!(p.on_idle(), Some(STEAL_PAUSE_MIN), "ULTs went home: a pause");
+        assert!(p.before_steal() && p.probing(), "after the pause: one ULT, a probe");
+        p.note_probe(true);
+        // The probe stayed: still one ULT at a time.
+        assert!(p.before_steal() && p.probing(), "one probe that stayed does not end the pauses");
+        p.note_probe(true);
+        assert!(p.before_steal() && p.probing());
+        p.note_probe(true);
+        // One of them goes home: the pauses resume, longer.
+        p.note_sent_home();
+        assert!(!p.before_steal());
+        assert_eq!(p.on_idle(), Some(2 * STEAL_PAUSE_MIN));
+        assert!(p.before_steal() && p.probing());
+        p.note_probe(true);
+        assert!(p.before_steal() && p.probing(), "the probation starts over");
+        p.note_probe(true);
+        // Probes that stay for the probation end the pauses: the next steal takes as usual.
+        std::thread::sleep(std::time::Duration::from_micros(2 * u64::from(PROBATION_US)));
+        assert!(p.before_steal());
+        assert!(!p.probing(), "probes stayed for the probation: stealing as usual again");
+        // And an idle step with nothing sent home leaves no pause.
+        assert_eq!(p.on_idle(), None);
     }
 
     /// Where the line round trip could not be measured, the threshold is 0: no average of
