@@ -80,7 +80,12 @@
 //!    measuring (see 2) is put in force, given a tick to settle and measured for one epoch of
 //!    `m` ticks; the lead's rate is the mean of its noise ticks. The best is put in force if it
 //!    beats the lead by more than twice the standard error of that difference,
-//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. The probe is
+//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. Either way,
+//!    the one kept must also beat the first candidate (the cheapest) by more than that bar;
+//!    if it does not, the first candidate is put in force: where the candidates measure alike
+//!    within the noise (the order of the ULTs matters less than the declarations said, or the
+//!    probe is too short to tell), the first costs least, and a run that short gains least
+//!    from a guess. The probe is
 //!    logged as the first exploration ([`AutoReason::Explored`]), and remembered like one
 //!    ([`Auto::remember`]) when its choice also read the highest rate (a probe that kept the
 //!    lead while another candidate read higher within the noise ranked nothing, and a warm
@@ -190,15 +195,18 @@
 //!   rate swings over a longer period (phases of tens of milliseconds, a sweep longer than a
 //!   tick, another program taking the CPU for a whole time slice) is noisier than its ticks
 //!   say, and one epoch per candidate can rank them by where each fell in that period. Where
-//!   the spread asks for more than [`PROBE_MAX_TICKS`], the bar to leave the lead rises with
-//!   it instead, so a noisy program mostly stays on the lead until the full exploration. The
+//!   the spread asks for more than [`PROBE_MAX_TICKS`], the bar (to leave the lead, and for
+//!   any candidate to be kept over the first) rises with it instead, so a noisy program mostly
+//!   runs under the first candidate until the full exploration. The
 //!   lead is measured before the others, so a rate that drifts over the probe (a warming
 //!   cache, a program that speeds up) favours whichever came later.
 //! * **A signal that predicts wrong.** The lead is put in force on a declaration, not on a
 //!   measurement: a program that declares large footprints but whose order does not matter
 //!   (its data streams through once, or fits in a cache level the model does not describe) is
-//!   probed, and runs under the lead until then, and after it unless another candidate beat the
-//!   lead by more than the probe's bar; one that declares nothing
+//!   probed, and runs under the lead until then; after it, the lead stays only if it beat the
+//!   first candidate by more than the probe's bar (and no other beat it). Conversely, a program
+//!   whose order does matter but by less than the noise of its probe runs under the first
+//!   candidate until the full exploration; one that declares nothing
 //!   (or only small footprints) while its order does matter is never explored on a machine
 //!   without a hardware counter (declare footprints with [`set_footprint`](crate::set_footprint),
 //!   or choose the policy).
@@ -1469,13 +1477,17 @@ fn probe_threshold(sigma: f64, m: u32, margin: f64) -> f64 {
 }
 
 /// The candidate the probe settles on: the highest rate if it beats the `lead`'s by more than
-/// `threshold` (a fraction), else the lead.
+/// `threshold` (a fraction), else the lead; and in either case the first candidate (index 0,
+/// the cheapest) unless that one beats the first's rate by more than `threshold` too (within
+/// the noise of the first, nothing was shown to pay for its cost).
 fn probe_choice(rates: &[f64], lead: usize, threshold: f64) -> usize {
+    let beats = |a: usize, b: usize| rates[a] > rates[b] * (1.0 + threshold);
     let best = (0..rates.len()).fold(lead, |b, i| if rates[i] > rates[b] { i } else { b });
-    if rates[best] > rates[lead] * (1.0 + threshold) {
-        best
+    let choice = if beats(best, lead) { best } else { lead };
+    if choice == 0 || beats(choice, 0) {
+        choice
     } else {
-        lead
+        0
     }
 }
 
@@ -1693,10 +1705,25 @@ mod tests {
         let bar = probe_threshold(0.1, 8, 0.02);
         assert!((bar - 2.0 * 0.1 * (0.25f64).sqrt()).abs() < 1e-12, "{bar}");
         let rates = [100.0, 104.0, 112.0, 100.0, 0.0];
-        assert_eq!(probe_choice(&rates, 3, 0.05), 2, "12% better than the lead");
-        assert_eq!(probe_choice(&rates, 3, 0.15), 3, "within the bar: the lead stays");
+        assert_eq!(probe_choice(&rates, 3, 0.05), 2, "12% better than the lead (and the first)");
         assert_eq!(probe_choice(&rates, 2, 0.02), 2, "the lead is the best");
-        assert_eq!(probe_choice(&[0.0, 0.0, 0.0], 1, 0.02), 1, "nothing measured: the lead");
+        let rates = [80.0, 104.0, 112.0, 100.0, 0.0];
+        assert_eq!(probe_choice(&rates, 3, 0.15), 3, "within the bar: the lead stays");
+    }
+
+    #[test]
+    fn the_probe_keeps_the_first_candidate_when_nothing_beats_it_beyond_the_noise() {
+        // Every rate within the bar of the first's: the first (the cheapest), not the lead.
+        let rates = [100.0, 104.0, 112.0, 100.0, 0.0];
+        assert_eq!(probe_choice(&rates, 3, 0.15), 0);
+        // One beats the lead by more than the bar, but not the first: the first.
+        assert_eq!(probe_choice(&[110.0, 100.0, 112.0, 100.0], 3, 0.05), 0);
+        // The lead beats the first beyond the bar and nothing beats the lead: the lead.
+        assert_eq!(probe_choice(&[90.0, 100.0, 103.0, 100.0], 3, 0.05), 3);
+        // A first candidate whose epoch saw no progress is beaten by any that saw some.
+        assert_eq!(probe_choice(&[0.0, 100.0, 103.0, 100.0], 3, 0.05), 3);
+        // Nothing measured: the first.
+        assert_eq!(probe_choice(&[0.0, 0.0, 0.0], 1, 0.02), 0);
     }
 
     #[test]
