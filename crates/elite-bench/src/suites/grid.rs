@@ -63,8 +63,9 @@
 //!
 //! `elite/auto` starts cold in every sample (a fresh runtime: the patches' footprints, larger
 //! than a first-level cache, bring `reload-transient` in force at the first progress, and the
-//! probe measures the other candidates against it in epochs of a few milliseconds at once; a
-//! solve of a few tenths of a second ends before the budget allows a full exploration).
+//! probe measures the other candidates against it in epochs of a few milliseconds at once,
+//! keeping `no-affinity` unless a candidate beats it beyond the noise; a solve of a few tenths
+//! of a second ends before the budget allows a full exploration).
 //! `elite/auto+warm` (without
 //! prefetch only) remembers its explorations under a key naming the bench, size and patch
 //! (`elite_rt::policy::Auto::remember`, kept apart per processor count): from the sample after
