@@ -385,13 +385,15 @@ fn auto_remembers_its_choice_for_the_next_runtime() {
         let (stop, h) = busy_reporters(&rt, false, Some(256 << 10));
         // (A full exploration is always remembered, logged as explored when it is the first,
         // else as a re-check or a phase change; the early probe, logged as explored, only when
-        // its choice read the highest rate: one that keeps its lead, or the first candidate,
-        // while another read higher within the noise is not.)
+        // its choice read the highest rate: one that keeps its lead, never the first candidate,
+        // within the noise is not.)
         let remembered = |d: &elite_rt::policy::AutoDecision| {
             let top = d.rates.iter().map(|r| r.1).fold(0.0, f64::max);
             match d.reason {
                 AutoReason::Recheck | AutoReason::PhaseChange => true,
-                AutoReason::Explored => d.rates.iter().any(|r| r.0 == d.policy && r.1 == top),
+                AutoReason::Explored => {
+                    d.policy == "no-affinity" || d.rates.iter().any(|r| r.0 == d.policy && r.1 == top)
+                }
                 _ => false,
             }
         };

@@ -63,10 +63,8 @@
 //!
 //! `elite/auto` starts cold in every sample (a fresh runtime: the patches' footprints, larger
 //! than a first-level cache, bring `reload-transient` in force at the first progress, and the
-//! probe measures the other candidates against it in epochs of a few milliseconds at once,
-//! going back to `no-affinity` where the lead read no higher and no other beat it beyond the
-//! noise; a solve of a few tenths
-//! of a second ends before the budget allows a full exploration).
+//! probe measures the other candidates against it in epochs of a few milliseconds at once; a
+//! solve of a few tenths of a second ends before the budget allows a full exploration).
 //! `elite/auto+warm` (without
 //! prefetch only) remembers its explorations under a key naming the bench, size and patch
 //! (`elite_rt::policy::Auto::remember`, kept apart per processor count): from the sample after

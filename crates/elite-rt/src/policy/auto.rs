@@ -80,12 +80,7 @@
 //!    measuring (see 2) is put in force, given a tick to settle and measured for one epoch of
 //!    `m` ticks; the lead's rate is the mean of its noise ticks. The best is put in force if it
 //!    beats the lead by more than twice the standard error of that difference,
-//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays, provided it
-//!    read higher than the first candidate (the cheapest). The first candidate is put in force
-//!    instead of a lead that read no higher than it (the measurement did not bear the signal
-//!    out), and instead of another candidate that beat the lead but not the first by more than
-//!    the bar: where the candidates measure alike within the noise (the order of the ULTs
-//!    matters less than the declarations said), the first costs least. The probe is
+//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. The probe is
 //!    logged as the first exploration ([`AutoReason::Explored`]), and remembered like one
 //!    ([`Auto::remember`]) when its choice also read the highest rate (a probe that kept the
 //!    lead while another candidate read higher within the noise ranked nothing, and a warm
@@ -195,19 +190,15 @@
 //!   rate swings over a longer period (phases of tens of milliseconds, a sweep longer than a
 //!   tick, another program taking the CPU for a whole time slice) is noisier than its ticks
 //!   say, and one epoch per candidate can rank them by where each fell in that period. Where
-//!   the spread asks for more than [`PROBE_MAX_TICKS`], the bar (to leave the lead, and for
-//!   another candidate to be kept over the first) rises with it instead, so a noisy program
-//!   mostly stays on the lead, or the first where that read higher, until the full
-//!   exploration. The
+//!   the spread asks for more than [`PROBE_MAX_TICKS`], the bar to leave the lead rises with
+//!   it instead, so a noisy program mostly stays on the lead until the full exploration. The
 //!   lead is measured before the others, so a rate that drifts over the probe (a warming
 //!   cache, a program that speeds up) favours whichever came later.
 //! * **A signal that predicts wrong.** The lead is put in force on a declaration, not on a
 //!   measurement: a program that declares large footprints but whose order does not matter
 //!   (its data streams through once, or fits in a cache level the model does not describe) is
-//!   probed, and runs under the lead until then; after it, the lead stays only if it read
-//!   higher than the first candidate (and no other beat it by more than the probe's bar). The
-//!   lead is measured first, so a program that ramps up (its rate rising over the probe) can
-//!   lose a lead that would have paid; one that declares nothing
+//!   probed, and runs under the lead until then, and after it unless another candidate beat the
+//!   lead by more than the probe's bar; one that declares nothing
 //!   (or only small footprints) while its order does matter is never explored on a machine
 //!   without a hardware counter (declare footprints with [`set_footprint`](crate::set_footprint),
 //!   or choose the policy).
@@ -1478,20 +1469,13 @@ fn probe_threshold(sigma: f64, m: u32, margin: f64) -> f64 {
 }
 
 /// The candidate the probe settles on: the highest rate if it beats the `lead`'s by more than
-/// `threshold` (a fraction), else the lead; but the first candidate (index 0, the cheapest)
-/// instead of a lead that read no higher than it (the signal put the lead in force, and the
-/// measurement did not bear it out), or of another candidate that beat the lead but not the
-/// first by more than `threshold` (within the noise of the first, nothing was shown to pay for
-/// its cost).
+/// `threshold` (a fraction), else the lead.
 fn probe_choice(rates: &[f64], lead: usize, threshold: f64) -> usize {
-    let beats = |a: usize, b: usize| rates[a] > rates[b] * (1.0 + threshold);
     let best = (0..rates.len()).fold(lead, |b, i| if rates[i] > rates[b] { i } else { b });
-    let choice = if beats(best, lead) { best } else { lead };
-    let borne_out = if choice == lead { rates[lead] > rates[0] } else { beats(choice, 0) };
-    if choice == 0 || borne_out {
-        choice
+    if rates[best] > rates[lead] * (1.0 + threshold) {
+        best
     } else {
-        0
+        lead
     }
 }
 
@@ -1709,30 +1693,10 @@ mod tests {
         let bar = probe_threshold(0.1, 8, 0.02);
         assert!((bar - 2.0 * 0.1 * (0.25f64).sqrt()).abs() < 1e-12, "{bar}");
         let rates = [100.0, 104.0, 112.0, 100.0, 0.0];
-        assert_eq!(probe_choice(&rates, 3, 0.05), 2, "12% better than the lead (and the first)");
-        assert_eq!(probe_choice(&rates, 2, 0.02), 2, "the lead is the best");
-        let rates = [80.0, 104.0, 112.0, 100.0, 0.0];
+        assert_eq!(probe_choice(&rates, 3, 0.05), 2, "12% better than the lead");
         assert_eq!(probe_choice(&rates, 3, 0.15), 3, "within the bar: the lead stays");
-    }
-
-    #[test]
-    fn the_probe_keeps_the_first_candidate_when_nothing_beats_it_beyond_the_noise() {
-        // The lead no higher than the first, the others within the bar: the first (the
-        // cheapest), not the lead.
-        let rates = [100.0, 104.0, 112.0, 100.0, 0.0];
-        assert_eq!(probe_choice(&rates, 3, 0.15), 0);
-        assert_eq!(probe_choice(&[101.0, 90.0, 90.0, 100.0], 3, 0.15), 0);
-        // A lead that read higher than the first stays, even within the bar (the signal's guess,
-        // not contradicted).
-        assert_eq!(probe_choice(&[98.0, 90.0, 90.0, 100.0], 3, 0.15), 3);
-        // One beats the lead by more than the bar, but not the first: the first.
-        assert_eq!(probe_choice(&[110.0, 100.0, 112.0, 100.0], 3, 0.05), 0);
-        // The lead beats the first beyond the bar and nothing beats the lead: the lead.
-        assert_eq!(probe_choice(&[90.0, 100.0, 103.0, 100.0], 3, 0.05), 3);
-        // A first candidate whose epoch saw no progress is beaten by any that saw some.
-        assert_eq!(probe_choice(&[0.0, 100.0, 103.0, 100.0], 3, 0.05), 3);
-        // Nothing measured: the first.
-        assert_eq!(probe_choice(&[0.0, 0.0, 0.0], 1, 0.02), 0);
+        assert_eq!(probe_choice(&rates, 2, 0.02), 2, "the lead is the best");
+        assert_eq!(probe_choice(&[0.0, 0.0, 0.0], 1, 0.02), 1, "nothing measured: the lead");
     }
 
     #[test]
