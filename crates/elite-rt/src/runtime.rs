@@ -554,6 +554,12 @@ impl Runtime {
         Ok(rt)
     }
 
+    /// How many times `auto`'s selectors woke so far (for tests).
+    #[cfg(test)]
+    pub(crate) fn auto_looks(&self) -> u64 {
+        self.shared.auto_log.looks()
+    }
+
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

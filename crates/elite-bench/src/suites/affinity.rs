@@ -18,8 +18,8 @@
 //! starts *cold* in each: at the sample's first progress it puts `reload-transient` in force
 //! where a ULT declared a footprint larger than the first-level cache (`synthetic_1024`,
 //! 64 KiB) and probes the other candidates at once in epochs of a few milliseconds sized from
-//! the noise of the rate, and stays on `no-affinity` otherwise (`no_locality`, 1 KiB; `pairs`,
-//! 4 KiB data blocks); full explorations come only once the sample has run long enough for one
+//! the noise of the rate, and stays on `no-affinity` otherwise, its selector asleep
+//! (`no_locality`, 1 KiB; `pairs`, 4 KiB data blocks); full explorations come only once the sample has run long enough for one
 //! to take at most its budget (see `elite_rt::policy::auto`). `elite/auto+warm` runs `auto`
 //! remembering its explorations under a key per bench (`elite_rt::policy::Auto::remember`; the
 //! memory is also kept apart per processor count): from the sample after its first exploration

@@ -41,7 +41,8 @@
 //!    policy: `no-affinity`, `virtual-time`, `minimum-misses`, `reload-transient`, `gravity`,
 //!    so that the best fixed policy is always among them) is in force from the start. Until the
 //!    program makes progress (the selector looks after a fifth of an epoch, then twice as long
-//!    each time), and once more then, it looks at the *locality signal*: whether the
+//!    each time, where anything is worth measuring), and once more then, it looks at the
+//!    *locality signal*: whether the
 //!    processors count cache misses with a hardware counter, or some ULT declared a footprint or
 //!    data block
 //!    ([`Builder::footprint`](crate::Builder::footprint), [`set_footprint`](crate::set_footprint),
@@ -54,8 +55,12 @@
 //!    cache reloads it, wherever it was evicted to, for about what their bookkeeping costs.
 //!    * **Without the signal** the first candidate stays in force and nothing else is measured
 //!      (custom candidates excepted: they are always measured, see 2), so `auto` costs what the
-//!      first candidate costs; the selector goes on looking, and takes the next step once the
-//!      signal appears.
+//!      first candidate costs. While fewer than two candidates are worth measuring the selector
+//!      does not wake at all (on a machine whose every core runs a processor, each wake-up
+//!      would take a core from one): it sleeps until a ULT declares a footprint or data block
+//!      that crosses the first-level cache's size, or its first data block (the declaring
+//!      thread wakes it), or until the budget's re-check is due (4), and takes the next step
+//!      once the signal is there.
 //!    * **With it** the selector puts the *lead* in force at once ([`AutoReason::Locality`]):
 //!      the first `reload-transient` candidate (it orders by the expected reload, the quantity
 //!      the signal stands for), else the first recording policy among the candidates. Then it
@@ -111,7 +116,8 @@
 //!    [`Auto::margin`] (default 2%): a difference that small is within the noise of a few
 //!    epochs, and the first candidate costs least when the others gain nothing.
 //! 4. **Watch.** It goes on measuring under the choice (or the lead, or the first candidate,
-//!    before any exploration). When the rate moves away from the settled rate (the median of
+//!    before any exploration), while two candidates or more are worth measuring (otherwise it
+//!    sleeps, see 1). When the rate moves away from the settled rate (the median of
 //!    the first 3 epochs after settling) by more than [`Auto::phase_change`] (default 30%,
 //!    either way) for 3 epochs in a row, the workload changed phase: it explores at once,
 //!    provided the explorations so far (the probe's included), with this one, take at most
@@ -216,8 +222,8 @@
 //! * **Data declared late.** Which candidates are explored is decided at the start of each
 //!   exploration: a program whose ULTs declare their data blocks only after the first
 //!   exploration has gravity considered from the next one (a re-check or a phase change) on. A
-//!   footprint declared late that brings the locality signal puts the lead in force at the
-//!   selector's next epoch, if the first candidate is still in force.
+//!   footprint declared late that brings the locality signal puts the lead in force at once
+//!   (the declaring thread wakes the selector), if the first candidate is still in force.
 //! * **A phase shorter than the watch.** A change of workload that lasts less than three epochs
 //!   is not seen; one that keeps alternating faster than an exploration makes every choice
 //!   stale.
@@ -543,16 +549,52 @@ impl fmt::Display for AutoDecision {
     }
 }
 
-/// A running selector: its thread, the flag that stops it, and the decisions it made.
+/// A running selector: its thread, the bell that stops or wakes it, and the decisions it made.
 pub(crate) struct Selector {
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    bell: Arc<Bell>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// The decisions of the runtime's selectors (kept across a stop and a restart).
+/// What wakes a selector's thread before its timed wait ends: a stop, or a ring (a declaration
+/// that may have brought the locality signal, or a first data block).
+///
+/// Protocol (a mutex and a condition variable; no lock-free part): the selector registers its
+/// bell with the engine ([`Engine::hang_bell`](super::engine::Engine::hang_bell), under the
+/// engine's bell lock) before it first reads the signals. A declaring thread that raises the
+/// largest declaration across the bell's bar, or declares the first data block, stores the
+/// declaration first and then takes the engine's bell lock to ring: sets `rung` under the bell's
+/// own mutex and notifies. Either the declarer's lock came after the registration (it rings the
+/// bell, and a selector that read the signals before the store finds `rung` set, or is notified,
+/// before it sleeps on it), or before (the lock orders its store before the selector's first
+/// read of the signals, which sees it). So a selector that sleeps on the bell while nothing is
+/// worth measuring misses no signal. The selector clears `rung` when it wakes for it.
+#[derive(Default)]
+pub(crate) struct Bell {
+    flags: Mutex<Flags>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Flags {
+    stopped: bool,
+    rung: bool,
+}
+
+impl Bell {
+    /// Wakes the selector to look at the signals again (the declaring thread's side).
+    pub(crate) fn ring(&self) {
+        self.flags.lock().unwrap_or_else(|e| e.into_inner()).rung = true;
+        self.wake.notify_all();
+    }
+}
+
+/// The decisions of the runtime's selectors (kept across a stop and a restart), and how many
+/// times they woke.
 #[derive(Default)]
 pub(crate) struct Log {
     decisions: Mutex<Vec<AutoDecision>>,
+    /// Times a selector's thread woke from a wait (to measure, to look, or rung).
+    looks: std::sync::atomic::AtomicU64,
 }
 
 impl Log {
@@ -567,18 +609,30 @@ impl Log {
     pub(crate) fn snapshot(&self) -> Vec<AutoDecision> {
         self.decisions.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// How many times the selectors woke so far.
+    #[cfg(test)]
+    pub(crate) fn looks(&self) -> u64 {
+        self.looks.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn looked(&self) {
+        self.looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Selector {
     /// Starts a selector on `shared` with `auto`'s settings, after its first candidate was put in
     /// force. It holds `shared` weakly: the runtime stops it before shutting down.
     pub(crate) fn start(shared: &Arc<Shared>, auto: &Auto, log: Arc<Log>) -> std::io::Result<Selector> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let (weak, settings, flag) = (Arc::downgrade(shared), auto.clone(), Arc::clone(&stop));
+        let bell = Arc::new(Bell::default());
+        // (Before the thread reads any signal: see `Bell`'s protocol.)
+        shared.engine.hang_bell(first_level_bytes(&shared.config.topology), &bell);
+        let (weak, settings, flag) = (Arc::downgrade(shared), auto.clone(), Arc::clone(&bell));
         let thread = std::thread::Builder::new()
             .name("elite-auto".into())
             .spawn(move || Run::new(weak, settings, flag, log).run())?;
-        Ok(Selector { stop, thread: Some(thread) })
+        Ok(Selector { bell, thread: Some(thread) })
     }
 
     /// Stops the selector and waits for its thread (at most one epoch's wait).
@@ -587,9 +641,8 @@ impl Selector {
     }
 
     fn halt(&mut self) {
-        let (flag, wake) = &*self.stop;
-        *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        wake.notify_all();
+        self.bell.flags.lock().unwrap_or_else(|e| e.into_inner()).stopped = true;
+        self.bell.wake.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -606,7 +659,7 @@ impl Drop for Selector {
 struct Run {
     shared: Weak<Shared>,
     auto: Auto,
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    bell: Arc<Bell>,
     log: Arc<Log>,
     began: Instant,
     /// Whether any unit was reported with `progress` (then rates are in those).
@@ -632,7 +685,7 @@ struct Mark {
 }
 
 impl Run {
-    fn new(shared: Weak<Shared>, auto: Auto, stop: Arc<(Mutex<bool>, Condvar)>, log: Arc<Log>) -> Run {
+    fn new(shared: Weak<Shared>, auto: Auto, bell: Arc<Bell>, log: Arc<Log>) -> Run {
         let span = auto.epoch;
         let (processors, hardware, bar) = shared.upgrade().map_or((0, false, DEFAULT_BAR), |s| {
             (s.processors.len(), counts_misses(&s.config.counters), first_level_bytes(&s.config.topology))
@@ -640,7 +693,7 @@ impl Run {
         Run {
             shared,
             auto,
-            stop,
+            bell,
             log,
             began: Instant::now(),
             reported: false,
@@ -691,17 +744,41 @@ impl Run {
 
     /// Waits `d`; false when told to stop (or the runtime is gone).
     fn wait(&self, d: Duration) -> bool {
-        let (flag, wake) = &*self.stop;
         let deadline = Instant::now() + d;
-        let mut stopped = flag.lock().unwrap_or_else(|e| e.into_inner());
-        while !*stopped {
+        let mut flags = self.bell.flags.lock().unwrap_or_else(|e| e.into_inner());
+        while !flags.stopped {
             let now = Instant::now();
             if now >= deadline {
+                self.log.looked();
                 return true;
             }
-            stopped = wake.wait_timeout(stopped, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            flags = self.bell.wake.wait_timeout(flags, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
         }
         false
+    }
+
+    /// Sleeps until the bell rings (a declaration that may bring the locality signal) or
+    /// `deadline` passes, whichever comes first; `Err` when told to stop.
+    fn sleep_for_bell(&self, deadline: Instant) -> Result<(), ()> {
+        let mut flags = self.bell.flags.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if flags.stopped {
+                return Err(());
+            }
+            let now = Instant::now();
+            if flags.rung || now >= deadline {
+                flags.rung = false;
+                self.log.looked();
+                return Ok(());
+            }
+            flags = self.bell.wake.wait_timeout(flags, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// Whether anything is worth measuring: two candidates or more to compare (see
+    /// [`plausible`]; a lead implies two: the first and the lead).
+    fn worth_measuring(&self) -> bool {
+        self.plausible().iter().filter(|p| **p).count() >= 2
     }
 
     fn mark(&self) -> Option<Mark> {
@@ -1008,8 +1085,11 @@ impl Run {
             }
             None => {
                 // The program's first spawns declare what it works on: look soon, and lead as soon
-                // as they do.
-                self.until_progress(self.span / 5, true)?;
+                // as they do. (With nothing worth measuring, the watch sleeps until a declaration
+                // rings the bell.)
+                if self.worth_measuring() {
+                    self.until_progress(self.span / 5, true)?;
+                }
                 let lead = self.lead_in(0)?;
                 // With a lead in force (the locality signal), an early probe of the others in
                 // short epochs sized from the noise: it explores only where that signal says
@@ -1138,7 +1218,9 @@ impl Run {
     /// `since`, counting `credit` as already passed ([`AutoReason::Recheck`]), or the rate moved away from the settled rate (the
     /// median of the first 3 epochs) by more than the phase-change fraction for 3 epochs in a
     /// row ([`AutoReason::PhaseChange`]), or, with `lead_pending` (the first candidate in force
-    /// and nothing explored yet), the locality signal appeared ([`AutoReason::Locality`]).
+    /// and nothing explored yet), the locality signal appeared ([`AutoReason::Locality`]). While
+    /// fewer than two candidates are worth measuring it measures nothing: it sleeps until the
+    /// bell rings (a declaration) or the re-check is due.
     fn watch(
         &mut self,
         since: Instant,
@@ -1154,6 +1236,14 @@ impl Run {
             }
             if since.elapsed() + credit >= quiet(self) {
                 return Ok(AutoReason::Recheck);
+            }
+            if !self.worth_measuring() {
+                // Nothing to compare (a phase change or a re-check would explore nothing): sleep
+                // until a declaration may have brought the signal, or the re-check is due.
+                let due = (since + quiet(self)).checked_sub(credit).unwrap_or(since);
+                self.sleep_for_bell(due)?;
+                self.remember_quiet(since.elapsed() + credit, backoff);
+                continue;
             }
             let measured = self.measure(false);
             // (Kept after every epoch: a runtime may be dropped at any time.)
@@ -1725,6 +1815,81 @@ mod tests {
         let noisy =
             vec![vec![Some(1.0), Some(0.9)], vec![Some(0.85), Some(1.0)], vec![Some(0.88), Some(1.0)]];
         assert_eq!(choose(&pool(&noisy, 2), 0.02), 1);
+    }
+
+    /// A runtime of 2 processors under `auto` on a topology with a 32 KiB first-level cache and
+    /// no hardware counter.
+    fn runtime_under_auto() -> crate::Runtime {
+        crate::Runtime::builder()
+            .processors(2)
+            .no_chaos()
+            .counters(crate::CounterChoice::Estimated)
+            .topology("1 node x 2 cores, 32 KiB L1d per core, 512 KiB L2 per core")
+            .policy(Policy::auto())
+            .build()
+            .expect("a runtime")
+    }
+
+    /// Busy ULTs (each yielding, declaring `footprint` bytes) until `stop`; their joiner.
+    fn busy(
+        rt: &crate::Runtime,
+        footprint: Option<usize>,
+        stop: &Arc<std::sync::atomic::AtomicBool>,
+    ) -> crate::JoinHandle<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let stop = Arc::clone(stop);
+        rt.spawn(move || {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    let stop = Arc::clone(&stop);
+                    let b = crate::Builder::new();
+                    let b = match footprint {
+                        Some(bytes) => b.footprint(bytes),
+                        None => b,
+                    };
+                    b.spawn(move || {
+                        while !stop.load(SeqCst) {
+                            crate::yield_now();
+                        }
+                    })
+                    .expect("a spawn")
+                })
+                .collect();
+            workers.into_iter().for_each(|w| w.join().expect("a worker"));
+        })
+    }
+
+    /// Without the locality signal there is nothing to compare, so the selector does not wake
+    /// to measure epochs while the program runs (on a 2-core machine each wake-up takes a CPU
+    /// from a processor); a declaration that brings the signal later wakes it at once.
+    #[test]
+    #[cfg_attr(miri, ignore = "builds a runtime: stacks and processors cannot run under Miri")]
+    fn without_anything_to_measure_the_selector_sleeps_until_a_declaration() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        let rt = runtime_under_auto();
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = busy(&rt, None, &stop);
+        let t0 = Instant::now();
+        while rt.stats().total().switches < 1000 && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Busy for a while: measuring, 5 ms epochs would have woken the selector a dozen times.
+        std::thread::sleep(Duration::from_millis(100));
+        // (At most the budget's re-checks, 1.7 s apart and then twice as far each time, on a
+        // machine slow enough to take that long.)
+        let looks = rt.auto_looks();
+        assert!(looks <= 3, "the selector woke {looks} times with nothing to measure");
+        // A footprint larger than the first-level cache, declared now: the lead at once.
+        let late = busy(&rt, Some(64 << 10), &stop);
+        let t0 = Instant::now();
+        while !rt.stats().auto.iter().any(|d| d.reason == AutoReason::Locality) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "no lead: {}", rt.stats());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, SeqCst);
+        h.join().expect("the busy ULTs");
+        late.join().expect("the late ULTs");
+        assert_eq!(rt.stats().auto[1].policy, "reload-transient");
     }
 
     #[test]

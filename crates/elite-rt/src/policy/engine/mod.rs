@@ -447,6 +447,11 @@ pub(crate) struct Engine {
     /// declares again, and `auto` only reads it to decide what to try; nothing is published
     /// through it.
     declared: AtomicUsize,
+    /// The bell of `auto`'s selector, if one started, and the size of a declaration that brings
+    /// its locality signal: rung when a declaration crosses that size or declares the first data
+    /// block, so that a selector with nothing to measure sleeps instead of looking (see
+    /// [`Bell`](super::auto::Bell)'s protocol).
+    bell: std::sync::Mutex<Option<(usize, std::sync::Weak<super::auto::Bell>)>>,
 }
 
 /// What the aggregation modifier needs to know of one processor's place in the topology
@@ -486,6 +491,7 @@ impl Engine {
                 .collect(),
             data_declared: AtomicBool::new(false),
             declared: AtomicUsize::new(0),
+            bell: std::sync::Mutex::new(None),
         }
     }
 
@@ -519,6 +525,7 @@ impl Engine {
     pub(crate) fn note_data(&self, bytes: usize) {
         if !self.data_declared.load(Ordering::Relaxed) {
             self.data_declared.store(true, Ordering::Relaxed);
+            self.ring(|_| true);
         }
         self.note_declared(bytes);
     }
@@ -527,9 +534,33 @@ impl Engine {
     /// protocol).
     #[inline]
     pub(crate) fn note_declared(&self, bytes: usize) {
-        if self.declared.load(Ordering::Relaxed) < bytes {
+        let was = self.declared.load(Ordering::Relaxed);
+        if was < bytes {
             self.declared.store(bytes, Ordering::Relaxed);
+            self.ring(|bar| was <= bar && bytes > bar);
         }
+    }
+
+    /// Rings `auto`'s bell, if a selector hung one, when `crosses` its bar (see
+    /// [`Bell`](super::auto::Bell)'s protocol): after a store that raised the largest declaration
+    /// (rare: it only grows) or set `data_declared` (once).
+    #[cold]
+    fn ring(&self, crosses: impl FnOnce(usize) -> bool) {
+        let bell = self.bell.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((bar, bell)) = &*bell {
+            if crosses(*bar) {
+                if let Some(bell) = bell.upgrade() {
+                    bell.ring();
+                }
+            }
+        }
+    }
+
+    /// Hangs the bell of a starting `auto` selector, rung when a declaration crosses `bar` bytes
+    /// (the size that brings the locality signal) or the first data block is declared; replaces
+    /// the bell of an earlier selector.
+    pub(crate) fn hang_bell(&self, bar: usize, bell: &Arc<super::auto::Bell>) {
+        *self.bell.lock().unwrap_or_else(|e| e.into_inner()) = Some((bar, Arc::downgrade(bell)));
     }
 
     /// The largest footprint or data block any ULT declared so far, in bytes (0: none).
@@ -623,6 +654,7 @@ impl Engine {
             aggregation: self.aggregation.clone(),
             data_declared: AtomicBool::new(self.data_declared()),
             declared: AtomicUsize::new(self.largest_declared()),
+            bell: std::sync::Mutex::new(None),
         }
     }
 
