@@ -23,10 +23,14 @@
 //! * **Wake-up**: the median latency of nine unparks of a helper thread parked for 50 µs (longer
 //!   than an idle processor spins before it parks), from the unpark to the helper's answer.
 //! * **Line round trip**: this thread and a helper pass a counter on one cache line back and
-//!   forth, each waiting for the other's write; the first quartile of 100 round trips, each
-//!   timed (trips stalled by a descheduled thread are among the slowest). A quartile over
-//!   [`MAX_LINE_ROUND_TRIP_NS`] (2 µs) is not a transfer but two threads taking turns on a CPU:
-//!   then both line costs are unmeasured.
+//!   forth, each waiting for the other's write, each round trip timed. A round trip over
+//!   [`MAX_LINE_ROUND_TRIP_NS`] (2 µs) is not a transfer but two threads taking turns on a CPU
+//!   (one of them descheduled). It takes 100 round trips, and more, 100 at a time, while
+//!   fewer than a quarter of them were transfers (a busy host), up to 2000 or for 20 ms; the
+//!   round trip is the first quartile of the transfers. With fewer transfers than that, both
+//!   line costs are unmeasured. (Taking the first quartile of 100 round trips, transfers or not,
+//!   it failed in 3 of 12 processes started one after another on a 2-core VM beside one busy
+//!   loop; this way in 1 of 12.)
 //! * **Line fetch**: between round trips the helper writes 64 lines of a block, then this thread
 //!   reads them all at once (independent loads, which the core overlaps): the median time per
 //!   line over 15 such reads.
@@ -500,8 +504,16 @@ struct Line(AtomicU64);
 /// Lines in the block of the fetch measurement.
 const BLOCK_LINES: usize = 64;
 
-/// Round trips of the round-trip measurement.
-const ROUND_TRIPS: u64 = 100;
+/// Round trips of the round-trip measurement: at least this many, and a quarter of them (or of
+/// all taken, up to [`MAX_ROUND_TRIPS`] or for [`ROUND_TRIP_SPAN`]) at most
+/// [`MAX_LINE_ROUND_TRIP_NS`] long.
+const ROUND_TRIPS: usize = 100;
+
+/// The most round trips the measurement takes while too few of them were transfers.
+const MAX_ROUND_TRIPS: usize = 2000;
+
+/// How long the measurement goes on taking round trips while too few of them were transfers.
+const ROUND_TRIP_SPAN: Duration = Duration::from_millis(20);
 
 /// A line round trip (its first quartile) measured longer than this (nanoseconds) is no measurement: the two threads
 /// did not run side by side (a busy host, or one CPU to share), and the defaults stand in.
@@ -560,9 +572,11 @@ fn measure_lines() -> Option<(f64, f64)> {
     // The turn: odd when this thread asks, even when the helper answered; `u64::MAX`: stop.
     let turn = Arc::new(Line(AtomicU64::new(0)));
     let block: Arc<[Line; BLOCK_LINES]> = Arc::new(std::array::from_fn(|_| Line(AtomicU64::new(0))));
-    let trips = ROUND_TRIPS;
+    // Set (before the turn's Release store that the helper's Acquire load reads) once the round
+    // trips are done: from then on the helper writes the block before each answer.
+    let fetching = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let helper = {
-        let (turn, block) = (Arc::clone(&turn), Arc::clone(&block));
+        let (turn, block, fetching) = (Arc::clone(&turn), Arc::clone(&block), Arc::clone(&fetching));
         std::thread::Builder::new().name("elite-line-cost".into()).spawn(move || {
             let mut seen = 0;
             loop {
@@ -570,7 +584,7 @@ fn measure_lines() -> Option<(f64, f64)> {
                 if t == u64::MAX {
                     return;
                 }
-                if t / 2 >= trips {
+                if fetching.load(Ordering::Relaxed) {
                     for line in block.iter() {
                         line.0.store(t, Ordering::Relaxed);
                     }
@@ -591,16 +605,38 @@ fn measure_lines() -> Option<(f64, f64)> {
         wait_for(&turn, |t| t == answer).is_some()
     };
     let result = (|| {
-        let mut round_trips = Vec::with_capacity(ROUND_TRIPS as usize);
-        for _ in 0..ROUND_TRIPS {
-            let k0 = ticks();
+        // Round trips until a quarter of them were transfers (at most MAX_LINE_ROUND_TRIP_NS:
+        // both threads ran side by side), ROUND_TRIPS at least; on a host busy enough that
+        // fewer were, more of them, so that the transfers among them are enough, up to
+        // MAX_ROUND_TRIPS or ROUND_TRIP_SPAN. The first quartile of the transfers (of all, on
+        // a quiet host).
+        let (i0, k0) = (Instant::now(), ticks());
+        let mut round_trips = Vec::with_capacity(ROUND_TRIPS);
+        let transfers = loop {
+            let k = ticks();
             if !trip(&mut t) {
                 return None;
             }
-            round_trips.push(ticks().wrapping_sub(k0) as f64);
-        }
-        round_trips.sort_by(f64::total_cmp);
-        let round_trip = round_trips[round_trips.len() / 4];
+            round_trips.push(ticks().wrapping_sub(k) as f64);
+            if round_trips.len() % ROUND_TRIPS != 0 {
+                continue;
+            }
+            let ticks_per_ns = ticks().wrapping_sub(k0) as f64 / i0.elapsed().as_nanos().max(1) as f64;
+            let most = MAX_LINE_ROUND_TRIP_NS * ticks_per_ns;
+            let mut transfers: Vec<f64> = round_trips.iter().copied().filter(|&r| r <= most).collect();
+            if transfers.len() >= ROUND_TRIPS / 4 {
+                break transfers;
+            }
+            if round_trips.len() >= MAX_ROUND_TRIPS || i0.elapsed() >= ROUND_TRIP_SPAN {
+                // Too few: the quartile of all, which is no transfer (`with_lines` says so).
+                std::mem::swap(&mut transfers, &mut round_trips);
+                break transfers;
+            }
+        };
+        let mut transfers = transfers;
+        transfers.sort_by(f64::total_cmp);
+        let round_trip = transfers[transfers.len() / 4];
+        fetching.store(true, Ordering::Relaxed);
         let mut fetches = Vec::with_capacity(FETCHES as usize);
         for _ in 0..FETCHES {
             if !trip(&mut t) {

@@ -25,10 +25,19 @@
 //!   or more), and
 //!   stays so until it rises above four times that (the hysteresis: a ratio, so it moves with
 //!   the threshold). A gap spanning a quiet spell (more than 16 times the threshold) is
-//!   skipped; a sample that finds the last counted one older than 10 ms starts
-//!   over (the average forgotten, not saturated, the sample itself not counted), and so does `saturated()` say no after 10 ms
-//!   without a counted sample: saturation must be shown again by dense bounces, not kept alive by
-//!   moves or by slow bounces. Measured with work between two acquisitions (a `black_box` loop
+//!   skipped; a sample that finds the last counted one older than the lock's *window* starts
+//!   over (the average forgotten, not saturated, the sample itself not counted), and so does
+//!   `saturated()` say no after a window without a counted sample: saturation must be shown
+//!   again by dense bounces, not kept alive by moves or by slow bounces. The window is 10 ms,
+//!   multiplied by four (up to [`MAX_WINDOW_DOUBLINGS`] doublings: 40, 160, 640 ms) each time the lock, its saturation
+//!   lapsed, is saturated again within 10 ms of the lapse, and back to 10 ms once its bounces
+//!   are slow (the average above four times the threshold) or it saturates again later than
+//!   that. (A gathered lock bounces no more, so no sample renews its saturation, and it lapses
+//!   a window after its contenders gathered; each lapse costs a revocation of the home's bias
+//!   and a thief's probe that takes the lock where it stands and bounces it until the lock is
+//!   saturated again. A lock that is saturated again at once each time is re-checked less and
+//!   less often, as the thieves' pauses grow; a lock whose load changed is found out within a
+//!   window, at most 640 ms.) Measured with work between two acquisitions (a `black_box` loop
 //!   of 0 / 200 / 1000 / 3000 iterations, 1024 ULTs, on a build VM whose lines crossed in about
 //!   100 ns there and back, with an earlier sampling that averaged the span of 16 bounces): the
 //!   bounces came 50, 60, 150 and 370 ns apart, and the first three ran faster on one processor
@@ -58,11 +67,11 @@
 //!   each a probe, and only once probes have stayed for [`PROBATION_US`] (1 ms) does it steal
 //!   as usual again; a probe that goes home meanwhile brings the pauses back, as long as before.
 //!   (One probe that stays says little: a gathered lock is taken at its home only, so it bounces
-//!   no more, no sample renews its saturation, and 10 ms after the last one it lapses; the
+//!   no more, no sample renews its saturation, and a window after the last one it lapses; the
 //!   next probe then finds it unsaturated, takes it where it stands, and stays while its
 //!   bounces with the home show the saturation again, within a few dozen bounces. When the
 //!   first probe that stayed ended the pauses, the next steal took half the home's runqueue
-//!   back every 10 ms, hundreds of contenders that bounced the lock for milliseconds until all
+//!   back at every lapse, hundreds of contenders that bounced the lock for milliseconds until all
 //!   had moved home again.) The home's drain of such ULTs wakes no helper. So the other
 //!   processor keeps running whatever does not contend (one ULT at a time for the first
 //!   millisecond), and steals as usual again within 3 ms of the lock no longer saturating.
@@ -86,11 +95,12 @@
 //!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
 //! (which the bounces were eating), up to a pause of stealing and a probation of single steals
-//! for work queued behind a gathered lock's contenders, and every 10 ms a revocation of the
-//! home's bias by a probe, to measure the bounces again.
+//! for work queued behind a gathered lock's contenders, and every window (10 ms, growing to 640
+//! ms while the lock stays saturated) a revocation of the home's bias by a probe, to measure the
+//! bounces again.
 
 use super::{here, Mutex};
-use crate::atomics::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::processor::Processor;
 use crate::slot::current_processor;
 use crate::sync::host::{host_costs, HostCosts};
@@ -103,6 +113,10 @@ pub(super) const BOUNCES_PER_SAMPLE: u8 = 16;
 
 /// How long (nanoseconds) the last sign of saturation counts.
 const GATHER_WINDOW_NS: f64 = 10_000_000.0;
+
+/// The most doublings of a lock's saturation window (module docs, "Saturation"; two at a time):
+/// 10 ms at first, at most 640 ms.
+pub(super) const MAX_WINDOW_DOUBLINGS: u8 = 6;
 
 /// The least time (nanoseconds) between two moves of one ULT.
 const MOVE_GAP_NS: f64 = 100_000.0;
@@ -174,6 +188,12 @@ pub(super) struct Saturation {
     /// the sample that found saturation lapsed and started over: saturation lapses when it is
     /// older than the window.
     pub(super) recent: AtomicU64,
+    /// Doublings of the window (at most [`MAX_WINDOW_DOUBLINGS`]): one each time saturation,
+    /// lapsed, was shown again within a (base) window of the lapse; none once the bounces are
+    /// slow (the average above four times the threshold) or saturation comes later than that.
+    pub(super) doublings: AtomicU8,
+    /// Time stamp of the last lapse (0: none yet); holder-only.
+    lapsed_at: UnsafeCell<u64>,
     /// Where a word never biased gathers its contenders (a processor's name, `sync::lock_word`;
     /// 0: nowhere yet): the holder's processor when the lock was first found saturated.
     pub(super) home: AtomicUsize,
@@ -188,6 +208,8 @@ impl Saturation {
             gap: AtomicU64::new(u64::MAX),
             saturated: AtomicBool::new(false),
             recent: AtomicU64::new(0),
+            doublings: AtomicU8::new(0),
+            lapsed_at: UnsafeCell::new(0),
             home: AtomicUsize::new(0),
             last_sample: UnsafeCell::new(0),
         }
@@ -237,14 +259,20 @@ impl<T: ?Sized> Mutex<T> {
         // A gap that spans a quiet spell (16 times the threshold and more: its contenders
         // gathered, it is seldom taken, or the OS took a processor's thread off its CPU between
         // the two) says nothing about how fast it bounces when it does.
-        let (threshold, window, _) = gather_ticks();
+        let (threshold, base, _) = gather_ticks();
+        let window = self.window(base);
+        // SAFETY: only the holder of the lock reads or writes the stamp (as `last_sample`).
+        let lapsed_at = unsafe { &mut *s.lapsed_at.get() };
         let lapsed = now.wrapping_sub(s.recent.load(Ordering::Relaxed)) as i64 >= window as i64;
         if lapsed {
             // Saturation lapsed (no sample counted for the window): it must be shown again, by
             // the samples after this one, which starts the window over.
-            s.gap.store(u64::MAX, Ordering::Relaxed);
+            // (A lapse of saturation only where the average said saturated: not the lock's first
+            // sample, nor one after slow bounces.)
+            let was = s.gap.swap(u64::MAX, Ordering::Relaxed) < threshold;
             s.saturated.store(false, Ordering::Relaxed);
             s.recent.store(now, Ordering::Relaxed);
+            *lapsed_at = if was { now | 1 } else { 0 }; // (never 0 for a lapse)
         } else if *prev != 0 && gap < threshold * 16 {
             let old = s.gap.load(Ordering::Relaxed);
             let avg = if old == u64::MAX { gap } else { (old / 4) * 3 + gap / 4 };
@@ -252,9 +280,21 @@ impl<T: ?Sized> Mutex<T> {
             // Saturated below the threshold, no longer above four times it (between the two,
             // as it was: the average moves about while contenders gather and thieves probe).
             if avg < threshold {
-                s.saturated.store(true, Ordering::Relaxed);
+                if !s.saturated.swap(true, Ordering::Relaxed) {
+                    // Saturated anew. Within a window of its lapse: the lapse re-measured what
+                    // was known, at the cost of a revoked bias and a thief's probe, and the next
+                    // re-check comes four times as late (a run of a fraction of a second reaches
+                    // the longest window after three lapses); later, or the first time: at the
+                    // base window.
+                    let d = s.doublings.load(Ordering::Relaxed);
+                    let again = *lapsed_at != 0 && (now.wrapping_sub(*lapsed_at) as i64) < base as i64;
+                    let d = if again { (d + 2).min(MAX_WINDOW_DOUBLINGS) } else { 0 };
+                    s.doublings.store(d, Ordering::Relaxed);
+                }
             } else if avg > threshold * 4 {
                 s.saturated.store(false, Ordering::Relaxed);
+                s.doublings.store(0, Ordering::Relaxed); // slow bounces: re-check as often as before
+                *lapsed_at = 0;
             }
             // Only a counted sample renews saturation: bounces that keep coming, but slower
             // than 16 times the threshold, let it lapse.
@@ -279,7 +319,14 @@ impl<T: ?Sized> Mutex<T> {
         // (`recent` first: a later store, or another core's clock, then reads as a small
         // negative age, not as a huge one.)
         let recent = s.recent.load(Ordering::Relaxed);
-        (ticks().wrapping_sub(recent) as i64) < windows().0 as i64
+        (ticks().wrapping_sub(recent) as i64) < self.window(windows().0) as i64
+    }
+
+    /// The lock's saturation window in ticks: `base` ([`GATHER_WINDOW_NS`] in ticks) multiplied
+    /// by four each time saturation was shown again at once after a lapse (module docs, "Saturation").
+    #[inline]
+    fn window(&self, base: u64) -> u64 {
+        base << self.cold.saturation.doublings.load(Ordering::Relaxed)
     }
 
     /// Whether a caller on processor `me` that found the lock unbiased leaves it alone and takes

@@ -142,7 +142,7 @@ struct Cold {
 /// ULT that takes it on another processor moves to the lock's home processor first and takes it
 /// there, and the processor it left pauses its stealing (at most 2 ms at a time) rather
 /// than take such ULTs back. The lock stays saturated until its bounces come more than four times
-/// that apart, or none came for 10 ms. [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
+/// that apart, or none came for its window (10 ms, four times as long each time it is saturated again at once after a lapse, up to 640 ms). [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
 /// turns this off; pinned ULTs and OS threads never move.
 ///
 /// As with std, a holder that panics poisons the lock, so a `Mutex` is `UnwindSafe` and

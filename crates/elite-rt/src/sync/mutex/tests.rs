@@ -432,6 +432,53 @@ mod gathering {
         );
     }
 
+    /// "Saturation" (module docs): a lock whose saturation lapsed and that is saturated again at
+    /// once (a gathered lock, which bounces no more while gathered) has its window multiplied by
+    /// four each time, so that it is re-checked less and less often; slow bounces bring the window back to
+    /// 10 ms. (Before the doublings, every lapse came 10 ms after the last sample.)
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "time stamps: the gaps between samples are real time, which Miri's interpreter stretches"
+    )]
+    fn a_lock_saturated_again_at_once_after_a_lapse_is_rechecked_later_each_time() {
+        use super::super::gather::MAX_WINDOW_DOUBLINGS;
+        crate::sync::host::measured_lines_for_tests();
+        let (threshold, ..) = gather_ticks();
+        let m = Mutex::new(0u64);
+        let _g = m.lock().unwrap(); // (the counters are the holder's)
+        let doublings = || m.cold.saturation.doublings.load(Ordering::Relaxed);
+        let saturate = || {
+            assert!(
+                (0..1000).any(|_| {
+                    sample(&m, threshold / 4);
+                    m.saturated()
+                }),
+                "dense bounces saturate it"
+            )
+        };
+        saturate();
+        assert_eq!(doublings(), 0, "the first saturation: the base window");
+        for expected in [2u8, 4] {
+            // Nothing renews it for longer than its window (10 ms, then 40), and it lapses.
+            std::thread::sleep(Duration::from_millis(12 << (expected - 2)));
+            assert!(!m.saturated(), "lapsed after its window");
+            sample(&m, threshold / 4); // (the sample that finds the lapse starts over)
+            saturate();
+            assert_eq!(doublings(), expected, "saturated again at once: four times the window");
+        }
+        // Now 160 ms: 60 ms without a sample is no lapse.
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(m.saturated(), "within its lengthened window it stays saturated");
+        // Slow bounces end the saturation and the doublings.
+        assert!((0..1000).any(|_| {
+            sample(&m, threshold * 8);
+            !m.saturated()
+        }));
+        assert_eq!(doublings(), 0, "slow bounces: back to the base window");
+        assert!(MAX_WINDOW_DOUBLINGS >= 4);
+    }
+
     /// The name of the other processor of the calling ULT's 2-processor runtime, once that one
     /// runs something: no move goes to a processor that has not started yet (its name is 0 until
     /// its thread makes it) or is parked. Waits a while (yielding) for it.
