@@ -476,7 +476,7 @@ mod gathering {
             !m.saturated()
         }));
         assert_eq!(doublings(), 0, "slow bounces: back to the base window");
-        assert!(MAX_WINDOW_DOUBLINGS >= 4);
+        const { assert!(MAX_WINDOW_DOUBLINGS >= 4) };
     }
 
     /// The name of the other processor of the calling ULT's 2-processor runtime, once that one
