@@ -744,35 +744,24 @@ impl Run {
 
     /// Waits `d`; false when told to stop (or the runtime is gone).
     fn wait(&self, d: Duration) -> bool {
-        let deadline = Instant::now() + d;
+        self.wait_until(Instant::now() + d, false)
+    }
+
+    /// Waits until `deadline` or, when `ring`, until the bell rings (a declaration that may
+    /// bring the locality signal), whichever comes first, and then takes the ring; false when
+    /// told to stop. (A wait that does not listen leaves a ring for the next that does.)
+    fn wait_until(&self, deadline: Instant, ring: bool) -> bool {
         let mut flags = self.bell.flags.lock().unwrap_or_else(|e| e.into_inner());
         while !flags.stopped {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || (ring && flags.rung) {
+                flags.rung &= !ring;
                 self.log.looked();
                 return true;
             }
             flags = self.bell.wake.wait_timeout(flags, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
         }
         false
-    }
-
-    /// Sleeps until the bell rings (a declaration that may bring the locality signal) or
-    /// `deadline` passes, whichever comes first; `Err` when told to stop.
-    fn sleep_for_bell(&self, deadline: Instant) -> Result<(), ()> {
-        let mut flags = self.bell.flags.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if flags.stopped {
-                return Err(());
-            }
-            let now = Instant::now();
-            if flags.rung || now >= deadline {
-                flags.rung = false;
-                self.log.looked();
-                return Ok(());
-            }
-            flags = self.bell.wake.wait_timeout(flags, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
-        }
     }
 
     /// Whether anything is worth measuring: two candidates or more to compare (see
@@ -1241,7 +1230,9 @@ impl Run {
                 // Nothing to compare (a phase change or a re-check would explore nothing): sleep
                 // until a declaration may have brought the signal, or the re-check is due.
                 let due = (since + quiet(self)).checked_sub(credit).unwrap_or(since);
-                self.sleep_for_bell(due)?;
+                if !self.wait_until(due, true) {
+                    return Err(());
+                }
                 self.remember_quiet(since.elapsed() + credit, backoff);
                 continue;
             }

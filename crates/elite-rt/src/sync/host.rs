@@ -612,7 +612,7 @@ fn measure_lines() -> Option<(f64, f64)> {
         // a quiet host).
         let (i0, k0) = (Instant::now(), ticks());
         let mut round_trips = Vec::with_capacity(ROUND_TRIPS);
-        let transfers = loop {
+        let mut transfers = loop {
             let k = ticks();
             if !trip(&mut t) {
                 return None;
@@ -623,17 +623,15 @@ fn measure_lines() -> Option<(f64, f64)> {
             }
             let ticks_per_ns = ticks().wrapping_sub(k0) as f64 / i0.elapsed().as_nanos().max(1) as f64;
             let most = MAX_LINE_ROUND_TRIP_NS * ticks_per_ns;
-            let mut transfers: Vec<f64> = round_trips.iter().copied().filter(|&r| r <= most).collect();
+            let transfers: Vec<f64> = round_trips.iter().copied().filter(|&r| r <= most).collect();
             if transfers.len() >= ROUND_TRIPS / 4 {
                 break transfers;
             }
             if round_trips.len() >= MAX_ROUND_TRIPS || i0.elapsed() >= ROUND_TRIP_SPAN {
                 // Too few: the quartile of all, which is no transfer (`with_lines` says so).
-                std::mem::swap(&mut transfers, &mut round_trips);
-                break transfers;
+                break round_trips;
             }
         };
-        let mut transfers = transfers;
         transfers.sort_by(f64::total_cmp);
         let round_trip = transfers[transfers.len() / 4];
         fetching.store(true, Ordering::Relaxed);

@@ -131,12 +131,6 @@ const STEAL_PAUSE_MIN: u32 = 50;
 /// bounces), shorter than the longest pause.
 const PROBATION_US: u32 = 1000;
 
-/// [`PROBATION_US`] in ticks.
-fn probation_ticks() -> u64 {
-    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| (f64::from(PROBATION_US) * 1000.0 * host_costs().ticks_per_ns) as u64)
-}
-
 /// The longest pause of stealing (microseconds): how long an idle processor may leave ULTs it
 /// could steal waiting while a lock's contenders gather elsewhere.
 const STEAL_PAUSE_MAX: u32 = 2000;
@@ -148,17 +142,19 @@ const STEAL_PAUSE_MAX: u32 = 2000;
 /// `sync::host`); it is read at one bounce in [`BOUNCES_PER_SAMPLE`].
 pub(super) fn gather_ticks() -> (u64, u64, u64) {
     let costs = host_costs();
-    let (window, move_gap) = windows();
+    let (window, move_gap, _) = windows();
     (threshold_of(&costs), window, move_gap)
 }
 
-/// [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`] in ticks (the clock's rate is measured once).
+/// [`GATHER_WINDOW_NS`], [`MOVE_GAP_NS`] and [`PROBATION_US`] in ticks (the clock's rate is
+/// measured once).
 #[inline]
-fn windows() -> (u64, u64) {
-    static TICKS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+fn windows() -> (u64, u64, u64) {
+    static TICKS: std::sync::OnceLock<(u64, u64, u64)> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {
-        let (_, window, move_gap) = gather_ticks_of(&host_costs());
-        (window, move_gap)
+        let costs = host_costs();
+        let (_, window, move_gap) = gather_ticks_of(&costs);
+        (window, move_gap, (f64::from(PROBATION_US) * 1000.0 * costs.ticks_per_ns) as u64)
     })
 }
 
@@ -399,7 +395,7 @@ impl<T: ?Sized> Mutex<T> {
         if home == me {
             return None;
         }
-        let (_, min_gap) = windows();
+        let (_, min_gap, _) = windows();
         Some(me != 0 && gather_to(home, ticks(), min_gap))
     }
 }
@@ -504,7 +500,7 @@ impl Pauses {
     fn probe_stayed(&mut self, now: u64) {
         if self.stayed_since == 0 {
             self.stayed_since = now | 1; // (never 0)
-        } else if (now.wrapping_sub(self.stayed_since) as i64) >= probation_ticks() as i64 {
+        } else if (now.wrapping_sub(self.stayed_since) as i64) >= windows().2 as i64 {
             self.steal_pause = 0; // the probes stayed: steal as usual again
             self.stayed_since = 0;
         }

@@ -327,6 +327,15 @@ mod gathering {
         bursts(m, gap, BOUNCES_PER_SAMPLE, 0);
     }
 
+    /// Samples of bounces `gap` ticks apart ([`sample`]) until the lock's saturation reads
+    /// `saturated`, at most 1000 of them; whether it came to read so. The caller holds `m`.
+    fn sample_until(m: &Mutex<u64>, gap: u64, saturated: bool) -> bool {
+        (0..1000).any(|_| {
+            sample(m, gap);
+            m.saturated() == saturated
+        })
+    }
+
     /// One sample of bounces that come in bursts: `burst` bounces `gap` ticks apart, then a
     /// quiet spell of `spell` ticks, and so on (the OS taking one of the two processors'
     /// threads off its CPU now and then); the caller holds `m`. The clock runs on by as much.
@@ -379,19 +388,13 @@ mod gathering {
         let (_, window, _) = gather_ticks();
         bursts(&m, 0, BOUNCES_PER_SAMPLE - 1, window / 5);
         assert_eq!(m.cold.saturation.gap.load(Ordering::Relaxed), gap, "a quiet spell is no sample");
-        assert!((0..1000).any(|_| {
-            sample(&m, threshold / 4);
-            m.saturated()
-        }));
+        assert!(sample_until(&m, threshold / 4, true));
         std::thread::sleep(Duration::from_millis(15)); // past the 10 ms window
         assert!(!m.saturated(), "saturation lapses when nothing renews it");
         sample(&m, threshold / 4);
         assert!(!m.saturated(), "and must be shown again: the sample after the lapse starts over");
         assert_eq!(m.cold.saturation.gap.load(Ordering::Relaxed), u64::MAX);
-        assert!((0..1000).any(|_| {
-            sample(&m, threshold / 4);
-            m.saturated()
-        }));
+        assert!(sample_until(&m, threshold / 4, true));
         // Bounces that keep coming, but 32 thresholds apart: no sample counts, so it lapses.
         let start = std::time::Instant::now();
         assert!((0..10_000).any(|_| {
@@ -448,15 +451,7 @@ mod gathering {
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the counters are the holder's)
         let doublings = || m.cold.saturation.doublings.load(Ordering::Relaxed);
-        let saturate = || {
-            assert!(
-                (0..1000).any(|_| {
-                    sample(&m, threshold / 4);
-                    m.saturated()
-                }),
-                "dense bounces saturate it"
-            )
-        };
+        let saturate = || assert!(sample_until(&m, threshold / 4, true), "dense bounces saturate it");
         saturate();
         assert_eq!(doublings(), 0, "the first saturation: the base window");
         for expected in [2u8, 4] {
@@ -471,10 +466,7 @@ mod gathering {
         std::thread::sleep(Duration::from_millis(60));
         assert!(m.saturated(), "within its lengthened window it stays saturated");
         // Slow bounces end the saturation and the doublings.
-        assert!((0..1000).any(|_| {
-            sample(&m, threshold * 8);
-            !m.saturated()
-        }));
+        assert!(sample_until(&m, threshold * 8, false));
         assert_eq!(doublings(), 0, "slow bounces: back to the base window");
         const { assert!(MAX_WINDOW_DOUBLINGS >= 4) };
     }
