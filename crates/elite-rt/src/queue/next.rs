@@ -224,16 +224,18 @@ mod tests {
                 slot.put(v as *const AtomicUsize as *mut AtomicUsize);
                 put += 1;
             }
+            if i % 4096 == 4095 && stolen.load(Ordering::Relaxed) == 0 {
+                // On a loaded machine the thief's thread may wait for a CPU for longer than this
+                // loop takes (the test then failed with nothing stolen, even when this thread
+                // yielded its CPU now and then): while it has stolen nothing, leave it the CPU
+                // for a millisecond, the slot full.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
             if i % 4 == 3 {
                 take(&slot); // (meanwhile the slot stays full: the thief's chance)
                 if stolen.load(Ordering::Relaxed) >= ENOUGH {
                     break;
                 }
-            }
-            if i % 4096 == 4095 {
-                // On a loaded machine the thief's thread may wait for a CPU for longer than this
-                // loop takes (the test then failed with nothing stolen): let it run.
-                std::thread::yield_now();
             }
         }
         take(&slot);
