@@ -353,7 +353,11 @@ fn auto_probes_the_candidates_early_with_the_locality_signal() {
         assert_eq!(d.rates[4].1, 0.0, "gravity left out without data blocks: {d}");
         assert_eq!(d.unit, elite_rt::policy::ProgressUnit::Runs);
         if reasons.len() == 3 {
-            assert_eq!(stats.policy, d.policy, "the probe's choice in force: {stats}");
+            // (Or the lead again: the second probe starts from it.)
+            assert!(
+                [d.policy, "reload-transient"].contains(&stats.policy),
+                "the probe's choice in force: {stats}"
+            );
         }
     });
 }

@@ -102,8 +102,8 @@
 //!    The first probe measures the program's start, which can favour a candidate its steady
 //!    work does not (a bench that spawns its ULTs and sweeps every working set once, cold,
 //!    before its timed work: every order misses alike there, and the policies differ only in
-//!    how they take in new ULTs). So its choice is provisional: once the run has lasted
-//!    [`REPROBE_AFTER`] times as long as the probe took, the selector puts the lead in force
+//!    how they take in new ULTs). So its choice is provisional: once [`REPROBE_AFTER`] times
+//!    as long as the probe took has passed since it began, the selector puts the lead in force
 //!    again and probes once more, and that choice stands; a first probe that left the lead is
 //!    not remembered (a runtime that ends before the second would carry the start's choice to
 //!    the next). The selector then watches (4) as after a choice: the next, full, exploration
@@ -218,7 +218,8 @@
 //!   alternation takes the drift out, but not a rate that swings with a period near two of
 //!   its epochs, which can fall on the challenger's epochs each time.
 //! * **A start unlike the rest.** The probes measure the run's first tenth of a second or so
-//!   and, [`REPROBE_AFTER`] times later, one more stretch of it: a program whose work changes
+//!   (or the first after the declaration that brought the signal) and, [`REPROBE_AFTER`]
+//!   times later, one more stretch of it: a program whose work changes
 //!   after that (a setup phase longer than the second probe's wait, phases that alternate) is
 //!   decided on those stretches until the full exploration, and one that ends before the
 //!   second probe keeps the first one's choice. A policy whose effect takes longer than a
@@ -1095,6 +1096,25 @@ impl Run {
         Ok(Some(best))
     }
 
+    /// The early probe from the `lead`, twice: the first measures the program's start (its
+    /// spawning, its first pass over cold data, or what came right after the declaration that
+    /// brought the signal), which can favour another candidate than its steady work does, so
+    /// its choice is provisional; once [`REPROBE_AFTER`] times as long as it took has passed
+    /// since it began, the lead is put in force again and probed from once more, and that
+    /// choice stands (the lead where the second probe cannot measure). `None` when the first
+    /// probe measured nothing (see [`probe`](Self::probe)).
+    fn probe_twice(&mut self, lead: usize) -> Result<Option<usize>, ()> {
+        let began = Instant::now();
+        if self.probe(lead, true)?.is_none() {
+            return Ok(None);
+        }
+        if !self.wait_until(began + began.elapsed().mul_f64(REPROBE_AFTER), false) || !self.put_in_force(lead)
+        {
+            return Err(());
+        }
+        Ok(Some(self.probe(lead, false)?.unwrap_or(lead)))
+    }
+
     fn run(mut self) {
         self.log.push(AutoDecision {
             at: Duration::ZERO,
@@ -1148,21 +1168,7 @@ impl Run {
                 // With a lead in force (the locality signal), an early probe of the others in
                 // short epochs sized from the noise: it explores only where that signal says
                 // the candidates can differ.
-                let mut probed = if lead != 0 { self.probe(lead, true)? } else { None };
-                if probed.is_some() {
-                    // The first probe measured the program's start (its spawning, its first
-                    // pass over cold data), which can favour another candidate than its steady
-                    // work does: once the run has lasted [`REPROBE_AFTER`] times as long as the
-                    // probe took, the probe again, from the lead, and its choice stands.
-                    let due = self.began + self.spent.mul_f64(REPROBE_AFTER);
-                    if !self.wait_until(due, false) {
-                        return Err(());
-                    }
-                    if !self.put_in_force(lead) {
-                        return Err(());
-                    }
-                    probed = Some(self.probe(lead, false)?.unwrap_or(lead));
-                }
+                let probed = if lead != 0 { self.probe_twice(lead)? } else { None };
                 (probed.unwrap_or(lead), 1u32, Duration::ZERO, probed.is_some())
             }
         };
@@ -1176,7 +1182,7 @@ impl Run {
                 best = self.lead_in(best)?;
                 if best != 0 {
                     // (The probe, as at the start: the signal came later.)
-                    if let Some(choice) = self.probe(best, false)? {
+                    if let Some(choice) = self.probe_twice(best)? {
                         (best, explored) = (choice, true);
                     }
                 }
@@ -1549,9 +1555,9 @@ fn probe_choice(rates: &[f64], lead: usize, threshold: f64) -> usize {
     }
 }
 
-/// How long into the run the early probe is repeated, as a multiple of the time the first one
-/// took (so that the two take at most about a fifth of the run by then, and the first never
-/// decides more than the start of the run).
+/// When the early probe is repeated: this many times as long as the first one took after it
+/// began (so that the two take at most about a fifth of the time by then, and the first decides
+/// no more than the start of the run).
 pub const REPROBE_AFTER: f64 = 10.0;
 
 /// How many epochs the early probe's confirmation takes, alternately under the challenger (the
