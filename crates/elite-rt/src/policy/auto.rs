@@ -80,14 +80,35 @@
 //!    measuring (see 2) is put in force, given a tick to settle and measured for one epoch of
 //!    `m` ticks; the lead's rate is the mean of its noise ticks. The best is put in force if it
 //!    beats the lead by more than twice the standard error of that difference,
-//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. The probe is
-//!    logged as the first exploration ([`AutoReason::Explored`]), and remembered like one
-//!    ([`Auto::remember`]) when its choice also read the highest rate (a probe that kept the
-//!    lead while another candidate read higher within the noise ranked nothing, and a warm
-//!    start must begin from the best measured). With four candidates worth measuring and quiet progress it takes
-//!    about 8 ticks under the lead and 3 × 2 under the others (10 + 3 × 9 at the cap). The
-//!    selector then watches (4) as after a choice: the next, full, exploration comes when the
-//!    run has lasted long enough for one to take at most [`Auto::budget`] of it.
+//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. A candidate
+//!    that passes that bar is only the *challenger*: one epoch each ranks the candidates by
+//!    where each fell in the program's course as much as by the policy (the start, spawning
+//!    and reading cold data, moves the rate by more than the policies do, and the state the
+//!    policy before left lasts into the next epoch). The challenger and the lead are then put
+//!    in force in turn, [`CONFIRM_EPOCHS`] epochs of `m` ticks (each after a tick to settle),
+//!    and each lead epoch is compared with the challenger epochs on either side of it; the
+//!    challenger is kept only if it beats the lead by more than the margin in all those
+//!    comparisons but at most one, and by more than the bar in their median (a rate that
+//!    drifts over the confirmation then favours neither, and one epoch that fell on a fast
+//!    stretch decides nothing). The probe is logged as an exploration
+//!    ([`AutoReason::Explored`]; the challenger's rate the lead's times the median ratio), and
+//!    remembered like one ([`Auto::remember`]) when its choice also read the highest rate (a
+//!    probe that kept the lead while another candidate read higher within the noise ranked
+//!    nothing, and a warm start must begin from the best measured). With four candidates
+//!    worth measuring and quiet progress it takes about 8 ticks under the lead and 3 × 2 under
+//!    the others (10 + 3 × 9 at the cap), and [`CONFIRM_EPOCHS`] × (1 + `m`) ticks more when
+//!    a challenger comes up (up to 54).
+//!
+//!    The first probe measures the program's start, which can favour a candidate its steady
+//!    work does not (a bench that spawns its ULTs and sweeps every working set once, cold,
+//!    before its timed work: every order misses alike there, and the policies differ only in
+//!    how they take in new ULTs). So its choice is provisional: once [`REPROBE_AFTER`] times
+//!    as long as the probe took has passed since it began, the selector puts the lead in force
+//!    again and probes once more, and that choice stands; a first probe that left the lead is
+//!    not remembered (a runtime that ends before the second would carry the start's choice to
+//!    the next). The selector then watches (4) as after a choice: the next, full, exploration
+//!    comes when the run has lasted long enough for one to take at most [`Auto::budget`] of
+//!    it.
 //!
 //!    A selector that [remembers](Auto::remember) under a key for which an earlier runtime of
 //!    the process explored starts *warm* instead: it puts the remembered choice in force at once
@@ -193,7 +214,18 @@
 //!   the spread asks for more than [`PROBE_MAX_TICKS`], the bar to leave the lead rises with
 //!   it instead, so a noisy program mostly stays on the lead until the full exploration. The
 //!   lead is measured before the others, so a rate that drifts over the probe (a warming
-//!   cache, a program that speeds up) favours whichever came later.
+//!   cache, a program that speeds up) favours whichever came later; the confirmation's
+//!   alternation takes the drift out, but not a rate that swings with a period near two of
+//!   its epochs, which can fall on the challenger's epochs each time.
+//! * **A start unlike the rest.** The probes measure the run's first tenth of a second or so
+//!   (or the first after the declaration that brought the signal) and, [`REPROBE_AFTER`]
+//!   times later, one more stretch of it: a program whose work changes
+//!   after that (a setup phase longer than the second probe's wait, phases that alternate) is
+//!   decided on those stretches until the full exploration, and one that ends before the
+//!   second probe keeps the first one's choice. A policy whose effect takes longer than a
+//!   tick and an epoch to show (an order that pays from the second round over a working set
+//!   whose rounds last longer than an epoch) is measured in its first round: shorter
+//!   epochs ([`Auto::epoch`]) do not help there, longer ones do.
 //! * **A signal that predicts wrong.** The lead is put in force on a declaration, not on a
 //!   measurement: a program that declares large footprints but whose order does not matter
 //!   (its data streams through once, or fits in a cache level the model does not describe) is
@@ -955,10 +987,12 @@ impl Run {
     /// under the lead in [`PROBE_NOISE_TICKS`] ticks of a fifth of an epoch, sizes an epoch
     /// from it ([`probe_ticks`]), measures every other plausible candidate for one such epoch
     /// (after a tick to settle), and puts in force the one that beats the lead by more than
-    /// the noise allows ([`probe_choice`]), logged as [`AutoReason::Explored`]. `None` (the
+    /// the noise allows ([`probe_choice`]) and then again in turn with it ([`confirmed`]),
+    /// logged as [`AutoReason::Explored`]; `provisional` (a second probe follows) leaves a
+    /// choice other than the lead unremembered. `None` (the
     /// lead stays, nothing logged) when no other candidate is plausible, or the noise could not
     /// be measured in [`PROBE_ATTEMPTS`] tries (the median tick without progress in each).
-    fn probe(&mut self, lead: usize) -> Result<Option<usize>, ()> {
+    fn probe(&mut self, lead: usize, provisional: bool) -> Result<Option<usize>, ()> {
         let plausible = self.plausible();
         let others: Vec<usize> = (0..plausible.len()).filter(|&i| i != lead && plausible[i]).collect();
         if others.is_empty() {
@@ -999,14 +1033,43 @@ impl Run {
             let Some(r) = self.ticks(1, tick * m)? else { break };
             rates[i] = r[0];
         }
+        if self.unit() != unit {
+            // (Progress began to be reported halfway: the rates do not compare.)
+            self.spent += started.elapsed();
+            return if self.put_in_force(lead) { Ok(None) } else { Err(()) };
+        }
+        let threshold = probe_threshold(sigma, m, self.auto.margin);
+        let mut best = probe_choice(&rates, lead, threshold);
+        if best != lead {
+            // One epoch each ranks the candidates by where each fell in the program's course (a
+            // start, a pass that ends, the state the policy before left): the challenger is
+            // put in force in turn with the lead, epochs of the same length, and kept only if
+            // it beats the lead in the comparisons of neighbouring epochs ([`confirmed`]).
+            let mut series = Vec::with_capacity(CONFIRM_EPOCHS);
+            for k in 0..CONFIRM_EPOCHS {
+                if !self.put_in_force(if k % 2 == 0 { best } else { lead }) || !self.wait(tick) {
+                    return Err(());
+                }
+                let Some(r) = self.ticks(1, tick * m)? else { break };
+                series.push(r[0]);
+            }
+            let ratios = neighbour_ratios(&series);
+            // (The challenger's rate as the lead's times the median ratio: what the decision
+            // and the memory keep.)
+            let ratio = median(&mut ratios.clone());
+            if ratio.is_finite() && !series.is_empty() {
+                rates[best] = rates[lead] * ratio;
+            }
+            if series.len() < CONFIRM_EPOCHS || !confirmed(&ratios, threshold, self.auto.margin) {
+                best = lead;
+            }
+        }
         let took = started.elapsed();
         self.spent += took;
         if self.unit() != unit {
             // (Progress began to be reported halfway: the rates do not compare.)
             return if self.put_in_force(lead) { Ok(None) } else { Err(()) };
         }
-        let threshold = probe_threshold(sigma, m, self.auto.margin);
-        let best = probe_choice(&rates, lead, threshold);
         if !self.put_in_force(best) {
             return Err(());
         }
@@ -1014,7 +1077,10 @@ impl Run {
         // Remembered only when its choice also has the highest rate: a probe that kept the lead
         // while another candidate read higher (within the noise) ranked nothing, and a runtime
         // that starts warm from memory must start from the best that was measured.
-        if rates.iter().all(|&r| r <= rates[best]) {
+        // A `provisional` probe (one the re-probe follows) that left the lead is not
+        // remembered: it measured the program's start, and a runtime that ends before the
+        // re-probe must not carry it to the next.
+        if rates.iter().all(|&r| r <= rates[best]) && !(provisional && best != lead) {
             self.remember_exploration(&rates, &measured, AutoReason::Explored);
             self.remember_choice(best);
         }
@@ -1028,6 +1094,25 @@ impl Run {
             explored_for: took,
         });
         Ok(Some(best))
+    }
+
+    /// The early probe from the `lead`, twice: the first measures the program's start (its
+    /// spawning, its first pass over cold data, or what came right after the declaration that
+    /// brought the signal), which can favour another candidate than its steady work does, so
+    /// its choice is provisional; once [`REPROBE_AFTER`] times as long as it took has passed
+    /// since it began, the lead is put in force again and probed from once more, and that
+    /// choice stands (the lead where the second probe cannot measure). `None` when the first
+    /// probe measured nothing (see [`probe`](Self::probe)).
+    fn probe_twice(&mut self, lead: usize) -> Result<Option<usize>, ()> {
+        let began = Instant::now();
+        if self.probe(lead, true)?.is_none() {
+            return Ok(None);
+        }
+        if !self.wait_until(began + began.elapsed().mul_f64(REPROBE_AFTER), false) || !self.put_in_force(lead)
+        {
+            return Err(());
+        }
+        Ok(Some(self.probe(lead, false)?.unwrap_or(lead)))
     }
 
     fn run(mut self) {
@@ -1083,7 +1168,7 @@ impl Run {
                 // With a lead in force (the locality signal), an early probe of the others in
                 // short epochs sized from the noise: it explores only where that signal says
                 // the candidates can differ.
-                let probed = if lead != 0 { self.probe(lead)? } else { None };
+                let probed = if lead != 0 { self.probe_twice(lead)? } else { None };
                 (probed.unwrap_or(lead), 1u32, Duration::ZERO, probed.is_some())
             }
         };
@@ -1097,7 +1182,7 @@ impl Run {
                 best = self.lead_in(best)?;
                 if best != 0 {
                     // (The probe, as at the start: the signal came later.)
-                    if let Some(choice) = self.probe(best)? {
+                    if let Some(choice) = self.probe_twice(best)? {
                         (best, explored) = (choice, true);
                     }
                 }
@@ -1470,6 +1555,52 @@ fn probe_choice(rates: &[f64], lead: usize, threshold: f64) -> usize {
     }
 }
 
+/// When the early probe is repeated: this many times as long as the first one took after it
+/// began (so that the two take at most about a fifth of the time by then, and the first decides
+/// no more than the start of the run).
+pub const REPROBE_AFTER: f64 = 10.0;
+
+/// How many epochs the early probe's confirmation takes, alternately under the challenger (the
+/// candidate whose one epoch beat the lead's rate by more than the noise allows, first) and
+/// the lead: even, so that each is measured as often.
+pub const CONFIRM_EPOCHS: usize = 6;
+
+/// The ratios of each challenger epoch's rate to each neighbouring lead epoch's in the
+/// confirmation's `series` (alternately challenger and lead, the challenger first): `series[k] /
+/// series[k + 1]` for even `k`, `series[k + 1] / series[k]` for odd `k`. Each lead epoch is
+/// compared with the challenger epochs on either side, half of the pairs with the lead first, so
+/// that a rate that drifts over the confirmation favours neither; a pair with a lead epoch
+/// without progress reads infinite, one with a challenger epoch without progress 0.
+fn neighbour_ratios(series: &[f64]) -> Vec<f64> {
+    series
+        .windows(2)
+        .enumerate()
+        .map(|(k, w)| {
+            let (challenger, lead) = if k % 2 == 0 { (w[0], w[1]) } else { (w[1], w[0]) };
+            if lead > 0.0 {
+                challenger / lead
+            } else if challenger > 0.0 {
+                f64::INFINITY
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+/// Whether the confirmation's neighbour `ratios` ([`neighbour_ratios`]) keep the challenger:
+/// all of them, but at most one, above `1 + margin` (a single epoch disturbed by another
+/// program, or by the program's own course, does not decide), and their median above `1 +
+/// threshold` (the probe's bar). No ratios: not confirmed.
+fn confirmed(ratios: &[f64], threshold: f64, margin: f64) -> bool {
+    if ratios.is_empty() {
+        return false;
+    }
+    let losses = ratios.iter().filter(|&&r| r.is_nan() || r <= 1.0 + margin).count();
+    let mut sorted = ratios.to_vec();
+    losses <= 1 && median(&mut sorted) > 1.0 + threshold
+}
+
 /// What share of the best median rate a candidate must reach to stay in an exploration: after
 /// its first round (a single epoch each, so only a wide gap counts), and after later rounds.
 pub const KEEP_AFTER: (f64, f64) = (0.7, 0.9);
@@ -1688,6 +1819,39 @@ mod tests {
         assert_eq!(probe_choice(&rates, 3, 0.15), 3, "within the bar: the lead stays");
         assert_eq!(probe_choice(&rates, 2, 0.02), 2, "the lead is the best");
         assert_eq!(probe_choice(&[0.0, 0.0, 0.0], 1, 0.02), 1, "nothing measured: the lead");
+    }
+
+    #[test]
+    fn the_probe_keeps_a_challenger_only_if_it_beats_the_lead_in_turn() {
+        // Challenger and lead alternately, the challenger first: each lead epoch against the
+        // challenger epochs on either side.
+        let ratios = neighbour_ratios(&[120.0, 100.0, 110.0, 100.0, 130.0, 100.0]);
+        let expected = [1.2, 1.1, 1.1, 1.3, 1.3];
+        assert_eq!(ratios.len(), expected.len());
+        for (r, e) in ratios.iter().zip(expected) {
+            assert!((r - e).abs() < 1e-12, "{ratios:?}");
+        }
+        assert!(confirmed(&ratios, 0.1, 0.02), "a gain in every pair, the median beyond the bar");
+        assert!(!confirmed(&ratios, 0.25, 0.02), "the median (1.2) within a bar of 25%");
+        // A challenger whose one probe epoch fell on a fast stretch of the program (its start):
+        // it beats the lead in one pair and loses or ties the others.
+        let lucky = neighbour_ratios(&[200.0, 100.0, 100.0, 100.0, 98.0, 100.0]);
+        assert!(!confirmed(&lucky, 0.05, 0.02), "{lucky:?}");
+        // A rate that drifts upward over the confirmation favours neither: the lead's epochs
+        // come later in half of the pairs.
+        let drift = neighbour_ratios(&[100.0, 104.0, 108.0, 112.0, 116.0, 120.0]);
+        assert!(!confirmed(&drift, 0.02, 0.02), "{drift:?}");
+        // One disturbed epoch at the start (the challenger taking over from the probe's last
+        // candidate) costs one pair: still kept.
+        let settling = neighbour_ratios(&[80.0, 100.0, 120.0, 100.0, 120.0, 100.0]);
+        assert!(confirmed(&settling, 0.1, 0.02), "{settling:?}");
+        // A lead epoch without progress (the program paused) reads as a gain, a challenger's as
+        // a loss; nothing measured confirms nothing.
+        assert_eq!(neighbour_ratios(&[100.0, 0.0]), vec![f64::INFINITY]);
+        assert_eq!(neighbour_ratios(&[0.0, 100.0]), vec![0.0]);
+        assert_eq!(neighbour_ratios(&[0.0, 0.0]), vec![1.0]);
+        assert!(!confirmed(&[], 0.0, 0.0));
+        const { assert!(CONFIRM_EPOCHS.is_multiple_of(2) && CONFIRM_EPOCHS >= 4) };
     }
 
     #[test]
