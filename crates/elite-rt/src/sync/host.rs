@@ -157,7 +157,7 @@ pub const DEFAULT_LINE_FETCH_NS: f64 = 10.0;
 /// A lock is saturated when its bounces (acquisitions from another processor than the one
 /// before) come less than this many line round trips apart on average: the line's transfers then
 /// take half the time or more, and its contenders do more on one processor than on two.
-pub const GATHER_ROUND_TRIPS: f64 = 2.0;
+pub const GATHER_ROUND_TRIPS: f64 = 8.0;
 
 /// The hand-off rule lets a woken ULT follow its waker when its lines expected at home can be
 /// fetched again in the time this many line round trips take: about what going home costs in
@@ -179,7 +179,7 @@ impl HostCosts {
     ///
     /// ```
     /// let costs = elite_rt::sync::HostCosts::scripted(2.0, 2000.0, 100.0, 10.0);
-    /// assert_eq!(costs.gather_gap_ns(), 200.0);
+    /// assert_eq!(costs.gather_gap_ns(), 800.0);
     /// assert_eq!(costs.unmeasured_lines().gather_gap_ns(), 0.0);
     /// ```
     pub fn gather_gap_ns(&self) -> f64 {
@@ -699,10 +699,10 @@ mod tests {
     }
 
     #[test]
-    fn the_saturation_gap_is_two_line_round_trips() {
-        assert_eq!(host().gather_gap_ns(), 200.0);
-        // A host whose lines cross in 300 ns gathers locks whose bounces come 600 ns apart.
-        assert_eq!(HostCosts::scripted(2.0, 2000.0, 300.0, 10.0).gather_gap_ns(), 600.0);
+    fn the_saturation_gap_is_eight_line_round_trips() {
+        assert_eq!(host().gather_gap_ns(), 800.0);
+        // A host whose lines cross in 300 ns tries gathering locks whose bounces come 2400 ns apart.
+        assert_eq!(HostCosts::scripted(2.0, 2000.0, 300.0, 10.0).gather_gap_ns(), 2400.0);
     }
 
     /// Line costs that could not be measured decide nothing: no lock saturates, the hand-off
@@ -718,7 +718,7 @@ mod tests {
         assert_eq!(turns.gather_gap_ns(), 0.0);
         let measured = unmeasured.with_lines(Some((300.0, 5.0)));
         assert!(measured.lines_measured);
-        assert_eq!((measured.gather_gap_ns(), measured.hand_off_lines()), (600.0, 180.0));
+        assert_eq!((measured.gather_gap_ns(), measured.hand_off_lines()), (2400.0, 180.0));
     }
 
     /// A runtime that starts while the line costs are unmeasured measures them, if it has two

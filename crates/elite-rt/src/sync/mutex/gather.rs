@@ -114,6 +114,36 @@ pub(super) const BOUNCES_PER_SAMPLE: u8 = 16;
 /// How long (nanoseconds) the last sign of saturation counts.
 const GATHER_WINDOW_NS: f64 = 10_000_000.0;
 
+/// Acquisitions between two checkpoints of a lock's trial (module docs, "Saturation"): the
+/// wrap of the holder's `u8` count of acquisitions (`Mutex::acquisitions`).
+pub(super) const ACQUISITIONS_PER_CHECKPOINT: u64 = 256;
+
+/// How long (nanoseconds) a trial lets the contenders gather before it times the gathered lock.
+const TRIAL_SETTLE_NS: f64 = 500_000.0;
+
+/// How long (nanoseconds) a trial times the gathered lock, and how long the spread lock's period
+/// is timed each time.
+const TRIAL_SPAN_NS: f64 = 1_000_000.0;
+
+/// How long (nanoseconds) after its saturation ended a lock is left before its spread period is
+/// timed: the longest pause of stealing ([`STEAL_PAUSE_MAX`]) and the probation
+/// ([`PROBATION_US`]), after which the thieves steal as usual again and the contenders are spread.
+const SPREAD_SETTLE_NS: f64 = 3_000_000.0;
+
+/// A trial fails when the gathered lock's period per acquisition exceeds the spread one's by
+/// more than this fraction (in twentieths: 21/20, 5 %).
+const TRIAL_MARGIN_TWENTIETHS: u64 = 21;
+
+/// The most spans a trial times the gathered lock: it passes at the first whose period is
+/// within the margin, and fails only when none of them was (one span may take in a spell when
+/// the OS took the home's thread off its CPU).
+const TRIAL_SPANS: u8 = 2;
+
+/// How long (nanoseconds) a lock whose trial failed may not saturate again, after its first
+/// failure in a row; four times as long each failure in a row after that, up to
+/// [`MAX_WINDOW_DOUBLINGS`] doublings (10, 40, 160, 640 ms).
+const HOLD_OFF_NS: f64 = 10_000_000.0;
+
 /// The most doublings of a lock's saturation window (module docs, "Saturation"; two at a time):
 /// 10 ms at first, at most 640 ms.
 pub(super) const MAX_WINDOW_DOUBLINGS: u8 = 6;
@@ -144,6 +174,35 @@ pub(super) fn gather_ticks() -> (u64, u64, u64) {
     let costs = host_costs();
     let (window, move_gap, _) = windows();
     (threshold_of(&costs), window, move_gap)
+}
+
+/// The trial's times in ticks ([`trial_ticks`]).
+#[derive(Clone, Copy)]
+pub(super) struct TrialTicks {
+    /// [`TRIAL_SETTLE_NS`].
+    pub(super) settle: u64,
+    /// [`TRIAL_SPAN_NS`].
+    pub(super) span: u64,
+    /// [`SPREAD_SETTLE_NS`].
+    pub(super) spread_settle: u64,
+    /// [`HOLD_OFF_NS`].
+    pub(super) hold_off: u64,
+}
+
+/// [`TrialTicks`] (the clock's rate is measured once); read at the checkpoints and when a lock
+/// would saturate.
+pub(super) fn trial_ticks() -> TrialTicks {
+    static TICKS: std::sync::OnceLock<TrialTicks> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let rate = host_costs().ticks_per_ns;
+        let ticks = |ns: f64| (ns * rate) as u64;
+        TrialTicks {
+            settle: ticks(TRIAL_SETTLE_NS),
+            span: ticks(TRIAL_SPAN_NS),
+            spread_settle: ticks(SPREAD_SETTLE_NS),
+            hold_off: ticks(HOLD_OFF_NS),
+        }
+    })
 }
 
 /// [`GATHER_WINDOW_NS`], [`MOVE_GAP_NS`] and [`PROBATION_US`] in ticks (the clock's rate is
@@ -196,6 +255,40 @@ pub(super) struct Saturation {
     /// Time stamp of the bounce that opens the timed gap of the current sample (the
     /// `BOUNCES_PER_SAMPLE - 1`-th; 0: not taken yet), for `gap`; holder-only.
     last_sample: UnsafeCell<u64>,
+    /// The lock's periods, spread and gathered, and its trials; holder-only.
+    pub(super) trial: UnsafeCell<Trial>,
+}
+
+/// A lock's trial of its saturation (module docs, "Saturation"), written at its checkpoints
+/// (one acquisition in [`ACQUISITIONS_PER_CHECKPOINT`]) and when it saturates; holder-only. The
+/// lock's period (ticks per [`ACQUISITIONS_PER_CHECKPOINT`] acquisitions) is timed over a span
+/// ([`TRIAL_SPAN_NS`]) in either state, after a settling time: spread (not saturated) over and
+/// over, the last span's period kept for the next trial; gathered once, by the trial.
+pub(super) struct Trial {
+    /// Whether the last checkpoint found the lock saturated (or a trial started since).
+    gathered: bool,
+    /// Whether the lock was ever saturated: its spread period is then timed only once the
+    /// contenders had time to spread again ([`SPREAD_SETTLE_NS`]).
+    ever_gathered: bool,
+    /// Time stamp of the start of the current state (as the checkpoints see it).
+    since: u64,
+    /// Time stamp of the checkpoint that opens the current span (0: the state is settling).
+    mark: u64,
+    /// Spans the trial timed so far, all of them failed.
+    spans: u8,
+    /// Checkpoints since `mark`.
+    checkpoints: u64,
+    /// Samples of bounces (each [`BOUNCES_PER_SAMPLE`] bounces) since `mark`.
+    samples: u64,
+    /// The spread lock's period, of the last span timed in the current spread state (0: none
+    /// yet): a trial needs one.
+    pub(super) spread: u64,
+    /// Whether a trial is under way (the lock saturated, its gathered period not yet timed).
+    pub(super) running: bool,
+    /// Trials failed in a row.
+    pub(super) failures: u8,
+    /// Time stamp before which the lock may not saturate (a failed trial's hold-off; 0: none).
+    pub(super) held_off_until: u64,
 }
 
 impl Saturation {
@@ -208,6 +301,19 @@ impl Saturation {
             lapsed_at: UnsafeCell::new(0),
             home: AtomicUsize::new(0),
             last_sample: UnsafeCell::new(0),
+            trial: UnsafeCell::new(Trial {
+                gathered: false,
+                ever_gathered: false,
+                since: 0,
+                mark: 0,
+                spans: 0,
+                checkpoints: 0,
+                samples: 0,
+                spread: 0,
+                running: false,
+                failures: 0,
+                held_off_until: 0,
+            }),
         }
     }
 }
@@ -251,6 +357,8 @@ impl<T: ?Sized> Mutex<T> {
             return;
         }
         *n = 0;
+        // SAFETY: only the holder of the lock reads or writes the trial.
+        unsafe { (*s.trial.get()).samples += 1 };
         let gap = now.wrapping_sub(*prev);
         // A gap that spans a quiet spell (16 times the threshold and more: its contenders
         // gathered, it is seldom taken, or the OS took a processor's thread off its CPU between
@@ -276,7 +384,10 @@ impl<T: ?Sized> Mutex<T> {
             // Saturated below the threshold, no longer above four times it (between the two,
             // as it was: the average moves about while contenders gather and thieves probe).
             if avg < threshold {
-                if !s.saturated.swap(true, Ordering::Relaxed) {
+                // A candidate: saturated anew if its trial may start (module docs,
+                // "Saturation": a spread period timed, no hold-off).
+                if !s.saturated.load(Ordering::Relaxed) && self.start_trial(now) {
+                    s.saturated.store(true, Ordering::Relaxed);
                     // Saturated anew. Within a window of its lapse: the lapse re-measured what
                     // was known, at the cost of a revoked bias and a thief's probe, and the next
                     // re-check comes four times as late (a run of a fraction of a second reaches
@@ -302,6 +413,132 @@ impl<T: ?Sized> Mutex<T> {
             // then form.
             s.home.store(here(), Ordering::Relaxed);
         }
+    }
+
+    /// A candidate for saturation (its bounces closer than the threshold): whether its trial
+    /// may start at `now`, and if so starts it. Not while held off after a failed trial, nor
+    /// before the spread lock's period was timed (module docs, "Saturation"). The caller holds
+    /// the lock.
+    fn start_trial(&self, now: u64) -> bool {
+        // SAFETY: only the holder of the lock reads or writes the trial, and this is its only
+        // reference.
+        let t = unsafe { &mut *self.cold.saturation.trial.get() };
+        if t.spread == 0 || (t.held_off_until != 0 && (now.wrapping_sub(t.held_off_until) as i64) < 0) {
+            return false;
+        }
+        t.held_off_until = 0;
+        t.running = true;
+        t.spans = 0;
+        t.gathered = true;
+        t.ever_gathered = true;
+        t.since = now;
+        t.mark = 0;
+        t.checkpoints = 0;
+        true
+    }
+
+    /// An acquisition (the caller holds the lock, however it took it): counted; one in
+    /// [`ACQUISITIONS_PER_CHECKPOINT`] is a checkpoint of the lock's trial.
+    #[inline(always)]
+    pub(super) fn acquired(&self) {
+        // SAFETY: only the holder of the lock reads or writes the counter.
+        const { assert!(ACQUISITIONS_PER_CHECKPOINT == 1 << u8::BITS) };
+        let n = unsafe { &mut *self.acquisitions.get() };
+        *n = n.wrapping_add(1);
+        if *n == 0 {
+            self.checkpoint_with(ticks());
+        }
+    }
+
+    /// A checkpoint of the lock's trial at `now` ([`ACQUISITIONS_PER_CHECKPOINT`] acquisitions
+    /// since the last; module docs, "Saturation"): times the lock's period in its state, and
+    /// gives a trial's verdict once the gathered period is timed. The tests give time stamps
+    /// of their own. The caller holds the lock.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn checkpoint_with(&self, now: u64) {
+        let s = &self.cold.saturation;
+        // SAFETY: only the holder of the lock reads or writes the trial, and this is its only
+        // reference.
+        let t = unsafe { &mut *s.trial.get() };
+        let times = trial_ticks();
+        let gathered = self.saturated_at(now);
+        if gathered != t.gathered {
+            // Another state since the last checkpoint (saturation lapsed, slow bounces ended
+            // it, or it was marked from outside): what was timed was the other state's, and a
+            // trial under way ends without a verdict.
+            t.gathered = gathered;
+            t.ever_gathered |= gathered;
+            t.since = now;
+            t.mark = 0;
+            t.running = false;
+            t.spread = 0;
+        }
+        if gathered && !t.running {
+            return; // a trial passed: nothing to time until the lock is spread again
+        }
+        let settle = match (gathered, t.ever_gathered) {
+            (true, _) => times.settle,
+            (false, true) => times.spread_settle,
+            (false, false) => 0, // never gathered: its contenders are where they were spread
+        };
+        if t.mark == 0 {
+            if now.wrapping_sub(t.since) as i64 >= settle as i64 {
+                t.mark = now;
+                t.checkpoints = 0;
+                t.samples = 0;
+            }
+            return;
+        }
+        t.checkpoints += 1;
+        let span = now.wrapping_sub(t.mark);
+        if (span as i64) < times.span as i64 {
+            return;
+        }
+        let period = span / t.checkpoints;
+        let (checkpoints, samples) = (t.checkpoints, t.samples);
+        t.mark = now;
+        t.checkpoints = 0;
+        t.samples = 0;
+        if !gathered {
+            // A span of more than four took in a quiet spell (or the lock is too slow to be
+            // worth gathering: 256 acquisitions in 4 ms): no period.
+            if span / 4 <= times.span && checkpoints >= 2 && samples >= checkpoints {
+                t.spread = if t.spread == 0 { period } else { t.spread.min(period) };
+            }
+            return;
+        }
+        // The verdict: passed at the first span within the margin, failed once none of
+        // [`TRIAL_SPANS`] was.
+        if period.saturating_mul(20) <= t.spread.saturating_mul(TRIAL_MARGIN_TWENTIETHS) {
+            t.running = false;
+            t.failures = 0;
+            return;
+        }
+        t.spans += 1;
+        if t.spans < TRIAL_SPANS {
+            return;
+        }
+        // Failed: spread again, held off for longer each failure in a row.
+        t.running = false;
+        t.failures = t.failures.saturating_add(1);
+        let shift = (2 * u32::from(t.failures - 1)).min(u32::from(MAX_WINDOW_DOUBLINGS));
+        t.held_off_until = now.wrapping_add(times.hold_off << shift) | 1; // (never 0)
+        s.saturated.store(false, Ordering::Relaxed);
+        s.doublings.store(0, Ordering::Relaxed);
+        // SAFETY: only the holder of the lock reads or writes the stamp (as `last_sample`).
+        unsafe { *s.lapsed_at.get() = 0 }; // (no lapse: the next saturation is anew)
+        t.gathered = false;
+        t.since = now;
+        t.mark = 0;
+        t.spread = 0;
+    }
+
+    /// [`Mutex::saturated`] at the time stamp `now` (the holder's checkpoint).
+    fn saturated_at(&self, now: u64) -> bool {
+        let s = &self.cold.saturation;
+        s.saturated.load(Ordering::Relaxed)
+            && (now.wrapping_sub(s.recent.load(Ordering::Relaxed)) as i64) < self.window(windows().0) as i64
     }
 
     /// Whether the lock is saturated: it bounced between processors less than the threshold
@@ -613,17 +850,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_saturation_threshold_is_two_measured_line_round_trips() {
+    fn the_saturation_threshold_is_eight_measured_line_round_trips() {
         // A host whose lines cross in 100 ns there and back, 2 ticks a nanosecond: bounces less
-        // than 200 ns (400 ticks) apart saturate, and more than 800 ns (1600 ticks) no longer.
+        // than 800 ns (1600 ticks) apart make a candidate (saturated if its trial says so), and
+        // more than 3200 ns (6400 ticks) end a saturation.
         let mut costs = HostCosts::scripted(2.0, 2000.0, 100.0, 10.0);
         costs.ticks_per_ns = 2.0;
         let (gap, window, move_gap) = gather_ticks_of(&costs);
-        assert_eq!((gap, gap * 4), (400, 1600));
+        assert_eq!((gap, gap * 4), (1600, 6400));
         assert_eq!((window, move_gap), (20_000_000, 200_000));
-        // Where lines take 300 ns, bounces 600 ns apart still saturate.
+        // Where lines take 300 ns, bounces 2400 ns apart still make a candidate.
         costs.line_round_trip_ns = 300.0;
-        assert_eq!(gather_ticks_of(&costs).0, 1200);
+        assert_eq!(gather_ticks_of(&costs).0, 4800);
     }
 
     /// A thief whose probe stays after a pause goes on probing, one ULT per steal, until its

@@ -179,6 +179,8 @@ pub struct Mutex<T: ?Sized> {
     measuring: UnsafeCell<bool>,
     /// Bounces since the last sample (`gather`); holder-only.
     bounces: UnsafeCell<u8>,
+    /// Acquisitions, modulo 256 (a wrap is a checkpoint of the trial: `gather`); holder-only.
+    acquisitions: UnsafeCell<u8>,
     data: UnsafeCell<T>,
 }
 
@@ -209,6 +211,7 @@ impl<T> Mutex<T> {
             count: UnsafeCell::new(0),
             measuring: UnsafeCell::new(false),
             bounces: UnsafeCell::new(0),
+            acquisitions: UnsafeCell::new(0),
             data: UnsafeCell::new(value),
         }
     }
@@ -283,8 +286,11 @@ impl<T: ?Sized> Mutex<T> {
         self.unlock();
     }
 
+    /// The guard of an acquisition, after any (the caller holds the lock): counted for the
+    /// gathering's trial (`gather`).
     #[inline]
     fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
+        self.acquired();
         let g = MutexGuard { lock: self, panicking: std::thread::panicking() };
         if self.poison.load(Ordering::Relaxed) {
             Err(PoisonError::new(g))
