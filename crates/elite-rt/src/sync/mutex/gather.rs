@@ -17,31 +17,59 @@
 //!   its processors' threads run, and on a host whose CPUs are shared the OS takes one of them
 //!   off for milliseconds at a time; a span of 16 bounces would take in such a spell and show
 //!   the bounces sparse while, whenever both run, nearly every acquisition bounces. Two bounces
-//!   in a row have a spell between them only when it falls exactly there.) The lock is
-//!   saturated once that falls below the threshold, [`GATHER_ROUND_TRIPS`](crate::sync::host::GATHER_ROUND_TRIPS) (2) round trips of a
-//!   cache line between two cores as measured on this host when the first runtime started, or
-//!   a later one where that could not measure it (no lock saturates while it is unmeasured:
-//!   `sync::host`) ([`HostCosts::gather_gap_ns`]: the line's transfers then take half the time
-//!   or more), and
-//!   stays so until it rises above four times that (the hysteresis: a ratio, so it moves with
-//!   the threshold). A gap spanning a quiet spell (more than 16 times the threshold) is
-//!   skipped; a sample that finds the last counted one older than the lock's *window* starts
-//!   over (the average forgotten, not saturated, the sample itself not counted), and so does
-//!   `saturated()` say no after a window without a counted sample: saturation must be shown
-//!   again by dense bounces, not kept alive by moves or by slow bounces. The window is 10 ms,
-//!   multiplied by four (up to [`MAX_WINDOW_DOUBLINGS`] doublings: 40, 160, 640 ms) each time the lock, its saturation
+//!   in a row have a spell between them only when it falls exactly there.) The lock is a
+//!   *candidate* once that falls below the threshold, [`GATHER_ROUND_TRIPS`](crate::sync::host::GATHER_ROUND_TRIPS)
+//!   (8) round trips of a cache line between two cores as measured on this host when the first
+//!   runtime started, or a later one where that could not measure it (no lock saturates while
+//!   it is unmeasured: `sync::host`) ([`HostCosts::gather_gap_ns`]). A wide band: how far apart
+//!   bounces come does not tell whether gathering pays (`mutex_contended`'s loop bounced about
+//!   2.5 round trips apart on one build VM, where it ran 3 times as fast gathered, and a loop
+//!   with work between acquisitions about 3.7 round trips apart on another, where it ran
+//!   faster on 2 processors); the candidate's *trial* does. A candidate is saturated (its
+//!   contenders gather) if a trial may start, and that saturation is the trial:
+//!   * *The periods.* The holder counts every acquisition (a `u8` on the hot line, however the
+//!     lock was taken) and at every [`ACQUISITIONS_PER_CHECKPOINT`] (256), a *checkpoint*,
+//!     takes a time stamp: the lock's period per 256 acquisitions, timed over a span
+//!     ([`TRIAL_SPAN_NS`], 1 ms) of checkpoints. While the lock is not saturated it is timed
+//!     over and over, after a settling time when it was saturated before ([`SPREAD_SETTLE_NS`],
+//!     3 ms: the longest pause of stealing and the probation, after which the thieves steal as
+//!     usual again), and the *spread period* is the least of the spans since the lock was last
+//!     saturated that saw it bounce (one sample of bounces, 16, per checkpoint at least: a
+//!     span in which one processor's thread was off its CPU, or the contenders were not spread
+//!     yet, shows the lock as fast as on one processor, and says nothing of its spread cost).
+//!   * *The start.* A candidate saturates only with a spread period timed, and not within a
+//!     hold-off; its contenders then gather as below.
+//!   * *The verdict.* After [`TRIAL_SETTLE_NS`] (0.5 ms: the contenders move) the holder times
+//!     the gathered lock's period over a span; the trial passes if it is at most 5 % above
+//!     the spread period ([`TRIAL_MARGIN_TWENTIETHS`]), else a second span is timed (one may
+//!     take in a spell when the OS took the home's thread off its CPU), and fails if that one
+//!     is worse too. A passed trial leaves the lock saturated, as below, and resets the count
+//!     of failures. A failed trial ends the saturation (the contenders spread again, as after
+//!     a lapse) and holds the lock off saturating for [`HOLD_OFF_NS`] (10 ms), four times as
+//!     long each failure in a row, up to 640 ms: a lock gathering does not pay for is tried
+//!     again less and less often, and a lock whose load changed is found out within 640 ms.
+//!
+//!   Every saturation is a trial, also one after a lapse. A saturated lock stays so until its
+//!   bounces come more than four times the threshold apart on average (the hysteresis: a
+//!   ratio, so it moves with the threshold), or its trial fails. A gap spanning a quiet spell
+//!   (more than 16 times the threshold) is skipped; a sample that finds the last counted one
+//!   older than the lock's *window* starts over (the average forgotten, not saturated, the
+//!   sample itself not counted), and so does `saturated()` say no after a window without a
+//!   counted sample: saturation must be shown again by dense bounces, not kept alive by moves
+//!   or by slow bounces. The window is 10 ms, multiplied by four (up to
+//!   [`MAX_WINDOW_DOUBLINGS`] doublings: 40, 160, 640 ms) each time the lock, its saturation
 //!   lapsed, is saturated again within 10 ms of the lapse, and back to 10 ms once its bounces
-//!   are slow (the average above four times the threshold) or it saturates again later than
-//!   that. (A gathered lock bounces no more, so no sample renews its saturation, and it lapses
-//!   a window after its contenders gathered; each lapse costs a revocation of the home's bias
-//!   and a thief's probe that takes the lock where it stands and bounces it until the lock is
-//!   saturated again. A lock that is saturated again at once each time is re-checked less and
-//!   less often, as the thieves' pauses grow; a lock whose load changed is found out within a
-//!   window, at most 640 ms.) Measured with work between two acquisitions (a `black_box` loop
-//!   of 0 / 200 / 1000 / 3000 iterations, 1024 ULTs, on a build VM whose lines crossed in about
-//!   100 ns there and back, with an earlier sampling that averaged the span of 16 bounces): the
-//!   bounces came 50, 60, 150 and 370 ns apart, and the first three ran faster on one processor
-//!   than on two.
+//!   are slow (the average above four times the threshold), it saturates again later than
+//!   that, or a trial fails. (A gathered lock bounces no more, so no sample renews its
+//!   saturation, and it lapses a window after its contenders gathered; each lapse costs a
+//!   revocation of the home's bias, a thief's probe that takes the lock where it stands and
+//!   bounces it, the settling and a span of the spread lock, and a trial. A lock that is
+//!   saturated again at once each time is re-checked less and less often, as the thieves'
+//!   pauses grow; a lock whose load changed is found out within a window, at most 640 ms.)
+//!   Measured with work between two acquisitions (a `black_box` loop of 0 / 200 / 1000 / 3000
+//!   iterations, 1024 ULTs, on a build VM whose lines crossed in about 100 ns there and back,
+//!   with an earlier sampling that averaged the span of 16 bounces): the bounces came 50, 60,
+//!   150 and 370 ns apart, and the first three ran faster on one processor than on two.
 //! * **Home.** The processor the word is biased to, else the one it was first biased to (the only
 //!   one it can be biased to again, "The bias" in `sync::lock_word`), else the holder's when
 //!   saturation was first seen (kept for the lock's life). A first owner, or such a holder, of
@@ -76,17 +104,19 @@
 //!   processor keeps running whatever does not contend (one ULT at a time for the first
 //!   millisecond), and steals as usual again within 3 ms of the lock no longer saturating.
 //!
-//! Who keeps what: the lock its [`Saturation`] (in its cold lines) and its count of bounces (on
-//! its hot line, `Mutex::bounces`); each processor its [`Pauses`] (a field of its owned part,
+//! Who keeps what: the lock its [`Saturation`] (in its cold lines, its [`Trial`] among it) and
+//! its counts of bounces and of acquisitions (on its hot line, `Mutex::bounces` and
+//! `Mutex::acquisitions`); each processor its [`Pauses`] (a field of its owned part,
 //! which the loop asks at steps 4 and 5: `processor::find`); each ULT its [`UltMarks`] (a field
 //! of its TCB, on the execution line). The processor side of the move is [`gather_to`] and
 //! `Processor::send_home`, here.
 //!
-//! Between threads: the lock's state (its `Saturation` but for the holder-only `last_sample`,
-//! and the bounce count) is written only by the lock's holder, so the lock orders its writers,
-//! but for one store: a contender that finds the `saturated` mark set and its last sign older
-//! than the window clears it (`Mutex::home_elsewhere`), as the next sample would; racing with a
-//! sample that sets it, it may undo that one, and the sample after sets it again. Contenders
+//! Between threads: the lock's state (its `Saturation`, the holder-only `last_sample`,
+//! `lapsed_at` and `trial` among it, and the counts) is written only by the lock's holder, so
+//! the lock orders its writers, but for one store: a contender that finds the `saturated` mark
+//! set and its last sign older than the window clears it (`Mutex::home_elsewhere`), as the next
+//! sample would; racing with a sample that sets it, it may undo that one (and end the trial it
+//! started, without a verdict, at the next checkpoint), and the sample after sets it again. Contenders
 //! read it all as hints (`Relaxed`): a stale read moves a contender once too often or too
 //! rarely, and never touches exclusion, which stays the state word's alone. A processor's name
 //! in `Remote::name` is written once, before the processor runs anything, and a reader that
@@ -94,10 +124,12 @@
 //! processor holding the ULT, like the rest of its execution line.
 //!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
-//! (which the bounces were eating), up to a pause of stealing and a probation of single steals
-//! for work queued behind a gathered lock's contenders, and every window (10 ms, growing to 640
-//! ms while the lock stays saturated) a revocation of the home's bias by a probe, to measure the
-//! bounces again.
+//! (which the bounces were eating, as its trial measured; a trial that fails gives it up for
+//! its 1.5 to 2.5 ms and the contenders' way back), up to a pause of stealing and a probation
+//! of single steals for work queued behind a gathered lock's contenders, and every window (10
+//! ms, growing to 640 ms while the lock stays saturated) a revocation of the home's bias by a
+//! probe, to measure the bounces again, and a few milliseconds spread and a trial, to measure
+//! the periods again.
 
 use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -542,7 +574,8 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// Whether the lock is saturated: it bounced between processors less than the threshold
-    /// ([`HostCosts::gather_gap_ns`]) apart on average, and the last sign of it is recent.
+    /// ([`HostCosts::gather_gap_ns`]) apart on average and its trial started (and has not
+    /// failed), and the last sign of it is recent.
     #[inline(never)]
     pub(super) fn saturated(&self) -> bool {
         let s = &self.cold.saturation;

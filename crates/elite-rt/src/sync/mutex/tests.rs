@@ -27,7 +27,7 @@ mod layout_and_holds {
     use std::mem::{align_of, offset_of};
 
     /// The hot line of "Layout" (module docs): the state word starts a cache line, and the flags,
-    /// the counter and up to 40 bytes of data share it.
+    /// the counters and up to 40 bytes of data share it.
     #[test]
     fn state_and_data_share_one_cache_line() {
         fn check<T>() {
@@ -37,6 +37,7 @@ mod layout_and_holds {
             assert!(offset_of!(Mutex<T>, count) - state < 64);
             assert!(offset_of!(Mutex<T>, measuring) - state < 64);
             assert!(offset_of!(Mutex<T>, bounces) - state < 64);
+            assert!(offset_of!(Mutex<T>, acquisitions) - state < 64);
             let data = offset_of!(Mutex<T>, data);
             assert!(data + std::mem::size_of::<T>() - state <= 64, "the data ends within the line");
             assert_eq!(align_of::<Mutex<T>>(), 64);
