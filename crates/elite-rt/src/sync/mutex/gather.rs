@@ -478,8 +478,16 @@ impl<T: ?Sized> Mutex<T> {
         let n = unsafe { &mut *self.acquisitions.get() };
         *n = n.wrapping_add(1);
         if *n == 0 {
-            self.checkpoint_with(ticks());
+            self.checkpoint();
         }
+    }
+
+    /// [`Mutex::checkpoint_with`] now (out of line, clock read included: the acquisition's
+    /// inlined part is an increment and a test).
+    #[cold]
+    #[inline(never)]
+    fn checkpoint(&self) {
+        self.checkpoint_with(ticks());
     }
 
     /// A checkpoint of the lock's trial at `now` ([`ACQUISITIONS_PER_CHECKPOINT`] acquisitions

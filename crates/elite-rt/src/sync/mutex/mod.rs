@@ -239,7 +239,7 @@ impl<T: ?Sized> Mutex<T> {
     /// free. `Err` if a holder panicked (the guard is inside, as with std).
     ///
     /// Locking a mutex the caller already holds deadlocks, as with std.
-    #[inline]
+    #[inline(always)] // (the owner's path is a dozen instructions: a call would add a tenth)
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
         let me = here_charged(|| self.state.is_held());
         if !self.state.lock_fast_unless(me, || self.bounced(), || self.gathers_elsewhere(me)) {
