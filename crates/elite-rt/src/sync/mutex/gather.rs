@@ -473,8 +473,8 @@ impl<T: ?Sized> Mutex<T> {
     /// [`ACQUISITIONS_PER_CHECKPOINT`] is a checkpoint of the lock's trial.
     #[inline(always)]
     pub(super) fn acquired(&self) {
-        // SAFETY: only the holder of the lock reads or writes the counter.
         const { assert!(ACQUISITIONS_PER_CHECKPOINT == 1 << u8::BITS) };
+        // SAFETY: only the holder of the lock reads or writes the counter.
         let n = unsafe { &mut *self.acquisitions.get() };
         *n = n.wrapping_add(1);
         if *n == 0 {
