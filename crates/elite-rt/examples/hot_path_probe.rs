@@ -31,7 +31,7 @@
 //! `block_on`, so spawning and joining included) to stderr; `--stats` prints the runtime's
 //! counters (`Runtime::stats`) there: with `mutex --processors 2`, how many ULTs went to the
 //! lock's home (`gathered`), how often the other processor paused or stole; and the host's
-//! measured costs with the mutex's saturation threshold derived from them.
+//! measured costs with the threshold of bounces below which a mutex is a candidate for saturation.
 
 use elite_rt::sync::{Mutex, Semaphore};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -200,7 +200,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--stats") {
         eprintln!("{}", rt.stats());
         let costs = elite_rt::sync::host_costs();
-        eprintln!("{costs:?}; a lock saturates below {:.0} ns between bounces", costs.gather_gap_ns());
+        eprintln!(
+            "{costs:?}; a lock is a candidate for saturation (its trial) below {:.0} ns between bounces",
+            costs.gather_gap_ns()
+        );
     }
     println!("{done}");
     Ok(())
