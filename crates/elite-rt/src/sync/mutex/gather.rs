@@ -36,7 +36,9 @@
 //!     usual again), and the *spread period* is the least of the spans since the lock was last
 //!     saturated that saw it bounce (one sample of bounces, 16, per checkpoint at least: a
 //!     span in which one processor's thread was off its CPU, or the contenders were not spread
-//!     yet, shows the lock as fast as on one processor, and says nothing of its spread cost).
+//!     yet, shows the lock as fast as on one processor, and says nothing of its spread cost;
+//!     nor does a span of fewer than 2 checkpoints or longer than 4 spans, which took in a
+//!     quiet spell, or a lock too slow to gather).
 //!   * *The start.* A candidate saturates only with a spread period timed, and not within a
 //!     hold-off; its contenders then gather as below.
 //!   * *The verdict.* After [`TRIAL_SETTLE_NS`] (0.5 ms: the contenders move) the holder times
