@@ -39,8 +39,8 @@
 //!     yet, shows the lock as fast as on one processor, and says nothing of its spread cost;
 //!     nor does a span of fewer than 2 checkpoints or longer than 4 spans, which took in a
 //!     quiet spell, or a lock too slow to gather).
-//!   * *The start.* A candidate saturates only with a spread period timed, and not within a
-//!     hold-off; its contenders then gather as below.
+//!   * *The start.* A candidate saturates only with a spread period timed (but for a trusted
+//!     one, below), and not within a hold-off; its contenders then gather as below.
 //!   * *The verdict.* After [`TRIAL_SETTLE_NS`] (0.5 ms: the contenders move) the holder times
 //!     the gathered lock's period over a span; the trial passes if it is at most 5 % above
 //!     the spread period ([`TRIAL_MARGIN_TWENTIETHS`]), else a second span is timed (one may
@@ -51,7 +51,11 @@
 //!     long each failure in a row, up to 640 ms: a lock gathering does not pay for is tried
 //!     again less and less often, and a lock whose load changed is found out within 640 ms.
 //!
-//!   Every saturation is a trial, also one after a lapse. A saturated lock stays so until its
+//!   A saturation within [`TRIAL_TRUST_NS`] (640 ms) of a trial that passed is none: the lock
+//!   saturates at once, as a candidate, with no spread period needed (a gathered lock lapses
+//!   every window, and a trial each time would cost it a few milliseconds spread); later, it
+//!   is a trial again, so a lock whose load changed is found out within about 1.3 s. A
+//!   saturated lock stays so until its
 //!   bounces come more than four times the threshold apart on average (the hysteresis: a
 //!   ratio, so it moves with the threshold), or its trial fails. A gap spanning a quiet spell
 //!   (more than 16 times the threshold) is skipped; a sample that finds the last counted one
@@ -64,8 +68,9 @@
 //!   are slow (the average above four times the threshold), it saturates again later than
 //!   that, or a trial fails. (A gathered lock bounces no more, so no sample renews its
 //!   saturation, and it lapses a window after its contenders gathered; each lapse costs a
-//!   revocation of the home's bias, a thief's probe that takes the lock where it stands and
-//!   bounces it, the settling and a span of the spread lock, and a trial. A lock that is
+//!   revocation of the home's bias, and a thief's probe that takes the lock where it stands and
+//!   bounces it (and, once a trial is due again, the settling and a span of the spread lock,
+//!   and the trial). A lock that is
 //!   saturated again at once each time is re-checked less and less often, as the thieves'
 //!   pauses grow; a lock whose load changed is found out within a window, at most 640 ms.)
 //!   Measured with work between two acquisitions (a `black_box` loop of 0 / 200 / 1000 / 3000
@@ -130,8 +135,8 @@
 //! its 1.5 to 2.5 ms and the contenders' way back), up to a pause of stealing and a probation
 //! of single steals for work queued behind a gathered lock's contenders, and every window (10
 //! ms, growing to 640 ms while the lock stays saturated) a revocation of the home's bias by a
-//! probe, to measure the bounces again, and a few milliseconds spread and a trial, to measure
-//! the periods again.
+//! probe, to measure the bounces again, and, at a lapse more than 640 ms after the last trial,
+//! a few milliseconds spread and a trial, to measure the periods again.
 
 use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -178,6 +183,12 @@ const TRIAL_SPANS: u8 = 2;
 /// [`MAX_WINDOW_DOUBLINGS`] doublings (10, 40, 160, 640 ms).
 const HOLD_OFF_NS: f64 = 10_000_000.0;
 
+/// How long (nanoseconds) after a trial passed the lock saturates again without one (after a
+/// lapse, or slow bounces): as long as the longest window, so that a gathered lock's lapses,
+/// which come sooner, re-check its bounces only, and one whose load changed is tried again
+/// within two of its longest windows.
+const TRIAL_TRUST_NS: f64 = 640_000_000.0;
+
 /// The most doublings of a lock's saturation window (module docs, "Saturation"; two at a time):
 /// 10 ms at first, at most 640 ms.
 pub(super) const MAX_WINDOW_DOUBLINGS: u8 = 6;
@@ -221,6 +232,8 @@ pub(super) struct TrialTicks {
     pub(super) spread_settle: u64,
     /// [`HOLD_OFF_NS`].
     pub(super) hold_off: u64,
+    /// [`TRIAL_TRUST_NS`].
+    pub(super) trust: u64,
 }
 
 /// [`TrialTicks`] (the clock's rate is measured once); read at the checkpoints and when a lock
@@ -235,6 +248,7 @@ pub(super) fn trial_ticks() -> TrialTicks {
             span: ticks(TRIAL_SPAN_NS),
             spread_settle: ticks(SPREAD_SETTLE_NS),
             hold_off: ticks(HOLD_OFF_NS),
+            trust: ticks(TRIAL_TRUST_NS),
         }
     })
 }
@@ -317,12 +331,16 @@ pub(super) struct Trial {
     /// The spread lock's period, of the last span timed in the current spread state (0: none
     /// yet): a trial needs one.
     pub(super) spread: u64,
-    /// Whether a trial is under way (the lock saturated, its gathered period not yet timed).
+    /// Whether a trial is under way (the lock saturated, its gathered period not yet timed;
+    /// never for a saturation trusted after a trial that passed).
     pub(super) running: bool,
     /// Trials failed in a row.
     pub(super) failures: u8,
     /// Time stamp before which the lock may not saturate (a failed trial's hold-off; 0: none).
     pub(super) held_off_until: u64,
+    /// Time stamp of the last trial that passed (0: none since the last failure): within
+    /// [`TRIAL_TRUST_NS`] of it the lock saturates again without a trial.
+    pub(super) passed_at: u64,
 }
 
 impl Saturation {
@@ -347,6 +365,7 @@ impl Saturation {
                 running: false,
                 failures: 0,
                 held_off_until: 0,
+                passed_at: 0,
             }),
         }
     }
@@ -457,11 +476,16 @@ impl<T: ?Sized> Mutex<T> {
         // SAFETY: only the holder of the lock reads or writes the trial, and this is its only
         // reference.
         let t = unsafe { &mut *self.cold.saturation.trial.get() };
-        if t.spread == 0 || (t.held_off_until != 0 && (now.wrapping_sub(t.held_off_until) as i64) < 0) {
+        if t.held_off_until != 0 && (now.wrapping_sub(t.held_off_until) as i64) < 0 {
+            return false;
+        }
+        let times = trial_ticks();
+        let trusted = t.passed_at != 0 && (now.wrapping_sub(t.passed_at) as i64) < times.trust as i64;
+        if t.spread == 0 && !trusted {
             return false;
         }
         t.held_off_until = 0;
-        t.running = true;
+        t.running = !trusted;
         t.spans = 0;
         t.gathered = true;
         t.ever_gathered = true;
@@ -555,6 +579,7 @@ impl<T: ?Sized> Mutex<T> {
         if period.saturating_mul(20) <= t.spread.saturating_mul(TRIAL_MARGIN_TWENTIETHS) {
             t.running = false;
             t.failures = 0;
+            t.passed_at = now | 1; // (never 0)
             return;
         }
         t.spans += 1;
@@ -563,6 +588,7 @@ impl<T: ?Sized> Mutex<T> {
         }
         // Failed: spread again, held off for longer each failure in a row.
         t.running = false;
+        t.passed_at = 0;
         t.failures = t.failures.saturating_add(1);
         let shift = (2 * u32::from(t.failures - 1)).min(u32::from(MAX_WINDOW_DOUBLINGS));
         t.held_off_until = now.wrapping_add(times.hold_off << shift) | 1; // (never 0)

@@ -418,9 +418,10 @@ mod gathering {
 
     /// "Saturation" (module docs): a candidate's trial. Saturation needs a spread period timed
     /// first; a trial whose gathered period is no worse than the spread one (within the margin)
-    /// keeps the lock saturated; one whose gathered period is worse ends the saturation and
-    /// holds it off for 10 ms, four times as long at the second failure in a row; a trial that
-    /// passes resets the count, and the next failure holds off for 10 ms again. (The time
+    /// keeps the lock saturated, and saturations within its trust (640 ms) need no trial; one
+    /// whose gathered period is worse ends the saturation and holds it off for 10 ms, four
+    /// times as long at the second failure in a row; a trial that passes resets the count, and
+    /// the next failure holds off for 10 ms again. (The time
     /// stamps are the test's own: a script, so that what is checked is the rule, not the
     /// speed of the machine running it.)
     #[test]
@@ -449,15 +450,24 @@ mod gathering {
         gathered(&m, &mut clock, spread_period / 3);
         assert!(m.cold.saturation.saturated.load(Ordering::Relaxed), "the trial passed: saturated");
         assert_eq!(trial(&m).failures, 0);
-        // Slow bounces end it; spread again, the contenders back on both processors.
-        assert!((0..100).any(|_| {
-            sample_at(&m, &mut clock, threshold * 8);
-            !m.cold.saturation.saturated.load(Ordering::Relaxed)
-        }));
-        m.checkpoint_with(clock);
+        // Slow bounces end it; dense ones again, within the trust of the trial that passed,
+        // saturate it at once, with no trial.
+        let end_saturation = |clock: &mut u64| {
+            assert!((0..100).any(|_| {
+                sample_at(&m, clock, threshold * 8);
+                !m.cold.saturation.saturated.load(Ordering::Relaxed)
+            }));
+            m.checkpoint_with(*clock);
+        };
+        end_saturation(&mut clock);
+        assert!(dense_until_saturated(&m, &mut clock), "trusted: saturated again at once");
+        assert!(!trial(&m).running, "with no trial");
+        // Ended again; spread, the contenders back on both processors, past the trust.
+        end_saturation(&mut clock);
         let start = clock;
-        spread(&m, &mut clock, start + times.spread_settle + 2 * times.span + 1, spread_period);
+        spread(&m, &mut clock, start + times.trust + 1, spread_period);
         // A trial whose gathered lock is twice as slow fails: no longer saturated, held off.
+        assert!(trial(&m).spread > 0);
         assert!(dense_until_saturated(&m, &mut clock));
         gathered(&m, &mut clock, 2 * spread_period);
         assert!(!m.cold.saturation.saturated.load(Ordering::Relaxed), "the trial failed");
@@ -484,14 +494,10 @@ mod gathering {
         gathered(&m, &mut clock, spread_period / 3);
         assert!(m.cold.saturation.saturated.load(Ordering::Relaxed), "passed");
         assert_eq!(trial(&m).failures, 0, "a trial that passes resets the count");
-        // So the next failure holds off for 10 ms again.
-        assert!((0..100).any(|_| {
-            sample_at(&m, &mut clock, threshold * 8);
-            !m.cold.saturation.saturated.load(Ordering::Relaxed)
-        }));
-        m.checkpoint_with(clock);
+        // So the next failure (past the trust) holds off for 10 ms again.
+        end_saturation(&mut clock);
         let start = clock;
-        spread(&m, &mut clock, start + times.spread_settle + 2 * times.span + 1, spread_period);
+        spread(&m, &mut clock, start + times.trust + 1, spread_period);
         assert!(dense_until_saturated(&m, &mut clock));
         gathered(&m, &mut clock, 2 * spread_period);
         assert_eq!(trial(&m).failures, 1);
