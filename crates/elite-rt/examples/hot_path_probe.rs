@@ -22,12 +22,16 @@
 //! shared counter, no lock: at one processor every increment counts, at more some are lost) and
 //! `std-mutex` (a `std::sync::Mutex`: two atomic read-modify-writes, no bias; at one processor
 //! it never blocks the OS thread).
+//! `mutex-work` is `mutex`'s loop with `--work K` iterations of a `black_box` loop after each
+//! unlock (0 without the flag): work two processors can do side by side, which gathering the
+//! lock's contenders on one gives up (its trial, `sync::mutex::gather`, should then fail).
+//! `--no-gather` builds the runtime with `gather_locks(false)`;
 //! `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P processors
 //! instead of one. `--time` prints the wall-clock nanoseconds per operation (of the whole
 //! `block_on`, so spawning and joining included) to stderr; `--stats` prints the runtime's
 //! counters (`Runtime::stats`) there: with `mutex --processors 2`, how many ULTs went to the
 //! lock's home (`gathered`), how often the other processor paused or stole; and the host's
-//! measured costs with the mutex's saturation threshold derived from them.
+//! measured costs with the threshold of bounces below which a mutex is a candidate for saturation.
 
 use elite_rt::sync::{Mutex, Semaphore};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,7 +52,7 @@ fn count_flag<T: std::str::FromStr + PartialOrd + Default>(
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|yields|bare|std-mutex N [--ults K] [--processors P] [--no-lock] [--no-prefetch] [--time] [--stats]";
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|mutex-work|yields|bare|std-mutex N [--ults K] [--processors P] [--work K] [--no-lock] [--no-gather] [--no-prefetch] [--time] [--stats]";
     let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
@@ -57,7 +61,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lock = kind == "mutex" && !args.iter().any(|a| a == "--no-lock");
     let ults: u64 = count_flag(&args, "--ults", 1024).ok_or(usage)?;
     let processors: usize = count_flag(&args, "--processors", 1).ok_or(usage)?;
-    let rt = elite_rt::Runtime::builder().processors(processors).prefetch(prefetch).build()?;
+    let work: u64 = count_flag(&args, "--work", 0).ok_or(usage)?;
+    let gather = !args.iter().any(|a| a == "--no-gather");
+    let rt = elite_rt::Runtime::builder()
+        .processors(processors)
+        .prefetch(prefetch)
+        .gather_locks(gather)
+        .build()?;
     let kind = kind.clone();
     let start = std::time::Instant::now();
     let done = rt.block_on(move || match kind.as_str() {
@@ -126,6 +136,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let total = *counter.lock().unwrap() + unlocked;
             Ok(total)
         }
+        "mutex-work" => {
+            // (A loop of its own, as `bare`'s.) `work` iterations of a `black_box` loop after
+            // each unlock, before the yield: work the processors may do side by side.
+            let counter = Arc::new(Mutex::new(0u64));
+            let turns = n.div_ceil(ults);
+            let handles: Vec<_> = (0..ults)
+                .map(|_| {
+                    let counter = counter.clone();
+                    elite_rt::spawn(move || {
+                        let mut x = 0u64;
+                        for _ in 0..turns {
+                            *counter.lock().unwrap() += 1;
+                            for i in 0..work {
+                                x = std::hint::black_box(x.wrapping_add(i));
+                            }
+                            elite_rt::yield_now();
+                        }
+                        std::hint::black_box(x);
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().map_err(|_| "a ULT panicked".to_string())?;
+            }
+            let total = *counter.lock().unwrap();
+            Ok(total)
+        }
         "bare" | "std-mutex" => {
             // (A loop of its own, so that the code of `mutex` and `yields`, whose instructions
             // `scripts/hot-paths.sh` tracks, stays as it is.)
@@ -163,7 +200,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--stats") {
         eprintln!("{}", rt.stats());
         let costs = elite_rt::sync::host_costs();
-        eprintln!("{costs:?}; a lock saturates below {:.0} ns between bounces", costs.gather_gap_ns());
+        eprintln!(
+            "{costs:?}; a lock is a candidate for saturation (its trial) below {:.0} ns between bounces",
+            costs.gather_gap_ns()
+        );
     }
     println!("{done}");
     Ok(())

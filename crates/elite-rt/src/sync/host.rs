@@ -10,7 +10,7 @@
 //! | --- | --- | --- |
 //! | the adaptive spin budget ([`SpinPolicy::Adaptive`](super::SpinPolicy::Adaptive)) | the coroutine round trip (at start) and the wake-up of a parked processor (at start, then a running average of the wake-ups the runtime makes) | spin for as long as blocking costs: a coroutine round trip plus a wake-up ([`SwitchCost`]) |
 //! | the adaptive spin threshold on a lock's hold time | the same | half the spin budget |
-//! | a mutex's saturation window (`sync::mutex::gather`) | a cache line's round trip between two cores (at start, or at a later runtime's start while unmeasured) | saturated when its bounces come less than [`GATHER_ROUND_TRIPS`] round trips apart on average; no longer when more than 4 times that; never while the round trip is unmeasured |
+//! | a mutex's saturation window (`sync::mutex::gather`) | a cache line's round trip between two cores (at start, or at a later runtime's start while unmeasured) | a candidate when its bounces come less than [`GATHER_ROUND_TRIPS`] round trips apart on average, saturated if its trial (its measured period per acquisition, gathered against spread) says so; no longer when more than 4 times that; never while the round trip is unmeasured |
 //! | the hand-off rule's line count ([`policy::hand_off`](crate::policy::hand_off)) | the line round trip and the time to fetch a line last written by another core, in a stream (as the round trip) | the lines that can be fetched in the time [`HAND_OFF_ROUND_TRIPS`] round trips take (4 to 256); 4 while unmeasured |
 //!
 //! # The measurements
@@ -154,10 +154,12 @@ pub const DEFAULT_LINE_ROUND_TRIP_NS: f64 = 100.0;
 /// nanoseconds: as [`DEFAULT_LINE_ROUND_TRIP_NS`], for readers only.
 pub const DEFAULT_LINE_FETCH_NS: f64 = 10.0;
 
-/// A lock is saturated when its bounces (acquisitions from another processor than the one
-/// before) come less than this many line round trips apart on average: the line's transfers then
-/// take half the time or more, and its contenders do more on one processor than on two.
-pub const GATHER_ROUND_TRIPS: f64 = 2.0;
+/// A lock is a candidate for saturation when its bounces (acquisitions from another processor
+/// than the one before) come less than this many line round trips apart on average: the line's
+/// transfers then take an eighth of the time or more, and its contenders may do more on one
+/// processor than on two. A wide band: whether they do is the candidate's trial's to say (its
+/// period per acquisition timed gathered against spread: `sync::mutex::gather`).
+pub const GATHER_ROUND_TRIPS: f64 = 8.0;
 
 /// The hand-off rule lets a woken ULT follow its waker when its lines expected at home can be
 /// fetched again in the time this many line round trips take: about what going home costs in
@@ -173,13 +175,13 @@ const HAND_OFF_LINES_RANGE: (f64, f64) = (4.0, 256.0);
 pub const MAX_WAKE_SAMPLE_NS: f64 = 10_000_000.0;
 
 impl HostCosts {
-    /// The time between bounces below which a lock is saturated, in nanoseconds:
-    /// `GATHER_ROUND_TRIPS` (2) line round trips; 0 (no lock saturates) while the line costs
-    /// are not measured ([`HostCosts::lines_measured`]).
+    /// The time between bounces below which a lock is a candidate for saturation (saturated if
+    /// its trial says so), in nanoseconds: `GATHER_ROUND_TRIPS` (8) line round trips; 0 (no
+    /// lock saturates) while the line costs are not measured ([`HostCosts::lines_measured`]).
     ///
     /// ```
     /// let costs = elite_rt::sync::HostCosts::scripted(2.0, 2000.0, 100.0, 10.0);
-    /// assert_eq!(costs.gather_gap_ns(), 200.0);
+    /// assert_eq!(costs.gather_gap_ns(), 800.0);
     /// assert_eq!(costs.unmeasured_lines().gather_gap_ns(), 0.0);
     /// ```
     pub fn gather_gap_ns(&self) -> f64 {
@@ -699,10 +701,10 @@ mod tests {
     }
 
     #[test]
-    fn the_saturation_gap_is_two_line_round_trips() {
-        assert_eq!(host().gather_gap_ns(), 200.0);
-        // A host whose lines cross in 300 ns gathers locks whose bounces come 600 ns apart.
-        assert_eq!(HostCosts::scripted(2.0, 2000.0, 300.0, 10.0).gather_gap_ns(), 600.0);
+    fn the_saturation_gap_is_eight_line_round_trips() {
+        assert_eq!(host().gather_gap_ns(), 800.0);
+        // A host whose lines cross in 300 ns tries gathering locks whose bounces come 2400 ns apart.
+        assert_eq!(HostCosts::scripted(2.0, 2000.0, 300.0, 10.0).gather_gap_ns(), 2400.0);
     }
 
     /// Line costs that could not be measured decide nothing: no lock saturates, the hand-off
@@ -718,7 +720,7 @@ mod tests {
         assert_eq!(turns.gather_gap_ns(), 0.0);
         let measured = unmeasured.with_lines(Some((300.0, 5.0)));
         assert!(measured.lines_measured);
-        assert_eq!((measured.gather_gap_ns(), measured.hand_off_lines()), (600.0, 180.0));
+        assert_eq!((measured.gather_gap_ns(), measured.hand_off_lines()), (2400.0, 180.0));
     }
 
     /// A runtime that starts while the line costs are unmeasured measures them, if it has two

@@ -17,31 +17,66 @@
 //!   its processors' threads run, and on a host whose CPUs are shared the OS takes one of them
 //!   off for milliseconds at a time; a span of 16 bounces would take in such a spell and show
 //!   the bounces sparse while, whenever both run, nearly every acquisition bounces. Two bounces
-//!   in a row have a spell between them only when it falls exactly there.) The lock is
-//!   saturated once that falls below the threshold, [`GATHER_ROUND_TRIPS`](crate::sync::host::GATHER_ROUND_TRIPS) (2) round trips of a
-//!   cache line between two cores as measured on this host when the first runtime started, or
-//!   a later one where that could not measure it (no lock saturates while it is unmeasured:
-//!   `sync::host`) ([`HostCosts::gather_gap_ns`]: the line's transfers then take half the time
-//!   or more), and
-//!   stays so until it rises above four times that (the hysteresis: a ratio, so it moves with
-//!   the threshold). A gap spanning a quiet spell (more than 16 times the threshold) is
-//!   skipped; a sample that finds the last counted one older than the lock's *window* starts
-//!   over (the average forgotten, not saturated, the sample itself not counted), and so does
-//!   `saturated()` say no after a window without a counted sample: saturation must be shown
-//!   again by dense bounces, not kept alive by moves or by slow bounces. The window is 10 ms,
-//!   multiplied by four (up to [`MAX_WINDOW_DOUBLINGS`] doublings: 40, 160, 640 ms) each time the lock, its saturation
+//!   in a row have a spell between them only when it falls exactly there.) The lock is a
+//!   *candidate* once that falls below the threshold, [`GATHER_ROUND_TRIPS`](crate::sync::host::GATHER_ROUND_TRIPS)
+//!   (8) round trips of a cache line between two cores as measured on this host when the first
+//!   runtime started, or a later one where that could not measure it (no lock saturates while
+//!   it is unmeasured: `sync::host`) ([`HostCosts::gather_gap_ns`]). A wide band: how far apart
+//!   bounces come does not tell whether gathering pays (`mutex_contended`'s loop bounced about
+//!   2.5 round trips apart on one build VM, where it ran 3 times as fast gathered, and a loop
+//!   with work between acquisitions about 3.7 round trips apart on another, where it ran
+//!   faster on 2 processors); the candidate's *trial* does. A candidate is saturated (its
+//!   contenders gather) if a trial may start, and that saturation is the trial:
+//!   * *The periods.* The holder counts every acquisition (a `u8` on the hot line, however the
+//!     lock was taken) and at every [`ACQUISITIONS_PER_CHECKPOINT`] (256), a *checkpoint*,
+//!     takes a time stamp: the lock's period per 256 acquisitions, timed over a span
+//!     ([`TRIAL_SPAN_NS`], 1 ms) of checkpoints. While the lock is not saturated it is timed
+//!     over and over, after a settling time when it was saturated before ([`SPREAD_SETTLE_NS`],
+//!     3 ms: the longest pause of stealing and the probation, after which the thieves steal as
+//!     usual again), and the *spread period* is the least of the spans since the lock was last
+//!     saturated that saw it bounce (one sample of bounces, 16, per checkpoint at least: a
+//!     span in which one processor's thread was off its CPU, or the contenders were not spread
+//!     yet, shows the lock as fast as on one processor, and says nothing of its spread cost;
+//!     nor does a span of fewer than 2 checkpoints or longer than 4 spans, which took in a
+//!     quiet spell, or a lock too slow to gather).
+//!   * *The start.* A candidate saturates only with a spread period timed (but for a trusted
+//!     one, below), and not within a hold-off; its contenders then gather as below.
+//!   * *The verdict.* After [`TRIAL_SETTLE_NS`] (0.5 ms: the contenders move) the holder times
+//!     the gathered lock's period over a span; the trial passes if it is at most 5 % above
+//!     the spread period ([`TRIAL_MARGIN_TWENTIETHS`]), else a second span is timed (one may
+//!     take in a spell when the OS took the home's thread off its CPU), and fails if that one
+//!     is worse too. A passed trial leaves the lock saturated, as below, and resets the count
+//!     of failures. A failed trial ends the saturation (the contenders spread again, as after
+//!     a lapse) and holds the lock off saturating for [`HOLD_OFF_NS`] (10 ms), four times as
+//!     long each failure in a row, up to 640 ms: a lock gathering does not pay for is tried
+//!     again less and less often, and a lock whose load changed is found out within 640 ms.
+//!
+//!   A saturation within [`TRIAL_TRUST_NS`] (640 ms) of a trial that passed is none: the lock
+//!   saturates at once, as a candidate, with no spread period needed (a gathered lock lapses
+//!   every window, and a trial each time would cost it a few milliseconds spread); later, it
+//!   is a trial again, so a lock whose load changed is found out within about 1.3 s. A
+//!   saturated lock stays so until its
+//!   bounces come more than four times the threshold apart on average (the hysteresis: a
+//!   ratio, so it moves with the threshold), or its trial fails. A gap spanning a quiet spell
+//!   (more than 16 times the threshold) is skipped; a sample that finds the last counted one
+//!   older than the lock's *window* starts over (the average forgotten, not saturated, the
+//!   sample itself not counted), and so does `saturated()` say no after a window without a
+//!   counted sample: saturation must be shown again by dense bounces, not kept alive by moves
+//!   or by slow bounces. The window is 10 ms, multiplied by four (up to
+//!   [`MAX_WINDOW_DOUBLINGS`] doublings: 40, 160, 640 ms) each time the lock, its saturation
 //!   lapsed, is saturated again within 10 ms of the lapse, and back to 10 ms once its bounces
-//!   are slow (the average above four times the threshold) or it saturates again later than
-//!   that. (A gathered lock bounces no more, so no sample renews its saturation, and it lapses
-//!   a window after its contenders gathered; each lapse costs a revocation of the home's bias
-//!   and a thief's probe that takes the lock where it stands and bounces it until the lock is
-//!   saturated again. A lock that is saturated again at once each time is re-checked less and
-//!   less often, as the thieves' pauses grow; a lock whose load changed is found out within a
-//!   window, at most 640 ms.) Measured with work between two acquisitions (a `black_box` loop
-//!   of 0 / 200 / 1000 / 3000 iterations, 1024 ULTs, on a build VM whose lines crossed in about
-//!   100 ns there and back, with an earlier sampling that averaged the span of 16 bounces): the
-//!   bounces came 50, 60, 150 and 370 ns apart, and the first three ran faster on one processor
-//!   than on two.
+//!   are slow (the average above four times the threshold), it saturates again later than
+//!   that, or a trial fails. (A gathered lock bounces no more, so no sample renews its
+//!   saturation, and it lapses a window after its contenders gathered; each lapse costs a
+//!   revocation of the home's bias, and a thief's probe that takes the lock where it stands and
+//!   bounces it (and, once a trial is due again, the settling and a span of the spread lock,
+//!   and the trial). A lock that is
+//!   saturated again at once each time is re-checked less and less often, as the thieves'
+//!   pauses grow; a lock whose load changed is found out within a window, at most 640 ms.)
+//!   Measured with work between two acquisitions (a `black_box` loop of 0 / 200 / 1000 / 3000
+//!   iterations, 1024 ULTs, on a build VM whose lines crossed in about 100 ns there and back,
+//!   with an earlier sampling that averaged the span of 16 bounces): the bounces came 50, 60,
+//!   150 and 370 ns apart, and the first three ran faster on one processor than on two.
 //! * **Home.** The processor the word is biased to, else the one it was first biased to (the only
 //!   one it can be biased to again, "The bias" in `sync::lock_word`), else the holder's when
 //!   saturation was first seen (kept for the lock's life). A first owner, or such a holder, of
@@ -76,17 +111,19 @@
 //!   processor keeps running whatever does not contend (one ULT at a time for the first
 //!   millisecond), and steals as usual again within 3 ms of the lock no longer saturating.
 //!
-//! Who keeps what: the lock its [`Saturation`] (in its cold lines) and its count of bounces (on
-//! its hot line, `Mutex::bounces`); each processor its [`Pauses`] (a field of its owned part,
+//! Who keeps what: the lock its [`Saturation`] (in its cold lines, its [`Trial`] among it) and
+//! its counts of bounces and of acquisitions (on its hot line, `Mutex::bounces` and
+//! `Mutex::acquisitions`); each processor its [`Pauses`] (a field of its owned part,
 //! which the loop asks at steps 4 and 5: `processor::find`); each ULT its [`UltMarks`] (a field
 //! of its TCB, on the execution line). The processor side of the move is [`gather_to`] and
 //! `Processor::send_home`, here.
 //!
-//! Between threads: the lock's state (its `Saturation` but for the holder-only `last_sample`,
-//! and the bounce count) is written only by the lock's holder, so the lock orders its writers,
-//! but for one store: a contender that finds the `saturated` mark set and its last sign older
-//! than the window clears it (`Mutex::home_elsewhere`), as the next sample would; racing with a
-//! sample that sets it, it may undo that one, and the sample after sets it again. Contenders
+//! Between threads: the lock's state (its `Saturation`, the holder-only `last_sample`,
+//! `lapsed_at` and `trial` among it, and the counts) is written only by the lock's holder, so
+//! the lock orders its writers, but for one store: a contender that finds the `saturated` mark
+//! set and its last sign older than the window clears it (`Mutex::home_elsewhere`), as the next
+//! sample would; racing with a sample that sets it, it may undo that one (and end the trial it
+//! started, without a verdict, at the next checkpoint), and the sample after sets it again. Contenders
 //! read it all as hints (`Relaxed`): a stale read moves a contender once too often or too
 //! rarely, and never touches exclusion, which stays the state word's alone. A processor's name
 //! in `Remote::name` is written once, before the processor runs anything, and a reader that
@@ -94,10 +131,12 @@
 //! processor holding the ULT, like the rest of its execution line.
 //!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
-//! (which the bounces were eating), up to a pause of stealing and a probation of single steals
-//! for work queued behind a gathered lock's contenders, and every window (10 ms, growing to 640
-//! ms while the lock stays saturated) a revocation of the home's bias by a probe, to measure the
-//! bounces again.
+//! (which the bounces were eating, as its trial measured; a trial that fails gives it up for
+//! its 1.5 to 2.5 ms and the contenders' way back), up to a pause of stealing and a probation
+//! of single steals for work queued behind a gathered lock's contenders, and every window (10
+//! ms, growing to 640 ms while the lock stays saturated) a revocation of the home's bias by a
+//! probe, to measure the bounces again, and, at a lapse more than 640 ms after the last trial,
+//! a few milliseconds spread and a trial, to measure the periods again.
 
 use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -113,6 +152,42 @@ pub(super) const BOUNCES_PER_SAMPLE: u8 = 16;
 
 /// How long (nanoseconds) the last sign of saturation counts.
 const GATHER_WINDOW_NS: f64 = 10_000_000.0;
+
+/// Acquisitions between two checkpoints of a lock's trial (module docs, "Saturation"): the
+/// wrap of the holder's `u8` count of acquisitions (`Mutex::acquisitions`).
+pub(super) const ACQUISITIONS_PER_CHECKPOINT: u64 = 256;
+
+/// How long (nanoseconds) a trial lets the contenders gather before it times the gathered lock.
+const TRIAL_SETTLE_NS: f64 = 500_000.0;
+
+/// How long (nanoseconds) a trial times the gathered lock, and how long the spread lock's period
+/// is timed each time.
+const TRIAL_SPAN_NS: f64 = 1_000_000.0;
+
+/// How long (nanoseconds) after its saturation ended a lock is left before its spread period is
+/// timed: the longest pause of stealing ([`STEAL_PAUSE_MAX`]) and the probation
+/// ([`PROBATION_US`]), after which the thieves steal as usual again and the contenders are spread.
+const SPREAD_SETTLE_NS: f64 = 3_000_000.0;
+
+/// A trial fails when the gathered lock's period per acquisition exceeds the spread one's by
+/// more than this fraction (in twentieths: 21/20, 5 %).
+const TRIAL_MARGIN_TWENTIETHS: u64 = 21;
+
+/// The most spans a trial times the gathered lock: it passes at the first whose period is
+/// within the margin, and fails only when none of them was (one span may take in a spell when
+/// the OS took the home's thread off its CPU).
+const TRIAL_SPANS: u8 = 2;
+
+/// How long (nanoseconds) a lock whose trial failed may not saturate again, after its first
+/// failure in a row; four times as long each failure in a row after that, up to
+/// [`MAX_WINDOW_DOUBLINGS`] doublings (10, 40, 160, 640 ms).
+const HOLD_OFF_NS: f64 = 10_000_000.0;
+
+/// How long (nanoseconds) after a trial passed the lock saturates again without one (after a
+/// lapse, or slow bounces): as long as the longest window, so that a gathered lock's lapses,
+/// which come sooner, re-check its bounces only, and one whose load changed is tried again
+/// within two of its longest windows.
+const TRIAL_TRUST_NS: f64 = 640_000_000.0;
 
 /// The most doublings of a lock's saturation window (module docs, "Saturation"; two at a time):
 /// 10 ms at first, at most 640 ms.
@@ -144,6 +219,38 @@ pub(super) fn gather_ticks() -> (u64, u64, u64) {
     let costs = host_costs();
     let (window, move_gap, _) = windows();
     (threshold_of(&costs), window, move_gap)
+}
+
+/// The trial's times in ticks ([`trial_ticks`]).
+#[derive(Clone, Copy)]
+pub(super) struct TrialTicks {
+    /// [`TRIAL_SETTLE_NS`].
+    pub(super) settle: u64,
+    /// [`TRIAL_SPAN_NS`].
+    pub(super) span: u64,
+    /// [`SPREAD_SETTLE_NS`].
+    pub(super) spread_settle: u64,
+    /// [`HOLD_OFF_NS`].
+    pub(super) hold_off: u64,
+    /// [`TRIAL_TRUST_NS`].
+    pub(super) trust: u64,
+}
+
+/// [`TrialTicks`] (the clock's rate is measured once); read at the checkpoints and when a lock
+/// would saturate.
+pub(super) fn trial_ticks() -> TrialTicks {
+    static TICKS: std::sync::OnceLock<TrialTicks> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        let rate = host_costs().ticks_per_ns;
+        let ticks = |ns: f64| (ns * rate) as u64;
+        TrialTicks {
+            settle: ticks(TRIAL_SETTLE_NS),
+            span: ticks(TRIAL_SPAN_NS),
+            spread_settle: ticks(SPREAD_SETTLE_NS),
+            hold_off: ticks(HOLD_OFF_NS),
+            trust: ticks(TRIAL_TRUST_NS),
+        }
+    })
 }
 
 /// [`GATHER_WINDOW_NS`], [`MOVE_GAP_NS`] and [`PROBATION_US`] in ticks (the clock's rate is
@@ -196,6 +303,44 @@ pub(super) struct Saturation {
     /// Time stamp of the bounce that opens the timed gap of the current sample (the
     /// `BOUNCES_PER_SAMPLE - 1`-th; 0: not taken yet), for `gap`; holder-only.
     last_sample: UnsafeCell<u64>,
+    /// The lock's periods, spread and gathered, and its trials; holder-only.
+    pub(super) trial: UnsafeCell<Trial>,
+}
+
+/// A lock's trial of its saturation (module docs, "Saturation"), written at its checkpoints
+/// (one acquisition in [`ACQUISITIONS_PER_CHECKPOINT`]) and when it saturates; holder-only. The
+/// lock's period (ticks per [`ACQUISITIONS_PER_CHECKPOINT`] acquisitions) is timed over a span
+/// ([`TRIAL_SPAN_NS`]) in either state, after a settling time: spread (not saturated) over and
+/// over, the last span's period kept for the next trial; gathered once, by the trial.
+pub(super) struct Trial {
+    /// Whether the last checkpoint found the lock saturated (or a trial started since).
+    gathered: bool,
+    /// Whether the lock was ever saturated: its spread period is then timed only once the
+    /// contenders had time to spread again ([`SPREAD_SETTLE_NS`]).
+    ever_gathered: bool,
+    /// Time stamp of the start of the current state (as the checkpoints see it).
+    since: u64,
+    /// Time stamp of the checkpoint that opens the current span (0: the state is settling).
+    mark: u64,
+    /// Spans the trial timed so far, all of them failed.
+    spans: u8,
+    /// Checkpoints since `mark`.
+    checkpoints: u64,
+    /// Samples of bounces (each [`BOUNCES_PER_SAMPLE`] bounces) since `mark`.
+    samples: u64,
+    /// The spread lock's period, of the last span timed in the current spread state (0: none
+    /// yet): a trial needs one.
+    pub(super) spread: u64,
+    /// Whether a trial is under way (the lock saturated, its gathered period not yet timed;
+    /// never for a saturation trusted after a trial that passed).
+    pub(super) running: bool,
+    /// Trials failed in a row.
+    pub(super) failures: u8,
+    /// Time stamp before which the lock may not saturate (a failed trial's hold-off; 0: none).
+    pub(super) held_off_until: u64,
+    /// Time stamp of the last trial that passed (0: none since the last failure): within
+    /// [`TRIAL_TRUST_NS`] of it the lock saturates again without a trial.
+    pub(super) passed_at: u64,
 }
 
 impl Saturation {
@@ -208,6 +353,20 @@ impl Saturation {
             lapsed_at: UnsafeCell::new(0),
             home: AtomicUsize::new(0),
             last_sample: UnsafeCell::new(0),
+            trial: UnsafeCell::new(Trial {
+                gathered: false,
+                ever_gathered: false,
+                since: 0,
+                mark: 0,
+                spans: 0,
+                checkpoints: 0,
+                samples: 0,
+                spread: 0,
+                running: false,
+                failures: 0,
+                held_off_until: 0,
+                passed_at: 0,
+            }),
         }
     }
 }
@@ -251,6 +410,8 @@ impl<T: ?Sized> Mutex<T> {
             return;
         }
         *n = 0;
+        // SAFETY: only the holder of the lock reads or writes the trial.
+        unsafe { (*s.trial.get()).samples += 1 };
         let gap = now.wrapping_sub(*prev);
         // A gap that spans a quiet spell (16 times the threshold and more: its contenders
         // gathered, it is seldom taken, or the OS took a processor's thread off its CPU between
@@ -276,7 +437,10 @@ impl<T: ?Sized> Mutex<T> {
             // Saturated below the threshold, no longer above four times it (between the two,
             // as it was: the average moves about while contenders gather and thieves probe).
             if avg < threshold {
-                if !s.saturated.swap(true, Ordering::Relaxed) {
+                // A candidate: saturated anew if its trial may start (module docs,
+                // "Saturation": a spread period timed, no hold-off).
+                if !s.saturated.load(Ordering::Relaxed) && self.start_trial(now) {
+                    s.saturated.store(true, Ordering::Relaxed);
                     // Saturated anew. Within a window of its lapse: the lapse re-measured what
                     // was known, at the cost of a revoked bias and a thief's probe, and the next
                     // re-check comes four times as late (a run of a fraction of a second reaches
@@ -304,8 +468,150 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 
+    /// A candidate for saturation (its bounces closer than the threshold): whether its trial
+    /// may start at `now`, and if so starts it. Not while held off after a failed trial, nor
+    /// before the spread lock's period was timed (module docs, "Saturation"). The caller holds
+    /// the lock.
+    fn start_trial(&self, now: u64) -> bool {
+        // SAFETY: only the holder of the lock reads or writes the trial, and this is its only
+        // reference.
+        let t = unsafe { &mut *self.cold.saturation.trial.get() };
+        if t.held_off_until != 0 && (now.wrapping_sub(t.held_off_until) as i64) < 0 {
+            return false;
+        }
+        let times = trial_ticks();
+        let trusted = t.passed_at != 0 && (now.wrapping_sub(t.passed_at) as i64) < times.trust as i64;
+        if t.spread == 0 && !trusted {
+            return false;
+        }
+        t.held_off_until = 0;
+        t.running = !trusted;
+        t.spans = 0;
+        t.gathered = true;
+        t.ever_gathered = true;
+        t.since = now;
+        t.mark = 0;
+        t.checkpoints = 0;
+        true
+    }
+
+    /// An acquisition (the caller holds the lock, however it took it): counted; one in
+    /// [`ACQUISITIONS_PER_CHECKPOINT`] is a checkpoint of the lock's trial.
+    #[inline(always)]
+    pub(super) fn acquired(&self) {
+        const { assert!(ACQUISITIONS_PER_CHECKPOINT == 1 << u8::BITS) };
+        // SAFETY: only the holder of the lock reads or writes the counter.
+        let n = unsafe { &mut *self.acquisitions.get() };
+        *n = n.wrapping_add(1);
+        if *n == 0 {
+            self.checkpoint();
+        }
+    }
+
+    /// [`Mutex::checkpoint_with`] now (out of line, clock read included: the acquisition's
+    /// inlined part is an increment and a test).
+    #[cold]
+    #[inline(never)]
+    fn checkpoint(&self) {
+        self.checkpoint_with(ticks());
+    }
+
+    /// A checkpoint of the lock's trial at `now` ([`ACQUISITIONS_PER_CHECKPOINT`] acquisitions
+    /// since the last; module docs, "Saturation"): times the lock's period in its state, and
+    /// gives a trial's verdict once the gathered period is timed. The tests give time stamps
+    /// of their own. The caller holds the lock.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn checkpoint_with(&self, now: u64) {
+        let s = &self.cold.saturation;
+        // SAFETY: only the holder of the lock reads or writes the trial, and this is its only
+        // reference.
+        let t = unsafe { &mut *s.trial.get() };
+        let times = trial_ticks();
+        let gathered = self.saturated_at(now);
+        if gathered != t.gathered {
+            // Another state since the last checkpoint (saturation lapsed, slow bounces ended
+            // it, or it was marked from outside): what was timed was the other state's, and a
+            // trial under way ends without a verdict.
+            t.gathered = gathered;
+            t.ever_gathered |= gathered;
+            t.since = now;
+            t.mark = 0;
+            t.running = false;
+            t.spread = 0;
+        }
+        if gathered && !t.running {
+            return; // a trial passed: nothing to time until the lock is spread again
+        }
+        let settle = match (gathered, t.ever_gathered) {
+            (true, _) => times.settle,
+            (false, true) => times.spread_settle,
+            (false, false) => 0, // never gathered: its contenders are where they were spread
+        };
+        if t.mark == 0 {
+            if now.wrapping_sub(t.since) as i64 >= settle as i64 {
+                t.mark = now;
+                t.checkpoints = 0;
+                t.samples = 0;
+            }
+            return;
+        }
+        t.checkpoints += 1;
+        let span = now.wrapping_sub(t.mark);
+        if (span as i64) < times.span as i64 {
+            return;
+        }
+        let period = span / t.checkpoints;
+        let (checkpoints, samples) = (t.checkpoints, t.samples);
+        t.mark = now;
+        t.checkpoints = 0;
+        t.samples = 0;
+        if !gathered {
+            // A span of more than four took in a quiet spell (or the lock is too slow to be
+            // worth gathering: 256 acquisitions in 4 ms): no period.
+            if span / 4 <= times.span && checkpoints >= 2 && samples >= checkpoints {
+                t.spread = if t.spread == 0 { period } else { t.spread.min(period) };
+            }
+            return;
+        }
+        // The verdict: passed at the first span within the margin, failed once none of
+        // [`TRIAL_SPANS`] was.
+        if period.saturating_mul(20) <= t.spread.saturating_mul(TRIAL_MARGIN_TWENTIETHS) {
+            t.running = false;
+            t.failures = 0;
+            t.passed_at = now | 1; // (never 0)
+            return;
+        }
+        t.spans += 1;
+        if t.spans < TRIAL_SPANS {
+            return;
+        }
+        // Failed: spread again, held off for longer each failure in a row.
+        t.running = false;
+        t.passed_at = 0;
+        t.failures = t.failures.saturating_add(1);
+        let shift = (2 * u32::from(t.failures - 1)).min(u32::from(MAX_WINDOW_DOUBLINGS));
+        t.held_off_until = now.wrapping_add(times.hold_off << shift) | 1; // (never 0)
+        s.saturated.store(false, Ordering::Relaxed);
+        s.doublings.store(0, Ordering::Relaxed);
+        // SAFETY: only the holder of the lock reads or writes the stamp (as `last_sample`).
+        unsafe { *s.lapsed_at.get() = 0 }; // (no lapse: the next saturation is anew)
+        t.gathered = false;
+        t.since = now;
+        t.mark = 0;
+        t.spread = 0;
+    }
+
+    /// [`Mutex::saturated`] at the time stamp `now` (the holder's checkpoint).
+    fn saturated_at(&self, now: u64) -> bool {
+        let s = &self.cold.saturation;
+        s.saturated.load(Ordering::Relaxed)
+            && (now.wrapping_sub(s.recent.load(Ordering::Relaxed)) as i64) < self.window(windows().0) as i64
+    }
+
     /// Whether the lock is saturated: it bounced between processors less than the threshold
-    /// ([`HostCosts::gather_gap_ns`]) apart on average, and the last sign of it is recent.
+    /// ([`HostCosts::gather_gap_ns`]) apart on average and its trial started (and has not
+    /// failed), and the last sign of it is recent.
     #[inline(never)]
     pub(super) fn saturated(&self) -> bool {
         let s = &self.cold.saturation;
@@ -613,17 +919,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_saturation_threshold_is_two_measured_line_round_trips() {
+    fn the_saturation_threshold_is_eight_measured_line_round_trips() {
         // A host whose lines cross in 100 ns there and back, 2 ticks a nanosecond: bounces less
-        // than 200 ns (400 ticks) apart saturate, and more than 800 ns (1600 ticks) no longer.
+        // than 800 ns (1600 ticks) apart make a candidate (saturated if its trial says so), and
+        // more than 3200 ns (6400 ticks) end a saturation.
         let mut costs = HostCosts::scripted(2.0, 2000.0, 100.0, 10.0);
         costs.ticks_per_ns = 2.0;
         let (gap, window, move_gap) = gather_ticks_of(&costs);
-        assert_eq!((gap, gap * 4), (400, 1600));
+        assert_eq!((gap, gap * 4), (1600, 6400));
         assert_eq!((window, move_gap), (20_000_000, 200_000));
-        // Where lines take 300 ns, bounces 600 ns apart still saturate.
+        // Where lines take 300 ns, bounces 2400 ns apart still make a candidate.
         costs.line_round_trip_ns = 300.0;
-        assert_eq!(gather_ticks_of(&costs).0, 1200);
+        assert_eq!(gather_ticks_of(&costs).0, 4800);
     }
 
     /// A thief whose probe stays after a pause goes on probing, one ULT per steal, until its

@@ -54,8 +54,9 @@
 //! # Layout
 //!
 //! What every lock and unlock touches is one cache line: the state word with its bias (16 bytes,
-//! `sync::lock_word`), the poison flag, the holder's acquisition counter (a `u8`: it only picks
-//! one acquisition in eight), its `measuring` flag and its count of bounces, and the data right
+//! `sync::lock_word`), the poison flag, the holder's counter of acquisitions that waited (a
+//! `u8`: it only picks one in eight), its `measuring` flag, its count of bounces and its count
+//! of all acquisitions (a `u8`: its wraps are the gathering's checkpoints), and the data right
 //! after them, when it fits in the line's other 40 bytes (and its alignment is at most 8). The
 //! wait list, the hold-time samples and their average, and the gathering's state, which only
 //! contended locks, measured acquisitions and bounces touch, live in lines of their own in front
@@ -135,14 +136,19 @@ struct Cold {
 /// Waiters are served in FIFO order and cannot starve: see [`MAX_LOSSES`].
 ///
 /// A lock its ULTs keep taking from several processors with little work in between spends its
-/// time moving between the cores' caches; once it does (its line changes processors less than
-/// two of the host's line round trips apart on average, as measured on the host when the first
-/// runtime started, or a later one where that could not measure it; no lock saturates before:
-/// see [`HostCosts`](super::HostCosts)), its contenders **gather** on one processor: a
-/// ULT that takes it on another processor moves to the lock's home processor first and takes it
-/// there, and the processor it left pauses its stealing (at most 2 ms at a time) rather
-/// than take such ULTs back. The lock stays saturated until its bounces come more than four times
-/// that apart, or none came for its window (10 ms, four times as long each time it is saturated again at once after a lapse, up to 640 ms). [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
+/// time moving between the cores' caches. Once its line changes processors less than eight of
+/// the host's line round trips apart on average (as measured on the host when the first runtime
+/// started, or a later one where that could not measure it; no lock saturates before: see
+/// [`HostCosts`](super::HostCosts)), the lock tries gathering its contenders on one processor,
+/// and keeps them there if that pays: a *trial*. Its period per acquisition, timed while it
+/// was taken from several processors, is compared with the period timed once its contenders
+/// **gather**: a ULT that takes it on another processor moves to the lock's home processor
+/// first and takes it there, and the processor it left pauses its stealing (at most 2 ms at a
+/// time) rather than take such ULTs back. Gathered more than 5 % slower, the lock spreads again
+/// and tries no gathering for 10 ms (four times as long each failure in a row, up to 640 ms);
+/// else it stays saturated until its bounces come more than four times the threshold apart, or
+/// none came for its window (10 ms, four times as long each time it is saturated again at once
+/// after a lapse, up to 640 ms). [`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks)`(false)`
 /// turns this off; pinned ULTs and OS threads never move.
 ///
 /// As with std, a holder that panics poisons the lock, so a `Mutex` is `UnwindSafe` and
@@ -179,6 +185,8 @@ pub struct Mutex<T: ?Sized> {
     measuring: UnsafeCell<bool>,
     /// Bounces since the last sample (`gather`); holder-only.
     bounces: UnsafeCell<u8>,
+    /// Acquisitions, modulo 256 (a wrap is a checkpoint of the trial: `gather`); holder-only.
+    acquisitions: UnsafeCell<u8>,
     data: UnsafeCell<T>,
 }
 
@@ -209,6 +217,7 @@ impl<T> Mutex<T> {
             count: UnsafeCell::new(0),
             measuring: UnsafeCell::new(false),
             bounces: UnsafeCell::new(0),
+            acquisitions: UnsafeCell::new(0),
             data: UnsafeCell::new(value),
         }
     }
@@ -230,7 +239,7 @@ impl<T: ?Sized> Mutex<T> {
     /// free. `Err` if a holder panicked (the guard is inside, as with std).
     ///
     /// Locking a mutex the caller already holds deadlocks, as with std.
-    #[inline]
+    #[inline(always)] // (the owner's path is a dozen instructions: a call would add a tenth)
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
         let me = here_charged(|| self.state.is_held());
         if !self.state.lock_fast_unless(me, || self.bounced(), || self.gathers_elsewhere(me)) {
@@ -283,8 +292,11 @@ impl<T: ?Sized> Mutex<T> {
         self.unlock();
     }
 
+    /// The guard of an acquisition, after any (the caller holds the lock): counted for the
+    /// gathering's trial (`gather`).
     #[inline]
     fn guard(&self) -> LockResult<MutexGuard<'_, T>> {
+        self.acquired();
         let g = MutexGuard { lock: self, panicking: std::thread::panicking() };
         if self.poison.load(Ordering::Relaxed) {
             Err(PoisonError::new(g))

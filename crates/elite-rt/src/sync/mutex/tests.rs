@@ -27,7 +27,7 @@ mod layout_and_holds {
     use std::mem::{align_of, offset_of};
 
     /// The hot line of "Layout" (module docs): the state word starts a cache line, and the flags,
-    /// the counter and up to 40 bytes of data share it.
+    /// the counters and up to 40 bytes of data share it.
     #[test]
     fn state_and_data_share_one_cache_line() {
         fn check<T>() {
@@ -37,6 +37,7 @@ mod layout_and_holds {
             assert!(offset_of!(Mutex<T>, count) - state < 64);
             assert!(offset_of!(Mutex<T>, measuring) - state < 64);
             assert!(offset_of!(Mutex<T>, bounces) - state < 64);
+            assert!(offset_of!(Mutex<T>, acquisitions) - state < 64);
             let data = offset_of!(Mutex<T>, data);
             assert!(data + std::mem::size_of::<T>() - state <= 64, "the data ends within the line");
             assert_eq!(align_of::<Mutex<T>>(), 64);
@@ -304,7 +305,7 @@ mod owner_path {
 mod gathering {
     //! Gathering (`gather`): saturation, and the move of a contender to the lock's home.
 
-    use super::super::gather::{gather_ticks, BOUNCES_PER_SAMPLE};
+    use super::super::gather::{gather_ticks, trial_ticks, Trial, BOUNCES_PER_SAMPLE};
     use super::super::Mutex;
     use crate::atomics::Ordering;
     use crate::sync;
@@ -352,6 +353,179 @@ mod gathering {
         spin_ticks(at.saturating_sub(start));
     }
 
+    /// Gives `m` (held by the caller) a spread period, as a lock whose contenders took it from
+    /// two processors for two spans would have: a saturation's trial needs one. The time
+    /// stamps are the test's own, from now on.
+    fn time_spread(m: &Mutex<u64>) {
+        let mut clock = sync::ticks();
+        let until = clock + 2 * trial_ticks().span + 1;
+        spread(m, &mut clock, until, trial_ticks().span / 16);
+    }
+
+    /// The lock's trial (the caller holds `m`).
+    fn trial(m: &Mutex<u64>) -> &Trial {
+        // SAFETY: the caller holds the lock, and writes nothing of it while it reads this.
+        unsafe { &*m.cold.saturation.trial.get() }
+    }
+
+    /// One sample of bounces at the test's clock: fifteen at `clock`, the sixteenth `gap`
+    /// ticks later (the gap the sample times). The caller holds `m`.
+    fn sample_at(m: &Mutex<u64>, clock: &mut u64, gap: u64) {
+        for _ in 1..BOUNCES_PER_SAMPLE {
+            m.bounced_with(|| *clock);
+        }
+        *clock += gap;
+        m.bounced_with(|| *clock);
+    }
+
+    /// Checkpoints `period` ticks apart, each after a sample of bounces twice the threshold
+    /// apart (neither saturating nor ending a saturation), until `until`: the lock taken from
+    /// two processors, spread. The caller holds `m`.
+    fn spread(m: &Mutex<u64>, clock: &mut u64, until: u64, period: u64) {
+        let (threshold, ..) = gather_ticks();
+        assert!(4 * threshold < period, "a sample fits in a checkpoint's period");
+        while *clock < until {
+            let start = *clock;
+            sample_at(m, clock, 2 * threshold);
+            *clock = start + period;
+            m.checkpoint_with(*clock);
+        }
+    }
+
+    /// Checkpoints `period` ticks apart and no bounce, until the trial's verdict: the lock
+    /// taken on one processor, gathered. The caller holds `m`.
+    fn gathered(m: &Mutex<u64>, clock: &mut u64, period: u64) {
+        assert!(trial(m).running, "a trial under way");
+        for _ in 0..10_000 {
+            *clock += period;
+            m.checkpoint_with(*clock);
+            if !trial(m).running {
+                return;
+            }
+        }
+        panic!("no verdict");
+    }
+
+    /// Samples of bounces a quarter of the threshold apart (a candidate for saturation) at the
+    /// test's clock, up to 100; whether the lock came to be saturated.
+    fn dense_until_saturated(m: &Mutex<u64>, clock: &mut u64) -> bool {
+        let (threshold, ..) = gather_ticks();
+        (0..100).any(|_| {
+            sample_at(m, clock, threshold / 4);
+            m.cold.saturation.saturated.load(Ordering::Relaxed)
+        })
+    }
+
+    /// "Saturation" (module docs): a candidate's trial. Saturation needs a spread period timed
+    /// first; a trial whose gathered period is no worse than the spread one (within the margin)
+    /// keeps the lock saturated, and saturations within its trust (640 ms) need no trial; one
+    /// whose gathered period is worse ends the saturation and holds it off for 10 ms, four
+    /// times as long at the second failure in a row; a trial that passes resets the count, and
+    /// the next failure holds off for 10 ms again. (The time
+    /// stamps are the test's own: a script, so that what is checked is the rule, not the
+    /// speed of the machine running it.)
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "time stamps: the lock's window is checked against real time, which Miri's interpreter stretches"
+    )]
+    fn a_trial_keeps_a_saturation_that_pays_and_holds_off_one_that_does_not() {
+        crate::sync::host::measured_lines_for_tests();
+        let times = trial_ticks();
+        let (threshold, window, _) = gather_ticks();
+        let m = Mutex::new(0u64);
+        let _g = m.lock().unwrap(); // (the trial is the holder's)
+                                    // The script starts a thousand windows ahead of the clock: the lock's window of
+                                    // saturation is checked against real time, and a sign of it ahead reads as recent.
+        let mut clock = sync::ticks() + 1000 * window;
+        let spread_period = times.span / 16;
+        assert!(!dense_until_saturated(&m, &mut clock), "no spread period timed: no trial");
+        assert!(threshold > 0 && trial(&m).spread == 0);
+        let until = clock + 2 * times.span + 1;
+        spread(&m, &mut clock, until, spread_period);
+        assert_eq!(trial(&m).spread, spread_period, "timed over a span, spread");
+        // A trial whose gathered lock is three times as fast: it passes, and stays saturated.
+        assert!(dense_until_saturated(&m, &mut clock), "a candidate with a spread period: a trial");
+        assert!(trial(&m).running);
+        gathered(&m, &mut clock, spread_period / 3);
+        assert!(m.cold.saturation.saturated.load(Ordering::Relaxed), "the trial passed: saturated");
+        assert_eq!(trial(&m).failures, 0);
+        // Slow bounces end it; dense ones again, within the trust of the trial that passed,
+        // saturate it at once, with no trial.
+        let end_saturation = |clock: &mut u64| {
+            assert!((0..100).any(|_| {
+                sample_at(&m, clock, threshold * 8);
+                !m.cold.saturation.saturated.load(Ordering::Relaxed)
+            }));
+            m.checkpoint_with(*clock);
+        };
+        end_saturation(&mut clock);
+        assert!(dense_until_saturated(&m, &mut clock), "trusted: saturated again at once");
+        assert!(!trial(&m).running, "with no trial");
+        // Ended again; spread, the contenders back on both processors, past the trust.
+        end_saturation(&mut clock);
+        let start = clock;
+        spread(&m, &mut clock, start + times.trust + 1, spread_period);
+        // A trial whose gathered lock is twice as slow fails: no longer saturated, held off.
+        assert!(trial(&m).spread > 0);
+        assert!(dense_until_saturated(&m, &mut clock));
+        gathered(&m, &mut clock, 2 * spread_period);
+        assert!(!m.cold.saturation.saturated.load(Ordering::Relaxed), "the trial failed");
+        assert_eq!(trial(&m).failures, 1);
+        let failed = clock;
+        assert_eq!(trial(&m).held_off_until | 1, (failed + times.hold_off) | 1);
+        // Spread for 9 ms (its period timed again after the settling), then bounces that
+        // would saturate it: held off.
+        spread(&m, &mut clock, failed + times.hold_off * 9 / 10, spread_period);
+        assert!(trial(&m).spread > 0);
+        assert!(!dense_until_saturated(&m, &mut clock), "held off for 10 ms");
+        // After the hold-off, a second trial; failed again, it holds off four times as long.
+        spread(&m, &mut clock, failed + times.hold_off + 1, spread_period);
+        assert!(dense_until_saturated(&m, &mut clock), "after the hold-off, another trial");
+        gathered(&m, &mut clock, 2 * spread_period);
+        assert!(!m.cold.saturation.saturated.load(Ordering::Relaxed), "failed again");
+        assert_eq!(trial(&m).failures, 2);
+        let failed = clock;
+        spread(&m, &mut clock, failed + times.hold_off * 3, spread_period);
+        assert!(!dense_until_saturated(&m, &mut clock), "held off for 40 ms: not after 30");
+        spread(&m, &mut clock, failed + times.hold_off * 4 + 1, spread_period);
+        assert!(dense_until_saturated(&m, &mut clock), "after 40 ms, another trial");
+        // This one passes: the failures in a row are reset.
+        gathered(&m, &mut clock, spread_period / 3);
+        assert!(m.cold.saturation.saturated.load(Ordering::Relaxed), "passed");
+        assert_eq!(trial(&m).failures, 0, "a trial that passes resets the count");
+        // So the next failure (past the trust) holds off for 10 ms again.
+        end_saturation(&mut clock);
+        let start = clock;
+        spread(&m, &mut clock, start + times.trust + 1, spread_period);
+        assert!(dense_until_saturated(&m, &mut clock));
+        gathered(&m, &mut clock, 2 * spread_period);
+        assert_eq!(trial(&m).failures, 1);
+        assert_eq!(trial(&m).held_off_until | 1, (clock + times.hold_off) | 1, "10 ms again");
+    }
+
+    /// Spans in which the lock did not move between processors (the OS took one processor's
+    /// thread off its CPU, or the contenders were not spread yet) time no spread period: the
+    /// lock then runs as if gathered, and a trial against such a period would say nothing.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "time stamps: the lock's window is checked against real time, which Miri's interpreter stretches"
+    )]
+    fn a_span_without_bounces_times_no_spread_period() {
+        crate::sync::host::measured_lines_for_tests();
+        let times = trial_ticks();
+        let m = Mutex::new(0u64);
+        let _g = m.lock().unwrap();
+        let mut clock = sync::ticks() + 1000 * gather_ticks().1;
+        for _ in 0..48 {
+            clock += times.span / 16; // (no bounce)
+            m.checkpoint_with(clock);
+        }
+        assert_eq!(trial(&m).spread, 0, "no bounce: no spread period");
+        assert!(!dense_until_saturated(&m, &mut clock), "and no trial");
+    }
+
     /// "Gathering" (module docs): a lock becomes saturated once its bounces come closer than the
     /// threshold on average, stays so between the threshold and four times it, stops above;
     /// a sample that spans a quiet spell leaves the average alone, and saturation lapses after
@@ -367,6 +541,7 @@ mod gathering {
         let (threshold, ..) = gather_ticks();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the counters are the holder's)
+        time_spread(&m); // (a trial needs a spread period)
         assert!(!m.saturated(), "a new lock is not saturated");
         let fast = (0..1000).position(|_| {
             sample(&m, threshold / 4);
@@ -419,9 +594,10 @@ mod gathering {
         let (threshold, ..) = gather_ticks();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the counters are the holder's)
-                                    // Bursts of 4 bounces a quarter of the threshold apart, a tenth of the window (1 ms:
-                                    // far more than 16 thresholds) of quiet after each; two samples (the first after a
-                                    // quiet spell, the window starting with it).
+        time_spread(&m); // (a trial needs a spread period)
+                         // Bursts of 4 bounces a quarter of the threshold apart, a tenth of the window (1 ms:
+                         // far more than 16 thresholds) of quiet after each; two samples (the first after a
+                         // quiet spell, the window starting with it).
         let (_, window, _) = gather_ticks();
         assert!(
             // Two samples would do on an idle machine; more attempts let one a preemption
@@ -450,6 +626,7 @@ mod gathering {
         let (threshold, ..) = gather_ticks();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the counters are the holder's)
+        time_spread(&m); // (a trial needs a spread period)
         let doublings = || m.cold.saturation.doublings.load(Ordering::Relaxed);
         let saturate = || assert!(sample_until(&m, threshold / 4, true), "dense bounces saturate it");
         saturate();
