@@ -39,8 +39,9 @@
 //!     yet, shows the lock as fast as on one processor, and says nothing of its spread cost;
 //!     nor does a span of fewer than 2 checkpoints or longer than 4 spans, which took in a
 //!     quiet spell, or a lock too slow to gather).
-//!   * *The start.* A candidate saturates only with a spread period timed (but for a trusted
-//!     one, below), and not within a hold-off; its contenders then gather as below.
+//!   * *The start.* A candidate saturates only with a spread period timed over two spans at
+//!     least ([`SPREAD_SPANS`]: one may be slow for a cause that passes, such as the program
+//!     starting, and a trial against it would pass wrongly) (but for a trusted one, below), and not within a hold-off; its contenders then gather as below.
 //!   * *The verdict.* After [`TRIAL_SETTLE_NS`] (0.5 ms: the contenders move) the holder times
 //!     the gathered lock's period over a span; the trial passes if it is at most 5 % above
 //!     the spread period ([`TRIAL_MARGIN_TWENTIETHS`]), else a second span is timed (one may
@@ -181,6 +182,12 @@ const TRIAL_MARGIN_TWENTIETHS: u64 = 21;
 /// within the margin, and fails only when none of them was (one span may take in a spell when
 /// the OS took the home's thread off its CPU).
 const TRIAL_SPANS: u8 = 2;
+
+/// Spans of the spread lock a trial needs timed first (its spread period the least of them): one
+/// may be slow for a cause that passes (the program starting, its ULTs being spawned and stolen),
+/// and a trial against it would pass where gathering does not pay, and be trusted for
+/// [`TRIAL_TRUST_NS`].
+const SPREAD_SPANS: u8 = 2;
 
 /// A trial fails at its first span, without timing another, when the gathered lock's period
 /// exceeds the spread one's by more than this fraction (in halves: 3/2, 50 %), both as timed and
@@ -345,6 +352,8 @@ pub(super) struct Trial {
     /// The spread lock's period, of the last span timed in the current spread state (0: none
     /// yet): a trial needs one.
     pub(super) spread: u64,
+    /// Spans that timed `spread` (at most [`SPREAD_SPANS`] counted).
+    spread_spans: u8,
     /// Whether a trial is under way (the lock saturated, its gathered period not yet timed;
     /// never for a saturation trusted after a trial that passed).
     pub(super) running: bool,
@@ -378,6 +387,7 @@ impl Saturation {
                 longest: 0,
                 samples: 0,
                 spread: 0,
+                spread_spans: 0,
                 running: false,
                 failures: 0,
                 held_off_until: 0,
@@ -497,7 +507,7 @@ impl<T: ?Sized> Mutex<T> {
         }
         let times = trial_ticks();
         let trusted = t.passed_at != 0 && (now.wrapping_sub(t.passed_at) as i64) < times.trust as i64;
-        if t.spread == 0 && !trusted {
+        if t.spread_spans < SPREAD_SPANS && !trusted {
             return false;
         }
         t.held_off_until = 0;
@@ -555,6 +565,7 @@ impl<T: ?Sized> Mutex<T> {
             t.mark = 0;
             t.running = false;
             t.spread = 0;
+            t.spread_spans = 0;
         }
         if gathered && !t.running {
             return; // a trial passed: nothing to time until the lock is spread again
@@ -593,6 +604,7 @@ impl<T: ?Sized> Mutex<T> {
             // worth gathering: 256 acquisitions in 4 ms): no period.
             if span / 4 <= times.span && checkpoints >= 2 && samples >= checkpoints {
                 t.spread = if t.spread == 0 { period } else { t.spread.min(period) };
+                t.spread_spans = (t.spread_spans + 1).min(SPREAD_SPANS);
             }
             return;
         }
@@ -628,6 +640,7 @@ impl<T: ?Sized> Mutex<T> {
         t.since = now;
         t.mark = 0;
         t.spread = 0;
+        t.spread_spans = 0;
         end_pauses();
     }
 

@@ -358,7 +358,7 @@ mod gathering {
     /// stamps are the test's own, from now on.
     fn time_spread(m: &Mutex<u64>) {
         let mut clock = sync::ticks();
-        let until = clock + 2 * trial_ticks().span + 1;
+        let until = clock + 3 * trial_ticks().span;
         spread(m, &mut clock, until, trial_ticks().span / 16);
     }
 
@@ -441,8 +441,15 @@ mod gathering {
         let spread_period = times.span / 16;
         assert!(!dense_until_saturated(&m, &mut clock), "no spread period timed: no trial");
         assert!(threshold > 0 && trial(&m).spread == 0);
-        let until = clock + 2 * times.span + 1;
+        // One span timed: a period, but no trial yet (one span may be slow for a cause that
+        // passes); a second one makes it.
+        let until = clock + times.span + times.span / 2;
         spread(&m, &mut clock, until, spread_period);
+        assert_eq!(trial(&m).spread, spread_period, "timed over a span, spread");
+        assert!(!dense_until_saturated(&m, &mut clock), "one span: no trial");
+        let until = clock + 2 * times.span;
+        spread(&m, &mut clock, until, spread_period);
+        assert!(!m.cold.saturation.saturated.load(Ordering::Relaxed));
         assert_eq!(trial(&m).spread, spread_period, "timed over a span, spread");
         // A trial whose gathered lock is three times as fast: it passes, and stays saturated.
         assert!(dense_until_saturated(&m, &mut clock), "a candidate with a spread period: a trial");
@@ -543,7 +550,7 @@ mod gathering {
         let _g = m.lock().unwrap();
         let mut clock = sync::ticks() + 1000 * gather_ticks().1;
         let spread_period = times.span / 16;
-        let until = clock + 2 * times.span + 1;
+        let until = clock + 3 * times.span;
         spread(&m, &mut clock, until, spread_period);
         let saturated = |m: &Mutex<u64>| m.cold.saturation.saturated.load(Ordering::Relaxed);
         // Twice as slow gathered: failed after the settling and one span.
