@@ -41,7 +41,8 @@
 //!     quiet spell, or a lock too slow to gather).
 //!   * *The start.* A candidate saturates only with a spread period timed over two spans at
 //!     least ([`SPREAD_SPANS`]: one may be slow for a cause that passes, such as the program
-//!     starting, and a trial against it would pass wrongly) (but for a trusted one, below), and not within a hold-off; its contenders then gather as below.
+//!     starting, and a trial against it would pass wrongly), but for a trusted one (below),
+//!     and not within a hold-off; its contenders then gather as below.
 //!   * *The verdict.* After [`TRIAL_SETTLE_NS`] (0.5 ms: the contenders move) the holder times
 //!     the gathered lock's period over a span; the trial passes if it is at most 5 % above
 //!     the spread period ([`TRIAL_MARGIN_TWENTIETHS`]), else a second span is timed (one may
@@ -51,10 +52,11 @@
 //!     longest time between two checkpoints in a row (where a spell, if one fell in the span,
 //!     is). A passed trial leaves the lock saturated, as below, and resets the count
 //!     of failures. A failed trial ends the saturation (the contenders spread again, as after
-//!     a lapse), wakes the processors of the holder's runtime that pause their stealing (below),
-//!     so that their probes come back at once, and holds the lock off saturating for [`HOLD_OFF_NS`] (10 ms), four times as
-//!     long each failure in a row, up to 640 ms: a lock gathering does not pay for is tried
-//!     again less and less often, and a lock whose load changed is found out within 640 ms.
+//!     a lapse), wakes the processors of the holder's runtime that pause their stealing
+//!     (below), so that their probes come back at once, and holds the lock off saturating for
+//!     [`HOLD_OFF_NS`] (10 ms), four times as long each failure in a row, up to 640 ms: a
+//!     lock gathering does not pay for is tried again less and less often, and a lock whose
+//!     load changed is found out within 640 ms.
 //!
 //!   A saturation within [`TRIAL_TRUST_NS`] (640 ms) of a trial that passed is none: the lock
 //!   saturates at once, as a candidate, with no spread period needed (a gathered lock lapses
@@ -102,19 +104,19 @@
 //!   home, not a queued waiter (a woken waiter that moves keeps its count of lost races).
 //! * **Thieves.** A processor whose ULTs went home does not steal at once when it runs dry: it
 //!   parks for a pause (50 µs, doubled each time in a row up to 2 ms; any work of its own, a
-//!   wake-up, a spawn or a lock's failed trial ends it), then steals one ULT as a probe (which may move home at once).
-//!   A probe that stays starts a probation: the processor goes on stealing one ULT at a time,
-//!   each a probe, and only once probes have stayed for [`PROBATION_US`] (1 ms) does it steal
-//!   as usual again; a probe that goes home meanwhile brings the pauses back, as long as before.
-//!   (One probe that stays says little: a gathered lock is taken at its home only, so it bounces
-//!   no more, no sample renews its saturation, and a window after the last one it lapses; the
-//!   next probe then finds it unsaturated, takes it where it stands, and stays while its
-//!   bounces with the home show the saturation again, within a few dozen bounces. When the
-//!   first probe that stayed ended the pauses, the next steal took half the home's runqueue
-//!   back at every lapse, hundreds of contenders that bounced the lock for milliseconds until all
-//!   had moved home again.) The home's drain of such ULTs wakes no helper. So the other
-//!   processor keeps running whatever does not contend (one ULT at a time for the first
-//!   millisecond), and steals as usual again within 3 ms of the lock no longer saturating.
+//!   wake-up, a spawn or a lock's failed trial ends it), then steals one ULT as a probe (which may
+//!   move home at once). A probe that stays starts a probation: the processor goes on stealing one
+//!   ULT at a time, each a probe, and only once probes have stayed for [`PROBATION_US`] (1 ms) does
+//!   it steal as usual again; a probe that goes home meanwhile brings the pauses back, as long as
+//!   before. (One probe that stays says little: a gathered lock is taken at its home only, so it
+//!   bounces no more, no sample renews its saturation, and a window after the last one it lapses;
+//!   the next probe then finds it unsaturated, takes it where it stands, and stays while its
+//!   bounces with the home show the saturation again, within a few dozen bounces. When the first
+//!   probe that stayed ended the pauses, the next steal took half the home's runqueue back at every
+//!   lapse, hundreds of contenders that bounced the lock for milliseconds until all had moved home
+//!   again.) The home's drain of such ULTs wakes no helper. So the other processor keeps running
+//!   whatever does not contend (one ULT at a time for the first millisecond), and steals as usual
+//!   again within 3 ms of the lock no longer saturating.
 //!
 //! Who keeps what: the lock its [`Saturation`] (in its cold lines, its [`Trial`] among it) and
 //! its counts of bounces and of acquisitions (on its hot line, `Mutex::bounces` and
@@ -137,11 +139,12 @@
 //!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
 //! (which the bounces were eating, as its trial measured; a trial that fails gives it up for
-//! its 1.5 ms, 2.5 ms when its first span was not clearly worse, and the contenders' way back), up to a pause of stealing and a probation
-//! of single steals for work queued behind a gathered lock's contenders, and every window (10
-//! ms, growing to 640 ms while the lock stays saturated) a revocation of the home's bias by a
-//! probe, to measure the bounces again, and, at a lapse more than 640 ms after the last trial,
-//! a few milliseconds spread and a trial, to measure the periods again.
+//! its 1.5 ms, 2.5 ms when its first span was not clearly worse, and the contenders' way
+//! back), up to a pause of stealing and a probation of single steals for work queued behind a
+//! gathered lock's contenders, and every window (10 ms, growing to 640 ms while the lock stays
+//! saturated) a revocation of the home's bias by a probe, to measure the bounces again, and, at
+//! a lapse more than 640 ms after the last trial, a few milliseconds spread and a trial, to
+//! measure the periods again.
 
 use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
