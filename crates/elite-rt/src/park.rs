@@ -99,6 +99,11 @@ impl ParkSlot {
         self.pausing.store(pausing, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether the slot is parked for a pause of stealing (a hint, as `pausing`).
+    pub(crate) fn is_pausing(&self) -> bool {
+        self.pausing.load(std::sync::atomic::Ordering::Relaxed) && self.is_parked()
+    }
+
     /// Records the OS thread that runs this processor from now on.
     pub(crate) fn register(&self, t: Thread) {
         *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);

@@ -34,7 +34,8 @@
 //!    report (with or without a timer), and a processor that leaves it while a report is being
 //!    taken waits until it is (`crate::deadlock`). After ULTs went home, instead: park at once
 //!    for the pause (50 µs, doubled each such idle step in a row up to 2 ms), woken early only by
-//!    work aimed at it (a wake-up onto its stack, a notification of its own slot); a processor
+//!    work aimed at it (a wake-up onto its stack, a notification of its own slot, which a lock's
+//!    failed trial sends too: `sync::mutex::gather`); a processor
 //!    looking for a helper (`Idle::notify_one`) passes a pausing one by, and what it could steal
 //!    does not end the pause. A home that drains such ULTs from its wake-up stack wakes no helper
 //!    for them.

@@ -39,17 +39,24 @@
 //!     yet, shows the lock as fast as on one processor, and says nothing of its spread cost;
 //!     nor does a span of fewer than 2 checkpoints or longer than 4 spans, which took in a
 //!     quiet spell, or a lock too slow to gather).
-//!   * *The start.* A candidate saturates only with a spread period timed (but for a trusted
-//!     one, below), and not within a hold-off; its contenders then gather as below.
+//!   * *The start.* A candidate saturates only with a spread period timed over two spans at
+//!     least ([`SPREAD_SPANS`]: one may be slow for a cause that passes, such as the program
+//!     starting, and a trial against it would pass wrongly), but for a trusted one (below),
+//!     and not within a hold-off; its contenders then gather as below.
 //!   * *The verdict.* After [`TRIAL_SETTLE_NS`] (0.5 ms: the contenders move) the holder times
 //!     the gathered lock's period over a span; the trial passes if it is at most 5 % above
 //!     the spread period ([`TRIAL_MARGIN_TWENTIETHS`]), else a second span is timed (one may
 //!     take in a spell when the OS took the home's thread off its CPU), and fails if that one
-//!     is worse too. A passed trial leaves the lock saturated, as below, and resets the count
+//!     is worse too. It fails at the first span when that one is clearly worse: its period
+//!     more than 1.5 times the spread one ([`TRIAL_CLEAR_FAIL_HALVES`]), and so without its
+//!     longest time between two checkpoints in a row (where a spell, if one fell in the span,
+//!     is). A passed trial leaves the lock saturated, as below, and resets the count
 //!     of failures. A failed trial ends the saturation (the contenders spread again, as after
-//!     a lapse) and holds the lock off saturating for [`HOLD_OFF_NS`] (10 ms), four times as
-//!     long each failure in a row, up to 640 ms: a lock gathering does not pay for is tried
-//!     again less and less often, and a lock whose load changed is found out within 640 ms.
+//!     a lapse), wakes the processors of the holder's runtime that pause their stealing
+//!     (below), so that their probes come back at once, and holds the lock off saturating for
+//!     [`HOLD_OFF_NS`] (10 ms), four times as long each failure in a row, up to 640 ms: a
+//!     lock gathering does not pay for is tried again less and less often, and a lock whose
+//!     load changed is found out within 640 ms.
 //!
 //!   A saturation within [`TRIAL_TRUST_NS`] (640 ms) of a trial that passed is none: the lock
 //!   saturates at once, as a candidate, with no spread period needed (a gathered lock lapses
@@ -97,19 +104,19 @@
 //!   home, not a queued waiter (a woken waiter that moves keeps its count of lost races).
 //! * **Thieves.** A processor whose ULTs went home does not steal at once when it runs dry: it
 //!   parks for a pause (50 µs, doubled each time in a row up to 2 ms; any work of its own, a
-//!   wake-up or a spawn ends it), then steals one ULT as a probe (which may move home at once).
-//!   A probe that stays starts a probation: the processor goes on stealing one ULT at a time,
-//!   each a probe, and only once probes have stayed for [`PROBATION_US`] (1 ms) does it steal
-//!   as usual again; a probe that goes home meanwhile brings the pauses back, as long as before.
-//!   (One probe that stays says little: a gathered lock is taken at its home only, so it bounces
-//!   no more, no sample renews its saturation, and a window after the last one it lapses; the
-//!   next probe then finds it unsaturated, takes it where it stands, and stays while its
-//!   bounces with the home show the saturation again, within a few dozen bounces. When the
-//!   first probe that stayed ended the pauses, the next steal took half the home's runqueue
-//!   back at every lapse, hundreds of contenders that bounced the lock for milliseconds until all
-//!   had moved home again.) The home's drain of such ULTs wakes no helper. So the other
-//!   processor keeps running whatever does not contend (one ULT at a time for the first
-//!   millisecond), and steals as usual again within 3 ms of the lock no longer saturating.
+//!   wake-up, a spawn or a lock's failed trial ends it), then steals one ULT as a probe (which may
+//!   move home at once). A probe that stays starts a probation: the processor goes on stealing one
+//!   ULT at a time, each a probe, and only once probes have stayed for [`PROBATION_US`] (1 ms) does
+//!   it steal as usual again; a probe that goes home meanwhile brings the pauses back, as long as
+//!   before. (One probe that stays says little: a gathered lock is taken at its home only, so it
+//!   bounces no more, no sample renews its saturation, and a window after the last one it lapses;
+//!   the next probe then finds it unsaturated, takes it where it stands, and stays while its
+//!   bounces with the home show the saturation again, within a few dozen bounces. When the first
+//!   probe that stayed ended the pauses, the next steal took half the home's runqueue back at every
+//!   lapse, hundreds of contenders that bounced the lock for milliseconds until all had moved home
+//!   again.) The home's drain of such ULTs wakes no helper. So the other processor keeps running
+//!   whatever does not contend (one ULT at a time for the first millisecond), and steals as usual
+//!   again within 3 ms of the lock no longer saturating.
 //!
 //! Who keeps what: the lock its [`Saturation`] (in its cold lines, its [`Trial`] among it) and
 //! its counts of bounces and of acquisitions (on its hot line, `Mutex::bounces` and
@@ -132,11 +139,12 @@
 //!
 //! What it gives up: the parallelism of the work between two acquisitions of a saturated lock
 //! (which the bounces were eating, as its trial measured; a trial that fails gives it up for
-//! its 1.5 to 2.5 ms and the contenders' way back), up to a pause of stealing and a probation
-//! of single steals for work queued behind a gathered lock's contenders, and every window (10
-//! ms, growing to 640 ms while the lock stays saturated) a revocation of the home's bias by a
-//! probe, to measure the bounces again, and, at a lapse more than 640 ms after the last trial,
-//! a few milliseconds spread and a trial, to measure the periods again.
+//! its 1.5 ms, 2.5 ms when its first span was not clearly worse, and the contenders' way
+//! back), up to a pause of stealing and a probation of single steals for work queued behind a
+//! gathered lock's contenders, and every window (10 ms, growing to 640 ms while the lock stays
+//! saturated) a revocation of the home's bias by a probe, to measure the bounces again, and, at
+//! a lapse more than 640 ms after the last trial, a few milliseconds spread and a trial, to
+//! measure the periods again.
 
 use super::{here, Mutex};
 use crate::atomics::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -177,6 +185,18 @@ const TRIAL_MARGIN_TWENTIETHS: u64 = 21;
 /// within the margin, and fails only when none of them was (one span may take in a spell when
 /// the OS took the home's thread off its CPU).
 const TRIAL_SPANS: u8 = 2;
+
+/// Spans of the spread lock a trial needs timed first (its spread period the least of them): one
+/// may be slow for a cause that passes (the program starting, its ULTs being spawned and stolen),
+/// and a trial against it would pass where gathering does not pay, and be trusted for
+/// [`TRIAL_TRUST_NS`].
+const SPREAD_SPANS: u8 = 2;
+
+/// A trial fails at its first span, without timing another, when the gathered lock's period
+/// exceeds the spread one's by more than this fraction (in halves: 3/2, 50 %), both as timed and
+/// without the span's longest time between two checkpoints (which holds a spell when the OS took
+/// the home's thread off its CPU, if one fell in the span).
+const TRIAL_CLEAR_FAIL_HALVES: u64 = 3;
 
 /// How long (nanoseconds) a lock whose trial failed may not saturate again, after its first
 /// failure in a row; four times as long each failure in a row after that, up to
@@ -326,11 +346,17 @@ pub(super) struct Trial {
     spans: u8,
     /// Checkpoints since `mark`.
     checkpoints: u64,
+    /// Time stamp of the last checkpoint (0: none yet in the current span).
+    last: u64,
+    /// The longest time between two checkpoints in a row since `mark`.
+    longest: u64,
     /// Samples of bounces (each [`BOUNCES_PER_SAMPLE`] bounces) since `mark`.
     samples: u64,
     /// The spread lock's period, of the last span timed in the current spread state (0: none
     /// yet): a trial needs one.
     pub(super) spread: u64,
+    /// Spans that timed `spread` (at most [`SPREAD_SPANS`] counted).
+    spread_spans: u8,
     /// Whether a trial is under way (the lock saturated, its gathered period not yet timed;
     /// never for a saturation trusted after a trial that passed).
     pub(super) running: bool,
@@ -360,8 +386,11 @@ impl Saturation {
                 mark: 0,
                 spans: 0,
                 checkpoints: 0,
+                last: 0,
+                longest: 0,
                 samples: 0,
                 spread: 0,
+                spread_spans: 0,
                 running: false,
                 failures: 0,
                 held_off_until: 0,
@@ -481,7 +510,7 @@ impl<T: ?Sized> Mutex<T> {
         }
         let times = trial_ticks();
         let trusted = t.passed_at != 0 && (now.wrapping_sub(t.passed_at) as i64) < times.trust as i64;
-        if t.spread == 0 && !trusted {
+        if t.spread_spans < SPREAD_SPANS && !trusted {
             return false;
         }
         t.held_off_until = 0;
@@ -539,6 +568,7 @@ impl<T: ?Sized> Mutex<T> {
             t.mark = 0;
             t.running = false;
             t.spread = 0;
+            t.spread_spans = 0;
         }
         if gathered && !t.running {
             return; // a trial passed: nothing to time until the lock is spread again
@@ -551,19 +581,25 @@ impl<T: ?Sized> Mutex<T> {
         if t.mark == 0 {
             if now.wrapping_sub(t.since) as i64 >= settle as i64 {
                 t.mark = now;
+                t.last = now;
+                t.longest = 0;
                 t.checkpoints = 0;
                 t.samples = 0;
             }
             return;
         }
         t.checkpoints += 1;
+        t.longest = t.longest.max(now.wrapping_sub(t.last));
+        t.last = now;
         let span = now.wrapping_sub(t.mark);
         if (span as i64) < times.span as i64 {
             return;
         }
         let period = span / t.checkpoints;
-        let (checkpoints, samples) = (t.checkpoints, t.samples);
+        let (checkpoints, samples, longest) = (t.checkpoints, t.samples, t.longest);
         t.mark = now;
+        t.last = now;
+        t.longest = 0;
         t.checkpoints = 0;
         t.samples = 0;
         if !gathered {
@@ -571,11 +607,15 @@ impl<T: ?Sized> Mutex<T> {
             // worth gathering: 256 acquisitions in 4 ms): no period.
             if span / 4 <= times.span && checkpoints >= 2 && samples >= checkpoints {
                 t.spread = if t.spread == 0 { period } else { t.spread.min(period) };
+                t.spread_spans = (t.spread_spans + 1).min(SPREAD_SPANS);
             }
             return;
         }
         // The verdict: passed at the first span within the margin, failed once none of
-        // [`TRIAL_SPANS`] was.
+        // [`TRIAL_SPANS`] was, or at once when this one is clearly worse: its period above the
+        // spread one by [`TRIAL_CLEAR_FAIL_HALVES`], and so without its longest time between two
+        // checkpoints (a spell of the home's thread off its CPU, if one fell in the span, is in
+        // that one, and would fail a trial that pays).
         if period.saturating_mul(20) <= t.spread.saturating_mul(TRIAL_MARGIN_TWENTIETHS) {
             t.running = false;
             t.failures = 0;
@@ -583,7 +623,10 @@ impl<T: ?Sized> Mutex<T> {
             return;
         }
         t.spans += 1;
-        if t.spans < TRIAL_SPANS {
+        let clearly_worse = |p: u64| p.saturating_mul(2) > t.spread.saturating_mul(TRIAL_CLEAR_FAIL_HALVES);
+        let without_longest = (span - longest) / (checkpoints - 1).max(1);
+        let clear = checkpoints >= 2 && clearly_worse(period) && clearly_worse(without_longest);
+        if t.spans < TRIAL_SPANS && !clear {
             return;
         }
         // Failed: spread again, held off for longer each failure in a row.
@@ -600,6 +643,8 @@ impl<T: ?Sized> Mutex<T> {
         t.since = now;
         t.mark = 0;
         t.spread = 0;
+        t.spread_spans = 0;
+        end_pauses();
     }
 
     /// [`Mutex::saturated`] at the time stamp `now` (the holder's checkpoint).
@@ -739,6 +784,22 @@ fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
     // SAFETY: `me` is the ULT running this code.
     unsafe { crate::switch::park_ult(me, move |t, q| q.send_home(t, target)) };
     true
+}
+
+/// A trial failed (`Mutex::checkpoint_with`): the processors of the caller's runtime parked
+/// for a pause of stealing (module docs, "Thieves") are woken, so that they steal a probe at
+/// once instead of at the end of the pause (up to 2 ms): the contenders they sent home may come
+/// back now. A notification like any waker's (`crate::park`): a processor that is not parked
+/// yet, or pauses for another reason, wakes for nothing or not at all, and at worst pauses as
+/// long as before.
+#[cold]
+fn end_pauses() {
+    let Some(p) = current_processor() else { return };
+    for r in p.shared.processors.iter() {
+        if r.park.is_pausing() {
+            r.park.notify();
+        }
+    }
 }
 
 impl Processor {

@@ -358,7 +358,7 @@ mod gathering {
     /// stamps are the test's own, from now on.
     fn time_spread(m: &Mutex<u64>) {
         let mut clock = sync::ticks();
-        let until = clock + 2 * trial_ticks().span + 1;
+        let until = clock + 3 * trial_ticks().span;
         spread(m, &mut clock, until, trial_ticks().span / 16);
     }
 
@@ -441,8 +441,15 @@ mod gathering {
         let spread_period = times.span / 16;
         assert!(!dense_until_saturated(&m, &mut clock), "no spread period timed: no trial");
         assert!(threshold > 0 && trial(&m).spread == 0);
-        let until = clock + 2 * times.span + 1;
+        // One span timed: a period, but no trial yet (one span may be slow for a cause that
+        // passes); a second one makes it.
+        let until = clock + times.span + times.span / 2;
         spread(&m, &mut clock, until, spread_period);
+        assert_eq!(trial(&m).spread, spread_period, "timed over a span, spread");
+        assert!(!dense_until_saturated(&m, &mut clock), "one span: no trial");
+        let until = clock + 2 * times.span;
+        spread(&m, &mut clock, until, spread_period);
+        assert!(!m.cold.saturation.saturated.load(Ordering::Relaxed));
         assert_eq!(trial(&m).spread, spread_period, "timed over a span, spread");
         // A trial whose gathered lock is three times as fast: it passes, and stays saturated.
         assert!(dense_until_saturated(&m, &mut clock), "a candidate with a spread period: a trial");
@@ -502,6 +509,71 @@ mod gathering {
         gathered(&m, &mut clock, 2 * spread_period);
         assert_eq!(trial(&m).failures, 1);
         assert_eq!(trial(&m).held_off_until | 1, (clock + times.hold_off) | 1, "10 ms again");
+    }
+
+    /// Checkpoints `period` ticks apart and no bounce, until the trial's verdict, with a spell
+    /// of `spell` ticks (the OS took the home's thread off its CPU) before the first checkpoint
+    /// a quarter of a span into the timing: the lock gathered. The caller holds `m`. Returns
+    /// how long after the trial started (`start`) the verdict came.
+    fn gathered_with_spell(m: &Mutex<u64>, clock: &mut u64, period: u64, spell: u64) -> u64 {
+        let start = *clock;
+        let at = start + trial_ticks().settle + trial_ticks().span / 4;
+        let mut spelled = false;
+        assert!(trial(m).running, "a trial under way");
+        for _ in 0..10_000 {
+            *clock += period;
+            if !spelled && *clock > at {
+                *clock += spell;
+                spelled = true;
+            }
+            m.checkpoint_with(*clock);
+            if !trial(m).running {
+                return *clock - start;
+            }
+        }
+        panic!("no verdict");
+    }
+
+    /// "Saturation" (module docs), the verdict: a trial whose gathered lock is clearly worse
+    /// (its period more than 1.5 times the spread one) fails at its first span; one a little
+    /// worse times a second span before it fails; and a first span made slow by a spell (the
+    /// home's thread off its CPU) does not fail a trial that pays, which passes at its second.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "time stamps: the lock's window is checked against real time, which Miri's interpreter stretches"
+    )]
+    fn a_clearly_worse_trial_fails_at_its_first_span_and_a_spell_fails_none() {
+        crate::sync::host::measured_lines_for_tests();
+        let times = trial_ticks();
+        let m = Mutex::new(0u64);
+        let _g = m.lock().unwrap();
+        let mut clock = sync::ticks() + 1000 * gather_ticks().1;
+        let spread_period = times.span / 16;
+        let until = clock + 3 * times.span;
+        spread(&m, &mut clock, until, spread_period);
+        let saturated = |m: &Mutex<u64>| m.cold.saturation.saturated.load(Ordering::Relaxed);
+        // Twice as slow gathered: failed after the settling and one span.
+        assert!(dense_until_saturated(&m, &mut clock));
+        let took = gathered_with_spell(&m, &mut clock, 2 * spread_period, 0);
+        assert!(!saturated(&m) && trial(&m).failures == 1, "failed");
+        assert!(took < times.settle + times.span + times.span / 2, "at its first span");
+        // 1.3 times as slow: within 1.5 times, so a second span is timed, and it fails then.
+        let failed = clock;
+        spread(&m, &mut clock, failed + times.hold_off + 1, spread_period);
+        assert!(dense_until_saturated(&m, &mut clock));
+        let took = gathered_with_spell(&m, &mut clock, spread_period * 13 / 10, 0);
+        assert!(!saturated(&m) && trial(&m).failures == 2, "failed");
+        assert!(took >= times.settle + 2 * times.span, "at its second span");
+        // Three times as fast, but a spell of 3 ms in the first span, whose period is then
+        // worse than 1.5 times the spread one: without the spell it is not, so a second span
+        // is timed, and the trial passes.
+        let failed = clock;
+        spread(&m, &mut clock, failed + 4 * times.hold_off + 1, spread_period);
+        assert!(dense_until_saturated(&m, &mut clock));
+        let took = gathered_with_spell(&m, &mut clock, spread_period / 3, 3 * times.span);
+        assert!(saturated(&m) && trial(&m).failures == 0, "passed");
+        assert!(took >= times.settle + 2 * times.span, "at its second span");
     }
 
     /// Spans in which the lock did not move between processors (the OS took one processor's
