@@ -1024,34 +1024,23 @@ impl Run {
         let mut rates = vec![0.0; plausible.len()];
         rates[lead] = noise.iter().sum::<f64>() / noise.len() as f64;
         for &i in &others {
-            if !self.put_in_force(i) {
-                return Err(());
-            }
-            if !self.wait(tick) {
-                return Err(());
-            }
-            let Some(r) = self.ticks(1, tick * m)? else { break };
-            rates[i] = r[0];
-        }
-        if self.unit() != unit {
-            // (Progress began to be reported halfway: the rates do not compare.)
-            self.spent += started.elapsed();
-            return if self.put_in_force(lead) { Ok(None) } else { Err(()) };
+            let Some(r) = self.epoch_under(i, tick, tick * m)? else { break };
+            rates[i] = r;
         }
         let threshold = probe_threshold(sigma, m, self.auto.margin);
         let mut best = probe_choice(&rates, lead, threshold);
-        if best != lead {
+        // (Not when progress began to be reported halfway: the rates do not compare, below.)
+        if best != lead && self.unit() == unit {
             // One epoch each ranks the candidates by where each fell in the program's course (a
             // start, a pass that ends, the state the policy before left): the challenger is
             // put in force in turn with the lead, epochs of the same length, and kept only if
             // it beats the lead in the comparisons of neighbouring epochs ([`confirmed`]).
             let mut series = Vec::with_capacity(CONFIRM_EPOCHS);
             for k in 0..CONFIRM_EPOCHS {
-                if !self.put_in_force(if k % 2 == 0 { best } else { lead }) || !self.wait(tick) {
-                    return Err(());
-                }
-                let Some(r) = self.ticks(1, tick * m)? else { break };
-                series.push(r[0]);
+                let Some(r) = self.epoch_under(if k % 2 == 0 { best } else { lead }, tick, tick * m)? else {
+                    break;
+                };
+                series.push(r);
             }
             let ratios = neighbour_ratios(&series);
             // (The challenger's rate as the lead's times the median ratio: what the decision
@@ -1094,6 +1083,15 @@ impl Run {
             explored_for: took,
         });
         Ok(Some(best))
+    }
+
+    /// One epoch of the probe under candidate `i`: put in force, a tick (`settle`) to settle,
+    /// then its rate over `epoch`; `None` when the epoch saw no progress (as [`Run::ticks`]).
+    fn epoch_under(&mut self, i: usize, settle: Duration, epoch: Duration) -> Result<Option<f64>, ()> {
+        if !self.put_in_force(i) || !self.wait(settle) {
+            return Err(());
+        }
+        Ok(self.ticks(1, epoch)?.map(|r| r[0]))
     }
 
     /// The early probe from the `lead`, twice: the first measures the program's start (its

@@ -236,14 +236,19 @@ const STEAL_PAUSE_MAX: u32 = 2000;
 /// at each call (the line round trip may be measured later than the first runtime's start:
 /// `sync::host`); it is read at one bounce in [`BOUNCES_PER_SAMPLE`].
 pub(super) fn gather_ticks() -> (u64, u64, u64) {
-    let costs = host_costs();
-    let (window, move_gap, _) = windows();
-    (threshold_of(&costs), window, move_gap)
+    let t = times();
+    (threshold_of(&host_costs()), t.window, t.move_gap)
 }
 
-/// The trial's times in ticks ([`trial_ticks`]).
+/// The gathering's fixed times in ticks ([`times`]).
 #[derive(Clone, Copy)]
-pub(super) struct TrialTicks {
+pub(super) struct Times {
+    /// [`GATHER_WINDOW_NS`].
+    pub(super) window: u64,
+    /// [`MOVE_GAP_NS`].
+    pub(super) move_gap: u64,
+    /// [`PROBATION_US`].
+    pub(super) probation: u64,
     /// [`TRIAL_SETTLE_NS`].
     pub(super) settle: u64,
     /// [`TRIAL_SPAN_NS`].
@@ -256,32 +261,25 @@ pub(super) struct TrialTicks {
     pub(super) trust: u64,
 }
 
-/// [`TrialTicks`] (the clock's rate is measured once); read at the checkpoints and when a lock
-/// would saturate.
-pub(super) fn trial_ticks() -> TrialTicks {
-    static TICKS: std::sync::OnceLock<TrialTicks> = std::sync::OnceLock::new();
+/// [`Times`]: the gathering's windows, gaps and trial times in ticks (the clock's rate is
+/// measured once, so they are converted once).
+#[inline]
+pub(super) fn times() -> Times {
+    static TICKS: std::sync::OnceLock<Times> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {
-        let rate = host_costs().ticks_per_ns;
-        let ticks = |ns: f64| (ns * rate) as u64;
-        TrialTicks {
+        let costs = host_costs();
+        let (_, window, move_gap) = gather_ticks_of(&costs);
+        let ticks = |ns: f64| (ns * costs.ticks_per_ns) as u64;
+        Times {
+            window,
+            move_gap,
+            probation: ticks(f64::from(PROBATION_US) * 1000.0),
             settle: ticks(TRIAL_SETTLE_NS),
             span: ticks(TRIAL_SPAN_NS),
             spread_settle: ticks(SPREAD_SETTLE_NS),
             hold_off: ticks(HOLD_OFF_NS),
             trust: ticks(TRIAL_TRUST_NS),
         }
-    })
-}
-
-/// [`GATHER_WINDOW_NS`], [`MOVE_GAP_NS`] and [`PROBATION_US`] in ticks (the clock's rate is
-/// measured once).
-#[inline]
-fn windows() -> (u64, u64, u64) {
-    static TICKS: std::sync::OnceLock<(u64, u64, u64)> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        let costs = host_costs();
-        let (_, window, move_gap) = gather_ticks_of(&costs);
-        (window, move_gap, (f64::from(PROBATION_US) * 1000.0 * costs.ticks_per_ns) as u64)
     })
 }
 
@@ -508,7 +506,7 @@ impl<T: ?Sized> Mutex<T> {
         if t.held_off_until != 0 && (now.wrapping_sub(t.held_off_until) as i64) < 0 {
             return false;
         }
-        let times = trial_ticks();
+        let times = times();
         let trusted = t.passed_at != 0 && (now.wrapping_sub(t.passed_at) as i64) < times.trust as i64;
         if t.spread_spans < SPREAD_SPANS && !trusted {
             return false;
@@ -556,7 +554,7 @@ impl<T: ?Sized> Mutex<T> {
         // SAFETY: only the holder of the lock reads or writes the trial, and this is its only
         // reference.
         let t = unsafe { &mut *s.trial.get() };
-        let times = trial_ticks();
+        let times = times();
         let gathered = self.saturated_at(now);
         if gathered != t.gathered {
             // Another state since the last checkpoint (saturation lapsed, slow bounces ended
@@ -651,7 +649,8 @@ impl<T: ?Sized> Mutex<T> {
     fn saturated_at(&self, now: u64) -> bool {
         let s = &self.cold.saturation;
         s.saturated.load(Ordering::Relaxed)
-            && (now.wrapping_sub(s.recent.load(Ordering::Relaxed)) as i64) < self.window(windows().0) as i64
+            && (now.wrapping_sub(s.recent.load(Ordering::Relaxed)) as i64)
+                < self.window(times().window) as i64
     }
 
     /// Whether the lock is saturated: it bounced between processors less than the threshold
@@ -666,7 +665,7 @@ impl<T: ?Sized> Mutex<T> {
         // (`recent` first: a later store, or another core's clock, then reads as a small
         // negative age, not as a huge one.)
         let recent = s.recent.load(Ordering::Relaxed);
-        (ticks().wrapping_sub(recent) as i64) < self.window(windows().0) as i64
+        (ticks().wrapping_sub(recent) as i64) < self.window(times().window) as i64
     }
 
     /// The lock's saturation window in ticks: `base` ([`GATHER_WINDOW_NS`] in ticks) multiplied
@@ -746,7 +745,7 @@ impl<T: ?Sized> Mutex<T> {
         if home == me {
             return None;
         }
-        let (_, min_gap, _) = windows();
+        let min_gap = times().move_gap;
         Some(me != 0 && gather_to(home, ticks(), min_gap))
     }
 }
@@ -867,7 +866,7 @@ impl Pauses {
     fn probe_stayed(&mut self, now: u64) {
         if self.stayed_since == 0 {
             self.stayed_since = now | 1; // (never 0)
-        } else if (now.wrapping_sub(self.stayed_since) as i64) >= windows().2 as i64 {
+        } else if (now.wrapping_sub(self.stayed_since) as i64) >= times().probation as i64 {
             self.steal_pause = 0; // the probes stayed: steal as usual again
             self.stayed_since = 0;
         }

@@ -305,7 +305,7 @@ mod owner_path {
 mod gathering {
     //! Gathering (`gather`): saturation, and the move of a contender to the lock's home.
 
-    use super::super::gather::{gather_ticks, trial_ticks, Trial, BOUNCES_PER_SAMPLE};
+    use super::super::gather::{gather_ticks, times, Trial, BOUNCES_PER_SAMPLE};
     use super::super::Mutex;
     use crate::atomics::Ordering;
     use crate::sync;
@@ -358,8 +358,8 @@ mod gathering {
     /// stamps are the test's own, from now on.
     fn time_spread(m: &Mutex<u64>) {
         let mut clock = sync::ticks();
-        let until = clock + 3 * trial_ticks().span;
-        spread(m, &mut clock, until, trial_ticks().span / 16);
+        let until = clock + 3 * times().span;
+        spread(m, &mut clock, until, times().span / 16);
     }
 
     /// The lock's trial (the caller holds `m`).
@@ -431,7 +431,7 @@ mod gathering {
     )]
     fn a_trial_keeps_a_saturation_that_pays_and_holds_off_one_that_does_not() {
         crate::sync::host::measured_lines_for_tests();
-        let times = trial_ticks();
+        let times = times();
         let (threshold, window, _) = gather_ticks();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the trial is the holder's)
@@ -517,7 +517,7 @@ mod gathering {
     /// how long after the trial started (`start`) the verdict came.
     fn gathered_with_spell(m: &Mutex<u64>, clock: &mut u64, period: u64, spell: u64) -> u64 {
         let start = *clock;
-        let at = start + trial_ticks().settle + trial_ticks().span / 4;
+        let at = start + times().settle + times().span / 4;
         let mut spelled = false;
         assert!(trial(m).running, "a trial under way");
         for _ in 0..10_000 {
@@ -545,7 +545,7 @@ mod gathering {
     )]
     fn a_clearly_worse_trial_fails_at_its_first_span_and_a_spell_fails_none() {
         crate::sync::host::measured_lines_for_tests();
-        let times = trial_ticks();
+        let times = times();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap();
         let mut clock = sync::ticks() + 1000 * gather_ticks().1;
@@ -586,7 +586,7 @@ mod gathering {
     )]
     fn a_span_without_bounces_times_no_spread_period() {
         crate::sync::host::measured_lines_for_tests();
-        let times = trial_ticks();
+        let times = times();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap();
         let mut clock = sync::ticks() + 1000 * gather_ticks().1;
