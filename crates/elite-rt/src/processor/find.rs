@@ -114,6 +114,7 @@ impl Processor {
             // (`a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue`). The slot's ULT
             // stays where it is and runs in the next round.
             if let Some(t) = self.runq().pop_worst() {
+                self.remote().stats.worst_turns.bump();
                 return Some(t);
             }
         }
