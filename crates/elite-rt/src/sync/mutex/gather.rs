@@ -642,7 +642,7 @@ impl<T: ?Sized> Mutex<T> {
         t.mark = 0;
         t.spread = 0;
         t.spread_spans = 0;
-        end_pauses();
+        let _ = end_pauses();
     }
 
     /// [`Mutex::saturated`] at the time stamp `now` (the holder's checkpoint).
@@ -790,15 +790,11 @@ fn gather_to(home: usize, now: u64, min_gap: u64) -> bool {
 /// once instead of at the end of the pause (up to 2 ms): the contenders they sent home may come
 /// back now. A notification like any waker's (`crate::park`): a processor that is not parked
 /// yet, or pauses for another reason, wakes for nothing or not at all, and at worst pauses as
-/// long as before.
+/// long as before. Returns how many processors it unparked.
 #[cold]
-fn end_pauses() {
-    let Some(p) = current_processor() else { return };
-    for r in p.shared.processors.iter() {
-        if r.park.is_pausing() {
-            r.park.notify();
-        }
-    }
+fn end_pauses() -> usize {
+    let Some(p) = current_processor() else { return 0 };
+    p.shared.processors.iter().filter(|r| r.park.is_pausing() && r.park.notify()).count()
 }
 
 impl Processor {
@@ -1024,6 +1020,40 @@ mod tests {
         assert!(!p.probing(), "probes stayed for the probation: stealing as usual again");
         // And an idle step with nothing sent home leaves no pause.
         assert_eq!(p.on_idle(), None);
+    }
+
+    /// A failed trial's `end_pauses` unparks the processors parked for a pause of stealing, and
+    /// only those: another processor parked for want of work stays parked. (The pause is
+    /// simulated: the other processor parks as any idle one does, and the test marks its slot
+    /// as pausing, as `pause_stealing` does before its park.)
+    #[test]
+    #[cfg_attr(miri, ignore = "builds a runtime (threads, stacks)")]
+    fn a_failed_trial_wakes_the_processors_pausing_their_stealing_and_no_other() {
+        let rt = crate::Runtime::builder().processors(2).no_chaos().build().unwrap();
+        rt.block_on(|| {
+            let here = current_processor().expect("on a processor");
+            let other = &here.shared.processors[1 - here.index].park;
+            let parked = || {
+                let start = std::time::Instant::now();
+                while !other.is_parked() {
+                    assert!(start.elapsed().as_secs() < 10, "the other processor never parked");
+                    std::hint::spin_loop();
+                }
+            };
+            parked();
+            assert!(!other.is_pausing());
+            assert_eq!(end_pauses(), 0, "a processor parked for want of work is left parked");
+            // Parked for a pause: woken. (It may wake by itself between the two steps, for a
+            // watch period's end: try again then.)
+            let woken = (0..100).any(|_| {
+                parked();
+                other.set_pausing(true);
+                let n = end_pauses();
+                other.set_pausing(false);
+                n == 1
+            });
+            assert!(woken, "a processor pausing its stealing is woken");
+        });
     }
 
     /// Where the line round trip could not be measured, the threshold is 0: no average of
