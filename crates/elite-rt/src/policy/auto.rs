@@ -171,7 +171,9 @@
 //! `rates` the pooled fractions, [`ProgressUnit::Relative`]): the choice is in force at once,
 //! and the first re-check comes when the time under it, counted over the runtimes before and
 //! this one, reaches the budget's wait, so a series of short runtimes re-checks as rarely as
-//! one long one. Every exploration under a key (the first cold one, re-checks, phase changes)
+//! one long one; but not before this runtime has run for one exploration's length, so that a
+//! re-check due from the runtimes before does not measure this one's start (its spawns, its
+//! first touches of cold data) instead of its work. Every exploration under a key (the first cold one, re-checks, phase changes)
 //! settles on the best *pooled* rate: each candidate's median fraction over the remembered
 //! explorations, so one exploration disturbed by another program is outvoted by the others. A
 //! phase change, or a change of unit, forgets the explorations before it.
@@ -1287,7 +1289,8 @@ impl Run {
     }
 
     /// Measures epoch after epoch under the policy in force until `quiet(self)` passed since
-    /// `since`, counting `credit` as already passed ([`AutoReason::Recheck`]), or the rate moved away from the settled rate (the
+    /// `since`, counting `credit` as already passed ([`recheck_due`], [`AutoReason::Recheck`]),
+    /// or the rate moved away from the settled rate (the
     /// median of the first 3 epochs) by more than the phase-change fraction for 3 epochs in a
     /// row ([`AutoReason::PhaseChange`]), or, with `lead_pending` (the first candidate in force
     /// and nothing explored yet), the locality signal appeared ([`AutoReason::Locality`]). While
@@ -1306,13 +1309,16 @@ impl Run {
             if lead_pending && lead(&self.auto.candidates, &self.signals()).is_some() {
                 return Ok(AutoReason::Locality); // (declared since: the lead, at once)
             }
-            if since.elapsed() + credit >= quiet(self) {
+            if recheck_due(since.elapsed(), credit, quiet(self), self.exploration()) {
                 return Ok(AutoReason::Recheck);
             }
             if !self.worth_measuring() {
                 // Nothing to compare (a phase change or a re-check would explore nothing): sleep
                 // until a declaration may have brought the signal, or the re-check is due.
-                let due = (since + quiet(self)).checked_sub(credit).unwrap_or(since);
+                let mut due = (since + quiet(self)).checked_sub(credit).unwrap_or(since);
+                if !credit.is_zero() {
+                    due = due.max(since + self.exploration());
+                }
                 if !self.wait_until(due, true) {
                     return Err(());
                 }
@@ -1337,6 +1343,15 @@ impl Run {
             }
         }
     }
+}
+
+/// Whether the budget's re-check is due `elapsed` into a watch that counts `credit` as already
+/// passed under the choice, with `quiet` the wait before a re-check: once the two together reach
+/// the wait. With credit (a warm start's first watch), also not before `elapsed` reaches one
+/// exploration's length, so that a re-check due from the runtimes before measures this one's
+/// work rather than its start (spawning, first touches of cold data).
+fn recheck_due(elapsed: Duration, credit: Duration, quiet: Duration, exploration: Duration) -> bool {
+    elapsed + credit >= quiet && (credit.is_zero() || elapsed >= exploration)
 }
 
 /// What [`PhaseWatch::observe`] made of a rate.
@@ -2064,5 +2079,24 @@ mod tests {
         assert!(Auto::new().budget(f64::NAN).is_err());
         let ok = Auto::new().rounds(15).and_then(|a| a.budget(0.5)).and_then(|a| a.margin(0.0));
         assert!(ok.is_ok());
+    }
+
+    /// The budget's re-check comes once the time under the choice, this runtime's and the
+    /// credit from the runtimes before, reaches the wait; a warm start's (with credit) not
+    /// before this runtime ran for one exploration's length.
+    #[test]
+    fn a_warm_starts_recheck_waits_for_one_exploration_of_its_own_runtime() {
+        let ms = Duration::from_millis;
+        let (quiet, exploration) = (ms(1900), ms(100));
+        // Cold: the wait alone decides.
+        assert!(!recheck_due(ms(1899), Duration::ZERO, quiet, exploration));
+        assert!(recheck_due(ms(1900), Duration::ZERO, quiet, exploration));
+        // Warm, the credit short of the wait: the rest of the wait decides.
+        assert!(!recheck_due(ms(899), ms(1000), quiet, exploration));
+        assert!(recheck_due(ms(900), ms(1000), quiet, exploration));
+        // Warm, the credit past the wait: not at the runtime's start, after one exploration.
+        assert!(!recheck_due(Duration::ZERO, ms(5000), quiet, exploration));
+        assert!(!recheck_due(ms(99), ms(5000), quiet, exploration));
+        assert!(recheck_due(ms(100), ms(5000), quiet, exploration));
     }
 }
