@@ -151,12 +151,53 @@ impl Processor {
         let target = if t.tcb().head.placed.get() {
             self.placed_target(t)
         } else {
-            self.shared.engine.wake_target(t, Some(self.index), self.current_ult())
+            let by = self.current_ult();
+            match self.shared.engine.wake_target(t, Some(self.index), by) {
+                target if target != self.index && by.is_some() => self.balanced_target(t, target),
+                target => target,
+            }
         };
         if self.central_or_chaos {
             return self.deliver_central_or_chaos(t, target);
         }
         self.deliver(t, target);
+    }
+
+    /// [`wake_to_target`](Self::wake_to_target) for a ULT the engine sends to `target`, another
+    /// processor, woken by the ULT running here: the hand-off rule's balance clause
+    /// ([`policy::hand_off`](crate::policy::hand_off), "Balance"). Keeps `t` here instead when
+    /// the engine sent it home under a built-in affinity rule and it would wait there longer
+    /// than here by more than moving its lines costs; `target` otherwise.
+    #[inline(never)]
+    fn balanced_target(&self, t: TcbRef, target: usize) -> usize {
+        use crate::policy::hand_off::{waits_too_long_at_home, Wait};
+        let home = t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed);
+        if target != home || t.tcb().head.pinned.get() || !self.core().engine.balances() {
+            return target; // (not sent home by the hand-off rule: the policy's own choice)
+        }
+        let costs = crate::sync::host_costs();
+        let remote = &self.shared.processors[home];
+        if !costs.lines_measured || remote.park.is_parked() {
+            // Unmeasured line costs decide nothing; a parked home runs `t` as soon as the push
+            // below wakes it (an idle processor is no queue to wait in).
+            return target;
+        }
+        let now = crate::sync::ticks();
+        let runs = &mut self.core().avoid.runs;
+        let there = Wait {
+            ahead: remote.runq.len() + usize::from(!remote.wakeup.is_empty()),
+            run: runs.look(home, remote.stats.switches.get(), now),
+        };
+        let here = Wait {
+            ahead: self.runq().len() + usize::from(!self.next_is_empty()),
+            run: runs.look(self.index, self.remote().stats.switches.get(), now),
+        };
+        let lines = self.shared.engine.home_lines(t, home);
+        if waits_too_long_at_home(there, here, lines, costs.line_fetch_ns * costs.ticks_per_ns) {
+            self.index
+        } else {
+            target
+        }
     }
 
     /// Where the placed ULT `t`, woken from this processor, goes (`policy::places`), counting
