@@ -68,9 +68,9 @@
 //!   "Stranded ULTs");
 //! * `run`: each processor's expected run length, in time-stamp ticks, as the waker's
 //!   processor measures it from that processor's switch counter between its looks, and at
-//!   least as long as the run in progress has lasted (the estimate steal avoidance uses,
-//!   [`places`](super::places), "Costly steals"); 0 until a first look has seen the counter
-//!   move, so that the clause decides nothing before it has measured;
+//!   least as long as the run in progress has lasted (the estimate steal avoidance uses:
+//!   `policy/places.rs` in the source, "Costly steals"); 0 until a look has seen the counter
+//!   move, and the clause is then the line count alone;
 //! * the round trips: the trip home as the line count above prices it,
 //!   [`HAND_OFF_ROUND_TRIPS`] of the host's measured
 //!   [`line_round_trip_ns`](crate::sync::HostCosts::line_round_trip_ns);
