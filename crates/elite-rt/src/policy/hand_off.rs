@@ -41,6 +41,55 @@
 //!   in cache lines, undecayed: an upper bound, so a ULT with a large declared working set always
 //!   goes home, and one with a small or no declared working set always follows.
 //!
+//! # Balance
+//!
+//! The line count weighs what going home saves against what the trip costs, and leaves out
+//! what the woken ULT does at home: wait. Home may be busy with a queue of ready ULTs while the
+//! waker's processor is about to have nothing to run (its ULT blocks after the wake-up, as a
+//! patch of a dataflow does after it signals its neighbours): the woken ULT then waits at home
+//! for runs that the waker's processor could have spent running it, and that processor idles or
+//! steals, moving some ULT away from its data anyway. So a ULT that a hand-off from another
+//! processor would send home (under the line count above, or Gravity's rule where no force
+//! acts) follows its waker instead when going home costs more time than reloading its lines
+//! beside its waker:
+//!
+//! ```text
+//! ahead_home × run_home + 3 round trips − ahead_here × run_here  >  home_lines × fetch per line
+//! ```
+//!
+//! each term measured on the host while the runtime runs, none tuned:
+//!
+//! * `ahead`: the runs before its own, read when it is woken. At home: the run in progress,
+//!   the ready ULTs of its runqueue and `next` slot, and one more if its wake-up stack holds
+//!   ULTs not drained yet. Beside the waker: the ready ULTs of the waker's processor's
+//!   runqueue and `next` slot; the waker's own run is taken to end with the hand-off, as the
+//!   direct hand-off takes it (the waker blocks next; one that runs on leaves the woken ULT
+//!   stranded in the slot, where an idle processor takes it: `processor::find` in the source,
+//!   "Stranded ULTs");
+//! * `run`: each processor's expected run length, in time-stamp ticks, as the waker's
+//!   processor measures it from that processor's switch counter between its looks, and at
+//!   least as long as the run in progress has lasted (the estimate steal avoidance uses:
+//!   `policy/places.rs` in the source, "Costly steals"); 0 until a look has seen the counter
+//!   move, and the clause is then the line count alone;
+//! * the round trips: the trip home as the line count above prices it,
+//!   [`HAND_OFF_ROUND_TRIPS`] of the host's measured
+//!   [`line_round_trip_ns`](crate::sync::HostCosts::line_round_trip_ns);
+//! * `home_lines`: the lines of the ULT's data expected still cached at home, as for the line
+//!   count;
+//! * the fetch per line: the host's measured time per line to read a block another core has
+//!   just written ([`HostCosts::line_fetch_ns`](crate::sync::HostCosts::line_fetch_ns)).
+//!
+//! Where the waits are equal the inequality is the line count's (follow when the lines cost
+//! less to fetch than the round trips take), so the clause only adds what the queues add. It
+//! decides nothing while the line costs are unmeasured
+//! ([`HostCosts::lines_measured`](crate::sync::HostCosts::lines_measured)), nor when home is
+//! parked (a parked processor is no queue: the push wakes it and it runs the ULT at once), nor
+//! for a pinned ULT, nor under a custom policy's hook. It is the counterpart of steal
+//! avoidance's test: a ready ULT whose wait in its queue has grown past its move cost is worth
+//! stealing, so one woken into such a wait is worth keeping where it is. A ULT that follows
+//! its waker this way runs there, and that processor is its home at its next wake-up: the
+//! partition of ULTs between processors follows the load.
+//!
 //! On one processor the rule changes nothing: the waker is always at home.
 
 use super::WakerInfo;
@@ -105,5 +154,92 @@ pub fn target(home: usize, waker: &WakerInfo) -> usize {
     match waker.processor {
         Some(x) if follows_waker(waker) => x,
         _ => home,
+    }
+}
+
+/// How long a woken ULT would wait in a processor's ready set (the [module docs](self),
+/// "Balance").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Wait {
+    /// The runs before its own (at home the run in progress among them).
+    pub(crate) ahead: usize,
+    /// The processor's expected run length, in time-stamp ticks.
+    pub(crate) run: f64,
+}
+
+impl Wait {
+    /// The ticks before it runs.
+    #[inline]
+    fn ticks(self) -> f64 {
+        self.ahead as f64 * self.run.max(0.0)
+    }
+}
+
+/// The balance clause of the hand-off rule (the [module docs](self), "Balance"): whether a ULT
+/// woken by a hand-off from another processor, which the line count sends home, loses more time
+/// going `home` (its wait there and the `trip`, in ticks) than it would waiting `here`, beside
+/// its waker, and reloading its `home_lines` lines at `per_line` ticks each: then it follows its
+/// waker.
+#[inline]
+pub(crate) fn waits_too_long_at_home(
+    home: Wait,
+    here: Wait,
+    trip: f64,
+    home_lines: f32,
+    per_line: f64,
+) -> bool {
+    home.ticks() + trip.max(0.0) - here.ticks() > f64::from(home_lines.max(0.0)) * per_line.max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{waits_too_long_at_home, Wait};
+
+    const fn wait(ahead: usize, run: f64) -> Wait {
+        Wait { ahead, run }
+    }
+
+    /// 400 lines at 5 ticks each: a move costs 2000 ticks; the trip home 300.
+    const LINES: f32 = 400.0;
+    const PER_LINE: f64 = 5.0;
+    const TRIP: f64 = 300.0;
+
+    #[test]
+    fn a_woken_ult_follows_its_waker_when_its_wait_at_home_outgrows_its_move() {
+        let idle_here = wait(0, 1000.0);
+        let follows = |home| waits_too_long_at_home(home, idle_here, TRIP, LINES, PER_LINE);
+        // Home runs one ULT and has nobody waiting: 1000 + 300 ticks, less than the move.
+        assert!(!follows(wait(1, 1000.0)));
+        // One waiting behind it: 2300, more.
+        assert!(follows(wait(2, 1000.0)));
+        // Runs half as long: 1300, less; twice as long: 2300 with the run in progress alone.
+        assert!(!follows(wait(2, 500.0)));
+        assert!(follows(wait(1, 2000.0)));
+    }
+
+    #[test]
+    fn a_busy_waker_keeps_the_woken_ult_going_home() {
+        // As long a queue here (the waker's run aside) as at home (with its run in progress).
+        assert!(!waits_too_long_at_home(wait(4, 1000.0), wait(4, 1000.0), TRIP, LINES, PER_LINE));
+        // One more at home than here: 1300 ticks, less than the move.
+        assert!(!waits_too_long_at_home(wait(5, 1000.0), wait(4, 1000.0), TRIP, LINES, PER_LINE));
+        // Three more: 3300, more.
+        assert!(waits_too_long_at_home(wait(7, 1000.0), wait(4, 1000.0), TRIP, LINES, PER_LINE));
+    }
+
+    #[test]
+    fn with_equal_waits_the_clause_is_the_line_count() {
+        // The same wait at both: it follows when its lines cost less than the trip, i.e. below
+        // TRIP / PER_LINE = 60 lines.
+        let (home, here) = (wait(3, 1000.0), wait(3, 1000.0));
+        assert!(waits_too_long_at_home(home, here, TRIP, 59.0, PER_LINE));
+        assert!(!waits_too_long_at_home(home, here, TRIP, 61.0, PER_LINE));
+    }
+
+    #[test]
+    fn no_run_length_measured_yet_decides_by_the_line_count_alone() {
+        // A first look reads 0 ticks: only the trip and the lines count.
+        assert!(!waits_too_long_at_home(wait(9, 0.0), wait(0, 0.0), TRIP, LINES, PER_LINE));
+        assert!(waits_too_long_at_home(wait(9, 0.0), wait(0, 0.0), TRIP, 10.0, PER_LINE));
     }
 }

@@ -69,10 +69,12 @@ impl StrandWatch {
 }
 
 /// Steal avoidance's part of a processor (`policy::places`, "Costly steals"): the victims' run
-/// lengths as this processor sees them, the ULTs a steal left (room lent to the runqueue), and
+/// lengths as this processor sees them (which the hand-off rule's balance clause reads too:
+/// `policy::hand_off`, "Balance"), the ULTs a steal left (room lent to the runqueue), and
 /// by how many ticks the least costly of them exceeded its wait at the last steal (0: none).
 pub(crate) struct Avoidance {
-    runs: crate::policy::places::RunLengths,
+    /// (Also read by `wake::balanced_target`.)
+    pub(super) runs: crate::policy::places::RunLengths,
     spared: Vec<(u64, TcbRef)>,
     declined_by: f64,
 }

@@ -188,9 +188,10 @@ pub(crate) struct Core {
     strands: find::StrandWatch,
     /// A reusable buffer (stolen batches, due timers).
     scratch: Vec<TcbRef>,
-    /// Steal avoidance's part (`policy::places`, "Costly steals"), boxed: only thieves under
-    /// `avoid_costly_steals` touch it.
-    avoid: Box<find::Avoidance>,
+    /// Steal avoidance's part (`policy::places`, "Costly steals"), boxed: thieves under
+    /// `avoid_costly_steals` touch it, and the hand-off rule's balance clause its run lengths
+    /// (`policy::hand_off`, "Balance": `wake::balanced_target`).
+    pub(super) avoid: Box<find::Avoidance>,
     /// The gathering's part (`sync::mutex::gather`): ULTs sent to a lock's home, and the pauses
     /// of stealing that follow.
     pauses: Pauses,

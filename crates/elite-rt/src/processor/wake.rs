@@ -16,7 +16,11 @@
 //! target's wake-up stack, [`try_ready_here`](Processor::try_ready_here) is the inline common
 //! case of a ULT made ready here, and [`enqueue`](Processor::enqueue) keys it into the
 //! runqueue. The wake paths never ask which policy is active: the engine answers
-//! ([`Local::wakes_here`](crate::policy::engine::Local::wakes_here)).
+//! ([`Local::wakes_here`](crate::policy::engine::Local::wakes_here)). One question the engine
+//! cannot answer alone, since it needs this processor's and the target's queues: whether a ULT
+//! the hand-off rule sends home from a ULT running here would wait there so long that it should
+//! follow its waker instead ([`balanced_target`](Processor::balanced_target), the rule's
+//! balance clause: `policy::hand_off`, "Balance").
 
 use super::Processor;
 use crate::tcb::TcbRef;
@@ -151,12 +155,64 @@ impl Processor {
         let target = if t.tcb().head.placed.get() {
             self.placed_target(t)
         } else {
-            self.shared.engine.wake_target(t, Some(self.index), self.current_ult())
+            let by = self.current_ult();
+            match self.shared.engine.wake_target(t, Some(self.index), by) {
+                target if target != self.index && by.is_some() => self.balanced_target(t, target),
+                target => target,
+            }
         };
         if self.central_or_chaos {
             return self.deliver_central_or_chaos(t, target);
         }
         self.deliver(t, target);
+    }
+
+    /// [`wake_to_target`](Self::wake_to_target) for a ULT the engine sends to `target`, another
+    /// processor, woken by the ULT running here: the hand-off rule's balance clause
+    /// ([`policy::hand_off`](crate::policy::hand_off), "Balance"). Keeps `t` here instead when
+    /// the engine sent it home under a built-in affinity rule and going home (its wait there and
+    /// the trip) would cost more time than its wait here and the reload of its lines; `target`
+    /// otherwise. What it reads of the other processor (its queue's length, its `next` slot, its
+    /// wake-up stack, its switch counter) are hints read without synchronization: whichever
+    /// processor they choose, `deliver` makes `t` ready there exactly once.
+    #[inline(never)]
+    fn balanced_target(&self, t: TcbRef, target: usize) -> usize {
+        use crate::policy::hand_off::{waits_too_long_at_home, Wait};
+        let home = t.tcb().head.processor.load(crate::atomics::Ordering::Relaxed);
+        if target != home || t.tcb().head.pinned.get() || !self.core().engine.balances() {
+            return target; // (not sent home by the hand-off rule: the policy's own choice)
+        }
+        let costs = crate::sync::host_costs();
+        let remote = &self.shared.processors[home];
+        if !costs.lines_measured || remote.park.is_parked() {
+            // Unmeasured line costs decide nothing; a parked home runs `t` as soon as the push
+            // below wakes it (an idle processor is no queue to wait in).
+            return target;
+        }
+        let now = crate::sync::ticks();
+        let runs = &mut self.core().avoid.runs;
+        // At home: its ready ULTs (runqueue, `next` slot, one more for a wake-up stack not
+        // drained yet) and the run in progress. Here: the ready ULTs only, the waker's run
+        // taken to end with the hand-off.
+        let there = Wait {
+            ahead: 1
+                + remote.runq.len()
+                + usize::from(!remote.next.peek().is_null())
+                + usize::from(!remote.wakeup.is_empty()),
+            run: runs.look(home, remote.stats.switches.get(), now),
+        };
+        let here = Wait {
+            ahead: self.runq().len() + usize::from(!self.next_is_empty()),
+            run: runs.look(self.index, self.remote().stats.switches.get(), now),
+        };
+        let lines = self.shared.engine.home_lines(t, home);
+        let ticks = costs.ticks_per_ns;
+        let trip = crate::policy::hand_off::HAND_OFF_ROUND_TRIPS * costs.line_round_trip_ns * ticks;
+        if waits_too_long_at_home(there, here, trip, lines, costs.line_fetch_ns * ticks) {
+            self.index
+        } else {
+            target
+        }
     }
 
     /// Where the placed ULT `t`, woken from this processor, goes (`policy::places`), counting

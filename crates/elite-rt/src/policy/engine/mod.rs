@@ -1194,6 +1194,16 @@ impl Local {
         }
     }
 
+    /// Whether the wake-ups made here are subject to the hand-off rule's balance clause
+    /// ([`hand_off`], "Balance"): under the built-in rules that send a woken ULT home (the
+    /// hand-off rule, and Gravity's, whose answer without a force is the hand-off rule's), not
+    /// under No Affinity's (which keeps a ULT woken by a ULT with its waker anyway) nor a custom
+    /// policy's hook.
+    #[inline]
+    pub(crate) fn balances(&self) -> bool {
+        matches!(self.wake, WakeRule::HandOff | WakeRule::HandOffInRounds | WakeRule::Gravity)
+    }
+
     /// Whether every ULT made ready by a ULT running here stays here, pinned ULTs aside (the
     /// wake rule of No Affinity): what lets the notifiers' wake path skip
     /// [`wakes_here`](Self::wakes_here).
