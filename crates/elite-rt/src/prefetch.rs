@@ -315,7 +315,6 @@ pub(crate) fn ult(t: TcbRef) -> bool {
 #[inline(never)]
 fn ult_lines(t: TcbRef) -> bool {
     let tcb = t.tcb();
-    let word = tcb.links.prefetch.load(Ordering::Relaxed);
     if tcb.head.life.get() != crate::tcb::Life::Started {
         return false;
     }
@@ -336,7 +335,6 @@ fn ult_lines(t: TcbRef) -> bool {
     if let Some(ctx) = unsafe { (*tcb.exec.context.get()).as_deref() } {
         line(ctx as *const _ as usize);
     }
-    block(word);
     true
 }
 
@@ -383,6 +381,111 @@ pub(crate) fn start_lines(p: *const crate::tcb::Tcb) {
     line(base);
     line(base + LINE);
     line(base + 2 * LINE);
+}
+
+/// The samples of one epoch of a [`Payoff`]: after each, its arms' means update the score.
+const EPOCH_SAMPLES: u32 = 64;
+
+/// One choice in this many, drawn at random, takes the arm that has measured worse.
+const EXPLORE_ONE_IN: u64 = 8;
+
+/// Whether prefetching the runqueue's next block pays on one processor, measured while it runs
+/// (module docs, "Whether it pays"). At each choice of a ULT with a block the processor
+/// decides whether to prefetch the next ULT's block (the *on* arm) or not (*off*): the arm that
+/// has measured better, or the other one at random one choice in [`EXPLORE_ONE_IN`]. A sample
+/// of a decision is the time the prefetch took (its burst) plus the time the next ULT then ran,
+/// up to the choice after it: what the prefetch costs where it is issued and what it saves
+/// where its lines are used. Both arms are drawn at random through the same stretch of the
+/// program, so a phase of it weighs on both alike. After each epoch of [`EPOCH_SAMPLES`]
+/// samples, the score, a running average (3/4 old, 1/4 new) of `(on - off) / (on + off)` over
+/// the epochs' mean samples, says which arm is better: off when positive. Owned by the
+/// processor's thread (its `Core`).
+#[derive(Debug)]
+pub(crate) struct Payoff {
+    /// The decisions of the last two choices, older first: (arm, burst ticks), if any. A
+    /// decision's sample completes when the ULT chosen after it has run.
+    pending: [Option<(bool, u64)>; 2],
+    /// The ticks at the end of the last choice's prefetch (its ULT's run starts then) and the
+    /// loop's round then.
+    run_from: u64,
+    run_round: u32,
+    /// This epoch's sums of samples and their counts, per arm (`[off, on]`).
+    sum: [u64; 2],
+    count: [u32; 2],
+    /// See the type's docs; positive: prefetching made things slower.
+    score: f64,
+    /// The arm of the last choice.
+    on: bool,
+    /// A xorshift generator's state (the exploring draws).
+    rng: u64,
+}
+
+impl Payoff {
+    /// A new measurement: it prefetches (explores off one choice in [`EXPLORE_ONE_IN`]) until
+    /// an epoch has said otherwise. `seed`: any non-zero number, distinct per processor.
+    pub(crate) fn new(seed: u64) -> Payoff {
+        Payoff {
+            pending: [None; 2],
+            run_from: 0,
+            run_round: 0,
+            sum: [0; 2],
+            count: [0; 2],
+            score: 0.0,
+            on: true,
+            rng: seed | 1,
+        }
+    }
+
+    /// A choice of a ULT with a block at `now` (ticks), in the loop's round `round`: completes
+    /// the sample of the decision two choices back (the ULT chosen by the last choice, whose
+    /// block that decision was about, has run since), and answers whether to prefetch the
+    /// next ULT's block now. The run counts when no round of the loop went by between the two
+    /// choices but the one that made this choice (a round more: the processor idled, started
+    /// a ULT or stole one meanwhile, which neither arm makes faster); else the sample is
+    /// dropped.
+    pub(crate) fn choose(&mut self, now: u64, round: u32) -> bool {
+        let ran = self.run_from != 0 && round.wrapping_sub(self.run_round) <= 1 && now > self.run_from;
+        if let (true, Some((arm, burst))) = (ran, self.pending[0]) {
+            self.add(arm, burst + (now - self.run_from));
+        }
+        self.pending[0] = self.pending[1];
+        self.pending[1] = None;
+        self.run_round = round;
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let better = self.better_on();
+        self.on = if self.rng.is_multiple_of(EXPLORE_ONE_IN) { !better } else { better };
+        self.on
+    }
+
+    /// The prefetch of the last choice ended at `now` (ticks), having begun at `began`.
+    pub(crate) fn prefetched(&mut self, began: u64, now: u64) {
+        self.pending[1] = Some((self.on, now.saturating_sub(began)));
+        self.run_from = now;
+    }
+
+    /// Adds a sample of `arm`, closing the epoch at its last.
+    fn add(&mut self, arm: bool, sample: u64) {
+        let a = usize::from(arm);
+        self.sum[a] += sample;
+        self.count[a] += 1;
+        if self.count[0] + self.count[1] < EPOCH_SAMPLES {
+            return;
+        }
+        if self.count[0] > 0 && self.count[1] > 0 {
+            let off = self.sum[0] as f64 / f64::from(self.count[0]);
+            let on = self.sum[1] as f64 / f64::from(self.count[1]);
+            self.score = 0.75 * self.score + 0.25 * (on - off) / (on + off).max(1.0);
+        }
+        self.sum = [0; 2];
+        self.count = [0; 2];
+    }
+
+    /// Whether prefetching has measured better so far (or nothing was measured yet).
+    fn better_on(&self) -> bool {
+        self.score <= 0.0
+    }
 }
 
 /// Prefetches the lines of a prefetch word.
@@ -660,6 +763,72 @@ mod tests {
                 .map(|t| t.tcb().links.prefetch.load(Ordering::Relaxed))
         });
         assert_eq!(word, Some(0), "prefetch off: no word");
+    }
+
+    /// Drives `payoff` through `choices` choices one round of the loop apart, each prefetch
+    /// taking `burst(on)` ticks and each run `run(on of the decision two choices back)`; the
+    /// choices that prefetched.
+    fn drive(
+        payoff: &mut Payoff,
+        choices: u32,
+        burst: impl Fn(bool) -> u64,
+        run: impl Fn(bool) -> u64,
+    ) -> u32 {
+        let (mut now, mut round, mut prefetched) = (1_000u64, 0u32, 0);
+        // The decisions about the ULT that runs next: the last two choices'.
+        let mut decisions = [true, true];
+        for _ in 0..choices {
+            round += 1;
+            let on = payoff.choose(now, round);
+            prefetched += u32::from(on);
+            let began = now;
+            now += burst(on);
+            payoff.prefetched(began, now);
+            // The ULT chosen now runs with its block prefetched if the choice before said so.
+            now += run(decisions[1]);
+            decisions = [decisions[1], on];
+        }
+        prefetched
+    }
+
+    #[test]
+    fn the_payoff_keeps_prefetching_that_pays() {
+        // A burst of 100 ticks that saves 1000 of the next run: prefetch, exploring off about
+        // one choice in EXPLORE_ONE_IN.
+        let mut p = Payoff::new(7);
+        let on = drive(&mut p, 4000, |on| if on { 100 } else { 0 }, |ahead| if ahead { 1000 } else { 2000 });
+        assert!(p.better_on(), "score {}", p.score);
+        let share = f64::from(on) / 4000.0;
+        assert!(share > 0.8 && share < 0.95, "prefetched {share} of the choices");
+    }
+
+    #[test]
+    fn the_payoff_stops_prefetching_that_costs() {
+        // A burst of 1000 ticks that saves nothing (a block the hardware streams anyway): off,
+        // exploring on about one choice in EXPLORE_ONE_IN.
+        let mut p = Payoff::new(7);
+        let on = drive(&mut p, 4000, |on| if on { 1000 } else { 0 }, |_| 2000);
+        assert!(!p.better_on(), "score {}", p.score);
+        let share = f64::from(on) / 4000.0;
+        assert!(share > 0.05 && share < 0.2, "prefetched {share} of the choices");
+        // And it comes back when the program changes so that prefetching pays.
+        drive(&mut p, 4000, |on| if on { 100 } else { 0 }, |ahead| if ahead { 1000 } else { 2000 });
+        assert!(p.better_on(), "score {}", p.score);
+    }
+
+    #[test]
+    fn the_payoff_drops_runs_across_idle_rounds() {
+        // Every choice comes two rounds after the one before (the loop idled meanwhile): no
+        // sample completes, and the measurement keeps its first answer, prefetch.
+        let mut p = Payoff::new(3);
+        let mut now = 1_000;
+        for k in 0..1000u32 {
+            p.choose(now, 2 * k);
+            p.prefetched(now, now + 5_000);
+            now += 10_000;
+        }
+        assert_eq!(p.count, [0, 0]);
+        assert!(p.better_on());
     }
 
     #[test]
