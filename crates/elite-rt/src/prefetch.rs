@@ -7,26 +7,31 @@
 //! issues prefetch instructions for the lines a ULT that declared a block will touch first, at two
 //! points:
 //!
-//! * **the processor loop**, when it has chosen a ULT that declared a block: for that ULT, and
-//!   for the ULT that the runqueue would hand out after it (its best entry, peeked). For the
-//!   next one, the lines of its control block and its declared block, whose lines then arrive
-//!   while the chosen ULT runs (its flag and prefetch word are read from that control block,
-//!   which the loop waits for when it is not cached: a block is worth it); for the chosen one,
-//!   the lines of its stack and context, whose addresses are in its control block, by then
-//!   cached, and its block again (cached by then when the ULT was the runqueue's next);
+//! * **the processor loop**, when it has chosen a ULT that declared a block: for that ULT, the
+//!   lines of its stack and context, whose addresses are in its control block, by then cached;
+//!   and for the ULT that the runqueue would hand out after it (its best entry, peeked), the
+//!   lines of its control block and, while the processor's measurement says it pays ("Whether
+//!   it pays", below), its declared block, whose lines then arrive while the chosen ULT runs
+//!   (the next one's flag and prefetch word are read from that control block, which the loop
+//!   waits for when it is not cached: a block is worth it);
 //! * **a waker**, when a ULT running here makes another ready on this same processor (a release,
-//!   an unlock, a send): for the woken ULT, whose lines arrive while the waker goes on.
+//!   an unlock, a send): for the woken ULT, the lines of its stack and context, which arrive
+//!   while the waker goes on.
 //!
 //! What is prefetched for a ULT: the first bytes of its block, up to the runtime's *prefetch
 //! window* (a quarter of the cache its cache model describes, the largest cache private to a
 //! core, `elite_affinity::Topology::model_cache`: 128 KiB with a 512 KiB L2, 512 KiB with a 2 MiB
-//! one; at least [`PREFETCH_MAX_BYTES`] when the cache is smaller or unknown); the top lines of
-//! its stack (the parent link the switch writes there, and the frames and saved registers of a
-//! ULT suspended near its stack's top); its execution context; and the lines of its control
-//! block that the switch touches. Prefetch instructions are hints: they never fault, never change
-//! memory, and are dropped by the processor when it is busy. So a [`DataBlock`] is only an
-//! address range, never dereferenced: declaring memory that is freed later, or was never
-//! valid, is harmless (it only wastes the prefetch), and needs no `unsafe`.
+//! one; at least [`PREFETCH_MAX_BYTES`] when the cache is smaller or unknown), one run ahead, as
+//! the runqueue's next; the top lines of its stack (the parent link the switch writes there, and
+//! the frames and saved registers of a ULT suspended near its stack's top); its execution
+//! context; and the lines of its control block that the switch touches. The block of the ULT
+//! about to run, chosen or woken, is never asked for then: the burst would hold up the switch
+//! for about as long as the lines take to arrive (a core keeps only so many misses in flight,
+//! and the prefetch instructions wait for a free slot), right before the ULT would have loaded
+//! them itself. Prefetch instructions are hints: they never fault and never change memory.
+//! So a [`DataBlock`] is only an address range, never dereferenced: declaring memory that is
+//! freed later, or was never valid, is harmless (it only wastes the prefetch), and needs no
+//! `unsafe`.
 //!
 //! A ULT that declares nothing, and every ULT while prefetch is off, costs one load and one
 //! predictable branch where the loop chooses it and where a waker makes it ready, on a line
@@ -35,14 +40,37 @@
 //! one test of the head's rare-case bits, which cover a ULT's group too (`tcb::Rare`). The
 //! suspension path is untouched.
 //!
+//! # Whether it pays
+//!
+//! A block's prefetch is a burst of up to a window of prefetch instructions, issued before the
+//! chosen ULT runs; what it saves is the misses of the next ULT on its block. Which is larger
+//! depends on how that ULT walks its block, which the runtime cannot see: a walk of dependent
+//! loads in no order the hardware prefetchers follow waits out every miss, and gains from
+//! having the block cached (`elite-bench affinity`'s `synthetic_1024` rows with `+data`); a
+//! sequential walk is streamed by the hardware prefetchers anyway, and then the burst is mostly
+//! cost (the adaptive grid's patches, `crates/elite-grid/examples/adaptive_grid.rs`: every
+//! `+prefetch` row was 25 to 35% slower than without on a 2 MiB-L2 Xeon while each choice
+//! prefetched the next ULT's block and the chosen one's again, and each waker the woken one's).
+//!
+//! So each processor measures it while it runs (`Payoff`), as the runtime measures its other
+//! costs on the host it runs on (`sync::host`). At each choice of a ULT with a block it decides
+//! whether to prefetch the next ULT's block: by the arm that has measured better, or, one choice
+//! in 8 drawn at random, by the other one, so that both arms are sampled all along, through the
+//! same stretches of the program. A decision's sample is the time its burst took plus the time
+//! the ULT chosen next then took, up to the choice after it (the `rdtsc` ticks), dropped when
+//! the processor idled, started or stole a ULT between the two choices. After every 64 samples
+//! the two arms' means give `(on - off) / (on + off)`, and a running average of those (3/4 old,
+//! 1/4 new) decides: prefetch while it is not positive. There is no threshold to tune: the rule
+//! compares two times measured on the same processor, and a runtime starts out prefetching. The
+//! 8 and the 64 set how fast it learns and how much the exploring costs (an eighth of the choices
+//! under the worse arm), not where it decides.
+//!
 //! # What it costs
 //!
 //! For ULTs without a block, a test of one flag on a line the waker and the loop touch anyway
 //! (`examples/hot_path_probe.rs` counts the instructions of spawn, yield and wake under
-//! callgrind, with and without `prefetch(false)`); for a ULT with a block, the prefetch
-//! instructions themselves. What it gains shows on the adaptive-grid solver
-//! (`crates/elite-grid/examples/adaptive_grid.rs`, `elite-bench grid`), where each ULT declares its
-//! patch:
+//! callgrind, with and without `prefetch(false)`); for a choice of a ULT with a block, two
+//! `rdtsc`, the measurement's few instructions, and the prefetch instructions themselves.
 //! `docs/benchmarks.md` has the figures, each with its host. Prefetch stays on by default.
 //!
 //! # Where it lives in the control block
@@ -295,11 +323,11 @@ impl UltBlock {
     }
 }
 
-/// Prefetches what switching into `t` touches and what `t` reads first, if it declared a block
-/// (one predictable branch otherwise): the top lines of its stack, its execution context, and
-/// its block. Reads `t`'s control block (lines 1, 3 and 4), which [`control_block`] prefetched
-/// one step earlier when `t` was the runqueue's next. Whether it prefetched (the ULT has a
-/// block, has started and the runtime prefetches).
+/// Prefetches what switching into `t` touches first, if it declared a block (one predictable
+/// branch otherwise): the top lines of its stack and its execution context, not its block (see
+/// the module docs). Reads `t`'s control block (lines 1 and 3), which [`control_block`]
+/// prefetched one step earlier when `t` was the runqueue's next. Whether it prefetched (the ULT
+/// has a block, has started and the runtime prefetches).
 ///
 /// The flag is false while the runtime does not prefetch and for ULTs without a block, so the
 /// test of the setting costs nothing here. The spawn clears a flag left by an earlier life of a
@@ -352,10 +380,10 @@ pub(crate) fn control_block(t: TcbRef) {
 }
 
 /// Prefetches the declared block of `t`, the ULT the runqueue would hand out after the one the
-/// loop has just chosen, so that its lines arrive while the chosen one runs: one run earlier
-/// than [`ult`] prefetches them again (then from the cache, at the cost of the instructions).
-/// Reads `t`'s flag (line 1) and prefetch word (line 4), which [`control_block`] has just asked
-/// for: the loop waits for them when they are not cached. `t` stays in the runqueue, where another
+/// loop has just chosen, so that its lines arrive while the chosen one runs (when the
+/// processor's [`Payoff`] says it pays). Reads `t`'s flag (line 1) and prefetch word (line 4),
+/// which [`control_block`] has just asked for: the loop waits for them when they are not
+/// cached. `t` stays in the runqueue, where another
 /// processor may take it and run it meanwhile (a steal, a shared runqueue), and it may declare
 /// another block then: the two fields are relaxed atomics, and any word read, old or new, only
 /// names lines to prefetch, which cannot fault.
