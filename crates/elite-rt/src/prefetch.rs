@@ -238,7 +238,7 @@ impl<T> From<&Vec<T>> for DataBlock {
 }
 
 /// Declares `block` as the calling ULT's data block from now on (replacing any earlier one; an
-/// empty block withdraws it), for the runtime to prefetch before the ULT next runs (see
+/// empty block withdraws it), for the runtime to prefetch while the ULT before it runs (see
 /// [`RuntimeBuilder::prefetch`](crate::RuntimeBuilder::prefetch)). Outside a ULT it does
 /// nothing. [`Builder::data`](crate::Builder::data) declares it at spawn.
 ///
@@ -251,7 +251,7 @@ impl<T> From<&Vec<T>> for DataBlock {
 ///         let mut sum = 0;
 ///         for chunk in data.chunks(128) {
 ///             sum += chunk.iter().sum::<u64>();
-///             elite_rt::yield_now(); // runs on with its block prefetched
+///             elite_rt::yield_now(); // the block stays declared across switches
 ///         }
 ///         sum
 ///     });
