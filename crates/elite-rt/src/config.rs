@@ -263,10 +263,12 @@ impl RuntimeBuilder {
     }
 
     /// Whether the runtime prefetches the data blocks ULTs declare (default `true`; ELiTE 2.3.5):
-    /// the processor loop, once it has chosen the ULT to run, prefetches the declared block, the
-    /// stack lines the switch touches and the control block of that ULT and of the one its
-    /// runqueue would hand out next, and a ULT that makes another ready on its own processor
-    /// prefetches the woken one's. ULTs that declare no block ([`Builder::data`](crate::Builder::data),
+    /// the processor loop, once it has chosen a ULT with a block to run, prefetches the stack
+    /// lines the switch into it touches, and the control block of the ULT its runqueue would
+    /// hand out next and, while the processor measures that this pays, that ULT's declared block
+    /// (one run ahead, see `prefetch.rs`'s module docs, "Whether it pays"); a ULT that makes
+    /// another ready on its own processor prefetches the woken one's stack lines. ULTs that
+    /// declare no block ([`Builder::data`](crate::Builder::data),
     /// [`set_data_block`](crate::set_data_block)) cost one predictable branch either way; `false`
     /// turns the prefetches off for the ones that do (for measuring what they bring).
     ///

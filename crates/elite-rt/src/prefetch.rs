@@ -7,26 +7,31 @@
 //! issues prefetch instructions for the lines a ULT that declared a block will touch first, at two
 //! points:
 //!
-//! * **the processor loop**, when it has chosen a ULT that declared a block: for that ULT, and
-//!   for the ULT that the runqueue would hand out after it (its best entry, peeked). For the
-//!   next one, the lines of its control block and its declared block, whose lines then arrive
-//!   while the chosen ULT runs (its flag and prefetch word are read from that control block,
-//!   which the loop waits for when it is not cached: a block is worth it); for the chosen one,
-//!   the lines of its stack and context, whose addresses are in its control block, by then
-//!   cached, and its block again (cached by then when the ULT was the runqueue's next);
+//! * **the processor loop**, when it has chosen a ULT that declared a block: for that ULT, the
+//!   lines of its stack and context, whose addresses are in its control block, by then cached;
+//!   and for the ULT that the runqueue would hand out after it (its best entry, peeked), the
+//!   lines of its control block and, while the processor's measurement says it pays ("Whether
+//!   it pays", below), its declared block, whose lines then arrive while the chosen ULT runs
+//!   (the next one's flag and prefetch word are read from that control block, which the loop
+//!   waits for when it is not cached: a block is worth it);
 //! * **a waker**, when a ULT running here makes another ready on this same processor (a release,
-//!   an unlock, a send): for the woken ULT, whose lines arrive while the waker goes on.
+//!   an unlock, a send): for the woken ULT, the lines of its stack and context, which arrive
+//!   while the waker goes on.
 //!
 //! What is prefetched for a ULT: the first bytes of its block, up to the runtime's *prefetch
 //! window* (a quarter of the cache its cache model describes, the largest cache private to a
 //! core, `elite_affinity::Topology::model_cache`: 128 KiB with a 512 KiB L2, 512 KiB with a 2 MiB
-//! one; at least [`PREFETCH_MAX_BYTES`] when the cache is smaller or unknown); the top lines of
-//! its stack (the parent link the switch writes there, and the frames and saved registers of a
-//! ULT suspended near its stack's top); its execution context; and the lines of its control
-//! block that the switch touches. Prefetch instructions are hints: they never fault, never change
-//! memory, and are dropped by the processor when it is busy. So a [`DataBlock`] is only an
-//! address range, never dereferenced: declaring memory that is freed later, or was never
-//! valid, is harmless (it only wastes the prefetch), and needs no `unsafe`.
+//! one; at least [`PREFETCH_MAX_BYTES`] when the cache is smaller or unknown), one run ahead, as
+//! the runqueue's next; the top lines of its stack (the parent link the switch writes there, and
+//! the frames and saved registers of a ULT suspended near its stack's top); its execution
+//! context; and the lines of its control block that the switch touches. The block of the ULT
+//! about to run, chosen or woken, is never asked for then: the burst would hold up the switch
+//! for about as long as the lines take to arrive (a core keeps only so many misses in flight,
+//! and the prefetch instructions wait for a free slot), right before the ULT would have loaded
+//! them itself. Prefetch instructions are hints: they never fault and never change memory.
+//! So a [`DataBlock`] is only an address range, never dereferenced: declaring memory that is
+//! freed later, or was never valid, is harmless (it only wastes the prefetch), and needs no
+//! `unsafe`.
 //!
 //! A ULT that declares nothing, and every ULT while prefetch is off, costs one load and one
 //! predictable branch where the loop chooses it and where a waker makes it ready, on a line
@@ -35,14 +40,37 @@
 //! one test of the head's rare-case bits, which cover a ULT's group too (`tcb::Rare`). The
 //! suspension path is untouched.
 //!
+//! # Whether it pays
+//!
+//! A block's prefetch is a burst of up to a window of prefetch instructions, issued before the
+//! chosen ULT runs; what it saves is the misses of the next ULT on its block. Which is larger
+//! depends on how that ULT walks its block, which the runtime cannot see: a walk of dependent
+//! loads in no order the hardware prefetchers follow waits out every miss, and gains from
+//! having the block cached (`elite-bench affinity`'s `synthetic_1024` rows with `+data`); a
+//! sequential walk is streamed by the hardware prefetchers anyway, and then the burst is mostly
+//! cost (the adaptive grid's patches, `crates/elite-grid/examples/adaptive_grid.rs`: every
+//! `+prefetch` row was 25 to 35% slower than without on a 2 MiB-L2 Xeon while each choice
+//! prefetched the next ULT's block and the chosen one's again, and each waker the woken one's).
+//!
+//! So each processor measures it while it runs (`Payoff`), as the runtime measures its other
+//! costs on the host it runs on (`sync::host`). At each choice of a ULT with a block it decides
+//! whether to prefetch the next ULT's block: by the arm that has measured better, or, one choice
+//! in 16 drawn at random, by the other one, so that both arms are sampled all along, through the
+//! same stretches of the program. A decision's sample is the time its burst took plus the time
+//! the ULT chosen next then took, up to the choice after it (the `rdtsc` ticks), dropped when
+//! the processor idled, started or stole a ULT between the two choices. After every 128 samples
+//! the two arms' means give `(on - off) / (on + off)`, and a running average of those (3/4 old,
+//! 1/4 new) decides: prefetch while it is not positive. There is no threshold to tune: the rule
+//! compares two times measured on the same processor, and a runtime starts out prefetching. The
+//! 16 and the 128 set how fast it learns and how much the exploring costs (a sixteenth of the
+//! choices under the worse arm), not where it decides.
+//!
 //! # What it costs
 //!
 //! For ULTs without a block, a test of one flag on a line the waker and the loop touch anyway
 //! (`examples/hot_path_probe.rs` counts the instructions of spawn, yield and wake under
-//! callgrind, with and without `prefetch(false)`); for a ULT with a block, the prefetch
-//! instructions themselves. What it gains shows on the adaptive-grid solver
-//! (`crates/elite-grid/examples/adaptive_grid.rs`, `elite-bench grid`), where each ULT declares its
-//! patch:
+//! callgrind, with and without `prefetch(false)`); for a choice of a ULT with a block, two
+//! `rdtsc`, the measurement's few instructions, and the prefetch instructions themselves.
 //! `docs/benchmarks.md` has the figures, each with its host. Prefetch stays on by default.
 //!
 //! # Where it lives in the control block
@@ -210,7 +238,7 @@ impl<T> From<&Vec<T>> for DataBlock {
 }
 
 /// Declares `block` as the calling ULT's data block from now on (replacing any earlier one; an
-/// empty block withdraws it), for the runtime to prefetch before the ULT next runs (see
+/// empty block withdraws it), for the runtime to prefetch while the ULT before it runs (see
 /// [`RuntimeBuilder::prefetch`](crate::RuntimeBuilder::prefetch)). Outside a ULT it does
 /// nothing. [`Builder::data`](crate::Builder::data) declares it at spawn.
 ///
@@ -223,7 +251,7 @@ impl<T> From<&Vec<T>> for DataBlock {
 ///         let mut sum = 0;
 ///         for chunk in data.chunks(128) {
 ///             sum += chunk.iter().sum::<u64>();
-///             elite_rt::yield_now(); // runs on with its block prefetched
+///             elite_rt::yield_now(); // the block stays declared across switches
 ///         }
 ///         sum
 ///     });
@@ -295,11 +323,11 @@ impl UltBlock {
     }
 }
 
-/// Prefetches what switching into `t` touches and what `t` reads first, if it declared a block
-/// (one predictable branch otherwise): the top lines of its stack, its execution context, and
-/// its block. Reads `t`'s control block (lines 1, 3 and 4), which [`control_block`] prefetched
-/// one step earlier when `t` was the runqueue's next. Whether it prefetched (the ULT has a
-/// block, has started and the runtime prefetches).
+/// Prefetches what switching into `t` touches first, if it declared a block (one predictable
+/// branch otherwise): the top lines of its stack and its execution context, not its block (see
+/// the module docs). Reads `t`'s control block (lines 1 and 3), which [`control_block`]
+/// prefetched one step earlier when `t` was the runqueue's next. Whether it prefetched (the ULT
+/// has a block, has started and the runtime prefetches).
 ///
 /// The flag is false while the runtime does not prefetch and for ULTs without a block, so the
 /// test of the setting costs nothing here. The spawn clears a flag left by an earlier life of a
@@ -315,7 +343,6 @@ pub(crate) fn ult(t: TcbRef) -> bool {
 #[inline(never)]
 fn ult_lines(t: TcbRef) -> bool {
     let tcb = t.tcb();
-    let word = tcb.links.prefetch.load(Ordering::Relaxed);
     if tcb.head.life.get() != crate::tcb::Life::Started {
         return false;
     }
@@ -336,7 +363,6 @@ fn ult_lines(t: TcbRef) -> bool {
     if let Some(ctx) = unsafe { (*tcb.exec.context.get()).as_deref() } {
         line(ctx as *const _ as usize);
     }
-    block(word);
     true
 }
 
@@ -354,10 +380,10 @@ pub(crate) fn control_block(t: TcbRef) {
 }
 
 /// Prefetches the declared block of `t`, the ULT the runqueue would hand out after the one the
-/// loop has just chosen, so that its lines arrive while the chosen one runs: one run earlier
-/// than [`ult`] prefetches them again (then from the cache, at the cost of the instructions).
-/// Reads `t`'s flag (line 1) and prefetch word (line 4), which [`control_block`] has just asked
-/// for: the loop waits for them when they are not cached. `t` stays in the runqueue, where another
+/// loop has just chosen, so that its lines arrive while the chosen one runs (when the
+/// processor's [`Payoff`] says it pays). Reads `t`'s flag (line 1) and prefetch word (line 4),
+/// which [`control_block`] has just asked for: the loop waits for them when they are not
+/// cached. `t` stays in the runqueue, where another
 /// processor may take it and run it meanwhile (a steal, a shared runqueue), and it may declare
 /// another block then: the two fields are relaxed atomics, and any word read, old or new, only
 /// names lines to prefetch, which cannot fault.
@@ -383,6 +409,111 @@ pub(crate) fn start_lines(p: *const crate::tcb::Tcb) {
     line(base);
     line(base + LINE);
     line(base + 2 * LINE);
+}
+
+/// The samples of one epoch of a [`Payoff`]: after each, its arms' means update the score.
+const EPOCH_SAMPLES: u32 = 128;
+
+/// One choice in this many, drawn at random, takes the arm that has measured worse.
+const EXPLORE_ONE_IN: u64 = 16;
+
+/// Whether prefetching the runqueue's next block pays on one processor, measured while it runs
+/// (module docs, "Whether it pays"). At each choice of a ULT with a block the processor
+/// decides whether to prefetch the next ULT's block (the *on* arm) or not (*off*): the arm that
+/// has measured better, or the other one at random one choice in [`EXPLORE_ONE_IN`]. A sample
+/// of a decision is the time the prefetch took (its burst) plus the time the next ULT then ran,
+/// up to the choice after it: what the prefetch costs where it is issued and what it saves
+/// where its lines are used. Both arms are drawn at random through the same stretch of the
+/// program, so a phase of it weighs on both alike. After each epoch of [`EPOCH_SAMPLES`]
+/// samples, the score, a running average (3/4 old, 1/4 new) of `(on - off) / (on + off)` over
+/// the epochs' mean samples, says which arm is better: off when positive. Owned by the
+/// processor's thread (its `Core`).
+#[derive(Debug)]
+pub(crate) struct Payoff {
+    /// The decisions of the last two choices, older first: (arm, burst ticks), if any. A
+    /// decision's sample completes when the ULT chosen after it has run.
+    pending: [Option<(bool, u64)>; 2],
+    /// The ticks at the end of the last choice's prefetch (its ULT's run starts then) and the
+    /// loop's round then.
+    run_from: u64,
+    run_round: u32,
+    /// This epoch's sums of samples and their counts, per arm (`[off, on]`).
+    sum: [u64; 2],
+    count: [u32; 2],
+    /// See the type's docs; positive: prefetching made things slower.
+    score: f64,
+    /// The arm of the last choice.
+    on: bool,
+    /// A xorshift generator's state (the exploring draws).
+    rng: u64,
+}
+
+impl Payoff {
+    /// A new measurement: it prefetches (explores off one choice in [`EXPLORE_ONE_IN`]) until
+    /// an epoch has said otherwise. `seed`: any non-zero number, distinct per processor.
+    pub(crate) fn new(seed: u64) -> Payoff {
+        Payoff {
+            pending: [None; 2],
+            run_from: 0,
+            run_round: 0,
+            sum: [0; 2],
+            count: [0; 2],
+            score: 0.0,
+            on: true,
+            rng: seed | 1,
+        }
+    }
+
+    /// A choice of a ULT with a block at `now` (ticks), in the loop's round `round`: completes
+    /// the sample of the decision two choices back (the ULT chosen by the last choice, whose
+    /// block that decision was about, has run since), and answers whether to prefetch the
+    /// next ULT's block now. The run counts when no round of the loop went by between the two
+    /// choices but the one that made this choice (a round more: the processor idled, started
+    /// a ULT or stole one meanwhile, which neither arm makes faster); else the sample is
+    /// dropped.
+    pub(crate) fn choose(&mut self, now: u64, round: u32) -> bool {
+        let ran = self.run_from != 0 && round.wrapping_sub(self.run_round) <= 1 && now > self.run_from;
+        if let (true, Some((arm, burst))) = (ran, self.pending[0]) {
+            self.add(arm, burst + (now - self.run_from));
+        }
+        self.pending[0] = self.pending[1];
+        self.pending[1] = None;
+        self.run_round = round;
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let better = self.better_on();
+        self.on = if self.rng.is_multiple_of(EXPLORE_ONE_IN) { !better } else { better };
+        self.on
+    }
+
+    /// The prefetch of the last choice ended at `now` (ticks), having begun at `began`.
+    pub(crate) fn prefetched(&mut self, began: u64, now: u64) {
+        self.pending[1] = Some((self.on, now.saturating_sub(began)));
+        self.run_from = now;
+    }
+
+    /// Adds a sample of `arm`, closing the epoch at its last.
+    fn add(&mut self, arm: bool, sample: u64) {
+        let a = usize::from(arm);
+        self.sum[a] += sample;
+        self.count[a] += 1;
+        if self.count[0] + self.count[1] < EPOCH_SAMPLES {
+            return;
+        }
+        if self.count[0] > 0 && self.count[1] > 0 {
+            let off = self.sum[0] as f64 / f64::from(self.count[0]);
+            let on = self.sum[1] as f64 / f64::from(self.count[1]);
+            self.score = 0.75 * self.score + 0.25 * (on - off) / (on + off).max(1.0);
+        }
+        self.sum = [0; 2];
+        self.count = [0; 2];
+    }
+
+    /// Whether prefetching has measured better so far (or nothing was measured yet).
+    fn better_on(&self) -> bool {
+        self.score <= 0.0
+    }
 }
 
 /// Prefetches the lines of a prefetch word.
@@ -660,6 +791,72 @@ mod tests {
                 .map(|t| t.tcb().links.prefetch.load(Ordering::Relaxed))
         });
         assert_eq!(word, Some(0), "prefetch off: no word");
+    }
+
+    /// Drives `payoff` through `choices` choices one round of the loop apart, each prefetch
+    /// taking `burst(on)` ticks and each run `run(on of the decision two choices back)`; the
+    /// choices that prefetched.
+    fn drive(
+        payoff: &mut Payoff,
+        choices: u32,
+        burst: impl Fn(bool) -> u64,
+        run: impl Fn(bool) -> u64,
+    ) -> u32 {
+        let (mut now, mut round, mut prefetched) = (1_000u64, 0u32, 0);
+        // The decisions about the ULT that runs next: the last two choices'.
+        let mut decisions = [true, true];
+        for _ in 0..choices {
+            round += 1;
+            let on = payoff.choose(now, round);
+            prefetched += u32::from(on);
+            let began = now;
+            now += burst(on);
+            payoff.prefetched(began, now);
+            // The ULT chosen now runs with its block prefetched if the choice before said so.
+            now += run(decisions[1]);
+            decisions = [decisions[1], on];
+        }
+        prefetched
+    }
+
+    #[test]
+    fn the_payoff_keeps_prefetching_that_pays() {
+        // A burst of 100 ticks that saves 1000 of the next run: prefetch, exploring off about
+        // one choice in EXPLORE_ONE_IN.
+        let mut p = Payoff::new(7);
+        let on = drive(&mut p, 4000, |on| if on { 100 } else { 0 }, |ahead| if ahead { 1000 } else { 2000 });
+        assert!(p.better_on(), "score {}", p.score);
+        let share = f64::from(on) / 4000.0;
+        assert!(share > 0.85 && share < 0.99, "prefetched {share} of the choices");
+    }
+
+    #[test]
+    fn the_payoff_stops_prefetching_that_costs() {
+        // A burst of 1000 ticks that saves nothing (a block the hardware streams anyway): off,
+        // exploring on about one choice in EXPLORE_ONE_IN.
+        let mut p = Payoff::new(7);
+        let on = drive(&mut p, 4000, |on| if on { 1000 } else { 0 }, |_| 2000);
+        assert!(!p.better_on(), "score {}", p.score);
+        let share = f64::from(on) / 4000.0;
+        assert!(share > 0.02 && share < 0.15, "prefetched {share} of the choices");
+        // And it comes back when the program changes so that prefetching pays.
+        drive(&mut p, 4000, |on| if on { 100 } else { 0 }, |ahead| if ahead { 1000 } else { 2000 });
+        assert!(p.better_on(), "score {}", p.score);
+    }
+
+    #[test]
+    fn the_payoff_drops_runs_across_idle_rounds() {
+        // Every choice comes two rounds after the one before (the loop idled meanwhile): no
+        // sample completes, and the measurement keeps its first answer, prefetch.
+        let mut p = Payoff::new(3);
+        let mut now = 1_000;
+        for k in 0..1000u32 {
+            p.choose(now, 2 * k);
+            p.prefetched(now, now + 5_000);
+            now += 10_000;
+        }
+        assert_eq!(p.count, [0, 0]);
+        assert!(p.better_on());
     }
 
     #[test]

@@ -249,7 +249,7 @@ impl Builder {
     }
 
     /// Declares the ULT's data block (default: none): the memory it mostly works on, which the
-    /// runtime prefetches before switching to the ULT (ELiTE 2.3.5; see
+    /// runtime prefetches one run before the ULT's, while that pays (ELiTE 2.3.5; see
     /// [`RuntimeBuilder::prefetch`](crate::RuntimeBuilder::prefetch) and
     /// [`set_data_block`](crate::set_data_block), which changes it later from inside the ULT).
     /// Only the range is kept: the runtime never reads or writes through it, so any range is safe.

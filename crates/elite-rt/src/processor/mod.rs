@@ -197,6 +197,8 @@ pub(crate) struct Core {
     pauses: Pauses,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
     engine: crate::policy::engine::Local,
+    /// Whether prefetching declared blocks pays here, measured (`crate::prefetch`).
+    payoff: crate::prefetch::Payoff,
 }
 
 /// Every how many steps (start-queue takes, hand-offs, yields that found nothing else) the
@@ -299,6 +301,7 @@ impl Processor {
             pauses: Pauses::new(),
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
             engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
+            payoff: crate::prefetch::Payoff::new(index as u64 + 1),
         };
         let woken_stay = core.engine.woken_stay_with_ult_wakers();
         let check_canary = c.stack_kind == crate::stack::StackKind::Unguarded;

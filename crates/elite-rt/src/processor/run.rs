@@ -126,15 +126,23 @@ impl Processor {
         }
     }
 
-    /// The part of [`prefetch_chosen`](Self::prefetch_chosen) for the runqueue's next ULT, out of
+    /// The part of [`prefetch_chosen`](Self::prefetch_chosen) for the next ULT's block, out of
     /// line: only a chosen ULT that declared a block gets here, and inlined into the loop it
-    /// cost every switch a few instructions (callgrind, `scripts/hot-paths.sh`).
+    /// cost every switch a few instructions (callgrind, `scripts/hot-paths.sh`). Notes the
+    /// choice in the processor's measurement of whether the prefetch pays (`prefetch::Payoff`),
+    /// and when its answer is yes, prefetches the block of the runqueue's next ULT.
     #[inline(never)]
     fn prefetch_next(&self) {
+        let core = self.core();
+        let began = crate::sync::ticks();
+        let on = core.payoff.choose(began, core.rounds);
         if let Some(next) = self.runq().peek_best() {
             crate::prefetch::control_block(next);
-            crate::prefetch::next_block(next);
+            if on {
+                crate::prefetch::next_block(next);
+            }
         }
+        self.core().payoff.prefetched(began, crate::sync::ticks());
     }
 
     /// `n`, the ULT the chain of `run_ult_as` switches to next (the hand-off, the yield batch):
