@@ -444,14 +444,12 @@ pub(crate) struct Payoff {
     score: f64,
     /// The arm of the last choice.
     on: bool,
-    /// A xorshift generator's state (the exploring draws).
-    rng: u64,
 }
 
 impl Payoff {
     /// A new measurement: it prefetches (explores off one choice in [`EXPLORE_ONE_IN`]) until
-    /// an epoch has said otherwise. `seed`: any non-zero number, distinct per processor.
-    pub(crate) fn new(seed: u64) -> Payoff {
+    /// an epoch has said otherwise.
+    pub(crate) fn new() -> Payoff {
         Payoff {
             pending: [None; 2],
             run_from: 0,
@@ -460,7 +458,6 @@ impl Payoff {
             count: [0; 2],
             score: 0.0,
             on: true,
-            rng: seed | 1,
         }
     }
 
@@ -470,8 +467,9 @@ impl Payoff {
     /// next ULT's block now. The run counts when no round of the loop went by between the two
     /// choices but the one that made this choice (a round more: the processor idled, started
     /// a ULT or stole one meanwhile, which neither arm makes faster); else the sample is
-    /// dropped.
-    pub(crate) fn choose(&mut self, now: u64, round: u32) -> bool {
+    /// dropped. `draw`: a random number (the processor's generator), which picks the choices
+    /// that explore.
+    pub(crate) fn choose(&mut self, now: u64, round: u32, draw: u64) -> bool {
         let ran = self.run_from != 0 && round.wrapping_sub(self.run_round) <= 1 && now > self.run_from;
         if let (true, Some((arm, burst))) = (ran, self.pending[0]) {
             self.add(arm, burst + (now - self.run_from));
@@ -479,11 +477,8 @@ impl Payoff {
         self.pending[0] = self.pending[1];
         self.pending[1] = None;
         self.run_round = round;
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
         let better = self.better_on();
-        self.on = if self.rng.is_multiple_of(EXPLORE_ONE_IN) { !better } else { better };
+        self.on = if draw.is_multiple_of(EXPLORE_ONE_IN) { !better } else { better };
         self.on
     }
 
@@ -802,12 +797,12 @@ mod tests {
         burst: impl Fn(bool) -> u64,
         run: impl Fn(bool) -> u64,
     ) -> u32 {
-        let (mut now, mut round, mut prefetched) = (1_000u64, 0u32, 0);
+        let (mut now, mut round, mut prefetched, mut rng) = (1_000u64, 0u32, 0, 7u64);
         // The decisions about the ULT that runs next: the last two choices'.
         let mut decisions = [true, true];
         for _ in 0..choices {
             round += 1;
-            let on = payoff.choose(now, round);
+            let on = payoff.choose(now, round, crate::processor::next_random_of(&mut rng));
             prefetched += u32::from(on);
             let began = now;
             now += burst(on);
@@ -823,7 +818,7 @@ mod tests {
     fn the_payoff_keeps_prefetching_that_pays() {
         // A burst of 100 ticks that saves 1000 of the next run: prefetch, exploring off about
         // one choice in EXPLORE_ONE_IN.
-        let mut p = Payoff::new(7);
+        let mut p = Payoff::new();
         let on = drive(&mut p, 4000, |on| if on { 100 } else { 0 }, |ahead| if ahead { 1000 } else { 2000 });
         assert!(p.better_on(), "score {}", p.score);
         let share = f64::from(on) / 4000.0;
@@ -834,7 +829,7 @@ mod tests {
     fn the_payoff_stops_prefetching_that_costs() {
         // A burst of 1000 ticks that saves nothing (a block the hardware streams anyway): off,
         // exploring on about one choice in EXPLORE_ONE_IN.
-        let mut p = Payoff::new(7);
+        let mut p = Payoff::new();
         let on = drive(&mut p, 4000, |on| if on { 1000 } else { 0 }, |_| 2000);
         assert!(!p.better_on(), "score {}", p.score);
         let share = f64::from(on) / 4000.0;
@@ -848,10 +843,10 @@ mod tests {
     fn the_payoff_drops_runs_across_idle_rounds() {
         // Every choice comes two rounds after the one before (the loop idled meanwhile): no
         // sample completes, and the measurement keeps its first answer, prefetch.
-        let mut p = Payoff::new(3);
+        let mut p = Payoff::new();
         let mut now = 1_000;
         for k in 0..1000u32 {
-            p.choose(now, 2 * k);
+            p.choose(now, 2 * k, u64::from(k));
             p.prefetched(now, now + 5_000);
             now += 10_000;
         }

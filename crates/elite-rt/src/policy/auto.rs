@@ -1315,10 +1315,7 @@ impl Run {
             if !self.worth_measuring() {
                 // Nothing to compare (a phase change or a re-check would explore nothing): sleep
                 // until a declaration may have brought the signal, or the re-check is due.
-                let mut due = (since + quiet(self)).checked_sub(credit).unwrap_or(since);
-                if !credit.is_zero() {
-                    due = due.max(since + self.exploration());
-                }
+                let due = since + recheck_wait(credit, quiet(self), self.exploration());
                 if !self.wait_until(due, true) {
                     return Err(());
                 }
@@ -1351,7 +1348,17 @@ impl Run {
 /// exploration's length, so that a re-check due from the runtimes before measures this one's
 /// work rather than its start (spawning, first touches of cold data).
 fn recheck_due(elapsed: Duration, credit: Duration, quiet: Duration, exploration: Duration) -> bool {
-    elapsed + credit >= quiet && (credit.is_zero() || elapsed >= exploration)
+    elapsed >= recheck_wait(credit, quiet, exploration)
+}
+
+/// How long into the watch the re-check of [`recheck_due`] comes: the rest of the wait after
+/// the credit, and with credit at least one exploration.
+fn recheck_wait(credit: Duration, quiet: Duration, exploration: Duration) -> Duration {
+    if credit.is_zero() {
+        quiet
+    } else {
+        quiet.saturating_sub(credit).max(exploration)
+    }
 }
 
 /// What [`PhaseWatch::observe`] made of a rate.

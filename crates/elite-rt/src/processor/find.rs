@@ -371,15 +371,9 @@ impl Processor {
         }
     }
 
-    fn next_random(&self) -> u64 {
-        let core = self.core();
-        // xorshift64*
-        let mut x = core.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        core.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    /// The next number of the processor's generator ([`next_random_of`]).
+    pub(super) fn next_random(&self) -> u64 {
+        next_random_of(&mut self.core().rng)
     }
 
     /// Step 5: look for work a few rounds, then park.
@@ -625,4 +619,15 @@ impl Processor {
         }
         !shared.nodes[remote.node].start.is_empty() || !shared.global_start.is_empty()
     }
+}
+
+/// The next number of a xorshift64* generator whose (non-zero) state is `state`: a processor's
+/// random victims, its prefetch measurement's exploring draws.
+pub(crate) fn next_random_of(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }

@@ -95,6 +95,8 @@ mod wake;
 pub(crate) mod worker;
 
 pub(crate) use chaos::decision_point;
+#[cfg(test)]
+pub(crate) use find::next_random_of; // (the prefetch measurement's tests draw with it)
 pub(crate) use run::Inline;
 
 /// The shared part of a processor.
@@ -301,7 +303,7 @@ impl Processor {
             pauses: Pauses::new(),
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
             engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
-            payoff: crate::prefetch::Payoff::new(index as u64 + 1),
+            payoff: crate::prefetch::Payoff::new(),
         };
         let woken_stay = core.engine.woken_stay_with_ult_wakers();
         let check_canary = c.stack_kind == crate::stack::StackKind::Unguarded;

@@ -133,9 +133,10 @@ impl Processor {
     /// and when its answer is yes, prefetches the block of the runqueue's next ULT.
     #[inline(never)]
     fn prefetch_next(&self) {
+        let draw = self.next_random();
         let core = self.core();
         let began = crate::sync::ticks();
-        let on = core.payoff.choose(began, core.rounds);
+        let on = core.payoff.choose(began, core.rounds, draw);
         if let Some(next) = self.runq().peek_best() {
             crate::prefetch::control_block(next);
             if on {

@@ -197,7 +197,7 @@ impl Processor {
         let there = Wait {
             ahead: 1
                 + remote.runq.len()
-                + usize::from(!remote.next.peek().is_null())
+                + usize::from(!remote.next.is_empty())
                 + usize::from(!remote.wakeup.is_empty()),
             run: runs.look(home, remote.stats.switches.get(), now),
         };

@@ -367,6 +367,30 @@ pub(super) struct Trial {
     pub(super) passed_at: u64,
 }
 
+impl Trial {
+    /// The lock in another state (`gathered`) from `now` on, as its checkpoints see it: what
+    /// was timed was the other state's, a trial under way ends without a verdict, and the new
+    /// state settles before its spans are timed.
+    fn restart(&mut self, gathered: bool, now: u64) {
+        self.gathered = gathered;
+        self.ever_gathered |= gathered;
+        self.since = now;
+        self.mark = 0;
+        self.running = false;
+        self.spread = 0;
+        self.spread_spans = 0;
+    }
+
+    /// A span opens at the checkpoint `now`.
+    fn open_span(&mut self, now: u64) {
+        self.mark = now;
+        self.last = now;
+        self.longest = 0;
+        self.checkpoints = 0;
+        self.samples = 0;
+    }
+}
+
 impl Saturation {
     pub(super) const fn new() -> Saturation {
         Saturation {
@@ -558,15 +582,8 @@ impl<T: ?Sized> Mutex<T> {
         let gathered = self.saturated_at(now);
         if gathered != t.gathered {
             // Another state since the last checkpoint (saturation lapsed, slow bounces ended
-            // it, or it was marked from outside): what was timed was the other state's, and a
-            // trial under way ends without a verdict.
-            t.gathered = gathered;
-            t.ever_gathered |= gathered;
-            t.since = now;
-            t.mark = 0;
-            t.running = false;
-            t.spread = 0;
-            t.spread_spans = 0;
+            // it, or it was marked from outside).
+            t.restart(gathered, now);
         }
         if gathered && !t.running {
             return; // a trial passed: nothing to time until the lock is spread again
@@ -578,11 +595,7 @@ impl<T: ?Sized> Mutex<T> {
         };
         if t.mark == 0 {
             if now.wrapping_sub(t.since) as i64 >= settle as i64 {
-                t.mark = now;
-                t.last = now;
-                t.longest = 0;
-                t.checkpoints = 0;
-                t.samples = 0;
+                t.open_span(now);
             }
             return;
         }
@@ -595,11 +608,7 @@ impl<T: ?Sized> Mutex<T> {
         }
         let period = span / t.checkpoints;
         let (checkpoints, samples, longest) = (t.checkpoints, t.samples, t.longest);
-        t.mark = now;
-        t.last = now;
-        t.longest = 0;
-        t.checkpoints = 0;
-        t.samples = 0;
+        t.open_span(now);
         if !gathered {
             // A span of more than four took in a quiet spell (or the lock is too slow to be
             // worth gathering: 256 acquisitions in 4 ms): no period.
@@ -628,7 +637,6 @@ impl<T: ?Sized> Mutex<T> {
             return;
         }
         // Failed: spread again, held off for longer each failure in a row.
-        t.running = false;
         t.passed_at = 0;
         t.failures = t.failures.saturating_add(1);
         let shift = (2 * u32::from(t.failures - 1)).min(u32::from(MAX_WINDOW_DOUBLINGS));
@@ -637,11 +645,7 @@ impl<T: ?Sized> Mutex<T> {
         s.doublings.store(0, Ordering::Relaxed);
         // SAFETY: only the holder of the lock reads or writes the stamp (as `last_sample`).
         unsafe { *s.lapsed_at.get() = 0 }; // (no lapse: the next saturation is anew)
-        t.gathered = false;
-        t.since = now;
-        t.mark = 0;
-        t.spread = 0;
-        t.spread_spans = 0;
+        t.restart(false, now);
         let _ = end_pauses();
     }
 

@@ -353,6 +353,13 @@ mod gathering {
         spin_ticks(at.saturating_sub(start));
     }
 
+    /// The start of a test's scripted time stamps: a thousand windows ahead of the clock, since
+    /// the lock's window of saturation is checked against real time, and a sign of it ahead
+    /// reads as recent.
+    fn script_clock() -> u64 {
+        sync::ticks() + 1000 * gather_ticks().1
+    }
+
     /// Gives `m` (held by the caller) a spread period, as a lock whose contenders took it from
     /// two processors for two spans would have: a saturation's trial needs one. The time
     /// stamps are the test's own, from now on.
@@ -432,12 +439,10 @@ mod gathering {
     fn a_trial_keeps_a_saturation_that_pays_and_holds_off_one_that_does_not() {
         crate::sync::host::measured_lines_for_tests();
         let times = times();
-        let (threshold, window, _) = gather_ticks();
+        let (threshold, ..) = gather_ticks();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the trial is the holder's)
-                                    // The script starts a thousand windows ahead of the clock: the lock's window of
-                                    // saturation is checked against real time, and a sign of it ahead reads as recent.
-        let mut clock = sync::ticks() + 1000 * window;
+        let mut clock = script_clock();
         let spread_period = times.span / 16;
         assert!(!dense_until_saturated(&m, &mut clock), "no spread period timed: no trial");
         assert!(threshold > 0 && trial(&m).spread == 0);
@@ -548,7 +553,7 @@ mod gathering {
         let times = times();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap();
-        let mut clock = sync::ticks() + 1000 * gather_ticks().1;
+        let mut clock = script_clock();
         let spread_period = times.span / 16;
         let until = clock + 3 * times.span;
         spread(&m, &mut clock, until, spread_period);
@@ -589,7 +594,7 @@ mod gathering {
         let times = times();
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap();
-        let mut clock = sync::ticks() + 1000 * gather_ticks().1;
+        let mut clock = script_clock();
         for _ in 0..48 {
             clock += times.span / 16; // (no bounce)
             m.checkpoint_with(clock);
@@ -667,9 +672,10 @@ mod gathering {
         let m = Mutex::new(0u64);
         let _g = m.lock().unwrap(); // (the counters are the holder's)
         time_spread(&m); // (a trial needs a spread period)
-                         // Bursts of 4 bounces a quarter of the threshold apart, a tenth of the window (1 ms:
-                         // far more than 16 thresholds) of quiet after each; two samples (the first after a
-                         // quiet spell, the window starting with it).
+
+        // Bursts of 4 bounces a quarter of the threshold apart, a tenth of the window (1 ms:
+        // far more than 16 thresholds) of quiet after each; two samples (the first after a
+        // quiet spell, the window starting with it).
         let (_, window, _) = gather_ticks();
         assert!(
             // Two samples would do on an idle machine; more attempts let one a preemption
