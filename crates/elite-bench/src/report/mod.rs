@@ -29,6 +29,12 @@
 //! and, on top, a headline chart: how many times longer than `elite` each peer takes per
 //! operation in `micro` and `sync`. Each chart's footer names the data file, the command that
 //! wrote it, the CPU model and cache sizes, and the date of the data (the data folder's name).
+//!
+//! A chart of ratios (policies, scaling, headline) pairs its two rows round by round where the
+//! documents have each row's `rounds`: the dot is the median of the per-round ratios and the
+//! whiskers their min and max, as the harness's target lines compute them. For documents
+//! without `rounds` (written before the field) it falls back to the subject's median, min and
+//! max over the baseline's median, and the chart's axis says which it drew.
 
 mod plot;
 
