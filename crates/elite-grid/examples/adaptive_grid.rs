@@ -181,23 +181,34 @@
 //! ## Output
 //!
 //! A table, one row per system and processor count, repeated `--reps` times (default 5),
-//! interleaved: the median solve time (the clock starts when every ULT has its stack and sleeps,
-//! after spawning, and stops when the last ULT is done; min and max in brackets, which say how far
-//! the ratios can be trusted on a busy machine), the process's CPU time over the solve (at one
-//! processor, what the solve took without the time other programs had the CPU), the speed-up over the sequential reference and
-//! over `no-affinity` (medians' ratios, above 1: faster), the smoothing rate (relaxations of one
-//! unknown per second), the relaxations per cell (the same for every elite row), the fraction of
-//! sweeps that had to wait for a neighbour, and the check. `--stats` adds the runtime's counters
-//! per 1000 sweeps.
+//! interleaved (each repetition runs the sequential reference, then every row once): the median
+//! solve time (the clock starts when every ULT has its stack and sleeps, after spawning, and stops
+//! when the last ULT is done; min and max in brackets), the process's CPU time over the solve (at
+//! one processor, what the solve took without the time other programs had the CPU), the speed-up
+//! over the sequential reference (`vs seq`) and over `no-affinity` at the same processor count
+//! (`vs no-a`), the smoothing rate (relaxations of one unknown per second), the relaxations per
+//! cell (the same for every elite row), the fraction of sweeps that had to wait for a neighbour,
+//! and the check. `--stats` adds the runtime's counters per 1000 sweeps.
+//!
+//! A speed-up is paired by repetition: in each repetition, the other row's solve time over this
+//! row's in the same repetition (above 1: faster), and the column shows the median of these
+//! ratios; `vs no-a` adds their min and max, `1.02x (0.95-1.07)`. Not the ratio of the two
+//! medians: a shared machine can run in phases (the same solve half as long again in one minute as
+//! in the next), and the two runs of one repetition, seconds apart, share a phase far more often
+//! than two medians do, so a ratio of medians can read a policy at parity as 0.7x because its
+//! middle repetitions fell in a slow phase. The range says how far the median can be trusted: one
+//! that straddles 1 by a wide margin says more repetitions (`--reps`) are needed before the row
+//! ranks the policies.
 //!
 //! With `--json FILE` (`-`: stdout) the document of `BENCHMARKS.md`: suite `grid`, bench
 //! `adaptive_grid`, systems `sequential` (processors 1), `rayon` and `elite/<policy>` or
 //! `elite/<policy>+prefetch`, each with the metrics `solve_s` (seconds), `ops_per_sec` (smoothing
 //! operations per second) and `relaxations_per_cell`; params `processors`, `size`, `cells`,
-//! `ults` (0 for the peers), `patch` and `prefetch`; plus, for every elite row with a
-//! `no-affinity` row to compare with, a row of metric `ratio_to_no_affinity` (its rate over
-//! no-affinity's, without prefetch, at the same processor count; with the work fixed, also the
-//! ratio of their solve times' inverses).
+//! `ults` (0 for the peers), `patch` and `prefetch`; each row's `rounds` has its values in the
+//! order of the repetitions. Plus, for every elite row with a `no-affinity` row to compare with, a
+//! row of metric `ratio_to_no_affinity`: per repetition, its rate over no-affinity's (without
+//! prefetch, at the same processor count) in the same repetition, in `rounds`, and their median,
+//! min and max (with the work fixed, also the ratio of their solve times' inverses).
 //!
 //! Exit status: 0 when every run that could run was right, 1 when one failed its check or could
 //! not run, 2 for a command-line mistake.
@@ -521,6 +532,11 @@ struct Row {
     runs: Vec<Result<Measurement, RunError>>,
 }
 
+/// How often a run relaxed each cell.
+fn relaxations_per_cell(m: &Measurement) -> f64 {
+    m.relaxations as f64 / m.cells as f64
+}
+
 /// Median, min and max of `values` (none when empty).
 fn spread(mut values: Vec<f64>) -> Option<(f64, f64, f64)> {
     if values.is_empty() {
@@ -546,12 +562,14 @@ impl Row {
         self.runs.iter().all(|r| r.as_ref().is_ok_and(Measurement::ok))
     }
 
+    /// `f` of every run, in the order of the repetitions, if every run was right.
+    fn per_run(&self, f: impl Fn(&Measurement) -> f64) -> Option<Vec<f64>> {
+        self.ok().then(|| self.measurements().map(f).collect())
+    }
+
     /// The median, min and max of `f` over the runs, if every run was right.
     fn stats(&self, f: impl Fn(&Measurement) -> f64) -> Option<(f64, f64, f64)> {
-        if !self.ok() {
-            return None;
-        }
-        spread(self.measurements().map(f).collect())
+        spread(self.per_run(f)?)
     }
 
     /// The solve time in seconds: median, min, max.
@@ -575,7 +593,7 @@ impl Row {
 
     /// Relaxations per cell: median, min, max.
     fn per_cell(&self) -> Option<(f64, f64, f64)> {
-        self.stats(|m| m.relaxations as f64 / m.cells as f64)
+        self.stats(relaxations_per_cell)
     }
 
     /// The first failure, as text.
@@ -769,6 +787,23 @@ fn run(options: &Options) -> ExitCode {
     status
 }
 
+/// Per repetition, `f` of `num`'s run over `f` of `den`'s run of the same repetition, in the
+/// order of the repetitions; none unless both rows ran as many repetitions, every run right.
+///
+/// The repetitions interleave the rows, so the two runs of one repetition were measured within
+/// seconds of each other, and on a host whose speed changes in phases (the same solve taking
+/// half as long again in one minute as in the next) they share a phase far more often than two
+/// rows' medians do: the median of these ratios is the estimate the table and the JSON report,
+/// and their min and max say how far it can be trusted.
+fn paired_ratios(num: &Row, den: &Row, f: impl Fn(&Measurement) -> f64) -> Option<Vec<f64>> {
+    if num.runs.len() != den.runs.len() {
+        return None;
+    }
+    let (num, den) = (num.per_run(&f)?, den.per_run(&f)?);
+    let ratios: Vec<f64> = num.iter().zip(&den).map(|(a, b)| a / b).collect();
+    ratios.iter().all(|r| r.is_finite()).then_some(ratios)
+}
+
 /// The row of `no-affinity` without prefetch at `processors`, the ratios' denominator.
 fn baseline(rows: &[Row], processors: usize) -> Option<&Row> {
     rows.iter()
@@ -776,22 +811,23 @@ fn baseline(rows: &[Row], processors: usize) -> Option<&Row> {
 }
 
 /// The table: solve time first (what a user waits for), its speed-up over the sequential
-/// reference and over no-affinity, then the rate and the work.
+/// reference and over no-affinity (medians of per-repetition ratios, see [`paired_ratios`]),
+/// then the rate and the work.
 fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<31} {:>5} {:>22} {:>7} {:>7} {:>7} {:>20} {:>10} {:>10}  check",
+        "{:<31} {:>5} {:>22} {:>7} {:>7} {:>17} {:>20} {:>10} {:>10}  check",
         "system",
         "procs",
         "solve ms (min-max)",
         "cpu ms",
         "vs seq",
-        "vs no-a",
+        "vs no-a (min-max)",
         "M ops/s (min-max)",
         "relax/cell",
         "waits/sweep"
     )?;
-    let seq_time = sequential.solve_s().map(|(median, _, _)| median);
+    let time = |m: &Measurement| m.elapsed.as_secs_f64();
     for row in std::iter::once(sequential).chain(rows) {
         let range = |v: Option<(f64, f64, f64)>, scale: f64, digits: usize| match v {
             Some((median, min, max)) => {
@@ -799,15 +835,13 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
             }
             None => "-".into(),
         };
-        let time = row.solve_s().map(|(median, _, _)| median);
-        let faster = |base: Option<f64>| match (base, time) {
-            (Some(b), Some(t)) if t > 0.0 => format!("{:.2}x", b / t),
+        // The base's time over this row's, per repetition: above 1, this row is faster.
+        let faster = |base: &Row| paired_ratios(base, row, time).and_then(spread);
+        let vs_seq = faster(sequential).map_or("-".into(), |(median, _, _)| format!("{median:.2}x"));
+        let vs_no_affinity = match baseline(rows, row.config.processors) {
+            Some(base) if row.config.policy != SEQUENTIAL && row.config.policy != RAYON => faster(base)
+                .map_or("-".into(), |(median, min, max)| format!("{median:.2}x ({min:.2}-{max:.2})")),
             _ => "-".into(),
-        };
-        let vs_no_affinity = if row.config.policy == SEQUENTIAL || row.config.policy == RAYON {
-            "-".to_string()
-        } else {
-            faster(baseline(rows, row.config.processors).and_then(Row::solve_s).map(|(median, _, _)| median))
         };
         let ms: Vec<&Measurement> = row.measurements().collect();
         let waits = if row.config.policy == SEQUENTIAL || row.config.policy == RAYON || ms.is_empty() {
@@ -824,12 +858,12 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         };
         writeln!(
             out,
-            "{:<31} {:>5} {:>22} {:>7} {:>7} {:>7} {:>20} {:>10} {:>10}  {check}",
+            "{:<31} {:>5} {:>22} {:>7} {:>7} {:>17} {:>20} {:>10} {:>10}  {check}",
             row.system(),
             row.config.processors,
             range(row.solve_s(), 1e3, 1),
             row.cpu_s().map_or("-".into(), |(median, _, _)| format!("{:.1}", median * 1e3)),
-            faster(seq_time),
+            vs_seq,
             vs_no_affinity,
             range(row.rates(), 1e-6, 1),
             row.per_cell().map_or("-".into(), |(median, _, _)| format!("{median:.1}")),
@@ -839,8 +873,9 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
     writeln!(
         out,
         "solve: median over the repetitions (min-max); cpu: the process's CPU time over the solve \
-         (median; at 1 processor, solve minus cpu is time other programs took); vs seq, vs no-a: \
-         the sequential reference's, no-affinity's median solve time over this row's (above 1: faster)"
+         (median; at 1 processor, solve minus cpu is time other programs took); vs seq, vs no-a: in \
+         each repetition, the sequential reference's, no-affinity's solve time over this row's (above \
+         1: faster), the median over the repetitions (for vs no-a, min-max: how far it can be trusted)"
     )
 }
 
@@ -893,7 +928,8 @@ fn problem_params(options: &Options, cells: usize, ults: usize, patch: usize) ->
 /// The JSON document of `BENCHMARKS.md` (see the module docs).
 fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row]) -> Value {
     let mut results = Vec::new();
-    let row_json = |row: &Row, metric: &str, values: Option<(f64, f64, f64)>| {
+    let row_json = |row: &Row, metric: &str, rounds: Option<Vec<f64>>| {
+        let values = rounds.clone().and_then(spread);
         let mut params = shared.clone();
         params["processors"] = json!(row.config.processors);
         params["prefetch"] = json!(row.config.prefetch);
@@ -912,6 +948,7 @@ fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row])
             "min": min,
             "max": max,
             "runs": row.runs.len(),
+            "rounds": rounds.unwrap_or_default(),
             "ok": values.is_some(),
             "params": params,
         });
@@ -921,15 +958,15 @@ fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row])
         object
     };
     for row in std::iter::once(sequential).chain(rows) {
-        results.push(row_json(row, "solve_s", row.solve_s()));
-        results.push(row_json(row, "ops_per_sec", row.rates()));
-        results.push(row_json(row, "relaxations_per_cell", row.per_cell()));
+        results.push(row_json(row, "solve_s", row.per_run(|m| m.elapsed.as_secs_f64())));
+        results.push(row_json(row, "ops_per_sec", row.per_run(Measurement::rate)));
+        results.push(row_json(row, "relaxations_per_cell", row.per_run(relaxations_per_cell)));
     }
     for row in rows.iter().filter(|r| r.config.policy != RAYON) {
-        let base = baseline(rows, row.config.processors).and_then(Row::rates).map(|(median, _, _)| median);
-        if let (Some((median, min, max)), Some(base)) = (row.rates(), base) {
-            let mut object =
-                row_json(row, "ratio_to_no_affinity", Some((median / base, min / base, max / base)));
+        let ratios =
+            baseline(rows, row.config.processors).and_then(|b| paired_ratios(row, b, Measurement::rate));
+        if let Some(ratios) = ratios {
+            let mut object = row_json(row, "ratio_to_no_affinity", Some(ratios));
             object["params"]["baseline"] = json!(format!("elite/{BASELINE}"));
             results.push(object);
         }
@@ -1071,6 +1108,63 @@ mod tests {
         assert_eq!(results[9]["system"], json!("elite/no-affinity"));
         assert_eq!(results[9]["metric"], json!("ratio_to_no_affinity"));
         assert_eq!(results[9]["median"], json!(1.0));
+        assert_eq!(results[9]["rounds"], json!([1.0]));
+        assert_eq!(results[0]["rounds"].as_array().map(Vec::len), Some(1));
+    }
+
+    /// A policy at parity with no-affinity in every repetition but the third, on a host with a
+    /// slow phase (240 ms instead of 160) that held three of the policy's five repetitions and
+    /// two of no-affinity's: the medians' ratio would say 0.67x, the repetitions say 1x, and the
+    /// range shows the repetition that differed.
+    #[test]
+    fn speed_ups_pair_the_runs_of_one_repetition() {
+        let p = Model { level: 6 }.problem().unwrap();
+        let m = measure_sequential(&p, SolveOptions::default().tolerance);
+        let row = |policy: &str, times: &[u64]| Row {
+            config: Config { policy: policy.into(), prefetch: false, processors: 1 },
+            runs: times
+                .iter()
+                .map(|&t| Ok(Measurement { elapsed: Duration::from_millis(t), ..m.clone() }))
+                .collect(),
+        };
+        let time = |m: &Measurement| m.elapsed.as_secs_f64();
+        let sequential = row(SEQUENTIAL, &[160, 160, 160, 240, 240]);
+        let base = row(BASELINE, &[160, 160, 160, 240, 240]);
+        let policy = row("virtual-time", &[160, 160, 240, 240, 240]);
+        let (b, t) = (base.solve_s().unwrap().0, policy.solve_s().unwrap().0);
+        assert!((b / t - 2.0 / 3.0).abs() < 1e-12, "the medians' ratio, {}", b / t);
+        let ratios = paired_ratios(&base, &policy, time).unwrap();
+        let slow = 0.16 / 0.24;
+        assert_eq!(ratios, [1.0, 1.0, slow, 1.0, 1.0]);
+        assert_eq!(spread(ratios), Some((1.0, slow, 1.0)));
+        // The JSON's ratio of rates, the policy's over no-affinity's: the same work, so the same
+        // ratios.
+        let rates = paired_ratios(&policy, &base, Measurement::rate).unwrap();
+        let (median, min, max) = spread(rates).unwrap();
+        assert_eq!((median, max), (1.0, 1.0));
+        assert!((min - 160.0 / 240.0).abs() < 1e-12, "{min}");
+        // Rows that did not run as many repetitions, or with a failed run, have no ratio.
+        assert_eq!(paired_ratios(&row(BASELINE, &[160, 160]), &policy, time), None);
+        let mut failed = row(BASELINE, &[160, 160, 160, 240, 240]);
+        failed.runs[1] = Err(RunError::Unavailable("no".into()));
+        assert_eq!(paired_ratios(&failed, &policy, time), None);
+
+        let rows = [base, policy];
+        let mut out = Vec::new();
+        print_table(&mut out, &sequential, &rows).unwrap();
+        let table = String::from_utf8(out).unwrap();
+        let line = table.lines().find(|l| l.starts_with("elite/virtual-time")).unwrap();
+        assert!(line.contains("   1.00x 1.00x (0.67-1.00) "), "{table}");
+        let doc = json_document(json!({}), &json!({}), &sequential, &rows);
+        let ratio = &doc["results"].as_array().unwrap()[10];
+        assert_eq!(
+            (&ratio["system"], &ratio["metric"], &ratio["median"]),
+            (&json!("elite/virtual-time"), &json!("ratio_to_no_affinity"), &json!(1.0))
+        );
+        let rounds: Vec<f64> =
+            ratio["rounds"].as_array().unwrap().iter().map(|r| r.as_f64().unwrap()).collect();
+        assert_eq!(rounds.len(), 5);
+        assert!((rounds[2] - 160.0 / 240.0).abs() < 1e-12, "{rounds:?}");
     }
 
     /// Property tests of the flags: any argument list gives options within their ranges or an

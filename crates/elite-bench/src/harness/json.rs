@@ -32,6 +32,7 @@ pub fn json_document(suite: &str, machine: &Machine, results: &SuiteResults) -> 
                 "min": row.min(),
                 "max": row.max(),
                 "runs": row.samples.len(),
+                "rounds": row.rounds,
                 "ok": row.ok(),
                 "params": row.params.to_json(),
             });
@@ -69,7 +70,7 @@ mod tests {
             benches: vec![BenchResult {
                 name: "b",
                 metric: Metric::NsPerOp,
-                rows: vec![row(&[1.0, 2.0, 3.0]), failed],
+                rows: vec![row(&[2.0, 3.0, 1.0]), failed],
                 targets: Vec::new(),
             }],
         };
@@ -86,10 +87,17 @@ mod tests {
         assert_eq!(keys(&doc["machine"]), ["cpu_model", "cpus", "kernel", "l2_bytes", "l3_bytes", "pmu"]);
         assert_eq!(doc["machine"]["l2_bytes"], json!(1 << 20));
         assert_eq!(doc["machine"]["l3_bytes"], json!(null));
-        let row_fields = ["bench", "max", "median", "metric", "min", "ok", "params", "runs", "system"];
+        let row_fields =
+            ["bench", "max", "median", "metric", "min", "ok", "params", "rounds", "runs", "system"];
         assert_eq!(keys(&doc["results"][0]), row_fields);
         assert_eq!(doc["results"][0]["median"], json!(2.0));
         assert_eq!(doc["results"][0]["runs"], json!(3));
+        // The samples in the order of their rounds, besides the summary of the sorted ones.
+        assert_eq!(doc["results"][0]["rounds"], json!([2.0, 3.0, 1.0]));
+        assert_eq!(
+            (doc["results"][0]["min"].clone(), doc["results"][0]["max"].clone()),
+            (json!(1.0), json!(3.0))
+        );
         assert_eq!(doc["results"][0]["metric"], json!("ns_per_op"));
         let mut failed_fields = row_fields.to_vec();
         failed_fields.insert(1, "error");

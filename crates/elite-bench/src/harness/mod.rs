@@ -8,7 +8,9 @@
 //! wrong, or whose workload errs or panics, is marked failed and not run again; its row reports
 //! the failure and no time. A bench's [`Metric`] turns each sample into the number its rows report
 //! (a time per operation, or a rate), and a [`Target::WithinOfBest`] adds a row derived from the
-//! others, round by round, after the rounds.
+//! others, round by round, after the rounds. Every row keeps its samples in round order as well
+//! as sorted, and a target comparing two rows takes the median of their per-round ratios
+//! (the two samples of a round share the host's phase of speed; two medians need not).
 //!
 //! The parts: [`model`] (samples, parameters, contenders, metrics, targets, benches and their
 //! rows, the number of rounds), [`run`] (the rounds: warm-up, repetitions, interleaving, answer checks, side values,

@@ -165,7 +165,9 @@ impl Metric {
 
 /// A claim about elite's median, checked and printed after the table. A target that compares
 /// elite with a peer uses the peer's row at the same processor count when there is one, else
-/// the peer's first row.
+/// the peer's first row. A target that compares two rows compares them round by round (see
+/// [`Row::ratio_to`]): its ratio is the median of the per-round ratios, printed with their
+/// range, `2.14x (1.90-2.60)`.
 #[derive(Clone, Copy, Debug)]
 pub enum Target {
     /// elite (at `processors`) takes at most `times` the peer's time: `elite = 2.14x peer`.
@@ -212,10 +214,14 @@ pub enum Target {
         /// The JSON metric name of the derived row.
         metric: &'static str,
     },
-    /// The median of `subject` divided by the median of `baseline`, in the bench's metric (a
-    /// rate's ratio for a rate, a count's for a count), rows at `processors` only, is within
-    /// `bound`: `best of a, b: a = 1.45x base (target >= 1.3x: met)`. A baseline with one row
-    /// only (a sequential reference at 1 processor) is compared at every processor count.
+    /// `subject` divided by `baseline`, in the bench's metric (a rate's ratio for a rate, a
+    /// count's for a count), rows at `processors` only, is within `bound`:
+    /// `best of a, b: a = 1.45x (1.30-1.60) base (target >= 1.3x: met)`. The ratio is the median
+    /// over the rounds of the ratio of the two rows' samples of each round, and the line shows
+    /// their min and max; where the rows' rounds cannot be paired (a row measured once against
+    /// one measured every round), the ratio of their medians, and the line says so (see
+    /// [`Row::ratio_to`]). A baseline with one row only (a sequential reference at 1 processor)
+    /// is compared at every processor count, round by round too.
     Relative {
         /// The rows judged.
         subject: Subject,
@@ -231,13 +237,14 @@ pub enum Target {
 /// The rows a [`Target::Relative`] judges.
 #[derive(Clone, Copy, Debug)]
 pub enum Subject {
-    /// The best of these systems (by median, in the bench's metric).
+    /// The best of these systems: the one whose ratio to the baseline (the median of the
+    /// per-round ratios, see [`Target::Relative`]) is best in the bench's metric.
     Best(&'static [&'static str]),
     /// Each of these systems.
     Each(&'static [&'static str]),
 }
 
-/// The bound of a [`Target::Relative`] on the ratio of medians.
+/// The bound of a [`Target::Relative`] on its ratio.
 #[derive(Clone, Copy, Debug)]
 pub enum Bound {
     /// At least this ratio.
@@ -281,6 +288,10 @@ pub struct Row {
     pub params: Params,
     /// The measured samples (the warm-up round excluded), sorted.
     pub(super) samples: Vec<f64>,
+    /// The same samples in the order of the rounds that measured them: the `k`-th is from the
+    /// `k`-th measured round in which the row ran, so two rows' `k`-th samples were measured side
+    /// by side, and [`Row::ratio_to`] pairs them.
+    pub(super) rounds: Vec<f64>,
     /// Why the row failed, if it did.
     pub(super) failure: Option<String>,
 }
@@ -304,6 +315,61 @@ impl Row {
     /// The largest sample, or `None` for a failed row.
     pub fn max(&self) -> Option<f64> {
         self.ok().then(|| self.samples[self.samples.len() - 1])
+    }
+
+    /// This row compared with `base`, `ratio(this row's value, base's value)`: the median over
+    /// the rounds of the ratio of the two samples of each round, when both rows have every
+    /// sample in round order and as many rounds; else the ratio of the medians. `None` when
+    /// either row failed.
+    ///
+    /// Why per round: a shared host runs in phases (the same run can take half as long again in
+    /// one minute as in the next), and the rounds interleave the systems, so two samples of one
+    /// round share a phase far more often than two medians do. The ratio of medians compares
+    /// whichever rounds each row's median fell in, and reads a system at parity as 0.7x when its
+    /// middle rounds came in a slow phase; the median of per-round ratios does not.
+    pub fn ratio_to(&self, base: &Row, ratio: impl Fn(f64, f64) -> f64) -> Option<Ratio> {
+        let (subject, baseline) = (self.median()?, base.median()?);
+        let paired = |r: &Row| r.rounds.len() == r.samples.len();
+        if paired(self) && paired(base) && self.rounds.len() == base.rounds.len() {
+            let mut ratios: Vec<f64> =
+                self.rounds.iter().zip(&base.rounds).map(|(&s, &b)| ratio(s, b)).collect();
+            if ratios.iter().all(|r| r.is_finite()) {
+                ratios.sort_by(f64::total_cmp);
+                return Some(Ratio::Paired {
+                    median: median_of_sorted(&ratios),
+                    min: ratios[0],
+                    max: ratios[ratios.len() - 1],
+                });
+            }
+        }
+        Some(Ratio::OfMedians(ratio(subject, baseline)))
+    }
+}
+
+/// How two rows of one bench compare (see [`Row::ratio_to`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Ratio {
+    /// The median, min and max over the rounds of the per-round ratio.
+    Paired {
+        /// The median of the per-round ratios.
+        median: f64,
+        /// The smallest per-round ratio.
+        min: f64,
+        /// The largest per-round ratio.
+        max: f64,
+    },
+    /// The ratio of the two rows' medians: their rounds could not be paired (a row measured
+    /// once against one measured every round, or samples whose rounds are not known).
+    OfMedians(f64),
+}
+
+impl Ratio {
+    /// The estimate: the median of per-round ratios, or the ratio of medians.
+    pub fn value(self) -> f64 {
+        match self {
+            Ratio::Paired { median, .. } => median,
+            Ratio::OfMedians(ratio) => ratio,
+        }
     }
 }
 
@@ -356,15 +422,19 @@ impl SuiteResults {
     }
 }
 
-/// A row of `elite` at 1 processor with these samples (sorted), for the tests of the harness.
+/// A row of `elite` at 1 processor with these samples, measured in this order of rounds, for
+/// the tests of the harness.
 #[cfg(test)]
 pub(super) fn row(samples: &[f64]) -> Row {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
     Row {
         bench: "b",
         system: "elite",
         metric: Metric::NsPerOp,
         params: Params::new(1),
-        samples: samples.to_vec(),
+        samples: sorted,
+        rounds: samples.to_vec(),
         failure: None,
     }
 }
@@ -378,5 +448,36 @@ mod tests {
         assert_eq!(row(&[1.0, 2.0, 9.0]).median(), Some(2.0));
         assert_eq!(row(&[1.0, 2.0, 4.0, 9.0]).median(), Some(3.0));
         assert_eq!(row(&[]).median(), None);
+    }
+
+    /// Two systems at parity on a host with a slow phase: per round the two take the same
+    /// time, but the slow phase holds three of `a`'s five rounds and two of `b`'s (it began
+    /// between `b`'s and `a`'s run of round 3). The ratio of medians reads 2x; every round
+    /// reads between 1x and 2x, and their median 1x.
+    #[test]
+    fn per_round_ratios_see_through_a_slow_phase() {
+        let a = row(&[1.0, 1.0, 2.0, 2.0, 2.0]);
+        let b = row(&[1.0, 1.0, 1.0, 2.0, 2.0]);
+        assert_eq!(a.median().unwrap() / b.median().unwrap(), 2.0);
+        assert_eq!(a.ratio_to(&b, |a, b| a / b), Some(Ratio::Paired { median: 1.0, min: 1.0, max: 2.0 }));
+        // Oriented by the caller: b's time over a's.
+        assert_eq!(b.ratio_to(&a, |b, a| a / b).map(Ratio::value), Some(1.0));
+    }
+
+    #[test]
+    fn rows_whose_rounds_cannot_be_paired_fall_back_to_the_ratio_of_medians() {
+        let a = row(&[1.0, 1.0, 2.0, 2.0, 2.0]);
+        // Measured once (a deterministic count): as many rounds as samples, but not a's.
+        let once = row(&[1.0]);
+        assert_eq!(a.ratio_to(&once, |a, b| a / b), Some(Ratio::OfMedians(2.0)));
+        // Samples whose rounds are not known.
+        let mut unknown = row(&[1.0, 1.0, 1.0, 2.0, 2.0]);
+        unknown.rounds.clear();
+        assert_eq!(a.ratio_to(&unknown, |a, b| a / b), Some(Ratio::OfMedians(2.0)));
+        // A failed row has no ratio at all.
+        let mut failed = row(&[1.0, 1.0, 1.0, 2.0, 2.0]);
+        failed.failure = Some("wrong answer".into());
+        assert_eq!(a.ratio_to(&failed, |a, b| a / b), None);
+        assert_eq!(failed.ratio_to(&a, |a, b| a / b), None);
     }
 }

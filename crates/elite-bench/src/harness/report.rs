@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use super::model::{BenchResult, Bound, Metric, Params, Row, Subject, SuiteResults, Target, REPS};
+use super::model::{BenchResult, Bound, Metric, Params, Ratio, Row, Subject, SuiteResults, Target, REPS};
 
 /// The progress line on stderr (an `indicatif` bar), drawn only when stderr is a terminal.
 pub struct Progress {
@@ -183,6 +183,24 @@ fn format_ratio(ratio: f64) -> String {
     }
 }
 
+/// A ratio without its `x`: `1.30`, `18`.
+fn ratio_number(ratio: f64) -> String {
+    format_ratio(ratio).trim_end_matches('x').to_string()
+}
+
+/// How two rows compare, as a target line says it: the median of the per-round ratios with
+/// their range, `1.02x (0.95-1.07)` (the range left out when every round gave the same ratio,
+/// as one round does), or `1.02x (ratio of medians)` when the rounds could not be paired.
+fn format_estimate(ratio: Ratio) -> String {
+    match ratio {
+        Ratio::Paired { median, min, max } if min != max => {
+            format!("{} ({}-{})", format_ratio(median), ratio_number(min), ratio_number(max))
+        }
+        Ratio::Paired { median, .. } => format_ratio(median),
+        Ratio::OfMedians(ratio) => format!("{} (ratio of medians)", format_ratio(ratio)),
+    }
+}
+
 /// Prints the table, the failures and the target lines.
 pub fn print_report(out: &mut dyn Write, results: &SuiteResults) -> io::Result<()> {
     let header = ["bench", "system", "procs", "median", "min", "max", "unit", "ok"];
@@ -288,34 +306,37 @@ fn target_part(bench: &BenchResult, target: &Target) -> String {
     let metric = bench.metric;
     match *target {
         Target::EliteAtMost { peer, processors, times } | Target::PeerAtLeast { peer, processors, times } => {
-            let elite = bench.elite(processors).and_then(Row::median);
-            let other = bench.system_at(peer, processors).map(Row::median);
-            let (elite, other) = match (elite, other) {
+            let (elite, other) = match (bench.elite(processors), bench.system_at(peer, processors)) {
                 (None, _) => return format!("elite (processors {processors}) failed"),
+                (Some(elite), _) if !elite.ok() => return format!("elite (processors {processors}) failed"),
                 (_, None) => return format!("{peer} skipped"),
-                (_, Some(None)) => return format!("{peer} failed"),
-                (Some(elite), Some(Some(other))) => (elite, other),
+                (_, Some(other)) if !other.ok() => return format!("{peer} failed"),
+                (Some(elite), Some(other)) => (elite, other),
             };
             let at = at_processors(processors);
             match *target {
                 Target::EliteAtMost { .. } => {
-                    let ratio = metric.cost(elite) / metric.cost(other);
+                    let Some(ratio) = elite.ratio_to(other, |e, o| metric.cost(e) / metric.cost(o)) else {
+                        return format!("{peer} failed");
+                    };
                     format!(
                         "elite{at} {} = {} {peer} (target <= {times}x: {})",
-                        metric.format(elite),
-                        format_ratio(ratio),
-                        verdict(ratio <= times)
+                        elite.median().map_or_else(String::new, |m| metric.format(m)),
+                        format_estimate(ratio),
+                        verdict(ratio.value() <= times)
                     )
                 }
                 _ => {
-                    let ratio = metric.cost(other) / metric.cost(elite);
-                    let met = verdict(ratio >= times);
+                    let Some(ratio) = elite.ratio_to(other, |e, o| metric.cost(o) / metric.cost(e)) else {
+                        return format!("{peer} failed");
+                    };
+                    let met = verdict(ratio.value() >= times);
                     if metric == Metric::NsPerOp {
-                        format!("{peer}/elite{at} = {} (target >= {times}x: {met})", format_ratio(ratio))
+                        format!("{peer}/elite{at} = {} (target >= {times}x: {met})", format_estimate(ratio))
                     } else {
                         format!(
                             "elite{at} = {} the rate of {peer} (target >= {times}x: {met})",
-                            format_ratio(ratio)
+                            format_estimate(ratio)
                         )
                     }
                 }
@@ -358,7 +379,9 @@ fn target_part(bench: &BenchResult, target: &Target) -> String {
     }
 }
 
-/// The part of a bench's target line for a [`Target::Relative`].
+/// The part of a bench's target line for a [`Target::Relative`]: each subject's ratio to the
+/// baseline is the median of the per-round ratios where the rows pair round by round (see
+/// [`Row::ratio_to`]), shown with their range.
 fn relative_part(
     bench: &BenchResult,
     subject: Subject,
@@ -366,63 +389,57 @@ fn relative_part(
     processors: usize,
     bound: Bound,
 ) -> String {
-    let median = |system: &str| {
+    let metric = bench.metric;
+    let row = |system: &str| {
         bench
             .rows
             .iter()
-            .find(|r| r.system == system && r.metric == bench.metric && r.params.processors == processors)
-            .map(Row::median)
+            .find(|r| r.system == system && r.metric == metric && r.params.processors == processors)
     };
     let at = at_processors(processors);
     let target = format!("target {}", bound.describe());
     // A baseline that runs at one processor count only (a sequential reference) is compared
-    // with the subjects at every count.
-    let base_row = |system: &str| {
-        let rows: Vec<&Row> =
-            bench.rows.iter().filter(|r| r.system == system && r.metric == bench.metric).collect();
-        match rows.iter().find(|r| r.params.processors == processors) {
-            Some(r) => Some(r.median()),
-            None if rows.len() == 1 => Some(rows[0].median()),
-            None => None,
-        }
-    };
-    let base = match base_row(baseline) {
+    // with the subjects at every count: it ran in the same rounds, so it pairs round by round.
+    let rows: Vec<&Row> = bench.rows.iter().filter(|r| r.system == baseline && r.metric == metric).collect();
+    let base = match rows.iter().find(|r| r.params.processors == processors) {
+        Some(r) => *r,
+        None if rows.len() == 1 => rows[0],
         None => return format!("{baseline}{at} skipped"),
-        Some(None) => return format!("{baseline}{at} failed"),
-        Some(Some(base)) => base,
     };
+    if !base.ok() {
+        return format!("{baseline}{at} failed");
+    }
     let (names, best) = match subject {
         Subject::Best(names) => (names, true),
         Subject::Each(names) => (names, false),
     };
-    let mut judged: Vec<(&str, f64)> = Vec::new();
+    let mut judged: Vec<(&str, Ratio)> = Vec::new();
     for &name in names {
-        match median(name) {
-            None => {}
-            Some(None) => return format!("{name}{at} failed"),
-            Some(Some(value)) => judged.push((name, value)),
+        let Some(r) = row(name) else { continue };
+        match r.ratio_to(base, |s, b| s / b) {
+            None => return format!("{name}{at} failed"),
+            Some(ratio) => judged.push((name, ratio)),
         }
     }
-    if judged.is_empty() {
-        return format!("{}{at} skipped", names.join(", "));
-    }
     if best {
-        let metric = bench.metric;
-        let Some(&(name, value)) = judged.iter().min_by(|a, b| metric.cost(a.1).total_cmp(&metric.cost(b.1)))
+        // The best subject is the one whose ratio to the baseline is best in the metric's sense.
+        let Some(&(name, ratio)) =
+            judged.iter().min_by(|a, b| metric.cost(a.1.value()).total_cmp(&metric.cost(b.1.value())))
         else {
             return format!("{}{at} skipped", names.join(", "));
         };
-        let ratio = value / base;
         format!(
             "best of {}{at}: {name} = {} {baseline} ({target}: {})",
             names.join(", "),
-            format_ratio(ratio),
-            verdict(bound.holds(ratio))
+            format_estimate(ratio),
+            verdict(bound.holds(ratio.value()))
         )
+    } else if judged.is_empty() {
+        format!("{}{at} skipped", names.join(", "))
     } else {
         let ratios: Vec<String> =
-            judged.iter().map(|(name, value)| format!("{name} = {}", format_ratio(value / base))).collect();
-        let met = judged.iter().all(|(_, value)| bound.holds(value / base));
+            judged.iter().map(|(name, ratio)| format!("{name} = {}", format_estimate(*ratio))).collect();
+        let met = judged.iter().all(|(_, ratio)| bound.holds(ratio.value()));
         format!("vs {baseline}{at}: {} ({target} each: {})", ratios.join(", "), verdict(met))
     }
 }
@@ -551,5 +568,48 @@ mod tests {
         let line = target_line(&bench);
         assert!(line.contains("elite/a = 1.50x sequential (target >= 1.33x: met)"), "{line}");
         assert!(line.contains("rayon (processors 2) skipped"), "{line}");
+    }
+
+    /// Rates in rounds that fell in a slow phase (rounds 1-3 of the sequential row, 1-2 of
+    /// `b`'s): by the ratio of medians `b` would be the best at 2.10x; round by round it is
+    /// 1.05x, and `a`, 1.10x in its median round, is the best.
+    #[test]
+    fn relative_targets_pair_rounds_and_say_when_they_cannot() {
+        let metric = Metric::OpsPerSec;
+        let at = |system: &'static str, processors: usize, rounds: &[f64]| {
+            let mut r = row(rounds);
+            (r.system, r.params, r.metric) = (system, Params::new(processors), metric);
+            r
+        };
+        let bench = BenchResult {
+            name: "adaptive_grid",
+            metric,
+            rows: vec![
+                at("sequential", 1, &[1.0, 1.0, 1.0, 2.0, 2.0]),
+                at("b", 2, &[1.05, 1.05, 2.1, 2.1, 2.1]),
+                at("a", 2, &[1.1, 1.0, 1.1, 2.4, 2.2]),
+                at("once", 2, &[1.0]),
+            ],
+            targets: vec![
+                Target::Relative {
+                    subject: Subject::Best(&["b", "a"]),
+                    baseline: "sequential",
+                    processors: 2,
+                    bound: Bound::AtLeast(1.08),
+                },
+                Target::Relative {
+                    subject: Subject::Each(&["a"]),
+                    baseline: "once",
+                    processors: 2,
+                    bound: Bound::AtLeast(1.0),
+                },
+            ],
+        };
+        assert_eq!(
+            target_line(&bench),
+            "adaptive_grid: best of b, a (processors 2): a = 1.10x (1.00-1.20) sequential \
+             (target >= 1.08x: met); vs once (processors 2): a = 1.10x (ratio of medians) \
+             (target >= 1.00x each: met)"
+        );
     }
 }

@@ -107,6 +107,7 @@ fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watc
             metric,
             params: c.params.clone(),
             samples: Vec::with_capacity(reps),
+            rounds: Vec::new(),
             failure: None,
         })
         .collect();
@@ -148,6 +149,7 @@ fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watc
                                     metric: Metric::Count(name),
                                     params: row.params.clone(),
                                     samples: Vec::with_capacity(reps),
+                                    rounds: Vec::new(),
                                     failure: None,
                                 });
                                 side_rows.len() - 1
@@ -174,12 +176,14 @@ fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watc
         .zip(sides)
         .flat_map(|(row, side_rows)| std::iter::once(row).chain(side_rows))
         .collect();
-    // The derived rows pair samples by round, so they are made before the samples are sorted.
+    // The derived rows pair samples by round, so they are made before the samples are sorted;
+    // every row keeps its samples in round order too (the targets pair them).
     let mut rows = rows;
     let derived: Vec<Row> =
         targets.iter().filter_map(|target| derived_row(name, metric, &rows, target)).collect();
     rows.extend(derived);
     for row in &mut rows {
+        row.rounds = row.samples.clone();
         row.samples.sort_by(f64::total_cmp);
     }
     BenchResult { name, metric, rows, targets }
@@ -202,6 +206,7 @@ fn derived_row(bench: &'static str, metric: Metric, rows: &[Row], target: &Targe
         metric: Metric::Ratio(name),
         params: judged.params.clone(),
         samples: Vec::new(),
+        rounds: Vec::new(),
         failure: None,
     };
     let failed: Vec<&str> = std::iter::once(judged)

@@ -29,6 +29,12 @@
 //! and, on top, a headline chart: how many times longer than `elite` each peer takes per
 //! operation in `micro` and `sync`. Each chart's footer names the data file, the command that
 //! wrote it, the CPU model and cache sizes, and the date of the data (the data folder's name).
+//!
+//! A chart of ratios (policies, scaling, headline) pairs its two rows round by round where the
+//! documents have each row's `rounds`: the dot is the median of the per-round ratios and the
+//! whiskers their min and max, as the harness's target lines compute them. For documents
+//! without `rounds` (written before the field) it falls back to the subject's median, min and
+//! max over the baseline's median, and the chart's axis says which it drew.
 
 mod plot;
 
@@ -63,6 +69,9 @@ struct Row {
     min: f64,
     max: f64,
     runs: u64,
+    /// The samples in the order of their rounds (the field `rounds`; `None` in documents
+    /// written before it was added).
+    rounds: Option<Vec<f64>>,
     processors: u64,
     /// The row's label in tables: the bench, with the params that tell its rows apart.
     label: String,
@@ -72,6 +81,25 @@ impl Row {
     fn mark(&self) -> Mark {
         (self.min, self.median, self.max)
     }
+}
+
+/// `ratio(r's sample, base's sample)` in each round, as (min, median, max), when both rows have
+/// their samples in round order and as many rounds: the harness's estimator (the two samples of
+/// a round were measured side by side, so they share the host's phase). `None` when the rounds
+/// cannot be paired (a document without `rounds`, or rows of different counts).
+fn paired(r: &Row, base: &Row, ratio: impl Fn(f64, f64) -> f64) -> Option<Mark> {
+    let (rs, bs) = (r.rounds.as_ref()?, base.rounds.as_ref()?);
+    if rs.is_empty() || rs.len() != bs.len() {
+        return None;
+    }
+    let mut ratios: Vec<f64> = rs.iter().zip(bs).map(|(&a, &b)| ratio(a, b)).collect();
+    if !ratios.iter().all(|x| x.is_finite()) {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let median = if n % 2 == 1 { ratios[n / 2] } else { (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0 };
+    Some((ratios[0], median, ratios[n - 1]))
 }
 
 /// One suite's JSON document, as the report reads it.
@@ -161,6 +189,7 @@ fn read_document(path: &Path, page_dir: &Path, date: &str) -> Result<Document, S
                 min: number("min")?,
                 max: number("max")?,
                 runs: r["runs"].as_u64().unwrap_or(1),
+                rounds: r["rounds"].as_array().and_then(|a| a.iter().map(Value::as_f64).collect()),
                 processors: r["params"]["processors"].as_u64().unwrap_or(1),
                 label: String::new(),
                 bench,
@@ -365,16 +394,19 @@ impl Document {
             if policies.is_empty() {
                 continue;
             }
-            let (categories, series) = relative_series(&policies, base);
+            let (categories, series, pairing) = relative_series(&policies, base);
             let (title, axis) = if kind == "speed" {
                 (
                     format!("{}: each policy's speed relative to elite/no-affinity", self.suite),
-                    "times the speed of elite/no-affinity (> 1: faster); whiskers: the policy's min to max over no-affinity's median",
+                    format!(
+                        "times the speed of elite/no-affinity (> 1: faster); {}",
+                        pairing.whiskers("the policy", "no-affinity")
+                    ),
                 )
             } else {
                 (
                     format!("{}: simulated last-level misses relative to elite/no-affinity", self.suite),
-                    "times the misses of elite/no-affinity (< 1: fewer)",
+                    "times the misses of elite/no-affinity (< 1: fewer)".to_string(),
                 )
             };
             charts.push((
@@ -386,7 +418,7 @@ impl Document {
                 },
                 Chart {
                     title,
-                    axis: axis.into(),
+                    axis,
                     footer: self.footer(),
                     categories: categories
                         .iter()
@@ -420,13 +452,19 @@ impl Document {
         if scaled.is_empty() {
             return None;
         }
-        let (categories, series) = relative_series(&scaled, one);
+        let (categories, series, pairing) = relative_series(&scaled, one);
+        let whiskers = match pairing {
+            Pairing::Medians => "whiskers: min to max over the 1-processor median".to_string(),
+            other => other.whiskers("the row", "the 1-processor row"),
+        };
         Some((
             format!("{}-scaling.svg", self.suite),
             "processor-count scaling".into(),
             Chart {
                 title: format!("{}: each system at N processors relative to itself at 1", self.suite),
-                axis: "times its speed at 1 processor (> 1: faster with more processors); whiskers: min to max over the 1-processor median".into(),
+                axis: format!(
+                    "times its speed at 1 processor (> 1: faster with more processors); {whiskers}"
+                ),
                 footer: self.footer(),
                 categories: categories.iter().map(|(l, m, p)| format!("{l} {m}, {}", procs(*p))).collect(),
                 series,
@@ -436,15 +474,47 @@ impl Document {
     }
 }
 
+/// How the marks of a chart of ratios were made: from paired rounds (see [`paired`]), from the
+/// rows' medians, or some of each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pairing {
+    Rounds,
+    Medians,
+    Mixed,
+}
+
+impl Pairing {
+    /// The pairing of a chart with this one's marks and a mark made `by_rounds` or not.
+    fn and(self, by_rounds: bool) -> Pairing {
+        match (self, by_rounds) {
+            (Pairing::Rounds, true) | (Pairing::Medians, false) => self,
+            _ => Pairing::Mixed,
+        }
+    }
+
+    /// What a chart's dots and whiskers are, for its axis: `subject` over `base`.
+    fn whiskers(self, subject: &str, base: &str) -> String {
+        match self {
+            Pairing::Rounds => "dots: the median of the per-round ratios; whiskers: their min to max".into(),
+            Pairing::Medians => format!("whiskers: {subject}'s min to max over {base}'s median"),
+            Pairing::Mixed => format!(
+                "dots and whiskers: median and min to max of the per-round ratios where the rounds pair, \
+                 else {subject}'s median, min and max over {base}'s median"
+            ),
+        }
+    }
+}
+
 /// The categories (label, metric, processors) of `rows` and a series per system, each mark the
 /// system's latest row of the category relative to the row `base` pairs it with (none where
-/// either is missing).
+/// either is missing), and how the marks were made.
 #[allow(clippy::type_complexity)]
 fn relative_series<'r>(
     rows: &[&'r Row],
     base: impl Fn(&Row) -> Option<&'r Row>,
-) -> (Vec<(String, String, u64)>, Vec<(String, Vec<Option<Mark>>)>) {
+) -> (Vec<(String, String, u64)>, Vec<(String, Vec<Option<Mark>>)>, Pairing) {
     let categories = unique(rows.iter().map(|r| (r.label.clone(), r.metric.clone(), r.processors)));
+    let mut pairing = None::<Pairing>;
     let series = unique(rows.iter().map(|r| r.system.clone()))
         .into_iter()
         .map(|s| {
@@ -454,22 +524,33 @@ fn relative_series<'r>(
                     let r = rows.iter().rev().find(|r| {
                         r.system == s && &r.label == label && &r.metric == metric && r.processors == *procs
                     })?;
-                    Some(relative_mark(r, base(r)?))
+                    let (mark, by_rounds) = relative_mark(r, base(r)?);
+                    pairing = Some(match pairing {
+                        None if by_rounds => Pairing::Rounds,
+                        None => Pairing::Medians,
+                        Some(p) => p.and(by_rounds),
+                    });
+                    Some(mark)
                 })
                 .collect();
             (s, marks)
         })
         .collect();
-    (categories, series)
+    (categories, series, pairing.unwrap_or(Pairing::Medians))
 }
 
-/// `r` relative to `base`'s median, oriented so that more than 1 is better (speed), except for
-/// misses, which stay a plain ratio.
-fn relative_mark(r: &Row, base: &Row) -> Mark {
-    if higher_is_better(&r.metric) || r.metric == "ll_misses" {
-        (r.min / base.median, r.median / base.median, r.max / base.median)
+/// `r` relative to `base`, oriented so that more than 1 is better (speed), except for misses,
+/// which stay a plain ratio: the per-round ratios' median, min and max where the rounds pair
+/// (then `true`), else `r`'s median, min and max over `base`'s median.
+fn relative_mark(r: &Row, base: &Row) -> (Mark, bool) {
+    let plain = higher_is_better(&r.metric) || r.metric == "ll_misses";
+    let by_rounds = paired(r, base, |a, b| if plain { a / b } else { b / a });
+    if let Some(mark) = by_rounds {
+        (mark, true)
+    } else if plain {
+        ((r.min / base.median, r.median / base.median, r.max / base.median), false)
     } else {
-        (base.median / r.max, base.median / r.median, base.median / r.min)
+        ((base.median / r.max, base.median / r.median, base.median / r.min), false)
     }
 }
 
@@ -497,6 +578,7 @@ fn headline(docs: &[Document]) -> Option<Chart> {
     let mut categories = Vec::new();
     let mut per_peer: Vec<(String, Vec<(usize, Mark)>)> = Vec::new();
     let mut footer = Vec::new();
+    let mut pairing = None::<Pairing>;
     for doc in docs.iter().filter(|d| d.suite == "micro" || d.suite == "sync") {
         footer.extend(doc.footer().into_iter().take(1));
         let keys = unique(
@@ -525,7 +607,17 @@ fn headline(docs: &[Document]) -> Option<Chart> {
             let index = categories.len();
             categories.push(format!("{label}, {}", procs(p)));
             for peer in peers {
-                let mark = (peer.min / elite.median, peer.median / elite.median, peer.max / elite.median);
+                let by_rounds = paired(peer, elite, |p, e| p / e);
+                pairing = Some(match pairing {
+                    None if by_rounds.is_some() => Pairing::Rounds,
+                    None => Pairing::Medians,
+                    Some(p) => p.and(by_rounds.is_some()),
+                });
+                let mark = by_rounds.unwrap_or((
+                    peer.min / elite.median,
+                    peer.median / elite.median,
+                    peer.max / elite.median,
+                ));
                 match per_peer.iter_mut().find(|(name, _)| *name == peer.system) {
                     Some((_, marks)) => marks.push((index, mark)),
                     None => per_peer.push((peer.system.clone(), vec![(index, mark)])),
@@ -549,15 +641,20 @@ fn headline(docs: &[Document]) -> Option<Chart> {
             (name, row)
         })
         .collect();
-    Some(Chart {
-        title: "Each peer's time per operation, in multiples of elite's (medians, whiskers min to max)"
-            .into(),
-        axis: "times elite's median time per operation (> 1: the peer is slower)".into(),
-        footer,
-        categories,
-        series,
-        reference: Some(1.0),
-    })
+    let (title, axis) = match pairing.unwrap_or(Pairing::Medians) {
+        Pairing::Medians => (
+            "Each peer's time per operation, in multiples of elite's (medians, whiskers min to max)",
+            "times elite's median time per operation (> 1: the peer is slower)".to_string(),
+        ),
+        other => (
+            "Each peer's time per operation, in multiples of elite's in the same round",
+            format!(
+                "times elite's time per operation (> 1: the peer is slower); {}",
+                other.whiskers("the peer", "elite")
+            ),
+        ),
+    };
+    Some(Chart { title: title.into(), axis, footer, categories, series, reference: Some(1.0) })
 }
 
 /// The newest folder under `data` (folder names are dates, so the largest name).
@@ -625,6 +722,17 @@ pub fn generate(data_dir: &Path, page_dir: &Path) -> Result<Report, String> {
          on a logarithmic axis where the values span more than 20 times, and names its data file, \
          command, host and date underneath. A table cell is the median with (min-max).\n"
     );
+    if docs.iter().flat_map(|d| &d.rows).any(|r| r.rounds.is_some()) {
+        let _ = writeln!(
+            out,
+            "A chart of ratios (a policy against no-affinity, a peer against elite, N processors \
+             against 1) pairs the two rows round by round where the documents have each row's \
+             samples in round order (`rounds`): its dot is the median of the per-round ratios, its \
+             whiskers their min and max, which say how far the ratio can be trusted on a host \
+             whose speed changes from minute to minute. Documents without `rounds` give the ratio \
+             of medians, with the subject's min and max over the baseline's median.\n"
+        );
+    }
     if let Some(chart) = headline(&docs) {
         plots.push(("headline.svg".to_string(), chart.to_svg()?));
         let _ =
@@ -969,6 +1077,50 @@ mod tests {
         {
             assert!(svg.contains(text), "{text} missing from the chart");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A document the harness writes has each row's `rounds`, which the report reads back and
+    /// pairs round by round; without them (a document from before the field) it falls back to
+    /// the medians. The policy is at parity with no-affinity in every round but the third, and
+    /// the slow phase (half the rate) held three of no-affinity's rounds and two of its own.
+    #[test]
+    fn rounds_travel_through_the_document_and_pair_the_ratios() {
+        use crate::harness::{json_document, run_suite, Bench, Contender, Metric, Params, Progress, Sample};
+        let contender = |system: &'static str, ns: [f64; 6]| {
+            let mut round = 0;
+            Contender::new(system, Params::new(1), 1, move || {
+                round += 1;
+                Ok(Sample { ns_per_op: ns[round - 1], answer: 1 })
+            })
+        };
+        // The warm-up round first, then 5 measured ones.
+        let bench = Bench {
+            name: "b",
+            metric: Metric::OpsPerSec,
+            contenders: vec![
+                contender("elite/no-affinity", [1.0, 2.0, 2.0, 2.0, 1.0, 1.0]),
+                contender("elite/virtual-time", [1.0, 2.0, 2.0, 1.0, 1.0, 1.0]),
+            ],
+            targets: vec![],
+        };
+        let results = run_suite(vec![bench], 5, &mut Progress::new(false));
+        let mut doc = json_document("affinity", &crate::machine::Machine::for_tests(), &results);
+        assert_eq!(doc["results"][1]["rounds"], serde_json::json!([5e8, 5e8, 1e9, 1e9, 1e9]));
+        let dir = std::env::temp_dir().join(format!("elite-report-rounds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("affinity.json");
+        let read = |doc: &Value| {
+            std::fs::write(&path, doc.to_string()).unwrap();
+            let rows = read_document(&path, &dir, "d").expect("reads").rows;
+            relative_mark(&rows[1], &rows[0])
+        };
+        // Per round 1, 1, 2, 1, 1: median 1; the medians' ratio would say 2.
+        assert_eq!(read(&doc), ((1.0, 1.0, 2.0), true));
+        for row in doc["results"].as_array_mut().unwrap() {
+            row.as_object_mut().unwrap().remove("rounds");
+        }
+        assert_eq!(read(&doc), ((1.0, 2.0, 2.0), false));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
