@@ -181,7 +181,8 @@
 //! ## Output
 //!
 //! A table, one row per system and processor count, repeated `--reps` times (default 5),
-//! interleaved (each repetition runs the sequential reference, then every row once): the median
+//! interleaved (each repetition runs the sequential reference and every row once, in the table's
+//! order and in reverse in turn): the median
 //! solve time (the clock starts when every ULT has its stack and sleeps, after spawning, and stops
 //! when the last ULT is done; min and max in brackets), the process's CPU time over the solve (at
 //! one processor, what the solve took without the time other programs had the CPU), the speed-up
@@ -741,10 +742,22 @@ fn run(options: &Options) -> ExitCode {
     let mut sequential = Row::new(Config { policy: SEQUENTIAL.into(), prefetch: false, processors: 1 });
     let mut rows: Vec<Row> = configs.into_iter().map(Row::new).collect();
     let progress = Progress::new(std::io::stderr().is_terminal(), options.reps * (rows.len() + 1));
-    for _ in 0..options.reps {
+    let run_sequential = |sequential: &mut Row| {
         sequential.runs.push(Ok(measure_sequential(&problem, solve.tolerance)));
         progress.finish_one();
-        for row in &mut rows {
+    };
+    for rep in 0..options.reps {
+        // The first repetition runs the sequential reference and then the rows in order, the
+        // next the rows in reverse and then the sequential reference, and so on: a machine whose
+        // speed drifts within a repetition then favours no place in the order over two of them.
+        let forward = rep % 2 == 0;
+        if forward {
+            run_sequential(&mut sequential);
+        }
+        let order: Vec<usize> =
+            if forward { (0..rows.len()).collect() } else { (0..rows.len()).rev().collect() };
+        for i in order {
+            let row = &mut rows[i];
             let result = if row.config.policy == RAYON {
                 let pool = pools.iter().find(|p| p.current_num_threads() == row.config.processors);
                 measure_rayon(&problem, &solve, pool.expect("a pool per rayon row"))
@@ -754,6 +767,9 @@ fn run(options: &Options) -> ExitCode {
             };
             progress.finish_one();
             row.runs.push(result);
+        }
+        if !forward {
+            run_sequential(&mut sequential);
         }
     }
     progress.end();

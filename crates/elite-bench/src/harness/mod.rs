@@ -3,8 +3,8 @@
 //! A suite hands the harness a list of [`Bench`]es. Each bench has [`Contender`]s (one system
 //! at one set of parameters) whose workload produces a [`Sample`]: the time per operation and
 //! the workload's answer. [`run_suite`] runs, bench by bench, one warm-up round and then
-//! [`REPS`] measured rounds, each round running every contender once in the bench's
-//! order, so that drift of the machine touches all systems alike. A contender whose answer is
+//! [`REPS`] measured rounds, each round running every contender once, in the bench's
+//! order in odd rounds and in reverse in even ones, so that drift of the machine touches all systems alike. A contender whose answer is
 //! wrong, or whose workload errs or panics, is marked failed and not run again; its row reports
 //! the failure and no time. A bench's [`Metric`] turns each sample into the number its rows report
 //! (a time per operation, or a rate), and a [`Target::WithinOfBest`] adds a row derived from the

@@ -1,5 +1,5 @@
 //! Running a suite: bench by bench, one warm-up round and [`REPS`](super::model::REPS) measured rounds, every
-//! contender once per round in the bench's order; answers checked, failed contenders not run
+//! contender once per round, in the bench's order in odd rounds and in reverse in even ones; answers checked, failed contenders not run
 //! again, side values gathered, derived rows made, and a watchdog for runs that hang.
 
 use std::panic::{self, AssertUnwindSafe};
@@ -114,7 +114,17 @@ fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watc
     // Rows of side values (see `record_side`), by contender, in the order their names came.
     let mut sides: Vec<Vec<Row>> = contenders.iter().map(|_| Vec::new()).collect();
     for round in 0..=reps {
-        for ((contender, row), side_rows) in contenders.iter_mut().zip(&mut rows).zip(&mut sides) {
+        // Odd rounds (the first measured one among them) run the contenders in the bench's order,
+        // even rounds (the warm-up among them) in reverse: a machine whose speed drifts within a
+        // round then favours no place in the order, over two rounds, where a fixed order would
+        // give the first contender the same share of the drift in every round.
+        let order: Vec<usize> = if round % 2 == 1 {
+            (0..contenders.len()).collect()
+        } else {
+            (0..contenders.len()).rev().collect()
+        };
+        for i in order {
+            let (contender, row, side_rows) = (&mut contenders[i], &mut rows[i], &mut sides[i]);
             progress.show(name, contender.system, round);
             progress.done += 1;
             if row.failure.is_some() || (contender.once && round != 1) {
@@ -303,6 +313,28 @@ mod tests {
         assert_eq!(doc["results"][1]["ok"], json!(false));
         assert_eq!(doc["results"][1]["median"], Value::Null);
         assert_eq!(doc["results"][0]["params"]["processors"], json!(1));
+    }
+
+    #[test]
+    fn rounds_alternate_the_order_of_the_contenders() {
+        let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let contender = |system: &'static str| {
+            let calls = calls.clone();
+            Contender::new(system, Params::new(1), 1, move || {
+                calls.borrow_mut().push(system);
+                Ok(Sample { ns_per_op: 1.0, answer: 1 })
+            })
+        };
+        let bench = Bench {
+            name: "b",
+            metric: Metric::NsPerOp,
+            contenders: vec![contender("a"), contender("b"), contender("c")],
+            targets: vec![],
+        };
+        let result = run_bench(bench, 3, &mut Progress::new(false), &Watchdog::start());
+        assert!(result.rows.iter().all(Row::ok));
+        // The warm-up and the second measured round in reverse, the first and third in order.
+        assert_eq!(*calls.borrow(), ["c", "b", "a", "a", "b", "c", "c", "b", "a", "a", "b", "c"]);
     }
 
     #[test]
