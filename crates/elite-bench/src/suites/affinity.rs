@@ -662,11 +662,21 @@ pub fn probe_main(args: &[String]) -> ExitCode {
     let run = elite_runtime(&policy, processors).and_then(|rt| {
         let run = rt.block_on(|| timed_pass(&sets, shape, group, ults, iterations, data, positions));
         // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line);
-        // then where the ULTs ran: each processor's switches, steals and sends home.
+        // then the host's line costs and the hand-off lines derived from them (the defaults and
+        // 4 lines where the measurement at start failed: then the affinity policies never go
+        // quiet on declarations above 4 lines, `elite_rt::policy`, "When there is nothing to
+        // act on"); then where the ULTs ran: each processor's switches, steals and sends home.
         let stats = rt.stats();
         for decision in &stats.auto {
             eprintln!("auto {decision}");
         }
+        let costs = elite_rt::sync::host_costs();
+        eprintln!(
+            "host: line round trip {:.1} ns, streamed line {:.2} ns, hand-off lines {}",
+            costs.line_round_trip_ns,
+            costs.line_fetch_ns,
+            elite_rt::policy::hand_off::hand_off_lines()
+        );
         for p in &stats.processors {
             eprintln!(
                 "processor {}: switches {} steals {} wakeups {} parks {} steal_pauses {}",

@@ -989,7 +989,7 @@ impl Run {
     /// under the lead in [`PROBE_NOISE_TICKS`] ticks of a fifth of an epoch, sizes an epoch
     /// from it ([`probe_ticks`]), measures every other plausible candidate for one such epoch
     /// (after a tick to settle), and puts in force the one that beats the lead by more than
-    /// the noise allows ([`probe_choice`]) and then again in turn with it ([`confirmed`]),
+    /// the noise allows ([`probe_choice`]) and then again in turn with it ([`confirm`]),
     /// logged as [`AutoReason::Explored`]; `provisional` (a second probe follows) leaves a
     /// choice other than the lead unremembered. `None` (the
     /// lead stays, nothing logged) when no other candidate is plausible, or the noise could not
@@ -1036,7 +1036,7 @@ impl Run {
             // One epoch each ranks the candidates by where each fell in the program's course (a
             // start, a pass that ends, the state the policy before left): the challenger is
             // put in force in turn with the lead, epochs of the same length, and kept only if
-            // it beats the lead in the comparisons of neighbouring epochs ([`confirmed`]).
+            // it beats the lead in the comparisons of neighbouring epochs ([`confirm`]).
             let mut series = Vec::with_capacity(CONFIRM_EPOCHS);
             for k in 0..CONFIRM_EPOCHS {
                 let Some(r) = self.epoch_under(if k % 2 == 0 { best } else { lead }, tick, tick * m)? else {
@@ -1044,14 +1044,14 @@ impl Run {
                 };
                 series.push(r);
             }
-            let ratios = neighbour_ratios(&series);
+            let mut ratios = neighbour_ratios(&series);
+            let (ratio, kept) = confirm(&mut ratios, threshold, self.auto.margin);
             // (The challenger's rate as the lead's times the median ratio: what the decision
             // and the memory keep.)
-            let ratio = median(&mut ratios.clone());
             if ratio.is_finite() && !series.is_empty() {
                 rates[best] = rates[lead] * ratio;
             }
-            if series.len() < CONFIRM_EPOCHS || !confirmed(&ratios, threshold, self.auto.margin) {
+            if series.len() < CONFIRM_EPOCHS || !kept {
                 best = lead;
             }
         }
@@ -1608,17 +1608,15 @@ fn neighbour_ratios(series: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Whether the confirmation's neighbour `ratios` ([`neighbour_ratios`]) keep the challenger:
-/// all of them, but at most one, above `1 + margin` (a single epoch disturbed by another
-/// program, or by the program's own course, does not decide), and their median above `1 +
-/// threshold` (the probe's bar). No ratios: not confirmed.
-fn confirmed(ratios: &[f64], threshold: f64, margin: f64) -> bool {
-    if ratios.is_empty() {
-        return false;
-    }
+/// The confirmation's verdict on its neighbour `ratios` ([`neighbour_ratios`], sorted in place):
+/// their median (the challenger's rate as a multiple of the lead's; 0 with no ratios), and
+/// whether they keep the challenger: all of them, but at most one, above `1 + margin` (a single
+/// epoch disturbed by another program, or by the program's own course, does not decide), and
+/// their median above `1 + threshold` (the probe's bar). No ratios: not confirmed.
+fn confirm(ratios: &mut [f64], threshold: f64, margin: f64) -> (f64, bool) {
+    let ratio = median(ratios);
     let losses = ratios.iter().filter(|&&r| r.is_nan() || r <= 1.0 + margin).count();
-    let mut sorted = ratios.to_vec();
-    losses <= 1 && median(&mut sorted) > 1.0 + threshold
+    (ratio, !ratios.is_empty() && losses <= 1 && ratio > 1.0 + threshold)
 }
 
 /// What share of the best median rate a candidate must reach to stay in an exploration: after
@@ -1843,6 +1841,8 @@ mod tests {
 
     #[test]
     fn the_probe_keeps_a_challenger_only_if_it_beats_the_lead_in_turn() {
+        let confirmed =
+            |ratios: &[f64], threshold, margin| confirm(&mut ratios.to_vec(), threshold, margin).1;
         // Challenger and lead alternately, the challenger first: each lead epoch against the
         // challenger epochs on either side.
         let ratios = neighbour_ratios(&[120.0, 100.0, 110.0, 100.0, 130.0, 100.0]);
@@ -1853,6 +1853,8 @@ mod tests {
         }
         assert!(confirmed(&ratios, 0.1, 0.02), "a gain in every pair, the median beyond the bar");
         assert!(!confirmed(&ratios, 0.25, 0.02), "the median (1.2) within a bar of 25%");
+        let (ratio, _) = confirm(&mut ratios.clone(), 0.1, 0.02);
+        assert!((ratio - 1.2).abs() < 1e-12, "the median: the challenger's rate over the lead's");
         // A challenger whose one probe epoch fell on a fast stretch of the program (its start):
         // it beats the lead in one pair and loses or ties the others.
         let lucky = neighbour_ratios(&[200.0, 100.0, 100.0, 100.0, 98.0, 100.0]);
@@ -1870,7 +1872,7 @@ mod tests {
         assert_eq!(neighbour_ratios(&[100.0, 0.0]), vec![f64::INFINITY]);
         assert_eq!(neighbour_ratios(&[0.0, 100.0]), vec![0.0]);
         assert_eq!(neighbour_ratios(&[0.0, 0.0]), vec![1.0]);
-        assert!(!confirmed(&[], 0.0, 0.0));
+        assert_eq!(confirm(&mut [], 0.0, 0.0), (0.0, false));
         const { assert!(CONFIRM_EPOCHS.is_multiple_of(2) && CONFIRM_EPOCHS >= 4) };
     }
 

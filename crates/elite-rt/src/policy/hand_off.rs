@@ -60,9 +60,12 @@
 //! each term measured on the host while the runtime runs, none tuned:
 //!
 //! * `ahead`: the runs before its own, read when it is woken. At home: the run in progress,
-//!   the ready ULTs of its runqueue and `next` slot, and one more if its wake-up stack holds
-//!   ULTs not drained yet. Beside the waker: the ready ULTs of the waker's processor's
-//!   runqueue and `next` slot; the waker's own run is taken to end with the hand-off, as the
+//!   the ready ULTs of the runqueue home serves and of its `next` slot, and one more if its
+//!   wake-up stack holds ULTs not drained yet. Beside the waker: the ready ULTs of the
+//!   runqueue the waker's processor serves and of its `next` slot. The runqueue a processor
+//!   serves is its own, or under [`RuntimeBuilder::place_level`](crate::RuntimeBuilder::place_level)
+//!   the one its work-stealing place shares (counted whole, as if that processor alone drained
+//!   it). The waker's own run is taken to end with the hand-off, as the
 //!   direct hand-off takes it (the waker blocks next; one that runs on leaves the woken ULT
 //!   stranded in the slot, where an idle processor takes it: `processor::find` in the source,
 //!   "Stranded ULTs");

@@ -22,7 +22,8 @@
 //! follow its waker instead ([`balanced_target`](Processor::balanced_target), the rule's
 //! balance clause: `policy::hand_off`, "Balance").
 
-use super::Processor;
+use super::{Processor, Remote};
+use crate::policy::places::Places;
 use crate::tcb::TcbRef;
 
 impl Processor {
@@ -172,8 +173,9 @@ impl Processor {
     /// ([`policy::hand_off`](crate::policy::hand_off), "Balance"). Keeps `t` here instead when
     /// the engine sent it home under a built-in affinity rule and going home (its wait there and
     /// the trip) would cost more time than its wait here and the reload of its lines; `target`
-    /// otherwise. What it reads of the other processor (its queue's length, its `next` slot, its
-    /// wake-up stack, its switch counter) are hints read without synchronization: whichever
+    /// otherwise. What it reads of the other processor (the length of the queue it serves, its
+    /// `next` slot, its wake-up stack, its switch counter) are hints read without
+    /// synchronization: whichever
     /// processor they choose, `deliver` makes `t` ready there exactly once.
     #[inline(never)]
     fn balanced_target(&self, t: TcbRef, target: usize) -> usize {
@@ -191,14 +193,10 @@ impl Processor {
         }
         let now = crate::sync::ticks();
         let runs = &mut self.core().avoid.runs;
-        // At home: its ready ULTs (runqueue, `next` slot, one more for a wake-up stack not
-        // drained yet) and the run in progress. Here: the ready ULTs only, the waker's run
-        // taken to end with the hand-off.
+        // Here: the ready ULTs only (the queue this processor serves), the waker's run taken
+        // to end with the hand-off.
         let there = Wait {
-            ahead: 1
-                + remote.runq.len()
-                + usize::from(!remote.next.is_empty())
-                + usize::from(!remote.wakeup.is_empty()),
+            ahead: runs_ahead_at_home(&self.shared.processors, &self.shared.places, home),
             run: runs.look(home, remote.stats.switches.get(), now),
         };
         let here = Wait {
@@ -298,5 +296,57 @@ impl Processor {
         } else {
             self.deliver(t, target);
         }
+    }
+}
+
+/// The runs ahead of a ULT woken to processor `home`, as the balance clause counts them
+/// (`policy::hand_off`, "Balance"): the run in progress there, the ready ULTs of the runqueue it
+/// serves (its own, or its work-stealing place's: [`Places::runq_of`], the queue
+/// `Shared::placed_wake_target` reads too) and of its `next` slot, and one more for a wake-up
+/// stack not drained yet. Hints read without synchronization, as `balanced_target` takes them.
+#[inline]
+fn runs_ahead_at_home(processors: &[Remote], places: &Places, home: usize) -> usize {
+    let remote = &processors[home];
+    1 + processors[places.runq_of(home)].runq.len()
+        + usize::from(!remote.next.is_empty())
+        + usize::from(!remote.wakeup.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{runs_ahead_at_home, Remote};
+    use crate::place::PlaceSettings;
+    use crate::policy::places::Places;
+    use elite_affinity::Topology;
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+    fn home_waits_behind_the_queue_it_serves() {
+        // Two processors sharing an L3, with a work-stealing place per L3: processor 1 serves
+        // processor 0's runqueue, and its own stays empty.
+        let topology =
+            Topology::synthetic("1 node x 1 core x 2 threads, 512 KiB L2 per processor, 8 MiB L3 per core")
+                .unwrap();
+        let places = Places::new(
+            &topology,
+            PlaceSettings { level: crate::PlaceKind::Cache { level: 3 }, ..PlaceSettings::default() },
+        );
+        assert_eq!(places.runq_of(1), 0);
+        let processors: Vec<Remote> = (0..2).map(|_| Remote::new(0, 64, true)).collect();
+        let owner = std::sync::Arc::new(());
+        let chunk = crate::tcb::Chunk::allocate(&owner);
+        let mut tcbs = chunk.tcbs();
+        let (a, b) = (tcbs.next().expect("a TCB"), tcbs.next().expect("a TCB"));
+        processors[0].runq.push(0, a);
+        processors[0].runq.push(1, b);
+        // At home on processor 1: its run in progress and the two ready ULTs of the shared
+        // queue (not its own empty runqueue's none).
+        assert_eq!(runs_ahead_at_home(&processors, &places, 1), 3);
+        assert_eq!(runs_ahead_at_home(&processors, &places, 0), 3);
+        // Without places each processor serves its own queue.
+        let own = Places::new(&topology, PlaceSettings::default());
+        assert_eq!(runs_ahead_at_home(&processors, &own, 1), 1);
+        assert_eq!(runs_ahead_at_home(&processors, &own, 0), 3);
+        while processors[0].runq.pop_best().is_some() {}
     }
 }
