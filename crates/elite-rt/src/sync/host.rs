@@ -30,7 +30,12 @@
 //!   round trip is the first quartile of the transfers. With fewer transfers than that, both
 //!   line costs are unmeasured. (Taking the first quartile of 100 round trips, transfers or not,
 //!   it failed in 3 of 12 processes started one after another on a 2-core VM beside one busy
-//!   loop; this way in 1 of 12.)
+//!   loop; this way in 1 of 12.) On Linux the two threads are kept on two CPUs while they
+//!   measure: this thread pinned to the CPU it runs on, the helper to another CPU of its mask,
+//!   and this thread's mask restored afterwards. Left to the OS, a helper started while another
+//!   program keeps one CPU busy joins this thread on the idle CPU, and the two take turns there:
+//!   beside one busy loop of normal priority on a 2-core VM, 33 of 40 processes left the line
+//!   costs unmeasured that way, none of 40 pinned.
 //! * **Line fetch**: between round trips the helper writes 64 lines of a block, then this thread
 //!   reads them all at once (independent loads, which the core overlaps): the median time per
 //!   line over 15 such reads.
@@ -571,6 +576,12 @@ fn measure_lines() -> Option<(f64, f64)> {
     if std::thread::available_parallelism().map_or(true, |n| n.get() < 2) || under_valgrind() {
         return None;
     }
+    // This thread stays on its CPU and the helper goes to another one until the measurement
+    // ends (`apart` restores this thread's mask): left to the OS, a helper started while one CPU
+    // is busy with another program joins this thread on the idle one, and the two take turns
+    // there instead of passing the line between cores.
+    let apart = apart::Apart::new();
+    let helper_cpu = apart.as_ref().map(|a| a.other);
     // The turn: odd when this thread asks, even when the helper answered; `u64::MAX`: stop.
     let turn = Arc::new(Line(AtomicU64::new(0)));
     let block: Arc<[Line; BLOCK_LINES]> = Arc::new(std::array::from_fn(|_| Line(AtomicU64::new(0))));
@@ -580,6 +591,10 @@ fn measure_lines() -> Option<(f64, f64)> {
     let helper = {
         let (turn, block, fetching) = (Arc::clone(&turn), Arc::clone(&block), Arc::clone(&fetching));
         std::thread::Builder::new().name("elite-line-cost".into()).spawn(move || {
+            if let Some(cpu) = helper_cpu {
+                // (Refused: the OS places it, as without `apart`.)
+                let _ = elite_affinity::pin_current_thread(cpu);
+            }
             let mut seen = 0;
             loop {
                 let Some(t) = wait_for(&turn, |t| t != seen) else { return };
@@ -657,12 +672,111 @@ fn measure_lines() -> Option<(f64, f64)> {
     if result.is_some() {
         let _ = helper.join();
     }
+    drop(apart);
     result
+}
+
+/// Keeping the two threads of the line measurement on two CPUs.
+#[cfg(all(not(miri), target_os = "linux"))]
+mod apart {
+    use std::mem::{size_of, zeroed};
+
+    /// The calling thread pinned to the CPU it runs on, and another CPU of its affinity mask for
+    /// the helper; the thread's mask as it was is restored on drop.
+    pub(super) struct Apart {
+        saved: libc::cpu_set_t,
+        /// A CPU of the mask other than the one the calling thread now runs on.
+        pub(super) other: usize,
+    }
+
+    impl Apart {
+        /// `None` (nothing changed) where the mask cannot be read or set, or names one CPU.
+        pub(super) fn new() -> Option<Apart> {
+            // SAFETY: `cpu_set_t` is a plain bit array, for which all zeroes is the empty set.
+            let mut saved: libc::cpu_set_t = unsafe { zeroed() };
+            // SAFETY: pid 0 names the calling thread; the size is that of the set written.
+            if unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut saved) } != 0 {
+                return None;
+            }
+            // SAFETY: no arguments; it returns the CPU the calling thread runs on, or -1.
+            let here = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
+            let cpus = 8 * size_of::<libc::cpu_set_t>();
+            // SAFETY: every index is below the set's size in bits.
+            let other = (0..cpus).find(|&cpu| cpu != here && unsafe { libc::CPU_ISSET(cpu, &saved) })?;
+            // SAFETY: as for `saved`.
+            let mut only: libc::cpu_set_t = unsafe { zeroed() };
+            // SAFETY: `here` is a CPU id the OS returned, below the set's size in bits.
+            unsafe { libc::CPU_SET(here, &mut only) };
+            // SAFETY: pid 0 names the calling thread; the set is initialized, its size given.
+            if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &only) } != 0 {
+                return None;
+            }
+            Some(Apart { saved, other })
+        }
+    }
+
+    impl Drop for Apart {
+        fn drop(&mut self) {
+            // SAFETY: pid 0 names the calling thread (the one that made `self`: `Apart` stays on
+            // the measuring thread's stack); the set is the mask it had.
+            unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &self.saved) };
+        }
+    }
+}
+
+/// Elsewhere the OS places the two threads.
+#[allow(dead_code)] // (never built here: `new` declines)
+#[cfg(all(not(miri), not(target_os = "linux")))]
+mod apart {
+    pub(super) struct Apart {
+        pub(super) other: usize,
+    }
+
+    impl Apart {
+        pub(super) fn new() -> Option<Apart> {
+            None
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The line measurement's two threads on two CPUs: the calling thread pinned to the CPU it
+    /// runs on while an `Apart` lives, another CPU of its mask for the helper, the mask as it was
+    /// afterwards.
+    #[test]
+    #[cfg(all(not(miri), target_os = "linux"))]
+    fn apart_pins_the_measuring_thread_and_restores_its_mask() {
+        std::thread::spawn(|| {
+            let mask = || {
+                // SAFETY: `cpu_set_t` is a plain bit array; all zeroes is the empty set.
+                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                // SAFETY: pid 0 is this thread; the size is the set's.
+                assert_eq!(unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) }, 0);
+                (0..8 * std::mem::size_of_val(&set))
+                    .filter(|&cpu| {
+                        // SAFETY: every index is below the set's size in bits.
+                        unsafe { libc::CPU_ISSET(cpu, &set) }
+                    })
+                    .collect::<Vec<usize>>()
+            };
+            let before = mask();
+            let Some(apart) = apart::Apart::new() else {
+                assert!(before.len() < 2, "two CPUs or more to choose from, and no Apart");
+                return;
+            };
+            let pinned = mask();
+            assert_eq!(pinned.len(), 1, "pinned to one CPU");
+            assert!(before.contains(&pinned[0]) && before.contains(&apart.other));
+            assert_ne!(pinned[0], apart.other, "the helper's CPU is another one");
+            drop(apart);
+            assert_eq!(mask(), before, "the mask restored");
+        })
+        .join()
+        .unwrap();
+    }
 
     /// A host whose wake-ups take 2 µs, whose lines take 100 ns there and back and 10 ns each in
     /// a stream (the ticks are nanoseconds).
