@@ -374,7 +374,7 @@ impl Ratio {
 }
 
 /// The median of a sorted, non-empty slice.
-pub(super) fn median_of_sorted(s: &[f64]) -> f64 {
+pub(crate) fn median_of_sorted(s: &[f64]) -> f64 {
     let n = s.len();
     if n % 2 == 1 {
         s[n / 2]

@@ -45,6 +45,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+use crate::harness::model::median_of_sorted;
 use plot::{number, Chart, Mark};
 
 /// The subcommand's name.
@@ -97,9 +98,7 @@ fn paired(r: &Row, base: &Row, ratio: impl Fn(f64, f64) -> f64) -> Option<Mark> 
         return None;
     }
     ratios.sort_by(f64::total_cmp);
-    let n = ratios.len();
-    let median = if n % 2 == 1 { ratios[n / 2] } else { (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0 };
-    Some((ratios[0], median, ratios[n - 1]))
+    Some((ratios[0], median_of_sorted(&ratios), ratios[ratios.len() - 1]))
 }
 
 /// One suite's JSON document, as the report reads it.
