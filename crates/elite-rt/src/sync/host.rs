@@ -702,6 +702,8 @@ mod apart {
         saved: libc::cpu_set_t,
         /// A CPU of the mask other than the one the calling thread now runs on.
         pub(super) other: usize,
+        /// Not `Send`: dropped on the thread whose mask it saved.
+        _here: std::marker::PhantomData<*const ()>,
     }
 
     impl Apart {
@@ -726,14 +728,14 @@ mod apart {
             if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &only) } != 0 {
                 return None;
             }
-            Some(Apart { saved, other })
+            Some(Apart { saved, other, _here: std::marker::PhantomData })
         }
     }
 
     impl Drop for Apart {
         fn drop(&mut self) {
-            // SAFETY: pid 0 names the calling thread (the one that made `self`: `Apart` stays on
-            // the measuring thread's stack); the set is the mask it had.
+            // SAFETY: pid 0 names the calling thread, the one that made `self` (`Apart` is not
+            // `Send`); the set is the mask it had.
             unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &self.saved) };
         }
     }
