@@ -17,6 +17,22 @@ pub struct Machine {
     pub l2_bytes: Option<u64>,
     /// Bytes of the L3 cache of processor 0 (`None`: none, or not known).
     pub l3_bytes: Option<u64>,
+    /// The line costs elite's runtime measured on this host and the hand-off rule's line count
+    /// derived from them, as they stood when the suite's runs ended ([`Machine::with_line_costs`];
+    /// `None`: not read, or the line costs unmeasured: then the rule allows its fewest lines and
+    /// no lock gathers).
+    pub line_costs: Option<LineCosts>,
+}
+
+/// What `elite_rt::sync::host_costs` and `elite_rt::policy::hand_off::hand_off_lines` said.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LineCosts {
+    /// A cache line's round trip between two cores, in nanoseconds.
+    pub round_trip_ns: f64,
+    /// The time per line to read a block another core just wrote, in nanoseconds.
+    pub fetch_ns: f64,
+    /// The most lines a woken ULT may have expected at home and still follow its waker.
+    pub hand_off_lines: f32,
 }
 
 impl Machine {
@@ -33,7 +49,21 @@ impl Machine {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
+            line_costs: None,
         }
+    }
+
+    /// The machine with the runtime's line costs as they stand now (measured at the first
+    /// runtime's start, or at a later one's where the first could not: read after the runs, so
+    /// the document says what the runs used; measured now if no runtime started yet).
+    pub fn with_line_costs(self) -> Machine {
+        let costs = elite_rt::sync::host_costs();
+        let line_costs = costs.lines_measured.then(|| LineCosts {
+            round_trip_ns: costs.line_round_trip_ns,
+            fetch_ns: costs.line_fetch_ns,
+            hand_off_lines: elite_rt::policy::hand_off::hand_off_lines(),
+        });
+        Machine { line_costs, ..self }
     }
 
     /// A made-up machine for the tests of the documents written about it.
@@ -46,6 +76,7 @@ impl Machine {
             kernel: "k".into(),
             l2_bytes: None,
             l3_bytes: None,
+            line_costs: None,
         }
     }
 
@@ -71,6 +102,9 @@ impl Machine {
             "kernel": self.kernel,
             "l2_bytes": self.l2_bytes,
             "l3_bytes": self.l3_bytes,
+            "line_round_trip_ns": self.line_costs.map(|c| c.round_trip_ns),
+            "line_fetch_ns": self.line_costs.map(|c| c.fetch_ns),
+            "hand_off_lines": self.line_costs.map(|c| c.hand_off_lines),
         })
     }
 }

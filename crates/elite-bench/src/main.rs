@@ -465,6 +465,7 @@ fn run(options: &Options) -> ExitCode {
         ExitCode::FAILURE
     };
     if let Some(path) = &options.json {
+        let machine = machine.with_line_costs();
         let document = harness::json_document(options.suite.name, &machine, &results);
         if let Err(e) = write_json(path, &document) {
             eprintln!("elite-bench: cannot write the JSON document to `{path}`: {e}");

@@ -81,10 +81,32 @@ mod tests {
             kernel: "k".into(),
             l2_bytes: Some(1 << 20),
             l3_bytes: None,
+            line_costs: Some(crate::machine::LineCosts {
+                round_trip_ns: 150.0,
+                fetch_ns: 10.0,
+                hand_off_lines: 45.0,
+            }),
         };
         let doc = json_document("micro", &machine, &results);
         assert_eq!(keys(&doc), ["machine", "results", "suite"]);
-        assert_eq!(keys(&doc["machine"]), ["cpu_model", "cpus", "kernel", "l2_bytes", "l3_bytes", "pmu"]);
+        assert_eq!(
+            keys(&doc["machine"]),
+            [
+                "cpu_model",
+                "cpus",
+                "hand_off_lines",
+                "kernel",
+                "l2_bytes",
+                "l3_bytes",
+                "line_fetch_ns",
+                "line_round_trip_ns",
+                "pmu"
+            ]
+        );
+        assert_eq!(
+            (doc["machine"]["line_round_trip_ns"].clone(), doc["machine"]["hand_off_lines"].clone()),
+            (json!(150.0), json!(45.0))
+        );
         assert_eq!(doc["machine"]["l2_bytes"], json!(1 << 20));
         assert_eq!(doc["machine"]["l3_bytes"], json!(null));
         let row_fields =
