@@ -533,6 +533,11 @@ struct Row {
     runs: Vec<Result<Measurement, RunError>>,
 }
 
+/// How long a run's solve took, in seconds.
+fn solve_seconds(m: &Measurement) -> f64 {
+    m.elapsed.as_secs_f64()
+}
+
 /// How often a run relaxed each cell.
 fn relaxations_per_cell(m: &Measurement) -> f64 {
     m.relaxations as f64 / m.cells as f64
@@ -575,7 +580,7 @@ impl Row {
 
     /// The solve time in seconds: median, min, max.
     fn solve_s(&self) -> Option<(f64, f64, f64)> {
-        self.stats(|m| m.elapsed.as_secs_f64())
+        self.stats(solve_seconds)
     }
 
     /// The process's CPU time over the solve, in seconds: median, min, max (none where the
@@ -843,7 +848,6 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         "relax/cell",
         "waits/sweep"
     )?;
-    let time = |m: &Measurement| m.elapsed.as_secs_f64();
     for row in std::iter::once(sequential).chain(rows) {
         let range = |v: Option<(f64, f64, f64)>, scale: f64, digits: usize| match v {
             Some((median, min, max)) => {
@@ -852,7 +856,7 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
             None => "-".into(),
         };
         // The base's time over this row's, per repetition: above 1, this row is faster.
-        let faster = |base: &Row| paired_ratios(base, row, time).and_then(spread);
+        let faster = |base: &Row| paired_ratios(base, row, solve_seconds).and_then(spread);
         let vs_seq = faster(sequential).map_or("-".into(), |(median, _, _)| format!("{median:.2}x"));
         let vs_no_affinity = match baseline(rows, row.config.processors) {
             Some(base) if row.config.policy != SEQUENTIAL && row.config.policy != RAYON => faster(base)
@@ -974,7 +978,7 @@ fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row])
         object
     };
     for row in std::iter::once(sequential).chain(rows) {
-        results.push(row_json(row, "solve_s", row.per_run(|m| m.elapsed.as_secs_f64())));
+        results.push(row_json(row, "solve_s", row.per_run(solve_seconds)));
         results.push(row_json(row, "ops_per_sec", row.per_run(Measurement::rate)));
         results.push(row_json(row, "relaxations_per_cell", row.per_run(relaxations_per_cell)));
     }
@@ -1143,13 +1147,12 @@ mod tests {
                 .map(|&t| Ok(Measurement { elapsed: Duration::from_millis(t), ..m.clone() }))
                 .collect(),
         };
-        let time = |m: &Measurement| m.elapsed.as_secs_f64();
         let sequential = row(SEQUENTIAL, &[160, 160, 160, 240, 240]);
         let base = row(BASELINE, &[160, 160, 160, 240, 240]);
         let policy = row("virtual-time", &[160, 160, 240, 240, 240]);
         let (b, t) = (base.solve_s().unwrap().0, policy.solve_s().unwrap().0);
         assert!((b / t - 2.0 / 3.0).abs() < 1e-12, "the medians' ratio, {}", b / t);
-        let ratios = paired_ratios(&base, &policy, time).unwrap();
+        let ratios = paired_ratios(&base, &policy, solve_seconds).unwrap();
         let slow = 0.16 / 0.24;
         assert_eq!(ratios, [1.0, 1.0, slow, 1.0, 1.0]);
         assert_eq!(spread(ratios), Some((1.0, slow, 1.0)));
@@ -1160,10 +1163,10 @@ mod tests {
         assert_eq!((median, max), (1.0, 1.0));
         assert!((min - 160.0 / 240.0).abs() < 1e-12, "{min}");
         // Rows that did not run as many repetitions, or with a failed run, have no ratio.
-        assert_eq!(paired_ratios(&row(BASELINE, &[160, 160]), &policy, time), None);
+        assert_eq!(paired_ratios(&row(BASELINE, &[160, 160]), &policy, solve_seconds), None);
         let mut failed = row(BASELINE, &[160, 160, 160, 240, 240]);
         failed.runs[1] = Err(RunError::Unavailable("no".into()));
-        assert_eq!(paired_ratios(&failed, &policy, time), None);
+        assert_eq!(paired_ratios(&failed, &policy, solve_seconds), None);
 
         let rows = [base, policy];
         let mut out = Vec::new();

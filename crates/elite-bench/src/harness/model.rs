@@ -329,21 +329,29 @@ impl Row {
     /// middle rounds came in a slow phase; the median of per-round ratios does not.
     pub fn ratio_to(&self, base: &Row, ratio: impl Fn(f64, f64) -> f64) -> Option<Ratio> {
         let (subject, baseline) = (self.median()?, base.median()?);
-        let paired = |r: &Row| r.rounds.len() == r.samples.len();
-        if paired(self) && paired(base) && self.rounds.len() == base.rounds.len() {
-            let mut ratios: Vec<f64> =
-                self.rounds.iter().zip(&base.rounds).map(|(&s, &b)| ratio(s, b)).collect();
-            if ratios.iter().all(|r| r.is_finite()) {
-                ratios.sort_by(f64::total_cmp);
-                return Some(Ratio::Paired {
-                    median: median_of_sorted(&ratios),
-                    min: ratios[0],
-                    max: ratios[ratios.len() - 1],
-                });
-            }
-        }
-        Some(Ratio::OfMedians(ratio(subject, baseline)))
+        let in_order = |r: &Row| r.rounds.len() == r.samples.len();
+        let pairs =
+            if in_order(self) && in_order(base) { paired(&self.rounds, &base.rounds, &ratio) } else { None };
+        Some(match pairs {
+            Some((min, median, max)) => Ratio::Paired { median, min, max },
+            None => Ratio::OfMedians(ratio(subject, baseline)),
+        })
     }
+}
+
+/// `ratio(a, b)` of the two samples of each round, `a` and `b` in round order, as (min,
+/// median, max) over the rounds; `None` when they cannot be paired (no rounds, different
+/// counts, or a ratio that is not finite). [`Row::ratio_to`] and the report's charts use it.
+pub(crate) fn paired(a: &[f64], b: &[f64], ratio: impl Fn(f64, f64) -> f64) -> Option<(f64, f64, f64)> {
+    if a.is_empty() || a.len() != b.len() {
+        return None;
+    }
+    let mut ratios: Vec<f64> = a.iter().zip(b).map(|(&a, &b)| ratio(a, b)).collect();
+    if !ratios.iter().all(|r| r.is_finite()) {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    Some((ratios[0], median_of_sorted(&ratios), ratios[ratios.len() - 1]))
 }
 
 /// How two rows of one bench compare (see [`Row::ratio_to`]).

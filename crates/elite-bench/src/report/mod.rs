@@ -45,7 +45,6 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use crate::harness::model::median_of_sorted;
 use plot::{number, Chart, Mark};
 
 /// The subcommand's name.
@@ -89,16 +88,7 @@ impl Row {
 /// a round were measured side by side, so they share the host's phase). `None` when the rounds
 /// cannot be paired (a document without `rounds`, or rows of different counts).
 fn paired(r: &Row, base: &Row, ratio: impl Fn(f64, f64) -> f64) -> Option<Mark> {
-    let (rs, bs) = (r.rounds.as_ref()?, base.rounds.as_ref()?);
-    if rs.is_empty() || rs.len() != bs.len() {
-        return None;
-    }
-    let mut ratios: Vec<f64> = rs.iter().zip(bs).map(|(&a, &b)| ratio(a, b)).collect();
-    if !ratios.iter().all(|x| x.is_finite()) {
-        return None;
-    }
-    ratios.sort_by(f64::total_cmp);
-    Some((ratios[0], median_of_sorted(&ratios), ratios[ratios.len() - 1]))
+    crate::harness::model::paired(r.rounds.as_ref()?, base.rounds.as_ref()?, ratio)
 }
 
 /// One suite's JSON document, as the report reads it.
@@ -483,10 +473,12 @@ enum Pairing {
 }
 
 impl Pairing {
-    /// The pairing of a chart with this one's marks and a mark made `by_rounds` or not.
-    fn and(self, by_rounds: bool) -> Pairing {
-        match (self, by_rounds) {
-            (Pairing::Rounds, true) | (Pairing::Medians, false) => self,
+    /// The pairing of a chart whose marks so far were made as `so_far` says (`None`: no mark
+    /// yet) and whose next mark was made `by_rounds` or not.
+    fn and_then(so_far: Option<Pairing>, by_rounds: bool) -> Pairing {
+        match (so_far, by_rounds) {
+            (None | Some(Pairing::Rounds), true) => Pairing::Rounds,
+            (None | Some(Pairing::Medians), false) => Pairing::Medians,
             _ => Pairing::Mixed,
         }
     }
@@ -524,11 +516,7 @@ fn relative_series<'r>(
                         r.system == s && &r.label == label && &r.metric == metric && r.processors == *procs
                     })?;
                     let (mark, by_rounds) = relative_mark(r, base(r)?);
-                    pairing = Some(match pairing {
-                        None if by_rounds => Pairing::Rounds,
-                        None => Pairing::Medians,
-                        Some(p) => p.and(by_rounds),
-                    });
+                    pairing = Some(Pairing::and_then(pairing, by_rounds));
                     Some(mark)
                 })
                 .collect();
@@ -607,11 +595,7 @@ fn headline(docs: &[Document]) -> Option<Chart> {
             categories.push(format!("{label}, {}", procs(p)));
             for peer in peers {
                 let by_rounds = paired(peer, elite, |p, e| p / e);
-                pairing = Some(match pairing {
-                    None if by_rounds.is_some() => Pairing::Rounds,
-                    None => Pairing::Medians,
-                    Some(p) => p.and(by_rounds.is_some()),
-                });
+                pairing = Some(Pairing::and_then(pairing, by_rounds.is_some()));
                 let mark = by_rounds.unwrap_or((
                     peer.min / elite.median,
                     peer.median / elite.median,
