@@ -193,7 +193,7 @@
 //!
 //! A speed-up is paired by repetition: in each repetition, the other row's solve time over this
 //! row's in the same repetition (above 1: faster), and the column shows the median of these
-//! ratios; `vs no-a` adds their min and max, `1.02x (0.95-1.07)`. Not the ratio of the two
+//! ratios with their min and max, `1.02x (0.95-1.07)`. Not the ratio of the two
 //! medians: a shared machine can run in phases (the same solve half as long again in one minute as
 //! in the next), and the two runs of one repetition, seconds apart, share a phase far more often
 //! than two medians do, so a ratio of medians can read a policy at parity as 0.7x because its
@@ -837,12 +837,12 @@ fn baseline(rows: &[Row], processors: usize) -> Option<&Row> {
 fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<31} {:>5} {:>22} {:>7} {:>7} {:>17} {:>20} {:>10} {:>10}  check",
+        "{:<31} {:>5} {:>22} {:>7} {:>17} {:>17} {:>20} {:>10} {:>10}  check",
         "system",
         "procs",
         "solve ms (min-max)",
         "cpu ms",
-        "vs seq",
+        "vs seq (min-max)",
         "vs no-a (min-max)",
         "M ops/s (min-max)",
         "relax/cell",
@@ -857,10 +857,14 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         };
         // The base's time over this row's, per repetition: above 1, this row is faster.
         let faster = |base: &Row| paired_ratios(base, row, solve_seconds).and_then(spread);
-        let vs_seq = faster(sequential).map_or("-".into(), |(median, _, _)| format!("{median:.2}x"));
+        let ratio = |v: Option<(f64, f64, f64)>| {
+            v.map_or("-".into(), |(median, min, max)| format!("{median:.2}x ({min:.2}-{max:.2})"))
+        };
+        let vs_seq = ratio(faster(sequential));
         let vs_no_affinity = match baseline(rows, row.config.processors) {
-            Some(base) if row.config.policy != SEQUENTIAL && row.config.policy != RAYON => faster(base)
-                .map_or("-".into(), |(median, min, max)| format!("{median:.2}x ({min:.2}-{max:.2})")),
+            Some(base) if row.config.policy != SEQUENTIAL && row.config.policy != RAYON => {
+                ratio(faster(base))
+            }
             _ => "-".into(),
         };
         let ms: Vec<&Measurement> = row.measurements().collect();
@@ -878,7 +882,7 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         };
         writeln!(
             out,
-            "{:<31} {:>5} {:>22} {:>7} {:>7} {:>17} {:>20} {:>10} {:>10}  {check}",
+            "{:<31} {:>5} {:>22} {:>7} {:>17} {:>17} {:>20} {:>10} {:>10}  {check}",
             row.system(),
             row.config.processors,
             range(row.solve_s(), 1e3, 1),
@@ -895,7 +899,7 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
         "solve: median over the repetitions (min-max); cpu: the process's CPU time over the solve \
          (median; at 1 processor, solve minus cpu is time other programs took); vs seq, vs no-a: in \
          each repetition, the sequential reference's, no-affinity's solve time over this row's (above \
-         1: faster), the median over the repetitions (for vs no-a, min-max: how far it can be trusted)"
+         1: faster), the median over the repetitions, with their min-max: how far it can be trusted"
     )
 }
 
@@ -1173,7 +1177,7 @@ mod tests {
         print_table(&mut out, &sequential, &rows).unwrap();
         let table = String::from_utf8(out).unwrap();
         let line = table.lines().find(|l| l.starts_with("elite/virtual-time")).unwrap();
-        assert!(line.contains("   1.00x 1.00x (0.67-1.00) "), "{table}");
+        assert!(line.contains(" 1.00x (0.67-1.00) 1.00x (0.67-1.00) "), "{table}");
         let doc = json_document(json!({}), &json!({}), &sequential, &rows);
         let ratio = &doc["results"].as_array().unwrap()[10];
         assert_eq!(
