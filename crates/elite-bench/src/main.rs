@@ -268,8 +268,8 @@ fn valid_choices() -> String {
         "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout)\n        \
          --quick       shrunken sizes, the whole suite in well under a minute\n        \
          --reps N      measured rounds per bench after the warm-up round (default {}, at most {})\n        \
-         --max-reps M  then more rounds, up to M in all (more than N, at most {}), while a target's 95%\n        \
-                       interval contains its bound (`undecided at 95%`) or the rounds are too few for one\n        \
+         --max-reps M  then more rounds, up to M in all (more than N, at most {}), while a target's\n                      \
+         95% interval contains its bound (`undecided at 95%`) or the rounds are too few for one\n        \
          --bench NAME  only this bench of the suite; repeatable\n        \
          --policy NAME (affinity, grid) only this scheduling policy; repeatable; one of {}\n        \
          --cachegrind  (affinity, grid) add the simulated last-level misses of each policy (needs valgrind)\n        \
