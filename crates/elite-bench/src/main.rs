@@ -1,7 +1,7 @@
 //! # elite-bench: elite and its peers, measured in the same run
 //!
 //! ```text
-//! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick] [--reps N] [--bench NAME]...
+//! cargo run --release -p elite-bench -- <suite> [--json FILE|-] [--quick] [--reps N] [--max-reps M] [--bench NAME]...
 //! cargo run --release -p elite-bench -- affinity [--policy NAME]... [--cachegrind]
 //! cargo run -p elite-bench -- report [--data DIR] [--out FILE] [--check] [--run [--quick]]
 //! ```
@@ -13,7 +13,9 @@
 //! every claim this command supports is a *ratio measured in one run* (`docs/bench-json.md` in
 //! the repository is the contract for the command line and the JSON document). For each bench of a suite the harness ([`harness`]) runs every system interleaved
 //! (A B C A B C ...): one warm-up round, then [`harness::model::REPS`] measured rounds (`--reps N` asks for
-//! another count, up to [`harness::model::MAX_REPS`]: more rounds for a steadier median). Each sample
+//! another count, up to [`harness::model::MAX_REPS`]: more rounds for a steadier median; `--max-reps M`
+//! then adds rounds, up to M, while a target of the bench is undecided at 95%, and says on stderr
+//! how many each bench ran and why it stopped). Each sample
 //! starts a fresh instance of the system (a runtime, a thread pool, a process), runs the workload
 //! once untimed and once timed, and returns the time per operation together with the workload's
 //! *answer* (a sum, a count, a fib value); a bench whose metric is a rate reports the inverse. A
@@ -25,7 +27,8 @@
 //!
 //! The output is a table on stdout (bench, system, processors, median, min, max, unit, ok), one
 //! line per bench comparing elite with its peers against the bench's targets (a missed target
-//! prints `MISSED` but does not change the exit status), and with `--json FILE` the JSON document
+//! prints `MISSED` but does not change the exit status; a verdict whose 95% interval contains the
+//! bound adds `undecided at 95%`), and with `--json FILE` the JSON document
 //! (`--json -` writes it to stdout and moves the human report to stderr). `--quick` shrinks the
 //! sizes so a suite ends well within a minute. A progress line is drawn on stderr when stderr is a
 //! terminal. Exit status: 0 when every answer was right, 1 when one was not (or the JSON file could
@@ -207,10 +210,13 @@ struct Options {
     benches: Vec<String>,
     /// `--reps N`: measured rounds per bench.
     reps: usize,
+    /// `--max-reps M`: at most this many measured rounds per bench, more than `reps` only while
+    /// a target is undecided at 95%.
+    max_reps: Option<usize>,
 }
 
 const USAGE: &str = concat!(
-    "usage: elite-bench <suite> [--json FILE|-] [--quick] [--reps N] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
+    "usage: elite-bench <suite> [--json FILE|-] [--quick] [--reps N] [--max-reps M] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
     "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data] [--positions]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
@@ -262,12 +268,15 @@ fn valid_choices() -> String {
         "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout)\n        \
          --quick       shrunken sizes, the whole suite in well under a minute\n        \
          --reps N      measured rounds per bench after the warm-up round (default {}, at most {})\n        \
+         --max-reps M  then more rounds, up to M in all (more than N, at most {}), while a target's\n                      \
+         95% interval contains its bound (`undecided at 95%`) or the rounds are too few for one\n        \
          --bench NAME  only this bench of the suite; repeatable\n        \
          --policy NAME (affinity, grid) only this scheduling policy; repeatable; one of {}\n        \
          --cachegrind  (affinity, grid) add the simulated last-level misses of each policy (needs valgrind)\n        \
          --help        this text",
         names.join(", "),
         harness::REPS,
+        harness::MAX_REPS,
         harness::MAX_REPS,
         elite_rt::policy::Policy::ALL_NAMES.join(", ")
     )
@@ -311,6 +320,13 @@ fn command() -> clap::Command {
                 .help("measured rounds per bench after the warm-up round"),
         )
         .arg(
+            Arg::new("max-reps")
+                .long("max-reps")
+                .value_name("M")
+                .value_parser(number_in("a count of measured rounds", 2, harness::MAX_REPS))
+                .help("more rounds, up to M in all, while a target is undecided at 95%"),
+        )
+        .arg(
             Arg::new("bench")
                 .long("bench")
                 .value_name("NAME")
@@ -340,7 +356,7 @@ fn command() -> clap::Command {
 fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     refuse_single_dash(
         args,
-        "--json FILE, --quick, --reps N, --bench NAME, --policy NAME, --cachegrind, --help",
+        "--json FILE, --quick, --reps N, --max-reps M, --bench NAME, --policy NAME, --cachegrind, --help",
         false,
     )?;
     let matches = match command().try_get_matches_from(args) {
@@ -354,6 +370,12 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     let quick = matches.get_flag("quick");
     let cachegrind = matches.get_flag("cachegrind");
     let reps = matches.get_one::<usize>("reps").copied().unwrap_or(harness::REPS);
+    let max_reps = matches.get_one::<usize>("max-reps").copied();
+    if let Some(max_reps) = max_reps {
+        if max_reps <= reps {
+            return Err(format!("--max-reps {max_reps} must be more than --reps ({reps})"));
+        }
+    }
     let benches: Vec<String> = matches.get_many::<String>("bench").into_iter().flatten().cloned().collect();
     let policies: Vec<elite_rt::policy::Policy> =
         matches.get_many::<elite_rt::policy::Policy>("policy").into_iter().flatten().cloned().collect();
@@ -363,7 +385,7 @@ fn parse_args(args: &[String]) -> Result<Option<Options>, String> {
     if cachegrind && !["affinity", "grid", "cosched"].contains(&suite.name) {
         return Err("--cachegrind belongs to suites `affinity`, `grid` and `cosched`".into());
     }
-    Ok(Some(Options { suite, json, quick, policies, cachegrind, benches, reps }))
+    Ok(Some(Options { suite, json, quick, policies, cachegrind, benches, reps, max_reps }))
 }
 
 /// A clap error as one message: what was wrong and what is allowed, without clap's usage lines
@@ -453,7 +475,7 @@ fn run(options: &Options) -> ExitCode {
     let _ = report.flush();
 
     let mut progress = harness::Progress::new(std::io::stderr().is_terminal());
-    let results = harness::run_suite(benches, options.reps, &mut progress);
+    let results = harness::run_suite(benches, options.reps, options.max_reps, &mut progress);
     let _ = writeln!(report);
     let _ = harness::print_report(&mut report, &results);
     let _ = report.flush();
@@ -517,6 +539,19 @@ mod tests {
             let e = parse_args(&args(&["sync", "--reps", bad])).err().expect("an error");
             assert!(e.contains("1..=50") && e.contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn max_reps_is_more_than_reps() {
+        let o = parse_args(&args(&["sync", "--reps", "9", "--max-reps", "25"])).unwrap().unwrap();
+        assert_eq!((o.reps, o.max_reps), (9, Some(25)));
+        let o = parse_args(&args(&["sync", "--max-reps", "12"])).unwrap().unwrap();
+        assert_eq!((o.reps, o.max_reps), (harness::REPS, Some(12)));
+        assert_eq!(parse_args(&args(&["sync"])).unwrap().unwrap().max_reps, None);
+        let e = parse_args(&args(&["sync", "--reps", "9", "--max-reps", "9"])).err().expect("an error");
+        assert!(e.contains("--max-reps 9 must be more than --reps (9)"), "{e}");
+        let e = parse_args(&args(&["sync", "--max-reps", "51"])).err().expect("an error");
+        assert!(e.contains("2..=50") && e.contains("51"), "{e}");
     }
 
     #[test]

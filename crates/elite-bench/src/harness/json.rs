@@ -22,8 +22,8 @@ pub fn json_document(suite: &str, machine: &Machine, results: &SuiteResults) -> 
     let rows: Vec<Value> = results
         .benches
         .iter()
-        .flat_map(|b| &b.rows)
-        .map(|row| {
+        .flat_map(|b| b.rows.iter().map(move |row| (b, row)))
+        .map(|(bench, row)| {
             let mut object = json!({
                 "bench": row.bench,
                 "system": row.system,
@@ -33,6 +33,8 @@ pub fn json_document(suite: &str, machine: &Machine, results: &SuiteResults) -> 
                 "max": row.max(),
                 "runs": row.samples.len(),
                 "rounds": row.rounds,
+                "bench_rounds": bench.rounds,
+                "stopped": bench.stop.name(),
                 "ok": row.ok(),
                 "params": row.params.to_json(),
             });
@@ -52,7 +54,7 @@ pub fn json_document(suite: &str, machine: &Machine, results: &SuiteResults) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::model::{row, BenchResult, Metric};
+    use crate::harness::model::{row, BenchResult, Metric, Stop};
 
     /// The names of an object's fields, sorted.
     fn keys(value: &Value) -> Vec<&str> {
@@ -72,6 +74,8 @@ mod tests {
                 metric: Metric::NsPerOp,
                 rows: vec![row(&[2.0, 3.0, 1.0]), failed],
                 targets: Vec::new(),
+                rounds: 3,
+                stop: Stop::Decided,
             }],
         };
         let machine = Machine {
@@ -109,8 +113,20 @@ mod tests {
         );
         assert_eq!(doc["machine"]["l2_bytes"], json!(1 << 20));
         assert_eq!(doc["machine"]["l3_bytes"], json!(null));
-        let row_fields =
-            ["bench", "max", "median", "metric", "min", "ok", "params", "rounds", "runs", "system"];
+        let row_fields = [
+            "bench",
+            "bench_rounds",
+            "max",
+            "median",
+            "metric",
+            "min",
+            "ok",
+            "params",
+            "rounds",
+            "runs",
+            "stopped",
+            "system",
+        ];
         assert_eq!(keys(&doc["results"][0]), row_fields);
         assert_eq!(doc["results"][0]["median"], json!(2.0));
         assert_eq!(doc["results"][0]["runs"], json!(3));
@@ -121,8 +137,11 @@ mod tests {
             (json!(1.0), json!(3.0))
         );
         assert_eq!(doc["results"][0]["metric"], json!("ns_per_op"));
+        // The bench's measured rounds and why it ran no more, in each of its rows.
+        assert_eq!(doc["results"][1]["bench_rounds"], json!(3));
+        assert_eq!(doc["results"][1]["stopped"], json!("decided"));
         let mut failed_fields = row_fields.to_vec();
-        failed_fields.insert(1, "error");
+        failed_fields.insert(2, "error");
         assert_eq!(keys(&doc["results"][1]), failed_fields);
         assert_eq!(doc["results"][1]["ok"], json!(false));
         assert_eq!(doc["results"][1]["params"], json!({"processors": 2, "n": 10, "regime": "short"}));

@@ -10,7 +10,11 @@
 //! (a time per operation, or a rate), and a [`Target::WithinOfBest`] adds a row derived from the
 //! others, round by round, after the rounds. Every row keeps its samples in round order as well
 //! as sorted, and a target comparing two rows takes the median of their per-round ratios
-//! (the two samples of a round share the host's phase of speed; two medians need not).
+//! (the two samples of a round share the host's phase of speed; two medians need not), with a
+//! distribution-free 95% interval for that median from the ratios' order statistics
+//! ([`model::median_interval`]). A target's verdict is the median's (`met` or `MISSED`); the
+//! target line adds `undecided at 95%` when the interval contains the bound. With `--max-reps`
+//! a bench runs more rounds after its `--reps` ones while one of its targets is undecided.
 //!
 //! The parts: [`model`] (samples, parameters, contenders, metrics, targets, benches and their
 //! rows, the number of rounds), [`run`] (the rounds: warm-up, repetitions, interleaving, answer checks, side values,

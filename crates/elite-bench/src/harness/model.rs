@@ -10,8 +10,11 @@ use serde_json::{json, Value};
 /// the most samples a row holds.
 pub const REPS: usize = 5;
 
-/// The most measured rounds `--reps` accepts.
+/// The most measured rounds `--reps` and `--max-reps` accept.
 pub const MAX_REPS: usize = 50;
+
+/// The coverage of the intervals the target lines print: 95%.
+pub const COVERAGE: f64 = 0.95;
 
 /// What one run of a workload produced.
 #[derive(Clone, Copy, Debug)]
@@ -167,7 +170,10 @@ impl Metric {
 /// elite with a peer uses the peer's row at the same processor count when there is one, else
 /// the peer's first row. A target that compares two rows compares them round by round (see
 /// [`Row::ratio_to`]): its ratio is the median of the per-round ratios, printed with their
-/// range, `2.14x (1.90-2.60)`.
+/// range and, from 6 rounds on, the 95% interval of the median, `2.14x (1.90-2.60, 95%:
+/// 1.95-2.40)`. The verdict is the median's, `met` or `MISSED`, followed by `undecided at 95%`
+/// when the interval contains the bound, or `no 95% interval from 5 rounds` when the rounds are
+/// too few for one (see [`Ratio::verdict`]).
 #[derive(Clone, Copy, Debug)]
 pub enum Target {
     /// elite (at `processors`) takes at most `times` the peer's time: `elite = 2.14x peer`.
@@ -276,7 +282,7 @@ pub struct Bench {
 }
 
 /// The outcome of one contender (or a row derived from others, see [`Target::WithinOfBest`]).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Row {
     /// The bench's name.
     pub bench: &'static str,
@@ -294,6 +300,9 @@ pub struct Row {
     pub(super) rounds: Vec<f64>,
     /// Why the row failed, if it did.
     pub(super) failure: Option<String>,
+    /// Whether the row's contender runs once (see [`Contender::once`](Contender#structfield.once)):
+    /// its one value is a deterministic count, which more rounds would not change.
+    pub(super) once: bool,
 }
 
 impl Row {
@@ -329,13 +338,27 @@ impl Row {
     /// middle rounds came in a slow phase; the median of per-round ratios does not.
     pub fn ratio_to(&self, base: &Row, ratio: impl Fn(f64, f64) -> f64) -> Option<Ratio> {
         let (subject, baseline) = (self.median()?, base.median()?);
+        if self.once && base.once {
+            return Some(Ratio::Once(ratio(subject, baseline)));
+        }
         let in_order = |r: &Row| r.rounds.len() == r.samples.len();
-        let pairs =
-            if in_order(self) && in_order(base) { paired(&self.rounds, &base.rounds, &ratio) } else { None };
-        Some(match pairs {
-            Some((min, median, max)) => Ratio::Paired { median, min, max },
+        let ratios = if in_order(self) && in_order(base) {
+            paired_sorted(&self.rounds, &base.rounds, &ratio)
+        } else {
+            None
+        };
+        Some(match ratios {
+            Some(sorted) => Ratio::of_sorted(&sorted),
             None => Ratio::OfMedians(ratio(subject, baseline)),
         })
+    }
+
+    /// The row's own median as an estimate, with its range and its [`COVERAGE`] interval, for a
+    /// target on one row (a value to reach, or a derived row of per-round ratios); `None` for a
+    /// failed row.
+    pub fn estimate(&self) -> Option<Ratio> {
+        let median = self.median()?;
+        Some(if self.once { Ratio::Once(median) } else { Ratio::of_sorted(&self.samples) })
     }
 }
 
@@ -343,6 +366,12 @@ impl Row {
 /// median, max) over the rounds; `None` when they cannot be paired (no rounds, different
 /// counts, or a ratio that is not finite). [`Row::ratio_to`] and the report's charts use it.
 pub(crate) fn paired(a: &[f64], b: &[f64], ratio: impl Fn(f64, f64) -> f64) -> Option<(f64, f64, f64)> {
+    let ratios = paired_sorted(a, b, ratio)?;
+    Some((ratios[0], median_of_sorted(&ratios), ratios[ratios.len() - 1]))
+}
+
+/// The per-round ratios of [`paired`], sorted.
+fn paired_sorted(a: &[f64], b: &[f64], ratio: impl Fn(f64, f64) -> f64) -> Option<Vec<f64>> {
     if a.is_empty() || a.len() != b.len() {
         return None;
     }
@@ -351,13 +380,70 @@ pub(crate) fn paired(a: &[f64], b: &[f64], ratio: impl Fn(f64, f64) -> f64) -> O
         return None;
     }
     ratios.sort_by(f64::total_cmp);
-    Some((ratios[0], median_of_sorted(&ratios), ratios[ratios.len() - 1]))
+    Some(ratios)
 }
 
-/// How two rows of one bench compare (see [`Row::ratio_to`]).
+/// The rank `k` (1-based) of the distribution-free [`COVERAGE`] interval for the median of `n`
+/// independent values: the `k`-th smallest and the `k`-th largest value, `X(k)` and
+/// `X(n+1-k)`, with the largest `k` whose coverage `P(X(k) <= median <= X(n+1-k))` is at least
+/// 95%. The coverage holds whatever the values' distribution: the count of values below the
+/// median is binomial `(n, 1/2)`, and the interval misses the median when fewer than `k` lie on
+/// one side of it, so the coverage is `1 - 2 P(B <= k-1)`, `B ~ Bin(n, 1/2)`. `None` when `n`
+/// is too small for 95% even with the min and the max (`n <= 5`; at `n = 5` the min-max covers
+/// `1 - 2/32 = 93.75%`). For example `n = 9` gives `k = 2` (coverage `1 - 2 (1+9)/512 = 96.1%`),
+/// `n = 25` gives `k = 8`.
+///
+/// The values here are the per-round ratios of two rows: the interleaved rounds aim at making
+/// them independent, but a host whose speed changes in phases makes neighbouring rounds alike,
+/// so the interval is as good as the rounds are independent.
+pub fn median_interval_rank(n: usize) -> Option<usize> {
+    // Exact in integers: coverage >= 19/20 <=> 20 (2^n - 2 tail) >= 19 2^n, with tail =
+    // sum_{i<k} C(n, i). u128 holds 20 2^n up to n = 123; past that, floats (no row has that
+    // many rounds: MAX_REPS is 50).
+    if n > 120 {
+        return median_interval_rank_float(n);
+    }
+    let total: u128 = 1 << n;
+    let (mut tail, mut choose, mut best) = (0u128, 1u128, None);
+    for k in 1..=n.div_ceil(2) {
+        // Here choose = C(n, k-1); tail becomes sum_{i <= k-1} C(n, i).
+        tail += choose;
+        if 2 * tail > total || 20 * (total - 2 * tail) < 19 * total {
+            break;
+        }
+        best = Some(k);
+        choose = choose * (n - (k - 1)) as u128 / k as u128;
+    }
+    best
+}
+
+/// [`median_interval_rank`] in floating point, for counts past the integers' range.
+fn median_interval_rank_float(n: usize) -> Option<usize> {
+    let (mut tail, mut p, mut best) = (0.0f64, 0.5f64.powi(n as i32), None);
+    for k in 1..=n.div_ceil(2) {
+        tail += p;
+        if 1.0 - 2.0 * tail < COVERAGE {
+            break;
+        }
+        best = Some(k);
+        p = p * (n - (k - 1)) as f64 / k as f64;
+    }
+    best
+}
+
+/// The [`COVERAGE`] interval for the median of the values in `sorted` (see
+/// [`median_interval_rank`]): `(X(k), X(n+1-k))`, or `None` when there are too few values.
+pub fn median_interval(sorted: &[f64]) -> Option<(f64, f64)> {
+    let k = median_interval_rank(sorted.len())?;
+    Some((sorted[k - 1], sorted[sorted.len() - k]))
+}
+
+/// How two rows of one bench compare (see [`Row::ratio_to`]), or a row's own median as an
+/// estimate (see [`Row::estimate`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Ratio {
-    /// The median, min and max over the rounds of the per-round ratio.
+    /// The median, min and max over the rounds of the per-round ratio (or of a row's samples),
+    /// with the [`COVERAGE`] interval of the median.
     Paired {
         /// The median of the per-round ratios.
         median: f64,
@@ -365,19 +451,120 @@ pub enum Ratio {
         min: f64,
         /// The largest per-round ratio.
         max: f64,
+        /// The distribution-free 95% interval for the median (see [`median_interval`]); `None`
+        /// when the rounds are too few for one (5 or fewer).
+        interval: Option<(f64, f64)>,
+        /// How many rounds (ratios) there were.
+        rounds: usize,
     },
     /// The ratio of the two rows' medians: their rounds could not be paired (a row measured
-    /// once against one measured every round, or samples whose rounds are not known).
+    /// once against one measured every round, or samples whose rounds are not known). No
+    /// interval.
     OfMedians(f64),
+    /// The ratio of two rows measured once each (deterministic counts such as simulated misses),
+    /// or the one value of such a row: more rounds would not change it. No interval.
+    Once(f64),
 }
 
 impl Ratio {
+    /// The estimate of `sorted` values: their median, min, max and 95% interval.
+    pub(super) fn of_sorted(sorted: &[f64]) -> Ratio {
+        Ratio::Paired {
+            median: median_of_sorted(sorted),
+            min: sorted[0],
+            max: sorted[sorted.len() - 1],
+            interval: median_interval(sorted),
+            rounds: sorted.len(),
+        }
+    }
+
     /// The estimate: the median of per-round ratios, or the ratio of medians.
     pub fn value(self) -> f64 {
         match self {
             Ratio::Paired { median, .. } => median,
-            Ratio::OfMedians(ratio) => ratio,
+            Ratio::OfMedians(ratio) | Ratio::Once(ratio) => ratio,
         }
+    }
+
+    /// The verdict of a bound on this estimate: met when `holds` holds of the median, and
+    /// decided when it holds of both ends of the 95% interval or of neither (`holds` is a bound,
+    /// `x >= b` or `x <= b`, so it then holds of every value in between, or of none).
+    pub fn verdict(self, holds: impl Fn(f64) -> bool) -> Verdict {
+        let certainty = match self {
+            Ratio::Paired { interval: Some((lo, hi)), .. } if holds(lo) == holds(hi) => Certainty::Decided,
+            Ratio::Paired { interval: Some(_), .. } => Certainty::Straddles,
+            Ratio::Paired { interval: None, rounds, .. } => Certainty::TooFew(rounds),
+            Ratio::OfMedians(_) | Ratio::Once(_) => Certainty::NoInterval,
+        };
+        Verdict { met: holds(self.value()), certainty }
+    }
+}
+
+/// A target's verdict: met or missed, as its median says, and how sure that is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether the median is within the bound.
+    pub met: bool,
+    /// Whether the 95% interval says the same.
+    pub certainty: Certainty,
+}
+
+/// How sure a [`Verdict`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Certainty {
+    /// The 95% interval lies wholly on the verdict's side of the bound.
+    Decided,
+    /// The 95% interval contains the bound: the verdict can go either way in another run.
+    Straddles,
+    /// This many rounds give no 95% interval (5 or fewer).
+    TooFew(usize),
+    /// The estimate has no interval and more rounds would not give it one: a ratio of medians,
+    /// or of values measured once.
+    NoInterval,
+}
+
+impl Verdict {
+    /// Whether more rounds could settle the verdict: its interval contains the bound, or there
+    /// are too few rounds for an interval.
+    pub fn undecided(self) -> bool {
+        matches!(self.certainty, Certainty::Straddles | Certainty::TooFew(_))
+    }
+
+    /// The verdict of "every one of `verdicts` is met" (a target on each of several systems):
+    /// met when each is met; decided as missed when one is decided as missed, as met when every
+    /// one is decided as met. An estimate without an interval counts as decided here: more
+    /// rounds would not change it. `None` for no verdicts.
+    pub fn all(verdicts: &[Verdict]) -> Option<Verdict> {
+        let first = verdicts.first()?;
+        let met = verdicts.iter().all(|v| v.met);
+        let sure = |v: &&Verdict| !v.undecided();
+        let certainty = if let Some(missed) = verdicts.iter().filter(sure).find(|v| !v.met) {
+            missed.certainty
+        } else if verdicts.iter().all(|v| sure(&v)) {
+            if verdicts.iter().any(|v| v.certainty == Certainty::Decided) {
+                Certainty::Decided
+            } else {
+                first.certainty
+            }
+        } else if verdicts.iter().any(|v| v.certainty == Certainty::Straddles) {
+            Certainty::Straddles
+        } else {
+            // Every undecided one has too few rounds; the fewest say how few.
+            let fewest = verdicts.iter().filter_map(|v| match v.certainty {
+                Certainty::TooFew(n) => Some(n),
+                _ => None,
+            });
+            Certainty::TooFew(fewest.min().unwrap_or(0))
+        };
+        Some(Verdict { met, certainty })
+    }
+
+    /// The verdict of "at least one of `verdicts` is met" (a target on the best of several
+    /// systems): met when one is met; decided as met when one is decided as met, as missed when
+    /// every one is decided as missed. `None` for no verdicts.
+    pub fn any(verdicts: &[Verdict]) -> Option<Verdict> {
+        let negated: Vec<Verdict> = verdicts.iter().map(|v| Verdict { met: !v.met, ..*v }).collect();
+        Verdict::all(&negated).map(|v| Verdict { met: !v.met, ..v })
     }
 }
 
@@ -401,6 +588,33 @@ pub struct BenchResult {
     pub rows: Vec<Row>,
     /// The bench's targets.
     pub targets: Vec<Target>,
+    /// How many measured rounds the bench ran.
+    pub rounds: usize,
+    /// Why it ran no more.
+    pub stop: Stop,
+}
+
+/// Why a bench ran no more rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// It ran the rounds `--reps` asked for; no `--max-reps` was given.
+    Reps,
+    /// After at least `--reps` rounds, none of its targets was undecided at 95% (see
+    /// [`Verdict::undecided`]).
+    Decided,
+    /// It ran `--max-reps` rounds with a target still undecided.
+    MaxReps,
+}
+
+impl Stop {
+    /// The name in the JSON document: `reps`, `decided`, `max_reps`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stop::Reps => "reps",
+            Stop::Decided => "decided",
+            Stop::MaxReps => "max_reps",
+        }
+    }
 }
 
 impl BenchResult {
@@ -444,6 +658,7 @@ pub(super) fn row(samples: &[f64]) -> Row {
         samples: sorted,
         rounds: samples.to_vec(),
         failure: None,
+        once: false,
     }
 }
 
@@ -467,7 +682,10 @@ mod tests {
         let a = row(&[1.0, 1.0, 2.0, 2.0, 2.0]);
         let b = row(&[1.0, 1.0, 1.0, 2.0, 2.0]);
         assert_eq!(a.median().unwrap() / b.median().unwrap(), 2.0);
-        assert_eq!(a.ratio_to(&b, |a, b| a / b), Some(Ratio::Paired { median: 1.0, min: 1.0, max: 2.0 }));
+        assert_eq!(
+            a.ratio_to(&b, |a, b| a / b),
+            Some(Ratio::Paired { median: 1.0, min: 1.0, max: 2.0, interval: None, rounds: 5 })
+        );
         // Oriented by the caller: b's time over a's.
         assert_eq!(b.ratio_to(&a, |b, a| a / b).map(Ratio::value), Some(1.0));
     }
@@ -487,5 +705,109 @@ mod tests {
         failed.failure = Some("wrong answer".into());
         assert_eq!(a.ratio_to(&failed, |a, b| a / b), None);
         assert_eq!(failed.ratio_to(&a, |a, b| a / b), None);
+    }
+
+    /// The ranks against the binomial sums by hand: coverage of (X(k), X(n+1-k)) is
+    /// `1 - 2 sum_{i<k} C(n,i) / 2^n`.
+    #[test]
+    fn interval_ranks_are_the_widest_symmetric_pair_with_95_percent() {
+        // n <= 5: even the min-max covers too little (n = 5: 1 - 2/32 = 0.9375).
+        for n in 0..=5 {
+            assert_eq!(median_interval_rank(n), None, "n = {n}");
+        }
+        // n = 6: k = 1 covers 1 - 2/64 = 0.969; k = 2 would cover 1 - 2 * 7/64 = 0.781.
+        assert_eq!(median_interval_rank(6), Some(1));
+        // n = 8: k = 1 covers 0.992; k = 2 covers 1 - 2 * 9/256 = 0.930.
+        assert_eq!(median_interval_rank(8), Some(1));
+        // n = 9: k = 2 covers 1 - 2 * 10/512 = 0.961; k = 3 covers 1 - 2 * 46/512 = 0.820.
+        assert_eq!(median_interval_rank(9), Some(2));
+        // n = 10: k = 2 covers 1 - 2 * 11/1024 = 0.979; k = 3, 1 - 2 * 56/1024 = 0.891.
+        assert_eq!(median_interval_rank(10), Some(2));
+        // n = 17: k = 5 covers 1 - 2 * 3214/131072 = 0.951; k = 6, 1 - 2 * 9402/131072 = 0.857.
+        assert_eq!(median_interval_rank(17), Some(5));
+        // n = 25: k = 8 covers 1 - 2 * 726206/2^25 = 0.957; k = 9, 1 - 2 * 1807781/2^25 = 0.892.
+        assert_eq!(median_interval_rank(25), Some(8));
+        // The integer and the floating-point computations agree wherever both apply.
+        for n in 0..=120 {
+            assert_eq!(median_interval_rank(n), median_interval_rank_float(n), "n = {n}");
+        }
+        // Large n: about n/2 - 0.98 sqrt(n) (the normal approximation), and still a rank.
+        let k = median_interval_rank(400).expect("a rank");
+        assert!((179..=181).contains(&k), "{k}");
+    }
+
+    #[test]
+    fn the_interval_is_the_kth_smallest_and_kth_largest() {
+        let nine: Vec<f64> = (1..=9).map(f64::from).collect();
+        assert_eq!(median_interval(&nine), Some((2.0, 8.0)));
+        assert_eq!(median_interval(&nine[..6]), Some((1.0, 6.0)));
+        assert_eq!(median_interval(&nine[..5]), None);
+        let r = row(&[9.0, 1.0, 8.0, 2.0, 7.0, 3.0, 6.0, 4.0, 5.0]).estimate();
+        assert_eq!(
+            r,
+            Some(Ratio::Paired { median: 5.0, min: 1.0, max: 9.0, interval: Some((2.0, 8.0)), rounds: 9 })
+        );
+    }
+
+    #[test]
+    fn verdicts_are_decided_when_the_interval_is_on_one_side() {
+        let ratio = |interval, rounds| Ratio::Paired { median: 1.2, min: 0.9, max: 1.6, interval, rounds };
+        let at_least = |b: f64| move |r: f64| r >= b;
+        // Wholly above 1.1: met, decided; wholly below 1.5: missed, decided.
+        assert_eq!(
+            ratio(Some((1.15, 1.3)), 9).verdict(at_least(1.1)),
+            Verdict { met: true, certainty: Certainty::Decided }
+        );
+        assert_eq!(
+            ratio(Some((1.15, 1.3)), 9).verdict(at_least(1.5)),
+            Verdict { met: false, certainty: Certainty::Decided }
+        );
+        // Contains the bound: the median's verdict, undecided either way.
+        let v = ratio(Some((1.0, 1.3)), 9).verdict(at_least(1.1));
+        assert_eq!(v, Verdict { met: true, certainty: Certainty::Straddles });
+        assert!(v.undecided());
+        let v = ratio(Some((1.0, 1.3)), 9).verdict(at_least(1.25));
+        assert_eq!(v, Verdict { met: false, certainty: Certainty::Straddles });
+        // An end on the bound is within it.
+        assert!(!ratio(Some((1.1, 1.3)), 9).verdict(at_least(1.1)).undecided());
+        // Too few rounds, or no interval to be had.
+        let v = ratio(None, 5).verdict(at_least(1.1));
+        assert_eq!(v, Verdict { met: true, certainty: Certainty::TooFew(5) });
+        assert!(v.undecided());
+        let v = Ratio::OfMedians(0.9).verdict(at_least(1.0));
+        assert_eq!(v, Verdict { met: false, certainty: Certainty::NoInterval });
+        assert!(!v.undecided());
+    }
+
+    #[test]
+    fn verdicts_combine_for_the_best_and_for_each() {
+        let v = |met, certainty| Verdict { met, certainty };
+        let (decided, straddles, few, none) =
+            (Certainty::Decided, Certainty::Straddles, Certainty::TooFew(5), Certainty::NoInterval);
+        // Best of: one decided as met decides it, whatever the others.
+        assert_eq!(Verdict::any(&[v(false, straddles), v(true, decided)]), Some(v(true, decided)));
+        // Met by a median whose interval straddles, the others missed: undecided.
+        assert_eq!(Verdict::any(&[v(true, straddles), v(false, decided)]), Some(v(true, straddles)));
+        // Every one decided as missed (or without interval): decided.
+        assert_eq!(Verdict::any(&[v(false, decided), v(false, none)]), Some(v(false, decided)));
+        assert_eq!(Verdict::any(&[v(false, none)]), Some(v(false, none)));
+        // Missed, one too few rounds to tell.
+        assert_eq!(Verdict::any(&[v(false, decided), v(false, few)]), Some(v(false, few)));
+        // Each: one decided as missed decides it; all met but one straddling is undecided.
+        assert_eq!(Verdict::all(&[v(true, straddles), v(false, decided)]), Some(v(false, decided)));
+        assert_eq!(Verdict::all(&[v(true, decided), v(true, straddles)]), Some(v(true, straddles)));
+        assert_eq!(Verdict::all(&[v(true, decided), v(true, decided)]), Some(v(true, decided)));
+        assert_eq!(Verdict::all(&[v(true, few), v(true, straddles)]), Some(v(true, straddles)));
+        assert_eq!(Verdict::all(&[]), None);
+    }
+
+    #[test]
+    fn rows_measured_once_compare_exactly() {
+        let mut a = row(&[3.0]);
+        let mut b = row(&[4.0]);
+        (a.once, b.once) = (true, true);
+        assert_eq!(a.ratio_to(&b, |a, b| a / b), Some(Ratio::Once(0.75)));
+        assert_eq!(a.estimate(), Some(Ratio::Once(3.0)));
+        assert!(!Ratio::Once(0.75).verdict(|r| r <= 0.7).undecided());
     }
 }

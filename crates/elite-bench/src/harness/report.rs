@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use super::model::{BenchResult, Bound, Metric, Params, Ratio, Row, Subject, SuiteResults, Target, REPS};
+use super::model::{
+    BenchResult, Bound, Certainty, Metric, Params, Ratio, Row, Subject, SuiteResults, Target, Verdict, REPS,
+};
 
 /// The progress line on stderr (an `indicatif` bar), drawn only when stderr is a terminal.
 pub struct Progress {
@@ -16,6 +18,8 @@ pub struct Progress {
     pub(super) done: usize,
     /// Measured rounds per bench.
     pub(super) reps: usize,
+    /// The most measured rounds per bench (`--max-reps`), if more may follow `reps`.
+    pub(super) max_reps: Option<usize>,
     /// The bar, made at the first run (once `total` is known).
     bar: Option<indicatif::ProgressBar>,
 }
@@ -23,7 +27,7 @@ pub struct Progress {
 impl Progress {
     /// A progress line that draws when `enabled`.
     pub fn new(enabled: bool) -> Progress {
-        Progress { enabled, total: 0, done: 0, reps: REPS, bar: None }
+        Progress { enabled, total: 0, done: 0, reps: REPS, max_reps: None, bar: None }
     }
 
     /// Draws the line for the run about to start.
@@ -43,13 +47,22 @@ impl Progress {
             bar.set_style(style);
             bar
         });
-        let stage = match round {
-            0 => "warm-up".to_string(),
-            r => format!("rep {r}/{}", self.reps),
+        let stage = match (round, self.max_reps) {
+            (0, _) => "warm-up".to_string(),
+            (r, Some(max)) if r > self.reps => format!("rep {r} (undecided; at most {max})"),
+            (r, _) => format!("rep {r}/{}", self.reps),
         };
         bar.set_length(total);
         bar.set_position(self.done as u64);
         bar.set_message(format!("{bench} {system} {stage}"));
+    }
+
+    /// Prints `line` on stderr, above the progress line if there is one.
+    pub(super) fn note(&mut self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
     }
 
     /// Erases the line.
@@ -189,14 +202,18 @@ fn ratio_number(ratio: f64) -> String {
 }
 
 /// How two rows compare, as a target line says it: the median of the per-round ratios with
-/// their range, `1.02x (0.95-1.07)` (the range left out when every round gave the same ratio,
-/// as one round does), or `1.02x (ratio of medians)` when the rounds could not be paired.
+/// their range and, from 6 rounds on, the 95% interval of the median, `1.02x (0.95-1.07, 95%:
+/// 0.97-1.05)` (the range left out when every round gave the same ratio, as one round does), or
+/// `1.02x (ratio of medians)` when the rounds could not be paired.
 fn format_estimate(ratio: Ratio) -> String {
     match ratio {
-        Ratio::Paired { median, min, max } if min != max => {
-            format!("{} ({}-{})", format_ratio(median), ratio_number(min), ratio_number(max))
+        Ratio::Paired { median, min, max, interval, .. } if min != max => {
+            let confidence = interval.map_or_else(String::new, |(lo, hi)| {
+                format!(", 95%: {}-{}", ratio_number(lo), ratio_number(hi))
+            });
+            format!("{} ({}-{}{confidence})", format_ratio(median), ratio_number(min), ratio_number(max))
         }
-        Ratio::Paired { median, .. } => format_ratio(median),
+        Ratio::Paired { median, .. } | Ratio::Once(median) => format_ratio(median),
         Ratio::OfMedians(ratio) => format!("{} (ratio of medians)", format_ratio(ratio)),
     }
 }
@@ -279,16 +296,27 @@ pub fn print_report(out: &mut dyn Write, results: &SuiteResults) -> io::Result<(
 /// The line comparing elite with its peers, e.g.
 /// `yield: elite 9.10 ns = 2.14x corosensei (target <= 5x: met); go/elite = 18x (target >= 5x: met)`.
 pub(super) fn target_line(bench: &BenchResult) -> String {
-    let parts: Vec<String> = bench.targets.iter().map(|target| target_part(bench, target)).collect();
+    let parts: Vec<String> = bench.targets.iter().map(|target| target_part(bench, target).0).collect();
     format!("{}: {}", bench.name, parts.join("; "))
 }
 
-/// The words of a target's verdict.
-fn verdict(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "MISSED"
+/// How many of the bench's targets are undecided at 95% (see [`Verdict::undecided`]): their
+/// interval contains the bound, or the rounds are too few for an interval. A target that
+/// failed or was skipped is not undecided: more rounds would not judge it.
+pub(super) fn undecided_targets(bench: &BenchResult) -> usize {
+    bench.targets.iter().filter(|target| target_part(bench, target).1.is_some_and(Verdict::undecided)).count()
+}
+
+/// The words of a target's verdict: `met` or `MISSED` as the median says, and, when the 95%
+/// interval contains the bound, `, undecided at 95%`; when the rounds are too few for an
+/// interval, `, no 95% interval from 5 rounds`.
+fn verdict(verdict: Verdict) -> String {
+    let met = if verdict.met { "met" } else { "MISSED" };
+    match verdict.certainty {
+        Certainty::Straddles => format!("{met}, undecided at 95%"),
+        Certainty::TooFew(1) => format!("{met}, no 95% interval from 1 round"),
+        Certainty::TooFew(n) => format!("{met}, no 95% interval from {n} rounds"),
+        Certainty::Decided | Certainty::NoInterval => met.to_string(),
     }
 }
 
@@ -301,58 +329,77 @@ fn at_processors(processors: usize) -> String {
     }
 }
 
-/// The part of a bench's target line for one target.
-fn target_part(bench: &BenchResult, target: &Target) -> String {
+/// The part of a bench's target line for one target, and its verdict (`None` when the target
+/// could not be judged: a row failed or is missing).
+fn target_part(bench: &BenchResult, target: &Target) -> (String, Option<Verdict>) {
     let metric = bench.metric;
+    let unjudged = |text: String| (text, None);
     match *target {
         Target::EliteAtMost { peer, processors, times } | Target::PeerAtLeast { peer, processors, times } => {
             let (elite, other) = match (bench.elite(processors), bench.system_at(peer, processors)) {
-                (None, _) => return format!("elite (processors {processors}) failed"),
-                (Some(elite), _) if !elite.ok() => return format!("elite (processors {processors}) failed"),
-                (_, None) => return format!("{peer} skipped"),
-                (_, Some(other)) if !other.ok() => return format!("{peer} failed"),
+                (None, _) => return unjudged(format!("elite (processors {processors}) failed")),
+                (Some(elite), _) if !elite.ok() => {
+                    return unjudged(format!("elite (processors {processors}) failed"))
+                }
+                (_, None) => return unjudged(format!("{peer} skipped")),
+                (_, Some(other)) if !other.ok() => return unjudged(format!("{peer} failed")),
                 (Some(elite), Some(other)) => (elite, other),
             };
             let at = at_processors(processors);
             match *target {
                 Target::EliteAtMost { .. } => {
                     let Some(ratio) = elite.ratio_to(other, |e, o| metric.cost(e) / metric.cost(o)) else {
-                        return format!("{peer} failed");
+                        return unjudged(format!("{peer} failed"));
                     };
-                    format!(
+                    let v = ratio.verdict(|r| r <= times);
+                    let text = format!(
                         "elite{at} {} = {} {peer} (target <= {times}x: {})",
                         elite.median().map_or_else(String::new, |m| metric.format(m)),
                         format_estimate(ratio),
-                        verdict(ratio.value() <= times)
-                    )
+                        verdict(v)
+                    );
+                    (text, Some(v))
                 }
                 _ => {
                     let Some(ratio) = elite.ratio_to(other, |e, o| metric.cost(o) / metric.cost(e)) else {
-                        return format!("{peer} failed");
+                        return unjudged(format!("{peer} failed"));
                     };
-                    let met = verdict(ratio.value() >= times);
-                    if metric == Metric::NsPerOp {
+                    let v = ratio.verdict(|r| r >= times);
+                    let met = verdict(v);
+                    let text = if metric == Metric::NsPerOp {
                         format!("{peer}/elite{at} = {} (target >= {times}x: {met})", format_estimate(ratio))
                     } else {
                         format!(
                             "elite{at} = {} the rate of {peer} (target >= {times}x: {met})",
                             format_estimate(ratio)
                         )
-                    }
+                    };
+                    (text, Some(v))
                 }
             }
         }
         Target::EliteAtLeast { processors, value } => {
             let at = at_processors(processors);
-            match bench.elite(processors).map(Row::median) {
-                None => format!("elite{at} skipped"),
-                Some(None) => format!("elite{at} failed"),
-                Some(Some(elite)) => format!(
-                    "elite{at} {} (target >= {}: {})",
-                    metric.format(elite),
-                    metric.format(value),
-                    verdict(metric.cost(elite) <= metric.cost(value))
-                ),
+            match bench.elite(processors).map(|row| (row.median(), row.estimate())) {
+                None => unjudged(format!("elite{at} skipped")),
+                Some((Some(elite), Some(estimate))) => {
+                    let v = estimate.verdict(|x| metric.cost(x) <= metric.cost(value));
+                    let confidence = match estimate {
+                        Ratio::Paired { interval: Some((lo, hi)), min, max, .. } if min != max => {
+                            let (scale, _) = metric.unit(elite);
+                            format!(" (95%: {}-{})", three_digits(lo / scale), three_digits(hi / scale))
+                        }
+                        _ => String::new(),
+                    };
+                    let text = format!(
+                        "elite{at} {}{confidence} (target >= {}: {})",
+                        metric.format(elite),
+                        metric.format(value),
+                        verdict(v)
+                    );
+                    (text, Some(v))
+                }
+                Some(_) => unjudged(format!("elite{at} failed")),
             }
         }
         Target::Relative { subject, baseline, processors, bound } => {
@@ -364,31 +411,38 @@ fn target_part(bench: &BenchResult, target: &Target) -> String {
                 r.system == system && r.metric == Metric::Ratio(name) && r.params.text(tag.0) == Some(tag.1)
             });
             let Some(row) = row else {
-                return format!("{scope}: {system} skipped");
+                return unjudged(format!("{scope}: {system} skipped"));
             };
-            match (row.median(), row.params.text("best")) {
-                (Some(ratio), Some(best)) => format!(
-                    "{scope}: {system} = {} {best}, the best of {} (target <= {times}x: {})",
-                    format_ratio(ratio),
-                    others.join(", "),
-                    verdict(ratio <= times)
-                ),
-                _ => format!("{scope}: {system} failed"),
+            match (row.estimate(), row.params.text("best")) {
+                (Some(ratio), Some(best)) => {
+                    let v = ratio.verdict(|r| r <= times);
+                    let text = format!(
+                        "{scope}: {system} = {} {best}, the best of {} (target <= {times}x: {})",
+                        format_estimate(ratio),
+                        others.join(", "),
+                        verdict(v)
+                    );
+                    (text, Some(v))
+                }
+                _ => unjudged(format!("{scope}: {system} failed")),
             }
         }
     }
 }
 
-/// The part of a bench's target line for a [`Target::Relative`]: each subject's ratio to the
-/// baseline is the median of the per-round ratios where the rows pair round by round (see
-/// [`Row::ratio_to`]), shown with their range.
+/// The part of a bench's target line for a [`Target::Relative`], and its verdict: each
+/// subject's ratio to the baseline is the median of the per-round ratios where the rows pair
+/// round by round (see [`Row::ratio_to`]), shown with their range and 95% interval. The best of
+/// several is decided when one subject's interval lies wholly within the bound or every
+/// subject's wholly outside it; each of several when one lies wholly outside or every one wholly
+/// within (see [`Verdict::any`], [`Verdict::all`]).
 fn relative_part(
     bench: &BenchResult,
     subject: Subject,
     baseline: &str,
     processors: usize,
     bound: Bound,
-) -> String {
+) -> (String, Option<Verdict>) {
     let metric = bench.metric;
     let row = |system: &str| {
         bench
@@ -404,10 +458,10 @@ fn relative_part(
     let base = match rows.iter().find(|r| r.params.processors == processors) {
         Some(r) => *r,
         None if rows.len() == 1 => rows[0],
-        None => return format!("{baseline}{at} skipped"),
+        None => return (format!("{baseline}{at} skipped"), None),
     };
     if !base.ok() {
-        return format!("{baseline}{at} failed");
+        return (format!("{baseline}{at} failed"), None);
     }
     let (names, best) = match subject {
         Subject::Best(names) => (names, true),
@@ -417,37 +471,40 @@ fn relative_part(
     for &name in names {
         let Some(r) = row(name) else { continue };
         match r.ratio_to(base, |s, b| s / b) {
-            None => return format!("{name}{at} failed"),
+            None => return (format!("{name}{at} failed"), None),
             Some(ratio) => judged.push((name, ratio)),
         }
     }
+    let verdicts: Vec<Verdict> = judged.iter().map(|(_, ratio)| ratio.verdict(|r| bound.holds(r))).collect();
     if best {
         // The best subject is the one whose ratio to the baseline is best in the metric's sense.
         let Some(&(name, ratio)) =
             judged.iter().min_by(|a, b| metric.cost(a.1.value()).total_cmp(&metric.cost(b.1.value())))
         else {
-            return format!("{}{at} skipped", names.join(", "));
+            return (format!("{}{at} skipped", names.join(", ")), None);
         };
-        format!(
+        let Some(v) = Verdict::any(&verdicts) else { unreachable!("judged is not empty") };
+        let text = format!(
             "best of {}{at}: {name} = {} {baseline} ({target}: {})",
             names.join(", "),
             format_estimate(ratio),
-            verdict(bound.holds(ratio.value()))
-        )
-    } else if judged.is_empty() {
-        format!("{}{at} skipped", names.join(", "))
+            verdict(v)
+        );
+        (text, Some(v))
     } else {
+        let Some(v) = Verdict::all(&verdicts) else {
+            return (format!("{}{at} skipped", names.join(", ")), None);
+        };
         let ratios: Vec<String> =
             judged.iter().map(|(name, ratio)| format!("{name} = {}", format_estimate(*ratio))).collect();
-        let met = judged.iter().all(|(_, ratio)| bound.holds(ratio.value()));
-        format!("vs {baseline}{at}: {} ({target} each: {})", ratios.join(", "), verdict(met))
+        (format!("vs {baseline}{at}: {} ({target} each: {})", ratios.join(", "), verdict(v)), Some(v))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::model::{row, Sample};
+    use crate::harness::model::{row, Sample, Stop};
 
     #[test]
     fn target_lines_say_met_and_missed() {
@@ -466,11 +523,13 @@ mod tests {
                 Target::PeerAtLeast { peer: "go", processors: 1, times: 5.0 },
                 Target::PeerAtLeast { peer: "may", processors: 1, times: 5.0 },
             ],
+            rounds: 1,
+            stop: Stop::Reps,
         };
         assert_eq!(
             target_line(&bench),
-            "yield: elite 10.0 ns = 2.50x corosensei (target <= 2x: MISSED); \
-             go/elite = 20x (target >= 5x: met); may skipped"
+            "yield: elite 10.0 ns = 2.50x corosensei (target <= 2x: MISSED, no 95% interval from 1 round); \
+             go/elite = 20x (target >= 5x: met, no 95% interval from 1 round); may skipped"
         );
     }
 
@@ -491,11 +550,13 @@ mod tests {
                 Target::PeerAtLeast { peer: "go", processors: 1, times: 10.0 },
                 Target::PeerAtLeast { peer: "go", processors: 2, times: 10.0 },
             ],
+            rounds: 1,
+            stop: Stop::Reps,
         };
         assert_eq!(
             target_line(&bench),
-            "ping_pong: go/elite = 100x (target >= 10x: met); \
-             go/elite (processors 2) = 5.00x (target >= 10x: MISSED)"
+            "ping_pong: go/elite = 100x (target >= 10x: met, no 95% interval from 1 round); \
+             go/elite (processors 2) = 5.00x (target >= 10x: MISSED, no 95% interval from 1 round)"
         );
     }
 
@@ -522,11 +583,14 @@ mod tests {
                 Target::EliteAtLeast { processors: 2, value: 20e6 },
                 Target::PeerAtLeast { peer: "elite/central", processors: 2, times: 1.0 },
             ],
+            rounds: 1,
+            stop: Stop::Reps,
         };
         assert_eq!(
             target_line(&bench),
-            "sync_peak: elite (processors 2) 20.0 Mop/s/proc (target >= 20.0 Mop/s/proc: met); \
-             elite (processors 2) = 2.00x the rate of elite/central (target >= 1x: met)"
+            "sync_peak: elite (processors 2) 20.0 Mop/s/proc (target >= 20.0 Mop/s/proc: met, no 95% \
+             interval from 1 round); elite (processors 2) = 2.00x the rate of elite/central (target >= \
+             1x: met, no 95% interval from 1 round)"
         );
     }
 
@@ -564,9 +628,14 @@ mod tests {
                     bound: Bound::AtLeast(1.0),
                 },
             ],
+            rounds: 1,
+            stop: Stop::Reps,
         };
         let line = target_line(&bench);
-        assert!(line.contains("elite/a = 1.50x sequential (target >= 1.33x: met)"), "{line}");
+        assert!(
+            line.contains("elite/a = 1.50x sequential (target >= 1.33x: met, no 95% interval from 1 round)"),
+            "{line}"
+        );
         assert!(line.contains("rayon (processors 2) skipped"), "{line}");
     }
 
@@ -604,12 +673,88 @@ mod tests {
                     bound: Bound::AtLeast(1.0),
                 },
             ],
+            rounds: 1,
+            stop: Stop::Reps,
         };
         assert_eq!(
             target_line(&bench),
             "adaptive_grid: best of b, a (processors 2): a = 1.10x (1.00-1.20) sequential \
-             (target >= 1.08x: met); vs once (processors 2): a = 1.10x (ratio of medians) \
+             (target >= 1.08x: met, no 95% interval from 5 rounds); vs once (processors 2): a = 1.10x (ratio of medians) \
              (target >= 1.00x each: met)"
         );
+    }
+
+    /// Nine rounds of rates against a baseline of 1 in every round: `hi` lies wholly above 1.3 (95%:
+    /// 1.40-1.60), `lo` wholly below (0.95-1.05), `mid`'s interval (1.15-1.45) contains both 1.3
+    /// and 1.35.
+    #[test]
+    fn target_lines_say_when_the_interval_leaves_the_verdict_undecided() {
+        let metric = Metric::OpsPerSec;
+        let at = |system: &'static str, rounds: &[f64]| {
+            let mut r = row(rounds);
+            (r.system, r.metric) = (system, metric);
+            r
+        };
+        let targets = vec![
+            Target::Relative {
+                subject: Subject::Best(&["lo", "mid"]),
+                baseline: "base",
+                processors: 1,
+                bound: Bound::AtLeast(1.3),
+            },
+            Target::Relative {
+                subject: Subject::Best(&["lo", "hi"]),
+                baseline: "base",
+                processors: 1,
+                bound: Bound::AtLeast(1.3),
+            },
+            Target::Relative {
+                subject: Subject::Each(&["lo", "hi"]),
+                baseline: "base",
+                processors: 1,
+                bound: Bound::AtLeast(1.3),
+            },
+            Target::Relative {
+                subject: Subject::Each(&["mid"]),
+                baseline: "base",
+                processors: 1,
+                bound: Bound::AtLeast(1.35),
+            },
+        ];
+        let bench = BenchResult {
+            name: "b",
+            metric,
+            rows: vec![
+                at("base", &[1.0; 9]),
+                at("lo", &[0.9, 1.0, 1.1, 0.95, 1.05, 1.0, 0.98, 1.02, 1.0]),
+                at("mid", &[1.1, 1.2, 1.3, 1.4, 1.5, 1.25, 1.35, 1.45, 1.15]),
+                at("hi", &[1.5, 1.4, 1.6, 1.5, 1.45, 1.55, 1.5, 1.35, 1.65]),
+            ],
+            targets,
+            rounds: 9,
+            stop: Stop::Reps,
+        };
+        assert_eq!(
+            target_line(&bench),
+            "b: best of lo, mid: mid = 1.30x (1.10-1.50, 95%: 1.15-1.45) base \
+             (target >= 1.30x: met, undecided at 95%); \
+             best of lo, hi: hi = 1.50x (1.35-1.65, 95%: 1.40-1.60) base (target >= 1.30x: met); \
+             vs base: lo = 1.00x (0.90-1.10, 95%: 0.95-1.05), hi = 1.50x (1.35-1.65, 95%: 1.40-1.60) \
+             (target >= 1.30x each: MISSED); \
+             vs base: mid = 1.30x (1.10-1.50, 95%: 1.15-1.45) (target >= 1.35x each: MISSED, undecided at 95%)"
+        );
+        assert_eq!(undecided_targets(&bench), 2);
+    }
+
+    #[test]
+    fn verdict_words() {
+        let v = |met, certainty| verdict(Verdict { met, certainty });
+        assert_eq!(v(true, Certainty::Decided), "met");
+        assert_eq!(v(false, Certainty::Decided), "MISSED");
+        assert_eq!(v(false, Certainty::NoInterval), "MISSED");
+        assert_eq!(v(false, Certainty::Straddles), "MISSED, undecided at 95%");
+        assert_eq!(v(true, Certainty::Straddles), "met, undecided at 95%");
+        assert_eq!(v(true, Certainty::TooFew(5)), "met, no 95% interval from 5 rounds");
+        assert_eq!(v(false, Certainty::TooFew(1)), "MISSED, no 95% interval from 1 round");
     }
 }

@@ -1,5 +1,6 @@
 //! Running a suite: bench by bench, one warm-up round and [`REPS`](super::model::REPS) measured rounds, every
-//! contender once per round, in the bench's order in odd rounds and in reverse in even ones; answers checked, failed contenders not run
+//! contender once per round, in the bench's order in odd rounds and in reverse in even ones (with
+//! `--max-reps`, more rounds while a target is undecided at 95%); answers checked, failed contenders not run
 //! again, side values gathered, derived rows made, and a watchdog for runs that hang.
 
 use std::panic::{self, AssertUnwindSafe};
@@ -8,9 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::model::{
-    median_of_sorted, Bench, BenchResult, Contender, Metric, Row, Sample, SuiteResults, Target,
+    median_of_sorted, Bench, BenchResult, Contender, Metric, Row, Sample, Stop, SuiteResults, Target,
 };
-use super::report::Progress;
+use super::report::{undecided_targets, Progress};
 
 /// How long one run of a workload may take before the command gives up on it: a hung runtime
 /// ends the command with a message naming the run instead of hanging CI.
@@ -86,18 +87,59 @@ impl Watchdog {
 }
 
 /// Runs every bench: one warm-up round and `reps` measured rounds ([`REPS`](super::model::REPS) by default),
-/// contenders interleaved.
-pub fn run_suite(benches: Vec<Bench>, reps: usize, progress: &mut Progress) -> SuiteResults {
+/// contenders interleaved; with `max_reps` (`--max-reps`), more rounds while a target is
+/// undecided, up to `max_reps` in all (see [`run_bench`]), each bench's count and why it stopped
+/// said on stderr.
+pub fn run_suite(
+    benches: Vec<Bench>,
+    reps: usize,
+    max_reps: Option<usize>,
+    progress: &mut Progress,
+) -> SuiteResults {
     progress.reps = reps;
+    progress.max_reps = max_reps;
     progress.total = benches.iter().map(|b| b.contenders.len() * (reps + 1)).sum();
     let watchdog = Watchdog::start();
-    let results = benches.into_iter().map(|bench| run_bench(bench, reps, progress, &watchdog)).collect();
+    let results = benches
+        .into_iter()
+        .map(|bench| {
+            let result = run_bench(bench, reps, max_reps, progress, &watchdog);
+            if let Some(max_reps) = max_reps {
+                progress.note(&rounds_note(&result, max_reps));
+            }
+            result
+        })
+        .collect();
     progress.finish();
     SuiteResults { benches: results }
 }
 
-/// Runs one bench's rounds: a warm-up round, then `reps` measured ones.
-fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watchdog) -> BenchResult {
+/// How many rounds a bench ran and why it stopped, for stderr.
+fn rounds_note(result: &BenchResult, max_reps: usize) -> String {
+    let why = match result.stop {
+        Stop::Reps => "the rounds --reps asked for".to_string(),
+        Stop::Decided => "no target undecided at 95%".to_string(),
+        Stop::MaxReps => {
+            let open = undecided_targets(result);
+            let targets = if open == 1 { "target" } else { "targets" };
+            format!("--max-reps {max_reps} reached, {open} {targets} undecided at 95%")
+        }
+    };
+    format!("elite-bench: {}: {} measured rounds, stopped: {why}", result.name, result.rounds)
+}
+
+/// Runs one bench's rounds: a warm-up round, then `reps` measured ones; then, with `max_reps`,
+/// one more round at a time while one of the bench's targets is undecided at 95% (its interval
+/// contains its bound, or the rounds are too few for an interval: [`undecided_targets`]) and
+/// fewer than `max_reps` were measured. An added round is like the others (every contender,
+/// in the order of its parity), so the rows stay paired by round.
+fn run_bench(
+    bench: Bench,
+    reps: usize,
+    max_reps: Option<usize>,
+    progress: &mut Progress,
+    watchdog: &Watchdog,
+) -> BenchResult {
     let Bench { name, metric, mut contenders, targets } = bench;
     let mut rows: Vec<Row> = contenders
         .iter()
@@ -106,14 +148,35 @@ fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watc
             system: c.system,
             metric,
             params: c.params.clone(),
-            samples: Vec::with_capacity(reps),
+            samples: Vec::with_capacity(max_reps.unwrap_or(reps)),
             rounds: Vec::new(),
             failure: None,
+            once: c.once,
         })
         .collect();
     // Rows of side values (see `record_side`), by contender, in the order their names came.
     let mut sides: Vec<Vec<Row>> = contenders.iter().map(|_| Vec::new()).collect();
-    for round in 0..=reps {
+    let mut round = 0;
+    let stop = loop {
+        // `round - 1` rounds have been measured (round 0 is the warm-up).
+        if round > reps {
+            let Some(max_reps) = max_reps else { break Stop::Reps };
+            let so_far = BenchResult {
+                name,
+                metric,
+                rows: assemble(name, metric, rows.clone(), sides.clone(), &targets),
+                targets: targets.clone(),
+                rounds: round - 1,
+                stop: Stop::Reps,
+            };
+            if undecided_targets(&so_far) == 0 {
+                break Stop::Decided;
+            }
+            if round > max_reps {
+                break Stop::MaxReps;
+            }
+            progress.total += contenders.len();
+        }
         // Odd rounds (the first measured one among them) run the contenders in the bench's order,
         // even rounds (the warm-up among them) in reverse: a machine whose speed drifts within a
         // round then favours no place in the order, over two rounds, where a fixed order would
@@ -161,6 +224,7 @@ fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watc
                                     samples: Vec::with_capacity(reps),
                                     rounds: Vec::new(),
                                     failure: None,
+                                    once: row.once,
                                 });
                                 side_rows.len() - 1
                             }
@@ -172,7 +236,22 @@ fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watc
                 Err(failure) => row.failure = Some(failure),
             }
         }
-    }
+        round += 1;
+    };
+    let rows = assemble(name, metric, rows, sides, &targets);
+    BenchResult { name, metric, rows, targets, rounds: round - 1, stop }
+}
+
+/// The rows of a bench from its contenders' rows and their side rows, whose samples are in
+/// round order: each contender's side rows after its own (failed with it), then the rows the
+/// targets derive; every row's samples kept in round order in `rounds` and sorted in `samples`.
+fn assemble(
+    name: &'static str,
+    metric: Metric,
+    rows: Vec<Row>,
+    mut sides: Vec<Vec<Row>>,
+    targets: &[Target],
+) -> Vec<Row> {
     for (row, side_rows) in rows.iter().zip(&mut sides) {
         for side in side_rows.iter_mut() {
             if let Some(why) = &row.failure {
@@ -196,7 +275,7 @@ fn run_bench(bench: Bench, reps: usize, progress: &mut Progress, watchdog: &Watc
         row.rounds = row.samples.clone();
         row.samples.sort_by(f64::total_cmp);
     }
-    BenchResult { name, metric, rows, targets }
+    rows
 }
 
 /// The row a [`Target::WithinOfBest`] adds to its bench, made from `rows` (whose samples are
@@ -218,6 +297,7 @@ fn derived_row(bench: &'static str, metric: Metric, rows: &[Row], target: &Targe
         samples: Vec::new(),
         rounds: Vec::new(),
         failure: None,
+        once: judged.once,
     };
     let failed: Vec<&str> = std::iter::once(judged)
         .chain(candidates.iter().copied())
@@ -279,8 +359,7 @@ mod tests {
 
     use super::*;
     use crate::harness::json::json_document;
-    use crate::harness::model::Params;
-    use crate::harness::model::REPS;
+    use crate::harness::model::{median_interval_rank, Bound, Params, Subject, REPS};
     use crate::harness::report::target_line;
     use crate::machine::Machine;
 
@@ -301,7 +380,7 @@ mod tests {
             ],
             targets: vec![],
         };
-        let result = run_bench(bench, 7, &mut Progress::new(false), &Watchdog::start());
+        let result = run_bench(bench, 7, None, &mut Progress::new(false), &Watchdog::start());
         assert!(result.rows[0].ok());
         assert_eq!(result.rows[0].samples.len(), 7);
         assert!(!result.rows[1].ok());
@@ -331,7 +410,7 @@ mod tests {
             contenders: vec![contender("a"), contender("b"), contender("c")],
             targets: vec![],
         };
-        let result = run_bench(bench, 3, &mut Progress::new(false), &Watchdog::start());
+        let result = run_bench(bench, 3, None, &mut Progress::new(false), &Watchdog::start());
         assert!(result.rows.iter().all(Row::ok));
         // The warm-up and the second measured round in reverse, the first and third in order.
         assert_eq!(*calls.borrow(), ["c", "b", "a", "a", "b", "c", "c", "b", "a", "a", "b", "c"]);
@@ -374,7 +453,7 @@ mod tests {
                 },
             ],
         };
-        let result = run_bench(bench, REPS, &mut Progress::new(false), &Watchdog::start());
+        let result = run_bench(bench, REPS, None, &mut Progress::new(false), &Watchdog::start());
         // The long regime has no fixed rows: its ratio row fails and says why.
         assert_eq!(result.rows.len(), 6);
         let ratio = &result.rows[4];
@@ -387,13 +466,134 @@ mod tests {
         let line = target_line(&result);
         assert_eq!(
             line,
-            "spin_regimes: regime short: adaptive = 1.10x block, the best of spin, block \
-             (target <= 1.1x: met); regime long: adaptive failed"
+            "spin_regimes: regime short: adaptive = 1.10x (1.00-2.00) block, the best of spin, block \
+             (target <= 1.1x: met, no 95% interval from 5 rounds); regime long: adaptive failed"
         );
         let machine = Machine::for_tests();
         let doc = json_document("sync", &machine, &SuiteResults { benches: vec![result] });
         assert_eq!(doc["results"][4]["metric"], json!("ratio_to_best"));
         assert_eq!(doc["results"][4]["params"], json!({"processors": 2, "regime": "short", "best": "block"}));
         assert_eq!(doc["results"][4]["median"], json!(1.1));
+    }
+
+    /// A contender whose sample in measured round `r` (from 1) is `value(r)`; its warm-up
+    /// sample is `value(1)`.
+    fn scripted(system: &'static str, value: impl Fn(usize) -> f64 + 'static) -> Contender {
+        let mut calls = 0;
+        Contender::new(system, Params::new(1), 1, move || {
+            let round = calls.max(1);
+            calls += 1;
+            Ok(Sample { ns_per_op: value(round), answer: 1 })
+        })
+    }
+
+    /// `subject` at least 1.3 times `base`, at 1 processor.
+    fn at_least_13(subject: &'static [&'static str]) -> Target {
+        Target::Relative {
+            subject: Subject::Best(subject),
+            baseline: "base",
+            processors: 1,
+            bound: Bound::AtLeast(1.3),
+        }
+    }
+
+    /// A bench of `base` (10 in every round) and `s` (10 times `ratio(r)` in round `r`), its
+    /// target `s >= 1.3x base`.
+    fn ratio_bench(ratio: impl Fn(usize) -> f64 + 'static) -> Bench {
+        Bench {
+            name: "b",
+            metric: Metric::NsPerOp,
+            contenders: vec![scripted("base", |_| 10.0), scripted("s", move |r| 10.0 * ratio(r))],
+            targets: vec![at_least_13(&["s"])],
+        }
+    }
+
+    /// Runs `bench` with `--reps reps --max-reps max`.
+    fn adaptive(bench: Bench, reps: usize, max: usize) -> BenchResult {
+        run_bench(bench, reps, Some(max), &mut Progress::new(false), &Watchdog::start())
+    }
+
+    #[test]
+    fn a_target_decided_at_once_adds_no_round() {
+        let result = adaptive(ratio_bench(|_| 2.0), 9, 25);
+        assert_eq!((result.rounds, result.stop), (9, Stop::Decided));
+        assert!(result.rows.iter().all(|r| r.samples.len() == 9));
+        assert_eq!(
+            rounds_note(&result, 25),
+            "elite-bench: b: 9 measured rounds, stopped: no target undecided at 95%"
+        );
+        // Without --max-reps, the rounds --reps asked for, whatever the targets.
+        let result = run_bench(ratio_bench(|_| 2.0), 5, None, &mut Progress::new(false), &Watchdog::start());
+        assert_eq!((result.rounds, result.stop), (5, Stop::Reps));
+        // Five rounds give no interval: a sixth is run, and decides.
+        let result = adaptive(ratio_bench(|_| 2.0), 5, 25);
+        assert_eq!((result.rounds, result.stop), (6, Stop::Decided));
+        // Rows measured once (deterministic counts) need no more rounds, nor do failed rows.
+        let bench = Bench {
+            name: "once",
+            metric: Metric::Count("misses"),
+            contenders: vec![
+                scripted("base", |_| 10.0).run_once_only(),
+                scripted("s", |_| 13.5).run_once_only(),
+                Contender::new("failed", Params::new(1), 1, || Err("no".into())),
+            ],
+            targets: vec![at_least_13(&["s"]), at_least_13(&["failed"])],
+        };
+        let result = adaptive(bench, 1, 25);
+        assert_eq!((result.rounds, result.stop), (1, Stop::Decided));
+        assert_eq!(
+            target_line(&result),
+            "once: best of s: s = 1.35x base (target >= 1.30x: met); failed failed"
+        );
+    }
+
+    /// The first nine ratios straddle 1.3 (four at 1.2, X(2) = 1.2, X(8) = 1.4), every later one is
+    /// 1.5: the interval's lower end X(k) passes 1.3 when k reaches 5, first at 17 rounds.
+    #[test]
+    fn an_undecided_target_adds_rounds_until_it_is_decided() {
+        let first = [1.2, 1.4, 1.2, 1.4, 1.2, 1.4, 1.2, 1.4, 1.35];
+        let result = adaptive(ratio_bench(move |r| if r <= 9 { first[r - 1] } else { 1.5 }), 9, 25);
+        assert_eq!((result.rounds, result.stop), (17, Stop::Decided));
+        // Still paired round by round: every row holds the 17 rounds, in order.
+        assert!(result.rows.iter().all(|r| r.rounds.len() == 17));
+        assert_eq!(result.rows[1].rounds[8..10], [13.5, 15.0]);
+        assert_eq!(
+            target_line(&result),
+            "b: best of s: s = 1.40x (1.20-1.50, 95%: 1.35-1.50) base (target >= 1.30x: met)"
+        );
+        // Only the extra rounds needed: at 16 rounds X(4) = 1.2 still straddled.
+        assert_eq!(median_interval_rank(16), Some(4));
+    }
+
+    #[test]
+    fn a_target_never_decided_stops_at_max_reps() {
+        let result = adaptive(ratio_bench(|r| if r % 2 == 0 { 1.2 } else { 1.4 }), 9, 12);
+        assert_eq!((result.rounds, result.stop), (12, Stop::MaxReps));
+        assert!(result.rows.iter().all(|r| r.samples.len() == 12));
+        let line = target_line(&result);
+        assert!(line.ends_with(", undecided at 95%)"), "{line}");
+        assert_eq!(
+            rounds_note(&result, 12),
+            "elite-bench: b: 12 measured rounds, stopped: --max-reps 12 reached, 1 target undecided at 95%"
+        );
+        // The added rounds keep alternating the order: round 10 in reverse, 11 in order.
+        let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let contender = |system: &'static str, value: f64| {
+            let calls = calls.clone();
+            Contender::new(system, Params::new(1), 1, move || {
+                calls.borrow_mut().push(system);
+                Ok(Sample { ns_per_op: value, answer: 1 })
+            })
+        };
+        let bench = Bench {
+            name: "b",
+            metric: Metric::NsPerOp,
+            contenders: vec![contender("base", 10.0), contender("s", 13.0)],
+            targets: vec![at_least_13(&["s"])],
+        };
+        // One round, then two more (too few for an interval either way).
+        let result = adaptive(bench, 1, 3);
+        assert_eq!((result.rounds, result.stop), (3, Stop::MaxReps));
+        assert_eq!(*calls.borrow(), ["s", "base", "base", "s", "s", "base", "base", "s"]);
     }
 }

@@ -1087,7 +1087,7 @@ mod tests {
             ],
             targets: vec![],
         };
-        let results = run_suite(vec![bench], 5, &mut Progress::new(false));
+        let results = run_suite(vec![bench], 5, None, &mut Progress::new(false));
         let mut doc = json_document("affinity", &crate::machine::Machine::for_tests(), &results);
         assert_eq!(doc["results"][1]["rounds"], serde_json::json!([5e8, 5e8, 1e9, 1e9, 1e9]));
         let dir = std::env::temp_dir().join(format!("elite-report-rounds-{}", std::process::id()));
