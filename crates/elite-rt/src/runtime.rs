@@ -478,6 +478,7 @@ impl Runtime {
             topo.num_processors(),
         );
         engine.place_aggregation(topo);
+        engine.place_little_data(topo);
         let mut places = crate::policy::places::Places::new(topo, config.places);
         if config.places.avoid_costly {
             let costs = crate::sync::host_costs();
