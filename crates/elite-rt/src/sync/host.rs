@@ -13,6 +13,10 @@
 //! | a mutex's saturation window (`sync::mutex::gather`) | a cache line's round trip between two cores (at start, or at a later runtime's start while unmeasured) | a candidate when its bounces come less than [`GATHER_ROUND_TRIPS`] round trips apart on average, saturated if its trial (its measured period per acquisition, gathered against spread) says so; no longer when more than 4 times that; never while the round trip is unmeasured |
 //! | the hand-off rule's line count ([`policy::hand_off`](crate::policy::hand_off)) | the line round trip and the time to fetch a line last written by another core, in a stream (as the round trip) | the lines that can be fetched in the time [`HAND_OFF_ROUND_TRIPS`] round trips take (4 to 256); 4 while unmeasured |
 //!
+//! The affinity policies' quiet mode is not among them: its bound, *little data*, is a share of
+//! the first-level data cache the topology describes ([`policy`](crate::policy), "When there is
+//! nothing to act on"), so it holds whether or not the line costs below could be measured.
+//!
 //! # The measurements
 //!
 //! [`host_costs`] measures once per process, when the first runtime starts (a few milliseconds
