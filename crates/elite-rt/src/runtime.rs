@@ -223,12 +223,12 @@ impl Shared {
     }
 
     /// Pushes `t` on `target`'s wake-up stack and unparks `target` if it sleeps
-    /// ([`Shared::push_wakeup`]); when `target` is busy and has other ready work, also wakes an
-    /// idle processor to help.
+    /// ([`Shared::push_wakeup`]); when `target` is busy and has other ready work (in the runqueue
+    /// it serves: [`has_other_ready_work`]), also wakes an idle processor to help.
     #[inline]
     pub(crate) fn wake_remote(&self, t: TcbRef, target: usize) {
         let target = target.min(self.processors.len() - 1);
-        if !self.push_wakeup(t, target) && self.processors[target].runq.len() > 0 {
+        if !self.push_wakeup(t, target) && has_other_ready_work(&self.processors, &self.places, target) {
             // The target is busy and already has other ready work: let an idle one help.
             self.notify_any();
         }
@@ -478,6 +478,7 @@ impl Runtime {
             topo.num_processors(),
         );
         engine.place_aggregation(topo);
+        engine.place_little_data(topo);
         let mut places = crate::policy::places::Places::new(topo, config.places);
         if config.places.avoid_costly {
             let costs = crate::sync::host_costs();
@@ -817,5 +818,66 @@ impl std::fmt::Debug for Runtime {
             .field("topology", &self.shared.config.topology.to_string())
             .field("policy", &self.policy_name())
             .finish()
+    }
+}
+
+/// Whether processor `target`, which a wake-up found awake, already has other ready work
+/// waiting: the runqueue it serves holds ULTs. That queue is its own, or under
+/// [`RuntimeBuilder::place_level`](crate::RuntimeBuilder::place_level) the one its work-stealing
+/// place shares ([`Places::runq_of`](crate::policy::places::Places::runq_of), the queue
+/// `Shared::placed_wake_target` and the balance clause read too).
+///
+/// A hint, read without synchronization as the other readers of a queue's length take it:
+/// the wake-up itself is published by the push onto `target`'s wake-up stack and its
+/// `ParkSlot::notify` (whose fence orders it before this read), so a stale length only decides
+/// whether an idle processor is woken to help (a processor whose own enqueue turns a runqueue
+/// non-empty wakes one itself: `Processor::deliver`). Under places the queue read must be the
+/// served one: a processor that is not its place's first never fills its own, so reading that
+/// one never woke a helper for work queued behind it. Without places `runq_of(target)` is
+/// `target`, the same queue as before, at the price of one load from the places' table
+/// (read-only after build) on the path where the target was awake.
+#[inline]
+fn has_other_ready_work(
+    processors: &[Remote],
+    places: &crate::policy::places::Places,
+    target: usize,
+) -> bool {
+    processors[places.runq_of(target)].runq.len() > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{has_other_ready_work, Remote};
+    use crate::place::PlaceSettings;
+    use crate::policy::places::Places;
+    use elite_affinity::Topology;
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+    fn a_woken_target_is_busy_with_the_queue_it_serves() {
+        // Two processors sharing an L3, with a work-stealing place per L3: processor 1 serves
+        // processor 0's runqueue, and its own stays empty.
+        let topology =
+            Topology::synthetic("1 node x 1 core x 2 threads, 512 KiB L2 per processor, 8 MiB L3 per core")
+                .unwrap();
+        let places = Places::new(
+            &topology,
+            PlaceSettings { level: crate::PlaceKind::Cache { level: 3 }, ..PlaceSettings::default() },
+        );
+        assert_eq!(places.runq_of(1), 0);
+        let processors: Vec<Remote> = (0..2).map(|_| Remote::new(0, 64, true)).collect();
+        assert!(!has_other_ready_work(&processors, &places, 1), "nothing ready anywhere");
+        let owner = std::sync::Arc::new(());
+        let chunk = crate::tcb::Chunk::allocate(&owner);
+        let a = chunk.tcbs().next().expect("a TCB");
+        processors[0].runq.push(0, a);
+        // Processor 1's own runqueue is empty, but the shared queue it serves holds a ready ULT.
+        assert!(has_other_ready_work(&processors, &places, 1));
+        assert!(has_other_ready_work(&processors, &places, 0));
+        // Without places each processor serves its own queue.
+        let own = Places::new(&topology, PlaceSettings::default());
+        assert!(!has_other_ready_work(&processors, &own, 1));
+        assert!(has_other_ready_work(&processors, &own, 0));
+        while processors[0].runq.pop_best().is_some() {}
     }
 }

@@ -140,12 +140,11 @@
 //!
 //! `no_locality` is the same pattern with 1 KiB working sets: a group's 48 KiB fit in the L2
 //! many times over, and no order saves an L2 miss. Its ULTs declare 16 lines each, little data
-//! by the hand-off rule's measure wherever that measure is 16 lines or more
-//! (`elite_rt::policy::hand_off::hand_off_lines`, derived from the host's line costs: about 30
-//! where a line's round trip between cores takes 100 ns and a streamed line 10 ns), so the
-//! affinity policies go quiet there (`elite_rt::policy`, "When there is nothing to act on"): they order
-//! and cost as No Affinity does, and the bench checks that they then lose nothing. Without
-//! the quiet mode (a host whose `hand_off_lines` is below 16) it measures what each policy's
+//! wherever a sixteenth of the first-level data cache is 16 lines or more (a first-level cache
+//! of 16 KiB or more), so the affinity policies go quiet there (`elite_rt::policy`, "When there
+//! is nothing to act on"): they order, wake and cost as No Affinity does, and the bench checks
+//! that they then lose nothing. Without the quiet mode (a smaller first-level cache) it
+//! measures what each policy's
 //! bookkeeping costs per synchronization (stamps, rounds and treap pushes for Virtual Time; the
 //! estimator's pass and the cache model's update per run for Minimum Misses and Reload
 //! Transient, and a model lookup per enqueue for the latter).
@@ -663,9 +662,9 @@ pub fn probe_main(args: &[String]) -> ExitCode {
         let run = rt.block_on(|| timed_pass(&sets, shape, group, ults, iterations, data, positions));
         // Under `auto`: what it chose, when and why, on stderr (stdout is the sample's line);
         // then the host's line costs and the hand-off lines derived from them (the defaults and
-        // 4 lines where the measurement at start failed: then the affinity policies never go
-        // quiet on declarations above 4 lines, `elite_rt::policy`, "When there is nothing to
-        // act on"); then where the ULTs ran: each processor's switches, steals and sends home.
+        // 4 lines where the measurement at start failed; whether the affinity policies go quiet
+        // does not depend on them: `elite_rt::policy`, "When there is nothing to act on"); then
+        // where the ULTs ran: each processor's switches, steals and sends home.
         let stats = rt.stats();
         for decision in &stats.auto {
             eprintln!("auto {decision}");

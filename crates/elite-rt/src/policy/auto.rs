@@ -1428,7 +1428,7 @@ pub const DEFAULT_BAR: usize = 32 << 10;
 
 /// The size of the first-level data cache of processor 0 in `topology`, in bytes
 /// ([`DEFAULT_BAR`] where it describes none).
-fn first_level_bytes(topology: &elite_affinity::Topology) -> usize {
+pub(crate) fn first_level_bytes(topology: &elite_affinity::Topology) -> usize {
     use elite_affinity::CacheKind;
     topology
         .caches_of(0)

@@ -16,8 +16,9 @@
 //! release, a send: [`WakerInfo::hand_off`]) follows its waker when the lines it can expect
 //! still cached at home, [`WakerInfo::home_lines`], are at most [`hand_off_lines`]: the lines
 //! that can be fetched from another core's cache in the time going home costs in transfers
-//! between cores. Otherwise, and when a timer, an exit or a thread outside the runtime wakes it,
-//! it goes home.
+//! between cores, or when the policy is in its quiet mode at home (every ULT declared only
+//! little data: [`policy`](super), "When there is nothing to act on"). Otherwise, and when a
+//! timer, an exit or a thread outside the runtime wakes it, it goes home.
 //!
 //! The line count is derived from two costs the runtime measures on the host when its first
 //! runtime starts ([`HostCosts`](crate::sync::HostCosts)): the round trip of a cache line between

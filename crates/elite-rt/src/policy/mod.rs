@@ -37,7 +37,7 @@
 //!   [hand-off rule](hand_off) finds that little of its data is still cached there (at most
 //!   [`hand_off_lines`](hand_off::hand_off_lines), derived from the host's measured line costs: a
 //!   small declared footprint, or, with a cache model, one the home's
-//!   misses have since evicted): then it follows its waker too.
+//!   misses have since evicted), or the policy is quiet (below): then it follows its waker too.
 //! - **Virtual Time**: each processor counts the runs that end on it; when a run ends the ULT is
 //!   stamped with that count. The key is the stamp when the ULT last ran on the processor whose
 //!   runqueue it enters, and the lowest such key (behind every such ULT) when it last ran
@@ -69,15 +69,34 @@
 //! The affinity policies order by what the runtime knows of the ULTs' data, and where the ULTs
 //! said how much data they touch ([`Builder::footprint`](crate::Builder::footprint),
 //! [`set_footprint`](crate::set_footprint), [`Builder::data`](crate::Builder::data),
-//! [`set_data_block`](crate::set_data_block)) and all of it is *little data* by the hand-off rule's
-//! measure (no declaration of more lines than [`hand_off_lines`](hand_off::hand_off_lines): the
-//! lines the runtime would not send a woken ULT home for, since fetching them costs less than the
-//! trip), there is nothing in the cache for an order to keep. Then **Virtual Time**, and **Minimum
-//! Misses** and **Reload Transient** on a processor that counts misses with the estimator (which
-//! derives them from those same declarations), go *quiet*: they key, yield and end runs as No
-//! Affinity does (the newest entry first, no stamps, no estimator pass, no cache-model update), and
-//! cost what No Affinity costs. Where a woken ULT goes is still the [hand-off rule](hand_off)'s
-//! answer (reading the declared lines, as for Virtual Time, since no footprint is kept while quiet).
+//! [`set_data_block`](crate::set_data_block)) and all of it is *little data*, there is nothing
+//! in the cache for an order to keep. Then **Virtual Time**, and **Minimum Misses** and
+//! **Reload Transient** on a processor that counts misses with the estimator (which derives them
+//! from those same declarations), go *quiet*: they behave as No Affinity does. They key, yield
+//! and end runs as it does (the newest entry first, no stamps, no estimator pass, no
+//! cache-model update), and a ULT woken by a hand-off from a ULT on another processor follows
+//! its waker, as under No Affinity (little data has nothing at home worth the trip); a ULT woken
+//! otherwise (a timer, an exit, a thread outside the runtime) goes home. They cost what No
+//! Affinity costs.
+//!
+//! *Little data* is a declaration of at most a sixteenth of the first-level data cache (of
+//! processor 0 in the runtime's topology, the cache [`auto`]'s locality signal is measured
+//! against; 32 KiB where the topology describes none): 48 lines of 64 bytes with a 48 KiB L1d,
+//! 32 with 32 KiB. It is a share of a cache every host describes, and reads nothing the runtime
+//! measures, so a process goes quiet on the same declarations whether or not it could measure
+//! the host's line costs (`sync/host.rs` in the sources). The bound was once the
+//! [hand-off rule](hand_off)'s line count ([`hand_off_lines`](hand_off::hand_off_lines)), which
+//! falls to its fewest, 4 lines, where the line costs are unmeasured (a busy host at start, a
+//! single CPU, valgrind): 1 KiB declarations then went quiet in one process and not in the
+//! next, and where they did not the affinity policies paid their bookkeeping and sent woken
+//! ULTs home for nothing (`elite-bench affinity-probe no_locality`). The sixteenth is chosen
+//! so that where the line costs are measured the two bounds are of one size on the hosts
+//! measured (`docs/benchmarks.md` in the repository): the mode engages on the declarations it
+//! did where they were measured. What it gives up is the same as before: the
+//! ULTs' data together may outgrow the cache even when each ULT's is little (a thousand ULTs of
+//! 1 KiB each and a 512 KiB L2), and an order could then keep some of it cached.
+//! `ELITE_LINE_COSTS=unmeasured` in the environment leaves a process's line costs unmeasured,
+//! to compare the two cases on any host.
 //!
 //! The signal is the largest declaration the runtime has seen, and each processor looks at it at
 //! its safe points (every 64th round of its loop, and before it parks): a declaration above the

@@ -13,6 +13,10 @@
 //! | a mutex's saturation window (`sync::mutex::gather`) | a cache line's round trip between two cores (at start, or at a later runtime's start while unmeasured) | a candidate when its bounces come less than [`GATHER_ROUND_TRIPS`] round trips apart on average, saturated if its trial (its measured period per acquisition, gathered against spread) says so; no longer when more than 4 times that; never while the round trip is unmeasured |
 //! | the hand-off rule's line count ([`policy::hand_off`](crate::policy::hand_off)) | the line round trip and the time to fetch a line last written by another core, in a stream (as the round trip) | the lines that can be fetched in the time [`HAND_OFF_ROUND_TRIPS`] round trips take (4 to 256); 4 while unmeasured |
 //!
+//! The affinity policies' quiet mode is not among them: its bound, *little data*, is a share of
+//! the first-level data cache the topology describes ([`policy`](crate::policy), "When there is
+//! nothing to act on"), so it holds whether or not the line costs below could be measured.
+//!
 //! # The measurements
 //!
 //! [`host_costs`] measures once per process, when the first runtime starts (a few milliseconds
@@ -41,7 +45,9 @@
 //!   line over 15 such reads.
 //!
 //! With a single CPU the helper never runs beside this thread, nor under valgrind (one thread at
-//! a time), so the two line measurements are left out. Unmeasured line costs decide nothing
+//! a time), so the two line measurements are left out; so are they where the environment
+//! variable `ELITE_LINE_COSTS` ([`LINE_COSTS_ENV`]) is `unmeasured`, which makes a process run
+//! as on a host where they could not be measured (to compare the rules' two cases). Unmeasured line costs decide nothing
 //! ([`HostCosts::lines_measured`]): the numbers in their place ([`DEFAULT_LINE_ROUND_TRIP_NS`],
 //! [`DEFAULT_LINE_FETCH_NS`]) are only for readers that want one; no lock saturates, so none
 //! gathers (with a single CPU a lock cannot bounce between cores anyway), and the hand-off rule
@@ -569,11 +575,25 @@ fn under_valgrind() -> bool {
     std::env::var_os("LD_PRELOAD").is_some_and(|p| p.to_string_lossy().contains("vgpreload"))
 }
 
+/// The environment variable that, set to `unmeasured`, leaves the line costs unmeasured in the
+/// process (see the notes of `sync/host.rs` in the source): its runtimes derive their thresholds
+/// as on a host where the measurement failed.
+pub(crate) const LINE_COSTS_ENV: &str = "ELITE_LINE_COSTS";
+
+/// Whether [`LINE_COSTS_ENV`] asks for the line costs to stay unmeasured.
+fn lines_left_unmeasured() -> bool {
+    std::env::var_os(LINE_COSTS_ENV).is_some_and(|v| v == "unmeasured")
+}
+
 /// The line round trip and the streamed fetch of a line (see the notes of `sync/host.rs` in the source), in ticks;
-/// `None` on a single CPU, if no helper thread starts, or if the helper stops answering.
+/// `None` on a single CPU, under valgrind, where [`LINE_COSTS_ENV`] says so, if no helper thread
+/// starts, or if the helper stops answering.
 #[cfg(not(miri))]
 fn measure_lines() -> Option<(f64, f64)> {
-    if std::thread::available_parallelism().map_or(true, |n| n.get() < 2) || under_valgrind() {
+    if std::thread::available_parallelism().map_or(true, |n| n.get() < 2)
+        || under_valgrind()
+        || lines_left_unmeasured()
+    {
         return None;
     }
     // This thread stays on its CPU and the helper goes to another one until the measurement

@@ -233,11 +233,13 @@ impl Engine {
             Some(x) if by.is_some() && x != home => Some(x),
             _ => None,
         };
-        // The hand-off rule on the home lines, computed only for a crossing hand-off.
-        let hand_off = |x: usize| match hand_off::cached_little(self.home_lines(t, home)) {
-            true => x,
-            false => home,
-        };
+        // The hand-off rule on the home lines, computed only for a crossing hand-off; a home
+        // in the quiet mode has nothing worth the trip (little data), as under No Affinity.
+        let hand_off =
+            |x: usize| match self.quiet_at(home) || hand_off::cached_little(self.home_lines(t, home)) {
+                true => x,
+                false => home,
+            };
         let selected = self.selected();
         match selected.policy.wake_rule() {
             // The hand-off rule's answer (the hooks' of Minimum Misses, and after the round's mark,
@@ -447,6 +449,11 @@ pub(crate) struct Engine {
     /// declares again, and `auto` only reads it to decide what to try; nothing is published
     /// through it.
     declared: AtomicUsize,
+    /// The most lines a declaration may hold and be *little data*, the quiet mode's signal
+    /// ([`Engine::small_declarations`]): [`little_data_lines`] of the first-level data cache
+    /// ([`Engine::place_little_data`]; of [`DEFAULT_BAR`](super::auto::DEFAULT_BAR) until
+    /// then). Fixed once the runtime is built.
+    little_lines: u64,
     /// The bell of `auto`'s selector, if one started, and the size of a declaration that brings
     /// its locality signal: rung when a declaration crosses that size or declares the first data
     /// block, so that a selector with nothing to measure sleeps instead of looking (see
@@ -471,19 +478,31 @@ fn model_of(cache: &ModelCache) -> Arc<CacheModel> {
     Arc::new(model.unwrap_or_else(|e| crate::fatal(&format!("the assumed cache has no model: {e}"))))
 }
 
+/// A declaration is *little data* when the first-level data cache holds it this many times over
+/// (the `policy` module docs, "When there is nothing to act on").
+pub(crate) const LITTLE_DATA_SHARE: usize = 16;
+
+/// The most lines of `line_size` a declaration may hold and be little data, on a processor
+/// whose first-level data cache holds `first_level_bytes`: a [`LITTLE_DATA_SHARE`]th of it
+/// (48 lines of 64 bytes for a 48 KiB cache, 32 for 32 KiB), at least one.
+pub(crate) fn little_data_lines(first_level_bytes: usize, line_size: LineSize) -> u64 {
+    ((first_level_bytes / LITTLE_DATA_SHARE) as u64 / line_size.bytes).max(1)
+}
+
 impl Engine {
     pub(crate) fn new(policy: &Policy, needs: Needs, cache: &ModelCache, processors: usize) -> Engine {
         let model = OnceLock::new();
         if needs.misses {
             let _ = model.set(model_of(cache));
         }
+        let line_size = LineSize::new(model.get().map_or(cache.line_size, |m| m.line_size()));
         Engine {
             board: Board::new(Selected { policy: policy.clone(), needs }),
             // (The aggregation modifier reads declared footprints: they must not be stale.)
             spawn_resets: AtomicBool::new(needs.records() || policy.aggregation().is_some()),
             sources: (0..processors).map(|_| OnceLock::new()).collect(),
             clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
-            line_size: LineSize::new(model.get().map_or(cache.line_size, |m| m.line_size())),
+            line_size,
             model,
             cache: *cache,
             aggregation: (0..processors)
@@ -491,8 +510,16 @@ impl Engine {
                 .collect(),
             data_declared: AtomicBool::new(false),
             declared: AtomicUsize::new(0),
+            little_lines: little_data_lines(super::auto::DEFAULT_BAR, line_size),
             bell: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Takes the bound of little data ([`little_data_lines`]) from the first-level data cache
+    /// of processor 0 in `topology` (the cache `auto`'s locality signal is measured against;
+    /// [`DEFAULT_BAR`](super::auto::DEFAULT_BAR) where the topology describes none).
+    pub(crate) fn place_little_data(&mut self, topology: &elite_affinity::Topology) {
+        self.little_lines = little_data_lines(super::auto::first_level_bytes(topology), self.line_size);
     }
 
     /// Places each processor for the aggregation modifier in `topology`: its footprint cut-off
@@ -569,14 +596,17 @@ impl Engine {
     }
 
     /// Whether the ULTs declared footprints or data blocks, and every one of them is *little
-    /// data* by the hand-off rule's measure: some declaration, and none of more lines than
-    /// [`hand_off_lines`](hand_off::hand_off_lines) (the lines the runtime would not send a
-    /// woken ULT home for). The signal by which a processor's part goes quiet (see [`Local`]'s
-    /// `quiet`). A relaxed load: a hint (see `declared`'s protocol).
+    /// data*: some declaration, and none of more lines than [`little_data_lines`] of the
+    /// first-level data cache (`little_lines`; the `policy` module docs, "When there is
+    /// nothing to act on", say why). The signal by which a processor's part goes quiet (see
+    /// [`Local`]'s `quiet`). It reads nothing the host measures (the line costs may be
+    /// unmeasured: `sync/host.rs` in the source), so a process goes quiet on the same
+    /// declarations wherever the measurement failed. A relaxed load: a hint (see `declared`'s
+    /// protocol).
     #[inline]
     pub(crate) fn small_declarations(&self) -> bool {
         let declared = self.declared.load(Ordering::Relaxed);
-        declared != 0 && self.line_size.lines(declared) as f32 <= hand_off::hand_off_lines()
+        declared != 0 && self.line_size.lines(declared) <= self.little_lines
     }
 
     /// Whether any ULT of the runtime declared a data block so far.
@@ -630,9 +660,11 @@ impl Engine {
     }
 
     /// Whether processor `home` is in the quiet mode of the policy in force, as far as the
-    /// hand-off rule is concerned (see [`Local`]'s `quiet`): a policy that counts misses and
-    /// may go quiet, the estimator there, and only small declarations. Its footprints are not
-    /// kept while quiet, so the rule reads the declared lines, as for Virtual Time.
+    /// hand-off rule is concerned (see [`Local`]'s `quiet`): a policy that may go quiet (one
+    /// that counts misses with the estimator there), and only small declarations. A ULT woken
+    /// by a crossing hand-off to a quiet home follows its waker ([`Engine::wake_target`]); its
+    /// footprints are not kept while quiet, so the other readers of [`Engine::home_lines`]
+    /// read the declared lines, as for Virtual Time.
     fn quiet_at(&self, home: usize) -> bool {
         let estimated =
             matches!(self.sources.get(home).and_then(|s| s.get()), Some(SourceKind::Estimated { .. }));
@@ -654,6 +686,7 @@ impl Engine {
             aggregation: self.aggregation.clone(),
             data_declared: AtomicBool::new(self.data_declared()),
             declared: AtomicUsize::new(self.largest_declared()),
+            little_lines: self.little_lines,
             bell: std::sync::Mutex::new(None),
         }
     }
@@ -722,7 +755,7 @@ pub(crate) struct Local {
     /// ends runs as No Affinity does (its keys, no records), and its wake rule marks no
     /// rounds. A processor is quiet while it [`may_quiet`](Self::may_quiet) and the ULTs'
     /// declarations are all small ([`Engine::small_declarations`]): some ULT declared a
-    /// footprint or data block and none holds more than the hand-off rule's little data. Its
+    /// footprint or data block and none holds more than little data. Its
     /// counts stop while quiet (the estimator's clock, the stamps, the footprints); when the
     /// signal appears (a larger declaration) the next look ([`follow`](Self::follow)) leaves
     /// the mode and re-keys the runqueue, and the records start again from where they were.

@@ -207,6 +207,10 @@ fn the_runtime_wakes_where_the_builtin_hooks_send() {
         assert_ne!(builtin.wake_rule(), WakeRule::Hook, "{builtin}");
         let needs = builtin.hooks().needs();
         let affinity = Engine::new(builtin, needs, &cache, 2);
+        // More than little data declared: never quiet (a quiet home sends a hand-off's ULT to
+        // its waker, which the hooks, never quiet, do only within the hand-off rule's lines:
+        // `a_quiet_home_sends_a_hand_offs_ult_to_its_waker_whatever_the_line_costs`).
+        affinity.note_declared(64 << 10);
         // The same engine (model, published clocks) asking the hooks of `custom`.
         let by_hooks = affinity.with_policy(custom, needs);
         let script =
@@ -412,8 +416,8 @@ fn aggregation_domains_are_the_processors_sharing_a_data_cache_with_the_lowest_a
     assert!(engine.aggregation.iter().all(|p| p.domain.is_none() && p.cutoff == 1 << 20));
 }
 
-/// The quiet mode: with the estimator, once the ULTs declared only little data (at most the
-/// hand-off rule's lines), Virtual Time, Minimum Misses and Reload Transient key, yield and end
+/// The quiet mode: with the estimator, once the ULTs declared only little data (at most a
+/// sixteenth of the first-level cache: 32 lines of the assumed 32 KiB here), Virtual Time, Minimum Misses and Reload Transient key, yield and end
 /// runs as No Affinity does, recording nothing; a larger declaration brings the policy back
 /// at the next look, its records going on from where they were. Real counts (a script),
 /// Gravity and a runtime where nothing was declared never go quiet.
@@ -423,7 +427,7 @@ fn little_declared_data_makes_the_affinity_policies_quiet_until_more_is_declared
     let chunk = Chunk::allocate(&shared);
     let t = chunk.tcbs().next().expect("a TCB");
     let cache = ModelCache::ASSUMED;
-    // Four lines: at most `hand_off_lines` on every host (its range starts at 4).
+    // Four lines: little data.
     let little = 4 * 64;
     for policy in [Policy::virtual_time(), Policy::minimum_misses(), Policy::reload_transient()] {
         let needs = policy.hooks().needs();
@@ -445,8 +449,7 @@ fn little_declared_data_makes_the_affinity_policies_quiet_until_more_is_declared
         let info = ult_info(t, needs);
         assert_eq!((info.stamp, info.misses, info.state), (0, 0, 0), "{policy}: nothing recorded");
         assert!(local.woken_stay_with_ult_wakers() == (policy.wake_rule() == WakeRule::Waker));
-        // A larger declaration (64 KiB: above 256 lines, the top of the hand-off rule's
-        // range): the policy's own keys and records again.
+        // A larger declaration (64 KiB, 1024 lines): the policy's own keys and records again.
         engine.on_spawn(t, Some(64 << 10));
         assert_eq!(local.follow(&CounterChoice::Estimated, &engine), Some(Taken::Mode), "{policy}");
         assert!(!local.quiet && local.run_hooks() == (false, true), "{policy}");
@@ -474,5 +477,83 @@ fn little_declared_data_makes_the_affinity_policies_quiet_until_more_is_declared
         engine.on_spawn(t, Some(little));
         assert!(local.follow(&counters, &engine).is_none(), "{policy}");
         assert!(!local.quiet, "{policy}");
+    }
+}
+
+/// Little data is a sixteenth of the first-level data cache, whatever the host's line costs:
+/// the quiet mode's signal reads nothing measured. The hand-off rule's line count, which the
+/// signal was once measured against, moves with the line costs: 54 lines where this host
+/// measured them (a round trip of 197 ns, 10.8 ns a line in a stream), 4 where they could
+/// not be measured, so `no_locality`'s 16-line declarations went quiet in one process and not
+/// in the other.
+#[test]
+#[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+fn little_data_is_a_sixteenth_of_the_first_level_cache_measured_or_not() {
+    let line = LineSize::new(64);
+    assert_eq!(little_data_lines(48 << 10, line), 48);
+    assert_eq!(little_data_lines(32 << 10, line), 32);
+    assert_eq!(little_data_lines(512, line), 1, "at least one line");
+    let measured = crate::sync::HostCosts::scripted(2.0, 2000.0, 197.0, 10.8);
+    let unmeasured = measured.unmeasured_lines();
+    assert_eq!((measured.hand_off_lines(), unmeasured.hand_off_lines()), (54.0, 4.0));
+    // The engine of a runtime on a host with a 48 KiB first-level cache (the topology's, not
+    // the assumed 32 KiB it starts with).
+    let topology =
+        elite_affinity::Topology::synthetic("1x2, 48 KiB L1d per core, 2 MiB L2 per core").unwrap();
+    let policy = Policy::virtual_time();
+    let mut engine = Engine::new(&policy, policy.hooks().needs(), &topology.model_cache(), 2);
+    assert_eq!(engine.little_lines, 32);
+    engine.place_little_data(&topology);
+    assert_eq!(engine.little_lines, 48);
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let t = chunk.tcbs().next().expect("a TCB");
+    assert!(!engine.small_declarations(), "nothing declared");
+    engine.on_spawn(t, Some(1 << 10));
+    assert!(engine.small_declarations(), "16 lines, measured or not");
+    assert!(16.0 <= measured.hand_off_lines() && 16.0 > unmeasured.hand_off_lines(), "the old bound");
+    engine.on_spawn(t, Some(48 * 64));
+    assert!(engine.small_declarations(), "48 lines");
+    engine.on_spawn(t, Some(48 * 64 + 1));
+    assert!(!engine.small_declarations(), "49 lines");
+}
+
+/// A ULT woken by a hand-off from another processor, to a home in the quiet mode, follows its
+/// waker as under No Affinity: little data has nothing at home worth the trip. Declarations of
+/// 300 lines are little data on a first-level cache of 512 KiB (512 lines) and above any
+/// hand-off line count (256 at most), so the answer is the quiet mode's on any host, measured
+/// or not. Past little data the hand-off rule decides again.
+#[test]
+#[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+fn a_quiet_home_sends_a_hand_offs_ult_to_its_waker_whatever_the_line_costs() {
+    let topology =
+        elite_affinity::Topology::synthetic("1x2, 512 KiB L1d per core, 2 MiB L2 per core").unwrap();
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let mut tcbs = chunk.tcbs();
+    let (t, by) = (tcbs.next().unwrap(), tcbs.next().unwrap());
+    for policy in [Policy::virtual_time(), Policy::minimum_misses(), Policy::reload_transient()] {
+        let needs = policy.hooks().needs();
+        let mut engine = Engine::new(&policy, needs, &topology.model_cache(), 2);
+        engine.place_little_data(&topology);
+        assert_eq!(engine.little_lines, 512);
+        // (Opens each processor's source: the estimator, with which the policies may go quiet.)
+        let _locals: Vec<Local> = (0..2).map(|p| Local::new(p, &CounterChoice::Estimated, &engine)).collect();
+        engine.on_spawn(t, Some(300 * 64));
+        engine.on_spawn(by, Some(64));
+        t.tcb().head.processor.store(0, crate::atomics::Ordering::Relaxed);
+        assert!(engine.quiet_at(0) && engine.quiet_at(1), "{policy}");
+        assert_eq!(engine.wake_target(t, Some(1), Some(by)), 1, "{policy}: a hand-off: its waker's");
+        assert_eq!(engine.wake_target(t, Some(1), None), 0, "{policy}: no ULT woke it: home");
+        assert_eq!(engine.wake_target(t, None, None), 0, "{policy}: from outside: home");
+        // More than little data declared somewhere: the hand-off rule's answer.
+        engine.on_spawn(by, Some(513 * 64));
+        assert!(!engine.quiet_at(0), "{policy}");
+        let follows = hand_off::cached_little(engine.home_lines(t, 0));
+        assert_eq!(engine.wake_target(t, Some(1), Some(by)), if follows { 1 } else { 0 }, "{policy}");
+        if policy.kind() == Kind::VirtualTime {
+            // Its declared 300 lines, more than any host's hand-off line count: home.
+            assert_eq!(engine.wake_target(t, Some(1), Some(by)), 0, "{policy}");
+        }
     }
 }
