@@ -28,7 +28,8 @@
 //! The output is a table on stdout (bench, system, processors, median, min, max, unit, ok), one
 //! line per bench comparing elite with its peers against the bench's targets (a missed target
 //! prints `MISSED` but does not change the exit status; a verdict whose 95% interval contains the
-//! bound adds `undecided at 95%`), and with `--json FILE` the JSON document
+//! bound adds `undecided at 95%`), and with `--json FILE` the JSON document, which records the
+//! rows and each target with its line's text, its verdict and the ratios behind it
 //! (`--json -` writes it to stdout and moves the human report to stderr). `--quick` shrinks the
 //! sizes so a suite ends well within a minute. A progress line is drawn on stderr when stderr is a
 //! terminal. Exit status: 0 when every answer was right, 1 when one was not (or the JSON file could
@@ -265,7 +266,8 @@ fn main() -> ExitCode {
 fn valid_choices() -> String {
     let names: Vec<&str> = suites::SUITES.iter().map(|s| s.name).collect();
     format!(
-        "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout)\n        \
+        "suites: {}\nflags:  --json FILE   write the JSON document to FILE (`-`: stdout): the rows, and each target\n                      \
+         with its line's text and verdict\n        \
          --quick       shrunken sizes, the whole suite in well under a minute\n        \
          --reps N      measured rounds per bench after the warm-up round (default {}, at most {})\n        \
          --max-reps M  then more rounds, up to M in all (more than N, at most {}), while a target's\n                      \

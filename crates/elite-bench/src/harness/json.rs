@@ -2,7 +2,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::model::{Params, SuiteResults};
+use super::model::{Bound, Judged, Judgement, Outcome, Params, Ratio, SuiteResults, Target};
+use super::report::judge;
 use crate::machine::Machine;
 
 impl Params {
@@ -15,6 +16,67 @@ impl Params {
         }
         Value::Object(object)
     }
+}
+
+impl Bound {
+    /// `{"kind": "at_least", "value": 1.3}`.
+    fn to_json(self) -> Value {
+        let (kind, value) = match self {
+            Bound::AtLeast(value) => ("at_least", value),
+            Bound::AtMost(value) => ("at_most", value),
+        };
+        json!({ "kind": kind, "value": value })
+    }
+}
+
+impl Judged {
+    /// One subject of a target: the system, what it was compared with, and the estimate (the
+    /// median of the per-round ratios with their range, 95% interval and count; the ratio of
+    /// medians, without any; or a ratio of values measured once), with its own verdict.
+    fn to_json(&self) -> Value {
+        let (estimate, median, min, max, interval, rounds) = match self.ratio {
+            Ratio::Paired { median, min, max, interval, rounds } => {
+                ("paired", median, Some(min), Some(max), interval, Some(rounds))
+            }
+            Ratio::OfMedians(ratio) => ("ratio_of_medians", ratio, None, None, None, None),
+            Ratio::Once(ratio) => ("once", ratio, Some(ratio), Some(ratio), None, Some(1)),
+        };
+        json!({
+            "system": self.system,
+            "baseline": self.baseline,
+            "estimate": estimate,
+            "median": median,
+            "min": min,
+            "max": max,
+            "interval": interval.map(|(lo, hi)| [lo, hi]),
+            "rounds": rounds,
+            "met": self.verdict.met,
+            "certainty": self.verdict.certainty.name(),
+        })
+    }
+}
+
+/// A target of `bench` (whose rows are in `metric`) as the document records it: what it claims
+/// and its judgement.
+fn target_json(bench: &str, metric: &str, target: &Target, judgement: &Judgement) -> Value {
+    let (state, verdict) = match judgement.outcome {
+        Outcome::Judged(v) => ("judged", Some(v)),
+        Outcome::Failed => ("failed", None),
+        Outcome::Skipped => ("skipped", None),
+    };
+    json!({
+        "bench": bench,
+        "kind": target.kind(),
+        "metric": metric,
+        "params": target.params(),
+        "bound": target.bound().to_json(),
+        "text": judgement.text,
+        "state": state,
+        "met": verdict.map(|v| v.met),
+        "certainty": verdict.map(|v| v.certainty.name()),
+        "best": judgement.best,
+        "subjects": judgement.subjects.iter().map(Judged::to_json).collect::<Vec<_>>(),
+    })
 }
 
 /// The JSON document of a suite's run, as `docs/bench-json.md` describes it.
@@ -44,10 +106,24 @@ pub fn json_document(suite: &str, machine: &Machine, results: &SuiteResults) -> 
             object
         })
         .collect();
+    let targets: Vec<Value> = results
+        .benches
+        .iter()
+        .flat_map(|bench| {
+            let judgements = judge(bench);
+            bench
+                .targets
+                .iter()
+                .zip(judgements)
+                .map(|(target, judgement)| target_json(bench.name, bench.metric.name(), target, &judgement))
+                .collect::<Vec<_>>()
+        })
+        .collect();
     json!({
         "suite": suite,
         "machine": machine.to_json(),
         "results": rows,
+        "targets": targets,
     })
 }
 
@@ -92,7 +168,8 @@ mod tests {
             }),
         };
         let doc = json_document("micro", &machine, &results);
-        assert_eq!(keys(&doc), ["machine", "results", "suite"]);
+        assert_eq!(keys(&doc), ["machine", "results", "suite", "targets"]);
+        assert_eq!(doc["targets"], json!([]));
         assert_eq!(
             keys(&doc["machine"]),
             [

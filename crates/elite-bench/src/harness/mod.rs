@@ -19,8 +19,10 @@
 //! The parts: [`model`] (samples, parameters, contenders, metrics, targets, benches and their
 //! rows, the number of rounds), [`run`] (the rounds: warm-up, repetitions, interleaving, answer checks, side values,
 //! derived rows, the watchdog), [`report`] (the terminal table, the target lines and the progress
-//! line) and [`json`] (the JSON document). Every part uses the model; `run` also draws the
-//! progress line of `report`; no part uses `run` or `json`.
+//! line) and [`json`] (the JSON document: the rows, and each target as `report` judges it, with
+//! its line's text, verdict and figures). Every part uses the model; `run` also draws the
+//! progress line of `report` and asks it which targets are undecided, and `json` records its
+//! judgements of the targets; no part uses `run` or `json`.
 
 pub mod json;
 pub mod model;

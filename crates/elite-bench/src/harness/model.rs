@@ -250,8 +250,9 @@ pub enum Subject {
     Each(&'static [&'static str]),
 }
 
-/// The bound of a [`Target::Relative`] on its ratio.
-#[derive(Clone, Copy, Debug)]
+/// The bound of a [`Target::Relative`] on its ratio (and, see [`Target::bound`], of every target
+/// on what it judges).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Bound {
     /// At least this ratio.
     AtLeast(f64),
@@ -267,6 +268,97 @@ impl Bound {
             Bound::AtMost(b) => ratio <= b,
         }
     }
+}
+
+impl Target {
+    /// The target's kind in the JSON document: `elite_at_most`, `peer_at_least`,
+    /// `elite_at_least`, `within_of_best`, `best_of` or `each_of` (a [`Target::Relative`] with
+    /// [`Subject::Best`] or [`Subject::Each`]).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::EliteAtMost { .. } => "elite_at_most",
+            Target::PeerAtLeast { .. } => "peer_at_least",
+            Target::EliteAtLeast { .. } => "elite_at_least",
+            Target::WithinOfBest { .. } => "within_of_best",
+            Target::Relative { subject: Subject::Best(_), .. } => "best_of",
+            Target::Relative { subject: Subject::Each(_), .. } => "each_of",
+        }
+    }
+
+    /// The bound on what the target judges: a ratio for every kind but
+    /// [`Target::EliteAtLeast`], whose bound is a value in the bench's metric.
+    pub fn bound(&self) -> Bound {
+        match *self {
+            Target::EliteAtMost { times, .. } | Target::WithinOfBest { times, .. } => Bound::AtMost(times),
+            Target::PeerAtLeast { times, .. } => Bound::AtLeast(times),
+            Target::EliteAtLeast { value, .. } => Bound::AtLeast(value),
+            Target::Relative { bound, .. } => bound,
+        }
+    }
+
+    /// What selects the rows the target compares, as the JSON object of its `params`:
+    /// `{"processors": n}`, or for a [`Target::WithinOfBest`] its text parameter
+    /// (`{"regime": "short"}`).
+    pub fn params(&self) -> Value {
+        match *self {
+            Target::EliteAtMost { processors, .. }
+            | Target::PeerAtLeast { processors, .. }
+            | Target::EliteAtLeast { processors, .. }
+            | Target::Relative { processors, .. } => json!({ "processors": processors }),
+            Target::WithinOfBest { tag: (name, value), .. } => json!({ name: value }),
+        }
+    }
+}
+
+/// A target judged on its bench's rows (see `report::judge`): its part of the target line, its
+/// outcome, and the estimate behind the verdict of each system it judged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judgement {
+    /// The target's part of the bench's target line, as printed.
+    pub text: String,
+    /// The verdict, or why there is none.
+    pub outcome: Outcome,
+    /// Each subject judged, in the target's order; empty when the target was not judged.
+    pub subjects: Vec<Judged>,
+    /// For the best of several ([`Subject::Best`]): the subject the line shows, whose ratio is
+    /// the best.
+    pub best: Option<&'static str>,
+}
+
+/// What became of a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Judged: the verdict.
+    Judged(Verdict),
+    /// Not judged: a row it compares failed (a wrong answer, an error, a panic).
+    Failed,
+    /// Not judged: a row it compares is absent (a peer that could not run, a system that
+    /// `--policy` left out).
+    Skipped,
+}
+
+impl Outcome {
+    /// The verdict, for a judged target.
+    pub fn verdict(self) -> Option<Verdict> {
+        match self {
+            Outcome::Judged(v) => Some(v),
+            Outcome::Failed | Outcome::Skipped => None,
+        }
+    }
+}
+
+/// One system a target judged: the estimate its bound applies to, and that estimate's verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judged {
+    /// The system judged.
+    pub system: &'static str,
+    /// The system it was compared with (a peer, a baseline, the best of the others); `None` for
+    /// a target on the system's own value ([`Target::EliteAtLeast`]).
+    pub baseline: Option<String>,
+    /// The ratio (or the value) and its spread, oriented as the target's bound reads it.
+    pub ratio: Ratio,
+    /// This system's verdict on its own (a target on several combines them).
+    pub verdict: Verdict,
 }
 
 /// One workload measured on several systems.
@@ -521,6 +613,19 @@ pub enum Certainty {
     /// The estimate has no interval and more rounds would not give it one: a ratio of medians,
     /// or of values measured once.
     NoInterval,
+}
+
+impl Certainty {
+    /// The name in the JSON document: `decided`, `undecided` (the interval contains the bound),
+    /// `too_few_rounds`, `no_interval`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Certainty::Decided => "decided",
+            Certainty::Straddles => "undecided",
+            Certainty::TooFew(_) => "too_few_rounds",
+            Certainty::NoInterval => "no_interval",
+        }
+    }
 }
 
 impl Verdict {

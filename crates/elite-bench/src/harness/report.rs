@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::model::{
-    BenchResult, Bound, Certainty, Metric, Params, Ratio, Row, Subject, SuiteResults, Target, Verdict, REPS,
+    BenchResult, Bound, Certainty, Judged, Judgement, Metric, Outcome, Params, Ratio, Row, Subject,
+    SuiteResults, Target, Verdict, REPS,
 };
 
 /// The progress line on stderr (an `indicatif` bar), drawn only when stderr is a terminal.
@@ -296,15 +297,21 @@ pub fn print_report(out: &mut dyn Write, results: &SuiteResults) -> io::Result<(
 /// The line comparing elite with its peers, e.g.
 /// `yield: elite 9.10 ns = 2.14x corosensei (target <= 5x: met); go/elite = 18x (target >= 5x: met)`.
 pub(super) fn target_line(bench: &BenchResult) -> String {
-    let parts: Vec<String> = bench.targets.iter().map(|target| target_part(bench, target).0).collect();
+    let parts: Vec<String> = judge(bench).into_iter().map(|judgement| judgement.text).collect();
     format!("{}: {}", bench.name, parts.join("; "))
+}
+
+/// Each of the bench's targets judged on its rows, in the bench's order: the part of the target
+/// line each prints, and the figures behind it (which the JSON document records).
+pub(crate) fn judge(bench: &BenchResult) -> Vec<Judgement> {
+    bench.targets.iter().map(|target| target_part(bench, target)).collect()
 }
 
 /// How many of the bench's targets are undecided at 95% (see [`Verdict::undecided`]): their
 /// interval contains the bound, or the rounds are too few for an interval. A target that
 /// failed or was skipped is not undecided: more rounds would not judge it.
 pub(super) fn undecided_targets(bench: &BenchResult) -> usize {
-    bench.targets.iter().filter(|target| target_part(bench, target).1.is_some_and(Verdict::undecided)).count()
+    judge(bench).iter().filter(|j| j.outcome.verdict().is_some_and(Verdict::undecided)).count()
 }
 
 /// The words of a target's verdict: `met` or `MISSED` as the median says, and, when the 95%
@@ -329,27 +336,49 @@ fn at_processors(processors: usize) -> String {
     }
 }
 
-/// The part of a bench's target line for one target, and its verdict (`None` when the target
-/// could not be judged: a row failed or is missing).
-fn target_part(bench: &BenchResult, target: &Target) -> (String, Option<Verdict>) {
+/// A target not judged, with its text.
+fn unjudged(text: String, outcome: Outcome) -> Judgement {
+    Judgement { text, outcome, subjects: Vec::new(), best: None }
+}
+
+/// A target judged on one system, with its text.
+fn judged_one(
+    text: String,
+    system: &'static str,
+    baseline: Option<&str>,
+    ratio: Ratio,
+    v: Verdict,
+) -> Judgement {
+    Judgement {
+        text,
+        outcome: Outcome::Judged(v),
+        subjects: vec![Judged { system, baseline: baseline.map(str::to_string), ratio, verdict: v }],
+        best: None,
+    }
+}
+
+/// One target judged on a bench's rows: its part of the target line, its outcome (not judged
+/// when a row it needs failed or is missing) and the estimates behind the verdict.
+fn target_part(bench: &BenchResult, target: &Target) -> Judgement {
     let metric = bench.metric;
-    let unjudged = |text: String| (text, None);
+    let failed = |text: String| unjudged(text, Outcome::Failed);
+    let skipped = |text: String| unjudged(text, Outcome::Skipped);
     match *target {
         Target::EliteAtMost { peer, processors, times } | Target::PeerAtLeast { peer, processors, times } => {
             let (elite, other) = match (bench.elite(processors), bench.system_at(peer, processors)) {
-                (None, _) => return unjudged(format!("elite (processors {processors}) failed")),
+                (None, _) => return failed(format!("elite (processors {processors}) failed")),
                 (Some(elite), _) if !elite.ok() => {
-                    return unjudged(format!("elite (processors {processors}) failed"))
+                    return failed(format!("elite (processors {processors}) failed"))
                 }
-                (_, None) => return unjudged(format!("{peer} skipped")),
-                (_, Some(other)) if !other.ok() => return unjudged(format!("{peer} failed")),
+                (_, None) => return skipped(format!("{peer} skipped")),
+                (_, Some(other)) if !other.ok() => return failed(format!("{peer} failed")),
                 (Some(elite), Some(other)) => (elite, other),
             };
             let at = at_processors(processors);
             match *target {
                 Target::EliteAtMost { .. } => {
                     let Some(ratio) = elite.ratio_to(other, |e, o| metric.cost(e) / metric.cost(o)) else {
-                        return unjudged(format!("{peer} failed"));
+                        return failed(format!("{peer} failed"));
                     };
                     let v = ratio.verdict(|r| r <= times);
                     let text = format!(
@@ -358,11 +387,11 @@ fn target_part(bench: &BenchResult, target: &Target) -> (String, Option<Verdict>
                         format_estimate(ratio),
                         verdict(v)
                     );
-                    (text, Some(v))
+                    judged_one(text, "elite", Some(peer), ratio, v)
                 }
                 _ => {
                     let Some(ratio) = elite.ratio_to(other, |e, o| metric.cost(o) / metric.cost(e)) else {
-                        return unjudged(format!("{peer} failed"));
+                        return failed(format!("{peer} failed"));
                     };
                     let v = ratio.verdict(|r| r >= times);
                     let met = verdict(v);
@@ -374,14 +403,14 @@ fn target_part(bench: &BenchResult, target: &Target) -> (String, Option<Verdict>
                             format_estimate(ratio)
                         )
                     };
-                    (text, Some(v))
+                    judged_one(text, "elite", Some(peer), ratio, v)
                 }
             }
         }
         Target::EliteAtLeast { processors, value } => {
             let at = at_processors(processors);
             match bench.elite(processors).map(|row| (row.median(), row.estimate())) {
-                None => unjudged(format!("elite{at} skipped")),
+                None => skipped(format!("elite{at} skipped")),
                 Some((Some(elite), Some(estimate))) => {
                     let v = estimate.verdict(|x| metric.cost(x) <= metric.cost(value));
                     let confidence = match estimate {
@@ -397,9 +426,9 @@ fn target_part(bench: &BenchResult, target: &Target) -> (String, Option<Verdict>
                         metric.format(value),
                         verdict(v)
                     );
-                    (text, Some(v))
+                    judged_one(text, "elite", None, estimate, v)
                 }
-                Some(_) => unjudged(format!("elite{at} failed")),
+                Some(_) => failed(format!("elite{at} failed")),
             }
         }
         Target::Relative { subject, baseline, processors, bound } => {
@@ -411,7 +440,7 @@ fn target_part(bench: &BenchResult, target: &Target) -> (String, Option<Verdict>
                 r.system == system && r.metric == Metric::Ratio(name) && r.params.text(tag.0) == Some(tag.1)
             });
             let Some(row) = row else {
-                return unjudged(format!("{scope}: {system} skipped"));
+                return skipped(format!("{scope}: {system} skipped"));
             };
             match (row.estimate(), row.params.text("best")) {
                 (Some(ratio), Some(best)) => {
@@ -422,27 +451,26 @@ fn target_part(bench: &BenchResult, target: &Target) -> (String, Option<Verdict>
                         others.join(", "),
                         verdict(v)
                     );
-                    (text, Some(v))
+                    judged_one(text, system, Some(best), ratio, v)
                 }
-                _ => unjudged(format!("{scope}: {system} failed")),
+                _ => failed(format!("{scope}: {system} failed")),
             }
         }
     }
 }
 
-/// The part of a bench's target line for a [`Target::Relative`], and its verdict: each
-/// subject's ratio to the baseline is the median of the per-round ratios where the rows pair
-/// round by round (see [`Row::ratio_to`]), shown with their range and 95% interval. The best of
-/// several is decided when one subject's interval lies wholly within the bound or every
-/// subject's wholly outside it; each of several when one lies wholly outside or every one wholly
-/// within (see [`Verdict::any`], [`Verdict::all`]).
+/// A [`Target::Relative`] judged: each subject's ratio to the baseline is the median of the
+/// per-round ratios where the rows pair round by round (see [`Row::ratio_to`]), shown with their
+/// range and 95% interval. The best of several is decided when one subject's interval lies
+/// wholly within the bound or every subject's wholly outside it; each of several when one lies
+/// wholly outside or every one wholly within (see [`Verdict::any`], [`Verdict::all`]).
 fn relative_part(
     bench: &BenchResult,
     subject: Subject,
     baseline: &str,
     processors: usize,
     bound: Bound,
-) -> (String, Option<Verdict>) {
+) -> Judgement {
     let metric = bench.metric;
     let row = |system: &str| {
         bench
@@ -458,46 +486,56 @@ fn relative_part(
     let base = match rows.iter().find(|r| r.params.processors == processors) {
         Some(r) => *r,
         None if rows.len() == 1 => rows[0],
-        None => return (format!("{baseline}{at} skipped"), None),
+        None => return unjudged(format!("{baseline}{at} skipped"), Outcome::Skipped),
     };
     if !base.ok() {
-        return (format!("{baseline}{at} failed"), None);
+        return unjudged(format!("{baseline}{at} failed"), Outcome::Failed);
     }
     let (names, best) = match subject {
         Subject::Best(names) => (names, true),
         Subject::Each(names) => (names, false),
     };
-    let mut judged: Vec<(&str, Ratio)> = Vec::new();
+    let mut judged: Vec<Judged> = Vec::new();
     for &name in names {
         let Some(r) = row(name) else { continue };
         match r.ratio_to(base, |s, b| s / b) {
-            None => return (format!("{name}{at} failed"), None),
-            Some(ratio) => judged.push((name, ratio)),
+            None => return unjudged(format!("{name}{at} failed"), Outcome::Failed),
+            Some(ratio) => judged.push(Judged {
+                system: name,
+                baseline: Some(baseline.to_string()),
+                ratio,
+                verdict: ratio.verdict(|r| bound.holds(r)),
+            }),
         }
     }
-    let verdicts: Vec<Verdict> = judged.iter().map(|(_, ratio)| ratio.verdict(|r| bound.holds(r))).collect();
+    let verdicts: Vec<Verdict> = judged.iter().map(|j| j.verdict).collect();
+    let skipped = || unjudged(format!("{}{at} skipped", names.join(", ")), Outcome::Skipped);
     if best {
         // The best subject is the one whose ratio to the baseline is best in the metric's sense.
-        let Some(&(name, ratio)) =
-            judged.iter().min_by(|a, b| metric.cost(a.1.value()).total_cmp(&metric.cost(b.1.value())))
+        let Some(shown) = judged
+            .iter()
+            .min_by(|a, b| metric.cost(a.ratio.value()).total_cmp(&metric.cost(b.ratio.value())))
         else {
-            return (format!("{}{at} skipped", names.join(", ")), None);
+            return skipped();
         };
         let Some(v) = Verdict::any(&verdicts) else { unreachable!("judged is not empty") };
         let text = format!(
-            "best of {}{at}: {name} = {} {baseline} ({target}: {})",
+            "best of {}{at}: {} = {} {baseline} ({target}: {})",
             names.join(", "),
-            format_estimate(ratio),
+            shown.system,
+            format_estimate(shown.ratio),
             verdict(v)
         );
-        (text, Some(v))
+        let best = Some(shown.system);
+        Judgement { text, outcome: Outcome::Judged(v), subjects: judged, best }
     } else {
         let Some(v) = Verdict::all(&verdicts) else {
-            return (format!("{}{at} skipped", names.join(", ")), None);
+            return skipped();
         };
         let ratios: Vec<String> =
-            judged.iter().map(|(name, ratio)| format!("{name} = {}", format_estimate(*ratio))).collect();
-        (format!("vs {baseline}{at}: {} ({target} each: {})", ratios.join(", "), verdict(v)), Some(v))
+            judged.iter().map(|j| format!("{} = {}", j.system, format_estimate(j.ratio))).collect();
+        let text = format!("vs {baseline}{at}: {} ({target} each: {})", ratios.join(", "), verdict(v));
+        Judgement { text, outcome: Outcome::Judged(v), subjects: judged, best: None }
     }
 }
 

@@ -565,6 +565,144 @@ mod tests {
         assert_eq!(median_interval_rank(16), Some(4));
     }
 
+    /// Every target of a run travels in the document: its line's text, its verdict and how sure
+    /// it is, its bound, and each judged system's ratio; a target that could not be judged says
+    /// why. `s` takes `10 + r` in round `r` against `base`'s 10: ratios 1.1 to 1.9, whose 95%
+    /// interval (1.2-1.8) contains the bound 1.3.
+    #[test]
+    fn targets_travel_in_the_document() {
+        let bench = Bench {
+            name: "b",
+            metric: Metric::NsPerOp,
+            contenders: vec![
+                scripted("base", |_| 10.0),
+                scripted("s", |r| 10.0 + r as f64),
+                Contender::new("bad", Params::new(1), 1, || Err("no".into())),
+            ],
+            targets: vec![
+                at_least_13(&["s", "absent"]),
+                at_least_13(&["absent"]),
+                Target::Relative {
+                    subject: Subject::Each(&["bad"]),
+                    baseline: "base",
+                    processors: 1,
+                    bound: Bound::AtMost(2.0),
+                },
+                Target::EliteAtMost { peer: "base", processors: 2, times: 1.5 },
+            ],
+        };
+        let result = run_bench(bench, 9, None, &mut Progress::new(false), &Watchdog::start());
+        let line = target_line(&result);
+        let doc = json_document("micro", &Machine::for_tests(), &SuiteResults { benches: vec![result] });
+        let targets = doc["targets"].as_array().expect("an array of targets");
+        // The text of each is its part of the line, in the bench's order.
+        let texts: Vec<&str> = targets.iter().map(|t| t["text"].as_str().unwrap()).collect();
+        assert_eq!(format!("b: {}", texts.join("; ")), line);
+        assert_eq!(
+            targets[0],
+            json!({
+                "bench": "b",
+                "kind": "best_of",
+                "metric": "ns_per_op",
+                "params": {"processors": 1},
+                "bound": {"kind": "at_least", "value": 1.3},
+                "text": "best of s, absent: s = 1.50x (1.10-1.90, 95%: 1.20-1.80) base (target >= 1.30x: met, undecided at 95%)",
+                "state": "judged",
+                "met": true,
+                "certainty": "undecided",
+                "best": "s",
+                "subjects": [{
+                    "system": "s",
+                    "baseline": "base",
+                    "estimate": "paired",
+                    "median": 1.5,
+                    "min": 1.1,
+                    "max": 1.9,
+                    "interval": [1.2, 1.8],
+                    "rounds": 9,
+                    "met": true,
+                    "certainty": "undecided",
+                }],
+            })
+        );
+        let unjudged = |t: &Value| {
+            let text = |name: &str| t[name].as_str().map(str::to_string);
+            (text("kind"), text("state"), text("text"), t["met"].clone(), t["subjects"].clone())
+        };
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(
+            unjudged(&targets[1]),
+            (some("best_of"), some("skipped"), some("absent skipped"), Value::Null, json!([]))
+        );
+        assert_eq!(targets[1]["certainty"], Value::Null);
+        assert_eq!(
+            unjudged(&targets[2]),
+            (some("each_of"), some("failed"), some("bad failed"), Value::Null, json!([]))
+        );
+        assert_eq!(targets[2]["bound"], json!({"kind": "at_most", "value": 2.0}));
+        assert_eq!(
+            unjudged(&targets[3]),
+            (
+                some("elite_at_most"),
+                some("failed"),
+                some("elite (processors 2) failed"),
+                Value::Null,
+                json!([])
+            )
+        );
+        assert_eq!(targets[3]["params"], json!({"processors": 2}));
+    }
+
+    /// A target's ratio without an interval: too few rounds, a ratio of medians, values measured
+    /// once; and a target on several systems, each with its own verdict.
+    #[test]
+    fn targets_record_each_subject_and_estimate() {
+        let bench = Bench {
+            name: "b",
+            metric: Metric::NsPerOp,
+            contenders: vec![
+                scripted("base", |_| 10.0),
+                scripted("s", |r| 10.0 + r as f64),
+                scripted("t", |_| 20.0),
+                scripted("once", |_| 13.0).run_once_only(),
+            ],
+            targets: vec![
+                Target::Relative {
+                    subject: Subject::Each(&["s", "t"]),
+                    baseline: "base",
+                    processors: 1,
+                    bound: Bound::AtLeast(1.2),
+                },
+                at_least_13(&["once"]),
+            ],
+        };
+        let result = run_bench(bench, 5, None, &mut Progress::new(false), &Watchdog::start());
+        let doc = json_document("micro", &Machine::for_tests(), &SuiteResults { benches: vec![result] });
+        let each = &doc["targets"][0];
+        assert_eq!(
+            (each["kind"].as_str(), each["met"].as_bool(), each["certainty"].as_str(), each["best"].clone()),
+            (Some("each_of"), Some(true), Some("too_few_rounds"), Value::Null)
+        );
+        // s: 1.1 to 1.5 over 5 rounds, no interval; t: 2 in every round.
+        let s = &each["subjects"][0];
+        assert_eq!(
+            (s["median"].clone(), s["interval"].clone(), s["rounds"].clone()),
+            (json!(1.3), Value::Null, json!(5))
+        );
+        assert_eq!(s["certainty"], json!("too_few_rounds"));
+        assert_eq!(
+            (each["subjects"][1]["system"].as_str(), each["subjects"][1]["median"].as_f64()),
+            (Some("t"), Some(2.0))
+        );
+        // A row measured once against one measured every round: the ratio of medians.
+        let once = &doc["targets"][1]["subjects"][0];
+        assert_eq!(
+            (once["estimate"].as_str(), once["median"].as_f64(), once["min"].clone(), once["rounds"].clone()),
+            (Some("ratio_of_medians"), Some(1.3), Value::Null, Value::Null)
+        );
+        assert_eq!(doc["targets"][1]["certainty"], json!("no_interval"));
+    }
+
     #[test]
     fn a_target_never_decided_stops_at_max_reps() {
         let result = adaptive(ratio_bench(|r| if r % 2 == 0 { 1.2 } else { 1.4 }), 9, 12);

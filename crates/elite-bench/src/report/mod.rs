@@ -17,6 +17,10 @@
 //! first runs every suite (`--quick` sizes with `--quick`; affinity with `--cachegrind` when
 //! `valgrind` is on the PATH), writing the documents into `DIR` (default `docs/data/<today>`).
 //!
+//! Per suite it writes a table of the rows and, where the suite's document has targets (the field
+//! `targets`; documents written before it have none, and their section is what it always was), a
+//! table of them after it: the bench, the target as its line printed it, and the verdict.
+//!
 //! What it draws, per suite:
 //!
 //! - per bench and metric, every system's median with a whisker from min to max, a row per
@@ -105,6 +109,55 @@ struct Document {
     rows: Vec<Row>,
     /// `bench system` of each failed row.
     failed: Vec<String>,
+    /// The document's targets (the field `targets`; empty in documents written before it was
+    /// added, and in suites without targets).
+    targets: Vec<TargetLine>,
+}
+
+/// One target of a document, as the report lists it.
+#[derive(Clone, Debug, PartialEq)]
+struct TargetLine {
+    bench: String,
+    /// The target's part of its bench's target line, as the command printed it.
+    text: String,
+    /// `met` or `MISSED`, with `, undecided at 95%` or `, no 95% interval from 5 rounds` as the
+    /// target line says it; or `failed`, `skipped`.
+    verdict: String,
+}
+
+impl TargetLine {
+    /// A target of the document's `targets`; `None` without `bench` or `text`.
+    fn read(target: &Value) -> Option<TargetLine> {
+        let bench = target["bench"].as_str()?.to_string();
+        let text = target["text"].as_str()?.to_string();
+        let verdict = match (target["state"].as_str(), target["met"].as_bool()) {
+            (Some("judged") | None, Some(met)) => {
+                let met = if met { "met" } else { "MISSED" };
+                match target["certainty"].as_str() {
+                    Some("undecided") => format!("{met}, undecided at 95%"),
+                    Some("too_few_rounds") => {
+                        // The fewest rounds among the subjects with too few, as the line says.
+                        let fewest = target["subjects"].as_array().and_then(|subjects| {
+                            subjects
+                                .iter()
+                                .filter(|s| s["certainty"].as_str() == Some("too_few_rounds"))
+                                .filter_map(|s| s["rounds"].as_u64())
+                                .min()
+                        });
+                        match fewest {
+                            Some(1) => format!("{met}, no 95% interval from 1 round"),
+                            Some(n) => format!("{met}, no 95% interval from {n} rounds"),
+                            None => format!("{met}, too few rounds for a 95% interval"),
+                        }
+                    }
+                    _ => met.to_string(),
+                }
+            }
+            (Some(state), _) => state.to_string(),
+            (None, None) => "?".to_string(),
+        };
+        Some(TargetLine { bench, text, verdict })
+    }
 }
 
 /// The report: the page's generated part and the charts (file name, SVG).
@@ -236,8 +289,16 @@ fn read_document(path: &Path, page_dir: &Path, date: &str) -> Result<Document, S
             )
         }
     };
+    let targets = match doc.get("targets") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(targets)) => targets
+            .iter()
+            .map(|t| TargetLine::read(t).ok_or_else(|| bad("a target without `bench` or `text`")))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad("`targets` is not an array")),
+    };
     let file = relative(path, page_dir);
-    Ok(Document { suite, file, command, machine, host, date: date.to_string(), rows, failed })
+    Ok(Document { suite, file, command, machine, host, date: date.to_string(), rows, failed, targets })
 }
 
 /// `path` as a link from a page in `page_dir` (both under one root).
@@ -302,6 +363,24 @@ impl Document {
         if !self.failed.is_empty() {
             let _ = writeln!(out, "\nFailed rows: {}", self.failed.join(", "));
         }
+    }
+
+    /// The targets, a row each: the bench, the target as its line printed it, the verdict.
+    /// Nothing for a document without targets.
+    fn targets_table(&self, out: &mut String) {
+        if self.targets.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "Targets, as the command's target lines printed them (the document's `targets`):\n"
+        );
+        let _ = writeln!(out, "| bench | target | verdict |");
+        let _ = writeln!(out, "| --- | --- | --- |");
+        for t in &self.targets {
+            let _ = writeln!(out, "| `{}` | {} | {} |", t.bench, cell(&t.text), cell(&t.verdict));
+        }
+        out.push('\n');
     }
 
     /// A chart per bench and charted metric: every system, a row per processor count.
@@ -541,6 +620,11 @@ fn relative_mark(r: &Row, base: &Row) -> (Mark, bool) {
     }
 }
 
+/// `text` for a cell of a Markdown table: `|` escaped, no line breaks.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
 fn procs(n: u64) -> String {
     if n == 1 {
         "1 processor".into()
@@ -726,6 +810,7 @@ pub fn generate(data_dir: &Path, page_dir: &Path) -> Result<Report, String> {
         let _ = writeln!(out, "`{}` on {}; data [`{}`]({}).\n", doc.command, doc.machine, doc.file, doc.file);
         doc.table(&mut out);
         out.push('\n');
+        doc.targets_table(&mut out);
         let mut charts = doc.bench_charts();
         charts.extend(doc.policy_charts());
         charts.extend(doc.scaling_chart());
@@ -838,7 +923,7 @@ fn command() -> clap::Command {
     use clap::{Arg, ArgAction};
     let path = || NonEmptyStringValueParser::new().map(PathBuf::from);
     clap::Command::new("elite-bench report")
-        .about("docs/benchmarks.md's tables and charts, from the suites' JSON documents")
+        .about("docs/benchmarks.md's tables (the rows, and the targets where a document has them) and charts, from the suites' JSON documents")
         .no_binary_name(true)
         .args_override_self(true)
         .arg(Arg::new("data").long("data").value_name("DIR").value_parser(path()).help(
@@ -1104,6 +1189,82 @@ mod tests {
             row.as_object_mut().unwrap().remove("rounds");
         }
         assert_eq!(read(&doc), ((1.0, 2.0, 2.0), false));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A run's targets travel through its document into the suite's section, after the table,
+    /// as the target lines printed them with their verdicts; a document without `targets` (from
+    /// before the field) or with none gives the section it gave before, without a list.
+    #[test]
+    fn targets_travel_through_the_document_into_the_section() {
+        use crate::harness::model::Subject;
+        use crate::harness::{
+            json_document, run_suite, Bench, Bound, Contender, Metric, Params, Progress, Sample, Target,
+        };
+        let contender = |system: &'static str, ns: f64| {
+            Contender::new(system, Params::new(1), 1, move || Ok(Sample { ns_per_op: ns, answer: 1 }))
+        };
+        let relative = |subject, bound| Target::Relative { subject, baseline: "elite", processors: 1, bound };
+        let bench = Bench {
+            name: "yield",
+            metric: Metric::NsPerOp,
+            contenders: vec![contender("elite", 10.0), contender("corosensei", 5.0), contender("go", 200.0)],
+            targets: vec![
+                Target::EliteAtMost { peer: "corosensei", processors: 1, times: 1.5 },
+                Target::PeerAtLeast { peer: "go", processors: 1, times: 5.0 },
+                Target::PeerAtLeast { peer: "may", processors: 1, times: 5.0 },
+                relative(Subject::Each(&["go"]), Bound::AtLeast(10.0)),
+            ],
+        };
+        let results = run_suite(vec![bench], 6, None, &mut Progress::new(false));
+        let doc = json_document("micro", &crate::machine::Machine::for_tests(), &results);
+        let dir = std::env::temp_dir().join(format!("elite-report-targets-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let section = |doc: &Value| {
+            std::fs::write(dir.join("micro.json"), doc.to_string()).unwrap();
+            generate(&dir, &dir).expect("builds").section
+        };
+        let with = section(&doc);
+        let table = "| bench | target | verdict |\n| --- | --- | --- |\n\
+                     | `yield` | elite 10.0 ns = 2.00x corosensei (target <= 1.5x: MISSED) | MISSED |\n\
+                     | `yield` | go/elite = 20x (target >= 5x: met) | met |\n\
+                     | `yield` | may skipped | skipped |\n\
+                     | `yield` | vs elite: go = 20x (target >= 10x each: met) | met |\n";
+        assert!(with.contains(table), "{with}");
+        // After the rows' table, before the charts.
+        let (rows_at, targets_at, chart_at) = (
+            with.find("| `yield` | ns_per_op |").unwrap(),
+            with.find(table).unwrap(),
+            with.find("![micro").unwrap(),
+        );
+        assert!(rows_at < targets_at && targets_at < chart_at, "{with}");
+        // No targets, or no `targets` at all: no list, and the same bytes either way.
+        let mut none = doc.clone();
+        none["targets"] = serde_json::json!([]);
+        let mut old = doc.clone();
+        old.as_object_mut().unwrap().remove("targets");
+        let (none, old) = (section(&none), section(&old));
+        assert!(!old.contains("Targets"), "{old}");
+        assert_eq!(none, old);
+        assert_eq!(with.replace(&format!("Targets, as the command's target lines printed them (the document's `targets`):\n\n{table}\n"), ""), old);
+        // Verdicts the target lines qualify, and a failed one, from their fields.
+        let read = |t: Value| TargetLine::read(&t).unwrap().verdict;
+        let target = |fields: Value| {
+            let mut t = serde_json::json!({"bench": "b", "text": "t", "state": "judged"});
+            t.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+            t
+        };
+        assert_eq!(
+            read(target(serde_json::json!({"met": true, "certainty": "undecided"}))),
+            "met, undecided at 95%"
+        );
+        assert_eq!(
+            read(target(serde_json::json!({"met": false, "certainty": "too_few_rounds",
+                "subjects": [{"certainty": "decided", "rounds": 3}, {"certainty": "too_few_rounds", "rounds": 5}]}))),
+            "MISSED, no 95% interval from 5 rounds"
+        );
+        assert_eq!(read(target(serde_json::json!({"state": "failed", "met": null}))), "failed");
+        assert_eq!(cell("a | b"), "a \\| b");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
