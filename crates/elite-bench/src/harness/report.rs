@@ -446,9 +446,10 @@ fn target_part(bench: &BenchResult, target: &Target) -> Judgement {
                 (Some(ratio), Some(best)) => {
                     let v = ratio.verdict(|r| r <= times);
                     let text = format!(
-                        "{scope}: {system} = {} {best}, the best of {} (target <= {times}x: {})",
+                        "{scope}: {system} = {} {best}, the best of {} (target <= {}x: {})",
                         format_estimate(ratio),
                         others.join(", "),
+                        three_digits(times),
                         verdict(v)
                     );
                     judged_one(text, system, Some(best), ratio, v)

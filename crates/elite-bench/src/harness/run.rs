@@ -467,7 +467,7 @@ mod tests {
         assert_eq!(
             line,
             "spin_regimes: regime short: adaptive = 1.10x (1.00-2.00) block, the best of spin, block \
-             (target <= 1.1x: met, no 95% interval from 5 rounds); regime long: adaptive failed"
+             (target <= 1.10x: met, no 95% interval from 5 rounds); regime long: adaptive failed"
         );
         let machine = Machine::for_tests();
         let doc = json_document("sync", &machine, &SuiteResults { benches: vec![result] });
