@@ -76,10 +76,10 @@
 //! # Costly steals
 //!
 //! Under [`RuntimeBuilder::avoid_costly_steals`](crate::RuntimeBuilder::avoid_costly_steals) a
-//! thief leaves in the victim's runqueue a ready ULT whose move would cost more than its wait
-//! there (LASSI's future work, avoiding counter-productive steals). For each ULT a steal would
-//! take ([`RunQueue::steal_sparing`](crate::queue::run::RunQueue::steal_sparing), under the
-//! victim's lock):
+//! thief leaves in the runqueue the victim serves a ready ULT whose move would cost more than
+//! its wait there (LASSI's future work, avoiding counter-productive steals). For each ULT a
+//! steal would take ([`RunQueue::steal_sparing`](crate::queue::run::RunQueue::steal_sparing),
+//! under that queue's lock):
 //!
 //! * its **move** costs the reload of the lines it can expect still cached where it last ran
 //!   (the cache model's decayed footprint of its last run, or its declared footprint where the
@@ -92,8 +92,10 @@
 //! * its **wait** is the victim's ULTs that run before it (those left in the runqueue at its
 //!   turn, which have higher keys, and the one running) times the victim's expected run length
 //!   ([`RunLengths`]: measured by the thief from the victim's switch counter between its looks,
-//!   and at least as long as the victim has now been in one run); and at least as long as the
-//!   thief has been idle so far (since its own switch counter last moved). The second term is
+//!   and at least as long as the victim has now been in one run; under `place_level` the
+//!   visited processor's run length stands for its place's shared queue, counted as if it
+//!   served the queue alone); and at least as long as the thief has been idle so far (since
+//!   its own switch counter last moved). The second term is
 //!   the rule of renting skis: a thief idle for a moment (its own ULTs blocked briefly) does
 //!   not pull a ULT away from its data only to have both caches reload, but one idle for as
 //!   long as the reload takes steals, so a lasting imbalance (a victim whose ULTs keep coming

@@ -358,7 +358,7 @@ impl Processor {
         let spared = queue.steal_sparing(
             want,
             |t, ahead| {
-                // (Under the victim's lock: `t`'s record, life and processor were published
+                // (Under `queue`'s lock: `t`'s record, life and processor were published
                 // with its push there.) A ULT that never ran has nothing cached.
                 if t.tcb().head.life.get() != crate::tcb::Life::Started {
                     return false;
