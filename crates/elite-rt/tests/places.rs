@@ -370,3 +370,87 @@ fn hinted_spawns_from_outside_start_on_the_free_processor_beside_a_busy_one() {
         assert_eq!(strict.join().unwrap(), 0, "a strict ULT started outside its place");
     });
 }
+
+/// Work-stealing places per L3 of 2 processors each (`[0, 1]` and `[2, 3]`): ready ULTs wait in
+/// the first place's shared queue (kept by processor 0) while both its processors run ULTs that
+/// never switch. The second place's processors, idle, take every one of them: their victims
+/// are processors, and a visit of either processor of the first place tries the queue it
+/// serves (`policy::places`, "Victims").
+#[test]
+fn an_idle_place_takes_the_ready_ults_queued_in_a_busy_places_shared_queue() {
+    hang_guard(120, "an idle place steals from a busy one", || {
+        let rt = Runtime::builder()
+            .topology("1 node x 2 cores x 2 threads, 512 KiB L2 per processor, 8 MiB L3 per core")
+            .place_level(PlaceKind::Cache { level: 3 })
+            .policy(Policy::no_affinity())
+            .no_chaos()
+            .build()
+            .unwrap();
+        let busy = Place::cache(3, 0);
+        assert_eq!(rt.processors_of(&busy).unwrap(), [0, 1]);
+        const WORK: usize = 64;
+        // The ready ULTs: blocked until the waker below sends to them. No Affinity sends a ULT
+        // woken by a ULT to the waker's processor, so they become ready in the busy place's
+        // shared queue (but the last, in the waker's `next` slot).
+        let blocked = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicUsize::new(0));
+        let mut senders = Vec::new();
+        let mut work = Vec::new();
+        for _ in 0..WORK {
+            let (tx, rx) = mpsc::channel::<()>();
+            senders.push(tx);
+            let (b, d) = (Arc::clone(&blocked), Arc::clone(&done));
+            work.push(
+                Builder::new()
+                    .spawn_on(&rt, move || {
+                        b.fetch_add(1, Ordering::AcqRel);
+                        rx.recv().unwrap();
+                        let here = elite_rt::current().processor();
+                        d.fetch_add(1, Ordering::AcqRel);
+                        here
+                    })
+                    .unwrap(),
+            );
+        }
+        while blocked.load(Ordering::Acquire) < WORK {
+            std::thread::yield_now();
+        }
+        let strict = || Builder::new().place(busy).place_mode(PlaceMode::Strict);
+        let release = Arc::new(AtomicBool::new(false));
+        let hog_runs = Arc::new(AtomicBool::new(false));
+        // Holds one processor of the busy place until released.
+        let (r, h) = (Arc::clone(&release), Arc::clone(&hog_runs));
+        let hog = strict()
+            .spawn_on(&rt, move || {
+                h.store(true, Ordering::Release);
+                while !r.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+            })
+            .unwrap();
+        // Holds the other, once the hog runs: wakes the ULTs, and releases the hog after all ran.
+        let (r, h, d) = (Arc::clone(&release), Arc::clone(&hog_runs), Arc::clone(&done));
+        let waker = strict()
+            .spawn_on(&rt, move || {
+                while !h.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                for tx in senders {
+                    tx.send(()).unwrap();
+                }
+                while d.load(Ordering::Acquire) < WORK {
+                    std::hint::spin_loop();
+                }
+                r.store(true, Ordering::Release);
+            })
+            .unwrap();
+        waker.join().unwrap();
+        hog.join().unwrap();
+        let ran: Vec<usize> = work.into_iter().map(|w| w.join().unwrap()).collect();
+        assert!(ran.iter().all(|p| [2, 3].contains(p)), "ran in the busy place: {ran:?}");
+        // Through the shared queue (not only the stranded `next` slot): stolen.
+        let stats = rt.stats();
+        let steals: u64 = stats.processors[2..].iter().map(|p| p.steals_node + p.steals_remote).sum();
+        assert!(steals > 0, "the idle place took nothing from the busy place's queue");
+    });
+}

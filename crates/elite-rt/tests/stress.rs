@@ -1,8 +1,8 @@
 //! Bounded mixed-load stress: spawn and join trees, a contended mutex, a channel pipeline,
 //! condvar turn-taking, barrier phases, sleeps, yields, joined and detached panics, all at once,
-//! on one and two processors and on synthetic multi-node topologies; every part checks its
-//! invariant (sums, counts, exactly-once delivery; see `common::load`). `ELITE_STRESS_ROUNDS`
-//! sets the rounds per configuration (default 20).
+//! on one and two processors, on synthetic multi-node topologies and on work-stealing places;
+//! every part checks its invariant (sums, counts, exactly-once delivery; see `common::load`).
+//! `ELITE_STRESS_ROUNDS` sets the rounds per configuration (default 20).
 
 mod common;
 
@@ -52,4 +52,14 @@ fn mixed_load_on_two_nodes_of_two_written_out() {
 #[test]
 fn mixed_load_under_the_chaos_mode() {
     stress("mixed load, 2 processors, chaos", |b| b.processors(2).chaos(0xC4A05));
+}
+
+#[test]
+fn mixed_load_on_work_stealing_places() {
+    // Two places sharing a runqueue per L3, of two processors each: thieves of either take
+    // from the other's shared queue through any of its processors (`policy::places`, "Victims").
+    stress("mixed load, 2 places of 2 sharing an L3 queue", |b| {
+        b.topology("1 node x 2 cores x 2 threads, 512 KiB L2 per processor, 8 MiB L3 per core")
+            .place_level(elite_rt::PlaceKind::Cache { level: 3 })
+    });
 }

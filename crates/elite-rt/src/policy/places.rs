@@ -59,13 +59,27 @@
 //! members, then the next group; under [`StealOrder::NodeThenAll`] each group once in a random
 //! rotation. Each steal starts again at the nearest group.
 //!
+//! A victim is a processor, and a visit takes from two of its queues: its start-queue (one per
+//! processor at every place level), then the ready ULTs of the runqueue it serves
+//! ([`Places::ready_queue`]). Under
+//! [`RuntimeBuilder::place_level`](crate::RuntimeBuilder::place_level) that runqueue is its
+//! work-stealing place's, kept by the place's first processor ([`Places::runq_of`]): a visit of
+//! any processor of another place tries that place's shared queue (the visited processor's own
+//! runqueue stays empty: reading it would spend one of the group's attempts on nothing, and a
+//! thief could move outward or give up before trying the queue that holds the work), and a
+//! visit of a processor of the thief's own place tries only its start-queue (the runqueue it
+//! serves is the thief's own, which the thief took from before it stole). So an empty place
+//! steals from its victim places, each of their processors standing for its place's queue and
+//! keeping its own start-queue. With a runqueue per processor a visit tries the victim's own
+//! runqueue, as it always did.
+//!
 //! # Costly steals
 //!
 //! Under [`RuntimeBuilder::avoid_costly_steals`](crate::RuntimeBuilder::avoid_costly_steals) a
-//! thief leaves in the victim's runqueue a ready ULT whose move would cost more than its wait
-//! there (LASSI's future work, avoiding counter-productive steals). For each ULT a steal would
-//! take ([`RunQueue::steal_sparing`](crate::queue::run::RunQueue::steal_sparing), under the
-//! victim's lock):
+//! thief leaves in the runqueue the victim serves a ready ULT whose move would cost more than
+//! its wait there (LASSI's future work, avoiding counter-productive steals). For each ULT a
+//! steal would take ([`RunQueue::steal_sparing`](crate::queue::run::RunQueue::steal_sparing),
+//! under that queue's lock):
 //!
 //! * its **move** costs the reload of the lines it can expect still cached where it last ran
 //!   (the cache model's decayed footprint of its last run, or its declared footprint where the
@@ -78,8 +92,10 @@
 //! * its **wait** is the victim's ULTs that run before it (those left in the runqueue at its
 //!   turn, which have higher keys, and the one running) times the victim's expected run length
 //!   ([`RunLengths`]: measured by the thief from the victim's switch counter between its looks,
-//!   and at least as long as the victim has now been in one run); and at least as long as the
-//!   thief has been idle so far (since its own switch counter last moved). The second term is
+//!   and at least as long as the victim has now been in one run; under `place_level` the
+//!   visited processor's run length stands for its place's shared queue, counted as if it
+//!   served the queue alone); and at least as long as the thief has been idle so far (since
+//!   its own switch counter last moved). The second term is
 //!   the rule of renting skis: a thief idle for a moment (its own ULTs blocked briefly) does
 //!   not pull a ULT away from its data only to have both caches reload, but one idle for as
 //!   long as the reload takes steals, so a lasting imbalance (a victim whose ULTs keep coming
@@ -348,6 +364,17 @@ impl Places {
     #[inline]
     pub(crate) fn runq_of(&self, p: usize) -> usize {
         self.runq_of[p]
+    }
+
+    /// The runqueue (by its processor, as [`Places::runq_of`] names it) a thief that serves
+    /// runqueue `own` steals ready ULTs from when it visits victim `v`: the one `v` serves, or
+    /// `None` when that is `own` (a victim of the thief's own work-stealing place: only its
+    /// start-queue is taken from; module docs, "Victims"). With a runqueue per processor, `v`'s
+    /// own: a victim is never the thief.
+    #[inline]
+    pub(crate) fn ready_queue(&self, v: usize, own: usize) -> Option<usize> {
+        let q = self.runq_of[v];
+        (q != own).then_some(q)
     }
 
     /// The index of `place` in [`Places::infos`].
@@ -678,6 +705,61 @@ mod tests {
         assert_eq!(runqs(crate::PlaceKind::Cache { level: 3 }), [0, 0, 2, 2, 4, 4, 6, 6]);
         assert_eq!(runqs(crate::PlaceKind::Node), [0, 0, 0, 0, 4, 4, 4, 4]);
         assert_eq!(runqs(crate::PlaceKind::Machine), [0; 8]);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+    fn a_thief_steals_ready_ults_from_the_queues_its_victims_serve_never_from_its_own() {
+        let t = Topology::synthetic(SPEC).unwrap();
+        let at = |level| Places::new(&t, PlaceSettings { level, ..PlaceSettings::default() });
+        // Work-stealing places per L3 ([0, 1], [2, 3], [4, 5], [6, 7]): processor 3 serves
+        // processor 2's queue; its mate's start-queue only, then the other places' queues,
+        // whichever of their processors is drawn.
+        let p = at(crate::PlaceKind::Cache { level: 3 });
+        assert_eq!(p.victims(3), &[vec![2], vec![0, 1], vec![4, 5, 6, 7]]);
+        let own = p.runq_of(3);
+        assert_eq!(own, 2);
+        let mut tried = Vec::new();
+        visit(p.victims(3), StealOrder::Groups, script(&[0, 1, 0, 3, 2, 1, 0]), |v| {
+            tried.push((v, p.ready_queue(v, own)));
+            false
+        });
+        assert_eq!(
+            tried,
+            [(2, None), (1, Some(0)), (0, Some(0)), (7, Some(6)), (6, Some(6)), (5, Some(4)), (4, Some(4)),]
+        );
+        // Every thief: each other processor a victim (its start-queue reachable), each other
+        // place's queue tried through every one of its processors, its own queue never.
+        for level in [
+            crate::PlaceKind::Processor,
+            crate::PlaceKind::Cache { level: 3 },
+            crate::PlaceKind::Node,
+            crate::PlaceKind::Machine,
+        ] {
+            for order in [StealOrder::Groups, StealOrder::NodeThenAll, StealOrder::Random] {
+                let p = Places::new(&t, PlaceSettings { level, order, ..PlaceSettings::default() });
+                for thief in 0..8 {
+                    let own = p.runq_of(thief);
+                    let mut victims: Vec<usize> = p.victims(thief).iter().flatten().copied().collect();
+                    victims.sort_unstable();
+                    assert_eq!(victims, (0..8).filter(|&v| v != thief).collect::<Vec<_>>());
+                    for v in victims {
+                        let want = (p.runq_of(v) != own).then_some(p.runq_of(v));
+                        assert_eq!(p.ready_queue(v, own), want, "{level:?} {order:?}: {thief} visits {v}");
+                    }
+                }
+            }
+        }
+        // A runqueue per processor: each victim's own.
+        let p = at(crate::PlaceKind::Processor);
+        assert!((0..8).all(|thief| p
+            .victims(thief)
+            .iter()
+            .flatten()
+            .all(|&v| p.ready_queue(v, thief) == Some(v))));
+        // One queue for the machine: nothing to steal but start-queue entries.
+        let p = at(crate::PlaceKind::Machine);
+        assert!(p.victims(5).iter().flatten().all(|&v| p.ready_queue(v, p.runq_of(5)).is_none()));
     }
 
     #[test]

@@ -242,17 +242,23 @@ impl Processor {
             return None; // ULTs went home from here: pause first (`idle`)
         }
         let places = &self.shared.places;
+        let processors = &self.shared.processors;
+        // The runqueue this processor serves, never stolen from (`Places::ready_queue`).
+        let own = places.runq_of(self.index);
         let mut got = None;
         crate::policy::places::visit(
             places.victims(self.index),
             places.settings.order,
             || self.next_random(),
             |v| {
-                let victim = &self.shared.processors[v];
-                got = self.steal_start(victim).or_else(|| self.steal_ready(v, victim));
+                let victim = &processors[v];
+                // `v`'s ready ULTs wait in the runqueue it serves: its own, or its work-stealing
+                // place's (`policy::places`, "Victims"); none to take when that is this one's.
+                let ready = places.ready_queue(v, own).map(|q| &*processors[q].runq);
+                got = self.steal_start(victim).or_else(|| self.steal_ready(v, victim, ready?));
                 let Some(t) = got else { return false };
                 self.trace_steal(t, v);
-                if !victim.start.is_empty() || victim.runq.len() > 0 {
+                if !victim.start.is_empty() || ready.is_some_and(|q| q.len() > 0) {
                     self.shared.notify_any(); // more to take there: pass the wake-up on
                 }
                 let stats = &self.remote().stats;
@@ -279,10 +285,10 @@ impl Processor {
         Some(t)
     }
 
-    /// Takes the low-key part of processor `v`'s runqueue (`victim`): runs the first, keeps
-    /// the rest here.
-    fn steal_ready(&self, v: usize, victim: &Remote) -> Option<TcbRef> {
-        if victim.runq.len() == 0 {
+    /// Takes the low-key part of `queue`, the runqueue processor `v` (`victim`) serves (its
+    /// own, or its work-stealing place's): runs the first, keeps the rest here.
+    fn steal_ready(&self, v: usize, victim: &Remote, queue: &RunQueue) -> Option<TcbRef> {
+        if queue.len() == 0 {
             return None;
         }
         let mut buf = std::mem::take(&mut self.core().scratch);
@@ -293,8 +299,8 @@ impl Processor {
         let places = &self.shared.places;
         let want = |n| if probing { 1 } else { places.steal_count(n, |n| engine.steal_count(n)) };
         match &places.reload {
-            None => victim.runq.steal(want, &mut buf),
-            Some(costs) => self.steal_sparing(v, victim, costs, want, &mut buf),
+            None => queue.steal(want, &mut buf),
+            Some(costs) => self.steal_sparing(v, victim, queue, costs, want, &mut buf),
         }
         let mut first = None;
         // Soft pinning: when the batch holds a ULT away from its home, those at home stay
@@ -322,29 +328,37 @@ impl Processor {
         first
     }
 
-    /// [`RunQueue::steal`] under steal avoidance (`policy::places`, "Costly steals"): the ULTs
-    /// whose move from where they last ran to here would cost more than their wait at `v` stay
-    /// there; notes by how much the least costly of them exceeded its wait, for `idle`'s pause.
+    /// [`RunQueue::steal`] of `queue`, the runqueue processor `v` (`victim`) serves, under
+    /// steal avoidance (`policy::places`, "Costly steals"): the ULTs whose move from where they
+    /// last ran to here would cost more than their wait in `queue` stay there; notes by how much
+    /// the least costly of them exceeded its wait, for `idle`'s pause.
     #[cold]
     fn steal_sparing(
         &self,
         v: usize,
         victim: &Remote,
+        queue: &RunQueue,
         costs: &crate::policy::places::ReloadCosts,
         want: impl FnOnce(usize) -> usize,
         buf: &mut Vec<TcbRef>,
     ) {
         let core = self.core();
         let now = crate::sync::ticks();
+        // The run length that stands for `queue` is the visited processor `v`'s, kept under
+        // `v`'s index from `v`'s own switch counter (as `wake::balanced_target` reads it): under
+        // `place_level` a shared queue is served by each processor of its place, and any of
+        // them (the one visited) is taken for all, not the place's first (whose queue it is).
+        // The wait so estimated counts one server; the several of a place serve the queue
+        // sooner, so under `place_level` the estimate errs towards stealing.
         let run = core.avoid.runs.look(v, victim.stats.switches.get(), now);
         let idle = core.avoid.runs.idle(self.remote().stats.switches.get(), now);
         let mut kept = std::mem::take(&mut core.avoid.spared);
         let engine = &self.shared.engine;
         let mut least = f64::INFINITY;
-        let spared = victim.runq.steal_sparing(
+        let spared = queue.steal_sparing(
             want,
             |t, ahead| {
-                // (Under the victim's lock: `t`'s record, life and processor were published
+                // (Under `queue`'s lock: `t`'s record, life and processor were published
                 // with its push there.) A ULT that never ran has nothing cached.
                 if t.tcb().head.life.get() != crate::tcb::Life::Started {
                     return false;
