@@ -848,23 +848,13 @@ fn has_other_ready_work(
 #[cfg(test)]
 mod tests {
     use super::{has_other_ready_work, Remote};
-    use crate::place::PlaceSettings;
-    use crate::policy::places::Places;
-    use elite_affinity::Topology;
+    use crate::policy::places::two_processors_sharing_an_l3;
 
     #[test]
     #[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
     fn a_woken_target_is_busy_with_the_queue_it_serves() {
-        // Two processors sharing an L3, with a work-stealing place per L3: processor 1 serves
-        // processor 0's runqueue, and its own stays empty.
-        let topology =
-            Topology::synthetic("1 node x 1 core x 2 threads, 512 KiB L2 per processor, 8 MiB L3 per core")
-                .unwrap();
-        let places = Places::new(
-            &topology,
-            PlaceSettings { level: crate::PlaceKind::Cache { level: 3 }, ..PlaceSettings::default() },
-        );
-        assert_eq!(places.runq_of(1), 0);
+        // Processor 1 serves processor 0's runqueue, and its own stays empty.
+        let (places, own) = two_processors_sharing_an_l3();
         let processors: Vec<Remote> = (0..2).map(|_| Remote::new(0, 64, true)).collect();
         assert!(!has_other_ready_work(&processors, &places, 1), "nothing ready anywhere");
         let owner = std::sync::Arc::new(());
@@ -875,7 +865,6 @@ mod tests {
         assert!(has_other_ready_work(&processors, &places, 1));
         assert!(has_other_ready_work(&processors, &places, 0));
         // Without places each processor serves its own queue.
-        let own = Places::new(&topology, PlaceSettings::default());
         assert!(!has_other_ready_work(&processors, &own, 1));
         assert!(has_other_ready_work(&processors, &own, 0));
         while processors[0].runq.pop_best().is_some() {}

@@ -614,6 +614,22 @@ pub(crate) fn visit(
     false
 }
 
+/// For tests elsewhere in the crate: the places of two processors sharing an L3, with a
+/// work-stealing place per L3 (processor 1 serves processor 0's runqueue, and its own stays
+/// empty), and the same processors each with a runqueue of its own.
+#[cfg(test)]
+pub(crate) fn two_processors_sharing_an_l3() -> (Places, Places) {
+    let topology =
+        Topology::synthetic("1 node x 1 core x 2 threads, 512 KiB L2 per processor, 8 MiB L3 per core")
+            .unwrap();
+    let per_l3 = Places::new(
+        &topology,
+        PlaceSettings { level: crate::PlaceKind::Cache { level: 3 }, ..PlaceSettings::default() },
+    );
+    assert_eq!(per_l3.runq_of(1), 0);
+    (per_l3, Places::new(&topology, PlaceSettings::default()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
