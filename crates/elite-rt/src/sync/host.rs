@@ -47,7 +47,8 @@
 //! With a single CPU the helper never runs beside this thread, nor under valgrind (one thread at
 //! a time), so the two line measurements are left out; so are they where the environment
 //! variable `ELITE_LINE_COSTS` ([`LINE_COSTS_ENV`]) is `unmeasured`, which makes a process run
-//! as on a host where they could not be measured (to compare the rules' two cases). Unmeasured line costs decide nothing
+//! as on a host where they could not be measured (to compare the rules' two cases).
+//! Unmeasured line costs decide nothing
 //! ([`HostCosts::lines_measured`]): the numbers in their place ([`DEFAULT_LINE_ROUND_TRIP_NS`],
 //! [`DEFAULT_LINE_FETCH_NS`]) are only for readers that want one; no lock saturates, so none
 //! gathers (with a single CPU a lock cannot bounce between cores anyway), and the hand-off rule
