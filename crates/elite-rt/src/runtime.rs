@@ -53,7 +53,7 @@ use crate::config::Config;
 use crate::park::Idle;
 use crate::policy::Policy;
 use crate::pool::NodePool;
-use crate::processor::{ProcessorSet, Remote};
+use crate::processor::{served_runq, ProcessorSet, Remote};
 use crate::queue::run::RunQueue;
 use crate::queue::start::{GlobalStart, NodeStart};
 use crate::slot::current_processor;
@@ -219,7 +219,7 @@ impl Shared {
     /// `follow_placed` does not keep with their waker, and into the cold callers.
     #[inline]
     pub(crate) fn placed_wake_target(&self, t: TcbRef, by: Option<crate::policy::places::Waker>) -> usize {
-        self.places.wake_target(t, by, |p| self.processors[self.places.runq_of(p)].runq.len())
+        self.places.wake_target(t, by, |p| served_runq(&self.processors, &self.places, p).len())
     }
 
     /// Pushes `t` on `target`'s wake-up stack and unparks `target` if it sleeps
@@ -842,7 +842,7 @@ fn has_other_ready_work(
     places: &crate::policy::places::Places,
     target: usize,
 ) -> bool {
-    processors[places.runq_of(target)].runq.len() > 0
+    served_runq(processors, places, target).len() > 0
 }
 
 #[cfg(test)]

@@ -127,6 +127,20 @@ pub(crate) struct Remote {
     pub(crate) handles: CachePadded<Counter>,
 }
 
+/// The runqueue processor `p` serves: its own, or under
+/// [`RuntimeBuilder::place_level`](crate::RuntimeBuilder::place_level) the one its work-stealing
+/// place shares, kept by the place's first processor
+/// ([`Places::runq_of`](crate::policy::places::Places::runq_of)). Every reader of "the ready
+/// ULTs at `p`" reads this one: a processor that is not its place's first never fills its own.
+#[inline]
+pub(crate) fn served_runq<'a>(
+    processors: &'a [Remote],
+    places: &crate::policy::places::Places,
+    p: usize,
+) -> &'a RunQueue {
+    &processors[places.runq_of(p)].runq
+}
+
 impl Remote {
     /// The shared part of a processor of node `node`; `stealable`: the runtime has other
     /// processors, which may take a ULT stranded in its `next` slot.
@@ -314,7 +328,7 @@ impl Processor {
         let runq: *const crate::queue::run::RunQueue = if c.central {
             &shared.central_runq
         } else {
-            &*shared.processors[shared.places.runq_of(index)].runq
+            served_runq(&shared.processors, &shared.places, index)
         };
         static UIDS: AtomicUsize = AtomicUsize::new(1);
         Processor {

@@ -307,7 +307,7 @@ impl Processor {
 #[inline]
 fn runs_ahead_at_home(processors: &[Remote], places: &Places, home: usize) -> usize {
     let remote = &processors[home];
-    1 + processors[places.runq_of(home)].runq.len()
+    1 + super::served_runq(processors, places, home).len()
         + usize::from(!remote.next.is_empty())
         + usize::from(!remote.wakeup.is_empty())
 }

@@ -235,11 +235,13 @@ impl Engine {
         };
         // The hand-off rule on the home lines, computed only for a crossing hand-off; a home
         // in the quiet mode has nothing worth the trip (little data), as under No Affinity.
-        let hand_off =
-            |x: usize| match self.quiet_at(home) || hand_off::cached_little(self.home_lines(t, home)) {
+        let hand_off = |x: usize| {
+            let quiet = self.quiet_at(home);
+            match quiet || hand_off::cached_little(self.lines_at_home(t, home, quiet)) {
                 true => x,
                 false => home,
-            };
+            }
+        };
         let selected = self.selected();
         match selected.policy.wake_rule() {
             // The hand-off rule's answer (the hooks' of Minimum Misses, and after the round's mark,
@@ -648,9 +650,16 @@ impl Engine {
     /// thread may ask; the caller owns the wake-up of `t`, so its record is settled.
     #[inline]
     pub(crate) fn home_lines(&self, t: TcbRef, home: usize) -> f32 {
+        self.lines_at_home(t, home, self.quiet_at(home))
+    }
+
+    /// [`Engine::home_lines`] with `quiet`, whether `home` is quiet ([`Engine::quiet_at`]),
+    /// already known to the caller.
+    #[inline]
+    fn lines_at_home(&self, t: TcbRef, home: usize, quiet: bool) -> f32 {
         let rec = &t.tcb().sched.record;
         match self.model.get() {
-            Some(model) if self.selected().needs.misses && !self.quiet_at(home) => {
+            Some(model) if self.selected().needs.misses && !quiet => {
                 // (Relaxed: a hint, see `clocks`.)
                 let clock = self.clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
                 rec.footprint.get().valid_on(model, home, clock)
