@@ -41,8 +41,8 @@
 //! recorded as `params.array_bytes` and `params.cache_bytes`), and 8 ULTs per processor: the even
 //! ones work on array 0, the odd ones on array 1. Each ULT makes `passes` passes over its array,
 //! adding and multiplying every element (32-bit wrapping sum and product of odd factors; built
-//! for AVX2 where the CPU has it, since without vector multiplies the pass is bound by its
-//! multiplies and the caches hardly show), and yields between two passes, as LASSI's threads were time-sliced. One array fits in a core's
+//! for the widest vectors the CPU has, AVX-512 or AVX2, since with narrower ones the pass is
+//! bound by its multiplies and the caches show less), and yields between two passes, as LASSI's threads were time-sliced. One array fits in a core's
 //! private cache, two do not. The variants differ only in where each ULT is placed:
 //!
 //! - `elite/best`: the ULTs of array 0 on the first half of the processors, those of array 1 on
@@ -408,10 +408,17 @@ fn counted_pass(array: &[u32], which: usize, last: &[AtomicUsize], switches: &At
 
 /// One pass: the wrapping sum (high half) and product of odd factors (low half) of `a`.
 ///
-/// Built for AVX2 where the CPU has it: without a vector multiply of 32-bit lanes (baseline
-/// x86-64 has none) a pass is bound by the multiplies at a few GB/s, and where the array sits
-/// (private or shared cache) would hardly show.
+/// Built for the widest vectors the CPU has (AVX-512, else AVX2): without a vector multiply of
+/// 32-bit lanes (baseline x86-64 has none) a pass is bound by the multiplies at a few GB/s, and
+/// where the array sits (private or shared cache) would hardly show; with AVX2's 8 lanes a pass
+/// over an array in the L1 still runs at about the rate the L2 feeds it on a Xeon with a 2 MiB
+/// L2, so that a reload from the L3 costs it less than it costs the stream.
 fn stress_pass(a: &[u32]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (checked just above), the only requirement of the call.
+        return unsafe { stress_pass_avx512(a) };
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above), the only requirement of the call.
@@ -430,6 +437,13 @@ fn stress_pass_portable(a: &[u32]) -> u64 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn stress_pass_avx2(a: &[u32]) -> u64 {
+    stress_pass_body(a)
+}
+
+/// [`stress_pass`] compiled with AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn stress_pass_avx512(a: &[u32]) -> u64 {
     stress_pass_body(a)
 }
 
@@ -1960,6 +1974,28 @@ mod tests {
         merge_sort(&RayonFork, &mut data, &mut buf, 0, n);
         assert_eq!(data, expected);
         assert_eq!(sorted_hash(&data), sorted_hash(&expected));
+    }
+
+    #[test]
+    fn every_build_of_the_stress_pass_computes_the_same_answer() {
+        // Lengths that leave remainders for every vector width.
+        for len in [0, 1, 7, 8, 15, 16, 17, 1000, 4099] {
+            let a = stress_array(len, 9);
+            let mut sum = 0u32;
+            let mut prod = 1u32;
+            for &v in &a {
+                sum = sum.wrapping_add(v);
+                prod = prod.wrapping_mul(v | 1);
+            }
+            let expected = (u64::from(sum) << 32) | u64::from(prod);
+            assert_eq!(stress_pass_portable(&a), expected, "portable, {len} words");
+            assert_eq!(stress_pass(&a), expected, "the CPU's widest build, {len} words");
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 (checked just above).
+                assert_eq!(unsafe { stress_pass_avx2(&a) }, expected, "AVX2, {len} words");
+            }
+        }
     }
 
     #[test]
