@@ -350,6 +350,8 @@ mod fault;
 #[cfg(not(loom))]
 pub mod group;
 #[cfg(not(loom))]
+mod helper;
+#[cfg(not(loom))]
 mod local;
 #[cfg(all(test, loom))]
 mod loom_models;

@@ -455,9 +455,8 @@ impl Coscheduler {
         // so that no two groups run at once before it (held ULTs go on then).
         self.inner.admit_runtime(&[], 0);
         let inner = self.inner.clone();
-        std::thread::Builder::new()
-            .name("elite-cosched".into())
-            .spawn(move || control(&inner))
+        // (Ranked above the processors under a real-time policy: `crate::helper`.)
+        crate::helper::spawn("elite-cosched", move || control(&inner))
             .expect("spawning the coscheduler's controller thread");
     }
 

@@ -663,9 +663,8 @@ impl Selector {
         // (Before the thread reads any signal: see `Bell`'s protocol.)
         shared.engine.hang_bell(first_level_bytes(&shared.config.topology), &bell);
         let (weak, settings, flag) = (Arc::downgrade(shared), auto.clone(), Arc::clone(&bell));
-        let thread = std::thread::Builder::new()
-            .name("elite-auto".into())
-            .spawn(move || Run::new(weak, settings, flag, log).run())?;
+        // (Ranked above the processors under a real-time policy: `crate::helper`.)
+        let thread = crate::helper::spawn("elite-auto", move || Run::new(weak, settings, flag, log).run())?;
         Ok(Selector { bell, thread: Some(thread) })
     }
 

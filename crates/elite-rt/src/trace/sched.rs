@@ -37,9 +37,8 @@ impl SchedTrace {
     pub(crate) fn start(shared: &Arc<Shared>, period: Duration) -> std::io::Result<SchedTrace> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let (weak, flag) = (Arc::downgrade(shared), Arc::clone(&stop));
-        let thread = std::thread::Builder::new()
-            .name("elite-schedtrace".into())
-            .spawn(move || run(weak, period, flag))?;
+        // (Ranked above the processors under a real-time policy: `crate::helper`.)
+        let thread = crate::helper::spawn("elite-schedtrace", move || run(weak, period, flag))?;
         Ok(SchedTrace { stop, thread: Some(thread) })
     }
 }
