@@ -17,6 +17,47 @@ pub fn build_runtime(builder: elite_rt::RuntimeBuilder) -> Result<elite_rt::Runt
     builder.build().map_err(|e| format!("cannot build the elite runtime: {e}"))
 }
 
+/// Runs `sample` on this thread under the OS's normal time-shared policy, even where this thread
+/// runs under a real-time one (`chrt -f 10 elite-bench ...`), and returns this thread to its own
+/// policy after it. For samples with more threads than CPUs (a runtime of more processors than
+/// CPUs), which must take turns on a CPU: real-time FIFO threads of one priority do not (each
+/// keeps its CPU until it blocks), so half of an emulated topology's processors would wait
+/// while the other half runs. A runtime built inside `sample` gets the normal policy too (its
+/// processors inherit the policy of the thread that builds it).
+pub fn time_shared<T>(sample: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: reads the calling thread's policy; takes no pointers.
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        let realtime = (policy == libc::SCHED_FIFO || policy == libc::SCHED_RR)
+            // SAFETY: `param` is a valid, writable `sched_param`.
+            && unsafe { libc::sched_getparam(0, &mut param) } == 0;
+        if realtime {
+            let normal = libc::sched_param { sched_priority: 0 };
+            // SAFETY: a valid `sched_param`; pid 0 is the calling thread.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) } != 0 {
+                return Err(format!(
+                    "cannot leave the real-time policy for a sample whose threads share CPUs: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let result = sample();
+            // SAFETY: `param` holds the priority read above; pid 0 is the calling thread.
+            // (Returning needs the right to set a real-time policy, which a thread put under
+            // one by a privileged parent may lack: then the sample fails and says so.)
+            if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+                return Err(format!(
+                    "cannot return to the real-time policy after a sample: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            return result;
+        }
+    }
+    sample()
+}
+
 /// A fresh elite runtime with `processors` processors and every other setting at its default.
 pub fn elite_runtime(processors: usize) -> Result<elite_rt::Runtime, String> {
     build_runtime(elite_rt::Runtime::builder().processors(processors))
