@@ -22,6 +22,9 @@ pub struct Machine {
     /// `None`: not read, or the line costs unmeasured: then the rule allows its fewest lines and
     /// no lock gathers).
     pub line_costs: Option<LineCosts>,
+    /// The OS scheduling policy the run started under ([`sched_policy`]): `normal`, or a
+    /// real-time one with its priority (`fifo 10` under `chrt -f 10`).
+    pub sched_policy: String,
 }
 
 /// What `elite_rt::sync::host_costs` and `elite_rt::policy::hand_off::hand_off_lines` said.
@@ -50,6 +53,7 @@ impl Machine {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
             line_costs: None,
+            sched_policy: sched_policy(),
         }
     }
 
@@ -77,19 +81,21 @@ impl Machine {
             l2_bytes: None,
             l3_bytes: None,
             line_costs: None,
+            sched_policy: "normal".into(),
         }
     }
 
     /// One line for the report's header.
     pub fn describe(&self) -> String {
         format!(
-            "{} cpus, {}, L2 {}, L3 {}, kernel {}, pmu {}",
+            "{} cpus, {}, L2 {}, L3 {}, kernel {}, pmu {}, scheduling {}",
             self.cpus,
             self.cpu_model,
             kib(self.l2_bytes),
             kib(self.l3_bytes),
             self.kernel,
-            if self.pmu { "yes" } else { "no" }
+            if self.pmu { "yes" } else { "no" },
+            self.sched_policy
         )
     }
 
@@ -105,6 +111,7 @@ impl Machine {
             "line_round_trip_ns": self.line_costs.map(|c| c.round_trip_ns),
             "line_fetch_ns": self.line_costs.map(|c| c.fetch_ns),
             "hand_off_lines": self.line_costs.map(|c| c.hand_off_lines),
+            "sched_policy": self.sched_policy,
         })
     }
 }
@@ -117,6 +124,29 @@ fn kib(bytes: Option<u64>) -> String {
 /// The most memory mappings a process may have (`vm.max_map_count`), if known.
 pub fn max_map_count() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/vm/max_map_count").ok()?.trim().parse().ok()
+}
+
+/// The calling thread's OS scheduling policy: `normal` (Linux's `SCHED_OTHER`, also where the
+/// policy cannot be read or the OS is not Linux), `batch`, `idle`, or `fifo P` / `rr P` with
+/// the real-time priority `P`.
+pub fn sched_policy() -> String {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: reads the calling thread's policy; takes no pointers.
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        let mut param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid, writable `sched_param`.
+        let priority =
+            if unsafe { libc::sched_getparam(0, &mut param) } == 0 { param.sched_priority } else { 0 };
+        match policy {
+            libc::SCHED_FIFO => return format!("fifo {priority}"),
+            libc::SCHED_RR => return format!("rr {priority}"),
+            libc::SCHED_BATCH => return "batch".into(),
+            libc::SCHED_IDLE => return "idle".into(),
+            _ => {}
+        }
+    }
+    "normal".into()
 }
 
 /// The first `model name` of `/proc/cpuinfo`.
@@ -176,4 +206,30 @@ fn pmu_available() -> bool {
 #[cfg(not(target_os = "linux"))]
 fn pmu_available() -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_names_a_real_time_one_with_its_priority() {
+        assert_eq!(std::thread::spawn(sched_policy).join().unwrap(), sched_policy());
+        #[cfg(target_os = "linux")]
+        {
+            let seen = std::thread::spawn(|| {
+                let fifo = libc::sched_param { sched_priority: 3 };
+                // SAFETY: a valid `sched_param`; pid 0 is this thread.
+                let set = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) } == 0;
+                set.then(sched_policy) // (not permitted here: nothing to check)
+            })
+            .join()
+            .unwrap();
+            if let Some(seen) = seen {
+                assert_eq!(seen, "fifo 3");
+            }
+        }
+        let json = Machine::for_tests().to_json();
+        assert_eq!(json["sched_policy"], "normal");
+    }
 }

@@ -166,6 +166,7 @@ mod tests {
                 fetch_ns: 10.0,
                 hand_off_lines: 45.0,
             }),
+            sched_policy: "fifo 10".into(),
         };
         let doc = json_document("micro", &machine, &results);
         assert_eq!(keys(&doc), ["machine", "results", "suite", "targets"]);
@@ -181,9 +182,11 @@ mod tests {
                 "l3_bytes",
                 "line_fetch_ns",
                 "line_round_trip_ns",
-                "pmu"
+                "pmu",
+                "sched_policy"
             ]
         );
+        assert_eq!(doc["machine"]["sched_policy"], json!("fifo 10"));
         assert_eq!(
             (doc["machine"]["line_round_trip_ns"].clone(), doc["machine"]["hand_off_lines"].clone()),
             (json!(150.0), json!(45.0))

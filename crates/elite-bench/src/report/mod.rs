@@ -211,6 +211,11 @@ fn read_document(path: &Path, page_dir: &Path, date: &str) -> Result<Document, S
         text_of(&m["kernel"]),
         if m["pmu"].as_bool() == Some(true) { "yes" } else { "no" }
     );
+    // (Documents from before `sched_policy` do not say.)
+    let machine = match m["sched_policy"].as_str() {
+        Some(policy) => format!("{machine}, scheduling {policy}"),
+        None => machine,
+    };
     let host = format!("{}, {cpus} CPUs{}{}", text_of(&m["cpu_model"]), kib(l2, 10, "L2"), kib(l3, 20, "L3"));
     let results = doc["results"].as_array().ok_or_else(|| bad("no `results`"))?;
     let mut ok_rows = Vec::new();
