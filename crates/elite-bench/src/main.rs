@@ -166,6 +166,10 @@
 //! `elite-bench places-probe <concdict|concsll> <pinned|unpinned> <processors> <requests>` runs
 //! one pass of `concdict` or `concsll` with `requests` requests per worker and prints its time
 //! per request and answer: the program to count instructions per request of with callgrind.
+//! `elite-bench places-probe merge_sort <system> <processors> <runs> [branchless]` sorts
+//! `merge_sort`'s input with its algorithm, instrumented, and prints per run where each leaf
+//! sort and merge ran and each level's time per element (`elite/hinted`, `elite/unhinted`,
+//! `elite/worst`, `rayon`, `sequential`).
 //!
 //! ## Adding a suite
 //!
@@ -223,6 +227,7 @@ const USAGE: &str = concat!(
     "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>\n",
     "       elite-bench cosched-probe <elite/plain|elite/aggregated> <block_bytes> <read|write> <groups> <ults> <passes>\n",
     "       elite-bench places-probe <concdict|concsll> <pinned|unpinned> <processors> <requests>\n",
+    "       elite-bench places-probe merge_sort <elite/hinted|elite/unhinted|elite/worst|rayon|sequential> <processors> <runs> [branchless]\n",
     "       elite-bench report [--data DIR] [--out FILE] [--check] [--run [--quick]]"
 );
 

@@ -116,7 +116,11 @@
 //! the hints would give it), and the leaves and the merges below the top find their data where
 //! it was sorted either way. The hints save that first steal and the later ones at the end,
 //! and keep the halves from trading places; the top merges, larger than a private cache, stream
-//! from the shared cache in both.
+//! from the shared cache in both. `elite-bench places-probe merge_sort` runs this algorithm
+//! instrumented and prints, per level, where its leaf sorts and merges ran, how many merges ran
+//! away from their halves and their time per element, beside LASSI's worst placement
+//! (`elite/worst`: every merge held on another processor than its left half's) and a merge
+//! without a data-dependent branch (`merge_probe`'s docs).
 //!
 //! # `block_matmul` (LASSI)
 //!
@@ -218,6 +222,8 @@ use super::Context;
 use crate::harness::{warm_then_time, Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
 use crate::peers::PeerArgs;
 use crate::workloads::{build_runtime, elite_join, time_shared};
+
+mod merge_probe;
 
 /// This suite's name.
 const SUITE: &str = "places";
@@ -1784,8 +1790,14 @@ pub const PROBE_COMMAND: &str = "places-probe";
 /// runtime of `processors` processors, with or without soft pinning, printing `ns_per_op=<ns>
 /// answer=<answer>`: the program to count instructions per request of with callgrind (two values
 /// of `requests`, difference). Exit status 1 on a wrong answer, 2 on a bad command line.
+///
+/// `elite-bench places-probe merge_sort <system> <processors> <runs> [branchless]`: where the
+/// phases of `merge_sort` run and what each level costs (the `merge_probe` module's docs).
 pub fn probe_main(args: &[String]) -> std::process::ExitCode {
     use std::process::ExitCode;
+    if args.first().map(String::as_str) == Some("merge_sort") {
+        return merge_probe::main(&args[1..]);
+    }
     let usage = format!(
         "usage: elite-bench {PROBE_COMMAND} <concdict|concsll> <pinned|unpinned> <processors> <requests>"
     );
