@@ -266,3 +266,53 @@ fn a_coscheduler_serves_one_runtime() {
     let err = Runtime::builder().processors(1).coschedule(&cs).build().unwrap_err();
     assert!(err.to_string().contains("coschedule"), "{err}");
 }
+
+#[test]
+fn the_probe_runs_a_group_on_both_processors_before_one() {
+    // Two cache groups (no filling), two ULTs each, units of 1 ms; a 40 ms quantum makes each
+    // probe phase at least 10 ms, some 10 units. The probe admits group 1 only once group 0's
+    // is over: its ULTs are held until then. Its two-core phase comes first, and the gate
+    // releases the held ULTs to both processors, so both run the group's first units; a
+    // one-core phase first would run its first ten or so units on one processor.
+    let script = ScriptedSignals::new().group(0, [sig(0.1, 6.0, 9.0)]).group(1, [sig(0.1, 6.0, 9.0)]);
+    let cs = Coscheduler::builder(Mode::Lcn)
+        .quantum(Duration::from_millis(40))
+        .bandwidth(10.0 * GB)
+        .signals(script)
+        .build();
+    let rt = Runtime::builder().processors(2).no_chaos().coschedule(&cs).build().unwrap();
+    let groups = groups_of(&cs, ["a", "b"]);
+    let ran_on: Arc<std::sync::Mutex<Vec<usize>>> = Arc::default();
+    cs.start();
+    let began = Instant::now();
+    rt.block_on(|| {
+        let mut ults = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            for _ in 0..2 {
+                let ran_on = ran_on.clone();
+                let ult = Builder::new().group(group).spawn(move || loop {
+                    let seen = ran_on.lock().unwrap().len();
+                    if seen >= 8 || began.elapsed() > Duration::from_secs(20) {
+                        break;
+                    }
+                    let until = Instant::now() + Duration::from_millis(1);
+                    while Instant::now() < until {}
+                    if g == 1 {
+                        ran_on.lock().unwrap().push(elite_rt::current().processor());
+                    }
+                    unit_done(1 << 20);
+                    elite_rt::yield_now();
+                });
+                ults.push(ult.unwrap());
+            }
+        }
+        for u in ults {
+            u.join().unwrap();
+        }
+    });
+    cs.stop();
+    let ran_on = ran_on.lock().unwrap().clone();
+    assert!(ran_on.len() >= 8, "group 1 did not get 8 units in 20 s: {ran_on:?}");
+    let first = &ran_on[..8];
+    assert!(first.contains(&0) && first.contains(&1), "group 1's first units ran on {first:?}");
+}

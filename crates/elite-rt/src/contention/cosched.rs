@@ -11,7 +11,7 @@
 //! takes effect at the next unit boundary: units much shorter than the quantum make it exact.
 //!
 //! A controller thread (an OS thread the coscheduler starts, asleep between quanta) first
-//! probes each group for the LCN and miss-balancing modes (alone on one core, then alone on two,
+//! probes each group for the LCN and miss-balancing modes (alone on two cores, then alone on one,
 //! each phase measured from the group's first unit in it until a few more, at most a quantum:
 //! the progress ratio is the scaling signal), classifies it from the
 //! [`SoftwareSignals`] of its probe window against the host's measured bandwidth, plans, and
@@ -776,13 +776,18 @@ fn control(inner: &Inner) {
     let classify = matches!(inner.mode, Mode::Lcn | Mode::MissBalance);
     let mut latest = vec![Signals::default(); n];
     if classify {
-        // The probe: each group alone on one core, then on two, each phase measured from the
+        // The probe: each group alone on two cores, then on one, each phase measured from the
         // group's first unit until it has seen a few more (`Inner::probe_phase`); its first
-        // signals from the window alone on one core (the seed's Mem_1).
+        // signals from the window alone on one core (the seed's Mem_1). Two cores first: the
+        // group's ULTs are held when its probe begins, and the gate releases held ULTs to the
+        // processors that admit them in turn, so both processors run the group at once; after
+        // the one-core phase both ULTs would wait in that processor's queue, and the other
+        // processor would run the group only once it stole one (it often did not for the whole
+        // phase, and the two-core rate then read as the one-core rate).
         for (g, latest) in latest.iter_mut().enumerate() {
             let mut rates = [0.0; 2];
             let mut alone = (Duration::ZERO, 0, 0);
-            for (i, cores) in [1, cores.min(2)].into_iter().enumerate() {
+            for (i, cores) in [(1, cores.min(2)), (0, 1)] {
                 inner.admit_probe(&[(g, cores)]);
                 let _ = inner.take_window(g);
                 let secs = inner.probe_phase(g);
