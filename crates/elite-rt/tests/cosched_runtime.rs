@@ -10,6 +10,16 @@ use std::time::{Duration, Instant};
 
 const GB: f64 = 1e9;
 
+/// Taken by every test of this file: each runs a 2-processor runtime whose ULTs spin through
+/// their units, and what they check (which processors ran a group, and when) needs the CPUs
+/// the runtime's processors run on, not shared with another such test's.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`SERIAL`], whether or not a test that held it failed.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn sig(memory: f64, llc: f64, l2: f64) -> Signals {
     Signals { memory: memory * GB, llc: llc * GB, l2: l2 * GB, scaling2: None }
 }
@@ -108,6 +118,7 @@ fn run_gated(rt: &Runtime, cs: &Coscheduler, groups: &[Group], run: Duration, do
 
 #[test]
 fn gang_under_the_runtime_runs_one_group_at_a_time() {
+    let _serial = serial();
     let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_millis(3)).build();
     let rt = Runtime::builder().processors(2).no_chaos().coschedule(&cs).build().unwrap();
     let groups = groups_of(&cs, ["a", "b", "c"]);
@@ -124,6 +135,7 @@ fn gang_under_the_runtime_runs_one_group_at_a_time() {
 
 #[test]
 fn lcn_under_the_runtime_keeps_the_link_group_from_the_cache_group() {
+    let _serial = serial();
     // Group 0: L (a stream), group 1: C (an L3-resident stencil), group 2: N (a spin).
     let script = ScriptedSignals::new()
         .group(0, [sig(8.0, 8.0, 8.0)])
@@ -163,6 +175,7 @@ fn lcn_under_the_runtime_keeps_the_link_group_from_the_cache_group() {
 
 #[test]
 fn gang_on_two_bandwidth_domains_runs_a_group_per_domain() {
+    let _serial = serial();
     // Two nodes of two processors: each node runs one slot of the plan, the nodes' slots in
     // turn, so both groups run at once, each alone in its domain, and each in both over time.
     let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_millis(3)).build();
@@ -181,6 +194,7 @@ fn gang_on_two_bandwidth_domains_runs_a_group_per_domain() {
 
 #[test]
 fn nothing_is_lost_or_run_twice_under_a_fast_quantum() {
+    let _serial = serial();
     // Many ULTs per group, each a fixed number of units, some taking a shared lock, with a
     // quantum of 1 ms (the chaos mode may move them too): every unit runs exactly once.
     const GROUPS: usize = 4;
@@ -236,6 +250,7 @@ fn nothing_is_lost_or_run_twice_under_a_fast_quantum() {
 
 #[test]
 fn a_runtime_dropped_while_ults_are_held_shuts_down() {
+    let _serial = serial();
     // Gang with a long quantum: the other group's ULTs are held when the runtime goes.
     let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_secs(10)).build();
     let rt = Runtime::builder().processors(2).no_chaos().coschedule(&cs).build().unwrap();
@@ -261,6 +276,7 @@ fn a_runtime_dropped_while_ults_are_held_shuts_down() {
 
 #[test]
 fn a_coscheduler_serves_one_runtime() {
+    let _serial = serial();
     let cs = Coscheduler::builder(Mode::Gang).build();
     let _rt = Runtime::builder().processors(1).coschedule(&cs).build().unwrap();
     let err = Runtime::builder().processors(1).coschedule(&cs).build().unwrap_err();
@@ -269,6 +285,7 @@ fn a_coscheduler_serves_one_runtime() {
 
 #[test]
 fn the_probe_runs_a_group_on_both_processors_before_one() {
+    let _serial = serial();
     // Two cache groups (no filling), two ULTs each, units of 1 ms; a 40 ms quantum makes each
     // probe phase at least 10 ms, some 10 units. The probe admits group 1 only once group 0's
     // is over: its ULTs are held until then. Its two-core phase comes first, and the gate
