@@ -248,9 +248,10 @@ fn strict_spawns_from_outside_start_in_their_place() {
 /// steals. The hog is released once the other processor declined a steal or the ULT resumed
 /// (10 s at most).
 fn behind_a_long_run(avoid: bool, footprint: usize) -> (bool, u64) {
-    // Two cores with an L2 each (mapped onto the real CPUs): a move between them reloads.
+    // Two cores with an L2 each (mapped onto the real CPUs): a move between them reloads what
+    // the L2 can hold of the footprint, up to 2^30 lines of 64 bytes.
     let rt = Runtime::builder()
-        .topology("1x2, 512 KiB L2 per core")
+        .topology("1x2, 64 GiB L2 per core")
         .avoid_costly_steals(avoid)
         .no_chaos()
         .build()
@@ -299,7 +300,8 @@ fn behind_a_long_run(avoid: bool, footprint: usize) -> (bool, u64) {
 
 #[test]
 fn a_thief_leaves_a_ult_whose_reload_costs_more_than_its_wait() {
-    // 1 TiB declared: its reload takes far longer than the hog runs, so it stays.
+    // 1 TiB declared, of which the 64 GiB L2 holds 2^30 lines at most: their reload takes far
+    // longer than the hog runs, so it stays.
     let (stayed, declined) = behind_a_long_run(true, 1 << 40);
     assert!(stayed, "stolen though its move costs more than its wait");
     assert!(declined > 0);

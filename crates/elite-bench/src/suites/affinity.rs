@@ -133,10 +133,15 @@
 //! does not depend on the iteration count (every round is the same), so Go runs 4 iterations
 //! instead of 64 (a Go pass of 64 takes seconds, and each sample runs two).
 //!
-//! With 2 processors each has its own L2; a group's ULTs spread over both, a release wakes some
-//! of them on the other processor, and an idle processor steals the low-affinity half of the
-//! other's runqueue. Virtual Time and Reload Transient still keep more of each group's working
-//! sets cached than No Affinity, by less than on one processor.
+//! With 2 processors each has its own L2. The root spawns every ULT on its processor and the
+//! other steals batches of the start-queue, whose edges fall inside groups, so some groups start
+//! with members on both processors, and a release wakes those on the other processor there. No
+//! Affinity gathers such a group on the releaser's processor at its first release (a woken ULT
+//! follows its waker); the affinity policies gather its members once the data run at their homes
+//! since their last sweep has evicted theirs (the hand-off rule, `elite_rt::policy::hand_off`:
+//! the cache model's decay, or without one the declared lines run there since). A group split
+//! over both processors makes each run parts of several groups between their rounds, which costs
+//! the reversal its hits.
 //!
 //! `no_locality` is the same pattern with 1 KiB working sets: a group's 48 KiB fit in the L2
 //! many times over, and no order saves an L2 miss. Its ULTs declare 16 lines each, little data

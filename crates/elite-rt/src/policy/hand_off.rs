@@ -39,8 +39,20 @@
 //!   follows its waker once the others' misses at home have evicted it;
 //! * for the others (Virtual Time: no counter, no model): the footprint the ULT declared
 //!   ([`Builder::footprint`](crate::Builder::footprint), [`set_footprint`](crate::set_footprint)),
-//!   in cache lines, undecayed: an upper bound, so a ULT with a large declared working set always
-//!   goes home, and one with a small or no declared working set always follows.
+//!   in cache lines, less what the declared footprints of the runs that ended at home since its
+//!   own would have pushed out of the model cache were it least recently used first: each
+//!   processor sums the declared lines of the runs that end there (its *lines clock*, published
+//!   as the miss clock is), the ULT's record keeps the home's sum at the end of its run, and the
+//!   expectation is `min(declared, cache lines - (home's sum now - the record's))`, at least 0.
+//!   A ULT with a large declared working set goes home while less than the cache's worth of
+//!   declared data ran there since, and follows its waker after more; one with a small or no
+//!   declared working set always follows. So the members of a group that synchronizes (a
+//!   barrier's release) that steals have split over two processors gather on the releaser's
+//!   processor once the data run at their homes since has pushed theirs out, as the cache
+//!   model's decay gathers them for the policies that have one, instead of going home at every
+//!   release and keeping the group split, with each processor running parts of several groups
+//!   between their rounds. The sums are hints read without ordering: a ULT a thief took reads
+//!   its new home's sum against its old home's, an answer that only chooses where it runs.
 //!
 //! # Balance
 //!

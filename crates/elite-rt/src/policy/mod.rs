@@ -815,7 +815,8 @@ pub struct WakerInfo {
     pub shared_bytes: usize,
     /// At a hand-off from a processor other than the one the woken ULT last ran on (its home),
     /// the lines of its data expected still cached at home: the cache model's expectation for
-    /// a policy that [`Needs::misses`], its declared footprint in lines otherwise (see
+    /// a policy that [`Needs::misses`], its declared footprint in lines less what the data
+    /// declared by the runs ended at home since would have evicted otherwise (see
     /// [`hand_off`]); 0 otherwise (not a hand-off, or a waker at home).
     pub home_lines: f32,
 }

@@ -82,8 +82,9 @@
 //! under that queue's lock):
 //!
 //! * its **move** costs the reload of the lines it can expect still cached where it last ran
-//!   (the cache model's decayed footprint of its last run, or its declared footprint where the
-//!   policy keeps no model: [`Engine::home_lines`](crate::policy::engine::Engine::home_lines)),
+//!   (the cache model's decayed footprint of its last run, or where the policy keeps no model
+//!   its declared footprint less what the data declared by the runs ended there since would
+//!   have evicted: [`Engine::home_lines`](crate::policy::engine::Engine::home_lines)),
 //!   each at the thief's [`ReloadCosts::per_line`]: nothing when the thief shares that
 //!   processor's model cache (the cache the lines are in), else the host's measured cost of
 //!   fetching a line another core wrote ([`HostCosts::line_fetch_ns`](crate::sync::HostCosts::line_fetch_ns)),

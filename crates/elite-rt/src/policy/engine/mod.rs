@@ -97,6 +97,10 @@ pub(crate) struct UltRecord {
     /// hand-off rule read them without a conversion.
     lines: Cell<u64>,
     state: Cell<u64>,
+    /// The lines clock ([`Engine`]'s `lines_clocks`) of the processor its last run ended on, as
+    /// of that end, under a policy without a cache model that keeps stamps (Virtual Time): the
+    /// hand-off rule reads how much declared data ran there since ([`Engine::home_lines`]).
+    lines_clock: Cell<u64>,
 }
 
 impl UltRecord {
@@ -108,6 +112,7 @@ impl UltRecord {
             bytes: Cell::new(0),
             lines: Cell::new(0),
             state: Cell::new(0),
+            lines_clock: Cell::new(0),
         }
     }
 
@@ -157,6 +162,7 @@ impl Engine {
             rec.misses.set(0);
             rec.footprint.set(Footprint::EMPTY);
             rec.state.set(0);
+            rec.lines_clock.set(0);
             match footprint {
                 Some(bytes) => {
                     rec.declare(bytes, self.line_size);
@@ -423,6 +429,19 @@ pub(crate) struct Engine {
     /// worst a few runs old, and it only chooses where a ULT runs; nothing else is published
     /// through it, so no ordering is needed.
     clocks: Box<[Arc<CachePadded<AtomicU64>>]>,
+    /// Each processor's *lines clock*, under a policy without a cache model that keeps stamps
+    /// (Virtual Time): the declared lines ([`UltRecord`]'s `lines`) of the runs that ended
+    /// there, summed. The hand-off rule's estimate of a woken ULT's lines still cached at home
+    /// for such a policy ([`Engine::home_lines`]): its declared lines, less what the declared
+    /// data of the runs ended at home since its own would have pushed out of the model cache.
+    ///
+    /// Protocol: as `clocks` (written only by its processor, a relaxed store at the end of each
+    /// run, in `Local::end_run`; read by any waker with a relaxed load; a hint that only chooses
+    /// where a ULT runs, nothing published through it).
+    lines_clocks: Box<[Arc<CachePadded<AtomicU64>>]>,
+    /// The model cache's capacity in lines of `line_size` (at least 1): what `lines_clocks`
+    /// decay the declared lines against.
+    cache_lines: u64,
     /// The line size declared footprints are counted in ([`UltRecord::declare`]): the model's,
     /// where there is one (the estimator counts in its lines), else the cache's (the hand-off
     /// rule of policies without a model).
@@ -504,6 +523,8 @@ impl Engine {
             spawn_resets: AtomicBool::new(needs.records() || policy.aggregation().is_some()),
             sources: (0..processors).map(|_| OnceLock::new()).collect(),
             clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
+            lines_clocks: (0..processors).map(|_| Arc::new(CachePadded::new(AtomicU64::new(0)))).collect(),
+            cache_lines: (cache.size / line_size.bytes).max(1),
             line_size,
             model,
             cache: *cache,
@@ -646,7 +667,9 @@ impl Engine {
     /// The lines of `t`'s data expected still cached on its home processor `home` (the one it
     /// last ran on), as [`WakerInfo::home_lines`] gives them to the hand-off rule: with a cache
     /// model, its footprint decayed by the misses `home` published since its run ended; without
-    /// one, its declared footprint in lines (see [`hand_off`](crate::policy::hand_off)). Any
+    /// one, its declared footprint in lines less what the declared data of the runs ended at
+    /// `home` since its own would have pushed out of the model cache (`lines_clocks`; see
+    /// [`hand_off`](crate::policy::hand_off)); in the quiet mode, its declared footprint. Any
     /// thread may ask; the caller owns the wake-up of `t`, so its record is settled.
     #[inline]
     pub(crate) fn home_lines(&self, t: TcbRef, home: usize) -> f32 {
@@ -664,6 +687,15 @@ impl Engine {
                 let clock = self.clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
                 rec.footprint.get().valid_on(model, home, clock)
             }
+            // Without a model: its declared lines, less what the declared data of the runs
+            // ended at home since its own (the home's lines clock moved on from the record's)
+            // would have pushed out of the model cache, were it least recently used first.
+            _ if !quiet => {
+                // (Relaxed: a hint, see `lines_clocks`.)
+                let clock = self.lines_clocks.get(home).map_or(0, |c| c.load(Ordering::Relaxed));
+                let since = clock.wrapping_sub(rec.lines_clock.get());
+                rec.lines.get().min(self.cache_lines.saturating_sub(since)) as f32
+            }
             _ => rec.lines.get() as f32,
         }
     }
@@ -672,8 +704,8 @@ impl Engine {
     /// hand-off rule is concerned (see [`Local`]'s `quiet`): a policy that may go quiet (one
     /// that counts misses with the estimator there), and only small declarations. A ULT woken
     /// by a crossing hand-off to a quiet home follows its waker ([`Engine::wake_target`]); its
-    /// footprints are not kept while quiet, so the other readers of [`Engine::home_lines`]
-    /// read the declared lines, as for Virtual Time.
+    /// footprints and lines clocks are not kept while quiet, so the other readers of
+    /// [`Engine::home_lines`] read the declared lines.
     fn quiet_at(&self, home: usize) -> bool {
         let estimated =
             matches!(self.sources.get(home).and_then(|s| s.get()), Some(SourceKind::Estimated { .. }));
@@ -691,6 +723,8 @@ impl Engine {
             cache: self.cache,
             sources: (0..self.sources.len()).map(|_| OnceLock::new()).collect(),
             clocks: self.clocks.clone(),
+            lines_clocks: self.lines_clocks.clone(),
+            cache_lines: self.cache_lines,
             line_size: self.line_size,
             aggregation: self.aggregation.clone(),
             data_declared: AtomicBool::new(self.data_declared()),
@@ -750,6 +784,11 @@ pub(crate) struct Local {
     processor: usize,
     /// Runs ended here (the stamps of Virtual Time), while the policy needs stamps.
     vtime: u64,
+    /// This processor's lines clock (see [`Engine`]'s `lines_clocks`), moved with the stamps by
+    /// the runs' ends that stamp inline ([`End::StampAndRound`], [`End::Stamp`]).
+    lines_clock: u64,
+    /// This processor's slot of [`Engine`]'s `lines_clocks`, where `lines_clock` is published.
+    lines_published: Arc<CachePadded<AtomicU64>>,
     /// Runqueue entries so far, counted only for the policies that read the count: No
     /// Affinity's keys, Reload Transient's (entries of woken ULTs: its ties' order) and a
     /// custom policy's [`ProcessorView::seq`] (the other built-in policies' keys and hooks never
@@ -929,7 +968,8 @@ impl Local {
         };
         let counting = self.counting.take();
         let mut next = Local::make(self.processor, counters, engine, selected, counting, seen);
-        (next.vtime, next.seq, next.clock) = (self.vtime, self.seq, self.clock);
+        (next.vtime, next.seq, next.clock, next.lines_clock) =
+            (self.vtime, self.seq, self.clock, self.lines_clock);
         *self = next;
         Some(taken)
     }
@@ -1018,6 +1058,8 @@ impl Local {
             needs,
             processor,
             vtime: 0,
+            lines_clock: 0,
+            lines_published: Arc::clone(&engine.lines_clocks[processor]),
             seq: 0,
             generation,
             may_quiet,
@@ -1262,6 +1304,17 @@ impl Local {
         (self.hardware, self.records)
     }
 
+    /// Adds the declared lines of the run that ended to this processor's lines clock, keeps
+    /// the clock in the ULT's record and publishes it for wakers elsewhere (see [`Engine`]'s
+    /// `lines_clocks`).
+    #[inline(always)]
+    fn count_lines(&mut self, rec: &UltRecord) {
+        self.lines_clock = self.lines_clock.wrapping_add(rec.lines.get());
+        rec.lines_clock.set(self.lines_clock);
+        // Relaxed: a hint (see `Engine::lines_clocks`).
+        self.lines_published.store(self.lines_clock, Ordering::Relaxed);
+    }
+
     /// A run begins here: the counter source's clock, which the end of the run needs. Only a
     /// hardware counter is read: the estimator's and a script's clocks move only when a run
     /// ends, so at the end of a run the clock of its start is still [`CounterSource::clock`]
@@ -1292,10 +1345,13 @@ impl Local {
                 let rec = &t.tcb().sched.record;
                 rec.stamp.set(self.vtime);
                 rec.state.set(rounds::end_run(self.processor, self.vtime, rec.state.get()));
+                self.count_lines(rec);
             }
             End::Stamp => {
                 self.vtime += 1;
-                t.tcb().sched.record.stamp.set(self.vtime);
+                let rec = &t.tcb().sched.record;
+                rec.stamp.set(self.vtime);
+                self.count_lines(rec);
             }
             End::Nothing => {}
         }
@@ -1348,6 +1404,11 @@ impl Local {
         if self.needs.stamps {
             self.vtime += 1;
             rec.stamp.set(self.vtime);
+            if !self.needs.misses {
+                // (No model: the hand-off rule reads the lines clock instead, as after the
+                // inline ends.)
+                self.count_lines(rec);
+            }
         }
         if self.needs.rounds {
             rec.state.set(rounds::end_run(self.processor, self.vtime, rec.state.get()));

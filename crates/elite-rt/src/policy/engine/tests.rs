@@ -271,8 +271,8 @@ fn virtual_times_inline_run_end_keeps_the_general_records() {
     let mut inline = Local::new(0, &CounterChoice::Detect, &affinity);
     let mut general = Local::new(0, &CounterChoice::Detect, &affinity);
     assert_eq!(inline.end, End::StampAndRound);
-    for &t in &ults {
-        affinity.on_spawn(t, None);
+    for (i, &t) in ults.iter().enumerate() {
+        affinity.on_spawn(t, Some((i % 2 + 1) << 12));
     }
     for run in 0..3000usize {
         let (a, b) = (ults[run % 2], ults[2 + run % 2]);
@@ -286,8 +286,12 @@ fn virtual_times_inline_run_end_keeps_the_general_records() {
         general.record(b);
         let (x, y) = (ult_info(a, needs), ult_info(b, needs));
         assert_eq!((x.stamp, x.state), (y.stamp, y.state), "run {run}");
+        let (x, y) = (&a.tcb().sched.record, &b.tcb().sched.record);
+        assert_eq!(x.lines_clock.get(), y.lines_clock.get(), "run {run}");
     }
     assert_eq!(ult_info(ults[0], needs).stamp, 2999);
+    // The declared lines of the 3000 runs (64 and 128 lines in turn), summed.
+    assert_eq!(ults[3].tcb().sched.record.lines_clock.get(), 1500 * 64 + 1500 * 128);
 }
 
 /// The keys the runtime computes itself for each built-in policy (enqueue and yield) are
@@ -556,4 +560,54 @@ fn a_quiet_home_sends_a_hand_offs_ult_to_its_waker_whatever_the_line_costs() {
             assert_eq!(engine.wake_target(t, Some(1), Some(by)), 0, "{policy}");
         }
     }
+}
+
+/// Virtual Time keeps no cache model: the hand-off rule reads a woken ULT's declared lines less
+/// what the declared data of the runs ended at its home since its own would have pushed out of
+/// the model cache (2 MiB here, 32 768 lines). Its 1024 lines stay home while 31 runs of 64 KiB
+/// followed it there, half are left after 31.5, none after 32: then a crossing hand-off takes it
+/// to its waker, as for a policy whose model has seen its lines evicted. Runs elsewhere do not
+/// count, and a run of its own at home starts the count again.
+#[test]
+#[cfg_attr(miri, ignore = "reads the machine's topology from sysfs, which Miri's isolation refuses")]
+fn virtual_times_home_lines_decay_by_the_data_run_at_home_since() {
+    let topology =
+        elite_affinity::Topology::synthetic("1x2, 48 KiB L1d per core, 2 MiB L2 per core").unwrap();
+    let policy = Policy::virtual_time();
+    let mut engine = Engine::new(&policy, policy.hooks().needs(), &topology.model_cache(), 2);
+    engine.place_little_data(&topology);
+    let shared = Arc::new(());
+    let chunk = Chunk::allocate(&shared);
+    let mut tcbs = chunk.tcbs();
+    let (t, by, other, half) =
+        (tcbs.next().unwrap(), tcbs.next().unwrap(), tcbs.next().unwrap(), tcbs.next().unwrap());
+    engine.on_spawn(t, Some(64 << 10));
+    engine.on_spawn(by, Some(64 << 10));
+    engine.on_spawn(other, Some(64 << 10));
+    engine.on_spawn(half, Some(32 << 10));
+    let mut locals: Vec<Local> = (0..2).map(|p| Local::new(p, &CounterChoice::Estimated, &engine)).collect();
+    assert!(!engine.quiet_at(1), "64 KiB is not little data");
+    assert!(hand_off::hand_off_lines() < 512.0, "the line count is at most 256");
+    let end_on = |locals: &mut Vec<Local>, p: usize, u: TcbRef| {
+        u.tcb().head.processor.store(p, crate::atomics::Ordering::Relaxed);
+        locals[p].begin_run();
+        locals[p].end_run(u);
+    };
+    end_on(&mut locals, 1, t);
+    assert_eq!(engine.home_lines(t, 1), 1024.0);
+    for _ in 0..31 {
+        end_on(&mut locals, 1, other);
+        end_on(&mut locals, 0, by);
+    }
+    assert_eq!(engine.home_lines(t, 1), 1024.0, "31 sets of 64 KiB since: still all cached");
+    assert_eq!(engine.wake_target(t, Some(0), Some(by)), 1, "a crossing hand-off: home");
+    end_on(&mut locals, 1, half);
+    assert_eq!(engine.home_lines(t, 1), 512.0, "31.5 sets since: half of it");
+    end_on(&mut locals, 1, half);
+    assert_eq!(engine.home_lines(t, 1), 0.0, "32 sets since: none");
+    assert_eq!(engine.wake_target(t, Some(0), Some(by)), 0, "a crossing hand-off: its waker's");
+    assert_eq!(engine.wake_target(t, Some(0), None), 1, "no ULT woke it: home");
+    end_on(&mut locals, 1, t);
+    assert_eq!(engine.home_lines(t, 1), 1024.0, "its own run at home: all cached again");
+    assert_eq!(engine.wake_target(t, Some(0), Some(by)), 1);
 }
