@@ -42,20 +42,49 @@ pub fn time_shared<T>(sample: impl FnOnce() -> Result<T, String>) -> Result<T, S
                     std::io::Error::last_os_error()
                 ));
             }
+            // (Back to the real-time policy also when the sample panics.)
+            let back = BackToRealTime { policy, param };
             let result = sample();
-            // SAFETY: `param` holds the priority read above; pid 0 is the calling thread.
-            // (Returning needs the right to set a real-time policy, which a thread put under
-            // one by a privileged parent may lack: then the sample fails and says so.)
-            if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
-                return Err(format!(
-                    "cannot return to the real-time policy after a sample: {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
+            back.now()?;
             return result;
         }
     }
     sample()
+}
+
+/// Puts the calling thread back under the real-time `policy` at `param`'s priority when
+/// dropped ([`time_shared`]'s way back, also on a panic) or told to ([`BackToRealTime::now`]).
+#[cfg(target_os = "linux")]
+struct BackToRealTime {
+    policy: libc::c_int,
+    param: libc::sched_param,
+}
+
+#[cfg(target_os = "linux")]
+impl BackToRealTime {
+    /// Goes back now, saying whether the OS let it. (Going back needs the right to set a
+    /// real-time policy, which a thread put under one by a privileged parent may lack.)
+    fn now(self) -> Result<(), String> {
+        let back = self.back();
+        std::mem::forget(self);
+        back.map_err(|e| format!("cannot return to the real-time policy after a sample: {e}"))
+    }
+
+    fn back(&self) -> std::io::Result<()> {
+        // SAFETY: `param` is a valid `sched_param`; pid 0 is the calling thread.
+        match unsafe { libc::sched_setscheduler(0, self.policy, &self.param) } {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for BackToRealTime {
+    fn drop(&mut self) {
+        // (Unwinding from the sample: nothing to report a refusal to.)
+        let _ = self.back();
+    }
 }
 
 /// A fresh elite runtime with `processors` processors and every other setting at its default.
@@ -127,4 +156,31 @@ pub fn std_spawn_join(n: u64) -> Result<Sample, String> {
         }
         Ok((start.elapsed(), sum))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_time_shared_sample_runs_under_the_normal_policy_and_returns() {
+        let seen = std::thread::spawn(|| {
+            let fifo = libc::sched_param { sched_priority: 2 };
+            // SAFETY: a valid `sched_param`; pid 0 is this thread.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) } != 0 {
+                return None; // not permitted here: nothing to check
+            }
+            let inside = time_shared(|| Ok(crate::machine::sched_policy())).unwrap();
+            let after = crate::machine::sched_policy();
+            let panicked = std::panic::catch_unwind(|| time_shared::<()>(|| panic!("a sample's panic")));
+            Some((inside, after, panicked.is_err(), crate::machine::sched_policy()))
+        })
+        .join()
+        .unwrap();
+        if let Some(seen) = seen {
+            assert_eq!(seen, ("normal".into(), "fifo 2".into(), true, "fifo 2".into()));
+        }
+        assert_eq!(time_shared(|| Ok(7)), Ok(7));
+    }
 }
