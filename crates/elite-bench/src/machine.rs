@@ -131,13 +131,8 @@ pub fn max_map_count() -> Option<u64> {
 /// the real-time priority `P`.
 pub fn sched_policy() -> String {
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: reads the calling thread's policy; takes no pointers.
-        let policy = unsafe { libc::sched_getscheduler(0) };
-        let mut param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is a valid, writable `sched_param`.
-        let priority =
-            if unsafe { libc::sched_getparam(0, &mut param) } == 0 { param.sched_priority } else { 0 };
+    if let Some((policy, param)) = thread_sched() {
+        let priority = param.sched_priority;
         match policy {
             libc::SCHED_FIFO => return format!("fifo {priority}"),
             libc::SCHED_RR => return format!("rr {priority}"),
@@ -147,6 +142,17 @@ pub fn sched_policy() -> String {
         }
     }
     "normal".into()
+}
+
+/// The calling thread's scheduling policy and its parameters (the priority), or `None` where
+/// the OS does not say.
+#[cfg(target_os = "linux")]
+pub(crate) fn thread_sched() -> Option<(libc::c_int, libc::sched_param)> {
+    // SAFETY: reads the calling thread's policy; takes no pointers.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid, writable `sched_param`.
+    (policy >= 0 && unsafe { libc::sched_getparam(0, &mut param) } == 0).then_some((policy, param))
 }
 
 /// The first `model name` of `/proc/cpuinfo`.

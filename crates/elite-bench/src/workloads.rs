@@ -27,13 +27,8 @@ pub fn build_runtime(builder: elite_rt::RuntimeBuilder) -> Result<elite_rt::Runt
 pub fn time_shared<T>(sample: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     #[cfg(target_os = "linux")]
     {
-        let mut param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: reads the calling thread's policy; takes no pointers.
-        let policy = unsafe { libc::sched_getscheduler(0) };
-        let realtime = (policy == libc::SCHED_FIFO || policy == libc::SCHED_RR)
-            // SAFETY: `param` is a valid, writable `sched_param`.
-            && unsafe { libc::sched_getparam(0, &mut param) } == 0;
-        if realtime {
+        let sched = crate::machine::thread_sched();
+        if let Some((policy, param)) = sched.filter(|(p, _)| *p == libc::SCHED_FIFO || *p == libc::SCHED_RR) {
             let normal = libc::sched_param { sched_priority: 0 };
             // SAFETY: a valid `sched_param`; pid 0 is the calling thread.
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) } != 0 {

@@ -883,29 +883,39 @@ impl Fork for EliteFork {
         A: FnOnce() + Send,
         B: FnOnce() + Send,
     {
-        let at = if self.hinted {
-            Where::Processor((b_start * self.processors / n.max(1)).min(self.processors - 1))
+        let builder = elite_rt::Builder::new();
+        let builder = if self.hinted {
+            let p = (b_start * self.processors / n.max(1)).min(self.processors - 1);
+            builder.place(elite_rt::Place::processor(p))
         } else {
-            Where::Anywhere
+            builder
         };
-        let b: Box<dyn FnOnce() + Send + '_> = Box::new(b);
-        // SAFETY: only the lifetime changes. `b` may borrow from the caller's frame; the ULT that
-        // runs it is joined below before this function returns, whether `a` returns or panics
-        // (its panic is caught and resumed after the join), so nothing `b` borrows is used after
-        // it ends. If the spawn fails, `b` was dropped unrun and the panic leaves nothing running.
-        let b: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(b) };
-        let handle = match spawn_at(at, b) {
-            Ok(handle) => handle,
-            Err(e) => panic!("{e}"),
-        };
-        let a_result = panic::catch_unwind(AssertUnwindSafe(a));
-        let b_result = handle.join();
-        if let Err(payload) = a_result {
-            panic::resume_unwind(payload);
-        }
-        if let Err(payload) = b_result {
-            panic::resume_unwind(payload);
-        }
+        join_spawned(builder, a, b);
+    }
+}
+
+/// Runs `b` in a ULT that `builder` spawns and `a` on the caller meanwhile, and returns once
+/// both ended (resuming the panic of either, `a`'s first); `b` may borrow from the caller's
+/// frame, as with `std::thread::scope`. Panics if the spawn fails.
+fn join_spawned<A, B>(builder: elite_rt::Builder, a: A, b: B)
+where
+    A: FnOnce() + Send,
+    B: FnOnce() + Send,
+{
+    let b: Box<dyn FnOnce() + Send + '_> = Box::new(b);
+    // SAFETY: only the lifetime changes. `b` may borrow from the caller's frame; the ULT that
+    // runs it is joined below before this function returns, whether `a` returns or panics
+    // (its panic is caught and resumed after the join), so nothing `b` borrows is used after
+    // it ends. If the spawn fails, `b` was dropped unrun and the panic leaves nothing running.
+    let b: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(b) };
+    let handle = builder.spawn(b).unwrap_or_else(|e| panic!("cannot spawn a ULT: {e}"));
+    let a_result = panic::catch_unwind(AssertUnwindSafe(a));
+    let b_result = handle.join();
+    if let Err(payload) = a_result {
+        panic::resume_unwind(payload);
+    }
+    if let Err(payload) = b_result {
+        panic::resume_unwind(payload);
     }
 }
 

@@ -153,19 +153,10 @@ pub(super) fn merge_branchless(a: &[u32], b: &[u32], out: &mut [u32]) {
 
 /// Runs `f` in a ULT held (`PlaceMode::Strict`) on processor `processor`, and waits for it.
 fn run_held_on(processor: usize, f: impl FnOnce() + Send) {
-    let f: Box<dyn FnOnce() + Send + '_> = Box::new(f);
-    // SAFETY: only the lifetime changes. `f` may borrow from the caller's frame; the ULT that
-    // runs it is joined below before this function returns (a failed spawn drops `f` unrun and
-    // panics), so nothing `f` borrows is used after it ends.
-    let f: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(f) };
-    let handle = elite_rt::Builder::new()
+    let held = elite_rt::Builder::new()
         .place(elite_rt::Place::processor(processor))
-        .place_mode(elite_rt::PlaceMode::Strict)
-        .spawn(f)
-        .unwrap_or_else(|e| panic!("cannot spawn the merge: {e}"));
-    if let Err(payload) = handle.join() {
-        std::panic::resume_unwind(payload);
-    }
+        .place_mode(elite_rt::PlaceMode::Strict);
+    super::join_spawned(held, || {}, f);
 }
 
 /// [`super::merge_sort`], recording its phases in `rec`; returns the processor it finished on.
