@@ -94,10 +94,11 @@
 //! the runtime makes, since it moves with the host's load (in a virtual machine a wake-up takes
 //! far longer when the hypervisor must first reschedule the sleeper's halted virtual CPU than
 //! when the machine is busy enough that it had not halted). Every threshold of the runtime that
-//! depends on the host is derived from such measurements: see [`sync::HostCosts`]. The spin budget is Lim and Agarwal's competitive rule, which ELiTE cites:
-//! spinning as long as blocking would cost never waits more than twice as long as the better
-//! choice. A spinner also stops when an unlock has handed the lock to a blocked waiter, which may
-//! need the spinner's processor. [`sync::SpinPolicy`] chooses another rule per runtime.
+//! depends on the host is derived from such measurements: see [`sync::HostCosts`]. The spin
+//! budget is Lim and Agarwal's competitive rule, which ELiTE cites: spinning as long as blocking
+//! would cost never waits more than twice as long as the better choice. A spinner also stops
+//! when an unlock has handed the lock to a blocked waiter, which may need the spinner's
+//! processor. [`sync::SpinPolicy`] chooses another rule per runtime.
 //!
 //! ## The cooperative budget
 //!

@@ -101,9 +101,9 @@
 //! and unlocks itself (`Switch::link`, matched in its `run_ult`) instead of calling a closure
 //! through a pointer, a call that cannot be inlined on every such wait (`blocking-probe
 //! ping_pong` under callgrind counts the difference). Keep it so when changing a primitive: a
-//! new helper between `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's path;
-//! and keep [`crate::processor::Processor::wake`] small enough to inline (rare wake rules out of
-//! line), as it sits on every notifier's path; a ULT notifier's deferred wake-up
+//! new helper between `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out
+//! of the wait's path; and keep [`crate::processor::Processor::wake`] small enough to inline
+//! (rare wake rules out of line), as it sits on every notifier's path; a ULT notifier's deferred wake-up
 //! ([`Wake::wake`]) goes through `Processor::follow_ult_waker` (then `Processor::wake`), which settles No Affinity's rule
 //! (the default) with one flag before falling back on `wake` (fewer instructions on every
 //! round trip of `blocking-probe ping_pong`).
