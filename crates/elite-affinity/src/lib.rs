@@ -75,7 +75,7 @@
 //! [`CacheModel`] implements the Markov model of ELiTE section 3.1 for a cache of `N` lines: the
 //! footprint after a run, the lines still valid after foreign misses, and the reload transient.
 //! [`closed_form`] has the exact expressions (checked in the tests against powers of the explicit
-//! transition matrices); `CacheModel` tabulates them once (about 25 µs for a 2 MiB cache) so that
+//! transition matrices); `CacheModel` tabulates them once (a few thousand entries) so that
 //! each call on the hot path is a few loads and multiplications, with the error bounds its docs
 //! state. [`Footprint`] is what a ULT carries for it (16 bytes).
 //!

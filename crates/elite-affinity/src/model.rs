@@ -38,8 +38,8 @@
 //!   lines). The interpolated `H` is increasing, so the table keeps the order of the closed form
 //!   where it matters: more footprint or fewer valid lines never lowers the reload transient.
 //!
-//! Building both for `N = 32768` takes about 30 µs (measured by `cargo run --release -p
-//! elite-affinity --example costs`).
+//! Building both is a few thousand table entries, once per model (`cargo run --release -p
+//! elite-affinity --example costs` times it on the host at hand).
 
 use std::fmt;
 
@@ -505,7 +505,8 @@ impl Footprint {
 
     /// The expected misses to rebuild the footprint in a run on `processor` whose clock reads
     /// `clock`: the Reload Transient policy's priority (lower runs first). Always inlined: the
-    /// runtime computes it at every enqueue, where a call cost about 10 more instructions.
+    /// runtime computes it at every enqueue, where an out-of-line call would add its own
+    /// instructions to each.
     #[inline(always)]
     pub fn reload_transient_on(&self, model: &CacheModel, processor: usize, clock: u64) -> f32 {
         // `valid_on`, with a shortcut. Both in `[0, N]`: `valid_on` decays `lines`, which the

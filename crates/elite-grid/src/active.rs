@@ -36,9 +36,10 @@
 //!
 //! **Why not chaotic relaxation.** An earlier version woke a patch whenever a neighbour moved by
 //! more than `τ` and let the scheduler pick the order: the policies then changed the order of the
-//! relaxations and so the work (relaxations per cell 124 sequential, 161 to 218 under the
-//! policies), and a policy that raised the rate could lengthen the solve. Here the work is fixed
-//! by the mesh and `τ`, and a policy can only change how fast it is done.
+//! relaxations and so the work (more relaxations per cell than the sequential solve, how many
+//! more depending on the policy: `docs/benchmarks.md` in the repository has the counts), and a
+//! policy that raised the rate could lengthen the solve. Here the work is fixed by the mesh and
+//! `τ`, and a policy can only change how fast it is done.
 //!
 //! The ULTs only use `elite_rt`'s public API: `Builder::spawn`, `set_footprint`,
 //! `set_data_block`, and `sync::{Semaphore, Mutex, Condvar, WaitGroup}`.

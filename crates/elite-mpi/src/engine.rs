@@ -852,7 +852,7 @@ pub(crate) const POLLS_BEFORE_OS_YIELD: u32 = 64;
 /// that completed nothing it yields its OS thread too (`sched_yield`, as MPICH's own blocking
 /// calls do after `MPIR_CVAR_POLLS_BEFORE_YIELD` polls): on a machine with more runnable threads
 /// than CPUs, the peer rank this one waits for may be waiting for a CPU, and a processor spinning
-/// on its time slice would hold it off for a whole slice (milliseconds per message, measured).
+/// on its time slice would hold it off for a whole slice (milliseconds per message).
 ///
 /// The stall report ([`MpiStall`]) is checked at the same point, every [`POLLS_BEFORE_OS_YIELD`]
 /// fruitless polls: the first such point of a run of fruitless polls notes the time, a later one

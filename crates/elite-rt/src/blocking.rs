@@ -32,8 +32,9 @@
 //!
 //! Why this rather than handing the *ULT* to a spare thread that runs `f` while the processor stays
 //! on its thread: `f` starts at once on the thread that was running the ULT, without waiting for
-//! another thread to wake up (on the build VMs a wake-up takes 30 µs to 0.5 ms when the CPU had
-//! halted), and a short call finishes without any other thread having run: the wake-up of the
+//! another thread to wake up (which takes far longer than a short call when that thread's CPU
+//! had halted, above all in a virtual machine), and a short call finishes without any other
+//! thread having run: the wake-up of the
 //! spare is off the call's path. It is also the paper's model: "the runtime system parks spare
 //! kernel threads ... to maintain a fixed number of running kernel threads". Only a call queued at
 //! the cap is run by another thread than its caller's (the next worker whose own call ends): its
@@ -207,9 +208,10 @@ use std::time::{Duration, Instant};
 /// [Panics](crate#panics)).
 ///
 /// What it costs (see the crate docs, "Blocking calls"): a switch out and back, two lock round
-/// trips and the unpark of a spare thread: on the 2-core build VM about 2 µs for a call when the
-/// spare thread is asleep, 70 to 150 ns back to back; a call pays that whether it sleeps or not, so
-/// keep short non-blocking work out of it.
+/// trips and the unpark of a spare thread, whose futex wake-up makes a call that finds the spare
+/// asleep several times as costly as calls back to back, which find it awake
+/// (`docs/benchmarks.md` in the repository, `blocking`, has figures with their hosts); a call
+/// pays that whether it sleeps or not, so keep short non-blocking work out of it.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};

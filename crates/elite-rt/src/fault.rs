@@ -99,8 +99,8 @@ pub(crate) fn with_alt_stack(body: impl FnOnce()) {
 }
 
 /// Calls `body` from a frame of its own, so the processor loop inside is compiled as it would be
-/// without the guard above (a guard live across an inlined loop cost it 4 instructions per
-/// iteration of a yield ping-pong, callgrind).
+/// without the guard above (a guard live across an inlined loop takes registers from it, and
+/// costs it instructions on every iteration).
 #[inline(never)]
 fn run_outlined(body: impl FnOnce()) {
     body()

@@ -91,13 +91,14 @@
 //! when the processor had nothing else to run. [`sync::switch_cost`] is a coroutine round trip
 //! (measured when the first runtime starts; a few nanoseconds) plus the wake-up of a parked
 //! processor: measured at start as the median of nine, then the running average of the wake-ups
-//! the runtime makes, since it moves with the host's load (on the 2-core build VMs 30 µs to 0.5 ms
-//! when the host had to reschedule the sleeper's halted virtual CPU, about 2 µs when the machine
-//! was busy enough that it had not halted). Every threshold of the runtime that depends on the
-//! host is derived from such measurements: see [`sync::HostCosts`]. The spin budget is Lim and Agarwal's competitive rule, which ELiTE cites:
-//! spinning as long as blocking would cost never waits more than twice as long as the better
-//! choice. A spinner also stops when an unlock has handed the lock to a blocked waiter, which may
-//! need the spinner's processor. [`sync::SpinPolicy`] chooses another rule per runtime.
+//! the runtime makes, since it moves with the host's load (in a virtual machine a wake-up takes
+//! far longer when the hypervisor must first reschedule the sleeper's halted virtual CPU than
+//! when the machine is busy enough that it had not halted). Every threshold of the runtime that
+//! depends on the host is derived from such measurements: see [`sync::HostCosts`]. The spin
+//! budget is Lim and Agarwal's competitive rule, which ELiTE cites: spinning as long as blocking
+//! would cost never waits more than twice as long as the better choice. A spinner also stops
+//! when an unlock has handed the lock to a blocked waiter, which may need the spinner's
+//! processor. [`sync::SpinPolicy`] chooses another rule per runtime.
 //!
 //! ## The cooperative budget
 //!
@@ -212,9 +213,9 @@
 //! blocking` measures it against spawning a thread per call (`docs/benchmarks.md` has the
 //! figures with their host), and `elite-bench blocking-probe blocking N` under callgrind counts
 //! its instructions. A program that makes no blocking call pays nothing for the module on its
-//! yields, spawns, joins and channel operations. With a hardware cache-miss counter
-//! (none on the build VMs) a processor's counter keeps counting the thread that opened it after a
-//! handoff: the policies that need misses would see wrong counts on processors that changed
+//! yields, spawns, joins and channel operations. With a hardware cache-miss counter (many
+//! virtual machines expose none) a processor's counter keeps counting the thread that opened it
+//! after a handoff: the policies that need misses would see wrong counts on processors that changed
 //! threads.
 //!
 //! ## Panics

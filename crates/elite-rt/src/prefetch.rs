@@ -49,8 +49,9 @@
 //! having the block cached (`elite-bench affinity`'s `synthetic_1024` rows with `+data`); a
 //! sequential walk is streamed by the hardware prefetchers anyway, and then the burst is mostly
 //! cost (the adaptive grid's patches, `crates/elite-grid/examples/adaptive_grid.rs`: every
-//! `+prefetch` row was 25 to 35% slower than without on a 2 MiB-L2 Xeon while each choice
-//! prefetched the next ULT's block and the chosen one's again, and each waker the woken one's).
+//! `+prefetch` row was slower than without while each choice prefetched the next ULT's block
+//! and the chosen one's again, and each waker the woken one's; `docs/benchmarks.md` in the
+//! repository has the rows with their host).
 //!
 //! So each processor measures it while it runs (`Payoff`), as the runtime measures its other
 //! costs on the host it runs on (`sync::host`). At each choice of a ULT with a block it decides
@@ -127,7 +128,8 @@ const LINE: usize = 64;
 /// The stack lines prefetched below the line of a ULT's stack top (its yielder): the frames of a
 /// ULT suspended near the top of its stack, as one that waits in its main loop is, and the
 /// registers the switch saved below them. (Noting the depth at each suspension would cover deep
-/// suspensions too, but costs every ULT's suspension path, measured: 15 instructions a switch.)
+/// suspensions too, but adds instructions to every ULT's suspension path, which every switch
+/// takes.)
 const STACK_LINES: usize = 8;
 
 /// A ULT's data block: the start and length of the memory it mostly works on, for the runtime to

@@ -207,7 +207,7 @@ impl std::error::Error for OpenError {}
 /// with `read(2)` otherwise (see the module docs for the protocol). Counts only the thread that
 /// opened it, so it is not `Send`: open it on the worker thread it measures.
 ///
-/// On these build machines, which have no PMU, [`open`](Self::open) with
+/// On a machine without a PMU (many virtual machines expose none), [`open`](Self::open) with
 /// [`CounterEvent::CacheMisses`] fails; [`AnySource::detect`](crate::AnySource::detect) then
 /// uses the estimator.
 ///

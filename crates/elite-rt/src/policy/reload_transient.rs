@@ -21,10 +21,10 @@ const SCALE: f32 = 1024.0;
 /// cached (it saturates: in a real cache the ULT that ran longest ago is the coldest). Those run
 /// newest entry first, by the processor's count of entries (No Affinity's order: the ULT made
 /// ready last), above every ULT with something to reload: the order between different reload
-/// transients is the model's. Where working sets stay cached most keys are such ties (61% of
-/// the enqueues of `elite-bench affinity --bench no_locality`): run in the order they entered
-/// the runqueue, the runqueue's rule for equal keys, they ran oldest first, and the sweeps
-/// there took about twice No Affinity's time; ordered by the stamp of the last run (Virtual
+/// transients is the model's. Where working sets stay cached most keys are such ties (as in
+/// `elite-bench affinity --bench no_locality`): run in the order they entered the runqueue, the
+/// runqueue's rule for equal keys, they ran oldest first, and the sweeps there took far longer
+/// than No Affinity's; ordered by the stamp of the last run (Virtual
 /// Time's order) their keys came in no order the runqueue's lanes keep, and its treap's
 /// pushes cost more than the sweeps saved.
 ///

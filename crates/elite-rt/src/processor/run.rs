@@ -340,7 +340,7 @@ impl Processor {
     /// [`Processor::run_ult`] with the hooks `HOOKS` (a [`Hooked`] as a number). Never inlined:
     /// each copy is a function of its own and `run_ult`, a test and a call, inlines into its
     /// callers (inlined into `run_ult`, one copy made every call save the registers the others
-    /// need: two to four instructions more per run where no hook runs).
+    /// need: instructions more on every run, even where no hook runs).
     #[inline(never)]
     fn run_ult_as<const HOOKS: u8>(&self, mut t: TcbRef, w: &Worker) {
         let all = HOOKS == Hooked::ALL;
@@ -611,8 +611,8 @@ impl Processor {
     /// refilled the batch (`requeue_yielded`, `hand_off`) and at the batch's first yield, not at
     /// the six after it: what arrives meanwhile waits at most `BATCH` - 1 yields of ULTs of
     /// this processor (tens of nanoseconds) longer for the loop, or for its admission
-    /// (`admit_one`). Those six loads of five lines were a tenth of a yield's instructions
-    /// (`hot_path_probe yields`, 1024 ULTs: 156 -> 139 per yield, task-clock 8.8 -> 8.4 ns).
+    /// (`admit_one`). Those six loads of five lines are a sizeable share of a yield's
+    /// instructions, the loop's shortest path (`hot_path_probe yields` counts them).
     /// Under No Affinity and Minimum Misses only (their yield key is always 0; the batch is
     /// never filled under the others, nor in the central or chaos mode).
     #[inline(always)]

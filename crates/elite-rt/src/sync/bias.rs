@@ -48,7 +48,7 @@
 //! the loom model `a_former_owner_is_stale`). With one owner ever, such a stale entry runs on
 //! that owner's thread, never while it holds the lock through `held`.
 //! The process registers for `membarrier` once, when its first runtime starts, on the starting
-//! thread (microseconds in a process of one thread, else an RCU grace period, about 7 ms here);
+//! thread (microseconds in a process of one thread, else an RCU grace period, milliseconds);
 //! no lock is biased before it is done, and none ever without `membarrier` (another OS, an old
 //! kernel).
 //!
@@ -281,8 +281,8 @@ mod membarrier {
     }
 
     /// Registers, once per process, on the calling thread: a few microseconds while the process
-    /// has a single thread, else the wait for an RCU grace period (about 7 ms on the build
-    /// machines). Synchronous on purpose: a thread of its own would come and go at a moment
+    /// has a single thread, else the wait for an RCU grace period (milliseconds). Synchronous
+    /// on purpose: a thread of its own would come and go at a moment
     /// nobody chose (the exhaustion test counts mappings), and it is paid once.
     pub(super) fn prepare() {
         static ONCE: std::sync::Once = std::sync::Once::new();

@@ -1,8 +1,9 @@
 //! What this host's costs are, and the thresholds of the runtime that derive from them.
 //!
-//! A threshold tuned on one machine does not carry to another: a cache line crosses between the
-//! cores of one virtual machine in 100 ns and of another in 300; waking a parked thread takes 2 µs
-//! on one and 40 µs on another (whose host halts idle virtual CPUs). So the runtime measures what
+//! A threshold tuned on one machine does not carry to another: the time a cache line takes to
+//! cross between two cores differs several times over from machine to machine, and the time to
+//! wake a parked thread by an order of magnitude or more (a hypervisor that halts idle virtual
+//! CPUs must first schedule the sleeper's again). So the runtime measures what
 //! its thresholds are made of, on the host it runs on, and derives each threshold from those
 //! measurements by a rule that is the same everywhere:
 //!
@@ -32,14 +33,13 @@
 //!   (one of them descheduled). It takes 100 round trips, and more, 100 at a time, while
 //!   fewer than a quarter of them were transfers (a busy host), up to 2000 or for 20 ms; the
 //!   round trip is the first quartile of the transfers. With fewer transfers than that, both
-//!   line costs are unmeasured. (Taking the first quartile of 100 round trips, transfers or not,
-//!   it failed in 3 of 12 processes started one after another on a 2-core VM beside one busy
-//!   loop; this way in 1 of 12.) On Linux the two threads are kept on two CPUs while they
+//!   line costs are unmeasured. (A fixed 100 round trips, transfers or not, would leave the
+//!   costs unmeasured whenever another program kept the helper from running beside this thread
+//!   for most of them.) On Linux the two threads are kept on two CPUs while they
 //!   measure: this thread pinned to the CPU it runs on, the helper to another CPU of its mask,
 //!   and this thread's mask restored afterwards. Left to the OS, a helper started while another
-//!   program keeps one CPU busy joins this thread on the idle CPU, and the two take turns there:
-//!   beside one busy loop of normal priority on a 2-core VM, 33 of 40 processes left the line
-//!   costs unmeasured that way, none of 40 pinned.
+//!   program keeps one CPU busy tends to join this thread on the idle CPU, and the two take
+//!   turns there, which leaves the line costs unmeasured; pinned, they run side by side.
 //! * **Line fetch**: between round trips the helper writes 64 lines of a block, then this thread
 //!   reads them all at once (independent loads, which the core overlaps): the median time per
 //!   line over 15 such reads.
@@ -70,9 +70,9 @@
 //! by a busy host moves it little; samples above [`MAX_WAKE_SAMPLE_NS`] are dropped as not a
 //! wake-up but a stamp left over from another). The spin budget and threshold follow that average
 //! ([`switch_cost`]). The line costs are measured once they can be: they do not move with the load, only
-//! with where the hypervisor places the virtual CPUs, which a process cannot see (one build VM
-//! measured 50 ns in one run and 400 ns in the others, its two virtual CPUs evidently on one
-//! core's two hardware threads that once).
+//! with where the hypervisor places the virtual CPUs, which a process cannot see (two virtual
+//! CPUs that are two hardware threads of one core pass a line far faster than two on separate
+//! cores, and which a process gets may change from one run to the next).
 
 // (Miri measures nothing: the measurement code goes unused there.)
 #![cfg_attr(miri, allow(dead_code, unused_imports))]
@@ -698,9 +698,8 @@ fn measure_lines() -> Option<(f64, f64)> {
 }
 
 /// [`ticks`] once every load before it has completed: on x86-64 `rdtsc` alone may run ahead of
-/// loads still waiting for their lines, and a read of 64 lines timed by it read 0.4 ns a line
-/// (the time to issue the loads, not to fetch them) in 7 of 30 processes on a 2-core Xeon VM;
-/// `lfence` first waits for them.
+/// loads still waiting for their lines, so that a read of 64 lines timed by it may give the
+/// time to issue the loads, not to fetch them; `lfence` first waits for them.
 #[cfg(not(miri))]
 #[inline(always)]
 fn ticks_fenced() -> u64 {

@@ -99,13 +99,13 @@
 //! what is rare (timed waits, disconnection, lost races) out of line. The untimed waits that only
 //! link their node (channels, mutex, rwlock, barrier) use `block_on`: the processor links the node
 //! and unlocks itself (`Switch::link`, matched in its `run_ult`) instead of calling a closure
-//! through a pointer (about 20 instructions less per round trip of `blocking-probe ping_pong`,
-//! two waits, under callgrind). Keep it so when changing a primitive: a new helper between
-//! `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out of the wait's path;
-//! and keep [`crate::processor::Processor::wake`] small enough to inline (rare wake rules out of
-//! line), as it sits on every notifier's path; a ULT notifier's deferred wake-up
+//! through a pointer, a call that cannot be inlined on every such wait (`blocking-probe
+//! ping_pong` under callgrind counts the difference). Keep it so when changing a primitive: a
+//! new helper between `lock`/`send`/`recv`/`acquire` and `block` should be `#[inline]`, or out
+//! of the wait's path; and keep [`crate::processor::Processor::wake`] small enough to inline
+//! (rare wake rules out of line), as it sits on every notifier's path; a ULT notifier's deferred wake-up
 //! ([`Wake::wake`]) goes through `Processor::follow_ult_waker` (then `Processor::wake`), which settles No Affinity's rule
-//! (the default) with one flag before falling back on `wake` (about 20 instructions less per
+//! (the default) with one flag before falling back on `wake` (fewer instructions on every
 //! round trip of `blocking-probe ping_pong`).
 //!
 //! # Shutdown

@@ -129,8 +129,9 @@ pub(crate) struct Event {
 /// The events' clock: the time-stamp counter where it ticks at a constant rate on every core
 /// (x86-64 with `constant_tsc` and `nonstop_tsc`, as the kernel's `tsc` clocksource requires),
 /// calibrated against `Instant` when the tracer is made; else `Instant`. An event stores the raw
-/// reading; the flush turns it into nanoseconds since the tracer was made. (On the VMs this was
-/// built on, `Instant::now` is a system call of about 500 ns, a time-stamp counter read 40 ns.)
+/// reading; the flush turns it into nanoseconds since the tracer was made. (Where `Instant::now`
+/// is a system call, on hosts whose clock source the vDSO cannot read, it costs many times the
+/// counter read, a single instruction; `docs/tracing.md` in the repository has figures.)
 struct Clock {
     epoch: Instant,
     /// The counter at `epoch`, and nanoseconds per tick; `None`: read `Instant`.

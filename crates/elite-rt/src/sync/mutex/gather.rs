@@ -1,10 +1,12 @@
 //! Gathering: a saturated [`Mutex`] brings its contenders to one processor.
 //!
 //! A lock taken from two processors with little work between two acquisitions moves its cache
-//! line between the cores at nearly every acquisition (a bounce, about 100 ns on the build VMs),
-//! and two processors then do less than one: `mutex_contended`'s loop (lock, increment, unlock,
-//! yield) took 35-48 ns per operation at 2 processors against 16 at 1. Such a lock gathers its
-//! contenders on one processor, in the spirit of ELiTE's synchronization-driven forces (3.3)
+//! line between the cores at nearly every acquisition (a bounce: a transfer of the line, which
+//! costs far more than the lock's own instructions), and two processors then do less than one:
+//! a loop such as `mutex_contended`'s (lock, increment, unlock, yield) can run slower on two
+//! processors than on one (`docs/benchmarks.md` in the repository has figures with their hosts).
+//! Such a lock gathers its contenders on one processor, in the spirit of ELiTE's
+//! synchronization-driven forces (3.3)
 //! ([`RuntimeBuilder::gather_locks`](crate::RuntimeBuilder::gather_locks) turns it off):
 //!
 //! * **Saturation.** `LockWord::lock_fast` reports every bounce: an acquisition through the
@@ -22,10 +24,10 @@
 //!   (8) round trips of a cache line between two cores as measured on this host when the first
 //!   runtime started, or a later one where that could not measure it (no lock saturates while
 //!   it is unmeasured: `sync::host`) ([`HostCosts::gather_gap_ns`]). A wide band: how far apart
-//!   bounces come does not tell whether gathering pays (`mutex_contended`'s loop bounced about
-//!   2.5 round trips apart on one build VM, where it ran 3 times as fast gathered, and a loop
-//!   with work between acquisitions about 3.7 round trips apart on another, where it ran
-//!   faster on 2 processors); the candidate's *trial* does. A candidate is saturated (its
+//!   bounces come does not tell whether gathering pays (bounces a few round trips apart come
+//!   both from a loop that runs far faster gathered and from one with some work between
+//!   acquisitions that runs faster spread over two processors); the candidate's *trial* does.
+//!   A candidate is saturated (its
 //!   contenders gather) if a trial may start, and that saturation is the trial:
 //!   * *The periods.* The holder counts every acquisition (a `u8` on the hot line, however the
 //!     lock was taken) and at every [`ACQUISITIONS_PER_CHECKPOINT`] (256), a *checkpoint*,
@@ -80,10 +82,6 @@
 //!   and the trial). A lock that is
 //!   saturated again at once each time is re-checked less and less often, as the thieves'
 //!   pauses grow; a lock whose load changed is found out within a window, at most 640 ms.)
-//!   Measured with work between two acquisitions (a `black_box` loop of 0 / 200 / 1000 / 3000
-//!   iterations, 1024 ULTs, on a build VM whose lines crossed in about 100 ns there and back,
-//!   with an earlier sampling that averaged the span of 16 bounces): the bounces came 50, 60,
-//!   150 and 370 ns apart, and the first three ran faster on one processor than on two.
 //! * **Home.** The processor the word is biased to, else the one it was first biased to (the only
 //!   one it can be biased to again, "The bias" in `sync::lock_word`), else the holder's when
 //!   saturation was first seen (kept for the lock's life). A first owner, or such a holder, of

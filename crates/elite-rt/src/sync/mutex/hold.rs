@@ -3,12 +3,13 @@
 //!
 //! The lock keeps the hold times (in time-stamp ticks) of its last 8 measured acquisitions. Only
 //! acquisitions that waited (those of `lock_contended`) are counted, and one in eight of them is
-//! measured; an uncontended lock neither counts nor measures: a time stamp costs more than the
-//! lock itself on some machines (7 to 9 ns on the build VMs, two per measured hold, where a lock
-//! and an unlock cost about 10 ns): measuring even one uncontended acquisition in eight costs a
-//! tenth of `mutex_contended` at one processor, for an average that only waiters read. Their
-//! average drives the adaptive spin policy: above the threshold (half a measured context switch)
-//! a waiter blocks at once. After a quiet spell it is that of the last contended one, until new
+//! measured; an uncontended lock neither counts nor measures: a time stamp costs about as much as
+//! the lock itself (a time-stamp counter read takes tens of cycles, and a measured hold takes
+//! two, where an uncontended lock and unlock are one CAS each, or a dozen plain instructions on
+//! the processor the lock is biased to): measuring even one uncontended acquisition in eight
+//! would slow every uncontended loop, for an average that only waiters read. Their average
+//! drives the adaptive spin policy: above the threshold (half a measured context switch) a
+//! waiter blocks at once. After a quiet spell it is that of the last contended one, until new
 //! samples replace it.
 //!
 //! The counter and the `measuring` flag sit on the lock's hot line (`Mutex::count`,
