@@ -200,10 +200,11 @@
 //! every policy ahead of Go (1 and 2 processors); in `no_locality` every policy at least 0.95x
 //! No Affinity's rate; `elite/auto` and `elite/auto+warm` each within 5% of every fixed policy
 //! and at least 0.97x No Affinity's. The `order/*` rows have none: `order/reversed` over
-//! `order/fixed` at a processor count is the most a scheduling order can gain on the machine
-//! there, the ceiling to read the 1.3x target against. At 2 processors it is often lower than at
-//! 1: the two threads share the last-level cache, and a reversed round's last working sets,
-//! swept longest ago, are the ones the other thread's sweeps have pushed out of it.
+//! `order/fixed` is what reversing the order gains in plain loops, without a runtime: at 1
+//! processor the most a scheduling order can gain on the machine, the ceiling to read the 1.3x
+//! target against; at 2 a reference, not a bound (the two threads share the last-level cache,
+//! where a reversed round's last working sets, swept longest ago, meet the other thread's
+//! sweeps, and a runtime's rows, whose processors interleave differently, can read above it).
 
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -264,8 +265,8 @@ pub(crate) fn auto_targets(fixed: &'static [&'static str], processors: &[usize])
 /// The rows of `synthetic_1024` that bound what any order can give on the machine: the same
 /// groups, sweeps and rounds in plain loops, without a runtime or synchronization, each group
 /// run to its end before the next (as every elite policy runs them), on one thread per
-/// processor count (at 2, each thread pinned to its processor's CPU with half of the groups, as
-/// the elite policies gather each group on one processor). `order/fixed` sweeps a group in the same order every round (No Affinity's pattern:
+/// processor (at 2, each thread pinned to its processor's CPU takes the next group not yet
+/// taken, as the elite policies gather each group on one processor). `order/fixed` sweeps a group in the same order every round (No Affinity's pattern:
 /// each working set has been evicted by the rest of the group since its last sweep);
 /// `order/reversed` reverses the order every round (Virtual Time's: the working sets that ran
 /// last run first). Their ratio is the most a scheduling order can gain here (short of
@@ -929,11 +930,11 @@ fn elite_sweeps(
 /// An `order/*` row's sample ([`ORDER_SYSTEMS`]): `ults` working sets of `shape` in groups of
 /// `group`, each group swept for `iterations` rounds in index order, or (`reverse`) in the
 /// reverse of the previous round's order; after an untimed pass of [`WARM_ITERATIONS`]. With
-/// `threads` above 1 the groups are dealt out in contiguous shares, one per thread, each thread
-/// pinned to the CPU of the runtime's processor of its index (as an elite runtime of `threads`
-/// processors gathers each group on one processor; best effort), and the pass is timed from the
-/// moment all threads start to the end of the last; one thread runs on the calling thread,
-/// unpinned.
+/// `threads` above 1, each thread pinned to the CPU of the runtime's processor of its index (best
+/// effort) takes the next group not yet taken and runs it to its end, then the next (as an elite
+/// runtime of `threads` processors gathers each group on one processor, and a processor that runs
+/// dry takes more work), and the pass is timed from the moment all threads start to the end of
+/// the last; one thread runs on the calling thread, unpinned.
 fn ordered_sweeps(
     shape: &'static Shape,
     group: usize,
@@ -965,21 +966,23 @@ fn ordered_sweeps(
             return Ok((start.elapsed(), sum));
         }
         let cpus = order_cpus(threads);
-        let share = groups.len().div_ceil(threads).max(1);
         let ready = std::sync::Barrier::new(threads + 1);
+        // The next group not yet taken: each thread takes one at a time and runs it to its end.
+        let next = AtomicUsize::new(0);
         std::thread::scope(|scope| {
-            let workers: Vec<_> = groups
-                .chunks(share)
-                .chain(std::iter::repeat(&[][..]))
-                .take(threads)
-                .zip(&cpus)
-                .map(|(mine, &cpu)| {
-                    let (ready, sweep_groups) = (&ready, &sweep_groups);
+            let workers: Vec<_> = cpus
+                .iter()
+                .map(|&cpu| {
+                    let (ready, next, groups, sweep_groups) = (&ready, &next, &groups, &sweep_groups);
                     scope.spawn(move || {
                         // Best effort, as the runtime's processors pin themselves.
                         let _ = elite_affinity::pin_current_thread(cpu);
                         ready.wait();
-                        sweep_groups(mine, iterations)
+                        let mut sum = 0u64;
+                        while let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
+                            sum += sweep_groups(std::slice::from_ref(group), iterations);
+                        }
+                        sum
                     })
                 })
                 .collect();
@@ -1212,7 +1215,7 @@ mod tests {
                 assert_eq!(sample.answer, shape.answer(70, 3), "reverse: {reverse}, threads: {threads}");
             }
         }
-        // More threads than groups: the threads without a share sweep nothing.
+        // More threads than groups: the threads that find none sweep nothing.
         let sample = ordered_sweeps(shape, 64, 70, 3, true, 2).expect("runs");
         assert_eq!(sample.answer, shape.answer(70, 3));
         // More threads than the machine has processors share its CPUs.
