@@ -204,7 +204,7 @@
 //! processor the most a scheduling order can gain on the machine, the ceiling to read the 1.3x
 //! target against; at 2 a reference, not a bound (the two threads share the last-level cache,
 //! where a reversed round's last working sets, swept longest ago, meet the other thread's
-//! sweeps, and a runtime's rows, whose processors interleave differently, can read above it).
+//! sweeps, and the policies' rows have read above it).
 
 use std::hint::black_box;
 use std::process::ExitCode;
