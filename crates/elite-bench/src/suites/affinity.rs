@@ -6,7 +6,7 @@
 //! | `synthetic_1024` | one synchronization of 1024 ULTs, each sweeping a private 64 KiB working set between two | ops_per_sec | 1, 2 | elite/no-affinity, elite/virtual-time, elite/minimum-misses, elite/reload-transient, elite/auto, elite/auto+warm, go |
 //! | `no_locality` | the same with 1 KiB working sets (all of them fit in a core's L2) | ops_per_sec | 1, 2 | the four policies, elite/auto, elite/auto+warm |
 //! | `synthetic_1024` (`+data`) | the same, each ULT declaring its working set as its data block | ops_per_sec | 1, 2 | elite/no-affinity+data, elite/virtual-time+data, elite/minimum-misses+data, elite/reload-transient+data |
-//! | `synthetic_1024` (`order/*`) | the same sweeps in plain loops, no runtime: the ceiling of ordering, on one thread per processor ([`ORDER_SYSTEMS`]) | ops_per_sec | 1, 2 | order/fixed, order/reversed |
+//! | `synthetic_1024` (`order/*`) | the same sweeps in plain loops, no runtime, one thread per processor: what ordering alone gives, the ceiling at 1 processor ([`ORDER_SYSTEMS`]) | ops_per_sec | 1, 2 | order/fixed, order/reversed |
 //! | `synthetic_1024_fixed` | `synthetic_1024` with groups of a fixed size (48), whatever the machine's cache | ops_per_sec | 1, 2 | the four policies, elite/auto, elite/auto+warm |
 //! | `synthetic_1024`, `synthetic_1024_ll1m` (`--cachegrind`) | simulated last-level misses of one run, with a 2 MiB and a 1 MiB last level | ll_misses | 1 | the four policies |
 //!
@@ -262,15 +262,16 @@ pub(crate) fn auto_targets(fixed: &'static [&'static str], processors: &[usize])
     targets
 }
 
-/// The rows of `synthetic_1024` that bound what any order can give on the machine: the same
+/// The rows of `synthetic_1024` that show what ordering alone gives on the machine: the same
 /// groups, sweeps and rounds in plain loops, without a runtime or synchronization, each group
-/// run to its end before the next (as every elite policy runs them), on one thread per
-/// processor (at 2, each thread pinned to its processor's CPU takes the next group not yet
-/// taken, as the elite policies gather each group on one processor). `order/fixed` sweeps a group in the same order every round (No Affinity's pattern:
-/// each working set has been evicted by the rest of the group since its last sweep);
-/// `order/reversed` reverses the order every round (Virtual Time's: the working sets that ran
-/// last run first). Their ratio is the most a scheduling order can gain here (short of
-/// prefetching): where it is below a target, no policy can reach it on this machine.
+/// run to its end before the next (as every elite policy runs them), on one thread per processor
+/// (at 2, each thread pinned to its processor's CPU takes the next group not yet taken, as the
+/// elite policies gather each group on one processor). `order/fixed` sweeps a group in the same
+/// order every round (No Affinity's pattern: each working set has been evicted by the rest of
+/// the group since its last sweep); `order/reversed` reverses the order every round (Virtual
+/// Time's: the working sets that ran last run first). At 1 processor their ratio is the most a
+/// scheduling order can gain here (short of prefetching): where it is below a target, no policy
+/// can reach it on this machine. At 2 it is a reference, not a bound (module docs, "Targets").
 const ORDER_SYSTEMS: [(&str, bool); 2] = [("order/fixed", false), ("order/reversed", true)];
 
 /// The fixed policies' systems in `synthetic_1024` with each ULT declaring its working set as
