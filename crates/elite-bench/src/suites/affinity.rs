@@ -188,7 +188,10 @@
 //! cache takes a fraction of one served by the next level, so the line shows how many positions of
 //! the policy's order found their working set still cached on the machine itself (cachegrind's
 //! LRU cache says what an ideal cache would keep; the hardware's replacement and the other tenants of
-//! a VM keep less). The same sweeps are timed only there, never in the timed rows.
+//! a VM keep less). The same sweeps are timed only there, never in the timed rows. The probe
+//! runs [`PROBE_ITERATIONS`] rounds unless told otherwise, few enough that the first rounds (in
+//! which groups are still starting, interleaved with those already running) weigh on the
+//! medians; `--iterations 64`, the timed rows' count, shows the steady state.
 //!
 //! ## Targets
 //!
