@@ -34,24 +34,27 @@ pub(crate) enum Rank {
     Refused,
 }
 
+/// The calling thread's scheduling policy and priority, or `None` where the OS does not say.
+#[cfg(target_os = "linux")]
+fn thread_sched() -> Option<(libc::c_int, libc::c_int)> {
+    // SAFETY: `sched_getscheduler(0)` reads the calling thread's policy; it takes no pointers.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid, writable `sched_param` for the call to fill.
+    (policy >= 0 && unsafe { libc::sched_getparam(0, &mut param) } == 0)
+        .then_some((policy, param.sched_priority))
+}
+
 /// Moves the calling thread one priority above the real-time priority it runs at, if it runs
 /// under `SCHED_FIFO` or `SCHED_RR`.
 #[cfg(target_os = "linux")]
 pub(crate) fn outrank_inherited_realtime() -> Rank {
-    // SAFETY: `sched_getscheduler(0)` reads the calling thread's policy; it takes no pointers.
-    let policy = unsafe { libc::sched_getscheduler(0) };
-    if policy < 0 {
+    let Some((policy, from)) = thread_sched() else {
         return Rank::Refused;
-    }
+    };
     if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
         return Rank::NotRealTime;
     }
-    let mut param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid, writable `sched_param` for the call to fill.
-    if unsafe { libc::sched_getparam(0, &mut param) } != 0 {
-        return Rank::Refused;
-    }
-    let from = param.sched_priority;
     // SAFETY: `sched_get_priority_max` takes a policy number and no pointers.
     let max = unsafe { libc::sched_get_priority_max(policy) };
     if from >= max {
@@ -95,9 +98,11 @@ mod tests {
         let rank = std::thread::spawn(outrank_inherited_realtime).join().unwrap();
         // The test harness's threads run under the normal policy unless the whole test run was
         // started under a real-time one.
-        // SAFETY: reads the calling thread's policy; no pointers.
-        let here = unsafe { libc::sched_getscheduler(0) };
-        if here != libc::SCHED_FIFO && here != libc::SCHED_RR {
+        #[cfg(target_os = "linux")]
+        let here = thread_sched().map(|(policy, _)| policy);
+        #[cfg(not(target_os = "linux"))]
+        let here: Option<i32> = None;
+        if !matches!(here, Some(libc::SCHED_FIFO | libc::SCHED_RR)) {
             assert_eq!(rank, Rank::NotRealTime);
         }
     }
@@ -109,13 +114,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[cfg_attr(miri, ignore = "system calls")]
     fn a_helper_under_fifo_runs_one_priority_above_its_creator() {
-        let priority = || {
-            let mut param = libc::sched_param { sched_priority: -1 };
-            // SAFETY: `param` is a valid, writable `sched_param`.
-            assert_eq!(unsafe { libc::sched_getparam(0, &mut param) }, 0);
-            // SAFETY: no pointers.
-            (unsafe { libc::sched_getscheduler(0) }, param.sched_priority)
-        };
+        let priority = || thread_sched().expect("the thread's policy");
         let seen = std::thread::spawn(move || {
             let fifo = libc::sched_param { sched_priority: 1 };
             // SAFETY: a valid `sched_param`; pid 0 is this thread.

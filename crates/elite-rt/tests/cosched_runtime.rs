@@ -33,6 +33,30 @@ fn groups_of<const N: usize>(cs: &Coscheduler, names: [&str; N]) -> [Group; N] {
     groups
 }
 
+/// Runs two ULTs of each of `groups` on `rt` (built with a co-scheduler), each calling
+/// `unit(g)` with its group's index, reporting every unit it ran with `unit_done` and yielding
+/// after it, until `unit` says it ran none (false); returns once all ended.
+fn run_units(rt: &Runtime, groups: &[Group], unit: impl Fn(usize) -> bool + Clone + Send + Sync + 'static) {
+    rt.block_on(|| {
+        let mut ults = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            for _ in 0..2 {
+                let unit = unit.clone();
+                let ult = Builder::new().group(group).spawn(move || {
+                    while unit(g) {
+                        unit_done(1 << 20);
+                        elite_rt::yield_now();
+                    }
+                });
+                ults.push(ult.unwrap());
+            }
+        }
+        for u in ults {
+            u.join().unwrap();
+        }
+    });
+}
+
 /// What [`run_gated`] saw.
 struct Seen {
     /// `together[d][a][b]`: a unit of group `a` ran in domain `d` while one of group `b` did.
@@ -48,7 +72,6 @@ struct Seen {
 /// On a loaded host it goes on (up to 20 s) until every group completed 20 units in every
 /// domain, so that what the tests look for had its chance.
 fn run_gated(rt: &Runtime, cs: &Coscheduler, groups: &[Group], run: Duration, domain_size: usize) -> Seen {
-    const ULTS: usize = 2;
     let n = groups.len();
     let domains = rt.processors() / domain_size;
     let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..domains * n).map(|_| AtomicUsize::new(0)).collect());
@@ -66,40 +89,32 @@ fn run_gated(rt: &Runtime, cs: &Coscheduler, groups: &[Group], run: Duration, do
             t < Duration::from_secs(20) && (t < run || done_in.iter().any(|u| u.load(Ordering::Relaxed) < 20))
         }
     };
-    rt.block_on(|| {
-        let mut ults = Vec::new();
-        for (g, group) in groups.iter().enumerate() {
-            for _ in 0..ULTS {
-                let (inside, together, ran_in, units) =
-                    (inside.clone(), together.clone(), ran_in.clone(), units.clone());
-                let (done_in, go_on) = (done_in.clone(), go_on.clone());
-                let ult = Builder::new().group(group).spawn(move || {
-                    while go_on() {
-                        let d = elite_rt::current().processor() / domain_size;
-                        ran_in[d * n + g].store(true, Ordering::Relaxed);
-                        inside[d * n + g].fetch_add(1, Ordering::SeqCst);
-                        let until = Instant::now() + Duration::from_micros(100);
-                        while Instant::now() < until {
-                            for o in (0..n).filter(|&o| o != g) {
-                                if inside[d * n + o].load(Ordering::SeqCst) > 0 {
-                                    together[(d * n + g) * n + o].store(true, Ordering::Relaxed);
-                                }
-                            }
-                        }
-                        inside[d * n + g].fetch_sub(1, Ordering::SeqCst);
-                        units[g].fetch_add(1, Ordering::Relaxed);
-                        done_in[d * n + g].fetch_add(1, Ordering::Relaxed);
-                        unit_done(1 << 20);
-                        elite_rt::yield_now();
-                    }
-                });
-                ults.push(ult.unwrap());
+    let unit = {
+        let (inside, together, ran_in, units) =
+            (inside.clone(), together.clone(), ran_in.clone(), units.clone());
+        let done_in = done_in.clone();
+        move |g: usize| {
+            if !go_on() {
+                return false;
             }
+            let d = elite_rt::current().processor() / domain_size;
+            ran_in[d * n + g].store(true, Ordering::Relaxed);
+            inside[d * n + g].fetch_add(1, Ordering::SeqCst);
+            let until = Instant::now() + Duration::from_micros(100);
+            while Instant::now() < until {
+                for o in (0..n).filter(|&o| o != g) {
+                    if inside[d * n + o].load(Ordering::SeqCst) > 0 {
+                        together[(d * n + g) * n + o].store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            inside[d * n + g].fetch_sub(1, Ordering::SeqCst);
+            units[g].fetch_add(1, Ordering::Relaxed);
+            done_in[d * n + g].fetch_add(1, Ordering::Relaxed);
+            true
         }
-        for u in ults {
-            u.join().unwrap();
-        }
-    });
+    };
+    run_units(rt, groups, unit);
     cs.stop();
     Seen {
         together: (0..domains)
@@ -302,31 +317,22 @@ fn the_probe_runs_a_group_on_both_processors_before_one() {
     let ran_on: Arc<std::sync::Mutex<Vec<usize>>> = Arc::default();
     cs.start();
     let began = Instant::now();
-    rt.block_on(|| {
-        let mut ults = Vec::new();
-        for (g, group) in groups.iter().enumerate() {
-            for _ in 0..2 {
-                let ran_on = ran_on.clone();
-                let ult = Builder::new().group(group).spawn(move || loop {
-                    let seen = ran_on.lock().unwrap().len();
-                    if seen >= 8 || began.elapsed() > Duration::from_secs(20) {
-                        break;
-                    }
-                    let until = Instant::now() + Duration::from_millis(1);
-                    while Instant::now() < until {}
-                    if g == 1 {
-                        ran_on.lock().unwrap().push(elite_rt::current().processor());
-                    }
-                    unit_done(1 << 20);
-                    elite_rt::yield_now();
-                });
-                ults.push(ult.unwrap());
+    let unit = {
+        let ran_on = ran_on.clone();
+        move |g: usize| {
+            let seen = ran_on.lock().unwrap().len();
+            if seen >= 8 || began.elapsed() > Duration::from_secs(20) {
+                return false;
             }
+            let until = Instant::now() + Duration::from_millis(1);
+            while Instant::now() < until {}
+            if g == 1 {
+                ran_on.lock().unwrap().push(elite_rt::current().processor());
+            }
+            true
         }
-        for u in ults {
-            u.join().unwrap();
-        }
-    });
+    };
+    run_units(&rt, &groups, unit);
     cs.stop();
     let ran_on = ran_on.lock().unwrap().clone();
     assert!(ran_on.len() >= 8, "group 1 did not get 8 units in 20 s: {ran_on:?}");

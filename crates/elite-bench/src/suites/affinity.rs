@@ -1219,8 +1219,8 @@ mod tests {
                 assert_eq!(sample.answer, shape.answer(70, 3), "reverse: {reverse}, threads: {threads}");
             }
         }
-        // More threads than groups: the threads that find none sweep nothing.
-        let sample = ordered_sweeps(shape, 64, 70, 3, true, 2).expect("runs");
+        // More threads than groups (one group of 70): the thread that finds none sweeps nothing.
+        let sample = ordered_sweeps(shape, 70, 70, 3, true, 2).expect("runs");
         assert_eq!(sample.answer, shape.answer(70, 3));
         // More threads than the machine has processors share its CPUs.
         let sample = ordered_sweeps(shape, 16, 70, 3, true, 5).expect("runs");

@@ -183,8 +183,8 @@
 //! OS: 4 processors share 2 CPUs, so a processor's spin also delays the processor sharing its
 //! CPU, and an idle processor lends its CPU to its neighbour. (The emulated samples run under the
 //! OS's normal policy even where the suite runs under a real-time one, `chrt`: two real-time
-//! FIFO threads of one priority on a CPU do not take turns, and half the processors would wait.) So only the heavy CPU's surplus
-//! has to move (the heavy searchers' processors share one CPU): about a third of the work
+//! FIFO threads of one priority on a CPU do not take turns, and half the processors would
+//! wait.) So only the heavy CPU's surplus has to move (the heavy searchers' processors share one CPU): about a third of the work
 //! (5/14), which LGS can move inside the nodes (each node has a processor on the light CPU).
 //! Random stealing takes from the other node about half the time and pays double there; a
 //! fluid estimate (perfect balance, no idle time) puts its pass at about 1.15x LGS's, so the
@@ -1427,12 +1427,13 @@ fn matrix_search(ctx: &mut Context, processors: &[usize], emulated: bool) -> Ben
             let search = Arc::clone(&search);
             let delay = if emulated { delay_per_10 } else { 0 };
             contenders.push(Contender::new(system, params.clone(), expected, move || {
+                let sample = || elite_search(system, p, emulated, &search, delay, lines);
+                // Two processors on each CPU: they take turns even where the suite runs under a
+                // real-time policy.
                 if emulated {
-                    // Two processors on each CPU: they take turns even where the suite runs
-                    // under a real-time policy.
-                    time_shared(|| elite_search(system, p, emulated, &search, delay, lines))
+                    time_shared(sample)
                 } else {
-                    elite_search(system, p, emulated, &search, delay, lines)
+                    sample()
                 }
             }));
         }
