@@ -426,12 +426,19 @@ fn auto_remembers_its_choice_for_the_next_runtime() {
         assert_eq!(d.unit, ProgressUnit::Relative);
         let names: Vec<&str> = d.rates.iter().map(|r| r.0).collect();
         assert_eq!(names, ["no-affinity", "virtual-time"]);
-        // Fractions of the best, the remembered choice's the largest; a candidate whose epochs saw
-        // no progress (its workers off their CPUs on a loaded machine) may read 0.
+        // Fractions of the best, the remembered choice's the largest, or the first candidate's
+        // where the largest is within the margin (2% by default) of it: an exploration settles
+        // on the best pooled rate, and a tie goes to the first candidate. A candidate whose
+        // epochs saw no progress (its workers off their CPUs on a loaded machine) may read 0.
         assert!(d.rates.iter().all(|r| (0.0..=1.0).contains(&r.1)), "fractions of the best: {d}");
         let top = d.rates.iter().map(|r| r.1).fold(0.0, f64::max);
         let chosen = d.rates.iter().find(|r| r.0 == d.policy).map(|r| r.1);
-        assert_eq!(chosen, Some(top), "the remembered choice has the best pooled rate: {d}");
+        let first = d.rates[0];
+        let tie_to_the_first = d.policy == first.0 && top <= first.1 * 1.02;
+        assert!(
+            chosen == Some(top) || tie_to_the_first,
+            "the remembered choice has the best pooled rate, or ties the first candidate within the margin: {d}"
+        );
         assert!(top > 0.0, "{d}");
         assert!(format!("{d}").contains("(remembered)"), "{d}");
         assert_eq!(rt.stats().policy, explored.policy, "in force at once");
