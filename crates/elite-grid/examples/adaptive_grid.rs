@@ -201,7 +201,7 @@
 //! that straddles 1 by a wide margin says more repetitions (`--reps`) are needed before the row
 //! ranks the policies.
 //!
-//! With `--json FILE` (`-`: stdout) the document of `BENCHMARKS.md`: suite `grid`, bench
+//! With `--json FILE` (`-`: stdout) the benches' JSON document (docs/bench-json.md): suite `grid`, bench
 //! `adaptive_grid`, systems `sequential` (processors 1), `rayon` and `elite/<policy>` or
 //! `elite/<policy>+prefetch`, each with the metrics `solve_s` (seconds), `ops_per_sec` (smoothing
 //! operations per second) and `relaxations_per_cell`; params `processors`, `size`, `cells`,
@@ -266,7 +266,9 @@ fn help(cpus: usize) -> String {
     format!(
         "{USAGE}\n\n\
          Solves -eps^2 Lap u + u = f on a quadtree refined towards a circle with one ULT per patch of\n\
-         cells (ELiTE's active threads), under each scheduling policy, and prints the smoothing rate.\n\n\
+         cells (ELiTE's active threads), under each scheduling policy, beside a sequential loop and a\n\
+         rayon peer, checks every answer and prints each one's time to solution, smoothing rate and\n\
+         relaxations per cell.\n\n\
          flags:\n  \
          --policy NAME     policies to try, repeatable or comma-separated (default: all):\n                    \
          {policies}\n  \
@@ -276,7 +278,7 @@ fn help(cpus: usize) -> String {
          --prefetch WHEN   on, off or both (default both)\n  \
          --reps N          repetitions of every run, interleaved, 1..={MAX_REPS} (default {DEFAULT_REPS})\n  \
          --stats           also print the runtime's counters per sweep (switches, wake-ups, steals, parks)\n  \
-         --json FILE       write the JSON document of BENCHMARKS.md to FILE (`-`: stdout)\n  \
+         --json FILE       write the benches' JSON document (docs/bench-json.md) to FILE (`-`: stdout)\n  \
          --help            this text",
         policies = POLICIES.join(", "),
         min = Model::MIN_LEVEL,
@@ -949,7 +951,7 @@ fn problem_params(options: &Options, cells: usize, ults: usize, patch: usize) ->
     json!({ "size": options.size, "cells": cells, "ults": ults, "patch": patch })
 }
 
-/// The JSON document of `BENCHMARKS.md` (see the module docs).
+/// The benches' JSON document, described in docs/bench-json.md (see the module docs).
 fn json_document(machine: Value, shared: &Value, sequential: &Row, rows: &[Row]) -> Value {
     let mut results = Vec::new();
     let row_json = |row: &Row, metric: &str, rounds: Option<Vec<f64>>| {
