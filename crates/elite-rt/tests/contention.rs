@@ -234,8 +234,8 @@ fn a_probe_ends_when_a_group_stops_completing_units() {
         planned
     });
     cs.stop();
-    // Each of the stuck group's two phases lasts at most twice its patience (100 ms): the plan
-    // came before the run's end, with the stuck group alone.
+    // Each of the stuck group's two phases lasts about twice its patience (100 ms) at most:
+    // the plan came before the run's end, with the stuck group alone.
     assert!(planned.is_some(), "no plan in {run:?}");
     let plan: Vec<Vec<(usize, usize)>> = cs.plan().into_iter().map(|s| s.runs).collect();
     assert_eq!(plan, [vec![(0, 2)], vec![(1, 2)]]);

@@ -733,11 +733,11 @@ impl Inner {
     /// until the group has completed [`PROBE_UNITS`] more units and a quarter of a quantum has
     /// passed, or a whole quantum once it has completed one (the patience again while it has
     /// none), so that the rate is of the group running, not of its start. A group that stops
-    /// completing units so holds a phase for at most twice the patience. The seconds run from
-    /// the completion of the last unit before the window to that of the last unit in it, so
-    /// that the rate counts whole units over the time they took, not over the controller's
-    /// polling steps (an eighth of a quantum, as long as a few units); with no unit in the
-    /// window, the phase's length.
+    /// completing units so holds a phase for about twice the patience at most (each wait ends
+    /// at the polling step after it). The seconds run from the completion of the last unit
+    /// before the window to that of the last unit in it, so that the rate counts whole units
+    /// over the time they took, not over the controller's polling steps (an eighth of a
+    /// quantum, as long as a few units); with no unit in the window, the phase's length.
     fn probe_phase(&self, g: usize, cores: usize) -> (f64, (Duration, u64, u64)) {
         let step = (self.quantum / 8).max(Duration::from_micros(100));
         let patience = probe_patience(self.quantum);
