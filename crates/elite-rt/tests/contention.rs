@@ -182,3 +182,65 @@ fn a_probe_waits_for_the_first_units_of_a_group_that_starts_late() {
     assert!(report.iter().all(|r| r.reclassified == 0), "{report:?}");
     assert!(!together[0][1] && !together[1][0], "L and C ran at once");
 }
+
+#[test]
+fn a_probe_ends_when_a_group_stops_completing_units() {
+    // The second group completes one unit and then blocks for the rest of the run: its probe's
+    // two-core phase waits for a second unit (one per core) only as long as its patience
+    // (100 ms here), measures no more, and the one-core phase sees none; the probe ends, the
+    // plan is made, and the group runs alone, unclassified.
+    let script = ScriptedSignals::new().group(0, [sig(8.0, 8.0, 8.0)]).group(1, [sig(0.1, 6.0, 9.0)]);
+    let cs = lcn(3, script);
+    let groups = groups_of(&cs, ["stream", "stuck"]);
+    let rt = Runtime::builder().processors(2).no_chaos().build().unwrap();
+    let run = Duration::from_secs(3);
+    let began = Instant::now();
+    let deadline = began + run;
+    let one = Arc::new(AtomicUsize::new(0));
+    cs.start();
+    let planned = rt.block_on(|| {
+        let mut ults = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            for _ in 0..2 {
+                let (cs, one) = (cs.clone(), one.clone());
+                let ult = Builder::new().group(group).spawn(move || {
+                    while Instant::now() < deadline {
+                        if g == 1 && one.fetch_add(1, Ordering::SeqCst) > 0 {
+                            elite_rt::sleep(Duration::from_millis(5)); // blocked: no unit
+                            continue;
+                        }
+                        cs.run(g, 1 << 20, || {
+                            let until = Instant::now() + Duration::from_micros(100);
+                            while Instant::now() < until {}
+                        });
+                        elite_rt::yield_now();
+                    }
+                });
+                ults.push(ult.unwrap());
+            }
+        }
+        // The plan appears once the probe is over: well before the run's end.
+        let mut planned = None;
+        while Instant::now() < deadline {
+            if !cs.plan().is_empty() {
+                planned = Some(began.elapsed());
+                break;
+            }
+            elite_rt::sleep(Duration::from_millis(1));
+        }
+        for u in ults {
+            u.join().unwrap();
+        }
+        planned
+    });
+    cs.stop();
+    // Each of the stuck group's two phases lasts about twice its patience (100 ms) at most:
+    // the plan came before the run's end, with the stuck group alone.
+    assert!(planned.is_some(), "no plan in {run:?}");
+    let plan: Vec<Vec<(usize, usize)>> = cs.plan().into_iter().map(|s| s.runs).collect();
+    assert_eq!(plan, [vec![(0, 2)], vec![(1, 2)]]);
+    let report = cs.report();
+    assert_eq!(report[1].completions, 1, "{report:?}");
+    assert_eq!(report[1].class, None, "{report:?}");
+    assert_eq!(report[0].class, Some(Class::L), "{report:?}");
+}

@@ -12,8 +12,9 @@
 //!
 //! A controller thread (an OS thread the coscheduler starts, asleep between quanta) first
 //! probes each group for the LCN and miss-balancing modes (alone on two cores, then alone on one,
-//! each phase measured from the group's first unit in it until a few more, at most a quantum:
-//! the progress ratio is the scaling signal), classifies it from the
+//! each phase measured after the group's first unit on each of its cores, in whole units from
+//! one unit's completion to a later one's, for a few units and at most a quantum: the progress
+//! ratio is the scaling signal), classifies it from the
 //! [`SoftwareSignals`] of its probe window against the host's measured bandwidth, plans, and
 //! then turns the plan's slots one per quantum, re-observing every group that ran: a group whose
 //! class changes ([`Classifier`]) is re-planned.
@@ -103,6 +104,8 @@ struct GroupState {
     window_busy: Duration,
     window_bytes: u64,
     window_units: u64,
+    /// When the group's latest unit was counted.
+    last_unit: Option<Instant>,
     probe: (f64, f64),
     /// Under a runtime's gate: the group's busy time in the runtime's stats when its window
     /// began.
@@ -362,6 +365,7 @@ impl Coscheduler {
             window_busy: Duration::ZERO,
             window_bytes: 0,
             window_units: 0,
+            last_unit: None,
             probe: (0.0, 0.0),
             busy_mark: Duration::ZERO,
             class: None,
@@ -533,6 +537,7 @@ fn count(mut st: crate::sync::MutexGuard<'_, State>, group: usize, bytes: u64) {
     g.completions += 1;
     g.window_bytes += bytes;
     g.window_units += 1;
+    g.last_unit = Some(Instant::now());
     let code = g.class.map_or(0, class_code);
     if code != g.published {
         g.published = code;
@@ -687,6 +692,12 @@ impl Inner {
 
     /// Takes group `g`'s window (and resets it): (busy, bytes, units).
     fn take_window(&self, g: usize) -> (Duration, u64, u64) {
+        self.take_window_at(g).0
+    }
+
+    /// [`take_window`](Self::take_window), with when the group's latest unit was counted (read
+    /// under the same lock, so that the window's units are those counted up to that instant).
+    fn take_window_at(&self, g: usize) -> ((Duration, u64, u64), Option<Instant>) {
         // Under a runtime's gate, the busy time is the runtime's measure of the group's runs.
         let busy_now = self.shared().and_then(|shared| {
             let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -703,7 +714,7 @@ impl Inner {
         }
         let w = (g.window_busy, g.window_bytes, g.window_units);
         (g.window_busy, g.window_bytes, g.window_units) = (Duration::ZERO, 0, 0);
-        w
+        (w, g.last_unit)
     }
 
     /// Units of group `g` in its window so far.
@@ -711,24 +722,37 @@ impl Inner {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).groups[g].window_units
     }
 
-    /// One phase of group `g`'s probe, admitted already. First it waits for the group's first
-    /// unit (its ULTs finishing units begun before, or starting late), for at most
-    /// [`probe_patience`] (none by then: the phase ends, its window empty); then it resets the group's window and measures until the group has
-    /// completed [`PROBE_UNITS`] more units and a quarter of a quantum has passed, or a whole
-    /// quantum once it has completed one (the patience again while it has none), so that the
-    /// rate is of the group running, not of its start. The seconds it measured (the window
-    /// holds what the group did meanwhile: no unit when the patience ran out).
-    fn probe_phase(&self, g: usize) -> f64 {
+    /// One phase of group `g`'s probe on `cores` cores, admitted already: the seconds it
+    /// measured and the group's window over them (busy, bytes, units).
+    ///
+    /// First it waits for as many units of the group as the phase has cores, one per core
+    /// where its ULTs spread over them (its ULTs finishing units begun before, starting late,
+    /// or reloading their data onto the phase's cores: the first unit on a core is the
+    /// slowest), for at most [`probe_patience`]: none by then, the phase ends, its window
+    /// empty; fewer, it measures from there. Then it resets the group's window and measures
+    /// until the group has completed [`PROBE_UNITS`] more units and a quarter of a quantum has
+    /// passed, or a whole quantum once it has completed one (the patience again while it has
+    /// none), so that the rate is of the group running, not of its start. A group that stops
+    /// completing units so holds a phase for about twice the patience at most (each wait ends
+    /// at the polling step after it). The seconds run from the completion of the last unit
+    /// before the window to that of the last unit in it, so that the rate counts whole units
+    /// over the time they took, not over the controller's polling steps (an eighth of a
+    /// quantum, as long as a few units); with no unit in the window, the phase's length.
+    fn probe_phase(&self, g: usize, cores: usize) -> (f64, (Duration, u64, u64)) {
         let step = (self.quantum / 8).max(Duration::from_micros(100));
         let patience = probe_patience(self.quantum);
         let waited = Instant::now();
-        while self.window_units(g) == 0 {
+        while self.window_units(g) < cores.max(1) as u64 {
             if waited.elapsed() >= patience || self.stopped() {
-                return waited.elapsed().as_secs_f64(); // (no unit: the window is empty)
+                if self.window_units(g) == 0 {
+                    return (waited.elapsed().as_secs_f64(), self.take_window(g));
+                    // (no unit)
+                }
+                break;
             }
             std::thread::sleep(step);
         }
-        let _ = self.take_window(g);
+        let (_, from) = self.take_window_at(g);
         let began = Instant::now();
         loop {
             std::thread::sleep(step);
@@ -736,7 +760,8 @@ impl Inner {
             let enough = units >= PROBE_UNITS && elapsed >= self.quantum / 4;
             let some = units > 0 && elapsed >= self.quantum;
             if enough || some || elapsed >= patience || self.stopped() {
-                return elapsed.as_secs_f64();
+                let (w, last) = self.take_window_at(g);
+                return (window_seconds(from, last, w.2, elapsed), w);
             }
         }
     }
@@ -745,6 +770,17 @@ impl Inner {
         let began = Instant::now();
         std::thread::sleep(self.quantum);
         began.elapsed().as_secs_f64()
+    }
+}
+
+/// The seconds a probe window of `units` units measured: from `from`, when the last unit
+/// before the window was counted, to `last`, when the last one in it was (whole units over the
+/// time they took); `elapsed`, the window's length as polled, where the window holds no unit or
+/// either instant is missing.
+fn window_seconds(from: Option<Instant>, last: Option<Instant>, units: u64, elapsed: Duration) -> f64 {
+    match (from, last) {
+        (Some(from), Some(last)) if units > 0 && last > from => (last - from).as_secs_f64(),
+        _ => elapsed.as_secs_f64(),
     }
 }
 
@@ -777,7 +813,8 @@ fn control(inner: &Inner) {
     let mut latest = vec![Signals::default(); n];
     if classify {
         // The probe: each group alone on two cores, then on one, each phase measured from the
-        // group's first unit until it has seen a few more (`Inner::probe_phase`); its first
+        // group's first unit on each of its cores until it has seen a few more, in whole units
+        // (`Inner::probe_phase`); its first
         // signals from the window alone on one core (the seed's Mem_1). Two cores first: the
         // group's ULTs are held when its probe begins, and the gate releases held ULTs to the
         // processors that admit them in turn, so both processors run the group at once; after
@@ -790,8 +827,7 @@ fn control(inner: &Inner) {
             for (i, cores) in [(1, cores.min(2)), (0, 1)] {
                 inner.admit_probe(&[(g, cores)]);
                 let _ = inner.take_window(g);
-                let secs = inner.probe_phase(g);
-                let w = inner.take_window(g);
+                let (secs, w) = inner.probe_phase(g, cores);
                 rates[i] = w.2 as f64 / secs;
                 if i == 0 {
                     alone = w;
@@ -882,5 +918,25 @@ fn control(inner: &Inner) {
             }
         }
         turn += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_window_counts_the_time_between_unit_completions() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        // Four units completed between the one at t and the last at t + 7 ms, polled 10 ms
+        // after the window began: 7 ms, not the polling's 10.
+        assert_eq!(window_seconds(Some(t), Some(t + ms(7)), 4, ms(10)), 0.007);
+        // No unit in the window, or no instant to measure from: the polled length.
+        assert_eq!(window_seconds(Some(t), Some(t + ms(7)), 0, ms(10)), 0.010);
+        assert_eq!(window_seconds(None, Some(t + ms(7)), 4, ms(10)), 0.010);
+        assert_eq!(window_seconds(Some(t), None, 4, ms(10)), 0.010);
+        // The last unit no later than the first: the polled length.
+        assert_eq!(window_seconds(Some(t + ms(7)), Some(t), 4, ms(10)), 0.010);
     }
 }

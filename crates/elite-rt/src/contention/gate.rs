@@ -25,6 +25,11 @@
 //! and the held ULTs are cancelled with every other unfinished ULT (the shutdown walks all
 //! TCBs).
 //!
+//! When the coscheduler stops, the gate opens for good ([`Gate::open`]): every processor admits
+//! every group, the held ULTs go back to the processors, and the controller's later admissions
+//! do nothing either (it may have read the stop flag just before the stop, and an admission
+//! after the opening would hold ULTs that nothing releases any more).
+//!
 //! The gate is generic over what it holds (`T`: a `TcbRef` in the runtime) and over where it
 //! hands the ULTs it lets go ([`Dispatch`]: the runtime's `Shared`), so that its loom model
 //! (`loom_models/gate.rs`) runs this very code on loom's atomics and `Mutex`.
@@ -102,7 +107,8 @@ pub(crate) struct Gate<T> {
     held_count: AtomicUsize,
     /// The processors of each bandwidth domain, in order.
     domains: Vec<Vec<usize>>,
-    /// Set at shutdown: admissions no longer change anything.
+    /// Set at shutdown, and by the opening when the coscheduler stops: admissions no longer
+    /// change anything.
     closed: AtomicBool,
     /// Where the next sent ULT starts looking for a processor, so that sends spread.
     turn: AtomicUsize,
@@ -251,9 +257,18 @@ impl<T> Gate<T> {
     /// anyway (missing entries: none); held ULTs of groups now admitted somewhere go to those
     /// processors, in turn. Called by the controller thread, never by a processor.
     pub(crate) fn admit(&self, to: &impl Dispatch<T>, words: &[u64], fill: u64, compat: &[u64]) {
+        self.admit_and(to, words, fill, compat, false);
+    }
+
+    /// [`admit`](Self::admit), and with `last` no admission after this one changes anything
+    /// (decided under the same lock, so that none comes between).
+    fn admit_and(&self, to: &impl Dispatch<T>, words: &[u64], fill: u64, compat: &[u64], last: bool) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if self.closed.load(Ordering::Relaxed) {
             return;
+        }
+        if last {
+            self.closed.store(true, Ordering::Relaxed);
         }
         // One admission, under the sequence number (see `enter`).
         self.epoch.fetch_add(1, Ordering::SeqCst);
@@ -289,10 +304,13 @@ impl<T> Gate<T> {
     }
 
     /// Every processor admits every group from now on, and held ULTs go back to the processors
-    /// (the coscheduler stopped).
+    /// (the coscheduler stopped). For good: an admission the controller makes after this (it
+    /// may have checked the stop flag just before the stop) changes nothing, as after
+    /// [`close`](Self::close); without that, the ULTs of the groups it left out would be held
+    /// with nothing left to release them.
     pub(crate) fn open(&self, to: &impl Dispatch<T>) {
         let all = vec![u64::MAX; self.admitted.len()];
-        self.admit(to, &all, 0, &[]);
+        self.admit_and(to, &all, 0, &[], true);
     }
 
     /// Shutdown: no admission changes anything any more.
@@ -309,5 +327,42 @@ impl<T> Gate<T> {
     /// Counts of the gate: ULTs sent to another processor, ULTs held, ULTs held now.
     pub(crate) fn counts(&self) -> (u64, u64, usize) {
         (self.sent.load(Ordering::Relaxed), self.holds.load(Ordering::Relaxed), self.held())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Where the ULTs (numbers here) went: `(ULT, processor)`.
+    #[derive(Default)]
+    struct Record(std::sync::Mutex<Vec<(usize, usize)>>);
+
+    impl Dispatch<usize> for Record {
+        fn send(&self, t: usize, q: usize) {
+            self.0.lock().unwrap().push((t, q));
+        }
+
+        fn release(&self, batch: Vec<(usize, usize)>) {
+            self.0.lock().unwrap().extend(batch);
+        }
+    }
+
+    #[test]
+    fn an_admission_after_the_opening_changes_nothing() {
+        let gate: Gate<usize> = Gate::new(2, vec![vec![0, 1]]);
+        let to = Record::default();
+        gate.admit(&to, &[1, 1], 0, &[]); // group 0 only, on both processors
+        gate.hold_or_send(&to, 7, 1, 0); // a ULT of group 1: held
+        assert_eq!(gate.held(), 1);
+        gate.open(&to);
+        assert_eq!(gate.held(), 0);
+        assert_eq!(*to.0.lock().unwrap(), [(7, 0)]);
+        // The controller's admission that comes after the stop changes nothing.
+        gate.admit(&to, &[1, 1], 0, &[]);
+        assert!(gate.admits(0, 1 << 1, || false) && gate.admits(1, 1 << 1, || false));
+        gate.hold_or_send(&to, 8, 1, 0); // sent to the other processor, not held
+        assert_eq!(gate.held(), 0);
+        assert_eq!(*to.0.lock().unwrap(), [(7, 0), (8, 1)]);
     }
 }

@@ -40,7 +40,11 @@
 //! 2-processor runtime (measured before the rounds; lower is fairer); `idle_share`, the share
 //! of the two processors' time in which no kernel ULT ran (gaps the gate leaves, the probe's
 //! idle processor); per group `unit_ms_<group>`, its busy milliseconds per completed unit (how
-//! much contention and descheduling stretched its units beyond [`UNIT`]), and under the gated
+//! much contention and descheduling stretched its units beyond [`UNIT`]); `cpu_share`, the CPU
+//! time the process got over the two processors' time ([`process_cpu_time`]: below
+//! `1 - idle_share` by the time the OS held the processors' threads off their CPUs while they had
+//! a ULT to run, such as the real-time throttling of a run under `chrt -f`, or other load;
+//! the section below), and under the gated
 //! systems `class_<group>`, the class it ended with (1 L, 2 LC, 3 C, 4 N, 0 unclassified);
 //! `weighted_speedup`, the sum over the groups of their normalized progress (completions
 //! counted by what each group's units cost it alone, so that a group of short units does not
@@ -51,6 +55,33 @@
 //! Targets: LCN at least
 //! 1.05x the default's completions and at least gang's (the fairness target, LCN's
 //! `cv_progress` within 1.5x the default's, is read from the side rows).
+//!
+//! # LCN against gang where every group is C or N
+//!
+//! Where the classifier finds no L or LC group (a last-level cache that holds every group's
+//! data) and each C group scales to both processors, LCN's plan gives every group gang's share:
+//! each C group alone on both processors, the N groups halved and paired
+//! ([`elite_rt::contention::pair_lcn`]). What then parts the two is processor time, not the
+//! shares, and the rows show where it goes:
+//!
+//! - Gang leaves a processor idle at each slot change until the last slot's straggler finishes
+//!   its unit (no group may run beside another): up to a unit per change. LCN lets the
+//!   next group start beside a straggler of a class it may pair with and lets N groups fill an
+//!   idle processor, so its only gap is the probe's: the first group's one-core phase, before
+//!   any N group is classified to fill the other processor. `idle_share` shows both.
+//! - Under a real-time policy (`chrt -f`, as the suites are run) Linux throttles a CPU's
+//!   real-time threads once they have run `sched_rt_runtime_us` of a `sched_rt_period_us`
+//!   (95% by default), whatever the schedule, and a processor asleep in a straggler wait does
+//!   not use that budget: gang's gaps partly replace throttling that every system meets anyway.
+//!   The throttled time lands inside whichever units were running (it stretches their
+//!   `unit_ms_<group>`, not `idle_share`); `cpu_share` is what each system was left. LCN's
+//!   gain over gang is the difference of the two `cpu_share` rows, less whatever the N halves
+//!   cost (the seed takes halving an N group as free; a compute group whose two ULTs share one
+//!   core may lose a little to it).
+//!
+//! On a host where some group is L or LC the plans differ (an L group is never paired with a
+//! memory- or cache-bound one), and co-running is where LCN gains or loses; docs/contention.md
+//! has the model.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -343,6 +374,9 @@ struct Outcome {
     /// The share of the processors' time (2 x the wall time from the spawns to the joins) in
     /// which no kernel ULT ran: the gate's gaps, the probe's idle processor, the ends.
     idle: f64,
+    /// The process's CPU time over the same processors' time (`None` where the clock cannot
+    /// be read).
+    cpu: Option<f64>,
 }
 
 /// Runs the groups `groups` (indices into [`GROUPS`]) under `mode` with `gate` for `run` on a
@@ -382,6 +416,7 @@ fn run_groups(
     let done: Arc<Vec<AtomicU64>> = Arc::new(groups.iter().map(|_| AtomicU64::new(0)).collect());
     let wrong = Arc::new(AtomicU64::new(0));
     cs.start();
+    let cpu_began = process_cpu_time();
     let began = Instant::now();
     let deadline = began + run;
     rt.block_on(|| {
@@ -431,6 +466,9 @@ fn run_groups(
         Ok::<(), String>(())
     })?;
     let wall = began.elapsed();
+    let cpu = cpu_began
+        .zip(process_cpu_time())
+        .map(|(a, b)| b.saturating_sub(a).as_secs_f64() / (2.0 * wall.as_secs_f64()).max(1e-9));
     cs.stop();
     let stats = rt.stats();
     let busy: Vec<Duration> = groups
@@ -448,14 +486,30 @@ fn run_groups(
         busy,
         classes: cs.report().iter().map(|r| r.class).collect(),
         idle,
+        cpu,
     })
+}
+
+/// The CPU time every thread of the process has used so far (`CLOCK_PROCESS_CPUTIME_ID`);
+/// `None` where the clock cannot be read. Over a sample it is the processors' running time
+/// (the runtime's other threads sleep between quanta), which the OS shortens where it holds
+/// a processor's thread off its CPU: a thread that waits for a straggler sleeps, and under a
+/// real-time policy Linux throttles the real-time threads of a CPU for the rest of each period
+/// once they have run `sched_rt_runtime_us` of it (950 ms of every second by default).
+pub fn process_cpu_time() -> Option<Duration> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `clock_gettime` writes one `timespec` through the pointer, which points to one
+    // that lives across the call.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (r == 0).then(|| Duration::new(ts.tv_sec.max(0) as u64, ts.tv_nsec.clamp(0, 999_999_999) as u32))
 }
 
 /// One sample of `mode`: the total units completed; the per-group counts and the fairness as
 /// side values.
 fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duration) -> Result<Sample, String> {
     let all: Vec<usize> = (0..GROUPS.len()).collect();
-    let Outcome { counts, wrong, busy, classes, idle } = run_groups(setup, &all, mode, gate, run, quantum)?;
+    let Outcome { counts, wrong, busy, classes, idle, cpu } =
+        run_groups(setup, &all, mode, gate, run, quantum)?;
     for ((_, side), &c) in GROUPS.iter().zip(&counts) {
         record_side(side, c as f64);
     }
@@ -468,6 +522,9 @@ fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duratio
         }
     }
     record_side("idle_share", idle);
+    if let Some(cpu) = cpu {
+        record_side("cpu_share", cpu);
+    }
     // Normalized progress: each group's rate here over its rate alone on the machine.
     let progress: Vec<f64> = counts
         .iter()
@@ -613,6 +670,20 @@ mod tests {
         assert!((c - 2000.0).abs() < 1e-6, "{c}");
         assert_eq!(completions_ceiling(6.0, &[0, 0], &[ms(5), ms(5)]), 0.0);
         assert_eq!(completions_ceiling(6.0, &[], &[]), 0.0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "calls clock_gettime")]
+    fn the_process_cpu_time_counts_a_busy_loop() {
+        let before = process_cpu_time().expect("the process CPU clock");
+        let spun = Instant::now();
+        while spun.elapsed() < Duration::from_millis(30) {
+            std::hint::black_box(spun.elapsed());
+        }
+        let after = process_cpu_time().unwrap();
+        // The spin ran on a CPU for most of its 30 ms (a loaded machine may hold the thread off
+        // for some of it; other tests' threads only add to the process's time).
+        assert!(after - before >= Duration::from_millis(5), "{:?}", after - before);
     }
 
     #[test]
