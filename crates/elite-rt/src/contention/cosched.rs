@@ -745,8 +745,8 @@ impl Inner {
         while self.window_units(g) < cores.max(1) as u64 {
             if waited.elapsed() >= patience || self.stopped() {
                 if self.window_units(g) == 0 {
+                    // No unit: the phase ends, its window empty.
                     return (waited.elapsed().as_secs_f64(), self.take_window(g));
-                    // (no unit)
                 }
                 break;
             }
