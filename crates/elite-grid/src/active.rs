@@ -529,8 +529,11 @@ fn solve_root(shared: &Arc<Shared>, time_limit: Duration) -> Result<Solution, So
     })
 }
 
-/// The CPU time this process has used so far (user and system, every thread).
-pub(crate) fn process_cpu_time() -> Option<Duration> {
+/// The CPU time this process has used so far (user and system, every thread); `None` where
+/// the OS does not say. Over an interval it is the time the process's threads ran: a thread
+/// asleep, or held off its CPU by the OS (other load, a real-time policy's throttling), adds
+/// nothing.
+pub fn process_cpu_time() -> Option<Duration> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
     // SAFETY: `getrusage` writes a `rusage` to the pointer, which points to enough memory.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
@@ -782,6 +785,20 @@ mod tests {
 
     /// The threaded solve converges on 1 and 2 processors, to the residual its termination
     /// guarantees, and so to the known solution.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls getrusage")]
+    fn the_process_cpu_time_counts_a_busy_loop() {
+        let before = process_cpu_time().expect("the process CPU clock");
+        let spun = Instant::now();
+        while spun.elapsed() < Duration::from_millis(30) {
+            std::hint::black_box(spun.elapsed());
+        }
+        let after = process_cpu_time().unwrap();
+        // The spin ran on a CPU for most of its 30 ms (a loaded machine may hold the thread off
+        // for some of it; other tests' threads only add to the process's time).
+        assert!(after - before >= Duration::from_millis(5), "{:?}", after - before);
+    }
+
     #[test]
     fn threaded_solve_converges_on_one_and_two_processors() {
         let p = problem(7);

@@ -184,8 +184,9 @@
 //! CPU, and an idle processor lends its CPU to its neighbour. (The emulated samples run under the
 //! OS's normal policy even where the suite runs under a real-time one, `chrt`: two real-time
 //! FIFO threads of one priority on a CPU do not take turns, and half the processors would
-//! wait.) So only the heavy CPU's surplus has to move (the heavy searchers' processors share one CPU): about a third of the work
-//! (5/14), which LGS can move inside the nodes (each node has a processor on the light CPU).
+//! wait.) So only the heavy CPU's surplus has to move (the heavy searchers' processors share
+//! one CPU): about a third of the work (5/14), which LGS can move inside the nodes (each node
+//! has a processor on the light CPU).
 //! Random stealing takes from the other node about half the time and pays double there; a
 //! fluid estimate (perfect balance, no idle time) puts its pass at about 1.15x LGS's, so the
 //! 1.2x target sits at the edge of what this emulation can show. The real-host rows (`emulated` false, 1 and 2 processors, no

@@ -14,8 +14,8 @@
 //! probes each group for the LCN and miss-balancing modes (alone on two cores, then alone on one,
 //! each phase measured after the group's first unit on each of its cores, in whole units from
 //! one unit's completion to a later one's, for a few units and at most a quantum: the progress
-//! ratio is the scaling signal), classifies it from the
-//! [`SoftwareSignals`] of its probe window against the host's measured bandwidth, plans, and
+//! ratio is the scaling signal), classifies it from the [`SoftwareSignals`] of its probe
+//! window against the host's measured bandwidth, plans, and
 //! then turns the plan's slots one per quantum, re-observing every group that ran: a group whose
 //! class changes ([`Classifier`]) is re-planned.
 
@@ -814,8 +814,8 @@ fn control(inner: &Inner) {
     if classify {
         // The probe: each group alone on two cores, then on one, each phase measured from the
         // group's first unit on each of its cores until it has seen a few more, in whole units
-        // (`Inner::probe_phase`); its first
-        // signals from the window alone on one core (the seed's Mem_1). Two cores first: the
+        // (`Inner::probe_phase`); its first signals from the window alone on one core (the
+        // seed's Mem_1). Two cores first: the
         // group's ULTs are held when its probe begins, and the gate releases held ULTs to the
         // processors that admit them in turn, so both processors run the group at once; after
         // the one-core phase both ULTs would wait in that processor's queue, and the other

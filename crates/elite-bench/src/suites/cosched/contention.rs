@@ -41,11 +41,10 @@
 //! of the two processors' time in which no kernel ULT ran (gaps the gate leaves, the probe's
 //! idle processor); per group `unit_ms_<group>`, its busy milliseconds per completed unit (how
 //! much contention and descheduling stretched its units beyond [`UNIT`]); `cpu_share`, the CPU
-//! time the process got over the two processors' time ([`process_cpu_time`]: below
-//! `1 - idle_share` by the time the OS held the processors' threads off their CPUs while they had
-//! a ULT to run, such as the real-time throttling of a run under `chrt -f`, or other load;
-//! the section below), and under the gated
-//! systems `class_<group>`, the class it ended with (1 L, 2 LC, 3 C, 4 N, 0 unclassified);
+//! time the process got over the two processors' time ([`process_cpu_time`], every thread's;
+//! below `1 - idle_share` by the time the OS held the processors' threads off their CPUs while
+//! they had a ULT to run, such as the real-time throttling of a run under `chrt -f`, or other
+//! load; the section below), and under the gated systems `class_<group>`, the class it ended with (1 L, 2 LC, 3 C, 4 N, 0 unclassified);
 //! `weighted_speedup`, the sum over the groups of their normalized progress (completions
 //! counted by what each group's units cost it alone, so that a group of short units does not
 //! outweigh the others: about 1 for a schedule that keeps both processors busy and changes no
@@ -87,6 +86,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use elite_grid::active::process_cpu_time;
 use elite_rt::contention::{Class, Coscheduler, Mode};
 
 use crate::harness::{record_side, Bench, Bound, Contender, Metric, Params, Sample, Subject, Target};
@@ -490,20 +490,6 @@ fn run_groups(
     })
 }
 
-/// The CPU time every thread of the process has used so far (`CLOCK_PROCESS_CPUTIME_ID`);
-/// `None` where the clock cannot be read. Over a sample it is the processors' running time
-/// (the runtime's other threads sleep between quanta), which the OS shortens where it holds
-/// a processor's thread off its CPU: a thread that waits for a straggler sleeps, and under a
-/// real-time policy Linux throttles the real-time threads of a CPU for the rest of each period
-/// once they have run `sched_rt_runtime_us` of it (950 ms of every second by default).
-pub fn process_cpu_time() -> Option<Duration> {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `clock_gettime` writes one `timespec` through the pointer, which points to one
-    // that lives across the call.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (r == 0).then(|| Duration::new(ts.tv_sec.max(0) as u64, ts.tv_nsec.clamp(0, 999_999_999) as u32))
-}
-
 /// One sample of `mode`: the total units completed; the per-group counts and the fairness as
 /// side values.
 fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duration) -> Result<Sample, String> {
@@ -670,20 +656,6 @@ mod tests {
         assert!((c - 2000.0).abs() < 1e-6, "{c}");
         assert_eq!(completions_ceiling(6.0, &[0, 0], &[ms(5), ms(5)]), 0.0);
         assert_eq!(completions_ceiling(6.0, &[], &[]), 0.0);
-    }
-
-    #[test]
-    #[cfg_attr(miri, ignore = "calls clock_gettime")]
-    fn the_process_cpu_time_counts_a_busy_loop() {
-        let before = process_cpu_time().expect("the process CPU clock");
-        let spun = Instant::now();
-        while spun.elapsed() < Duration::from_millis(30) {
-            std::hint::black_box(spun.elapsed());
-        }
-        let after = process_cpu_time().unwrap();
-        // The spin ran on a CPU for most of its 30 ms (a loaded machine may hold the thread off
-        // for some of it; other tests' threads only add to the process's time).
-        assert!(after - before >= Duration::from_millis(5), "{:?}", after - before);
     }
 
     #[test]
