@@ -25,8 +25,9 @@
 //! is probed again, the same way, between two quanta, once it waited 2 rounds of the plan
 //! (the plan's slots, a quantum each) and ran in no slot of the last quantum (unless it runs in
 //! every slot), so that its ULTs are held and the two-core phase spreads them. The re-probe's
-//! rates replace the probe's (`GroupReport::probe`; `GroupReport::reprobes` counts the
-//! re-probes); its one-core window is one more window of the group for the classifier. A
+//! rates, where it measured both, replace the probe's (`GroupReport::probe`;
+//! `GroupReport::reprobes` counts the re-probes); its one-core window is then one more window
+//! of the group for the classifier. A
 //! re-probe that changes the group's class or predicted cores re-plans and the next waits 2
 //! rounds again; one that confirms them doubles the wait before the next, up to 32 rounds. A
 //! group the plan gives every core is not probed again: a reading that overstates its scaling
