@@ -2,7 +2,9 @@
 //! processors by the coscheduler's plan, with no `Coscheduler::run` around the units; the ULTs
 //! only yield between units and report them with `unit_done`.
 
-use elite_rt::contention::{unit_done, Class, Coscheduler, Mode, ScriptedSignals, Signals};
+use elite_rt::contention::{
+    unit_done, Class, Coscheduler, Mode, ScriptedSignals, SignalSource, Signals, Window,
+};
 use elite_rt::{Builder, Group, Runtime};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -338,4 +340,134 @@ fn the_probe_runs_a_group_on_both_processors_before_one() {
     assert!(ran_on.len() >= 8, "group 1 did not get 8 units in 20 s: {ran_on:?}");
     let first = &ran_on[..8];
     assert!(first.contains(&0) && first.contains(&1), "group 1's first units ran on {first:?}");
+}
+
+/// A cache group's signals (C) for group 0 and a spin's (N) for the others; group 0's first
+/// probe reads as no scaling at all (1.0: a probe that misread the group), every later one as
+/// ideal scaling (0.5: what its independent units measure where both processors get a CPU,
+/// scripted so that the test does not depend on the host's load).
+struct FirstProbeMisread {
+    first: Option<(f64, f64)>,
+}
+
+impl SignalSource for FirstProbeMisread {
+    fn signals(&mut self, w: &Window) -> Signals {
+        if w.group != 0 {
+            return Signals::default();
+        }
+        let probe = w.probe.unwrap_or_default();
+        let first = *self.first.get_or_insert(probe);
+        let scaling2 = Some(if probe == first { 1.0 } else { 0.5 });
+        Signals { scaling2, ..sig(0.1, 6.0, 9.0) }
+    }
+
+    fn name(&self) -> &'static str {
+        "first probe misread"
+    }
+}
+
+/// Runs two ULTs each of a cache group (group 0, whose units scale) and a spin (group 1) on a
+/// 2-processor runtime under `cs` (LCN, quantum 3 ms), units of 1 ms, until `done(&cs)` and at
+/// least `at_least` passed (at most 20 s); the time it ran.
+fn run_reprobed(
+    cs: &Coscheduler,
+    at_least: Duration,
+    done: impl Fn(&Coscheduler) -> bool + Send + Sync + 'static,
+) -> Duration {
+    let rt = Runtime::builder().processors(2).no_chaos().coschedule(cs).build().unwrap();
+    let groups = groups_of(cs, ["cache", "spin"]);
+    let finished = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (cs, finished) = (cs.clone(), finished.clone());
+        std::thread::spawn(move || {
+            let began = Instant::now();
+            while began.elapsed() < Duration::from_secs(20) && (began.elapsed() < at_least || !done(&cs)) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            finished.store(true, Ordering::Relaxed);
+        })
+    };
+    cs.start();
+    let began = Instant::now();
+    run_units(&rt, &groups, move |_| {
+        if finished.load(Ordering::Relaxed) {
+            return false;
+        }
+        let until = Instant::now() + Duration::from_millis(1);
+        while Instant::now() < until {}
+        true
+    });
+    let ran = began.elapsed();
+    cs.stop();
+    watcher.join().unwrap();
+    ran
+}
+
+fn lcn_3ms(source: impl SignalSource + 'static) -> Coscheduler {
+    Coscheduler::builder(Mode::Lcn)
+        .quantum(Duration::from_millis(3))
+        .bandwidth(10.0 * GB)
+        .signals(source)
+        .build()
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "runs a runtime and spins for wall-clock time")]
+fn a_cache_group_its_probe_misread_is_probed_again_and_given_both_cores() {
+    let _serial = serial();
+    // The first probe reads the cache group as not scaling: the plan gives it one core,
+    // beside half the spin. A re-probe, a few rounds later, reads it as scaling, and the plan
+    // gives it both cores.
+    let cs = lcn_3ms(FirstProbeMisread { first: None });
+    // (On a host so loaded that a probe phase sees none of a group's units, the group is first
+    // planned alone, unclassified, and classified by a window of the plan: what counts is that a
+    // plan gave the cache group one core, and a later one both.)
+    let one_core = Arc::new(AtomicBool::new(false));
+    let seen = one_core.clone();
+    run_reprobed(&cs, Duration::ZERO, move |cs| {
+        let plan = cs.plan();
+        let classified = cs.report()[0].class.is_some();
+        if classified && plan.iter().any(|s| s.runs.contains(&(0, 1))) {
+            seen.store(true, Ordering::Relaxed);
+        }
+        seen.load(Ordering::Relaxed) && plan.iter().any(|s| s.runs == [(0, 2)])
+    });
+    assert!(one_core.load(Ordering::Relaxed), "no plan gave the cache group one core: {:?}", cs.report());
+    let plan: Vec<Vec<(usize, usize)>> = cs.plan().into_iter().map(|s| s.runs).collect();
+    assert!(plan.contains(&vec![(0, 2)]), "{plan:?}, {:?}", cs.report());
+    let report = cs.report();
+    assert!(report[0].reprobes >= 1, "{report:?}");
+    assert_eq!(report[0].class, Some(Class::C), "{report:?}");
+    // The spin's cores do not follow from a probe: never probed again.
+    assert_eq!(report[1].reprobes, 0, "{report:?}");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "runs a runtime and spins for wall-clock time")]
+fn re_probes_that_confirm_the_reading_back_off() {
+    let _serial = serial();
+    // The cache group reads as not scaling in every probe: each re-probe confirms its one
+    // core, and the wait before the next doubles (2 rounds of the plan's 2 slots, then 4, 8,
+    // 16, 32, 32, ...). The plan stays.
+    let no_scaling = Signals { scaling2: Some(1.0), ..sig(0.1, 6.0, 9.0) };
+    let cs = lcn_3ms(ScriptedSignals::new().group(0, [no_scaling]));
+    let ran = run_reprobed(&cs, Duration::from_millis(600), |cs| cs.report()[0].reprobes >= 1);
+    let plan: Vec<Vec<(usize, usize)>> = cs.plan().into_iter().map(|s| s.runs).collect();
+    assert!(plan.contains(&vec![(1, 1), (0, 1)]), "{plan:?}, {:?}", cs.report());
+    // The most re-probes the quanta of the run allow with that back-off (each quantum lasts
+    // at least its 3 ms).
+    let quanta = (ran.as_millis() / 3) as usize;
+    let (mut allowed, mut due, mut rounds) = (0, 0, 2);
+    loop {
+        due += 2 * rounds;
+        if due > quanta {
+            break;
+        }
+        allowed += 1;
+        rounds = (rounds * 2).min(32);
+    }
+    let report = cs.report();
+    assert!(report[0].reprobes >= 1, "{report:?}");
+    assert!(report[0].reprobes <= allowed, "{} re-probes in {ran:?}, at most {allowed}", report[0].reprobes);
+    assert_eq!(report[0].reclassified, 0, "{report:?}");
 }

@@ -16,8 +16,24 @@
 //! one unit's completion to a later one's, for a few units and at most a quantum: the progress
 //! ratio is the scaling signal), classifies it from the [`SoftwareSignals`] of its probe
 //! window against the host's measured bandwidth, plans, and
-//! then turns the plan's slots one per quantum, re-observing every group that ran: a group whose
-//! class changes ([`Classifier`]) is re-planned.
+//! then turns the plan's slots one per quantum, re-observing every group that ran (with its
+//! latest probe's scaling): a group whose class changes ([`Classifier`]) is re-planned.
+//!
+//! Under LCN one probe is not final (the seed's second approach, adapting a group's resources
+//! to what the runtime sees of it after its start): a group of class LC or C, whose predicted
+//! cores follow from its probe's scaling, that the plan gives fewer cores than the domain has
+//! is probed again, the same way, between two quanta, once it waited 2 rounds of the plan
+//! (the plan's slots, a quantum each) and ran in no slot of the last quantum (unless it runs in
+//! every slot), so that its ULTs are held and the two-core phase spreads them. The re-probe's
+//! rates, where it measured both, replace the probe's (`GroupReport::probe`;
+//! `GroupReport::reprobes` counts the re-probes); its one-core window is then one more window
+//! of the group for the classifier. A
+//! re-probe that changes the group's class or predicted cores re-plans and the next waits 2
+//! rounds again; one that confirms them doubles the wait before the next, up to 32 rounds. A
+//! group the plan gives every core is not probed again: a reading that overstates its scaling
+//! stays. Like the probe, a re-probe runs in the first domain, the others idle; the
+//! processors its one-core phase leaves free run N groups under the runtime's gate and idle
+//! under [`Coscheduler::run`]'s.
 
 use super::{
     gang, miss_balance, pair_lcn, stream_bandwidth, Class, Classifier, SignalSource, Signals, Slot,
@@ -73,10 +89,14 @@ pub struct GroupReport {
     pub signals: Signals,
     /// Times its class changed after the first classification.
     pub reclassified: u32,
-    /// Its units per second on one core and on two in its probe (LCN and miss balancing),
-    /// `None` where no probe ran or the probe saw none of its units (the group then runs alone
-    /// until a window of the plan classifies it).
+    /// Its units per second on one core and on two in its latest probe (LCN and miss
+    /// balancing; under LCN a re-probe's, once one measured both), `None` where no probe ran or
+    /// the probe saw none of its units (the group then runs alone until a window of the plan
+    /// classifies it).
     pub probe: Option<(f64, f64)>,
+    /// Times LCN probed it again after its first probe (a group the plan gave fewer cores than
+    /// the domain has, see the module docs), whether or not the re-probe saw its units.
+    pub reprobes: u32,
 }
 
 /// What a runtime's coscheduling gate did ([`Coscheduler::gate_stats`]).
@@ -113,6 +133,7 @@ struct GroupState {
     class: Option<Class>,
     signals: Signals,
     reclassified: u32,
+    reprobes: u32,
 }
 
 struct State {
@@ -371,6 +392,7 @@ impl Coscheduler {
             class: None,
             signals: Signals::default(),
             reclassified: 0,
+            reprobes: 0,
         });
         let index = st.groups.len() - 1;
         drop(st);
@@ -514,6 +536,7 @@ impl Coscheduler {
                 signals: g.signals,
                 reclassified: g.reclassified,
                 probe: (g.probe.0 > 0.0 && g.probe.1 > 0.0).then_some(g.probe),
+                reprobes: g.reprobes,
             })
             .collect()
     }
@@ -609,6 +632,14 @@ impl Inner {
     /// The runtime whose gate admits the groups, if any and still alive.
     fn shared(&self) -> Option<Arc<Shared>> {
         self.runtime.get().and_then(Weak::upgrade)
+    }
+
+    /// The cache domains the plan's slots run on at once: the runtime's gate's, else one.
+    fn domains(&self) -> usize {
+        self.shared()
+            .and_then(|shared| shared.cosched.as_ref().map(|g| g.domains().len()))
+            .unwrap_or(1)
+            .max(1)
     }
 
     /// The runtime's gate takes slot `turn` of `plan` (domain `d` slot `turn + d`): each slot's
@@ -796,7 +827,116 @@ fn probe_patience(quantum: Duration) -> Duration {
     (quantum * 10).max(Duration::from_millis(100))
 }
 
-/// The controller: probe, classify and plan where the mode needs it, then turn the slots.
+/// Plan rounds (the plan's slots, a quantum each) a group waits under LCN before its first
+/// re-probe, and again after a re-probe that changed its class or its predicted cores.
+const REPROBE_ROUNDS: usize = 2;
+
+/// The most plan rounds between two re-probes of a group: each re-probe that confirms the
+/// group's class and predicted cores doubles the wait, up to this.
+const REPROBE_MAX_ROUNDS: usize = 32;
+
+/// When a group is probed again under LCN (a group of class LC or C, whose predicted cores
+/// follow from its probe's scaling, that the plan gives fewer cores than the domain has): after
+/// [`REPROBE_ROUNDS`] rounds of the plan; then twice as long after each re-probe that confirms
+/// its class and predicted cores (at most [`REPROBE_MAX_ROUNDS`]), and [`REPROBE_ROUNDS`] again
+/// after one that changes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Reprobe {
+    /// The rounds the next wait lasts.
+    rounds: usize,
+    /// The quantum of the plan from which the re-probe is due (`None`: none is waited for).
+    due: Option<usize>,
+}
+
+impl Reprobe {
+    const fn new() -> Reprobe {
+        Reprobe { rounds: REPROBE_ROUNDS, due: None }
+    }
+
+    /// The group needs a re-probe: due `rounds` rounds of a plan of `slots` slots after quantum
+    /// `now`, unless one is due already.
+    fn wait(&mut self, now: usize, slots: usize) {
+        if self.due.is_none() {
+            self.due = Some(now + self.rounds * slots.max(1));
+        }
+    }
+
+    /// The group needs none (the plan gives it every core, or its cores do not follow from a
+    /// probe): none is due; the back-off stays.
+    fn cancel(&mut self) {
+        self.due = None;
+    }
+
+    /// Whether the re-probe is due at quantum `now`.
+    fn is_due(&self, now: usize) -> bool {
+        self.due.is_some_and(|due| now >= due)
+    }
+
+    /// A re-probe ran at quantum `now`: `confirmed`, it found the class and the predicted cores
+    /// of before (the wait doubles), else they changed (the wait starts again); the next is due
+    /// after that wait.
+    fn done(&mut self, now: usize, slots: usize, confirmed: bool) {
+        self.rounds = if confirmed { (self.rounds * 2).min(REPROBE_MAX_ROUNDS) } else { REPROBE_ROUNDS };
+        self.due = None;
+        self.wait(now, slots);
+    }
+}
+
+/// Group `g`'s probe: alone on `cores.min(2)` cores, then alone on one, each phase measured by
+/// `Inner::probe_phase`. Its units per second on one core and on two, and its window alone on
+/// one core (busy, bytes, units); `None` once the coscheduler stopped.
+///
+/// Two cores first: the group's ULTs are held when its probe begins (no admission before it
+/// admitted the group), and the gate releases held ULTs to the processors that admit them in
+/// turn, so both processors run the group at once; after the one-core phase both ULTs would
+/// wait in that processor's queue, and the other processor would run the group only once it
+/// stole one (it often did not for the whole phase, and the two-core rate then read as the
+/// one-core rate).
+fn probe(inner: &Inner, g: usize, cores: usize) -> Option<([f64; 2], (Duration, u64, u64))> {
+    let mut rates = [0.0; 2];
+    let mut alone = (Duration::ZERO, 0, 0);
+    for (i, cores) in [(1, cores.min(2)), (0, 1)] {
+        inner.admit_probe(&[(g, cores)]);
+        let _ = inner.take_window(g);
+        let (secs, w) = inner.probe_phase(g, cores);
+        rates[i] = w.2 as f64 / secs;
+        if i == 0 {
+            alone = w;
+        }
+        if inner.stopped() {
+            return None;
+        }
+    }
+    Some((rates, alone))
+}
+
+/// Group `g`'s window `w` seen: its signals from `source` (its latest, in `latest` and the
+/// report), and the class `classifier` gives it, counted as a re-classification when it
+/// changes a class given before. Whether the class changed (or was given first).
+fn observe(
+    inner: &Inner,
+    source: &mut dyn SignalSource,
+    classifier: &mut Classifier,
+    latest: &mut Signals,
+    w: &Window,
+) -> bool {
+    let s = source.signals(w);
+    *latest = s;
+    let changed = classifier.observe(w.group, &s);
+    let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+    let g = &mut st.groups[w.group];
+    g.signals = s;
+    if let Some(class) = changed {
+        if g.class.is_some() {
+            g.reclassified += 1;
+        }
+        g.class = Some(class);
+    }
+    changed.is_some()
+}
+
+/// The controller: probe, classify and plan where the mode needs it, then turn the slots;
+/// under LCN, probe again a group whose predicted cores may have come from a bad reading.
 fn control(inner: &Inner) {
     let n = inner.state.lock().unwrap_or_else(|e| e.into_inner()).groups.len();
     let cores = inner.cores.load(Ordering::Relaxed);
@@ -811,51 +951,41 @@ fn control(inner: &Inner) {
         };
     let classify = matches!(inner.mode, Mode::Lcn | Mode::MissBalance);
     let mut latest = vec![Signals::default(); n];
+    let window = |g: usize, alone: (Duration, u64, u64), probe: Option<(f64, f64)>| {
+        let st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (footprint, group_footprint) = (st.groups[g].footprint, st.groups[g].group_footprint);
+        Window { group: g, busy: alone.0, bytes: alone.1, footprint, group_footprint, probe }
+    };
     if classify {
-        // The probe: each group alone on two cores, then on one, each phase measured from the
-        // group's first unit on each of its cores until it has seen a few more, in whole units
-        // (`Inner::probe_phase`); its first signals from the window alone on one core (the
-        // seed's Mem_1). Two cores first: the
-        // group's ULTs are held when its probe begins, and the gate releases held ULTs to the
-        // processors that admit them in turn, so both processors run the group at once; after
-        // the one-core phase both ULTs would wait in that processor's queue, and the other
-        // processor would run the group only once it stole one (it often did not for the whole
-        // phase, and the two-core rate then read as the one-core rate).
+        // The probe (`probe`): each group alone on two cores, then on one, each phase measured
+        // from the group's first unit on each of its cores until it has seen a few more, in
+        // whole units (`Inner::probe_phase`); its first signals from the window alone on one
+        // core (the seed's Mem_1).
         for (g, latest) in latest.iter_mut().enumerate() {
-            let mut rates = [0.0; 2];
-            let mut alone = (Duration::ZERO, 0, 0);
-            for (i, cores) in [(1, cores.min(2)), (0, 1)] {
-                inner.admit_probe(&[(g, cores)]);
-                let _ = inner.take_window(g);
-                let (secs, w) = inner.probe_phase(g, cores);
-                rates[i] = w.2 as f64 / secs;
-                if i == 0 {
-                    alone = w;
-                }
-                if inner.stopped() {
-                    return;
-                }
-            }
-            let (footprint, group_footprint) = {
-                let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
-                st.groups[g].probe = (rates[0], rates[1]);
-                (st.groups[g].footprint, st.groups[g].group_footprint)
+            let Some((rates, alone)) = probe(inner, g, cores) else {
+                return;
             };
+            inner.state.lock().unwrap_or_else(|e| e.into_inner()).groups[g].probe = (rates[0], rates[1]);
             if alone.2 > 0 {
-                let probe = Some((rates[0], rates[1]));
-                let w = Window { group: g, busy: alone.0, bytes: alone.1, footprint, group_footprint, probe };
-                let s = source.signals(&w);
-                *latest = s;
-                let class = classifier.observe(g, &s);
-                let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
-                st.groups[g].signals = s;
-                st.groups[g].class = class;
+                let w = window(g, alone, Some((rates[0], rates[1])));
+                observe(inner, &mut *source, &mut classifier, latest, &w);
             }
         }
     }
+    // Under LCN, the re-probes (`Reprobe`): the probe is one short reading, and a scaling read
+    // too high would give an LC or C group fewer cores for the whole run.
+    let reprobing = inner.mode == Mode::Lcn && cores >= 2;
+    let mut reprobe = vec![Reprobe::new(); n];
+    // The most cores each group gets in a slot of the current plan (0: none).
+    let mut given = vec![0usize; n];
+    // The groups of the slots that ran in the last quantum, in any domain.
+    let mut ran: Vec<usize> = Vec::new();
+    let domains = inner.domains();
     let mut plan = Vec::new();
     let mut replan = true;
     let mut turn = 0usize;
+    // Quanta of the plan so far (every plan's).
+    let mut quanta = 0usize;
     while !inner.stopped() {
         if replan {
             let members = if classify {
@@ -877,14 +1007,65 @@ fn control(inner: &Inner) {
                     plan.push(Slot { runs: vec![(group, cores)] });
                 }
             }
+            given.iter_mut().for_each(|c| *c = 0);
+            for &(g, c) in plan.iter().flat_map(|s| &s.runs) {
+                given[g] = given[g].max(c);
+            }
             inner.state.lock().unwrap_or_else(|e| e.into_inner()).plan = plan.clone();
             replan = false;
             turn = 0;
+        }
+        if reprobing {
+            for (g, r) in reprobe.iter_mut().enumerate() {
+                let from_probe = matches!(classifier.class(g), Some(Class::LC | Class::C));
+                if from_probe && given[g] > 0 && given[g] < cores {
+                    r.wait(quanta, plan.len());
+                } else {
+                    r.cancel();
+                }
+            }
+            // A group due whose ULTs are held now (it ran in no slot of the last quantum, unless
+            // it runs in every slot), so that the probe's two-core phase spreads them.
+            let everywhere = |g: usize| plan.iter().all(|s| s.groups().any(|x| x == g));
+            let due = (0..n).find(|&g| reprobe[g].is_due(quanta) && (!ran.contains(&g) || everywhere(g)));
+            if let Some(g) = due {
+                let predicted = |classifier: &Classifier, s: &Signals| {
+                    let class = classifier.class(g);
+                    (class, class.map(|c| super::predict_cores(c, s, classifier.thresholds(), cores)))
+                };
+                let before = predicted(&classifier, &latest[g]);
+                let Some((rates, alone)) = probe(inner, g, cores) else {
+                    return;
+                };
+                ran = vec![g];
+                {
+                    let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+                    st.groups[g].reprobes += 1;
+                    if rates[0] > 0.0 && rates[1] > 0.0 {
+                        st.groups[g].probe = (rates[0], rates[1]);
+                    }
+                }
+                let mut confirmed = true;
+                if alone.2 > 0 && rates[0] > 0.0 && rates[1] > 0.0 {
+                    let w = window(g, alone, Some((rates[0], rates[1])));
+                    observe(inner, &mut *source, &mut classifier, &mut latest[g], &w);
+                    confirmed = predicted(&classifier, &latest[g]) == before;
+                }
+                reprobe[g].done(quanta, plan.len(), confirmed);
+                if !confirmed {
+                    replan = true;
+                    continue;
+                }
+            }
         }
         if let Some(slot) = plan.get(turn % plan.len().max(1)) {
             inner.admit(&slot.runs);
         }
         inner.admit_runtime(&plan, turn);
+        ran = (0..domains)
+            .filter_map(|d| plan.get((turn + d) % plan.len().max(1)))
+            .flat_map(|s| s.groups())
+            .collect();
         if classify {
             for g in 0..n {
                 let _ = inner.take_window(g);
@@ -898,32 +1079,43 @@ fn control(inner: &Inner) {
                 if units == 0 {
                     continue;
                 }
-                let (footprint, group_footprint, probe) = {
-                    let st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
-                    (st.groups[g].footprint, st.groups[g].group_footprint, st.groups[g].probe)
-                };
-                let w = Window { group: g, busy, bytes, footprint, group_footprint, probe: Some(probe) };
-                let s = source.signals(&w);
-                *latest = s;
-                let changed = classifier.observe(g, &s);
-                let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
-                st.groups[g].signals = s;
-                if let Some(class) = changed {
-                    if st.groups[g].class.is_some() {
-                        st.groups[g].reclassified += 1;
-                    }
-                    st.groups[g].class = Some(class);
+                let probe = inner.state.lock().unwrap_or_else(|e| e.into_inner()).groups[g].probe;
+                let w = window(g, (busy, bytes, units), Some(probe));
+                if observe(inner, &mut *source, &mut classifier, latest, &w) {
                     replan = true;
                 }
             }
         }
         turn += 1;
+        quanta += 1;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reprobe_backs_off_while_it_confirms_and_starts_over_when_it_changes() {
+        let mut r = Reprobe::new();
+        assert!(!r.is_due(usize::MAX)); // not waiting
+        r.wait(10, 5); // 2 rounds of a 5-slot plan
+        assert!(!r.is_due(19) && r.is_due(20));
+        r.wait(15, 5); // waiting already: unchanged
+        assert_eq!(r.due, Some(20));
+        let mut at = 20;
+        for rounds in [4, 8, 16, 32, 32] {
+            r.done(at, 5, true); // confirmed: twice the wait, at most 32 rounds
+            assert_eq!(r.due, Some(at + rounds * 5));
+            at += rounds * 5;
+        }
+        r.done(at, 5, false); // changed: 2 rounds again
+        assert_eq!(r.due, Some(at + 10));
+        r.cancel(); // given every core: none due, the back-off kept
+        assert!(!r.is_due(usize::MAX));
+        r.wait(at, 3);
+        assert_eq!(r.due, Some(at + 6));
+    }
 
     #[test]
     fn a_probe_window_counts_the_time_between_unit_completions() {

@@ -45,6 +45,7 @@
 //! below `1 - idle_share` by the time the OS held the processors' threads off their CPUs while
 //! they had a ULT to run, such as the real-time throttling of a run under `chrt -f`, or other
 //! load; the section below), and under the gated systems `class_<group>`, the class it ended with (1 L, 2 LC, 3 C, 4 N, 0 unclassified);
+//! under LCN `reprobes`, the groups' re-probes in the run (`GroupReport::reprobes`);
 //! `weighted_speedup`, the sum over the groups of their normalized progress (completions
 //! counted by what each group's units cost it alone, so that a group of short units does not
 //! outweigh the others: about 1 for a schedule that keeps both processors busy and changes no
@@ -371,6 +372,8 @@ struct Outcome {
     busy: Vec<Duration>,
     /// Per group, its class when the run ended (gated systems that classify).
     classes: Vec<Option<Class>>,
+    /// Re-probes of LCN's, all groups (`GroupReport::reprobes`).
+    reprobes: u32,
     /// The share of the processors' time (2 x the wall time from the spawns to the joins) in
     /// which no kernel ULT ran: the gate's gaps, the probe's idle processor, the ends.
     idle: f64,
@@ -485,6 +488,7 @@ fn run_groups(
         wrong: wrong.load(Ordering::Relaxed),
         busy,
         classes: cs.report().iter().map(|r| r.class).collect(),
+        reprobes: cs.report().iter().map(|r| r.reprobes).sum(),
         idle,
         cpu,
     })
@@ -494,7 +498,7 @@ fn run_groups(
 /// side values.
 fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duration) -> Result<Sample, String> {
     let all: Vec<usize> = (0..GROUPS.len()).collect();
-    let Outcome { counts, wrong, busy, classes, idle, cpu } =
+    let Outcome { counts, wrong, busy, classes, reprobes, idle, cpu } =
         run_groups(setup, &all, mode, gate, run, quantum)?;
     for ((_, side), &c) in GROUPS.iter().zip(&counts) {
         record_side(side, c as f64);
@@ -506,6 +510,9 @@ fn sample(setup: &Setup, mode: Mode, gate: Gate, run: Duration, quantum: Duratio
         if mode != Mode::Default {
             record_side(class, group_class.map_or(0.0, class_code));
         }
+    }
+    if mode == Mode::Lcn {
+        record_side("reprobes", f64::from(reprobes));
     }
     record_side("idle_share", idle);
     if let Some(cpu) = cpu {
