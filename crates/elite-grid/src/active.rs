@@ -783,8 +783,6 @@ mod tests {
         elite_rt::Runtime::builder().processors(processors).stack_size(32 * 1024).build().unwrap()
     }
 
-    /// The threaded solve converges on 1 and 2 processors, to the residual its termination
-    /// guarantees, and so to the known solution.
     #[test]
     #[cfg_attr(miri, ignore = "calls getrusage")]
     fn the_process_cpu_time_counts_a_busy_loop() {
@@ -799,6 +797,8 @@ mod tests {
         assert!(after - before >= Duration::from_millis(5), "{:?}", after - before);
     }
 
+    /// The threaded solve converges on 1 and 2 processors, to the residual its termination
+    /// guarantees, and so to the known solution.
     #[test]
     fn threaded_solve_converges_on_one_and_two_processors() {
         let p = problem(7);

@@ -951,10 +951,13 @@ fn control(inner: &Inner) {
         };
     let classify = matches!(inner.mode, Mode::Lcn | Mode::MissBalance);
     let mut latest = vec![Signals::default(); n];
-    let window = |g: usize, alone: (Duration, u64, u64), probe: Option<(f64, f64)>| {
+    // Group `g`'s window of (busy, bytes, units), with its footprints and its latest probe's
+    // rates.
+    let window = |g: usize, (busy, bytes, _): (Duration, u64, u64)| {
         let st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (footprint, group_footprint) = (st.groups[g].footprint, st.groups[g].group_footprint);
-        Window { group: g, busy: alone.0, bytes: alone.1, footprint, group_footprint, probe }
+        let gs = &st.groups[g];
+        let (footprint, group_footprint, probe) = (gs.footprint, gs.group_footprint, Some(gs.probe));
+        Window { group: g, busy, bytes, footprint, group_footprint, probe }
     };
     if classify {
         // The probe (`probe`): each group alone on two cores, then on one, each phase measured
@@ -967,8 +970,7 @@ fn control(inner: &Inner) {
             };
             inner.state.lock().unwrap_or_else(|e| e.into_inner()).groups[g].probe = (rates[0], rates[1]);
             if alone.2 > 0 {
-                let w = window(g, alone, Some((rates[0], rates[1])));
-                observe(inner, &mut *source, &mut classifier, latest, &w);
+                observe(inner, &mut *source, &mut classifier, latest, &window(g, alone));
             }
         }
     }
@@ -976,8 +978,6 @@ fn control(inner: &Inner) {
     // too high would give an LC or C group fewer cores for the whole run.
     let reprobing = inner.mode == Mode::Lcn && cores >= 2;
     let mut reprobe = vec![Reprobe::new(); n];
-    // The most cores each group gets in a slot of the current plan (0: none).
-    let mut given = vec![0usize; n];
     // The groups of the slots that ran in the last quantum, in any domain.
     let mut ran: Vec<usize> = Vec::new();
     let domains = inner.domains();
@@ -1007,10 +1007,6 @@ fn control(inner: &Inner) {
                     plan.push(Slot { runs: vec![(group, cores)] });
                 }
             }
-            given.iter_mut().for_each(|c| *c = 0);
-            for &(g, c) in plan.iter().flat_map(|s| &s.runs) {
-                given[g] = given[g].max(c);
-            }
             inner.state.lock().unwrap_or_else(|e| e.into_inner()).plan = plan.clone();
             replan = false;
             turn = 0;
@@ -1018,7 +1014,10 @@ fn control(inner: &Inner) {
         if reprobing {
             for (g, r) in reprobe.iter_mut().enumerate() {
                 let from_probe = matches!(classifier.class(g), Some(Class::LC | Class::C));
-                if from_probe && given[g] > 0 && given[g] < cores {
+                // The most cores the plan gives the group in a slot (0: none).
+                let given =
+                    plan.iter().flat_map(|s| &s.runs).filter(|r| r.0 == g).map(|r| r.1).max().unwrap_or(0);
+                if from_probe && given > 0 && given < cores {
                     r.wait(quanta, plan.len());
                 } else {
                     r.cancel();
@@ -1038,17 +1037,17 @@ fn control(inner: &Inner) {
                     return;
                 };
                 ran = vec![g];
+                let measured = rates[0] > 0.0 && rates[1] > 0.0;
                 {
                     let mut st = inner.state.lock().unwrap_or_else(|e| e.into_inner());
                     st.groups[g].reprobes += 1;
-                    if rates[0] > 0.0 && rates[1] > 0.0 {
+                    if measured {
                         st.groups[g].probe = (rates[0], rates[1]);
                     }
                 }
                 let mut confirmed = true;
-                if alone.2 > 0 && rates[0] > 0.0 && rates[1] > 0.0 {
-                    let w = window(g, alone, Some((rates[0], rates[1])));
-                    observe(inner, &mut *source, &mut classifier, &mut latest[g], &w);
+                if alone.2 > 0 && measured {
+                    observe(inner, &mut *source, &mut classifier, &mut latest[g], &window(g, alone));
                     confirmed = predicted(&classifier, &latest[g]) == before;
                 }
                 reprobe[g].done(quanta, plan.len(), confirmed);
@@ -1079,9 +1078,7 @@ fn control(inner: &Inner) {
                 if units == 0 {
                     continue;
                 }
-                let probe = inner.state.lock().unwrap_or_else(|e| e.into_inner()).groups[g].probe;
-                let w = window(g, (busy, bytes, units), Some(probe));
-                if observe(inner, &mut *source, &mut classifier, latest, &w) {
+                if observe(inner, &mut *source, &mut classifier, latest, &window(g, (busy, bytes, units))) {
                     replan = true;
                 }
             }

@@ -44,8 +44,9 @@
 //! time the process got over the two processors' time ([`process_cpu_time`], every thread's;
 //! below `1 - idle_share` by the time the OS held the processors' threads off their CPUs while
 //! they had a ULT to run, such as the real-time throttling of a run under `chrt -f`, or other
-//! load; the section below), and under the gated systems `class_<group>`, the class it ended with (1 L, 2 LC, 3 C, 4 N, 0 unclassified);
-//! under LCN `reprobes`, the groups' re-probes in the run (`GroupReport::reprobes`);
+//! load; the section below), and under the gated systems `class_<group>`, the class it ended
+//! with (1 L, 2 LC, 3 C, 4 N, 0 unclassified); under LCN `reprobes`, the groups' re-probes in
+//! the run (`GroupReport::reprobes`);
 //! `weighted_speedup`, the sum over the groups of their normalized progress (completions
 //! counted by what each group's units cost it alone, so that a group of short units does not
 //! outweigh the others: about 1 for a schedule that keeps both processors busy and changes no
