@@ -13,8 +13,6 @@ fn sig(memory: f64, llc: f64, l2: f64) -> Signals {
     Signals { memory: memory * GB, llc: llc * GB, l2: l2 * GB, scaling2: None }
 }
 
-/// Runs `ULTS` ULTs per group for `run`, each repeating a unit of about 100 us through the gate;
-/// returns, per pair of groups, whether units of both were ever inside at once.
 /// An LCN coscheduler of two cores with a 10 GB/s link, its quantum `ms`, reading `script`.
 fn lcn(ms: u64, script: ScriptedSignals) -> Coscheduler {
     Coscheduler::builder(Mode::Lcn)
@@ -34,28 +32,62 @@ fn groups_of<const N: usize>(cs: &Coscheduler, names: [&str; N]) -> [Group; N] {
     groups
 }
 
-fn run_mix(cs: &Coscheduler, groups: &[Group], run: Duration) -> Vec<Vec<bool>> {
-    run_mix_late(cs, groups, run, &[])
+/// The longest a mix runs while waiting for what its test needs: far longer than any quiet run
+/// takes, so that a starved test process reaches the same state rather than failing on time.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// When a group's ULTs start.
+#[derive(Clone, Copy, Default)]
+enum Start {
+    /// With the run.
+    #[default]
+    Now,
+    /// This long after the run began.
+    After(Duration),
+    /// Once the coscheduler has made its first plan (every probe is over).
+    AfterPlan,
 }
 
-/// [`run_mix`] with the ULTs of group `i` starting `late[i]` after the others (none if absent).
-fn run_mix_late(cs: &Coscheduler, groups: &[Group], run: Duration, late: &[Duration]) -> Vec<Vec<bool>> {
+/// Runs `ULTS` ULTs per group, each repeating a unit of about 100 us through the gate, for at
+/// least `least` and then until `done` holds of the coscheduler and of the pairs seen so far
+/// (or [`PATIENCE`] has passed); returns, per pair of groups, whether units of both were ever
+/// inside at once. Group `i`'s ULTs start as `start[i]` says ([`Start::Now`] if absent).
+fn run_mix(
+    cs: &Coscheduler,
+    groups: &[Group],
+    start: &[Start],
+    least: Duration,
+    done: impl Fn(&Coscheduler, &[Vec<bool>]) -> bool + Sync,
+) -> Vec<Vec<bool>> {
     const ULTS: usize = 2;
     let rt = Runtime::builder().processors(2).no_chaos().build().unwrap();
     let n = groups.len();
     let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..n).map(|_| AtomicUsize::new(0)).collect());
     let together: Arc<Vec<AtomicBool>> = Arc::new((0..n * n).map(|_| AtomicBool::new(false)).collect());
+    let pairs = |together: &[AtomicBool]| -> Vec<Vec<bool>> {
+        (0..n).map(|a| (0..n).map(|b| together[a * n + b].load(Ordering::Relaxed)).collect()).collect()
+    };
+    let over = Arc::new(AtomicBool::new(false));
     cs.start();
-    let deadline = Instant::now() + run;
+    let began = Instant::now();
     rt.block_on(|| {
         let mut ults = Vec::new();
         for (g, group) in groups.iter().enumerate() {
             for _ in 0..ULTS {
-                let (cs, inside, together) = (cs.clone(), inside.clone(), together.clone());
-                let delay = late.get(g).copied().unwrap_or_default();
+                let (cs, inside, together, over) =
+                    (cs.clone(), inside.clone(), together.clone(), over.clone());
+                let start = start.get(g).copied().unwrap_or_default();
                 let ult = Builder::new().group(group).spawn(move || {
-                    elite_rt::sleep(delay);
-                    while Instant::now() < deadline {
+                    match start {
+                        Start::Now => {}
+                        Start::After(delay) => elite_rt::sleep(delay),
+                        Start::AfterPlan => {
+                            while cs.plan().is_empty() && !over.load(Ordering::SeqCst) {
+                                elite_rt::sleep(Duration::from_millis(1));
+                            }
+                        }
+                    }
+                    while !over.load(Ordering::SeqCst) {
                         cs.run(g, 1 << 20, || {
                             inside[g].fetch_add(1, Ordering::SeqCst);
                             let until = Instant::now() + Duration::from_micros(100);
@@ -74,6 +106,10 @@ fn run_mix_late(cs: &Coscheduler, groups: &[Group], run: Duration, late: &[Durat
                 ults.push(ult.unwrap());
             }
         }
+        while began.elapsed() < least || (!done(cs, &pairs(&together)) && began.elapsed() < PATIENCE) {
+            elite_rt::sleep(Duration::from_millis(1));
+        }
+        over.store(true, Ordering::SeqCst);
         for u in ults {
             u.join().unwrap();
         }
@@ -86,7 +122,12 @@ fn run_mix_late(cs: &Coscheduler, groups: &[Group], run: Duration, late: &[Durat
     for (seen, expected) in classes.iter().zip(&expected) {
         assert!(seen.is_none() || seen == expected, "stats {classes:?}, coscheduler {expected:?}");
     }
-    (0..n).map(|a| (0..n).map(|b| together[a * n + b].load(Ordering::Relaxed)).collect()).collect()
+    pairs(&together)
+}
+
+/// The classes the coscheduler reports, in the order of its groups.
+fn classes(cs: &Coscheduler) -> Vec<Option<Class>> {
+    cs.report().iter().map(|r| r.class).collect()
 }
 
 #[test]
@@ -98,12 +139,12 @@ fn lcn_never_runs_the_memory_link_group_beside_the_cache_group() {
         .group(2, [Signals::default()]);
     let cs = lcn(3, script);
     let groups = groups_of(&cs, ["stream", "stencil", "spin"]);
-    let together = run_mix(&cs, &groups, Duration::from_millis(300));
+    let all = [Some(Class::L), Some(Class::C), Some(Class::N)];
+    let together = run_mix(&cs, &groups, &[], Duration::from_millis(300), |cs, together| {
+        classes(cs) == all && together[0][2] && cs.report().iter().all(|r| r.completions > 0)
+    });
     let report = cs.report();
-    assert_eq!(
-        report.iter().map(|r| r.class).collect::<Vec<_>>(),
-        [Some(Class::L), Some(Class::C), Some(Class::N)]
-    );
+    assert_eq!(classes(&cs), all);
     assert!(!together[0][1] && !together[1][0], "L and C ran at once");
     // The plan: the spin's halves beside the stream, and the rest alone.
     let plan: Vec<Vec<(usize, usize)>> = cs.plan().into_iter().map(|s| s.runs).collect();
@@ -116,7 +157,9 @@ fn lcn_never_runs_the_memory_link_group_beside_the_cache_group() {
 fn gang_runs_one_group_at_a_time() {
     let cs = Coscheduler::builder(Mode::Gang).quantum(Duration::from_millis(3)).cores(2).build();
     let groups = groups_of(&cs, ["a", "b", "c"]);
-    let together = run_mix(&cs, &groups, Duration::from_millis(150));
+    let together = run_mix(&cs, &groups, &[], Duration::from_millis(150), |cs, _| {
+        cs.report().iter().all(|r| r.completions > 0)
+    });
     assert!(together.iter().flatten().all(|&t| !t), "{together:?}");
     assert!(cs.report().iter().all(|r| r.completions > 0 && r.class.is_none()));
 }
@@ -129,7 +172,9 @@ fn a_group_whose_behaviour_changes_is_reclassified_and_replanned() {
         .group(1, [sig(0.1, 6.0, 9.0)]);
     let cs = lcn(3, script);
     let groups = groups_of(&cs, ["phased", "stencil"]);
-    run_mix(&cs, &groups, Duration::from_millis(200));
+    run_mix(&cs, &groups, &[], Duration::from_millis(200), |cs, _| {
+        classes(cs) == [Some(Class::L), Some(Class::C)]
+    });
     let report = cs.report();
     assert_eq!(report[0].class, Some(Class::L));
     assert_eq!(report[0].reclassified, 1);
@@ -146,8 +191,8 @@ fn a_group_its_probe_did_not_see_runs_alone_until_classified() {
     let script = ScriptedSignals::new().group(0, [sig(8.0, 8.0, 8.0)]).group(1, [sig(0.1, 6.0, 9.0)]);
     let cs = lcn(2, script);
     let groups = groups_of(&cs, ["stream", "late stencil"]);
-    // The first plan, made while the stencil has not started (the probes end about 210 ms
-    // after the start: each phase of the stencil's waits 100 ms for a unit).
+    // The first plan, made while the stencil has not started (its ULTs wait for that plan;
+    // the probe's phases for the stencil each wait 100 ms for a unit, then end empty).
     let watcher = {
         let cs = cs.clone();
         std::thread::spawn(move || {
@@ -158,8 +203,10 @@ fn a_group_its_probe_did_not_see_runs_alone_until_classified() {
             cs.plan()
         })
     };
-    let late = [Duration::ZERO, Duration::from_millis(400)];
-    let together = run_mix_late(&cs, &groups, Duration::from_millis(600), &late);
+    let start = [Start::Now, Start::AfterPlan];
+    let together = run_mix(&cs, &groups, &start, Duration::from_millis(200), |cs, _| {
+        cs.report()[1].class == Some(Class::C)
+    });
     let before: Vec<Vec<(usize, usize)>> = watcher.join().unwrap().into_iter().map(|s| s.runs).collect();
     // Unclassified, the stencil runs alone (and so does the stream, which pairs only with N).
     assert_eq!(before, [vec![(0, 2)], vec![(1, 2)]]);
@@ -174,11 +221,13 @@ fn a_probe_waits_for_the_first_units_of_a_group_that_starts_late() {
     let script = ScriptedSignals::new().group(0, [sig(8.0, 8.0, 8.0)]).group(1, [sig(0.1, 6.0, 9.0)]);
     let cs = lcn(3, script);
     let groups = groups_of(&cs, ["stream", "late stencil"]);
-    let late = [Duration::ZERO, Duration::from_millis(12)];
-    let together = run_mix_late(&cs, &groups, Duration::from_millis(200), &late);
+    let start = [Start::Now, Start::After(Duration::from_millis(12))];
+    let together = run_mix(&cs, &groups, &start, Duration::from_millis(200), |cs, _| {
+        classes(cs) == [Some(Class::L), Some(Class::C)]
+    });
     let report = cs.report();
     assert!(report.iter().all(|r| r.probe.is_some_and(|(one, two)| one > 0.0 && two > 0.0)), "{report:?}");
-    assert_eq!(report.iter().map(|r| r.class).collect::<Vec<_>>(), [Some(Class::L), Some(Class::C)]);
+    assert_eq!(classes(&cs), [Some(Class::L), Some(Class::C)]);
     assert!(report.iter().all(|r| r.reclassified == 0), "{report:?}");
     assert!(!together[0][1] && !together[1][0], "L and C ran at once");
 }
