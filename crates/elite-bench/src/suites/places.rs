@@ -192,6 +192,24 @@
 //! 1.2x target sits at the edge of what this emulation can show. The real-host rows (`emulated` false, 1 and 2 processors, no
 //! delay) check that LGS costs nothing where groups collapse.
 //!
+//! What separates the three orders here, and what the side rows show. On 2 nodes x 2 cores the
+//! distance groups of processor `p` are its node-mate, then the two processors of the other node:
+//! the same sets as node-then-all's. LGS differs from it only in drawing its two attempts on the
+//! other node at random (the same victim may come twice), and both differ from random, whose
+//! first attempt is on the other node two times in three. Once the searchers have their puzzles
+//! they never block, so a searcher taken across the nodes solves the rest of its inbox there
+//! (soft pinning's way home is a wake-up), and a steal takes half of the victim's ready searchers
+//! (the policy's amount): one steal across the nodes early in a pass moves a few heavy searchers
+//! for the rest of it, so `remote_line_fraction` of one pass is lumpy (near 0 in some passes,
+//! several tenths in others) and only medians over many rounds compare the orders. LGS goes to
+//! the other node when its node has no ready searcher left, or when its mate looks empty while
+//! searchers woken there wait on the mate's wake-up stack (out of a thief's reach until the mate
+//! switches; the processors that share a CPU are preempted by the kernel in turn). The two heavy
+//! processors share a CPU and the kernel's time slices need not split it evenly, so one node can
+//! fall behind the other, and the node ahead then takes the other's searchers, as LGS would on a
+//! real machine, where the idle cores had nothing else to run. Here the thief's CPU would
+//! otherwise have gone to the processor sharing it, so such a steal only costs.
+//!
 //! # `concdict` and `concsll` (Savina, as CAF measured LGS)
 //!
 //! A server ULT owns a dictionary (`HashMap`, `concdict`) or a sorted singly linked list
