@@ -298,7 +298,7 @@ fn auto_without_the_locality_signal_stays_on_its_first_candidate() {
 /// Under `auto`, the locality signal brings the lead and then, long before the budget allows an
 /// exploration (here about a minute and a half: the smallest budget), the early probe: every
 /// plausible candidate measured once against the lead (gravity, without data blocks, left out),
-/// logged as the first exploration, the lead kept in force.
+/// the choice logged as the first exploration.
 #[test]
 fn auto_probes_the_candidates_early_with_the_locality_signal() {
     use elite_rt::CounterChoice;
@@ -352,9 +352,13 @@ fn auto_probes_the_candidates_early_with_the_locality_signal() {
         assert!(d.rates.iter().all(|r| r.1 >= 0.0 && r.1.is_finite()), "{d}");
         assert_eq!(d.rates[4].1, 0.0, "gravity left out without data blocks: {d}");
         assert_eq!(d.unit, elite_rt::policy::ProgressUnit::Runs);
-        // The first probe measured the program's start: it keeps the lead whatever it found
-        // (a challenger only brings the second probe forward, which may be under way now).
-        assert_eq!(d.policy, "reload-transient", "{stats}");
+        if reasons.len() == 3 {
+            // (Or the lead again: the second probe starts from it.)
+            assert!(
+                [d.policy, "reload-transient"].contains(&stats.policy),
+                "the probe's choice in force: {stats}"
+            );
+        }
     });
 }
 
@@ -386,8 +390,8 @@ fn auto_remembers_its_choice_for_the_next_runtime() {
         // (A full exploration is always remembered, logged as explored when it is the first,
         // else as a re-check or a phase change; the early probe, logged as explored, only when
         // its choice read the highest rate: one that keeps its lead, never the first candidate,
-        // within the noise is not; the first probe, which the re-probe follows, always keeps
-        // the lead, virtual-time.)
+        // within the noise is not; and the first probe, which the re-probe follows, only when
+        // it kept the lead, virtual-time.)
         let remembered = |decisions: &[elite_rt::policy::AutoDecision]| {
             let first_probe = decisions.iter().position(|d| d.reason == AutoReason::Explored);
             decisions

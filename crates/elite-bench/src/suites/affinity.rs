@@ -18,12 +18,10 @@
 //! starts *cold* in each: at the sample's first progress it puts `reload-transient` in force
 //! where a ULT declared a footprint larger than the first-level cache (`synthetic_1024`,
 //! 64 KiB) and probes the other candidates at once in epochs of a few milliseconds sized from
-//! the noise of the rate, keeping `reload-transient` whatever that first probe finds (it falls
-//! in the untimed pass and the start of the timed one, where every order reads cold working
-//! sets alike), then probes once more when the sample has run three times as long as that
-//! probe took where a candidate beat the lead in it, ten times otherwise (a candidate that
-//! beats the lead in the second probe is measured again in turn with it before it is put in
-//! force), and stays on `no-affinity` otherwise, its selector asleep
+//! the noise of the rate (a candidate that beats it there is measured again in turn with it
+//! before it is kept), and once more when the sample has run ten times as long as that probe
+//! took (the first probe falls in the untimed pass, where every order reads cold working sets
+//! alike: its choice is provisional), and stays on `no-affinity` otherwise, its selector asleep
 //! (`no_locality`, 1 KiB; `pairs`, 4 KiB data blocks); full explorations come only once the sample has run long enough for one
 //! to take at most its budget (see `elite_rt::policy::auto`). `elite/auto+warm` runs `auto`
 //! remembering its explorations under a key per bench (`elite_rt::policy::Auto::remember`; the

@@ -78,16 +78,14 @@
 //!    twice the standard error of the difference of two rates, `2σ√(2/m)`, is at most
 //!    [`PROBE_RESOLUTION`] (5%), at most [`PROBE_MAX_TICKS`]. Each other candidate worth
 //!    measuring (see 2) is put in force, given a tick to settle and measured for one epoch of
-//!    `m` ticks; the lead's rate is the mean of its noise ticks. The best is the *challenger*
-//!    if it beats the lead by more than twice the standard error of that difference,
-//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. A challenger
-//!    is not put in force on that alone: one epoch each ranks the candidates by where each
-//!    fell in the program's course as much as by the policy (the start, spawning and reading
-//!    cold data, moves the rate by more than the policies do, and the state the policy before
-//!    left lasts into the next epoch). What the probe does with it depends on which probe it
-//!    is (below): the first keeps the lead; the second confirms. To confirm, the challenger
-//!    and the lead are put in force in turn, [`CONFIRM_EPOCHS`] epochs of `m` ticks (each
-//!    after a tick to settle),
+//!    `m` ticks; the lead's rate is the mean of its noise ticks. The best is put in force if it
+//!    beats the lead by more than twice the standard error of that difference,
+//!    `2σ√(1/m + 1/8)`, and at least [`Auto::margin`]; otherwise the lead stays. A candidate
+//!    that passes that bar is only the *challenger*: one epoch each ranks the candidates by
+//!    where each fell in the program's course as much as by the policy (the start, spawning
+//!    and reading cold data, moves the rate by more than the policies do, and the state the
+//!    policy before left lasts into the next epoch). The challenger and the lead are then put
+//!    in force in turn, [`CONFIRM_EPOCHS`] epochs of `m` ticks (each after a tick to settle),
 //!    and each lead epoch is compared with the challenger epochs on either side of it; the
 //!    challenger is kept only if it beats the lead by more than the margin in all those
 //!    comparisons but at most one, and by more than the bar in their median (a rate that
@@ -98,23 +96,19 @@
 //!    probe that kept the lead while another candidate read higher within the noise ranked
 //!    nothing, and a warm start must begin from the best measured). With four candidates
 //!    worth measuring and quiet progress it takes about 8 ticks under the lead and 3 × 2 under
-//!    the others (10 + 3 × 9 at the cap), and, in the second probe, [`CONFIRM_EPOCHS`] ×
-//!    (1 + `m`) ticks more when a challenger comes up (up to 54).
+//!    the others (10 + 3 × 9 at the cap), and [`CONFIRM_EPOCHS`] × (1 + `m`) ticks more when
+//!    a challenger comes up (up to 54).
 //!
 //!    The first probe measures the program's start, which can favour a candidate its steady
 //!    work does not (a bench that spawns its ULTs and sweeps every working set once, cold,
 //!    before its timed work: every order misses alike there, and the policies differ only in
-//!    how they take in new ULTs and in how many ULT runs a second that makes, not in when the
-//!    start ends). A confirmation there measures the same start and can pass as a real gain
-//!    does, and a choice made there would stand until the second probe, most of a run of a
-//!    second. So the first probe never leaves the lead: it only says when the second comes.
-//!    Where a challenger came up, [`REPROBE_SOON`] times as long as the first probe took
-//!    after it began (twice its length again under the lead, past a start about as long as
-//!    the probe), so that a real gain is taken within a few tenths of a second; otherwise
-//!    [`REPROBE_AFTER`] times as long. The second probe, from the lead again, confirms its
-//!    challenger, if any, and its choice stands. The selector then watches (4) as after a
-//!    choice: the next, full, exploration comes when the run has lasted long enough for one
-//!    to take at most [`Auto::budget`] of it.
+//!    how they take in new ULTs). So its choice is provisional: once [`REPROBE_AFTER`] times
+//!    as long as the probe took has passed since it began, the selector puts the lead in force
+//!    again and probes once more, and that choice stands; a first probe that left the lead is
+//!    not remembered (a runtime that ends before the second would carry the start's choice to
+//!    the next). The selector then watches (4) as after a choice: the next, full, exploration
+//!    comes when the run has lasted long enough for one to take at most [`Auto::budget`] of
+//!    it.
 //!
 //!    A selector that [remembers](Auto::remember) under a key for which an earlier runtime of
 //!    the process explored starts *warm* instead: it puts the remembered choice in force at once
@@ -207,12 +201,9 @@
 //!   with the default settings and 5 ms epochs; less when candidates drop out or the
 //!   exploration ends early), and waits until it would take at most the budget's share of the
 //!   run (about 1.7 s with the defaults). Before that, a program with the locality signal has
-//!   only the probes to go by: one epoch of a few milliseconds per candidate in each. The
-//!   probes cost what their epochs under worse candidates lose (a program of a tenth of a
-//!   second spends a quarter of it or more probing, and the gain has to pay for that); one
-//!   that ends before the second probe (about [`REPROBE_SOON`] times the first's length where
-//!   that found a challenger, a tenth of a second or so) runs under the lead throughout, even
-//!   where another candidate would have been better, and a program without
+//!   only the probe to go by: one epoch of a few milliseconds per candidate. The probe costs
+//!   what its epochs under worse candidates lose (a program of a tenth of a second spends a
+//!   quarter of it or more probing, and the gain has to pay for that), and a program without
 //!   the signal is never measured before the budget's wait. A program that runs the same short
 //!   job many times gives it a key ([`Auto::remember`]): the explorations of the longer runs,
 //!   or the budget's re-checks summed over the runtimes, then carry a measured choice to the
@@ -225,27 +216,23 @@
 //!   the spread asks for more than [`PROBE_MAX_TICKS`], the bar to leave the lead rises with
 //!   it instead, so a noisy program mostly stays on the lead until the full exploration. The
 //!   lead is measured before the others, so a rate that drifts over the probe (a warming
-//!   cache, a program that speeds up) favours whichever came later (in the first probe that
-//!   only brings the second forward); the confirmation's alternation takes the drift out,
-//!   but not a rate that swings with a period near two of its epochs, which can fall on the
-//!   challenger's epochs each time.
+//!   cache, a program that speeds up) favours whichever came later; the confirmation's
+//!   alternation takes the drift out, but not a rate that swings with a period near two of
+//!   its epochs, which can fall on the challenger's epochs each time.
 //! * **A start unlike the rest.** The probes measure the run's first tenth of a second or so
-//!   (or the first after the declaration that brought the signal) and, [`REPROBE_SOON`] or
-//!   [`REPROBE_AFTER`] times later, one more stretch of it; only the second decides. A start
-//!   longer than about twice the first probe (a setup phase, a long first pass over cold
-//!   data) where the first found a challenger puts the second on the start too, and its
-//!   confirmed choice then stands until the full exploration; a program whose work changes
-//!   after the second probe (phases that alternate) is decided on those stretches until the
-//!   full exploration. A policy whose effect takes longer than a
+//!   (or the first after the declaration that brought the signal) and, [`REPROBE_AFTER`]
+//!   times later, one more stretch of it: a program whose work changes
+//!   after that (a setup phase longer than the second probe's wait, phases that alternate) is
+//!   decided on those stretches until the full exploration, and one that ends before the
+//!   second probe keeps the first one's choice. A policy whose effect takes longer than a
 //!   tick and an epoch to show (an order that pays from the second round over a working set
 //!   whose rounds last longer than an epoch) is measured in its first round: shorter
 //!   epochs ([`Auto::epoch`]) do not help there, longer ones do.
 //! * **A signal that predicts wrong.** The lead is put in force on a declaration, not on a
 //!   measurement: a program that declares large footprints but whose order does not matter
 //!   (its data streams through once, or fits in a cache level the model does not describe) is
-//!   probed, and runs under the lead until the second probe, and after it unless another
-//!   candidate beat the lead by more than the probe's bar and again in the confirmation; one
-//!   that declares nothing
+//!   probed, and runs under the lead until then, and after it unless another candidate beat the
+//!   lead by more than the probe's bar; one that declares nothing
 //!   (or only small footprints) while its order does matter is never explored on a machine
 //!   without a hardware counter (declare footprints with [`set_footprint`](crate::set_footprint),
 //!   or choose the policy).
@@ -1000,15 +987,13 @@ impl Run {
     /// The early probe, with the `lead` in force: measures the noise of the progress rate
     /// under the lead in [`PROBE_NOISE_TICKS`] ticks of a fifth of an epoch, sizes an epoch
     /// from it ([`probe_ticks`]), measures every other plausible candidate for one such epoch
-    /// (after a tick to settle), and finds the *challenger*, the one that beats the lead by
-    /// more than the noise allows ([`probe_choice`]). What it does with it is
-    /// [`after_probe`]'s: a `provisional` probe (the first, which measured the program's
-    /// start; a second follows) keeps the lead in force; the second measures the challenger
-    /// again in turn with the lead ([`confirm`]) and puts in force the one that wins. Logged
-    /// as [`AutoReason::Explored`]. `None` (the lead stays, nothing logged) when no other
-    /// candidate is plausible, or the noise could not be measured in [`PROBE_ATTEMPTS`] tries
-    /// (the median tick without progress in each).
-    fn probe(&mut self, lead: usize, provisional: bool) -> Result<Option<Probed>, ()> {
+    /// (after a tick to settle), and puts in force the one that beats the lead by more than
+    /// the noise allows ([`probe_choice`]) and then again in turn with it ([`confirm`]),
+    /// logged as [`AutoReason::Explored`]; `provisional` (a second probe follows) leaves a
+    /// choice other than the lead unremembered. `None` (the
+    /// lead stays, nothing logged) when no other candidate is plausible, or the noise could not
+    /// be measured in [`PROBE_ATTEMPTS`] tries (the median tick without progress in each).
+    fn probe(&mut self, lead: usize, provisional: bool) -> Result<Option<usize>, ()> {
         let plausible = self.plausible();
         let others: Vec<usize> = (0..plausible.len()).filter(|&i| i != lead && plausible[i]).collect();
         if others.is_empty() {
@@ -1044,11 +1029,9 @@ impl Run {
             rates[i] = r;
         }
         let threshold = probe_threshold(sigma, m, self.auto.margin);
-        let challenger = probe_choice(&rates, lead, threshold);
-        let mut best = lead;
+        let mut best = probe_choice(&rates, lead, threshold);
         // (Not when progress began to be reported halfway: the rates do not compare, below.)
-        if after_probe(provisional, challenger, lead) == AfterProbe::Confirm && self.unit() == unit {
-            best = challenger;
+        if best != lead && self.unit() == unit {
             // One epoch each ranks the candidates by where each fell in the program's course (a
             // start, a pass that ends, the state the policy before left): the challenger is
             // put in force in turn with the lead, epochs of the same length, and kept only if
@@ -1082,10 +1065,12 @@ impl Run {
         }
         let measured: Vec<bool> = (0..rates.len()).map(|i| i == lead || others.contains(&i)).collect();
         // Remembered only when its choice also has the highest rate: a probe that kept the lead
-        // while another candidate read higher (within the noise, or a provisional probe's
-        // challenger, measured on the program's start) ranked nothing, and a runtime that
-        // starts warm from memory must start from the best that was measured.
-        if rates.iter().all(|&r| r <= rates[best]) {
+        // while another candidate read higher (within the noise) ranked nothing, and a runtime
+        // that starts warm from memory must start from the best that was measured.
+        // A `provisional` probe (one the re-probe follows) that left the lead is not
+        // remembered: it measured the program's start, and a runtime that ends before the
+        // re-probe must not carry it to the next.
+        if rates.iter().all(|&r| r <= rates[best]) && !(provisional && best != lead) {
             self.remember_exploration(&rates, &measured, AutoReason::Explored);
             self.remember_choice(best);
         }
@@ -1098,7 +1083,7 @@ impl Run {
             rates: names.zip(rates.iter().copied()).collect(),
             explored_for: took,
         });
-        Ok(Some(Probed { choice: best, challenged: challenger != lead }))
+        Ok(Some(best))
     }
 
     /// One epoch of the probe under candidate `i`: put in force, a tick (`settle`) to settle,
@@ -1113,22 +1098,20 @@ impl Run {
     /// The early probe from the `lead`, twice: the first measures the program's start (its
     /// spawning, its first pass over cold data, or what came right after the declaration that
     /// brought the signal), which can favour another candidate than its steady work does, so
-    /// it only says when the second comes ([`reprobe_wait`]): [`REPROBE_SOON`] times as long as
-    /// it took after it began where a challenger came up, else [`REPROBE_AFTER`] times; the
-    /// lead stays in force until then, and is probed from once more, and that choice stands
-    /// (the lead where the second probe cannot measure). `None` when the first probe measured
-    /// nothing (see [`probe`](Self::probe)).
+    /// its choice is provisional; once [`REPROBE_AFTER`] times as long as it took has passed
+    /// since it began, the lead is put in force again and probed from once more, and that
+    /// choice stands (the lead where the second probe cannot measure). `None` when the first
+    /// probe measured nothing (see [`probe`](Self::probe)).
     fn probe_twice(&mut self, lead: usize) -> Result<Option<usize>, ()> {
         let began = Instant::now();
-        let Some(first) = self.probe(lead, true)? else {
+        if self.probe(lead, true)?.is_none() {
             return Ok(None);
-        };
-        if !self.wait_until(began + reprobe_wait(began.elapsed(), first.challenged), false)
-            || !self.put_in_force(lead)
+        }
+        if !self.wait_until(began + began.elapsed().mul_f64(REPROBE_AFTER), false) || !self.put_in_force(lead)
         {
             return Err(());
         }
-        Ok(Some(self.probe(lead, false)?.map_or(lead, |second| second.choice)))
+        Ok(Some(self.probe(lead, false)?.unwrap_or(lead)))
     }
 
     fn run(mut self) {
@@ -1591,53 +1574,10 @@ fn probe_choice(rates: &[f64], lead: usize, threshold: f64) -> usize {
     }
 }
 
-/// When the early probe is repeated after a first one that kept the lead without a challenger:
-/// this many times as long as the first one took after it began (so that the two take at most
-/// about a fifth of the time by then).
+/// When the early probe is repeated: this many times as long as the first one took after it
+/// began (so that the two take at most about a fifth of the time by then, and the first decides
+/// no more than the start of the run).
 pub const REPROBE_AFTER: f64 = 10.0;
-
-/// When the early probe is repeated after a first one that found a challenger (which it does
-/// not put in force: it measured the program's start): this many times as long as the first
-/// one took after it began, so that twice as long again runs under the lead before the second
-/// probe measures, past a start about as long as the first probe, and a real gain is taken
-/// soon.
-pub const REPROBE_SOON: f64 = 3.0;
-
-/// What a probe did: the candidate it left in force, and whether a challenger came up (one
-/// candidate's epoch beat the lead's rate by more than the bar).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Probed {
-    choice: usize,
-    challenged: bool,
-}
-
-/// What a probe does once its epochs ranked the candidates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AfterProbe {
-    /// The lead stays in force: no challenger, or the probe was the first (provisional) one.
-    KeepLead,
-    /// The challenger and the lead are measured in turn ([`confirm`]), the winner put in force.
-    Confirm,
-}
-
-/// What a probe does with its `challenger` (the `lead` when none beat it by the bar): the
-/// first, `provisional`, probe measured the program's start (spawning, first touches of cold
-/// data), where one policy can read faster in ULT runs per second without the program going
-/// faster: it keeps the lead whatever it found (a challenger only brings the second probe
-/// forward, [`reprobe_wait`]); the second confirms a challenger before it puts it in force.
-fn after_probe(provisional: bool, challenger: usize, lead: usize) -> AfterProbe {
-    if provisional || challenger == lead {
-        AfterProbe::KeepLead
-    } else {
-        AfterProbe::Confirm
-    }
-}
-
-/// How long after the first probe began the second comes, the first having taken `took`:
-/// [`REPROBE_SOON`] times that where it found a challenger, else [`REPROBE_AFTER`] times.
-fn reprobe_wait(took: Duration, challenged: bool) -> Duration {
-    took.mul_f64(if challenged { REPROBE_SOON } else { REPROBE_AFTER })
-}
 
 /// How many epochs the early probe's confirmation takes, alternately under the challenger (the
 /// candidate whose one epoch beat the lead's rate by more than the noise allows, first) and
@@ -1933,28 +1873,6 @@ mod tests {
         assert_eq!(neighbour_ratios(&[0.0, 0.0]), vec![1.0]);
         assert_eq!(confirm(&mut [], 0.0, 0.0), (0.0, false));
         const { assert!(CONFIRM_EPOCHS.is_multiple_of(2) && CONFIRM_EPOCHS >= 4) };
-    }
-
-    #[test]
-    fn the_first_probe_keeps_the_lead_and_a_challenger_brings_the_second_forward() {
-        // The first (provisional) probe measured the program's start: whatever it found, the
-        // lead stays in force.
-        assert_eq!(after_probe(true, 2, 3), AfterProbe::KeepLead, "a challenger at the start");
-        assert_eq!(after_probe(true, 3, 3), AfterProbe::KeepLead, "no challenger");
-        // The second confirms a challenger before it puts it in force.
-        assert_eq!(after_probe(false, 2, 3), AfterProbe::Confirm);
-        assert_eq!(after_probe(false, 3, 3), AfterProbe::KeepLead);
-        // Why the first does not confirm: a policy that runs more ULTs per second while the
-        // program spawns its ULTs and first touches their data passes the confirmation as a
-        // real gain does (its epochs beat the lead's in all pairs but one, far beyond the bar),
-        // though the program ends no sooner for it.
-        let start = neighbour_ratios(&[53_000.0, 36_000.0, 117_000.0, 45_000.0, 49_000.0, 64_000.0]);
-        assert!(confirm(&mut start.clone(), 0.3, 0.02).1, "{start:?}");
-        // A challenger brings the second probe forward; without one it comes as before.
-        let took = Duration::from_millis(40);
-        assert_eq!(reprobe_wait(took, true), Duration::from_millis(120));
-        assert_eq!(reprobe_wait(took, false), Duration::from_millis(400));
-        const { assert!(1.0 < REPROBE_SOON && REPROBE_SOON < REPROBE_AFTER) };
     }
 
     #[test]
