@@ -1014,10 +1014,10 @@ fn control(inner: &Inner) {
         if reprobing {
             for (g, r) in reprobe.iter_mut().enumerate() {
                 let from_probe = matches!(classifier.class(g), Some(Class::LC | Class::C));
-                // The most cores the plan gives the group in a slot (0: none).
-                let given =
-                    plan.iter().flat_map(|s| &s.runs).filter(|r| r.0 == g).map(|r| r.1).max().unwrap_or(0);
-                if from_probe && given > 0 && given < cores {
+                // The most cores the plan gives the group in a slot (0: none); read only for
+                // the groups whose cores came from a probe.
+                let given = || plan.iter().flat_map(|s| &s.runs).filter(|r| r.0 == g).map(|r| r.1).max();
+                if from_probe && given().is_some_and(|c| c > 0 && c < cores) {
                     r.wait(quanta, plan.len());
                 } else {
                     r.cancel();
