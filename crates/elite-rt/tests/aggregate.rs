@@ -75,6 +75,27 @@ fn every_policy_with_aggregation_runs_a_groups_ults_back_to_back() {
 }
 
 #[test]
+fn a_groups_ults_take_turns_together_after_an_interleaved_start() {
+    // Every ULT's first run comes from the start-queue, interleaved (a b c d a b c d ...), and
+    // each enters the runqueue favoured (its own group is the one running). After that the
+    // group followed runs its ULTs in turn, all of them, before the next group: one block of
+    // runs per group, not one per ULT (each ULT running all its turns back to back while its
+    // siblings wait behind the other groups).
+    const GROUPS: u8 = 4;
+    const ULTS: usize = 4;
+    let (order, _) =
+        interleaved(Policy::no_affinity().aggregate(Aggregate::ALWAYS), GROUPS, ULTS, 3, 64 << 10);
+    assert_eq!(order.len(), usize::from(GROUPS) * ULTS * 4);
+    let start = usize::from(GROUPS) * ULTS;
+    assert!(group_changes(&order[..start]) >= start - 1, "the start is interleaved: {order:?}");
+    let after = &order[start..];
+    assert!(group_changes(after) < usize::from(GROUPS), "one block of runs per group: {order:?}");
+    for g in 0..GROUPS {
+        assert_eq!(after.iter().filter(|&&t| t == g).count(), ULTS * 3, "{order:?}");
+    }
+}
+
+#[test]
 fn auto_takes_the_modifier_to_each_candidate() {
     let policy = Policy::auto().aggregate(Aggregate::ALWAYS);
     let auto = policy.auto_settings().unwrap();

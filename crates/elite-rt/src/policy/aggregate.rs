@@ -23,6 +23,20 @@
 //! group became favoured keeps the key it entered with, and one that entered favoured keeps its
 //! bonus after its group stopped being favoured (until it runs).
 //!
+//! Favoured keys also carry an *epoch* in their low bits, so that among favoured ULTs those of
+//! the group followed now run first: a group followed anew gets a new epoch, above every
+//! earlier one, unless favoured entries of it still wait on the processor; then its new
+//! entries take the epoch of those and queue behind them. That is what keeps a group's
+//! siblings together when they entered favoured at different times: ULTs spawned interleaved
+//! (a b c a b c ...) each start from the start-queue and enter the runqueue favoured at their
+//! first yield, each with its own group's epoch of that moment; when group `a` runs again, its
+//! yielding ULT joins its waiting siblings' epoch, so that `a`'s ULTs take turns until the
+//! group is done (or its streak ends), where a fresh epoch would put the yielder above its
+//! siblings and run each ULT's turns back to back, the siblings waiting behind the other
+//! groups. The count of a group's favoured entries waiting on a processor is a hint: a thief
+//! that takes one leaves it counted there, which keeps the group's old epoch until the group's
+//! favoured runs there count it down.
+//!
 //! # Which group is favoured
 //!
 //! * **In time** (IAS's TAS): the group of the run that began last on the processor, while its

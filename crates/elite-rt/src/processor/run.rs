@@ -414,7 +414,8 @@ impl Processor {
                     r.run_begin(t);
                 }
                 let began = if all && group != 0 {
-                    self.core().engine.group_begins(group, self.remote().stats.switches.get());
+                    let favoured = t.tcb().head.take_favoured();
+                    self.core().engine.group_begins(group, self.remote().stats.switches.get(), favoured);
                     Some(Instant::now())
                 } else {
                     None

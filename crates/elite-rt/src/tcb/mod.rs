@@ -180,12 +180,14 @@ pub(crate) struct Head {
     pub(crate) has_data: Cell<bool>,
     /// The rare cases a switch into the ULT must see, one bit each ([`Rare`]): whether
     /// `links.prefetch` holds a word to prefetch ([`Rare::PREFETCHING`]: a block, and the runtime
-    /// prefetches) and whether the ULT is in a group ([`Rare::GROUPED`]). One test of the byte,
+    /// prefetches), whether the ULT is in a group ([`Rare::GROUPED`]), and whether it waits
+    /// with the aggregation modifier's bonus in its key ([`Rare::FAVOURED`]). One test of the byte,
     /// on this line, which the loop touches anyway, covers both where the loop switches from
     /// ULT to ULT (`Processor::chosen`); the wakers test the prefetch bit. Written by the
     /// spawner before publication (the group bit, the prefetch bit cleared: [`Head::set_group`]),
-    /// then by the ULT's holder only (the prefetch bit: [`Head::set_prefetching`]), so a load
-    /// and a store keep the other bit. Relaxed atomic (plain moves on x86-64 and AArch64): the
+    /// then by the ULT's holder only (the prefetch bit: [`Head::set_prefetching`]; the favoured
+    /// bit: [`Head::set_favoured`], [`Head::take_favoured`]), so a load and a store keep the
+    /// other bits. Relaxed atomic (plain moves on x86-64 and AArch64): the
     /// loop also reads it for the runqueue's next entry, which another processor may take and
     /// run meanwhile (see `prefetch`).
     pub(crate) rare: AtomicU8,
@@ -202,6 +204,9 @@ impl Rare {
     pub(crate) const PREFETCHING: u8 = 1;
     /// The ULT is in a group (`Head::group` is not 0).
     pub(crate) const GROUPED: u8 = 2;
+    /// The ULT waits with the aggregation modifier's bonus in its key (`policy::aggregate`):
+    /// set by its holder when it keys the entry, cleared by the processor that begins its run.
+    pub(crate) const FAVOURED: u8 = 4;
 }
 
 impl Head {
@@ -237,8 +242,27 @@ impl Head {
         self.rare.store(if on { rare | Rare::PREFETCHING } else { rare }, Ordering::Relaxed);
     }
 
+    /// Sets [`Rare::FAVOURED`]: the ULT's holder only, keying its entry with the bonus.
+    #[inline]
+    pub(crate) fn set_favoured(&self) {
+        let rare = self.rare.load(Ordering::Relaxed);
+        self.rare.store(rare | Rare::FAVOURED, Ordering::Relaxed);
+    }
+
+    /// Clears [`Rare::FAVOURED`] and says whether it was set: the ULT's holder only, beginning
+    /// a run of it.
+    #[inline]
+    pub(crate) fn take_favoured(&self) -> bool {
+        let rare = self.rare.load(Ordering::Relaxed);
+        if rare & Rare::FAVOURED == 0 {
+            return false;
+        }
+        self.rare.store(rare & !Rare::FAVOURED, Ordering::Relaxed);
+        true
+    }
+
     /// The spawner's part, before publication: the ULT's group number `group` (0: none) and
-    /// its bit; the prefetch bit clear (a former ULT's of this TCB), until the ULT starts
+    /// its bit; the favoured and prefetch bits clear (a former ULT's of this TCB), until the ULT starts
     /// (`prefetch::UltBlock::on_start`).
     #[inline]
     pub(crate) fn set_group(&self, group: u16) {

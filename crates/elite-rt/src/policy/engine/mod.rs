@@ -826,11 +826,28 @@ struct Aggregating {
     at: u64,
     /// The domain's word, and whether this processor is its master (the word's only writer).
     domain: Option<(Arc<CachePadded<AtomicU32>>, bool)>,
-    /// Times the followed group changed here: added to favoured keys, so that the ULTs of the
-    /// group followed now run before those favoured earlier (whose keys stay as they entered).
+    /// Epochs handed out here: a group followed anew gets the next one, added to its favoured
+    /// keys, so that the ULTs of the group followed now run before those favoured earlier
+    /// (whose keys stay as they entered).
     epoch: u64,
-    /// The group followed when `epoch` last moved.
+    /// The group whose favoured keys were made last.
     epoch_group: u16,
+    /// Per group number: the epoch its favoured keys carry, and how many of its favoured
+    /// entries are waiting here (see [`Aggregating::favour`]). Grown to the largest group
+    /// number favoured here.
+    keyed: Vec<Keyed>,
+}
+
+/// A group's favoured keys on one processor ([`Aggregating::keyed`]).
+#[derive(Clone, Copy, Default)]
+struct Keyed {
+    /// The epoch its favoured keys carry.
+    epoch: u64,
+    /// Its favoured entries not yet begun here: counted up at each favoured entry, down when a
+    /// run of a favoured ULT of the group begins here (`Rare::FAVOURED`). A hint: an entry
+    /// taken by a thief is not counted down here, which keeps the group's old epoch until the
+    /// count falls back to 0 (its favoured runs here count it down, not below 0).
+    waiting: u32,
 }
 
 /// The low bits of a favoured key that hold the favour's epoch ([`Aggregating::epoch`]).
@@ -870,11 +887,26 @@ impl Aggregating {
         if group == 0 || tcb.sched.record.bytes.get() > self.cutoff || group != self.followed() {
             return None;
         }
+        let index = usize::from(group);
+        if self.keyed.len() <= index {
+            self.keyed.resize(index + 1, Keyed::default());
+        }
+        let keyed = &mut self.keyed[index];
         if group != self.epoch_group {
-            self.epoch += 1;
+            // Followed anew: a new epoch, above every earlier one, unless favoured entries of
+            // the group still wait here (entered while it was followed before, its siblings
+            // of an interleaved start among them): the new ones take theirs and queue behind
+            // them, so that the group's ULTs take turns together instead of each running its
+            // own turns back to back and the group's siblings waiting below newer epochs.
+            if keyed.waiting == 0 {
+                self.epoch += 1;
+                keyed.epoch = self.epoch;
+            }
             self.epoch_group = group;
         }
-        Some(key.saturating_add(self.bonus).min(u64::MAX - EPOCH_MASK) + (self.epoch & EPOCH_MASK))
+        keyed.waiting = keyed.waiting.saturating_add(1);
+        tcb.head.set_favoured();
+        Some(key.saturating_add(self.bonus).min(u64::MAX - EPOCH_MASK) + (keyed.epoch & EPOCH_MASK))
     }
 }
 
@@ -1076,6 +1108,7 @@ impl Local {
                     domain: place.domain.clone(),
                     epoch: 0,
                     epoch_group: 0,
+                    keyed: Vec::new(),
                 }
             }),
         }
@@ -1132,13 +1165,19 @@ impl Local {
     }
 
     /// A run of a ULT of group number `group` (not 0) begins here, the processor's `switches`-th
-    /// switch into a ULT: the aggregation modifier's streak, and the master's word of its domain
-    /// (`policy::aggregate`). Nothing without the modifier.
+    /// switch into a ULT, `favoured` if the ULT waited with the bonus (`Rare::FAVOURED`): the
+    /// aggregation modifier's streak, its count of the group's favoured entries waiting here,
+    /// and the master's word of its domain (`policy::aggregate`). Nothing without the modifier.
     #[inline]
-    pub(crate) fn group_begins(&mut self, group: u16, switches: u64) {
+    pub(crate) fn group_begins(&mut self, group: u16, switches: u64, favoured: bool) {
         let Some(a) = &mut self.aggregating else {
             return;
         };
+        if favoured {
+            if let Some(keyed) = a.keyed.get_mut(usize::from(group)) {
+                keyed.waiting = keyed.waiting.saturating_sub(1);
+            }
+        }
         if group == a.last && switches == a.at.wrapping_add(1) {
             a.streak += 1;
         } else {
