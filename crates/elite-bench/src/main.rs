@@ -279,7 +279,7 @@ fn valid_choices() -> String {
          95% interval contains its bound (`undecided at 95%`) or the rounds are too few for one\n        \
          --bench NAME  only this bench of the suite; repeatable\n        \
          --policy NAME (affinity, grid) only this scheduling policy; repeatable; one of {}\n        \
-         --cachegrind  (affinity, grid) add the simulated last-level misses of each policy (needs valgrind)\n        \
+         --cachegrind  (affinity, grid, cosched) add the simulated last-level misses of each policy (cosched: of the aggregation sweep; needs valgrind)\n        \
          --help        this text",
         names.join(", "),
         harness::REPS,
@@ -355,7 +355,7 @@ fn command() -> clap::Command {
             Arg::new("cachegrind")
                 .long("cachegrind")
                 .action(ArgAction::SetTrue)
-                .help("(affinity, grid) add the simulated last-level misses of each policy (needs valgrind)"),
+                .help("(affinity, grid, cosched) add the simulated last-level misses of each policy (cosched: of the aggregation sweep; needs valgrind)"),
         )
 }
 
