@@ -937,8 +937,8 @@ fn elite_sweeps(
 /// `threads` above 1, each thread pinned to the CPU of the runtime's processor of its index (best
 /// effort) takes the next group not yet taken and runs it to its end, then the next (as an elite
 /// runtime of `threads` processors gathers each group on one processor, and a processor that runs
-/// dry takes more work), and the pass is timed from the moment all threads start to the end of
-/// the last; one thread runs on the calling thread, unpinned.
+/// dry takes more work), and the pass is timed from the first thread's start (after a barrier
+/// that all pass together) to the last one's end, each thread reading the clock itself.
 fn ordered_sweeps(
     shape: &'static Shape,
     group: usize,
@@ -982,21 +982,32 @@ fn ordered_sweeps(
                         // Best effort, as the runtime's processors pin themselves.
                         let _ = elite_affinity::pin_current_thread(cpu);
                         ready.wait();
+                        let start = Instant::now();
                         let mut sum = 0u64;
                         while let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
                             sum += sweep_groups(std::slice::from_ref(group), iterations);
                         }
-                        sum
+                        (sum, start, Instant::now())
                     })
                 })
                 .collect();
             ready.wait();
-            let start = Instant::now();
-            let mut sum = 0u64;
+            // Timed by the workers themselves, from the first one's start to the last one's
+            // end: this thread may not run again until a worker ends (under a real-time policy
+            // the pinned workers keep both CPUs), so a clock read here after the barrier could
+            // start near the pass's end.
+            let (mut sum, mut first, mut last) = (0u64, None::<Instant>, None::<Instant>);
             for worker in workers {
-                sum += worker.join().map_err(|_| "an order/* thread panicked".to_string())?;
+                let (s, start, end) = worker.join().map_err(|_| "an order/* thread panicked".to_string())?;
+                sum += s;
+                first = Some(first.map_or(start, |f| f.min(start)));
+                last = Some(last.map_or(end, |l| l.max(end)));
             }
-            Ok((start.elapsed(), sum))
+            let elapsed = match (first, last) {
+                (Some(first), Some(last)) => last.duration_since(first),
+                _ => Duration::ZERO,
+            };
+            Ok((elapsed, sum))
         })
     };
     let (_, warm) = pass(WARM_ITERATIONS)?;
