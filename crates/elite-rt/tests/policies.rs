@@ -644,7 +644,9 @@ fn a_woken_ult_follows_its_waker_when_little_of_its_data_is_at_home() {
         // the rule allows on any host.
         let lines = elite_rt::policy::hand_off::hand_off_lines() as usize;
         let small = (lines * 64 / 2).min(1 << 10);
-        let large = 256 * 64 * 8;
+        // The most: lines streamed far faster than they round-trip clamp to it.
+        let most = elite_rt::sync::HostCosts::scripted(2.0, 2000.0, 1e9, 1.0).hand_off_lines() as usize;
+        let large = most * 64 * 8;
         for name in ["no-affinity", "virtual-time", "minimum-misses", "reload-transient", "gravity"] {
             let policy = || name.parse::<Policy>().unwrap();
             // Little data: every policy follows its waker.

@@ -996,18 +996,14 @@ fn ordered_sweeps(
             // end: this thread may not run again until a worker ends (under a real-time policy
             // the pinned workers keep both CPUs), so a clock read here after the barrier could
             // start near the pass's end.
-            let (mut sum, mut first, mut last) = (0u64, None::<Instant>, None::<Instant>);
-            for worker in workers {
-                let (s, start, end) = worker.join().map_err(|_| "an order/* thread panicked".to_string())?;
-                sum += s;
-                first = Some(first.map_or(start, |f| f.min(start)));
-                last = Some(last.map_or(end, |l| l.max(end)));
-            }
-            let elapsed = match (first, last) {
-                (Some(first), Some(last)) => last.duration_since(first),
-                _ => Duration::ZERO,
-            };
-            Ok((elapsed, sum))
+            let runs = workers
+                .into_iter()
+                .map(|w| w.join().map_err(|_| "an order/* thread panicked".to_string()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let first = runs.iter().map(|r| r.1).min();
+            let last = runs.iter().map(|r| r.2).max();
+            let elapsed = first.zip(last).map_or(Duration::ZERO, |(first, last)| last - first);
+            Ok((elapsed, runs.iter().map(|r| r.0).sum()))
         })
     };
     let (_, warm) = pass(WARM_ITERATIONS)?;

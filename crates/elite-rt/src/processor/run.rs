@@ -414,8 +414,7 @@ impl Processor {
                     r.run_begin(t);
                 }
                 let began = if all && group != 0 {
-                    let favoured = t.tcb().head.take_favoured();
-                    self.core().engine.group_begins(group, self.remote().stats.switches.get(), favoured);
+                    self.core().engine.group_begins(t, group, self.remote().stats.switches.get());
                     Some(Instant::now())
                 } else {
                     None

@@ -238,27 +238,32 @@ impl Head {
     /// processor starting it), the only writer of the byte once the ULT is published.
     #[inline]
     pub(crate) fn set_prefetching(&self, on: bool) {
-        let rare = self.rare.load(Ordering::Relaxed) & !Rare::PREFETCHING;
-        self.rare.store(if on { rare | Rare::PREFETCHING } else { rare }, Ordering::Relaxed);
+        self.set_rare(Rare::PREFETCHING, on);
     }
 
     /// Sets [`Rare::FAVOURED`]: the ULT's holder only, keying its entry with the bonus.
     #[inline]
     pub(crate) fn set_favoured(&self) {
-        let rare = self.rare.load(Ordering::Relaxed);
-        self.rare.store(rare | Rare::FAVOURED, Ordering::Relaxed);
+        self.set_rare(Rare::FAVOURED, true);
     }
 
     /// Clears [`Rare::FAVOURED`] and says whether it was set: the ULT's holder only, beginning
     /// a run of it.
     #[inline]
     pub(crate) fn take_favoured(&self) -> bool {
-        let rare = self.rare.load(Ordering::Relaxed);
-        if rare & Rare::FAVOURED == 0 {
-            return false;
+        let was = self.rare.load(Ordering::Relaxed) & Rare::FAVOURED != 0;
+        if was {
+            self.set_rare(Rare::FAVOURED, false);
         }
-        self.rare.store(rare & !Rare::FAVOURED, Ordering::Relaxed);
-        true
+        was
+    }
+
+    /// Sets or clears `bit` of [`Head::rare`], keeping the others: a load and a store, so the
+    /// ULT's holder only (the byte's one writer once the ULT is published).
+    #[inline]
+    fn set_rare(&self, bit: u8, on: bool) {
+        let rare = self.rare.load(Ordering::Relaxed) & !bit;
+        self.rare.store(if on { rare | bit } else { rare }, Ordering::Relaxed);
     }
 
     /// The spawner's part, before publication: the ULT's group number `group` (0: none) and

@@ -1164,16 +1164,17 @@ impl Local {
         favoured
     }
 
-    /// A run of a ULT of group number `group` (not 0) begins here, the processor's `switches`-th
-    /// switch into a ULT, `favoured` if the ULT waited with the bonus (`Rare::FAVOURED`): the
-    /// aggregation modifier's streak, its count of the group's favoured entries waiting here,
-    /// and the master's word of its domain (`policy::aggregate`). Nothing without the modifier.
+    /// A run of `t`, a ULT of group number `group` (not 0), begins here, the processor's
+    /// `switches`-th switch into a ULT: the aggregation modifier's streak, its count of the
+    /// group's favoured entries waiting here (`t`'s, if it waited with the bonus:
+    /// `Rare::FAVOURED`, cleared here), and the master's word of its domain
+    /// (`policy::aggregate`). Nothing without the modifier.
     #[inline]
-    pub(crate) fn group_begins(&mut self, group: u16, switches: u64, favoured: bool) {
+    pub(crate) fn group_begins(&mut self, t: TcbRef, group: u16, switches: u64) {
         let Some(a) = &mut self.aggregating else {
             return;
         };
-        if favoured {
+        if t.tcb().head.take_favoured() {
             if let Some(keyed) = a.keyed.get_mut(usize::from(group)) {
                 keyed.waiting = keyed.waiting.saturating_sub(1);
             }
