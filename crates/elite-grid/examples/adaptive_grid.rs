@@ -909,13 +909,14 @@ fn print_table(out: &mut dyn Write, sequential: &Row, rows: &[Row]) -> std::io::
 fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
-        "\n{:<31} {:>5} {:>10} {:>10} {:>9} {:>11} {:>16} {:>8} {:>8}",
+        "\n{:<31} {:>5} {:>10} {:>10} {:>9} {:>11} {:>14} {:>16} {:>8} {:>8}",
         "per 1000 sweeps:",
         "procs",
         "switches",
         "yields",
         "waits",
         "gate waits",
+        "closing waits",
         "remote wake-ups",
         "steals",
         "parks"
@@ -931,13 +932,14 @@ fn print_stats(out: &mut dyn Write, rows: &[Row]) -> std::io::Result<()> {
         };
         writeln!(
             out,
-            "{:<31} {:>5} {:>10.0} {:>10.0} {:>9.0} {:>11.1} {:>16.1} {:>8.2} {:>8.2}",
+            "{:<31} {:>5} {:>10.0} {:>10.0} {:>9.0} {:>11.1} {:>14.1} {:>16.1} {:>8.2} {:>8.2}",
             row.system(),
             row.config.processors,
             per(&|m| m.stats.switches),
             per(&|m| m.stats.yields),
             per(&|m| m.sleeps),
             per(&|m| m.gate_waits),
+            per(&|m| m.closing_waits),
             per(&|m| m.stats.wakeup_drained),
             per(&|m| m.stats.steals_node + m.stats.steals_remote),
             per(&|m| m.stats.parks),

@@ -21,10 +21,22 @@
 //! 2. **Convergence.** Each patch reports its sweep's largest change to its group of 64
 //!    patches, the group's last patch to the solve's (`Progress`): when all patches finished
 //!    sweep `k`, sweep `k` is *complete*, and the first complete sweep whose largest change is at
-//!    most the tolerance `τ` is `S`. Every patch runs exactly sweeps `1..=S + LAG - 1`
-//!    ([`LAG`] is 4). To know whether to run sweep `k + 1`, a patch needs sweep `k + 1 - LAG`
-//!    complete (the *gate*: patches far apart in the mesh are a few sweeps apart in the dataflow,
-//!    and a patch waits on a condition variable in the rare case that it runs too far ahead).
+//!    most the tolerance `τ` is `S`. To know whether to run sweep `k + 1`, a patch needs sweep
+//!    `k + 1 - LAG` complete (the *gate*, [`LAG`] is 4: patches far apart in the mesh are a few
+//!    sweeps apart in the dataflow, and a patch waits on a condition variable in the rare case
+//!    that it runs too far ahead), and it stops once `S` is at most that sweep: so far, every
+//!    patch would run sweeps `1..=S + LAG - 1`, three more than the sequential loop.
+//! 3. **Closing.** The largest change shrinks by about the same factor every sweep near the end.
+//!    When sweep `d` completes, its largest change and the previous sweep's predict how many
+//!    sweeps remain to `S`; the first complete sweep that predicts at most [`CLOSING_SWEEPS`]
+//!    sweeps past the gate's reach (`d + LAG + CLOSING_SWEEPS - 1`) is the solve's *closing*
+//!    sweep `C`. From then on the gate reaches back one sweep instead of `LAG`: a patch decides
+//!    on sweep `k + 1` once `C <= k + 1 - LAG` and sweep `k` is complete, and stops when
+//!    `S <= k`. So the solve ends at `S` exactly when the prediction is early enough (the last
+//!    sweeps wait for each other, as sweeps behind a barrier do) and at most at `S + LAG - 1` when
+//!    it is not. Every patch runs the same sweeps `1..=K` and the result stays the same under
+//!    every schedule: `C`, like `S`, is a function of the complete sweeps' largest changes, which
+//!    are the same under every schedule.
 //!
 //! **What the termination guarantees.** The multicolour iteration is Gauss-Seidel in another
 //! order, and with a strictly diagonally dominant matrix its iteration matrix `G` has
@@ -60,7 +72,7 @@ pub struct SolveOptions {
     /// Cells per patch, i.e. per ULT, `1..=MAX_PATCH` (default 128; [`Costs::patch_size`]
     /// chooses one from costs measured on the machine).
     pub patch_size: usize,
-    /// The solve ends `LAG - 1` sweeps after the first sweep that moved no unknown by more than this
+    /// The solve ends at, or at most `LAG - 1` sweeps after, the first sweep that moved no unknown by more than this
     /// (default `1e-9`; finite, `> 0`).
     pub tolerance: f64,
     /// Declare each patch's block as its ULT's data for the runtime to prefetch (see
@@ -182,6 +194,12 @@ const SLOTS: usize = LAG as usize + 1;
 /// No sweep within the tolerance yet.
 const NOT_YET: u64 = u64::MAX;
 
+/// How many sweeps past the gate's reach the prediction must put `S` for the solve to close
+/// (module docs, "Closing"): the last sweeps before `S` that wait for each other. One more than
+/// needed costs a sweep's wait at the barrier; one too few (a prediction one sweep late) costs a
+/// sweep past `S`.
+pub const CLOSING_SWEEPS: u64 = 2;
+
 /// Which sweeps are complete, and when the solve converged (see the module docs).
 struct Progress {
     groups: Box<[Counts<SLOTS>]>,
@@ -191,6 +209,12 @@ struct Progress {
     complete: AtomicU64,
     /// `S`: the first complete sweep whose largest change was within the tolerance, or `NOT_YET`.
     converged: AtomicU64,
+    /// `C`: the first complete sweep that predicted `S` close (module docs), or `NOT_YET`.
+    closing: AtomicU64,
+    /// The largest change of the newest complete sweep (bits of an `f64`), for the next one's
+    /// prediction: written and read only by the publishers of complete sweeps, which publish in
+    /// order.
+    last_largest: AtomicU64,
     /// Held while `complete` changes and while a patch decides to wait for it.
     gate: Mutex<()>,
     opened: Condvar,
@@ -204,6 +228,8 @@ impl Progress {
             patches,
             complete: AtomicU64::new(0),
             converged: AtomicU64::new(NOT_YET),
+            closing: AtomicU64::new(NOT_YET),
+            last_largest: AtomicU64::new(f64::INFINITY.to_bits()),
             gate: Mutex::new(()),
             opened: Condvar::new(),
         }
@@ -223,9 +249,19 @@ impl Progress {
             }
             elite_rt::yield_now();
         }
-        if f64::from_bits(largest) <= tolerance && self.converged.load(Ordering::Acquire) == NOT_YET {
+        let largest = f64::from_bits(largest);
+        if largest <= tolerance && self.converged.load(Ordering::Acquire) == NOT_YET {
             self.converged.store(k, Ordering::Release);
         }
+        // `C`: set once, by the publisher of sweep `k` (the previous publisher's `last_largest`
+        // is visible: it published `k - 1` after storing it, and this one read that `complete`).
+        // Patches read `closing` and `converged` only after seeing `complete >= k`, which is
+        // stored after them below (release, under the gate's lock).
+        let previous = f64::from_bits(self.last_largest.load(Ordering::Relaxed));
+        if self.closing.load(Ordering::Relaxed) == NOT_YET && closes(previous, largest, tolerance) {
+            self.closing.store(k, Ordering::Release);
+        }
+        self.last_largest.store(largest.to_bits(), Ordering::Relaxed);
         {
             let _gate = self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             self.complete.store(k, Ordering::Release);
@@ -250,6 +286,23 @@ impl Progress {
         }
         Some(waited)
     }
+}
+
+/// Whether a complete sweep whose largest change was `largest`, after one of `previous`, predicts
+/// `S` within [`LAG`]` + `[`CLOSING_SWEEPS`]` - 1` sweeps (module docs, "Closing"): the changes
+/// shrink by `largest / previous` a sweep, so `S` is `ln(τ / largest) / ln(largest / previous)`
+/// sweeps away. A sweep already within the tolerance closes; one that did not shrink the change
+/// predicts nothing.
+fn closes(previous: f64, largest: f64, tolerance: f64) -> bool {
+    if largest <= tolerance {
+        return true;
+    }
+    let rate = largest / previous;
+    if !(rate > 0.0 && rate < 1.0) {
+        return false;
+    }
+    let remaining = (tolerance / largest).ln() / rate.ln();
+    remaining <= (LAG + CLOSING_SWEEPS - 1) as f64
 }
 
 /// Lines of unknowns a patch's footprint counts besides its own (see `run_patch`).
@@ -314,6 +367,7 @@ struct Tally {
     relaxations: u64,
     sleeps: u64,
     gate_waits: u64,
+    closing_waits: u64,
 }
 
 /// The result of a solve.
@@ -331,6 +385,10 @@ pub struct Solution {
     /// Times a patch, its sweep done, had to wait for the sweep before it to complete on the
     /// whole mesh (the gate, see the module docs) before it could decide to go on.
     pub gate_waits: u64,
+    /// Times a patch, after the solve closed (module docs, "Closing"), had to wait for its own
+    /// sweep to complete on the whole mesh before it could decide to go on: the closing sweeps'
+    /// barrier waits.
+    pub closing_waits: u64,
     /// Sweeps of the whole mesh: every patch ran this many (the sequential reference: its sweeps).
     pub iterations: u64,
     /// ULTs (patches).
@@ -511,18 +569,21 @@ fn solve_root(shared: &Arc<Shared>, time_limit: Duration) -> Result<Solution, So
                 total.relaxations += t.relaxations;
                 total.sleeps += t.sleeps;
                 total.gate_waits += t.gate_waits;
+                total.closing_waits += t.closing_waits;
             }
             Err(why) => return Err(SolveError::Panicked(why)),
         }
     }
-    let converged = shared.progress.converged.load(Ordering::Acquire);
+    // Every patch ran the same sweeps (module docs).
+    let iterations = total.sweeps / count.max(1) as u64;
     Ok(Solution {
         values: shared.values.to_vec(),
         relaxations: total.relaxations,
         sweeps: total.sweeps,
         sleeps: total.sleeps,
         gate_waits: total.gate_waits,
-        iterations: converged.saturating_add(LAG - 1),
+        closing_waits: total.closing_waits,
+        iterations,
         ults: count,
         elapsed,
         cpu,
@@ -631,11 +692,19 @@ fn run_patch(shared: &Shared, p: usize, ready: &WaitGroup) -> Tally {
         }
         progress.finish(p, k, drift, shared.tolerance, &shared.stop);
         // Sweep `k + 1` runs unless `S`, the first sweep within the tolerance, is at most
-        // `k + 1 - LAG`: the last sweep is `S + LAG - 1`.
+        // `k + 1 - LAG`, or, once the solve closed at `C <= k + 1 - LAG`, at most `k`.
         if let Some(decisive) = (k + 1).checked_sub(LAG).filter(|&d| d > 0) {
             match progress.wait_complete(decisive, &shared.stop) {
                 None => break,
                 Some(waited) => tally.gate_waits += u64::from(waited),
+            }
+            let mut decisive = decisive;
+            if progress.closing.load(Ordering::Acquire) <= decisive {
+                decisive = k;
+                match progress.wait_complete(k, &shared.stop) {
+                    None => break,
+                    Some(waited) => tally.closing_waits += u64::from(waited),
+                }
             }
             if progress.converged.load(Ordering::Acquire) <= decisive {
                 break;
@@ -812,7 +881,7 @@ mod tests {
                 assert_eq!(s.ults, ults);
                 assert_eq!(monitor.relaxations(), s.relaxations);
                 assert!(s.relaxations >= p.len() as u64, "every unknown relaxed at least once");
-                assert_eq!(s.sweeps, s.iterations * ults as u64, "every patch runs S + LAG - 1 sweeps");
+                assert_eq!(s.sweeps, s.iterations * ults as u64, "every patch runs the same sweeps");
                 let residual = p.residual(&s.values);
                 let bound = p.residual_bound(options.tolerance);
                 assert!(
@@ -862,6 +931,37 @@ mod tests {
         assert!(r.values.iter().zip(&f.values).all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 
+    /// The closing sweeps (module docs, "Closing"): the ULT solver stops at `S`, the sweep the
+    /// rayon peer stops at, where the changes shrink steadily, and it computes the same values.
+    #[test]
+    fn the_solve_closes_at_the_first_sweep_within_the_tolerance() {
+        for (level, patch_size) in [(7, 8), (9, 64)] {
+            let p = problem(level);
+            let options = SolveOptions { patch_size, tolerance: 1e-9, ..SolveOptions::default() };
+            let s = ActiveSolver::new(&p, &options).unwrap().solve(&runtime(2)).unwrap();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+            let r = crate::rayon_peer::RayonSolver::new(&p, &options).unwrap().solve(&pool).unwrap();
+            assert_eq!(s.iterations, r.iterations, "size {level}: the solve did not close at S");
+            assert!(s.closing_waits > 0, "size {level}: no sweep waited at the closing barrier");
+            assert!(s.values.iter().zip(&r.values).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
+
+    /// The prediction of `S`: within `LAG + CLOSING_SWEEPS - 1` sweeps at the change's rate of
+    /// shrinking closes, further does not, and a change that did not shrink predicts nothing.
+    #[test]
+    fn the_closing_prediction_follows_the_rate() {
+        let reach = (LAG + CLOSING_SWEEPS - 1) as i32;
+        let tolerance = 1e-9;
+        let at = |sweeps: i32| tolerance / 0.8f64.powi(sweeps);
+        assert!(closes(at(reach) / 0.8, at(reach) * 0.99, tolerance));
+        assert!(!closes(at(reach + 1) / 0.8, at(reach + 1), tolerance));
+        assert!(closes(f64::INFINITY, tolerance, tolerance), "within the tolerance");
+        assert!(!closes(f64::INFINITY, at(1), tolerance), "the first sweep predicts nothing");
+        assert!(!closes(at(1), at(1), tolerance) && !closes(at(1), at(1) * 2.0, tolerance));
+        assert!(!closes(f64::NAN, at(1), tolerance));
+    }
+
     /// A problem of one patch: no neighbour to wait for.
     #[test]
     fn a_single_patch_solves_alone() {
@@ -889,9 +989,10 @@ mod tests {
 
     #[test]
     fn a_time_limit_stops_the_solve_cleanly() {
-        let p = problem(9);
+        let p = problem(11);
         let options = SolveOptions {
-            // Satisfied only at an exact fixed point, hundreds of sweeps of 10 000 cells away.
+            // Satisfied only at an exact fixed point, hundreds of sweeps of 40 000 cells away
+            // (a release build on a fast host reaches size 9's in under 20 ms).
             tolerance: 1e-300,
             time_limit: Duration::from_millis(20),
             ..SolveOptions::default()

@@ -115,8 +115,10 @@ mod loom_models {
     }
 
     /// Two members, three slots (two sweeps open at once, as the solver's gate allows with a lag
-    /// of 2), four sweeps: every sweep is completed by exactly one member, who gets the larger
-    /// change, and a slot's reuse never mixes two sweeps.
+    /// of 2), four sweeps, the last one behind the closing gate (a lag of 1, `active`'s
+    /// "Closing"): every sweep is completed by exactly one member, who gets the larger change, and
+    /// a slot's reuse never mixes two sweeps; each publisher reads the previous sweep's largest
+    /// change, stored relaxed before the previous publication (the solver's `last_largest`).
     #[test]
     fn each_sweep_is_completed_once_with_the_largest_change() {
         loom::model(|| {
@@ -126,12 +128,15 @@ mod loom_models {
             // The newest sweep whose completion is published, and how many completions each
             // sweep got (published in order, as the solver does).
             let complete = Arc::new(AtomicU64::new(0));
+            let last = Arc::new(AtomicU64::new(0));
             let member = |me: u64| {
-                let (counts, complete) = (counts.clone(), complete.clone());
+                let (counts, complete, last) = (counts.clone(), complete.clone(), last.clone());
                 move || {
                     for k in 1..=SWEEPS {
-                        // The gate: sweep k runs once sweep k - LAG is complete.
-                        while complete.load(Ordering::Acquire) + LAG < k {
+                        // The gate: sweep k runs once sweep k - LAG is complete; the closed
+                        // solve's last sweep once sweep k - 1 is.
+                        let lag = if k == SWEEPS { 1 } else { LAG };
+                        while complete.load(Ordering::Acquire) + lag < k {
                             thread::yield_now();
                         }
                         if let Some(largest) = counts.finish(k, 10 * k + me, 2) {
@@ -139,6 +144,9 @@ mod loom_models {
                             while complete.load(Ordering::Acquire) + 1 < k {
                                 thread::yield_now();
                             }
+                            let previous = if k == 1 { 0 } else { 10 * (k - 1) + 1 };
+                            assert_eq!(last.load(Ordering::Relaxed), previous, "sweep {k}");
+                            last.store(largest, Ordering::Relaxed);
                             assert_eq!(
                                 complete.swap(k, Ordering::AcqRel),
                                 k - 1,

@@ -115,6 +115,7 @@ impl RayonSolver {
             sweeps: sweeps * self.patches.count() as u64,
             sleeps: 0,
             gate_waits: 0,
+            closing_waits: 0,
             iterations: sweeps,
             ults: 0,
             elapsed,
