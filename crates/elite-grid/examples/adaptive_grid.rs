@@ -93,12 +93,17 @@
 //!
 //! Each patch adds its sweep's largest change to a count of its group of 64 patches, and the
 //! group's last one to the solve's: when every patch finished sweep `k`, sweep `k` is complete.
-//! The first complete sweep that moved no unknown by more than the tolerance `τ = 1e-9` is `S`,
-//! and every patch runs exactly sweeps `1..=S + 3`: to start sweep `k + 1`, a patch needs sweep
-//! `k - 3` complete to know whether `S` came already. Patches far apart in the mesh are a few
-//! sweeps apart in the dataflow, and with less slack (sweep `k - 1`, which cost one sweep instead
-//! of three) most patches waited at that gate; with these three sweeps (about 2% more work than
-//! the fewest possible) a wait is rare (`--stats`: gate waits).
+//! The first complete sweep that moved no unknown by more than the tolerance `τ = 1e-9` is `S`.
+//! To start sweep `k + 1`, a patch needs sweep `k - 3` complete to know whether `S` came already:
+//! patches far apart in the mesh are a few sweeps apart in the dataflow, and with less slack
+//! (sweep `k - 1`) most patches waited at that gate for most of the solve; with three sweeps of
+//! slack a wait is rare (`--stats`: gate waits). That slack alone would run every patch to sweep
+//! `S + 3`, about 2% more work than the sequential loop. Near the end the largest change shrinks
+//! by a steady factor a sweep, so the complete sweeps predict `S`: once the prediction puts `S`
+//! within a few sweeps, the solve *closes*, and a patch starts sweep `k + 1` only once sweep `k`
+//! is complete and not `S`. The last sweeps then wait for each other as behind a barrier
+//! (`--stats`: closing waits), and every patch stops at `S`, or at most three sweeps later when
+//! the prediction comes late. Either way every patch runs the same sweeps, under every schedule.
 //!
 //! What that guarantees, and what the program checks: with a strictly diagonally dominant matrix
 //! the Gauss-Seidel iteration (in any order) contracts in the max norm, so the sweeps after `S` moved no
@@ -129,7 +134,8 @@
 //!   without any scheduling.
 //! * **rayon** (`elite_grid::rayon_peer`): the same patches, colours and sweeps, colour after
 //!   colour with `par_iter` (a join between colours), on one pool per thread count, built once;
-//!   it stops after sweep `S` (it can: each sweep ends with a join), three sweeps before the ULTs.
+//!   it stops after sweep `S` (it can: each sweep ends with a join), as the ULTs do once the
+//!   solve closed in time.
 //!   Multicolour Gauss-Seidel rather than block Jacobi, which needs no colours but converges more
 //!   slowly.
 //!

@@ -28,11 +28,11 @@
 //!    patch would run sweeps `1..=S + LAG - 1`, three more than the sequential loop.
 //! 3. **Closing.** The largest change shrinks by about the same factor every sweep near the end.
 //!    When sweep `d` completes, its largest change and the previous sweep's predict how many
-//!    sweeps remain to `S`; the first complete sweep that predicts at most [`CLOSING_SWEEPS`]
-//!    sweeps past the gate's reach (`d + LAG + CLOSING_SWEEPS - 1`) is the solve's *closing*
-//!    sweep `C`. From then on the gate reaches back one sweep instead of `LAG`: a patch decides
-//!    on sweep `k + 1` once `C <= k + 1 - LAG` and sweep `k` is complete, and stops when
-//!    `S <= k`. So the solve ends at `S` exactly when the prediction is early enough (the last
+//!    sweeps remain to `S`; the first complete sweep `d` that predicts `S <= d + LAG +
+//!    CLOSING_SWEEPS - 1` is the solve's *closing* sweep `C`. From then on the gate reaches back
+//!    one sweep instead of `LAG`: when `C <= k + 1 - LAG`, a patch decides on sweep `k + 1` once
+//!    sweep `k` is complete, and stops when `S <= k`. With an exact prediction the sweeps from
+//!    `S - CLOSING_SWEEPS + 1` to `S` each wait for the one before. So the solve ends at `S` exactly when the prediction is early enough (the last
 //!    sweeps wait for each other, as sweeps behind a barrier do) and at most at `S + LAG - 1` when
 //!    it is not. Every patch runs the same sweeps `1..=K` and the result stays the same under
 //!    every schedule: `C`, like `S`, is a function of the complete sweeps' largest changes, which
@@ -182,9 +182,9 @@ struct PatchState {
 const GROUP: usize = 64;
 
 /// How far a patch may run ahead of the slowest: it runs sweep `k + 1` only once sweep
-/// `k + 1 - LAG` is complete on the whole mesh (the gate), and the solve runs to sweep
-/// `S + LAG - 1`. Patches far apart in the mesh are several sweeps apart in the dataflow; a lag of
-/// 2 made most sweeps wait at the gate; 4 costs two sweeps more than 2.
+/// `k + 1 - LAG` is complete on the whole mesh (the gate), until the solve closes (module docs).
+/// Patches far apart in the mesh are several sweeps apart in the dataflow; a lag of 2 made most
+/// sweeps wait at the gate.
 pub const LAG: u64 = 4;
 
 /// Sweeps whose counts may be open at once: counts are open for at most `LAG` sweeps, and a slot
@@ -194,10 +194,9 @@ const SLOTS: usize = LAG as usize + 1;
 /// No sweep within the tolerance yet.
 const NOT_YET: u64 = u64::MAX;
 
-/// How many sweeps past the gate's reach the prediction must put `S` for the solve to close
-/// (module docs, "Closing"): the last sweeps before `S` that wait for each other. One more than
-/// needed costs a sweep's wait at the barrier; one too few (a prediction one sweep late) costs a
-/// sweep past `S`.
+/// The sweeps up to `S` that wait for the one before once the solve closed, with an exact
+/// prediction (module docs, "Closing"): each one more costs a sweep's wait at that barrier; a
+/// prediction later by more than `CLOSING_SWEEPS - 1` sweeps costs sweeps past `S`.
 pub const CLOSING_SWEEPS: u64 = 2;
 
 /// Which sweeps are complete, and when the solve converged (see the module docs).

@@ -26,10 +26,10 @@
 //! Besides the rate, each contender gets two side rows, the median of its runs' solve time
 //! (`solve_s`) and relaxations per cell (`relaxations_per_cell`). The ULT solver's work does not
 //! depend on the schedule (see `elite_grid::active`), so every elite row has the same relaxations
-//! per cell, and rate ratios between elite rows are ratios of solve times; the rayon peer does
-//! three sweeps fewer (it stops after the first sweep within the tolerance, the ULTs three later),
-//! and
-//! the sequential reference's Morton order converges in about as many sweeps.
+//! per cell, and rate ratios between elite rows are ratios of solve times; the rayon peer stops
+//! after the first sweep within the tolerance, as the ULTs do when their solve closes in time
+//! (`elite_grid::active`, "Closing"; otherwise at most three sweeps later), and the sequential
+//! reference's Morton order converges in about as many sweeps.
 //!
 //! `--policy NAME` (repeatable) keeps only the named policies (no-affinity, the baseline, is
 //! always kept); `--bench NAME` as for every suite.
@@ -53,7 +53,7 @@
 //! ## Targets
 //!
 //! Those of issue 19, on the rates, which with the same work are the inverse ratios of the solve
-//! times (the rayon and sequential rows within three sweeps, about 2%): the best elite system at least
+//! times (the rayon and sequential rows within three sweeps at most): the best elite system at least
 //! 1/1.15 of the sequential reference's rate at 1 processor and 1/0.75 at 2, and at least the
 //! rayon peer's at 2; and those of issue 5, the best affinity policy at least 1.3x
 //! `no-affinity`'s at 1 and at 2 processors (printed with and without prefetch counted); and
