@@ -222,20 +222,34 @@ proptest! {
         }
     }
 
-    /// `elite-bench blocking-probe <op> <n>`.
+    /// `elite-bench blocking-probe <op> <n> [--processors N]`.
     #[test]
     fn blocking_probe_command_lines(args in args()) {
         match blocking::parse_probe_args(&args) {
             Ok(None) => prop_assert!(args.iter().any(|a| a == "--help" || a == "-h")),
-            Ok(Some((op, n))) => {
-                // The words, without the `--` that may end the (absent) flags.
-                let mut words = args.clone();
-                if let Some(end) = words.iter().position(|a| a == "--") {
-                    words.remove(end);
+            Ok(Some((op, n, processors))) => {
+                // The words: without `--processors N` (or `--processors=N`) and the `--` that
+                // may end the flags.
+                let mut words = Vec::new();
+                let mut given = None;
+                let mut rest = args.iter();
+                let mut flags = true;
+                while let Some(a) = rest.next() {
+                    if flags && a == "--" {
+                        flags = false;
+                    } else if flags && a == "--processors" {
+                        given = rest.next().and_then(|v| v.parse::<usize>().ok());
+                    } else if let Some(v) = a.strip_prefix("--processors=").filter(|_| flags) {
+                        given = v.parse::<usize>().ok();
+                    } else {
+                        words.push(a.clone());
+                    }
                 }
                 prop_assert_eq!(words.len(), 2);
                 prop_assert!(blocking::PROBE_OPS.iter().any(|&(name, o)| name == words[0] && o == op));
                 prop_assert_eq!(Some(n), words[1].parse::<u64>().ok());
+                prop_assert_eq!(processors, given.unwrap_or(1));
+                prop_assert!((1..=elite_rt::MAX_PROCESSORS).contains(&processors));
                 // The probe's expected answer, whatever the count.
                 let _ = sum_below(n);
             }
@@ -243,7 +257,12 @@ proptest! {
                 names_the_fault(
                     &message,
                     &args,
-                    &["the following required arguments were not provided:", "a value is required for '<OP>'", "a value is required for '<N>'"]
+                    &[
+                        "the following required arguments were not provided:",
+                        "a value is required for '<OP>'",
+                        "a value is required for '<N>'",
+                        "a value is required for '--processors <N>'",
+                    ]
                 ),
                 "{:?}: {}", args, message
             ),
@@ -322,4 +341,12 @@ fn the_probes_name_a_negative_count_and_take_help() {
     assert!(affinity::parse_probe_args(&words(&["no_locality", "--help"])).expect("help").is_none());
     let p = grid::parse_probe_args(&words(&["gravity"])).expect("defaults").expect("not help");
     assert_eq!((p.prefetch, p.size, p.processors, p.patch), (false, 12, 1, 256));
+    let ping = |args: &[&str]| blocking::parse_probe_args(&words(args)).expect("parsed").expect("not help");
+    assert_eq!(ping(&["ping_pong_sync", "10"]), (blocking::ProbeOp::PingPongSync, 10, 1));
+    assert_eq!(
+        ping(&["ping_pong_sync", "10", "--processors", "2"]),
+        (blocking::ProbeOp::PingPongSync, 10, 2)
+    );
+    let e = blocking::parse_probe_args(&words(&["yield", "10", "--processors", "0"])).expect_err("refused");
+    assert!(e.contains("'--processors <N>'") && e.contains("got `0`"), "{e}");
 }

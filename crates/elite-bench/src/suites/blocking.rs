@@ -169,19 +169,23 @@ fn std_sleeps(n: u64) -> Result<Sample, String> {
     })
 }
 
-/// The probe's command: `elite-bench blocking-probe <op> <n>`.
+/// The probe's command: `elite-bench blocking-probe <op> <n> [--processors N]`.
 pub const PROBE_COMMAND: &str = "blocking-probe";
 
-/// `elite-bench blocking-probe <op> <n>`: `n` operations in the root ULT of a one-processor
-/// runtime, for counting instructions per operation with `valgrind --tool=callgrind` (run it with
+/// `elite-bench blocking-probe <op> <n> [--processors N]`: `n` operations in the root ULT of a
+/// runtime of one processor (or `N`), for counting instructions per operation with
+/// `valgrind --tool=callgrind` (run it with
 /// two values of `n`; the difference of the totals over the difference of `n` leaves start-up and
 /// shut-down out). `op`: `yield` (`yield_now`), `spawn_join` (spawn a ULT and join it),
 /// `ping_pong` (a round trip with a second ULT over two unbounded elite channels),
 /// `ping_pong_sync` (the same over two rendezvous channels, `sync_channel(0)`, as the sync
 /// suite's `ping_pong`: there every send blocks until the other side takes it), `blocking`
-/// (`blocking(move || i)`). Prints `ops=<n> answer=<checked sum>`.
+/// (`blocking(move || i)`). Prints `ops=<n> answer=<checked sum>`. With `--processors 2` the
+/// operations of `ping_pong` and `ping_pong_sync` still run on one processor (a hand-off keeps
+/// the woken ULT beside its waker) while the other idles: what a runtime of more than one
+/// processor adds to the path.
 pub fn probe_main(args: &[String]) -> std::process::ExitCode {
-    let (op, n) = match parse_probe_args(args) {
+    let (op, n, processors) = match parse_probe_args(args) {
         Ok(Some(parsed)) => parsed,
         Ok(None) => {
             println!("{}", probe_command().render_help());
@@ -196,7 +200,7 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
         ProbeOp::Blocking | ProbeOp::SpawnJoin => sum_below(n),
         ProbeOp::Yield | ProbeOp::PingPong | ProbeOp::PingPongSync => n,
     };
-    let rt = match elite_runtime(1) {
+    let rt = match elite_runtime(processors) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("elite-bench: {e}");
@@ -227,7 +231,7 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
 }
 
 const PROBE_USAGE: &str =
-    "usage: elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n>";
+    "usage: elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n> [--processors N]";
 
 /// The operations of the probe, by name.
 pub(crate) const PROBE_OPS: [(&str, ProbeOp); 5] = [
@@ -253,7 +257,7 @@ fn probe_command() -> clap::Command {
     use clap::builder::PossibleValuesParser;
     use clap::Arg;
     clap::Command::new("elite-bench blocking-probe")
-        .about("n operations in the root ULT of a one-processor runtime; for counting instructions with callgrind")
+        .about("n operations in the root ULT of a runtime of one processor (or N); for counting instructions with callgrind")
         .no_binary_name(true)
         .allow_negative_numbers(true)
         .arg(
@@ -269,12 +273,19 @@ fn probe_command() -> clap::Command {
                 .value_parser(crate::number_in("a count of operations", 0, u64::MAX))
                 .help("how many operations"),
         )
+        .arg(
+            Arg::new("processors")
+                .long("processors")
+                .value_name("N")
+                .value_parser(crate::number_in("a count", 1, elite_rt::MAX_PROCESSORS))
+                .help("the runtime's processors (default 1)"),
+        )
 }
 
-/// The probe's arguments: `<op> <n>`; `Ok(None)` for `--help`; an error says which is wrong and
-/// what was expected.
-pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<(ProbeOp, u64)>, String> {
-    crate::refuse_single_dash(args, "--help", true)?;
+/// The probe's arguments: `<op> <n> [--processors N]` (processors 1 unless given); `Ok(None)`
+/// for `--help`; an error says which is wrong and what was expected.
+pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<(ProbeOp, u64, usize)>, String> {
+    crate::refuse_single_dash(args, "--processors N, --help", true)?;
     let matches = match probe_command().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
@@ -282,8 +293,9 @@ pub(crate) fn parse_probe_args(args: &[String]) -> Result<Option<(ProbeOp, u64)>
     };
     let name = matches.get_one::<String>("op").ok_or("expected an operation and a count")?;
     let op = PROBE_OPS.iter().find(|(known, _)| known == name).map(|&(_, op)| op);
+    let processors = matches.get_one::<usize>("processors").copied().unwrap_or(1);
     match (op, matches.get_one::<u64>("n")) {
-        (Some(op), Some(&n)) => Ok(Some((op, n))),
+        (Some(op), Some(&n)) => Ok(Some((op, n, processors))),
         _ => Err("expected an operation and a count".into()),
     }
 }
