@@ -430,6 +430,15 @@ pub(crate) fn refuse_single_dash(args: &[String], flags: &str, negatives: bool) 
     }
 }
 
+/// A probe's `--processors N` option: `1..=elite_rt::MAX_PROCESSORS`, default 1 (the probe's).
+pub(crate) fn processors_arg() -> clap::Arg {
+    clap::Arg::new("processors")
+        .long("processors")
+        .value_name("N")
+        .value_parser(number_in("a count", 1, elite_rt::MAX_PROCESSORS))
+        .help("the runtime's processors (default 1)")
+}
+
 /// A clap value parser of a number in `min..=max`; its error says `expected <what> in
 /// min..=max, got `value``.
 pub(crate) fn number_in<T>(

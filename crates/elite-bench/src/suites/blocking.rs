@@ -273,13 +273,7 @@ fn probe_command() -> clap::Command {
                 .value_parser(crate::number_in("a count of operations", 0, u64::MAX))
                 .help("how many operations"),
         )
-        .arg(
-            Arg::new("processors")
-                .long("processors")
-                .value_name("N")
-                .value_parser(crate::number_in("a count", 1, elite_rt::MAX_PROCESSORS))
-                .help("the runtime's processors (default 1)"),
-        )
+        .arg(crate::processors_arg())
 }
 
 /// The probe's arguments: `<op> <n> [--processors N]` (processors 1 unless given); `Ok(None)`

@@ -415,13 +415,7 @@ fn probe_command() -> clap::Command {
                 .value_parser(crate::number_in("a level", Model::MIN_LEVEL, Model::MAX_LEVEL))
                 .help(format!("the finest level (default {})", PROBE_SIZE.0)),
         )
-        .arg(
-            Arg::new("processors")
-                .long("processors")
-                .value_name("N")
-                .value_parser(crate::number_in("a count", 1, elite_rt::MAX_PROCESSORS))
-                .help("the runtime's processors (default 1)"),
-        )
+        .arg(crate::processors_arg())
         .arg(
             Arg::new("patch")
                 .long("patch")
