@@ -32,11 +32,11 @@
 //!    CLOSING_SWEEPS - 1` is the solve's *closing* sweep `C`. From then on the gate reaches back
 //!    one sweep instead of `LAG`: when `C <= k + 1 - LAG`, a patch decides on sweep `k + 1` once
 //!    sweep `k` is complete, and stops when `S <= k`. With an exact prediction the sweeps from
-//!    `S - CLOSING_SWEEPS + 1` to `S` each wait for the one before. So the solve ends at `S` exactly when the prediction is early enough (the last
-//!    sweeps wait for each other, as sweeps behind a barrier do) and at most at `S + LAG - 1` when
-//!    it is not. Every patch runs the same sweeps `1..=K` and the result stays the same under
-//!    every schedule: `C`, like `S`, is a function of the complete sweeps' largest changes, which
-//!    are the same under every schedule.
+//!    `S - CLOSING_SWEEPS + 1` to `S` each wait for the one before, as sweeps behind a barrier
+//!    do. So the solve ends at `S` exactly when the prediction is early enough, and at most at
+//!    `S + LAG - 1` when it is not. Every patch runs the same sweeps `1..=K` and the result stays
+//!    the same under every schedule: `C`, like `S`, is a function of the complete sweeps'
+//!    largest changes, which are the same under every schedule.
 //!
 //! **What the termination guarantees.** The multicolour iteration is Gauss-Seidel in another
 //! order, and with a strictly diagonally dominant matrix its iteration matrix `G` has
@@ -72,8 +72,8 @@ pub struct SolveOptions {
     /// Cells per patch, i.e. per ULT, `1..=MAX_PATCH` (default 128; [`Costs::patch_size`]
     /// chooses one from costs measured on the machine).
     pub patch_size: usize,
-    /// The solve ends at, or at most `LAG - 1` sweeps after, the first sweep that moved no unknown by more than this
-    /// (default `1e-9`; finite, `> 0`).
+    /// The solve ends at, or at most `LAG - 1` sweeps after, the first sweep that moved no
+    /// unknown by more than this (default `1e-9`; finite, `> 0`).
     pub tolerance: f64,
     /// Declare each patch's block as its ULT's data for the runtime to prefetch (see
     /// [`declare_data_block`]; default off).
