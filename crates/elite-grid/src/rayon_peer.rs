@@ -6,9 +6,9 @@
 //! patches of one colour are never neighbours, so they may run at once, and the join at the end
 //! of each colour is the barrier before the next. The sweeps go on until one moves no unknown by
 //! more than the tolerance (the largest change is a `reduce` of the patches'), so the peer stops
-//! three sweeps before the ULT solver, which runs to sweep `S + 3` because its patches cannot wait for
-//! the whole mesh to learn that sweep `S` converged (see [`crate::active`]). Both compute the same
-//! values in their common sweeps, bit for bit.
+//! at `S`, as the ULT solver does once its solve closed in time (and at most three sweeps later
+//! otherwise: its patches learn of `S` through the gate, see [`crate::active`], "Closing"). Both
+//! compute the same values in their common sweeps, bit for bit.
 //!
 //! Why multicolour Gauss-Seidel and not block Jacobi (each patch a Gauss-Seidel sweep of its own
 //! cells against the previous sweep's neighbour values, no colours, one `par_iter` per sweep):
