@@ -692,19 +692,20 @@ fn run_patch(shared: &Shared, p: usize, ready: &WaitGroup) -> Tally {
         progress.finish(p, k, drift, shared.tolerance, &shared.stop);
         // Sweep `k + 1` runs unless `S`, the first sweep within the tolerance, is at most
         // `k + 1 - LAG`, or, once the solve closed at `C <= k + 1 - LAG`, at most `k`.
-        if let Some(decisive) = (k + 1).checked_sub(LAG).filter(|&d| d > 0) {
-            match progress.wait_complete(decisive, &shared.stop) {
+        if let Some(gate) = (k + 1).checked_sub(LAG).filter(|&d| d > 0) {
+            match progress.wait_complete(gate, &shared.stop) {
                 None => break,
                 Some(waited) => tally.gate_waits += u64::from(waited),
             }
-            let mut decisive = decisive;
-            if progress.closing.load(Ordering::Acquire) <= decisive {
-                decisive = k;
+            let decisive = if progress.closing.load(Ordering::Acquire) <= gate {
                 match progress.wait_complete(k, &shared.stop) {
                     None => break,
                     Some(waited) => tally.closing_waits += u64::from(waited),
                 }
-            }
+                k
+            } else {
+                gate
+            };
             if progress.converged.load(Ordering::Acquire) <= decisive {
                 break;
             }

@@ -182,7 +182,7 @@ pub(crate) struct Head {
     /// `links.prefetch` holds a word to prefetch ([`Rare::PREFETCHING`]: a block, and the runtime
     /// prefetches), whether the ULT is in a group ([`Rare::GROUPED`]), and whether it waits
     /// with the aggregation modifier's bonus in its key ([`Rare::FAVOURED`]). One test of the byte,
-    /// on this line, which the loop touches anyway, covers both where the loop switches from
+    /// on this line, which the loop touches anyway, covers them all where the loop switches from
     /// ULT to ULT (`Processor::chosen`); the wakers test the prefetch bit. Written by the
     /// spawner before publication (the group bit, the prefetch bit cleared: [`Head::set_group`]),
     /// then by the ULT's holder only (the prefetch bit: [`Head::set_prefetching`]; the favoured
@@ -251,9 +251,10 @@ impl Head {
     /// a run of it.
     #[inline]
     pub(crate) fn take_favoured(&self) -> bool {
-        let was = self.rare.load(Ordering::Relaxed) & Rare::FAVOURED != 0;
+        let rare = self.rare.load(Ordering::Relaxed);
+        let was = rare & Rare::FAVOURED != 0;
         if was {
-            self.set_rare(Rare::FAVOURED, false);
+            self.rare.store(rare & !Rare::FAVOURED, Ordering::Relaxed);
         }
         was
     }
@@ -267,8 +268,8 @@ impl Head {
     }
 
     /// The spawner's part, before publication: the ULT's group number `group` (0: none) and
-    /// its bit; the favoured and prefetch bits clear (a former ULT's of this TCB), until the ULT starts
-    /// (`prefetch::UltBlock::on_start`).
+    /// its bit; the favoured and prefetch bits clear (a former ULT's of this TCB), until the ULT
+    /// starts (`prefetch::UltBlock::on_start`).
     #[inline]
     pub(crate) fn set_group(&self, group: u16) {
         self.group.set(group);
