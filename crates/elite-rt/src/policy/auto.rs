@@ -94,7 +94,9 @@
 //!    ([`AutoReason::Explored`]; the challenger's rate the lead's times the median ratio), and
 //!    remembered like one ([`Auto::remember`]) when its choice also read the highest rate (a
 //!    probe that kept the lead while another candidate read higher within the noise ranked
-//!    nothing, and a warm start must begin from the best measured). With four candidates
+//!    nothing, and a warm start must begin from the best measured); the memory keeps the
+//!    lead's rate and the challenger's from the alternation, not the single epochs of the
+//!    others. With four candidates
 //!    worth measuring and quiet progress it takes about 8 ticks under the lead and 3 × 2 under
 //!    the others (10 + 3 × 9 at the cap), and [`CONFIRM_EPOCHS`] × (1 + `m`) ticks more when
 //!    a challenger comes up (up to 54).
@@ -150,7 +152,9 @@
 //!    Otherwise it explores once the time since the start, or since the last exploration, is
 //!    long enough for a full exploration to take at most [`Auto::budget`] (default 5%) of it;
 //!    each re-check that keeps the policy doubles that wait (up to 64 times), so a steady
-//!    program pays less and less. Either way it explores only with two candidates or more left
+//!    program pays less and less; but not one whose own medians chose another policy and was
+//!    outvoted by the remembered ones (it doubts the choice: the next re-check comes after
+//!    the first wait, and settles it). Either way it explores only with two candidates or more left
 //!    to measure (see 2).
 //!
 //! # Carrying a choice to the next runtime
@@ -163,7 +167,11 @@
 //!
 //! * the latest [`REMEMBERED_EXPLORATIONS`] explorations, each as every candidate's median rate
 //!   divided by that exploration's best (so that runtimes on a machine whose speed drifted, or
-//!   jobs of other sizes, still compare), and the unit they were counted in;
+//!   jobs of other sizes, still compare), and the unit they were counted in. Until the first
+//!   full exploration under the key, the probes' are kept instead (their lead and challenger
+//!   only); the first full one forgets them, and probes after it are not kept: a probe
+//!   measures each candidate in one short epoch, and a series of short runtimes that started
+//!   warm from one probe's luck would otherwise pool that luck with every exploration after;
 //! * the candidate settled on, the epoch's length, and the time spent under the choice since
 //!   the last exploration together with the re-check's back-off, summed over the runtimes.
 //!
@@ -890,8 +898,10 @@ impl Run {
         (self.span + self.span / 5) * epochs
     }
 
-    /// Explores every candidate, puts the best in force and logs why; its index and median rate.
-    fn explore(&mut self, reason: AutoReason) -> Result<(usize, f64), ()> {
+    /// Explores every candidate, puts the best in force and logs why; the index of the policy put
+    /// in force (chosen on the pooled rates where the selector remembers) and of the one this
+    /// exploration's own medians chose.
+    fn explore(&mut self, reason: AutoReason) -> Result<(usize, usize), ()> {
         let n = self.auto.candidates.len();
         let started = Instant::now();
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -938,9 +948,10 @@ impl Run {
         }
         let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         let measured: Vec<bool> = samples.iter().map(|s| !s.is_empty()).collect();
-        let best = match self.remember_exploration(&medians, &measured, reason) {
+        let own = choose(&medians, self.auto.margin);
+        let best = match self.remember_exploration(&medians, &measured, reason, true) {
             Some(pooled) => choose(&pooled, self.auto.margin),
-            None => choose(&medians, self.auto.margin),
+            None => own,
         };
         self.remember_choice(best);
         if !self.put_in_force(best) {
@@ -957,7 +968,7 @@ impl Run {
             rates: names.zip(medians.iter().copied()).collect(),
             explored_for: took,
         });
-        Ok((best, medians[best]))
+        Ok((best, own))
     }
 
     /// Rates over `count` back-to-back ticks of `tick` under what is in force, in the current
@@ -1030,6 +1041,9 @@ impl Run {
         }
         let threshold = probe_threshold(sigma, m, self.auto.margin);
         let mut best = probe_choice(&rates, lead, threshold);
+        let challenger = best;
+        // (Whether the challenger's rate comes from a whole alternation with the lead.)
+        let mut compared = false;
         // (Not when progress began to be reported halfway: the rates do not compare, below.)
         if best != lead && self.unit() == unit {
             // One epoch each ranks the candidates by where each fell in the program's course (a
@@ -1049,11 +1063,13 @@ impl Run {
             // and the memory keep.)
             if ratio.is_finite() && !series.is_empty() {
                 rates[best] = rates[lead] * ratio;
+                compared = series.len() == CONFIRM_EPOCHS;
             }
             if series.len() < CONFIRM_EPOCHS || !kept {
                 best = lead;
             }
         }
+
         let took = started.elapsed();
         self.spent += took;
         if self.unit() != unit {
@@ -1063,7 +1079,11 @@ impl Run {
         if !self.put_in_force(best) {
             return Err(());
         }
-        let measured: Vec<bool> = (0..rates.len()).map(|i| i == lead || others.contains(&i)).collect();
+        // Remembered are the lead's rate and, where one came up, the challenger's from the
+        // alternation: the other candidates' single epochs each fell on one stretch of the
+        // program, and a warm start is not to pool them with an exploration's medians.
+        let measured: Vec<bool> =
+            (0..rates.len()).map(|i| i == lead || (compared && i == challenger)).collect();
         // Remembered only when its choice also has the highest rate: a probe that kept the lead
         // while another candidate read higher (within the noise) ranked nothing, and a runtime
         // that starts warm from memory must start from the best that was measured.
@@ -1071,7 +1091,7 @@ impl Run {
         // remembered: it measured the program's start, and a runtime that ends before the
         // re-probe must not carry it to the next.
         if rates.iter().all(|&r| r <= rates[best]) && !(provisional && best != lead) {
-            self.remember_exploration(&rates, &measured, AutoReason::Explored);
+            self.remember_exploration(&rates, &measured, AutoReason::Explored, false);
             self.remember_choice(best);
         }
         let names = self.auto.candidates.iter().map(Policy::name);
@@ -1144,7 +1164,7 @@ impl Run {
                 if !self.put_in_force(memory.choice) {
                     return Err(());
                 }
-                let pooled = pool(&memory.explorations, self.auto.candidates.len());
+                let pooled = pool(memory.pooled(), self.auto.candidates.len());
                 let names = self.auto.candidates.iter().map(Policy::name);
                 self.log.push(AutoDecision {
                     at: self.began.elapsed(),
@@ -1195,11 +1215,8 @@ impl Run {
             // (The first exploration is `Explored`, whatever brought it.)
             let reason = if explored { reason } else { AutoReason::Explored };
             explored = true;
-            let (now, _) = self.explore(reason)?;
-            backoff = match reason {
-                AutoReason::Recheck if now == best => (backoff * 2).min(64),
-                _ => 1,
-            };
+            let (now, own) = self.explore(reason)?;
+            backoff = next_backoff(backoff, reason, best, now, own);
             best = now;
             self.remember_quiet(Duration::ZERO, backoff);
         }
@@ -1217,7 +1234,7 @@ impl Run {
     fn recall(&self) -> Option<Memory> {
         self.auto.memory.as_ref()?;
         let memories = MEMORIES.lock().unwrap_or_else(|e| e.into_inner());
-        memories.iter().find(|m| self.is_mine(m)).filter(|m| !m.explorations.is_empty()).cloned()
+        memories.iter().find(|m| self.is_mine(m)).filter(|m| !m.pooled().is_empty()).cloned()
     }
 
     /// Runs `f` on this selector's memory, made if there is none; `None` without a key.
@@ -1233,6 +1250,7 @@ impl Run {
                     candidates: self.auto.candidates.iter().map(Policy::name).collect(),
                     unit: self.unit(),
                     explorations: Vec::new(),
+                    probes: Vec::new(),
                     choice: 0,
                     quiet: Duration::ZERO,
                     backoff: 1,
@@ -1244,32 +1262,29 @@ impl Run {
         Some(f(&mut memories[at]))
     }
 
-    /// Adds an exploration's medians (`measured`: whether each candidate was measured) to the
-    /// memory, and returns each candidate's rate pooled over the remembered explorations;
-    /// `None` without a key. A phase change, or a change of unit, forgets the explorations
-    /// before it (they measured another workload, or in other units).
+    /// Adds an exploration's medians (`measured`: whether each candidate was measured; `full`:
+    /// a full exploration rather than a probe) to the memory, and returns each candidate's
+    /// rate pooled over the remembered explorations ([`Memory::pooled`]); `None` without a key.
+    /// A phase change, or a change of unit, forgets the explorations before it (they measured
+    /// another workload, or in other units); the first full exploration forgets the probes
+    /// (their epochs were one per candidate, and the full one's medians outrank them).
     fn remember_exploration(
         &self,
         medians: &[f64],
         measured: &[bool],
         reason: AutoReason,
+        full: bool,
     ) -> Option<Vec<f64>> {
         let (unit, span, n) = (self.unit(), self.span, medians.len());
         self.with_memory(|m| {
             if reason == AutoReason::PhaseChange || m.unit != unit {
                 m.explorations.clear();
+                m.probes.clear();
             }
             m.unit = unit;
             m.span = span;
-            let best = medians.iter().copied().fold(0.0, f64::max);
-            if best > 0.0 {
-                let relative = medians.iter().zip(measured).map(|(&r, &ok)| ok.then_some(r / best)).collect();
-                if m.explorations.len() == REMEMBERED_EXPLORATIONS {
-                    m.explorations.remove(0);
-                }
-                m.explorations.push(relative);
-            }
-            pool(&m.explorations, n)
+            m.add(medians, measured, full);
+            pool(m.pooled(), n)
         })
     }
 
@@ -1668,6 +1683,18 @@ fn decided(samples: &mut [Vec<f64>], alive: &[bool], margin: f64) -> bool {
     running.iter().filter(|&&i| i != best).all(|&i| samples[i].iter().all(|&r| r < slowest))
 }
 
+/// The re-check's back-off after an exploration for `reason` that put `now` in force where
+/// `before` was, its own medians choosing `own`: a re-check that keeps the policy doubles the
+/// wait before the next (up to 64 times), unless its own medians chose another (the memory's
+/// pooled rates outvoted them): that one doubts the choice, and the next re-check, soon,
+/// settles it. Any other exploration starts the wait over (1).
+fn next_backoff(backoff: u32, reason: AutoReason, before: usize, now: usize, own: usize) -> u32 {
+    match reason {
+        AutoReason::Recheck if now == before && own == now => (backoff * 2).min(64),
+        _ => 1,
+    }
+}
+
 /// How many explorations a memory ([`Auto::remember`]) weighs together: the latest.
 pub const REMEMBERED_EXPLORATIONS: usize = 5;
 
@@ -1680,9 +1707,12 @@ struct Memory {
     candidates: Vec<&'static str>,
     /// The unit of the explorations.
     unit: ProgressUnit,
-    /// The latest explorations: each candidate's median as a fraction of that exploration's
-    /// best (`None`: not measured), oldest first.
+    /// The latest full explorations: each candidate's median as a fraction of that
+    /// exploration's best (`None`: not measured), oldest first.
     explorations: Vec<Vec<Option<f64>>>,
+    /// The latest probes before the first full exploration, the same way (a probe keeps the
+    /// lead's rate and that of a challenger it alternated with, nothing else).
+    probes: Vec<Vec<Option<f64>>>,
     /// The candidate settled on last.
     choice: usize,
     /// The time under `choice` since the last exploration, summed over the runtimes.
@@ -1691,6 +1721,42 @@ struct Memory {
     backoff: u32,
     /// The epoch's length then.
     span: Duration,
+}
+
+impl Memory {
+    /// Adds an exploration's medians (`measured`: whether each candidate was measured) as
+    /// fractions of the best measured one: a `full` exploration forgets the probes, a probe
+    /// is kept only while there is no full exploration; the latest
+    /// [`REMEMBERED_EXPLORATIONS`] of each.
+    fn add(&mut self, medians: &[f64], measured: &[bool], full: bool) {
+        let best = medians.iter().zip(measured).filter(|(_, &ok)| ok).map(|(&r, _)| r).fold(0.0, f64::max);
+        if best <= 0.0 {
+            return;
+        }
+        let relative = medians.iter().zip(measured).map(|(&r, &ok)| ok.then_some(r / best)).collect();
+        let kept = if full {
+            self.probes.clear();
+            &mut self.explorations
+        } else if self.explorations.is_empty() {
+            &mut self.probes
+        } else {
+            return;
+        };
+        if kept.len() == REMEMBERED_EXPLORATIONS {
+            kept.remove(0);
+        }
+        kept.push(relative);
+    }
+
+    /// What the pooled rates come from: the full explorations, or the probes while there is
+    /// none.
+    fn pooled(&self) -> &[Vec<Option<f64>>] {
+        if self.explorations.is_empty() {
+            &self.probes
+        } else {
+            &self.explorations
+        }
+    }
 }
 
 /// Every memory of the process (one per key, candidates and processor count; never freed: a
@@ -1991,6 +2057,64 @@ mod tests {
         let noisy =
             vec![vec![Some(1.0), Some(0.9)], vec![Some(0.85), Some(1.0)], vec![Some(0.88), Some(1.0)]];
         assert_eq!(choose(&pool(&noisy, 2), 0.02), 1);
+    }
+
+    fn empty_memory() -> Memory {
+        Memory {
+            key: Arc::from("k"),
+            processors: 2,
+            candidates: vec!["a", "b", "c"],
+            unit: ProgressUnit::Runs,
+            explorations: Vec::new(),
+            probes: Vec::new(),
+            choice: 0,
+            quiet: Duration::ZERO,
+            backoff: 1,
+            span: Duration::from_millis(5),
+        }
+    }
+
+    /// A probe's single epochs are pooled only until the first full exploration, which forgets
+    /// them; a probe after it adds nothing; the fractions are of the best *measured* rate.
+    #[test]
+    fn a_full_exploration_outranks_the_probes() {
+        let mut m = empty_memory();
+        // A probe that kept the lead (0) but read candidate 2 higher in one epoch: only the
+        // measured rates count, so 2's unmeasured 50 is no one's best.
+        m.add(&[40.0, 0.0, 50.0], &[true, false, false], false);
+        assert_eq!(m.pooled(), [vec![Some(1.0), None, None]]);
+        m.add(&[30.0, 45.0, 0.0], &[true, true, false], false);
+        assert_eq!(pool(m.pooled(), 3), [(1.0 + 30.0 / 45.0) / 2.0, 1.0, 0.0]);
+        // The first full exploration: the probes are gone, it alone decides.
+        m.add(&[90.0, 100.0, 80.0], &[true, true, true], true);
+        assert!(m.probes.is_empty());
+        assert_eq!(pool(m.pooled(), 3), [0.9, 1.0, 0.8]);
+        // A later probe is not kept; a later full exploration is pooled with the first.
+        m.add(&[100.0, 10.0, 0.0], &[true, true, false], false);
+        assert_eq!(m.pooled().len(), 1);
+        m.add(&[100.0, 95.0, 70.0], &[true, true, true], true);
+        assert_eq!(m.pooled().len(), 2);
+        // Nothing measured above 0: nothing kept.
+        m.add(&[0.0, 0.0, 0.0], &[true, true, true], true);
+        assert_eq!(m.pooled().len(), 2);
+        // At most the latest REMEMBERED_EXPLORATIONS.
+        for _ in 0..REMEMBERED_EXPLORATIONS {
+            m.add(&[1.0, 2.0, 3.0], &[true, true, true], true);
+        }
+        assert_eq!(m.pooled().len(), REMEMBERED_EXPLORATIONS);
+        assert_eq!(choose(&pool(m.pooled(), 3), 0.02), 2);
+    }
+
+    /// A re-check doubles the wait only when it kept the policy *and* its own medians agreed.
+    #[test]
+    fn a_recheck_that_doubts_the_memory_does_not_back_off() {
+        assert_eq!(next_backoff(4, AutoReason::Recheck, 1, 1, 1), 8);
+        assert_eq!(next_backoff(64, AutoReason::Recheck, 1, 1, 1), 64);
+        // Kept by the pooled rates, but its own medians chose 0: the next re-check comes soon.
+        assert_eq!(next_backoff(4, AutoReason::Recheck, 1, 1, 0), 1);
+        // Moved, or another reason: start over.
+        assert_eq!(next_backoff(4, AutoReason::Recheck, 1, 0, 0), 1);
+        assert_eq!(next_backoff(4, AutoReason::PhaseChange, 1, 1, 1), 1);
     }
 
     /// A runtime of 2 processors under `auto` on a topology with a 32 KiB first-level cache and
