@@ -224,9 +224,16 @@ fn selects_and_receivers_competing_receive_each_value_exactly_once() {
                 got
             })));
         }
+        // The plain receivers join in once the selects have taken a value (started at once, they
+        // could take every value before a select ran: then nothing would test the competition).
         for (_, rx) in &chans {
-            let rx = rx.clone();
-            workers.push(spawn(Box::new(move || rx.iter().collect())));
+            let (rx, taken) = (rx.clone(), taken.clone());
+            workers.push(spawn(Box::new(move || {
+                while taken.load(SeqCst) == 0 {
+                    elite_rt::yield_now();
+                }
+                rx.iter().collect()
+            })));
         }
         drop(chans);
         let mut all: Vec<u64> = workers.into_iter().flat_map(|h| h()).collect();
