@@ -165,7 +165,10 @@ fn the_policy_in_force_follows_set_policy() {
 
 /// Eight ULTs on `rt` that report a unit of progress and yield until the flag is set; the flag
 /// and the handle of the ULT that joins them. With `data`, each declares a data block (the
-/// input of gravity's forces); with `footprint`, a footprint of that many bytes.
+/// input of gravity's forces); with `footprint`, a footprint: of 1 KiB in the first and every
+/// other one, of that many bytes in the others (declarations of different sizes, the smaller
+/// first, at spawn: `auto`'s lead is then reload-transient from the signal on, see
+/// `policy::auto`).
 fn busy_reporters(
     rt: &Runtime,
     data: bool,
@@ -176,14 +179,14 @@ fn busy_reporters(
     let h = rt.spawn(move || {
         let block: Arc<[u64]> = vec![0u64; 512].into();
         let workers: Vec<_> = (0..8)
-            .map(|_| {
+            .map(|i| {
                 let stop = stop2.clone();
                 let mut ult = elite_rt::Builder::new();
                 if data {
                     ult = ult.data(&block[..]);
                 }
                 if let Some(bytes) = footprint {
-                    ult = ult.footprint(bytes);
+                    ult = ult.footprint(if i % 2 == 0 { 1 << 10 } else { bytes });
                 }
                 ult.spawn(move || {
                     while !stop.load(SeqCst) {

@@ -15,10 +15,11 @@
 //! `auto_explorations` (explorations made) and `auto_choice` (the candidate in force at the end:
 //! 0 no-affinity, 1 virtual-time, 2 minimum-misses, 3 reload-transient, 4 gravity) say what it
 //! did (the probe counts as an exploration). Each sample is a fresh runtime, so `elite/auto`
-//! starts *cold* in each: at the sample's first progress it puts `reload-transient` in force
-//! where a ULT declared a footprint larger than the first-level cache (`synthetic_1024`,
-//! 64 KiB) and probes the other candidates at once in epochs of a few milliseconds sized from
-//! the noise of the rate (a candidate that beats it there is measured again in turn with it
+//! starts *cold* in each: at the sample's first progress it puts its lead in force where a ULT
+//! declared a footprint larger than the first-level cache (`synthetic_1024`, 64 KiB):
+//! `virtual-time`, as every ULT declares alike (`reload-transient` would order the same way),
+//! and probes the other candidates at once in epochs of a few milliseconds sized from the noise
+//! of the rate (a candidate that beats it there is measured again in turn with it
 //! before it is kept), and once more when the sample has run ten times as long as that probe
 //! took (the first probe falls in the untimed pass, where every order reads cold working sets
 //! alike: its choice is provisional), and stays on `no-affinity` otherwise, its selector asleep

@@ -62,7 +62,8 @@
 //! `auto` with `elite_rt::progress`).
 //!
 //! `elite/auto` starts cold in every sample (a fresh runtime: the patches' footprints, larger
-//! than a first-level cache, bring `reload-transient` in force at the first progress, and the
+//! than a first-level cache, bring the lead, `virtual-time` or `reload-transient` (see
+//! `elite_rt::policy::auto`), in force at the first progress, and the
 //! probe measures the other candidates against it in epochs of a few milliseconds at once; a
 //! solve of a few tenths of a second ends before the budget allows a full exploration).
 //! `elite/auto+warm` (without

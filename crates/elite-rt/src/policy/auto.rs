@@ -63,7 +63,14 @@
 //!      once the signal is there.
 //!    * **With it** the selector puts the *lead* in force at once ([`AutoReason::Locality`]):
 //!      the first `reload-transient` candidate (it orders by the expected reload, the quantity
-//!      the signal stands for), else the first recording policy among the candidates. Then it
+//!      the signal stands for) where that can differ from recency, with a hardware counter or
+//!      where the declarations so far differ by more than [`UNEVEN_DECLARATIONS`] times;
+//!      otherwise the first recording policy among the candidates (`virtual-time` among the
+//!      defaults): with every ULT declaring alike and misses estimated from the declarations,
+//!      `reload-transient`'s expected reload grows with the time since a ULT ran and nothing
+//!      else, the recency order, which `virtual-time` keeps for less work per run. (The lead
+//!      reads the declarations made when the signal comes: a program whose first declarations
+//!      are alike and whose later ones differ has the probe to find `reload-transient`.) Then it
 //!      *probes* at once: the signal says the candidates can differ, and a program that runs
 //!      for a fraction of a second would otherwise never be measured.
 //!
@@ -748,11 +755,12 @@ impl Run {
 
     /// What the program declared so far, and what the counters can see.
     fn signals(&self) -> Signals {
-        let (declared, data) = self
+        let (range, data) = self
             .shared
             .upgrade()
-            .map_or((0, false), |s| (s.engine.largest_declared(), s.engine.data_declared()));
-        Signals { hardware: self.hardware, declared, bar: self.bar, data }
+            .map_or((None, false), |s| (s.engine.declared_range(), s.engine.data_declared()));
+        let (smallest, declared) = range.unwrap_or((0, 0));
+        Signals { hardware: self.hardware, declared, smallest, bar: self.bar, data }
     }
 
     /// Which candidates are worth measuring now (the first always is).
@@ -1474,6 +1482,8 @@ struct Signals {
     hardware: bool,
     /// The largest footprint or data block a ULT declared, in bytes.
     declared: usize,
+    /// The smallest one (of more than 0 bytes), in bytes; 0 before the first.
+    smallest: usize,
     /// The size of a declaration that makes the order matter: the first-level data cache's.
     bar: usize,
     /// A ULT declared a data block (gravity's input).
@@ -1486,7 +1496,19 @@ impl Signals {
     fn locality(&self) -> bool {
         self.hardware || self.declared > self.bar
     }
+
+    /// Whether `reload-transient` can order otherwise than by recency: it counts real misses,
+    /// or the declarations differ by more than [`UNEVEN_DECLARATIONS`] times. Otherwise its
+    /// estimator takes every run to reload the same lines, its expected reload grows with the
+    /// time since a ULT's run alone, and it orders as `virtual-time` does, for more work per run.
+    fn uneven(&self) -> bool {
+        self.hardware || self.declared > self.smallest.saturating_mul(UNEVEN_DECLARATIONS)
+    }
 }
+
+/// How many times the largest declaration must exceed the smallest for the locality signal to
+/// lead with `reload-transient` rather than the first other recording candidate ([`lead`]).
+pub const UNEVEN_DECLARATIONS: usize = 2;
 
 /// Whether `candidate` is worth exploring given the `signals`: the first candidate and custom
 /// policies always; the recording policies (virtual-time, minimum-misses, reload-transient,
@@ -1506,9 +1528,12 @@ fn plausible(candidate: &Policy, signals: &Signals) -> bool {
 }
 
 /// The candidate `auto` puts in force, before measuring anything, when the `signals` say the
-/// order matters: the first `reload-transient` candidate (it orders by the expected reload, the
-/// quantity the signal stands for), else the first plausible recording policy after the
-/// first candidate; `None` without the signal or without such a candidate.
+/// order matters: where `reload-transient` can order otherwise than by recency
+/// ([`Signals::uneven`]: a hardware counter, or declarations of different sizes), the first
+/// `reload-transient` candidate (it orders by the expected reload, the quantity the signal
+/// stands for); else, and without one, the first plausible recording policy after the first
+/// candidate (`virtual-time` among the default candidates: recency, at the least cost per run);
+/// `None` without the signal or without such a candidate.
 fn lead(candidates: &[Policy], signals: &Signals) -> Option<usize> {
     use super::Kind;
     if !signals.locality() {
@@ -1521,7 +1546,7 @@ fn lead(candidates: &[Policy], signals: &Signals) -> Option<usize> {
     let mut rest = (1..candidates.len()).filter(recording);
     (1..candidates.len())
         .filter(recording)
-        .find(|&i| candidates[i].kind() == Kind::ReloadTransient)
+        .find(|&i| signals.uneven() && candidates[i].kind() == Kind::ReloadTransient)
         .or_else(|| rest.next())
 }
 
@@ -1832,7 +1857,13 @@ mod tests {
 
     #[test]
     fn the_recording_policies_are_explored_only_with_the_locality_signal() {
-        let signals = |hardware, declared, data| Signals { hardware, declared, bar: 32 << 10, data };
+        let signals = |hardware, declared, data| Signals {
+            hardware,
+            declared,
+            smallest: declared,
+            bar: 32 << 10,
+            data,
+        };
         for name in Policy::NAMES {
             let p: Policy = name.parse().unwrap();
             let first = name == "no-affinity";
@@ -1851,13 +1882,23 @@ mod tests {
     }
 
     #[test]
-    fn the_lead_is_reload_transient_with_the_signal_only() {
+    fn the_lead_is_reload_transient_where_it_can_order_otherwise_than_by_recency() {
         let all =
             [Policy::no_affinity(), Policy::virtual_time(), Policy::reload_transient(), Policy::gravity()];
-        let big = Signals { hardware: false, declared: 64 << 10, bar: 32 << 10, data: false };
+        // Declarations of different sizes: reload-transient.
+        let big =
+            Signals { hardware: false, declared: 64 << 10, smallest: 1 << 10, bar: 32 << 10, data: false };
         assert_eq!(lead(&all, &big), Some(2));
         assert_eq!(lead(&all, &Signals { declared: 1 << 10, ..big }), None);
-        assert_eq!(lead(&all, &Signals { declared: 0, hardware: true, ..big }), Some(2));
+        assert_eq!(lead(&all, &Signals { declared: 0, smallest: 0, hardware: true, ..big }), Some(2));
+        // All alike (within UNEVEN_DECLARATIONS times) and no counter: the estimator orders by
+        // recency, so the first recording candidate, virtual-time, leads.
+        let even = Signals { smallest: 40 << 10, ..big };
+        assert_eq!(lead(&all, &even), Some(1));
+        assert_eq!(lead(&all, &Signals { smallest: 32 << 10, ..big }), Some(1));
+        assert_eq!(lead(&all, &Signals { smallest: (32 << 10) - 1, ..big }), Some(2));
+        assert_eq!(lead(&all, &Signals { hardware: true, ..even }), Some(2));
+        assert_eq!(lead(&[Policy::no_affinity(), Policy::reload_transient()], &even), Some(1));
         // Without reload-transient, the first recording candidate; never a custom one or the first.
         assert_eq!(lead(&[Policy::no_affinity(), Policy::virtual_time()], &big), Some(1));
         assert_eq!(lead(&[Policy::virtual_time(), Policy::no_affinity()], &big), None);
@@ -2189,7 +2230,8 @@ mod tests {
         stop.store(true, SeqCst);
         h.join().expect("the busy ULTs");
         late.join().expect("the late ULTs");
-        assert_eq!(rt.stats().auto[1].policy, "reload-transient");
+        // (Every declaration alike, 64 KiB: the recency order's virtual-time leads.)
+        assert_eq!(rt.stats().auto[1].policy, "virtual-time");
     }
 
     #[test]

@@ -470,6 +470,14 @@ pub(crate) struct Engine {
     /// declares again, and `auto` only reads it to decide what to try; nothing is published
     /// through it.
     declared: AtomicUsize,
+    /// The smallest footprint or data block any ULT declared, in bytes (`usize::MAX`: none):
+    /// with `declared`, whether the declarations differ ([`Engine::declared_range`]), which
+    /// tells `auto` whether `reload-transient`'s estimate can order otherwise than recency.
+    ///
+    /// Protocol: lowered (never raised) like `declared` is raised: a relaxed store after a
+    /// relaxed load saw it larger; read by `auto`'s selector with a relaxed load. A hint, as
+    /// `declared` is.
+    smallest_declared: AtomicUsize,
     /// The most lines a declaration may hold and be *little data*, the quiet mode's signal
     /// ([`Engine::small_declarations`]): [`little_data_lines`] of the first-level data cache
     /// ([`Engine::place_little_data`]; of [`DEFAULT_BAR`](super::auto::DEFAULT_BAR) until
@@ -533,6 +541,7 @@ impl Engine {
                 .collect(),
             data_declared: AtomicBool::new(false),
             declared: AtomicUsize::new(0),
+            smallest_declared: AtomicUsize::new(usize::MAX),
             little_lines: little_data_lines(super::auto::DEFAULT_BAR, line_size),
             bell: std::sync::Mutex::new(None),
         }
@@ -589,6 +598,9 @@ impl Engine {
             self.declared.store(bytes, Ordering::Relaxed);
             self.ring(|bar| was <= bar && bytes > bar);
         }
+        if bytes > 0 && bytes < self.smallest_declared.load(Ordering::Relaxed) {
+            self.smallest_declared.store(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Rings `auto`'s bell, if a selector hung one, when `crosses` its bar (see
@@ -616,6 +628,13 @@ impl Engine {
     /// The largest footprint or data block any ULT declared so far, in bytes (0: none).
     pub(crate) fn largest_declared(&self) -> usize {
         self.declared.load(Ordering::Relaxed)
+    }
+
+    /// The smallest and the largest footprint or data block (of more than 0 bytes) any ULT
+    /// declared so far, in bytes; `None` before the first.
+    pub(crate) fn declared_range(&self) -> Option<(usize, usize)> {
+        let smallest = self.smallest_declared.load(Ordering::Relaxed);
+        (smallest != usize::MAX).then(|| (smallest, self.largest_declared().max(smallest)))
     }
 
     /// Whether the ULTs declared footprints or data blocks, and every one of them is *little
@@ -729,6 +748,7 @@ impl Engine {
             aggregation: self.aggregation.clone(),
             data_declared: AtomicBool::new(self.data_declared()),
             declared: AtomicUsize::new(self.largest_declared()),
+            smallest_declared: AtomicUsize::new(self.smallest_declared.load(Ordering::Relaxed)),
             little_lines: self.little_lines,
             bell: std::sync::Mutex::new(None),
         }
