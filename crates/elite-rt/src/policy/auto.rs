@@ -1507,7 +1507,8 @@ impl Signals {
 }
 
 /// How many times the largest declaration must exceed the smallest for the locality signal to
-/// lead with `reload-transient` rather than the first other recording candidate ([`lead`]).
+/// lead with `reload-transient` rather than the first other recording candidate (the
+/// [module docs](self), step 1).
 pub const UNEVEN_DECLARATIONS: usize = 2;
 
 /// Whether `candidate` is worth exploring given the `signals`: the first candidate and custom
