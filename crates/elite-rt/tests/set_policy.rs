@@ -349,16 +349,18 @@ fn auto_probes_the_candidates_early_with_the_locality_signal() {
         let d = &stats.auto[2];
         let names: Vec<&str> = d.rates.iter().map(|r| r.0).collect();
         assert_eq!(names, Policy::NAMES);
-        // The lead (reload-transient) measured in ticks that each saw progress; the others in
+        // The lead (virtual-time: every ULT declares 256 KiB, so reload-transient's estimate
+        // would order by recency too) measured in ticks that each saw progress; the others in
         // one epoch each, which a loaded machine may leave without progress.
-        assert!(d.rates[3].1 > 0.0, "{d}");
+        assert_eq!(stats.auto[1].policy, "virtual-time", "{stats}");
+        assert!(d.rates[1].1 > 0.0, "{d}");
         assert!(d.rates.iter().all(|r| r.1 >= 0.0 && r.1.is_finite()), "{d}");
         assert_eq!(d.rates[4].1, 0.0, "gravity left out without data blocks: {d}");
         assert_eq!(d.unit, elite_rt::policy::ProgressUnit::Runs);
         if reasons.len() == 3 {
             // (Or the lead again: the second probe starts from it.)
             assert!(
-                [d.policy, "reload-transient"].contains(&stats.policy),
+                [d.policy, "virtual-time"].contains(&stats.policy),
                 "the probe's choice in force: {stats}"
             );
         }

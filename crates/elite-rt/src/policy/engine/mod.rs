@@ -475,8 +475,10 @@ pub(crate) struct Engine {
     /// tells `auto` whether `reload-transient`'s estimate can order otherwise than recency.
     ///
     /// Protocol: lowered (never raised) like `declared` is raised: a relaxed store after a
-    /// relaxed load saw it larger; read by `auto`'s selector with a relaxed load. A hint, as
-    /// `declared` is.
+    /// relaxed load saw it larger, by the declaring thread *before* it raises `declared` and
+    /// rings the bell (whose lock then carries both stores to the selector it wakes); read by
+    /// `auto`'s selector with a relaxed load, and a largest read without its smallest counts as
+    /// both. A hint, as `declared` is.
     smallest_declared: AtomicUsize,
     /// The most lines a declaration may hold and be *little data*, the quiet mode's signal
     /// ([`Engine::small_declarations`]): [`little_data_lines`] of the first-level data cache
@@ -593,13 +595,16 @@ impl Engine {
     /// protocol).
     #[inline]
     pub(crate) fn note_declared(&self, bytes: usize) {
+        // The smallest first: a selector woken by the bell below reads both (the bell's lock
+        // orders this thread's stores before its reads), and one that found a largest without
+        // a smallest would take the declaration for none and sleep on.
+        if bytes > 0 && bytes < self.smallest_declared.load(Ordering::Relaxed) {
+            self.smallest_declared.store(bytes, Ordering::Relaxed);
+        }
         let was = self.declared.load(Ordering::Relaxed);
         if was < bytes {
             self.declared.store(bytes, Ordering::Relaxed);
             self.ring(|bar| was <= bar && bytes > bar);
-        }
-        if bytes > 0 && bytes < self.smallest_declared.load(Ordering::Relaxed) {
-            self.smallest_declared.store(bytes, Ordering::Relaxed);
         }
     }
 
@@ -631,10 +636,12 @@ impl Engine {
     }
 
     /// The smallest and the largest footprint or data block (of more than 0 bytes) any ULT
-    /// declared so far, in bytes; `None` before the first.
+    /// declared so far, in bytes; `None` before the first. (Relaxed hints: a largest read
+    /// without the smallest of another thread's declaration counts as the smallest too.)
     pub(crate) fn declared_range(&self) -> Option<(usize, usize)> {
-        let smallest = self.smallest_declared.load(Ordering::Relaxed);
-        (smallest != usize::MAX).then(|| (smallest, self.largest_declared().max(smallest)))
+        let largest = self.largest_declared();
+        let smallest = self.smallest_declared.load(Ordering::Relaxed).min(largest);
+        (largest > 0).then_some((smallest, largest))
     }
 
     /// Whether the ULTs declared footprints or data blocks, and every one of them is *little

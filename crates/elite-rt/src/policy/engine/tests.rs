@@ -611,3 +611,25 @@ fn virtual_times_home_lines_decay_by_the_data_run_at_home_since() {
     assert_eq!(engine.home_lines(t, 1), 1024.0, "its own run at home: all cached again");
     assert_eq!(engine.wake_target(t, Some(0), Some(by)), 1);
 }
+
+/// The declared range: none before a declaration (0 bytes is none), then the smallest and the
+/// largest; a largest whose smallest is not there (another thread's declaration, half seen)
+/// counts as both.
+#[test]
+fn the_declared_range_is_the_smallest_and_the_largest() {
+    let policy = Policy::reload_transient();
+    let engine = Engine::new(&policy, policy.hooks().needs(), &ModelCache::ASSUMED, 1);
+    assert_eq!(engine.declared_range(), None);
+    engine.note_declared(0);
+    assert_eq!(engine.declared_range(), None);
+    engine.note_declared(64 << 10);
+    assert_eq!(engine.declared_range(), Some((64 << 10, 64 << 10)));
+    engine.note_declared(4 << 10);
+    engine.note_declared(16 << 10);
+    assert_eq!(engine.declared_range(), Some((4 << 10, 64 << 10)));
+    engine.note_declared(1 << 20);
+    assert_eq!(engine.declared_range(), Some((4 << 10, 1 << 20)));
+    // (A selector that read the largest of a declaration before its smallest.)
+    engine.smallest_declared.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(engine.declared_range(), Some((1 << 20, 1 << 20)));
+}
