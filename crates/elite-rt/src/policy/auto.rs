@@ -1077,7 +1077,6 @@ impl Run {
                 best = lead;
             }
         }
-
         let took = started.elapsed();
         self.spent += took;
         if self.unit() != unit {
