@@ -1171,7 +1171,7 @@ impl Run {
                 if !self.put_in_force(memory.choice) {
                     return Err(());
                 }
-                let pooled = pool(memory.pooled(), self.auto.candidates.len());
+                let pooled = pool(&memory.explorations, self.auto.candidates.len());
                 let names = self.auto.candidates.iter().map(Policy::name);
                 self.log.push(AutoDecision {
                     at: self.began.elapsed(),
@@ -1241,7 +1241,7 @@ impl Run {
     fn recall(&self) -> Option<Memory> {
         self.auto.memory.as_ref()?;
         let memories = MEMORIES.lock().unwrap_or_else(|e| e.into_inner());
-        memories.iter().find(|m| self.is_mine(m)).filter(|m| !m.pooled().is_empty()).cloned()
+        memories.iter().find(|m| self.is_mine(m)).filter(|m| !m.explorations.is_empty()).cloned()
     }
 
     /// Runs `f` on this selector's memory, made if there is none; `None` without a key.
@@ -1257,7 +1257,7 @@ impl Run {
                     candidates: self.auto.candidates.iter().map(Policy::name).collect(),
                     unit: self.unit(),
                     explorations: Vec::new(),
-                    probes: Vec::new(),
+                    full: false,
                     choice: 0,
                     quiet: Duration::ZERO,
                     backoff: 1,
@@ -1271,7 +1271,7 @@ impl Run {
 
     /// Adds an exploration's medians (`measured`: whether each candidate was measured; `full`:
     /// a full exploration rather than a probe) to the memory, and returns each candidate's
-    /// rate pooled over the remembered explorations ([`Memory::pooled`]); `None` without a key.
+    /// rate pooled over the remembered explorations ([`Memory::add`]); `None` without a key.
     /// A phase change, or a change of unit, forgets the explorations before it (they measured
     /// another workload, or in other units); the first full exploration forgets the probes
     /// (their epochs were one per candidate, and the full one's medians outrank them).
@@ -1285,13 +1285,12 @@ impl Run {
         let (unit, span, n) = (self.unit(), self.span, medians.len());
         self.with_memory(|m| {
             if reason == AutoReason::PhaseChange || m.unit != unit {
-                m.explorations.clear();
-                m.probes.clear();
+                m.forget();
             }
             m.unit = unit;
             m.span = span;
             m.add(medians, measured, full);
-            pool(m.pooled(), n)
+            pool(&m.explorations, n)
         })
     }
 
@@ -1732,12 +1731,13 @@ struct Memory {
     candidates: Vec<&'static str>,
     /// The unit of the explorations.
     unit: ProgressUnit,
-    /// The latest full explorations: each candidate's median as a fraction of that
-    /// exploration's best (`None`: not measured), oldest first.
+    /// The latest explorations: each candidate's median as a fraction of that exploration's
+    /// best (`None`: not measured), oldest first. Full explorations once there is one (`full`),
+    /// the probes' before (a probe keeps the lead's rate and that of a challenger it alternated
+    /// with, nothing else).
     explorations: Vec<Vec<Option<f64>>>,
-    /// The latest probes before the first full exploration, the same way (a probe keeps the
-    /// lead's rate and that of a challenger it alternated with, nothing else).
-    probes: Vec<Vec<Option<f64>>>,
+    /// Whether `explorations` are full explorations rather than probes.
+    full: bool,
     /// The candidate settled on last.
     choice: usize,
     /// The time under `choice` since the last exploration, summed over the runtimes.
@@ -1750,37 +1750,28 @@ struct Memory {
 
 impl Memory {
     /// Adds an exploration's medians (`measured`: whether each candidate was measured) as
-    /// fractions of the best measured one: a `full` exploration forgets the probes, a probe
-    /// is kept only while there is no full exploration; the latest
-    /// [`REMEMBERED_EXPLORATIONS`] of each.
+    /// fractions of the best measured one, keeping the latest [`REMEMBERED_EXPLORATIONS`]: the
+    /// first `full` exploration forgets the probes before it, and a probe after it is not kept.
     fn add(&mut self, medians: &[f64], measured: &[bool], full: bool) {
         let best = medians.iter().zip(measured).filter(|(_, &ok)| ok).map(|(&r, _)| r).fold(0.0, f64::max);
-        if best <= 0.0 {
+        if best <= 0.0 || (self.full && !full) {
             return;
+        }
+        if full && !self.full {
+            self.explorations.clear();
+            self.full = true;
+        }
+        if self.explorations.len() == REMEMBERED_EXPLORATIONS {
+            self.explorations.remove(0);
         }
         let relative = medians.iter().zip(measured).map(|(&r, &ok)| ok.then_some(r / best)).collect();
-        let kept = if full {
-            self.probes.clear();
-            &mut self.explorations
-        } else if self.explorations.is_empty() {
-            &mut self.probes
-        } else {
-            return;
-        };
-        if kept.len() == REMEMBERED_EXPLORATIONS {
-            kept.remove(0);
-        }
-        kept.push(relative);
+        self.explorations.push(relative);
     }
 
-    /// What the pooled rates come from: the full explorations, or the probes while there is
-    /// none.
-    fn pooled(&self) -> &[Vec<Option<f64>>] {
-        if self.explorations.is_empty() {
-            &self.probes
-        } else {
-            &self.explorations
-        }
+    /// Forgets every exploration (a phase change, a change of unit).
+    fn forget(&mut self) {
+        self.explorations.clear();
+        self.full = false;
     }
 }
 
@@ -2107,7 +2098,7 @@ mod tests {
             candidates: vec!["a", "b", "c"],
             unit: ProgressUnit::Runs,
             explorations: Vec::new(),
-            probes: Vec::new(),
+            full: false,
             choice: 0,
             quiet: Duration::ZERO,
             backoff: 1,
@@ -2123,27 +2114,27 @@ mod tests {
         // A probe that kept the lead (0) but read candidate 2 higher in one epoch: only the
         // measured rates count, so 2's unmeasured 50 is no one's best.
         m.add(&[40.0, 0.0, 50.0], &[true, false, false], false);
-        assert_eq!(m.pooled(), [vec![Some(1.0), None, None]]);
+        assert_eq!(m.explorations, [vec![Some(1.0), None, None]]);
         m.add(&[30.0, 45.0, 0.0], &[true, true, false], false);
-        assert_eq!(pool(m.pooled(), 3), [(1.0 + 30.0 / 45.0) / 2.0, 1.0, 0.0]);
+        assert_eq!(pool(&m.explorations, 3), [(1.0 + 30.0 / 45.0) / 2.0, 1.0, 0.0]);
         // The first full exploration: the probes are gone, it alone decides.
         m.add(&[90.0, 100.0, 80.0], &[true, true, true], true);
-        assert!(m.probes.is_empty());
-        assert_eq!(pool(m.pooled(), 3), [0.9, 1.0, 0.8]);
+        assert!(m.full && m.explorations.len() == 1);
+        assert_eq!(pool(&m.explorations, 3), [0.9, 1.0, 0.8]);
         // A later probe is not kept; a later full exploration is pooled with the first.
         m.add(&[100.0, 10.0, 0.0], &[true, true, false], false);
-        assert_eq!(m.pooled().len(), 1);
+        assert_eq!(m.explorations.len(), 1);
         m.add(&[100.0, 95.0, 70.0], &[true, true, true], true);
-        assert_eq!(m.pooled().len(), 2);
+        assert_eq!(m.explorations.len(), 2);
         // Nothing measured above 0: nothing kept.
         m.add(&[0.0, 0.0, 0.0], &[true, true, true], true);
-        assert_eq!(m.pooled().len(), 2);
+        assert_eq!(m.explorations.len(), 2);
         // At most the latest REMEMBERED_EXPLORATIONS.
         for _ in 0..REMEMBERED_EXPLORATIONS {
             m.add(&[1.0, 2.0, 3.0], &[true, true, true], true);
         }
-        assert_eq!(m.pooled().len(), REMEMBERED_EXPLORATIONS);
-        assert_eq!(choose(&pool(m.pooled(), 3), 0.02), 2);
+        assert_eq!(m.explorations.len(), REMEMBERED_EXPLORATIONS);
+        assert_eq!(choose(&pool(&m.explorations, 3), 0.02), 2);
     }
 
     /// A re-check doubles the wait only when it kept the policy *and* its own medians agreed.
