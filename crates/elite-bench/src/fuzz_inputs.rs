@@ -108,11 +108,22 @@ fn parameters() -> impl Strategy<Value = Vec<String>> {
 }
 
 /// Whether an error message quotes one of `args`, or the name or the value of a `name=value` one
-/// (in backticks, or in single quotes as clap quotes them), or starts as one of `fixed`.
+/// (in backticks, or in single quotes as clap quotes them), or starts as one of `fixed`, or
+/// refuses a flag given more than once that `args` does give more than once (clap's "the
+/// argument '--flag <VALUE>' cannot be used multiple times").
 fn names_the_fault(message: &str, args: &[String], fixed: &[&str]) -> bool {
     let quotes =
         |text: &str| message.contains(&format!("`{text}`")) || message.contains(&format!("'{text}'"));
-    fixed.iter().any(|f| message.starts_with(f))
+    let repeated = message
+        .strip_prefix("the argument '")
+        .filter(|_| message.contains("cannot be used multiple times"))
+        .and_then(|rest| rest.split([' ', '\'']).next())
+        .is_some_and(|flag| {
+            let given = |a: &&String| *a == flag || a.strip_prefix(flag).is_some_and(|v| v.starts_with('='));
+            args.iter().filter(given).count() > 1
+        });
+    repeated
+        || fixed.iter().any(|f| message.starts_with(f))
         || args.iter().any(|a| {
             quotes(a) || a.split_once('=').is_some_and(|(name, value)| quotes(name) || quotes(value))
         })
@@ -349,4 +360,9 @@ fn the_probes_name_a_negative_count_and_take_help() {
     );
     let e = blocking::parse_probe_args(&words(&["yield", "10", "--processors", "0"])).expect_err("refused");
     assert!(e.contains("'--processors <N>'") && e.contains("got `0`"), "{e}");
+    // A flag given twice is refused by name (a case the fuzzing found).
+    let twice = words(&["--processors", "1", "--processors", "yield"]);
+    let e = blocking::parse_probe_args(&twice).expect_err("refused");
+    assert!(names_the_fault(&e, &twice, &[]), "{e}");
+    assert!(!names_the_fault(&e, &words(&["--processors", "1", "yield"]), &[]), "{e}");
 }
