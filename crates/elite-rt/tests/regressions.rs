@@ -178,3 +178,68 @@ fn ping_pong_until_stopped(stopper: impl FnOnce(Arc<AtomicBool>) -> elite_rt::Jo
     stopper.join().unwrap();
     b.join().unwrap();
 }
+
+/// The turn that starts a never-started ULT ahead of ready ones comes at most once per 10 ms
+/// (`START_WAIT` in `processor/find.rs`), however many rounds the loop goes meanwhile. It came
+/// every 64th round once: 1024 ULTs spawned ahead of the groups that give them work
+/// (`elite-bench affinity`) were then started one per 64 runs into the running group's cache,
+/// each to read its data and block until its group got going, by when that data was evicted
+/// (every policy's rate lost a sixth to a quarter). Here a pair that keeps each other ready for
+/// 100 000 round trips (most of them hand-offs that skip the loop, but the loop still goes round
+/// dozens of 64-round periods) may see spawned ULTs start only at the turns the time elapsed
+/// allows, plus the one due at once.
+#[test]
+fn the_starvation_turn_starts_spawned_ults_at_most_once_per_wait() {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Instant;
+    hang_guard(60, "ping-pong beside spawned ULTs", || {
+        rt(1).block_on(|| {
+            const WAITING: usize = 200;
+            const HOPS: u64 = 100_000;
+            let started = Arc::new(AtomicUsize::new(0));
+            // Spawned first, so that the pair (spawned after them) is above them on the
+            // start-queue, which is LIFO for its owner.
+            let waiting: Vec<_> = (0..WAITING)
+                .map(|_| {
+                    let started = started.clone();
+                    elite_rt::spawn(move || {
+                        started.fetch_add(1, SeqCst);
+                    })
+                })
+                .collect();
+            let (to_b, b_in) = elite_rt::sync::mpsc::channel::<()>();
+            let (to_a, a_in) = elite_rt::sync::mpsc::channel::<()>();
+            let b = elite_rt::spawn(move || {
+                while b_in.recv().is_ok() {
+                    if to_a.send(()).is_err() {
+                        break;
+                    }
+                }
+            });
+            let watched = started.clone();
+            let a = elite_rt::spawn(move || {
+                // The first exchange starts B; the count and the clock are read after it.
+                to_b.send(()).unwrap();
+                a_in.recv().unwrap();
+                let (before, began) = (watched.load(SeqCst), Instant::now());
+                for _ in 0..HOPS {
+                    to_b.send(()).unwrap();
+                    a_in.recv().unwrap();
+                }
+                (watched.load(SeqCst) - before, began.elapsed())
+            });
+            let (starts, elapsed) = a.join().unwrap();
+            b.join().unwrap();
+            for w in waiting {
+                w.join().unwrap();
+            }
+            assert_eq!(started.load(SeqCst), WAITING);
+            let turns = (elapsed.as_nanos() / Duration::from_millis(10).as_nanos()) as usize + 2;
+            assert!(
+                starts <= turns,
+                "{starts} spawned ULTs started during {HOPS} round trips of a ping-pong pair in {elapsed:?}: \
+                 more than the {turns} starvation turns that time allows"
+            );
+        });
+    });
+}

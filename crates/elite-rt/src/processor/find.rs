@@ -89,8 +89,15 @@ impl Avoidance {
     }
 }
 
-/// Rounds of the loop between two on which the start-queues go before ready ULTs (`take_ready`).
+/// Rounds of the loop between two looks at whether the starvation turn is due (`take_ready`).
 const START_TURN: u32 = 64;
+
+/// The least time between two starvation turns (`take_ready`): the longest a never-started ULT,
+/// or the runqueue's lowest, waits on a processor that ready ULTs keep busy without a pause
+/// (another processor that runs dry steals it sooner). A bound on a wait, not a cost traded
+/// against another, so one figure serves every host: Go's scheduler preempts a goroutine that
+/// ran this long.
+pub(super) const START_WAIT: Duration = Duration::from_millis(10);
 
 impl Processor {
     /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
@@ -101,12 +108,18 @@ impl Processor {
             return self.chaos_take_ready();
         }
         let core = self.core();
-        // Every START_TURN-th round a start-queue entry goes first: ULTs that keep each other
-        // ready without ever yielding (a ping-pong through the `next` slot, sleepers woken by
-        // timers on a saturated processor) would otherwise keep never-started ULTs from starting
-        // for ever (`tests/regressions.rs`, `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`).
-        // (`rounds` counts the loop's rounds in `maintain`, which runs just before.)
-        if core.rounds.is_multiple_of(START_TURN) {
+        // The starvation turn, at most once per START_WAIT (looked at every START_TURN-th
+        // round: one time stamp per 64 rounds): a start-queue entry goes first. ULTs that keep
+        // each other ready without ever yielding (a ping-pong through the `next` slot, sleepers
+        // woken by timers on a saturated processor) would otherwise keep never-started ULTs
+        // from starting for ever (`tests/regressions.rs`,
+        // `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`). Not every START_TURN-th
+        // round, as it once was: ULTs spawned ahead of the work that gives them something to do
+        // (1024 ULTs in groups that synchronize, `elite-bench affinity`) were then started one
+        // per 64 runs into the running group's cache, each to read its data, block for its
+        // group, and find that data evicted when its group got going. (`rounds` counts the
+        // loop's rounds in `maintain`, which runs just before.)
+        if core.rounds.is_multiple_of(START_TURN) && core.starvation_turn_due() {
             if let Some(t) = self.take_start() {
                 return Some(t);
             }

@@ -13,10 +13,11 @@
 //! # The loop (DESIGN §4)
 //!
 //! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
-//! 2. Run the `next` slot's ULT, else the runqueue's best; but every 64th round (and after a
-//!    yield) start one ULT from the start-queues first, and when there is none, every 64th round
-//!    run the runqueue's *lowest*-priority ULT first, so that ready ULTs that keep each other
-//!    going cannot keep never-started or long-ready ones waiting for ever.
+//! 2. Run the `next` slot's ULT, else the runqueue's best; but at the starvation turn, at most
+//!    once per 10 ms (`find::START_WAIT`, looked at every 64th round), and after a yield, start
+//!    one ULT from the start-queues first, and when there is none, at the starvation turn run
+//!    the runqueue's *lowest*-priority ULT first, so that ready ULTs that keep each other going
+//!    cannot keep never-started or long-ready ones waiting for ever.
 //!    A yield with other ULTs ready skips the loop: the yielder goes behind them and the best
 //!    runs at once (`requeue_yielded`, `hand_off`); a round-robin of many yielders takes them
 //!    from the runqueue in batches, one lock per batch (`queue::run::YieldBatch`), and looks for
@@ -197,6 +198,10 @@ pub(crate) struct Core {
     /// Steps left until the next 61st (see [`Core::step`]).
     tick: u32,
     rounds: u32,
+    /// When the next starvation turn is due (`sync::ticks`), and the least time between two in
+    /// ticks (`find::START_WAIT`; see `take_ready`).
+    starvation_due: u64,
+    starvation_wait: u64,
     rng: u64,
     /// The round-robin turn of this processor's spawns (`policy::places`).
     pub(crate) turn: usize,
@@ -232,6 +237,18 @@ impl Core {
             return true;
         }
         false
+    }
+
+    /// Whether the starvation turn is due (`find::START_WAIT` since the last one); if so, the
+    /// next one is due that long from now.
+    #[cold]
+    fn starvation_turn_due(&mut self) -> bool {
+        let now = crate::sync::ticks();
+        if now < self.starvation_due {
+            return false;
+        }
+        self.starvation_due = now.saturating_add(self.starvation_wait);
+        true
     }
 }
 
@@ -309,6 +326,9 @@ impl Processor {
             id_seq: 0,
             tick: TICK_PERIOD,
             rounds: 0,
+            starvation_due: 0,
+            starvation_wait: (find::START_WAIT.as_nanos() as f64 * crate::sync::host_costs().ticks_per_ns)
+                as u64,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             turn: index,
             scratch: Vec::new(),
