@@ -181,9 +181,8 @@ counters! {
     /// Ready ULTs this processor's runqueue re-keyed when it took up a new policy.
     rekeyed,
     /// Ready ULTs this processor ran out of the policy's order: taken from the runqueue's worst
-    /// end by the loop's starvation turn (at most once per 10 ms, when no never-started ULT
-    /// waits), that keeps the ULT of lowest priority from waiting for ever behind ULTs that keep
-    /// each other ready.
+    /// end by the turn, every 64th round of the loop, that keeps the ULT of lowest priority from
+    /// waiting for ever behind ULTs that keep each other ready.
     worst_turns,
     /// Units of work ULTs on this processor reported with [`progress`](crate::progress).
     progress,

@@ -64,10 +64,9 @@ fn release_order(policy: Policy) -> Vec<&'static str> {
 }
 
 /// The order of the first of up to eight runs of `scenario` in which every released ULT ran in
-/// the policy's order: one in which the loop's turn for the runqueue's worst ULT (the
-/// starvation turn, at most once per 10 ms and looked at every 64th round,
-/// `ProcessorStats::worst_turns`) did not fall among the released ULTs' runs. Whether it does
-/// depends on when the last one fell and how many rounds the processor went round before (idle
+/// the policy's order: one in which the loop's turn for the runqueue's worst ULT (every 64th
+/// round, `ProcessorStats::worst_turns`) did not fall among the released ULTs' runs. Which
+/// round that turn falls on depends on how many rounds the processor went round before (idle
 /// rounds included, which a loaded machine changes), so a run may see it; the turn itself is
 /// `reload_transient_still_runs_a_tie_that_newer_ties_overtake`'s subject.
 fn in_policy_order(scenario: impl Fn() -> (Vec<&'static str>, u64)) -> Vec<&'static str> {
@@ -195,7 +194,7 @@ fn each_policy_picks_what_elite_says_after_set_policy() {
 
 /// Reload Transient runs the newest entry of the ULTs whose reload transient is 0 first, so a ULT
 /// among them is overtaken by every one made ready after it; the processor loop's turn for the
-/// runqueue's worst ULT (the starvation turn, at most once per 10 ms) must still reach it. Here no run misses (no
+/// runqueue's worst ULT (every 64th round) must still reach it. Here no run misses (no
 /// footprint declared: every reload transient is 0), three ULTs pass two tokens around a ring
 /// (so one of them is always ready, and newer), and a ULT woken from a sleep, in the runqueue
 /// below them once the next of them enters, ends the ring when it runs.

@@ -126,7 +126,10 @@
 //!
 //! Every elite policy runs one group to its end before the next (a released group's ULTs are the
 //! newest and the most recently run entries, and the next group's ULTs are still on the
-//! start-queue), so only one group's working sets (2 MiB in groups of 32) are in play at a time.
+//! start-queue), so only one group's working sets (2 MiB in groups of 32) are in play at a time;
+//! but for the loop's starvation turn, which starts a never-started ULT ahead of ready ones at
+//! most once per 10 ms (a few per group: each reads its working set into the running group's
+//! cache, blocks for its own group, and finds that set evicted when the group gets going).
 //! **Go** (goroutines, one capacity-1 channel per goroutine as its semaphore, an atomic arrival
 //! count per group: the same protocol) runs ready goroutines first in, first out behind its
 //! `runnext` slot, so a released group queues behind the others and Go cycles through all 64 MiB,

@@ -89,45 +89,53 @@ impl Avoidance {
     }
 }
 
-/// Rounds of the loop between two looks at whether the starvation turn is due (`take_ready`).
+/// Rounds of the loop between two starvation turns (`take_ready`): the runqueue's lowest ULT
+/// goes first at each, a start-queue entry at those [`START_WAIT`] apart.
 const START_TURN: u32 = 64;
 
-/// The least time between two starvation turns (`take_ready`): the longest a never-started ULT,
-/// or the runqueue's lowest, waits on a processor that ready ULTs keep busy without a pause
-/// (another processor that runs dry steals it sooner). A bound on a wait, not a cost traded
-/// against another, so one figure serves every host: Go's scheduler preempts a goroutine that
-/// ran this long.
+/// The least time between two starvation turns that start a never-started ULT (`take_ready`):
+/// about the longest one waits on a processor that ready ULTs keep busy without a pause (another
+/// processor that runs dry steals it sooner). A bound on a wait, not a cost traded against
+/// another, so one figure serves every host: Go's scheduler preempts a goroutine that ran this
+/// long.
 pub(super) const START_WAIT: Duration = Duration::from_millis(10);
 
 impl Processor {
     /// Step 2: the `next` slot, then the runqueue's best (after one start-queue entry if a yield
-    /// asked for it); every [`START_TURN`]-th round a start-queue entry first.
+    /// asked for it); every [`START_TURN`]-th round a start-queue entry first (at most once per
+    /// [`START_WAIT`]), else the runqueue's worst.
     #[inline]
     pub(super) fn take_ready(&self) -> Option<TcbRef> {
         if self.chaos.on {
             return self.chaos_take_ready();
         }
         let core = self.core();
-        // The starvation turn, at most once per START_WAIT (looked at every START_TURN-th
-        // round: one time stamp per 64 rounds): a start-queue entry goes first. ULTs that keep
-        // each other ready without ever yielding (a ping-pong through the `next` slot, sleepers
-        // woken by timers on a saturated processor) would otherwise keep never-started ULTs
-        // from starting for ever (`tests/regressions.rs`,
-        // `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`). Not every START_TURN-th
-        // round, as it once was: ULTs spawned ahead of the work that gives them something to do
-        // (1024 ULTs in groups that synchronize, `elite-bench affinity`) were then started one
-        // per 64 runs into the running group's cache, each to read its data, block for its
-        // group, and find that data evicted when its group got going. (`rounds` counts the
-        // loop's rounds in `maintain`, which runs just before.)
-        if core.rounds.is_multiple_of(START_TURN) && core.starvation_turn_due() {
-            if let Some(t) = self.take_start() {
-                return Some(t);
+        // Every START_TURN-th round, the starvation turns. (`rounds` counts the loop's rounds
+        // in `maintain`, which runs just before.)
+        if core.rounds.is_multiple_of(START_TURN) {
+            // A start-queue entry first, at most once per START_WAIT (one time stamp per
+            // START_TURN rounds): ULTs that keep each other ready without ever yielding (a
+            // ping-pong through the `next` slot, sleepers woken by timers on a saturated
+            // processor) would otherwise keep never-started ULTs from starting for ever
+            // (`tests/regressions.rs`, `ready_ults_that_never_let_up_do_not_starve_a_spawned_one`).
+            // Not at every turn, as it once was: ULTs spawned ahead of the work that gives them
+            // something to do (1024 ULTs in groups that synchronize, `elite-bench affinity`)
+            // were then started one per 64 runs into the running group's cache, each to read its
+            // data, block for its group, and find that data evicted when its group got going
+            // (`the_starvation_turn_starts_spawned_ults_at_most_once_per_wait`).
+            if core.starvation_turn_due() {
+                if let Some(t) = self.take_start() {
+                    return Some(t);
+                }
             }
-            // The same turn for the ready ULT of lowest priority: two ULTs that keep waking each
-            // other would otherwise keep it waiting for ever, through the `next` slot or, under
-            // No Affinity's LIFO order, from above it in the runqueue
-            // (`a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue`). The slot's ULT
-            // stays where it is and runs in the next round.
+            // Otherwise the ready ULT of lowest priority, at every turn: two ULTs that keep
+            // waking each other would otherwise keep it waiting for ever, through the `next`
+            // slot or, under No Affinity's LIFO order, from above it in the runqueue
+            // (`a_hand_off_pair_does_not_starve_a_ready_ult_in_the_runqueue`). Not gated by
+            // START_WAIT: a ring of ULTs passing tokens under LIFO (`elite-bench sync`,
+            // `sync_peak`) moves its tokens past the ULTs at the runqueue's bottom only through
+            // this turn, and ran at about half its rate with the turn once per 10 ms. The
+            // slot's ULT stays where it is and runs in the next round.
             if let Some(t) = self.runq().pop_worst() {
                 self.remote().stats.worst_turns.bump();
                 return Some(t);

@@ -13,11 +13,11 @@
 //! # The loop (DESIGN §4)
 //!
 //! 1. Drain the wake-up stack into the runqueue, drain the clean-up stack, fire due timers.
-//! 2. Run the `next` slot's ULT, else the runqueue's best; but at the starvation turn, at most
-//!    once per 10 ms (`find::START_WAIT`, looked at every 64th round), and after a yield, start
-//!    one ULT from the start-queues first, and when there is none, at the starvation turn run
-//!    the runqueue's *lowest*-priority ULT first, so that ready ULTs that keep each other going
-//!    cannot keep never-started or long-ready ones waiting for ever.
+//! 2. Run the `next` slot's ULT, else the runqueue's best; but every 64th round, at most once
+//!    per 10 ms (`find::START_WAIT`), and after a yield, start one ULT from the start-queues
+//!    first, and at the other 64th rounds, or when there is none, run the runqueue's
+//!    *lowest*-priority ULT first, so that ready ULTs that keep each other going cannot keep
+//!    never-started or long-ready ones waiting for ever.
 //!    A yield with other ULTs ready skips the loop: the yielder goes behind them and the best
 //!    runs at once (`requeue_yielded`, `hand_off`); a round-robin of many yielders takes them
 //!    from the runqueue in batches, one lock per batch (`queue::run::YieldBatch`), and looks for
@@ -198,8 +198,8 @@ pub(crate) struct Core {
     /// Steps left until the next 61st (see [`Core::step`]).
     tick: u32,
     rounds: u32,
-    /// When the next starvation turn is due (`sync::ticks`), and the least time between two in
-    /// ticks (`find::START_WAIT`; see `take_ready`).
+    /// When the next starvation turn that starts a never-started ULT is due (`sync::ticks`), and
+    /// the least time between two in ticks (`find::START_WAIT`; see `take_ready`).
     starvation_due: u64,
     starvation_wait: u64,
     rng: u64,
@@ -239,8 +239,8 @@ impl Core {
         false
     }
 
-    /// Whether the starvation turn is due (`find::START_WAIT` since the last one); if so, the
-    /// next one is due that long from now.
+    /// Whether the starvation turn that starts a never-started ULT is due (`find::START_WAIT`
+    /// since the last one); if so, the next one is due that long from now.
     #[cold]
     fn starvation_turn_due(&mut self) -> bool {
         let now = crate::sync::ticks();
