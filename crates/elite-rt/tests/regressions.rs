@@ -184,7 +184,7 @@ fn ping_pong_until_stopped(stopper: impl FnOnce(Arc<AtomicBool>) -> elite_rt::Jo
 /// every 64th round once: 1024 ULTs spawned ahead of the groups that give them work
 /// (`elite-bench affinity`) were then started one per 64 runs into the running group's cache,
 /// each to read its data and block until its group got going, by when that data was evicted
-/// (every policy's rate lost a sixth to a quarter). Here a pair that keeps each other ready for
+/// (No Affinity lost a fifth of its rate there, the affinity policies a tenth). Here a pair that keeps each other ready for
 /// 100 000 round trips (most of them hand-offs that skip the loop, but the loop still goes round
 /// dozens of 64-round periods) may see spawned ULTs start only at the turns the time elapsed
 /// allows, plus the one due at once.
