@@ -184,10 +184,10 @@ fn ping_pong_until_stopped(stopper: impl FnOnce(Arc<AtomicBool>) -> elite_rt::Jo
 /// every 64th round once: 1024 ULTs spawned ahead of the groups that give them work
 /// (`elite-bench affinity`) were then started one per 64 runs into the running group's cache,
 /// each to read its data and block until its group got going, by when that data was evicted
-/// (No Affinity lost a fifth of its rate there, the affinity policies a tenth). Here a pair that keeps each other ready for
-/// 100 000 round trips (most of them hand-offs that skip the loop, but the loop still goes round
-/// dozens of 64-round periods) may see spawned ULTs start only at the turns the time elapsed
-/// allows, plus the one due at once.
+/// (No Affinity lost a fifth of its rate there at 1 processor, the other policies 6% to 10%).
+/// Here a pair that keeps each other ready for 100 000 round trips (most of them hand-offs that
+/// skip the loop, but the loop still goes round dozens of 64-round periods) may see spawned ULTs
+/// start only at the turns the time elapsed allows, plus the one due at once.
 #[test]
 fn the_starvation_turn_starts_spawned_ults_at_most_once_per_wait() {
     use std::sync::atomic::AtomicUsize;
