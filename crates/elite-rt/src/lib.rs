@@ -41,10 +41,11 @@
 //! its pools.
 //!
 //! A processor runs the ready ULTs already started before it starts a new one from its
-//! start-queue (but for one after a yield, which lets a newcomer in), so a program that spawns its ULTs ahead of the work that gives them something to do runs the
-//! started ones on a cache they keep to themselves; a spawned ULT still starts within about
-//! 10 ms while ready ULTs keep its processor busy (the loop's starvation turn), and sooner where
-//! another processor is idle. Idle processors take work from start-queues (own, node, global),
+//! start-queue (but for one after a yield, which lets a newcomer in), so a program that spawns
+//! its ULTs ahead of the work that gives them something to do runs the started ones on a cache
+//! they keep to themselves. While ready ULTs keep a processor busy, it still starts one of its
+//! spawned ULTs about every 10 ms (the loop's starvation turn); an idle processor takes them
+//! sooner. Idle processors take work from start-queues (own, node, global),
 //! then steal from the processors of their node, then from all others, and finally park;
 //! [`Runtime::stats`] counts every one of these paths.
 //!

@@ -1271,7 +1271,7 @@ impl Run {
 
     /// Adds an exploration's medians (`measured`: whether each candidate was measured; `full`:
     /// a full exploration rather than a probe) to the memory, and returns each candidate's
-    /// rate pooled over the remembered explorations ([`Memory::add`]); `None` without a key.
+    /// rate pooled over the remembered explorations ([`pool`]); `None` without a key.
     /// A phase change, or a change of unit, forgets the explorations before it (they measured
     /// another workload, or in other units); the first full exploration forgets the probes
     /// (their epochs were one per candidate, and the full one's medians outrank them).

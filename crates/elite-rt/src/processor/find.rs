@@ -89,15 +89,16 @@ impl Avoidance {
     }
 }
 
-/// Rounds of the loop between two starvation turns (`take_ready`): the runqueue's lowest ULT
-/// goes first at each, a start-queue entry at those [`START_WAIT`] apart.
+/// Rounds of the loop between two starvation turns (`take_ready`): at each, a start-queue entry
+/// goes first if [`START_WAIT`] has passed since the last turn that took one, else the
+/// runqueue's lowest ULT.
 const START_TURN: u32 = 64;
 
 /// The least time between two starvation turns that start a never-started ULT (`take_ready`):
-/// about the longest one waits on a processor that ready ULTs keep busy without a pause (another
-/// processor that runs dry steals it sooner). A bound on a wait, not a cost traded against
-/// another, so one figure serves every host: Go's scheduler preempts a goroutine that ran this
-/// long.
+/// on a processor that ready ULTs keep busy without a pause, its never-started ULTs start one
+/// per this period (another processor that runs dry steals them sooner). A bound on a wait, not
+/// a cost traded against another, so one figure serves every host: Go's scheduler preempts a
+/// goroutine that ran this long.
 pub(super) const START_WAIT: Duration = Duration::from_millis(10);
 
 impl Processor {
