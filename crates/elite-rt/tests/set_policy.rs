@@ -405,7 +405,7 @@ fn auto_remembers_its_choice_for_the_next_runtime() {
                 .filter(|&(i, d)| {
                     let top = d.rates.iter().map(|r| r.1).fold(0.0, f64::max);
                     match d.reason {
-                        AutoReason::Recheck | AutoReason::PhaseChange => true,
+                        AutoReason::Recheck | AutoReason::Unconfirmed | AutoReason::PhaseChange => true,
                         AutoReason::Explored if Some(i) == first_probe && d.policy != "virtual-time" => false,
                         AutoReason::Explored => {
                             d.policy == "no-affinity" || d.rates.iter().any(|r| r.0 == d.policy && r.1 == top)

@@ -161,8 +161,14 @@
 //!    each re-check that keeps the policy doubles that wait (up to 64 times), so a steady
 //!    program pays less and less; but not one whose own medians chose another policy and was
 //!    outvoted by the remembered ones (it doubts the choice: the next re-check comes after
-//!    the first wait, and settles it). Either way it explores only with two candidates or more left
-//!    to measure (see 2).
+//!    the first wait, and settles it). A re-check that chooses another candidate than the one in
+//!    force does not put it in force yet ([`AutoReason::Unconfirmed`]): it waits the first wait
+//!    again, and the next re-check puts that candidate in force only if it chooses the same one
+//!    (an exploration measures each candidate in a few epochs, and a program whose rate swings over
+//!    stretches longer than an epoch, its groups of work, its start, its end, can favour any of
+//!    them in one; two in a row that agree by chance are much rarer). A phase change's
+//!    exploration, and the first one, put their choice in force at once. Either way it explores
+//!    only with two candidates or more left to measure (see 2).
 //!
 //! # Carrying a choice to the next runtime
 //!
@@ -258,7 +264,9 @@
 //! * **Noise.** On a shared machine an epoch can lose a few milliseconds to another program; the
 //!   median of the rounds and the margin keep a single bad epoch from deciding, not a sustained
 //!   disturbance during one candidate's epochs. Longer epochs ([`Auto::epoch`]) and more rounds
-//!   trade exploration time for steadier choices.
+//!   trade exploration time for steadier choices. The other side of re-checks that must agree
+//!   twice: a program that changes gradually, without a phase change, keeps the policy in force
+//!   for one wait more than it needs.
 //! * **A key shared by different workloads.** A remembered choice is trusted until a re-check
 //!   or a phase change: a key given to jobs of another kind (or the same jobs on input that
 //!   behaves otherwise) starts them under a choice made for something else, and with the
@@ -508,6 +516,10 @@ pub enum AutoReason {
     PhaseChange,
     /// The best of a periodic re-check (within the budget).
     Recheck,
+    /// A periodic re-check that chose another candidate than the one in force, which stays until
+    /// the next re-check chooses that same candidate (see [the module docs](self#how-it-decides),
+    /// 4): one exploration's epochs may have fallen on stretches of the program that favoured it.
+    Unconfirmed,
     /// The choice remembered under [`Auto::remember`]'s key, at start, before any
     /// measurement (a warm start).
     Remembered,
@@ -524,6 +536,7 @@ impl fmt::Display for AutoReason {
             AutoReason::Explored => "explored",
             AutoReason::PhaseChange => "phase change",
             AutoReason::Recheck => "re-check",
+            AutoReason::Unconfirmed => "re-check, unconfirmed",
             AutoReason::Remembered => "remembered",
             AutoReason::Locality => "locality",
         })
@@ -722,6 +735,9 @@ struct Run {
     bar: usize,
     /// The time the probe and the explorations took so far.
     spent: Duration,
+    /// The candidate the last re-check chose over the one in force, which the next re-check
+    /// must choose again to be put in force ([`AutoReason::Unconfirmed`]).
+    challenger: Option<usize>,
 }
 
 /// A count of progress at an instant.
@@ -750,6 +766,7 @@ impl Run {
             hardware,
             bar,
             spent: Duration::ZERO,
+            challenger: None,
         }
     }
 
@@ -779,7 +796,8 @@ impl Run {
         if !self.put_in_force(i) {
             return Err(());
         }
-        self.remember_choice(i);
+        self.challenger = None;
+        self.remember_choice(i, None);
         self.log.push(AutoDecision {
             at: self.began.elapsed(),
             policy: self.auto.candidates[i].name(),
@@ -907,9 +925,11 @@ impl Run {
     }
 
     /// Explores every candidate, puts the best in force and logs why; the index of the policy put
-    /// in force (chosen on the pooled rates where the selector remembers) and of the one this
-    /// exploration's own medians chose.
-    fn explore(&mut self, reason: AutoReason) -> Result<(usize, usize), ()> {
+    /// in force (chosen on the pooled rates where the selector remembers), of the one this
+    /// exploration's own medians chose, and the reason logged. A re-check that chooses another
+    /// candidate than `incumbent`, the one in force, keeps `incumbent` unless the re-check before
+    /// chose that same candidate ([`confirm_recheck`]).
+    fn explore(&mut self, reason: AutoReason, incumbent: usize) -> Result<(usize, usize, AutoReason), ()> {
         let n = self.auto.candidates.len();
         let started = Instant::now();
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -957,11 +977,19 @@ impl Run {
         let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
         let measured: Vec<bool> = samples.iter().map(|s| !s.is_empty()).collect();
         let own = choose(&medians, self.auto.margin);
-        let best = match self.remember_exploration(&medians, &measured, reason, true) {
+        let chosen = match self.remember_exploration(&medians, &measured, reason, true) {
             Some(pooled) => choose(&pooled, self.auto.margin),
             None => own,
         };
-        self.remember_choice(best);
+        let (best, reason) = if reason == AutoReason::Recheck {
+            let (best, challenger) = confirm_recheck(chosen, incumbent, self.challenger);
+            self.challenger = challenger;
+            (best, if challenger.is_some() { AutoReason::Unconfirmed } else { reason })
+        } else {
+            self.challenger = None;
+            (chosen, reason)
+        };
+        self.remember_choice(best, self.challenger);
         if !self.put_in_force(best) {
             return Err(());
         }
@@ -976,7 +1004,7 @@ impl Run {
             rates: names.zip(medians.iter().copied()).collect(),
             explored_for: took,
         });
-        Ok((best, own))
+        Ok((best, own, reason))
     }
 
     /// Rates over `count` back-to-back ticks of `tick` under what is in force, in the current
@@ -1099,7 +1127,8 @@ impl Run {
         // re-probe must not carry it to the next.
         if rates.iter().all(|&r| r <= rates[best]) && !(provisional && best != lead) {
             self.remember_exploration(&rates, &measured, AutoReason::Explored, false);
-            self.remember_choice(best);
+            self.challenger = None;
+            self.remember_choice(best, None);
         }
         let names = self.auto.candidates.iter().map(Policy::name);
         self.log.push(AutoDecision {
@@ -1168,6 +1197,7 @@ impl Run {
                 // goes on from where the runtimes before this one left it.
                 self.span = memory.span;
                 self.reported = memory.unit == ProgressUnit::Reported;
+                self.challenger = memory.challenger;
                 if !self.put_in_force(memory.choice) {
                     return Err(());
                 }
@@ -1222,7 +1252,7 @@ impl Run {
             // (The first exploration is `Explored`, whatever brought it.)
             let reason = if explored { reason } else { AutoReason::Explored };
             explored = true;
-            let (now, own) = self.explore(reason)?;
+            let (now, own, reason) = self.explore(reason, best)?;
             backoff = next_backoff(backoff, reason, best, now, own);
             best = now;
             self.remember_quiet(Duration::ZERO, backoff);
@@ -1259,6 +1289,7 @@ impl Run {
                     explorations: Vec::new(),
                     full: false,
                     choice: 0,
+                    challenger: None,
                     quiet: Duration::ZERO,
                     backoff: 1,
                     span: self.span,
@@ -1294,9 +1325,10 @@ impl Run {
         })
     }
 
-    /// Remembers `choice` as the policy settled on.
-    fn remember_choice(&self, choice: usize) {
-        self.with_memory(|m| m.choice = choice);
+    /// Remembers `choice` as the policy settled on, and the `challenger` a re-check chose over
+    /// it, if any.
+    fn remember_choice(&self, choice: usize, challenger: Option<usize>) {
+        self.with_memory(|m| (m.choice, m.challenger) = (choice, challenger));
     }
 
     /// Remembers the time under the choice since the last exploration and the re-check's
@@ -1707,11 +1739,27 @@ fn decided(samples: &mut [Vec<f64>], alive: &[bool], margin: f64) -> bool {
     running.iter().filter(|&&i| i != best).all(|&i| samples[i].iter().all(|&r| r < slowest))
 }
 
+/// What a re-check that chose `chosen` puts in force, `incumbent` being in force and `challenger`
+/// what the re-check before chose over it (`None` if that one kept it), and the challenger after
+/// it. Only two re-checks in a row that choose the same other candidate put it in force: an
+/// exploration measures each candidate in a few epochs, and in a program whose rate swings over
+/// longer stretches than an epoch (its groups of work, its start, its end) those can favour any
+/// one of them. A re-check that chooses another than `incumbent` for the first time keeps
+/// `incumbent` and is the new challenger's ([`AutoReason::Unconfirmed`]).
+fn confirm_recheck(chosen: usize, incumbent: usize, challenger: Option<usize>) -> (usize, Option<usize>) {
+    if chosen == incumbent || challenger == Some(chosen) {
+        (chosen, None)
+    } else {
+        (incumbent, Some(chosen))
+    }
+}
+
 /// The re-check's back-off after an exploration for `reason` that put `now` in force where
 /// `before` was, its own medians choosing `own`: a re-check that keeps the policy doubles the
 /// wait before the next (up to 64 times), unless its own medians chose another (the memory's
 /// pooled rates outvoted them): that one doubts the choice, and the next re-check, soon,
-/// settles it. Any other exploration starts the wait over (1).
+/// settles it. Any other exploration (an unconfirmed re-check included: the next one confirms or
+/// drops its choice) starts the wait over (1).
 fn next_backoff(backoff: u32, reason: AutoReason, before: usize, now: usize, own: usize) -> u32 {
     match reason {
         AutoReason::Recheck if now == before && own == now => (backoff * 2).min(64),
@@ -1740,6 +1788,8 @@ struct Memory {
     full: bool,
     /// The candidate settled on last.
     choice: usize,
+    /// The candidate the last re-check chose over `choice`, if it did ([`AutoReason::Unconfirmed`]).
+    challenger: Option<usize>,
     /// The time under `choice` since the last exploration, summed over the runtimes.
     quiet: Duration,
     /// The re-check's back-off factor then.
@@ -2100,6 +2150,7 @@ mod tests {
             explorations: Vec::new(),
             full: false,
             choice: 0,
+            challenger: None,
             quiet: Duration::ZERO,
             backoff: 1,
             span: Duration::from_millis(5),
@@ -2135,6 +2186,24 @@ mod tests {
         }
         assert_eq!(m.explorations.len(), REMEMBERED_EXPLORATIONS);
         assert_eq!(choose(&pool(&m.explorations, 3), 0.02), 2);
+    }
+
+    /// A re-check leaves the policy in force only for the candidate the re-check before chose.
+    #[test]
+    fn a_recheck_leaves_the_policy_only_when_the_one_before_agrees() {
+        // Virtual-time (1) in force: a re-check that keeps it has nothing to confirm.
+        assert_eq!(confirm_recheck(1, 1, None), (1, None));
+        // One that chooses no-affinity (0) keeps virtual-time; the next that chooses it again
+        // puts it in force.
+        assert_eq!(confirm_recheck(0, 1, None), (1, Some(0)));
+        assert_eq!(confirm_recheck(0, 1, Some(0)), (0, None));
+        // One that chooses another challenger starts over with it; one that chooses the
+        // candidate in force drops the challenger.
+        assert_eq!(confirm_recheck(3, 1, Some(0)), (1, Some(3)));
+        assert_eq!(confirm_recheck(1, 1, Some(3)), (1, None));
+        assert_eq!(confirm_recheck(3, 1, None), (1, Some(3)));
+        // The re-check's back-off starts over after an unconfirmed one (the next one is soon).
+        assert_eq!(next_backoff(8, AutoReason::Unconfirmed, 1, 1, 0), 1);
     }
 
     /// A re-check doubles the wait only when it kept the policy *and* its own medians agreed.
