@@ -278,6 +278,8 @@ pub(crate) struct Processor {
     budget_on: bool,
     // Copies of configuration read on the hot paths (one load instead of two).
     central: bool,
+    /// The runtime's only processor: no thief takes from its start-queue (`pop_start`).
+    alone: bool,
     /// `config.gather_locks && !config.central` (see `sync::mutex::gather`).
     pub(crate) gather_locks: bool,
     check_canary: bool,
@@ -363,6 +365,7 @@ impl Processor {
             budget_turn: c.coop_budget.unwrap_or(u32::MAX),
             budget_on: c.coop_budget.is_some(),
             central: c.central,
+            alone: shared.processors.len() == 1,
             gather_locks: c.gather_locks && !c.central,
             check_canary,
             hooked: Cell::new(hooked),

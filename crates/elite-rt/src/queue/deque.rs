@@ -21,6 +21,8 @@
 //!                                       t >  b - 1 -> a thief took it: bottom = b; empty
 //! steal (thief): t = top (Acquire); fence(SeqCst); b = bottom (Acquire); t >= b -> empty
 //!                e = slot[t]; CAS top t -> t + 1: won -> e, lost -> retry
+//! pop_unstolen (owner, a deque no thief takes from: the only processor's):
+//!                b = bottom; t = top; b - t == 0 -> empty; bottom = b - 1; entry b - 1
 //! take_oldest (owner, a full deque spilling down a level):
 //!                t = top; b = bottom; k = min(b - t, max); k == 0 -> none
 //!                e[0..k] = slot[t..t + k]; CAS top t -> t + k: won -> e[0..k], lost -> retry
@@ -43,6 +45,10 @@
 //! it; the pop's stores of `bottom` (lowering it, restoring it) are `Release` too, since a thief
 //! may read those values instead and must still see the entries below them (with `Relaxed` there,
 //! the loom model `loom_models::deque` loses an entry). The owner's own pop needs no ordering.
+//!
+//! A runtime of one processor has no thieves: its processor pops with `pop_unstolen`, which
+//! claims nothing (only the owner moves `top` and `bottom` there), saving the CAS that is most of
+//! a spawn-join's pop.
 //!
 //! Unlike `crossbeam_deque::Worker`: no fence on a pop of the last entry (the spawn-join case), no
 //! buffer growth or epoch reclamation (the queue is bounded anyway).
@@ -181,6 +187,28 @@ impl<N> Deque<N> {
             && self.top.compare_exchange(t, t.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed).is_ok();
         self.bottom.store(b, Ordering::Release);
         won.then(|| self.slots[b1 & self.mask].load(Ordering::Relaxed))
+    }
+
+    /// Takes the newest entry of a deque that no thief takes from (the start-queue of a runtime's
+    /// only processor): [`Deque::pop`] without the CAS on `top` for a last entry, the pop of a
+    /// spawn joined at once, and without the fence for others.
+    ///
+    /// # Safety
+    ///
+    /// Only the owner calls this, and no thread calls [`Deque::steal`] on this deque for as long
+    /// as it lives: then the owner alone moves `top` (by [`Deque::take_oldest`]) and `bottom`,
+    /// and the entry below `bottom` is its own. A concurrent steal could take the same entry.
+    #[inline]
+    pub(crate) unsafe fn pop_unstolen(&self) -> Option<*mut N> {
+        let b = self.bottom.load(Ordering::Relaxed);
+        let t = self.top.load(Ordering::Relaxed);
+        if b.wrapping_sub(t) as isize <= 0 {
+            return None;
+        }
+        let b1 = b.wrapping_sub(1);
+        // (Release, as every store of `bottom`; a plain store on x86-64. No thief reads it.)
+        self.bottom.store(b1, Ordering::Release);
+        Some(self.slots[b1 & self.mask].load(Ordering::Relaxed))
     }
 
     /// The newest entry, the one the owner's next pop would take, without taking it: a hint for a
@@ -347,6 +375,35 @@ mod tests {
         assert_eq!(d.peek_newest(), None);
         assert_eq!(d.steal(), Stolen::Empty);
         assert!(d.is_empty());
+    }
+
+    /// The pop of a deque no thief takes from: the same entries, newest first, with pushes,
+    /// `take_oldest` and the ordinary pop mixed in, around the ring more than once.
+    #[test]
+    fn pop_unstolen_takes_what_pop_would() {
+        let d: Deque<u8> = Deque::new(4);
+        // SAFETY (of each `pop_unstolen` below): this test's thread is the owner and nothing
+        // steals from `d`.
+        let pop = || unsafe { d.pop_unstolen() };
+        for round in 0..3 {
+            assert_eq!(pop(), None);
+            assert!(d.push(p(1)).is_ok());
+            assert_eq!(pop(), Some(p(1)), "round {round}");
+            for i in 2..=5 {
+                assert!(d.push(p(i)).is_ok());
+            }
+            assert_eq!(d.push(p(6)), Err(p(6)));
+            assert_eq!(pop(), Some(p(5)));
+            let mut buf = [ptr::null_mut(); 1];
+            assert_eq!(d.take_oldest(&mut buf), 1);
+            assert_eq!(buf[0], p(2));
+            assert!(d.push(p(7)).is_ok());
+            assert_eq!(d.pop(), Some(p(7)));
+            assert_eq!(pop(), Some(p(4)));
+            assert_eq!(d.len(), 1);
+            assert_eq!(pop(), Some(p(3)));
+            assert!(d.is_empty());
+        }
     }
 
     #[test]
