@@ -382,9 +382,10 @@ mod tests {
     #[test]
     fn pop_unstolen_takes_what_pop_would() {
         let d: Deque<u8> = Deque::new(4);
-        // SAFETY (of each `pop_unstolen` below): this test's thread is the owner and nothing
-        // steals from `d`.
-        let pop = || unsafe { d.pop_unstolen() };
+        let pop = || {
+            // SAFETY: this test's thread is the owner and nothing steals from `d`.
+            unsafe { d.pop_unstolen() }
+        };
         for round in 0..3 {
             assert_eq!(pop(), None);
             assert!(d.push(p(1)).is_ok());
