@@ -26,7 +26,7 @@ fn steal_all(d: &Deque<Node>) -> Vec<NodeRef> {
 /// second push), while `thieves` threads steal; then the owner pops the rest.
 fn owner_and_thieves(pushes: usize, thieves: usize) {
     let nodes = Nodes::new(pushes);
-    let d = Arc::new(Deque::<Node>::new(2));
+    let d = Arc::new(Deque::<Node>::new(2, true));
     let handles: Vec<_> = (0..thieves)
         .map(|_| {
             let d = Arc::clone(&d);
@@ -204,7 +204,7 @@ fn thief_stealing(d: &Arc<Deque<Node>>, steals: usize) -> thread::JoinHandle<Vec
 /// order), as a model's owner finds them before the thieves start.
 fn filled(nodes: usize, cap: usize, pushed: usize) -> (Arc<Nodes>, Arc<Deque<Node>>) {
     let all = Nodes::new(nodes);
-    let d = Arc::new(Deque::<Node>::new(cap));
+    let d = Arc::new(Deque::<Node>::new(cap, true));
     for id in 0..pushed {
         all.publish(id, 0);
         d.push(all.get(id).as_ptr()).unwrap();

@@ -115,7 +115,7 @@ fn levels(spawns: [&'static [usize]; 2], takes: [usize; 2]) {
     let count = spawns.iter().map(|s| s.len()).sum();
     let nodes = Nodes::new(count);
     let levels = Levels::new();
-    let deques = [Arc::new(Deque::<Node>::new(LIMIT)), Arc::new(Deque::<Node>::new(LIMIT))];
+    let deques = [Arc::new(Deque::<Node>::new(LIMIT, true)), Arc::new(Deque::<Node>::new(LIMIT, true))];
     let handles: Vec<_> = (0..2)
         .map(|i| {
             let p = Processor { own: Arc::clone(&deques[i]), levels: Arc::clone(&levels) };

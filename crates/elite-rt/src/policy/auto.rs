@@ -796,8 +796,7 @@ impl Run {
         if !self.put_in_force(i) {
             return Err(());
         }
-        self.challenger = None;
-        self.remember_choice(i, None);
+        self.remember_choice(i);
         self.log.push(AutoDecision {
             at: self.began.elapsed(),
             policy: self.auto.candidates[i].name(),
@@ -981,15 +980,13 @@ impl Run {
             Some(pooled) => choose(&pooled, self.auto.margin),
             None => own,
         };
-        let (best, reason) = if reason == AutoReason::Recheck {
-            let (best, challenger) = confirm_recheck(chosen, incumbent, self.challenger);
-            self.challenger = challenger;
-            (best, if challenger.is_some() { AutoReason::Unconfirmed } else { reason })
-        } else {
-            self.challenger = None;
-            (chosen, reason)
+        let (best, challenger) = match reason {
+            AutoReason::Recheck => confirm_recheck(chosen, incumbent, self.challenger),
+            _ => (chosen, None),
         };
-        self.remember_choice(best, self.challenger);
+        self.challenger = challenger;
+        let reason = if challenger.is_some() { AutoReason::Unconfirmed } else { reason };
+        self.remember_choice(best);
         if !self.put_in_force(best) {
             return Err(());
         }
@@ -1127,8 +1124,7 @@ impl Run {
         // re-probe must not carry it to the next.
         if rates.iter().all(|&r| r <= rates[best]) && !(provisional && best != lead) {
             self.remember_exploration(&rates, &measured, AutoReason::Explored, false);
-            self.challenger = None;
-            self.remember_choice(best, None);
+            self.remember_choice(best);
         }
         let names = self.auto.candidates.iter().map(Policy::name);
         self.log.push(AutoDecision {
@@ -1325,9 +1321,10 @@ impl Run {
         })
     }
 
-    /// Remembers `choice` as the policy settled on, and the `challenger` a re-check chose over
-    /// it, if any.
-    fn remember_choice(&self, choice: usize, challenger: Option<usize>) {
+    /// Remembers `choice` as the policy settled on, with the challenger a re-check chose over it,
+    /// if any (`self.challenger`).
+    fn remember_choice(&self, choice: usize) {
+        let challenger = self.challenger;
         self.with_memory(|m| (m.choice, m.challenger) = (choice, challenger));
     }
 

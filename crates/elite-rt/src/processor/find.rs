@@ -239,16 +239,7 @@ impl Processor {
     #[inline]
     pub(super) fn pop_start(&self) -> Option<TcbRef> {
         let start = &self.remote().start;
-        let t = if self.alone {
-            // SAFETY: this processor is the runtime's only one, and only processors steal from a
-            // start-queue (`steal_start`, from the victims the places give, never the thief
-            // itself): no thread steals from this deque while it lives; the processor's thread
-            // is its owner.
-            unsafe { start.pop_unstolen() }
-        } else {
-            start.pop()
-        };
-        let t = TcbRef::from_ptr(t?);
+        let t = TcbRef::from_ptr(start.pop()?);
         // The entry the next pop would take: its lines arrive while this one starts (a burst of
         // spawns is started newest first, one after the other).
         if let Some(n) = start.peek_newest() {

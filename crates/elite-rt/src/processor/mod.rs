@@ -144,12 +144,13 @@ pub(crate) fn served_runq<'a>(
 
 impl Remote {
     /// The shared part of a processor of node `node`; `stealable`: the runtime has other
-    /// processors, which may take a ULT stranded in its `next` slot.
+    /// processors, which may take a ULT stranded in its `next` slot or steal from its
+    /// start-queue.
     pub(crate) fn new(node: usize, start_limit: usize, stealable: bool) -> Remote {
         Remote {
             node,
             name: AtomicUsize::new(0),
-            start: Deque::new(start_limit),
+            start: Deque::new(start_limit, stealable),
             wakeup: CachePadded::new(WakeupStack::new()),
             cleanup: CachePadded::new(CleanupStack::new()),
             runq: CachePadded::new(RunQueue::new()),
@@ -278,8 +279,6 @@ pub(crate) struct Processor {
     budget_on: bool,
     // Copies of configuration read on the hot paths (one load instead of two).
     central: bool,
-    /// The runtime's only processor: no thief takes from its start-queue (`pop_start`).
-    alone: bool,
     /// `config.gather_locks && !config.central` (see `sync::mutex::gather`).
     pub(crate) gather_locks: bool,
     check_canary: bool,
@@ -365,7 +364,6 @@ impl Processor {
             budget_turn: c.coop_budget.unwrap_or(u32::MAX),
             budget_on: c.coop_budget.is_some(),
             central: c.central,
-            alone: shared.processors.len() == 1,
             gather_locks: c.gather_locks && !c.central,
             check_canary,
             hooked: Cell::new(hooked),

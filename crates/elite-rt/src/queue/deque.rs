@@ -21,8 +21,9 @@
 //!                                       t >  b - 1 -> a thief took it: bottom = b; empty
 //! steal (thief): t = top (Acquire); fence(SeqCst); b = bottom (Acquire); t >= b -> empty
 //!                e = slot[t]; CAS top t -> t + 1: won -> e, lost -> retry
-//! pop_unstolen (owner, a deque no thief takes from: the only processor's):
-//!                b = bottom; t = top; b - t == 0 -> empty; bottom = b - 1; entry b - 1
+//! a deque made without thieves (the only processor's; `stealable` false):
+//!   pop (owner): b = bottom; t = top; b - t == 0 -> empty; bottom = b - 1; entry b - 1
+//!   steal:       empty, always
 //! take_oldest (owner, a full deque spilling down a level):
 //!                t = top; b = bottom; k = min(b - t, max); k == 0 -> none
 //!                e[0..k] = slot[t..t + k]; CAS top t -> t + k: won -> e[0..k], lost -> retry
@@ -46,9 +47,10 @@
 //! may read those values instead and must still see the entries below them (with `Relaxed` there,
 //! the loom model `loom_models::deque` loses an entry). The owner's own pop needs no ordering.
 //!
-//! A runtime of one processor has no thieves: its processor pops with `pop_unstolen`, which
-//! claims nothing (only the owner moves `top` and `bottom` there), saving the CAS that is most of
-//! a spawn-join's pop.
+//! A runtime of one processor has no thieves: its start-queue is made without them
+//! (`Deque::new` with `stealable` false), and its pop claims nothing (only the owner moves `top` and `bottom`
+//! there), saving the CAS that is most of a spawn-join's pop; a steal from it finds it empty, so
+//! no caller can break that, as the `next` slot's `stealable` does for its take.
 //!
 //! Unlike `crossbeam_deque::Worker`: no fence on a pop of the last entry (the spawn-join case), no
 //! buffer growth or epoch reclamation (the queue is bounded anyway).
@@ -83,6 +85,9 @@ pub(crate) struct Deque<N> {
     top_seen: Cell<usize>,
     mask: usize,
     slots: Box<[AtomicPtr<N>]>,
+    /// Whether a thief may come at all (fixed when the deque is made): without, the owner's pop
+    /// claims nothing and a steal finds nothing.
+    stealable: bool,
 }
 
 // SAFETY: the deque holds addresses only; what may be done with the nodes is the caller's protocol
@@ -93,8 +98,10 @@ unsafe impl<N> Send for Deque<N> {}
 unsafe impl<N> Sync for Deque<N> {}
 
 impl<N> Deque<N> {
-    /// A deque holding up to `limit` entries (at most [`MAX_CAPACITY`]); see [`Deque::capacity`].
-    pub(crate) fn new(limit: usize) -> Deque<N> {
+    /// A deque holding up to `limit` entries (at most [`MAX_CAPACITY`]; see [`Deque::capacity`]),
+    /// with thieves or without (`stealable` false: a steal finds it empty, and the owner's pop
+    /// claims nothing; the start-queue of a runtime's only processor).
+    pub(crate) fn new(limit: usize, stealable: bool) -> Deque<N> {
         let cap = limit.clamp(1, MAX_CAPACITY).next_power_of_two();
         Deque {
             top: CachePadded::new(AtomicUsize::new(0)),
@@ -102,6 +109,7 @@ impl<N> Deque<N> {
             top_seen: Cell::new(0),
             mask: cap - 1,
             slots: (0..cap).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            stealable,
         }
     }
 
@@ -159,6 +167,13 @@ impl<N> Deque<N> {
         if len <= 0 {
             return None;
         }
+        if !self.stealable {
+            // (No thief: the entry below `bottom` is the owner's. Release, as every store of
+            // `bottom`; a plain store on x86-64.)
+            let b1 = b.wrapping_sub(1);
+            self.bottom.store(b1, Ordering::Release);
+            return Some(self.slots[b1 & self.mask].load(Ordering::Relaxed));
+        }
         if len == 1 {
             // The last entry: claim it as a thief would.
             let n = self.slots[t & self.mask].load(Ordering::Relaxed);
@@ -187,28 +202,6 @@ impl<N> Deque<N> {
             && self.top.compare_exchange(t, t.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed).is_ok();
         self.bottom.store(b, Ordering::Release);
         won.then(|| self.slots[b1 & self.mask].load(Ordering::Relaxed))
-    }
-
-    /// Takes the newest entry of a deque that no thief takes from (the start-queue of a runtime's
-    /// only processor): [`Deque::pop`] without the CAS on `top` for a last entry, the pop of a
-    /// spawn joined at once, and without the fence for others.
-    ///
-    /// # Safety
-    ///
-    /// Only the owner calls this, and no thread calls [`Deque::steal`] on this deque for as long
-    /// as it lives: then the owner alone moves `top` (by [`Deque::take_oldest`]) and `bottom`,
-    /// and the entry below `bottom` is its own. A concurrent steal could take the same entry.
-    #[inline]
-    pub(crate) unsafe fn pop_unstolen(&self) -> Option<*mut N> {
-        let b = self.bottom.load(Ordering::Relaxed);
-        let t = self.top.load(Ordering::Relaxed);
-        if b.wrapping_sub(t) as isize <= 0 {
-            return None;
-        }
-        let b1 = b.wrapping_sub(1);
-        // (Release, as every store of `bottom`; a plain store on x86-64. No thief reads it.)
-        self.bottom.store(b1, Ordering::Release);
-        Some(self.slots[b1 & self.mask].load(Ordering::Relaxed))
     }
 
     /// The newest entry, the one the owner's next pop would take, without taking it: a hint for a
@@ -251,6 +244,9 @@ impl<N> Deque<N> {
     /// Takes the oldest entry. Any thread may call this.
     #[inline]
     pub(crate) fn steal(&self) -> Stolen<N> {
+        if !self.stealable {
+            return Stolen::Empty; // (made without thieves: its entries are the owner's)
+        }
         let t = self.top.load(Ordering::Acquire);
         fence(Ordering::SeqCst);
         let b = self.bottom.load(Ordering::Acquire);
@@ -290,7 +286,7 @@ mod tests {
         use std::time::Instant;
         const PUSH_POPS: usize = 2_000_000;
         const SPILLS: usize = 20_000;
-        let own: Deque<u8> = Deque::new(256);
+        let own: Deque<u8> = Deque::new(256, true);
         let mut buffer = vec![ptr::null_mut::<u8>(); 128];
         let worker = crossbeam_deque::Worker::<usize>::new_lifo();
         let stealer = worker.stealer();
@@ -359,7 +355,7 @@ mod tests {
 
     #[test]
     fn lifo_for_the_owner_fifo_for_thieves_and_bounded() {
-        let d: Deque<u8> = Deque::new(3);
+        let d: Deque<u8> = Deque::new(3, true);
         assert_eq!(d.capacity(), 4);
         for i in 1..=4 {
             assert!(d.push(p(i)).is_ok());
@@ -377,15 +373,12 @@ mod tests {
         assert!(d.is_empty());
     }
 
-    /// The pop of a deque no thief takes from: the same entries, newest first, with pushes,
-    /// `take_oldest` and the ordinary pop mixed in, around the ring more than once.
+    /// The pop of a deque made without thieves: the same entries as a deque with them, newest
+    /// first, with pushes and `take_oldest` mixed in, around the ring more than once.
     #[test]
-    fn pop_unstolen_takes_what_pop_would() {
-        let d: Deque<u8> = Deque::new(4);
-        let pop = || {
-            // SAFETY: this test's thread is the owner and nothing steals from `d`.
-            unsafe { d.pop_unstolen() }
-        };
+    fn a_deque_without_thieves_pops_what_one_with_them_would() {
+        let d: Deque<u8> = Deque::new(4, false);
+        let pop = || d.pop();
         for round in 0..3 {
             assert_eq!(pop(), None);
             assert!(d.push(p(1)).is_ok());
@@ -409,7 +402,7 @@ mod tests {
 
     #[test]
     fn take_oldest_takes_from_the_thieves_end() {
-        let d: Deque<u8> = Deque::new(8);
+        let d: Deque<u8> = Deque::new(8, true);
         for i in 1..=6 {
             assert!(d.push(p(i)).is_ok());
         }
@@ -427,7 +420,7 @@ mod tests {
     #[test]
     fn a_stolen_and_popped_stream_loses_and_duplicates_nothing() {
         use std::sync::atomic::AtomicBool;
-        let d: std::sync::Arc<Deque<u8>> = std::sync::Arc::new(Deque::new(64));
+        let d: std::sync::Arc<Deque<u8>> = std::sync::Arc::new(Deque::new(64, true));
         let done = std::sync::Arc::new(AtomicBool::new(false));
         // Miri runs every interleaving it picks slowly: a shorter stream still wraps the ring.
         const N: usize = if cfg!(miri) { 500 } else { 200_000 };
