@@ -565,6 +565,21 @@ fn a_woken_ult_runs_before_a_round_robin_of_yielders() {
 /// the root, a ULT on `r`, releases `B`: a hand-off across processors. Returns whether `B` ran
 /// on `r`, its waker's processor, after the release (else it ran at home, on `o`).
 fn follows_its_waker(policy: Policy, footprint: usize, disturb: bool) -> bool {
+    // Where `B` runs shows the rule's answer unless an idle processor moved it after the
+    // hand-off: took it from the waker's `next` slot while the kernel held the root's OS thread
+    // between its release and its join (a stranded ULT, rightly rescued), or stole it. Such a
+    // run says nothing of the rule, so it is run again (a busy test host, as under a sanitizer).
+    for _ in 0..20 {
+        if let Some(followed) = hand_off_once(policy.clone(), footprint, disturb) {
+            return followed;
+        }
+    }
+    panic!("every hand-off of 20 was moved by a rescue or a steal")
+}
+
+/// One hand-off scenario of [`follows_its_waker`]: whether `B` ran beside its waker, or `None`
+/// when a processor rescued or stole a ULT between the hand-off and `B`'s end.
+fn hand_off_once(policy: Policy, footprint: usize, disturb: bool) -> Option<bool> {
     let rt = Runtime::builder()
         .no_chaos() // which processor runs `B` is what this checks
         .topology("1 node x 2 cores, 64 KiB L2 per core")
@@ -575,6 +590,8 @@ fn follows_its_waker(policy: Policy, footprint: usize, disturb: bool) -> bool {
         .build()
         .expect("build the scripted runtime");
     let parks = |p: usize| rt.stats().processors[p].parks;
+    let moved =
+        || rt.stats().processors.iter().map(|p| p.rescued + p.steals_node + p.steals_remote).sum::<u64>();
     rt.block_on(|| {
         let r = elite_rt::current().processor();
         let o = 1 - r;
@@ -620,10 +637,11 @@ fn follows_its_waker(policy: Policy, footprint: usize, disturb: bool) -> bool {
             assert_eq!(d.join().unwrap(), o, "the disturber ran beside B");
         }
         assert_eq!(elite_rt::current().processor(), r, "the root kept its processor");
+        let moved_before = moved();
         go.release(); // the hand-off, from `r`
         let home = b.join().unwrap();
         assert_eq!(home, o, "B ran on the other processor before it blocked");
-        ran.load(SeqCst) == r
+        (moved() == moved_before).then(|| ran.load(SeqCst) == r)
     })
 }
 
