@@ -657,8 +657,20 @@ impl<T> JoinHandle<T> {
     /// # Safety
     /// The ULT is complete and visible as such to the caller, who is the only reader of the output.
     unsafe fn take_output(&self) -> std::thread::Result<T> {
+        let tcb = self.tcb.tcb();
+        let (task, inline) = (tcb.head.task.get(), tcb.inline.get().cast::<()>());
+        // A task stored inline (most) is read at the address of the TCB's inline line, the same
+        // as `task` then, but known without it: the branch is predicted, so the read of that
+        // line need not wait for the head's line that holds `task` (both are far in memory when
+        // many ULTs were joined late).
         // SAFETY: per the contract; the task was made for this handle's `T`.
-        let out = unsafe { crate::tcb::take_output::<T>(self.tcb.tcb().head.task.get()) };
+        let out = unsafe {
+            if task == inline {
+                crate::tcb::take_output::<T>(inline)
+            } else {
+                crate::tcb::take_output::<T>(task)
+            }
+        };
         out.unwrap_or_else(|| Err(Box::new(crate::Cancelled)))
     }
 
