@@ -57,11 +57,11 @@ impl<T> LocalPool<T> {
         }
     }
 
-    /// The object the next [`LocalPool::get`] would hand out, if the pool holds any (for a
-    /// prefetch of it).
+    /// The object the `k`-th [`LocalPool::get`] from now would hand out (0: the next), if the pool
+    /// holds that many and nothing is put back meanwhile (for a prefetch of it).
     #[inline]
-    pub(crate) fn peek(&self) -> Option<&T> {
-        self.items.last()
+    pub(crate) fn peek(&self, k: usize) -> Option<&T> {
+        self.items.len().checked_sub(k + 1).map(|i| &self.items[i])
     }
 
     /// Returns an object; returns true when this overflowed a batch to `node`.
@@ -175,6 +175,24 @@ mod tests {
         assert!(matches!(local.get(&node), Got::Hit(_)));
         assert!(matches!(local.get(&node), Got::Empty));
         assert_eq!(got, vec![4, 1, 0]);
+    }
+
+    #[test]
+    fn peek_names_what_the_kth_get_from_now_hands_out() {
+        let node = NodePool::new(usize::MAX);
+        let mut local = LocalPool::new(8);
+        for i in 0..5 {
+            assert!(!local.put(i, &node));
+        }
+        let ahead: Vec<Option<i32>> = (0..6).map(|k| local.peek(k).copied()).collect();
+        assert_eq!(ahead, [Some(4), Some(3), Some(2), Some(1), Some(0), None]);
+        for (k, expected) in ahead.iter().take(5).enumerate() {
+            match local.get(&node) {
+                Got::Hit(x) => assert_eq!(Some(x), *expected, "the get {k} from the first peek"),
+                _ => panic!("expected hits"),
+            }
+        }
+        assert_eq!(local.peek(0), None);
     }
 
     /// A limit too large to allocate up front (any `usize`, which the builder accepts) only
