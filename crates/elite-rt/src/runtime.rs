@@ -58,7 +58,8 @@ use crate::queue::run::RunQueue;
 use crate::queue::start::{GlobalStart, NodeStart};
 use crate::slot::current_processor;
 use crate::stats::{Counter, ProcessorStats, RuntimeStats};
-use crate::tcb::{Cancelled, Chunk, JoinState, Life, TcbRef, Waiter};
+use crate::tcb::region::Chunks;
+use crate::tcb::{Cancelled, JoinState, Life, TcbRef, Waiter};
 use crate::thread::{JoinHandle, UltSpec};
 use crate::{BuildError, RuntimeBuilder};
 use std::sync::{Arc, Mutex};
@@ -104,9 +105,8 @@ pub(crate) struct Shared {
     /// Set when a stack allocation failed, cleared when a stack comes back; spawns fail fast while set.
     pub(crate) stacks_exhausted: AtomicBool,
     pub(crate) pin_failures: AtomicUsize,
-    /// Boxed so each chunk keeps its address: its TCBs point back to it.
-    #[allow(clippy::vec_box)]
-    chunks: Mutex<Vec<Box<Chunk>>>,
+    /// Every TCB chunk, on the heap or in huge-page regions.
+    chunks: Mutex<Chunks>,
     outside_spawns: Counter,
     outside_ids: AtomicUsize,
     /// Handles created minus released outside the processors, plus `HANDLE_BIAS` while the runtime lives.
@@ -263,10 +263,7 @@ impl Shared {
 
     /// Allocates a chunk of TCBs and registers it for the shutdown walk.
     pub(crate) fn new_chunk(self: &Arc<Self>) -> Vec<TcbRef> {
-        let chunk = Chunk::allocate(self);
-        let tcbs = chunk.tcbs().collect();
-        self.chunks.lock().unwrap_or_else(|e| e.into_inner()).push(chunk);
-        tcbs
+        self.chunks.lock().unwrap_or_else(|e| e.into_inner()).push_new(self)
     }
 
     /// Every TCB the runtime allocated so far (for the deadlock report's walk).
@@ -529,7 +526,7 @@ impl Runtime {
             shutdown: AtomicBool::new(false),
             stacks_exhausted: AtomicBool::new(false),
             pin_failures: AtomicUsize::new(0),
-            chunks: Mutex::new(Vec::new()),
+            chunks: Mutex::new(Chunks::new()),
             outside_spawns: Counter::default(),
             outside_ids: AtomicUsize::new(0),
             outside_handles: AtomicI64::new(HANDLE_BIAS),

@@ -59,6 +59,7 @@ use std::thread;
 
 mod context;
 pub(crate) mod join_state;
+pub(crate) mod region;
 mod task;
 
 pub(crate) use context::{Context, Ult, UltYielder};
@@ -514,7 +515,10 @@ pub(crate) const CHUNK_TCBS: usize = 64;
 
 /// A block of TCBs allocated at once, freed with the runtime's shared state.
 pub(crate) struct Chunk {
-    tcbs: Box<[Tcb]>,
+    /// The TCBs: a heap allocation of the chunk's own, or (`in_region`) a part of one of the
+    /// runtime's huge-page regions ([`region`]), which outlives the chunk.
+    tcbs: NonNull<[Tcb]>,
+    in_region: bool,
     /// The runtime's shared state (an `Arc::as_ptr`), reached by join handles.
     shared: *const (),
 }
@@ -527,9 +531,33 @@ unsafe impl Sync for Chunk {}
 impl Chunk {
     /// Allocates a chunk of TCBs belonging to the runtime whose shared state is `shared`.
     pub(crate) fn allocate<S: Send + Sync>(shared: &Arc<S>) -> Box<Chunk> {
-        let mut chunk = Box::new(Chunk { tcbs: Box::new([]), shared: Arc::as_ptr(shared) as *const () });
+        let mut chunk = Box::new(Chunk {
+            tcbs: NonNull::slice_from_raw_parts(NonNull::dangling(), 0),
+            in_region: false,
+            shared: Arc::as_ptr(shared) as *const (),
+        });
         let at: *const Chunk = &*chunk;
-        chunk.tcbs = (0..CHUNK_TCBS).map(|_| Tcb::empty(at)).collect();
+        let tcbs: Box<[Tcb]> = (0..CHUNK_TCBS).map(|_| Tcb::empty(at)).collect();
+        chunk.tcbs = NonNull::from(Box::leak(tcbs));
+        chunk
+    }
+
+    /// [`Chunk::allocate`] with the TCBs placed at `memory`, a part of a region.
+    ///
+    /// # Safety
+    /// `memory` is valid for writes of [`CHUNK_TCBS`] TCBs, aligned for them, used by nothing
+    /// else, and stays mapped until the chunk is dropped.
+    pub(crate) unsafe fn allocate_at<S: Send + Sync>(shared: &Arc<S>, memory: NonNull<Tcb>) -> Box<Chunk> {
+        let chunk = Box::new(Chunk {
+            tcbs: NonNull::slice_from_raw_parts(memory, CHUNK_TCBS),
+            in_region: true,
+            shared: Arc::as_ptr(shared) as *const (),
+        });
+        let at: *const Chunk = &*chunk;
+        for i in 0..CHUNK_TCBS {
+            // SAFETY: per the contract, slot `i` of the memory is ours to write.
+            unsafe { memory.add(i).write(Tcb::empty(at)) };
+        }
         chunk
     }
 
@@ -540,7 +568,22 @@ impl Chunk {
 
     /// The TCBs of this chunk.
     pub(crate) fn tcbs(&self) -> impl Iterator<Item = TcbRef> + '_ {
-        self.tcbs.iter().map(|t| TcbRef(NonNull::from(t)))
+        // SAFETY: the TCBs were written when the chunk was made and live as long as it does.
+        let tcbs = unsafe { self.tcbs.as_ref() };
+        tcbs.iter().map(|t| TcbRef(NonNull::from(t)))
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        if self.in_region {
+            // SAFETY: the TCBs were written by `allocate_at` and are dropped only here; their
+            // memory stays the region's, unmapped after the chunk.
+            unsafe { ptr::drop_in_place(self.tcbs.as_ptr()) };
+        } else {
+            // SAFETY: the box leaked by `allocate`, taken back once.
+            drop(unsafe { Box::from_raw(self.tcbs.as_ptr()) });
+        }
     }
 }
 

@@ -1,0 +1,211 @@
+//! Where a runtime's TCB chunks live: the heap while they are few, huge-page regions once they
+//! are many.
+//!
+//! A runtime that holds many ULTs at once (a million spawned before any is joined: hundreds of
+//! megabytes of TCBs) touches a TCB on another page at every spawn and every join, and with
+//! 4 KiB pages nearly every such touch misses the TLB and walks the page tables. So once the
+//! chunks a runtime allocated on the heap fill a huge page ([`Chunks::push_new`]), its next
+//! chunks are carved from regions of one huge page each, mapped aligned to it and advised for
+//! transparent huge pages (`MADV_HUGEPAGE`): one TLB entry then covers 85 chunks. A runtime
+//! with few ULTs never maps a region, so it costs no huge page. Where the kernel has no
+//! transparent huge pages (or the advice is refused) a region is plain memory, no worse than the
+//! heap; where no region can be mapped (or under Miri and loom, which model no `mmap`), chunks
+//! stay on the heap. Regions are unmapped with the runtime's shared state, after every chunk.
+
+use super::{Chunk, Tcb, TcbRef, CHUNK_TCBS};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// The bytes of one chunk's TCBs.
+const CHUNK_BYTES: usize = CHUNK_TCBS * std::mem::size_of::<Tcb>();
+
+/// The largest huge page a region is made of: a host whose transparent huge pages are larger
+/// (512 MiB with 64 KiB base pages on some ARM hosts) keeps its chunks on the heap.
+const MOST_HUGE_PAGE: usize = 32 << 20;
+
+/// Every chunk of a runtime, and the regions that hold those not on the heap. The chunks come
+/// first so that they drop before the regions holding their TCBs.
+pub(crate) struct Chunks {
+    /// Boxed so that each chunk keeps its address: its TCBs point back to it.
+    #[allow(clippy::vec_box)]
+    list: Vec<Box<Chunk>>,
+    regions: Regions,
+}
+
+impl Chunks {
+    pub(crate) fn new() -> Chunks {
+        Chunks { list: Vec::new(), regions: Regions::new(huge_page_size()) }
+    }
+
+    /// Allocates a chunk of TCBs for the runtime whose shared state is `shared`, keeps it, and
+    /// returns its TCBs: on the heap until the chunks there fill a huge page, then in a region.
+    pub(crate) fn push_new<S: Send + Sync>(&mut self, shared: &Arc<S>) -> Vec<TcbRef> {
+        let chunk = match self.regions.chunk_memory(self.list.len() * CHUNK_BYTES) {
+            // SAFETY: the memory is a region's, aligned for TCBs, large enough for a chunk, given
+            // out once, and the region outlives the chunk (unmapped after `list` drops).
+            Some(memory) => unsafe { Chunk::allocate_at(shared, memory) },
+            None => Chunk::allocate(shared),
+        };
+        let tcbs = chunk.tcbs().collect();
+        self.list.push(chunk);
+        tcbs
+    }
+
+    /// The chunks allocated so far.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Chunk> {
+        self.list.iter().map(|c| &**c)
+    }
+
+    /// How many regions hold chunks (for tests).
+    #[cfg(test)]
+    pub(crate) fn regions(&self) -> usize {
+        self.regions.mapped.len()
+    }
+}
+
+/// The size of the host's transparent huge pages, when it has them and they are no larger than
+/// [`MOST_HUGE_PAGE`]; `None` under Miri and loom.
+fn huge_page_size() -> Option<usize> {
+    if cfg!(any(miri, loom)) {
+        return None;
+    }
+    static SIZE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").ok()?;
+        let size: usize = text.trim().parse().ok()?;
+        (size.is_power_of_two() && (CHUNK_BYTES..=MOST_HUGE_PAGE).contains(&size)).then_some(size)
+    })
+}
+
+/// The regions of one runtime and the free part of the newest.
+struct Regions {
+    /// The huge page size, and so each region's; `None`: no regions.
+    size: Option<usize>,
+    mapped: Vec<Region>,
+    /// The next chunk's place in the newest region, and that region's end (equal: none free).
+    next: usize,
+    end: usize,
+}
+
+impl Regions {
+    fn new(size: Option<usize>) -> Regions {
+        Regions { size, mapped: Vec::new(), next: 0, end: 0 }
+    }
+
+    /// Memory for one more chunk, when `heap_bytes` (the chunks allocated so far, all on the heap
+    /// while no region is mapped) fill a huge page: from the newest region, or a new one. `None`:
+    /// the chunk goes on the heap.
+    fn chunk_memory(&mut self, heap_bytes: usize) -> Option<NonNull<Tcb>> {
+        let size = self.size?;
+        if self.end - self.next < CHUNK_BYTES {
+            if self.mapped.is_empty() && heap_bytes < size {
+                return None;
+            }
+            let region = Region::map(size)?;
+            (self.next, self.end) = (region.base.as_ptr() as usize, region.base.as_ptr() as usize + size);
+            self.mapped.push(region);
+        }
+        let at = self.next;
+        self.next += CHUNK_BYTES;
+        NonNull::new(at as *mut Tcb)
+    }
+}
+
+/// One huge page of memory, mapped at an address aligned to its size; unmapped on drop.
+struct Region {
+    base: NonNull<u8>,
+    size: usize,
+}
+
+impl Region {
+    /// Maps `size` bytes (a power of two) aligned to `size` and advises them for transparent huge
+    /// pages; `None` when the mapping fails.
+    fn map(size: usize) -> Option<Region> {
+        // Twice the size, then the unaligned ends are given back: what is left is aligned.
+        let span = 2 * size;
+        // SAFETY: an anonymous private mapping at an address the kernel picks; no memory of
+        // ours is involved.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return None;
+        }
+        let start = at as usize;
+        let base = (start + size - 1) & !(size - 1);
+        let (head, tail) = (base - start, start + span - (base + size));
+        // SAFETY: both ranges lie in the mapping just made, outside the aligned part kept, and
+        // nothing refers to them. (A failure leaves them mapped: address space, no memory.)
+        unsafe {
+            if head > 0 {
+                libc::munmap(start as *mut libc::c_void, head);
+            }
+            if tail > 0 {
+                libc::munmap((base + size) as *mut libc::c_void, tail);
+            }
+            // Advice only: refused (no transparent huge pages), the region is plain memory.
+            libc::madvise(base as *mut libc::c_void, size, libc::MADV_HUGEPAGE);
+        }
+        Some(Region { base: NonNull::new(base as *mut u8)?, size })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the region was mapped by `map` and nothing in it is used any more: `Chunks`
+        // drops its chunks (and with them their TCBs) before its regions.
+        unsafe { libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.size) };
+    }
+}
+
+// SAFETY: a region is plain memory owned by the runtime's shared state; the TCBs in it are
+// `Sync` and reached through their chunks.
+unsafe impl Send for Region {}
+// SAFETY: as above; a region itself is only mapped and unmapped.
+unsafe impl Sync for Region {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_move_to_regions_once_the_heap_ones_fill_a_huge_page() {
+        let owner = Arc::new(());
+        let mut chunks = Chunks::new();
+        let Some(size) = huge_page_size() else {
+            // No transparent huge pages here: every chunk stays on the heap.
+            for _ in 0..4 {
+                chunks.push_new(&owner);
+            }
+            assert_eq!(chunks.regions(), 0);
+            return;
+        };
+        let on_heap = size.div_ceil(CHUNK_BYTES);
+        for _ in 0..on_heap {
+            chunks.push_new(&owner);
+        }
+        assert_eq!(chunks.regions(), 0, "a huge page's worth of chunks goes on the heap first");
+        let per_region = size / CHUNK_BYTES;
+        let mut tcbs = Vec::new();
+        for _ in 0..per_region + 1 {
+            tcbs.extend(chunks.push_new(&owner));
+        }
+        assert_eq!(chunks.regions(), 2, "one region holds {per_region} chunks, the next one more");
+        let first = tcbs[0].as_ptr() as usize;
+        assert_eq!(first % size, 0, "a region starts on a huge page's boundary");
+        for (i, t) in tcbs.iter().enumerate().take(per_region * CHUNK_TCBS) {
+            assert_eq!(t.as_ptr() as usize, first + i * std::mem::size_of::<Tcb>(), "TCB {i} in place");
+            assert_eq!(t.chunk().tcbs().count(), CHUNK_TCBS);
+            // Fresh and usable: every TCB starts free.
+            assert_eq!(t.tcb().head.life.get(), super::super::Life::Free);
+        }
+        assert_eq!(chunks.iter().count(), on_heap + per_region + 1);
+    }
+}
