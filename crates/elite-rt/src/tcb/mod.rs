@@ -531,15 +531,11 @@ unsafe impl Sync for Chunk {}
 impl Chunk {
     /// Allocates a chunk of TCBs belonging to the runtime whose shared state is `shared`.
     pub(crate) fn allocate<S: Send + Sync>(shared: &Arc<S>) -> Box<Chunk> {
-        let mut chunk = Box::new(Chunk {
-            tcbs: NonNull::slice_from_raw_parts(NonNull::dangling(), 0),
-            in_region: false,
-            shared: Arc::as_ptr(shared) as *const (),
-        });
-        let at: *const Chunk = &*chunk;
-        let tcbs: Box<[Tcb]> = (0..CHUNK_TCBS).map(|_| Tcb::empty(at)).collect();
-        chunk.tcbs = NonNull::from(Box::leak(tcbs));
-        chunk
+        let memory = Box::into_raw(Box::<[Tcb]>::new_uninit_slice(CHUNK_TCBS));
+        let memory = NonNull::new(memory as *mut Tcb).unwrap_or_else(|| crate::fatal("a null allocation"));
+        // SAFETY: a fresh heap allocation for the chunk's TCBs, freed as a `Box<[Tcb]>` of the
+        // same length when the chunk drops (`in_region` false).
+        unsafe { Chunk::make(shared, memory, false) }
     }
 
     /// [`Chunk::allocate`] with the TCBs placed at `memory`, a part of a region.
@@ -548,15 +544,26 @@ impl Chunk {
     /// `memory` is valid for writes of [`CHUNK_TCBS`] TCBs, aligned for them, used by nothing
     /// else, and stays mapped until the chunk is dropped.
     pub(crate) unsafe fn allocate_at<S: Send + Sync>(shared: &Arc<S>, memory: NonNull<Tcb>) -> Box<Chunk> {
+        // SAFETY: per the contract.
+        unsafe { Chunk::make(shared, memory, true) }
+    }
+
+    /// The chunk over `memory`, its TCBs written in place one by one: a spawn that finds the
+    /// pools empty makes a chunk on the spawning ULT's stack, which may be a small one, so no
+    /// frame here holds more than one TCB at a time (`write_empty`).
+    ///
+    /// # Safety
+    /// As for [`Chunk::allocate_at`]; `in_region` says how the memory is freed ([`Chunk`]'s drop).
+    unsafe fn make<S: Send + Sync>(shared: &Arc<S>, memory: NonNull<Tcb>, in_region: bool) -> Box<Chunk> {
         let chunk = Box::new(Chunk {
             tcbs: NonNull::slice_from_raw_parts(memory, CHUNK_TCBS),
-            in_region: true,
+            in_region,
             shared: Arc::as_ptr(shared) as *const (),
         });
         let at: *const Chunk = &*chunk;
         for i in 0..CHUNK_TCBS {
             // SAFETY: per the contract, slot `i` of the memory is ours to write.
-            unsafe { memory.add(i).write(Tcb::empty(at)) };
+            unsafe { write_empty(memory.add(i), at) };
         }
         chunk
     }
@@ -574,14 +581,25 @@ impl Chunk {
     }
 }
 
+/// Writes a free TCB of `chunk` at `slot`, in a frame of its own (see [`Chunk::make`]).
+///
+/// # Safety
+/// `slot` is valid for a write of a TCB and aligned for it.
+#[inline(never)]
+unsafe fn write_empty(slot: NonNull<Tcb>, chunk: *const Chunk) {
+    // SAFETY: per the contract.
+    unsafe { slot.write(Tcb::empty(chunk)) };
+}
+
 impl Drop for Chunk {
     fn drop(&mut self) {
         if self.in_region {
-            // SAFETY: the TCBs were written by `allocate_at` and are dropped only here; their
-            // memory stays the region's, unmapped after the chunk.
+            // SAFETY: the TCBs were written by `make` and are dropped only here; their memory
+            // stays the region's, unmapped after the chunk.
             unsafe { ptr::drop_in_place(self.tcbs.as_ptr()) };
         } else {
-            // SAFETY: the box leaked by `allocate`, taken back once.
+            // SAFETY: the TCBs were written by `make` into the allocation of `allocate`, a
+            // `Box<[Tcb]>` of this length, taken back once.
             drop(unsafe { Box::from_raw(self.tcbs.as_ptr()) });
         }
     }
