@@ -32,6 +32,7 @@ pub struct RuntimeBuilder {
     start_queue_limit: usize,
     node_start_queue_limit: usize,
     tcb_pool_limit: usize,
+    huge_page_tcbs: bool,
     stack_pool_limit: usize,
     node_stack_pool_limit: usize,
     spin_rounds: usize,
@@ -84,6 +85,7 @@ impl Default for RuntimeBuilder {
             start_queue_limit: 256,
             node_start_queue_limit: 4096,
             tcb_pool_limit: 256,
+            huge_page_tcbs: true,
             stack_pool_limit: 64,
             node_stack_pool_limit: 1024,
             spin_rounds: 64,
@@ -120,6 +122,8 @@ pub(crate) struct Config {
     pub(crate) start_queue_limit: usize,
     pub(crate) node_start_queue_limit: usize,
     pub(crate) tcb_pool_limit: usize,
+    /// Whether TCB chunks may go into huge-page regions ([`RuntimeBuilder::huge_page_tcbs`]).
+    pub(crate) huge_page_tcbs: bool,
     pub(crate) stack_pool_limit: usize,
     pub(crate) node_stack_pool_limit: usize,
     pub(crate) spin_rounds: usize,
@@ -201,11 +205,35 @@ impl RuntimeBuilder {
     /// TCBs a processor keeps in its pool before a batch moves to the node (default 256, at least 2).
     ///
     /// A runtime keeps every TCB it allocated until it is dropped (384 bytes each, allocated 64 at
-    /// a time): on the heap until they fill a huge page, then in regions of one huge page each,
-    /// advised for transparent huge pages where the kernel has them, so that a program holding
-    /// many ULTs at once does not miss the TLB at every spawn and join.
+    /// a time): on the heap until they fill a huge page, then, unless
+    /// [`huge_page_tcbs`](Self::huge_page_tcbs) says otherwise, in regions of one huge page each.
     pub fn tcb_pool_limit(mut self, n: usize) -> Self {
         self.tcb_pool_limit = n;
+        self
+    }
+
+    /// Whether the TCBs allocated after the first huge page's worth go into regions of one huge
+    /// page each, advised for transparent huge pages where the kernel has them (default `true`).
+    ///
+    /// A program holding many ULTs at once (hundreds of thousands spawned before they are
+    /// joined) then touches a TCB at every spawn and join without missing the TLB. The cost is
+    /// the kernel's: a huge page is zeroed whole at its first touch, which some virtual machines
+    /// make slow the first time in a process (the host backing the page anew); a program that
+    /// spawns that many ULTs only once, in a fresh runtime, on such a host may do better with
+    /// `false`, which keeps every TCB on the heap. A runtime with fewer ULTs never maps a region
+    /// either way.
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(1).huge_page_tcbs(false).build()?;
+    /// let sum: u64 = rt.block_on(|| {
+    ///     let handles: Vec<_> = (0..10_000u64).map(|i| elite_rt::spawn(move || i)).collect();
+    ///     handles.into_iter().map(|h| h.join().unwrap()).sum()
+    /// });
+    /// assert_eq!(sum, 10_000 * 9_999 / 2);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn huge_page_tcbs(mut self, on: bool) -> Self {
+        self.huge_page_tcbs = on;
         self
     }
 
@@ -885,6 +913,7 @@ impl RuntimeBuilder {
             start_queue_limit: self.start_queue_limit,
             node_start_queue_limit: self.node_start_queue_limit,
             tcb_pool_limit: self.tcb_pool_limit,
+            huge_page_tcbs: self.huge_page_tcbs,
             stack_pool_limit: self.stack_pool_limit,
             node_stack_pool_limit: self.node_stack_pool_limit,
             spin_rounds: self.spin_rounds,

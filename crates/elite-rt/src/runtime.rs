@@ -446,6 +446,7 @@ impl Runtime {
     }
 
     pub(crate) fn start(config: Config) -> Result<Runtime, BuildError> {
+        let chunks = Chunks::new(config.huge_page_tcbs);
         // The host's costs, which the thresholds derive from (`sync::host`): measured once per
         // process, before any ULT contends.
         crate::sync::host_costs();
@@ -526,7 +527,7 @@ impl Runtime {
             shutdown: AtomicBool::new(false),
             stacks_exhausted: AtomicBool::new(false),
             pin_failures: AtomicUsize::new(0),
-            chunks: Mutex::new(Chunks::new()),
+            chunks: Mutex::new(chunks),
             outside_spawns: Counter::default(),
             outside_ids: AtomicUsize::new(0),
             outside_handles: AtomicI64::new(HANDLE_BIAS),

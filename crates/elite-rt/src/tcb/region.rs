@@ -33,8 +33,10 @@ pub(crate) struct Chunks {
 }
 
 impl Chunks {
-    pub(crate) fn new() -> Chunks {
-        Chunks { list: Vec::new(), regions: Regions::new(huge_page_size()) }
+    /// The chunks of a new runtime: huge-page regions after the first huge page's worth when
+    /// `regions` (`RuntimeBuilder::huge_page_tcbs`) and the host has transparent huge pages.
+    pub(crate) fn new(regions: bool) -> Chunks {
+        Chunks { list: Vec::new(), regions: Regions::new(if regions { huge_page_size() } else { None }) }
     }
 
     /// Allocates a chunk of TCBs for the runtime whose shared state is `shared`, keeps it, and
@@ -178,7 +180,7 @@ mod tests {
     #[test]
     fn chunks_move_to_regions_once_the_heap_ones_fill_a_huge_page() {
         let owner = Arc::new(());
-        let mut chunks = Chunks::new();
+        let mut chunks = Chunks::new(true);
         let Some(size) = huge_page_size() else {
             // No transparent huge pages here: every chunk stays on the heap.
             for _ in 0..4 {
@@ -207,5 +209,17 @@ mod tests {
             assert_eq!(t.tcb().head.life.get(), super::super::Life::Free);
         }
         assert_eq!(chunks.iter().count(), on_heap + per_region + 1);
+    }
+
+    #[test]
+    fn without_regions_every_chunk_stays_on_the_heap() {
+        let owner = Arc::new(());
+        let mut chunks = Chunks::new(false);
+        let many = huge_page_size().unwrap_or(2 << 20).div_ceil(CHUNK_BYTES) + 2;
+        for _ in 0..many {
+            chunks.push_new(&owner);
+        }
+        assert_eq!(chunks.regions(), 0);
+        assert_eq!(chunks.iter().count(), many);
     }
 }
