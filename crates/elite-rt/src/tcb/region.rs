@@ -10,7 +10,8 @@
 //! with few ULTs never maps a region, so it costs no huge page. Where the kernel has no
 //! transparent huge pages (or the advice is refused) a region is plain memory, no worse than the
 //! heap; where no region can be mapped (or under Miri and loom, which model no `mmap`), chunks
-//! stay on the heap. Regions are unmapped with the runtime's shared state, after every chunk.
+//! stay on the heap, as they do in a runtime built with `RuntimeBuilder::huge_page_tcbs(false)`.
+//! Regions are unmapped with the runtime's shared state, after every chunk.
 
 use super::{Chunk, Tcb, TcbRef, CHUNK_TCBS};
 use std::ptr::NonNull;
