@@ -523,7 +523,8 @@ pub(crate) struct Chunk {
     shared: *const (),
 }
 
-// SAFETY: the chunk's TCBs are Sync and the pointer is a plain Arc address.
+// SAFETY: the chunk owns its TCBs (or its region holds them for it until it drops), which are
+// Sync, and `shared` is a plain Arc address.
 unsafe impl Send for Chunk {}
 // SAFETY: as above.
 unsafe impl Sync for Chunk {}
@@ -531,8 +532,7 @@ unsafe impl Sync for Chunk {}
 impl Chunk {
     /// Allocates a chunk of TCBs belonging to the runtime whose shared state is `shared`.
     pub(crate) fn allocate<S: Send + Sync>(shared: &Arc<S>) -> Box<Chunk> {
-        let memory = Box::into_raw(Box::<[Tcb]>::new_uninit_slice(CHUNK_TCBS));
-        let memory = NonNull::new(memory as *mut Tcb).unwrap_or_else(|| crate::fatal("a null allocation"));
+        let memory = NonNull::from(Box::leak(Box::<[Tcb]>::new_uninit_slice(CHUNK_TCBS))).cast::<Tcb>();
         // SAFETY: a fresh heap allocation for the chunk's TCBs, freed as a `Box<[Tcb]>` of the
         // same length when the chunk drops (`in_region` false).
         unsafe { Chunk::make(shared, memory, false) }

@@ -168,11 +168,9 @@ impl Drop for Region {
     }
 }
 
-// SAFETY: a region is plain memory owned by the runtime's shared state; the TCBs in it are
-// `Sync` and reached through their chunks.
+// SAFETY: a region is plain memory owned by the runtime's shared state (in its `Mutex`); the
+// TCBs in it are `Sync` and reached through their chunks.
 unsafe impl Send for Region {}
-// SAFETY: as above; a region itself is only mapped and unmapped.
-unsafe impl Sync for Region {}
 
 #[cfg(test)]
 mod tests {
