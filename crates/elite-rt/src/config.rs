@@ -218,10 +218,11 @@ impl RuntimeBuilder {
     /// A program holding many ULTs at once (hundreds of thousands spawned before they are
     /// joined) then touches a TCB at every spawn and join without missing the TLB. The cost is
     /// the kernel's: a huge page is zeroed whole at its first touch, which some virtual machines
-    /// make slow the first time in a process (the host backing the page anew); a program that
-    /// spawns that many ULTs only once, in a fresh runtime, on such a host may do better with
-    /// `false`, which keeps every TCB on the heap. A runtime with fewer ULTs never maps a region
-    /// either way.
+    /// make several times slower than the same bytes in base pages (the host backing the page
+    /// anew). So the runtime times each new region's first touch against what the same bytes
+    /// cost in base pages (measured once per process) and maps no further regions once one cost
+    /// more than twice that: its later TCBs go on the heap, as with `false`, which keeps every
+    /// TCB there from the start. A runtime with fewer ULTs never maps a region either way.
     ///
     /// ```
     /// let rt = elite_rt::Runtime::builder().processors(1).huge_page_tcbs(false).build()?;

@@ -1,5 +1,5 @@
 //! Where a runtime's TCB chunks live: the heap while they are few, huge-page regions once they
-//! are many.
+//! are many, while huge pages cost no more than base pages to bring in.
 //!
 //! A runtime that holds many ULTs at once (a million spawned before any is joined: hundreds of
 //! megabytes of TCBs) touches a TCB on another page at every spawn and every join, and with
@@ -12,10 +12,26 @@
 //! heap; where no region can be mapped (or under Miri and loom, which model no `mmap`), chunks
 //! stay on the heap, as they do in a runtime built with `RuntimeBuilder::huge_page_tcbs(false)`.
 //! Regions are unmapped with the runtime's shared state, after every chunk.
+//!
+//! # When huge pages cost more than they save
+//!
+//! The kernel zeroes a huge page whole at its first touch, which costs about what the base
+//! pages it replaces would cost one by one, and saves their page faults. Some virtual machines
+//! differ: a huge page the guest has not used before is backed anew by the host, page by page,
+//! at that first touch, while base pages come from memory the guest freed recently; there a
+//! region's first touch can take several times what its bytes cost in base pages, and a program
+//! that spawns a million ULTs once would pay that on every region. So each new region's first touch is timed ([`Regions::chunk_memory`])
+//! against what the same bytes cost in base pages on this host ([`base_page_cost`], measured
+//! once per process, at the first region, on a scratch mapping): when the region cost more than
+//! [`HUGE_PAGE_MARGIN`] times that, the runtime maps no further regions, and its later chunks go
+//! on the heap. It keeps the regions it has, so at most one slow region is paid for per runtime;
+//! a later runtime in the process looks again (huge pages freed by an earlier one come back
+//! cheap).
 
 use super::{Chunk, Tcb, TcbRef, CHUNK_TCBS};
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The bytes of one chunk's TCBs.
 const CHUNK_BYTES: usize = CHUNK_TCBS * std::mem::size_of::<Tcb>();
@@ -23,6 +39,15 @@ const CHUNK_BYTES: usize = CHUNK_TCBS * std::mem::size_of::<Tcb>();
 /// The largest huge page a region is made of: a host whose transparent huge pages are larger
 /// (512 MiB with 64 KiB base pages on some ARM hosts) keeps its chunks on the heap.
 const MOST_HUGE_PAGE: usize = 32 << 20;
+
+/// How many times what its bytes cost in base pages a new region's first touch may take
+/// before the runtime maps no further regions (module docs, "When huge pages cost more than they
+/// save"): its TLB savings pay for a region that costs somewhat more to bring in, not for one
+/// that costs several times as much.
+const HUGE_PAGE_MARGIN: f64 = 2.0;
+
+/// Base pages touched to measure what a base page costs to bring in ([`base_page_cost`]).
+const BASE_PAGE_SAMPLE: usize = 128;
 
 /// Every chunk of a runtime, and the regions that hold those not on the heap. The chunks come
 /// first so that they drop before the regions holding their TCBs.
@@ -64,6 +89,14 @@ impl Chunks {
     pub(crate) fn regions(&self) -> usize {
         self.regions.mapped.len()
     }
+
+    /// The same chunks with `cost` taken as what a region's bytes cost in base pages, instead of
+    /// measuring it (for tests: `Duration::MAX` keeps every region, zero ends them at the first).
+    #[cfg(test)]
+    fn with_base_page_cost(mut self, cost: Duration) -> Chunks {
+        self.regions.base_pages = Some(cost);
+        self
+    }
 }
 
 /// The size of the host's transparent huge pages, when it has them and they are no larger than
@@ -82,29 +115,38 @@ fn huge_page_size() -> Option<usize> {
 
 /// The regions of one runtime and the free part of the newest.
 struct Regions {
-    /// The huge page size, and so each region's; `None`: no regions.
+    /// The huge page size, and so each region's; `None`: no regions (or no further ones).
     size: Option<usize>,
     mapped: Vec<Region>,
     /// The next chunk's place in the newest region, and that region's end (equal: none free).
     next: usize,
     end: usize,
+    /// What a region's bytes cost to bring in as base pages ([`base_page_cost`]), once a region
+    /// is about to be mapped.
+    base_pages: Option<Duration>,
 }
 
 impl Regions {
     fn new(size: Option<usize>) -> Regions {
-        Regions { size, mapped: Vec::new(), next: 0, end: 0 }
+        Regions { size, mapped: Vec::new(), next: 0, end: 0, base_pages: None }
     }
 
     /// Memory for one more chunk, when `heap_bytes` (the chunks allocated so far, all on the heap
-    /// while no region is mapped) fill a huge page: from the newest region, or a new one. `None`:
-    /// the chunk goes on the heap.
+    /// while no region is mapped) fill a huge page: from the newest region, or a new one, unless
+    /// the last new one cost too much to bring in (module docs). `None`: the chunk goes on the
+    /// heap.
     fn chunk_memory(&mut self, heap_bytes: usize) -> Option<NonNull<Tcb>> {
-        let size = self.size?;
         if self.end - self.next < CHUNK_BYTES {
+            let size = self.size?;
             if self.mapped.is_empty() && heap_bytes < size {
                 return None;
             }
+            let base_pages = self.base_pages.get_or_insert_with(|| base_page_cost(size));
             let region = Region::map(size)?;
+            let took = region.first_touch();
+            if !huge_pages_pay(took, *base_pages) {
+                self.size = None; // (this region is used up first)
+            }
             (self.next, self.end) = (region.base.as_ptr() as usize, region.base.as_ptr() as usize + size);
             self.mapped.push(region);
         }
@@ -112,6 +154,52 @@ impl Regions {
         self.next += CHUNK_BYTES;
         NonNull::new(at as *mut Tcb)
     }
+}
+
+/// Whether a region whose first touch took `took` pays for itself against `base_pages`, what
+/// its bytes cost to bring in as base pages (module docs): at most [`HUGE_PAGE_MARGIN`] times that.
+fn huge_pages_pay(took: Duration, base_pages: Duration) -> bool {
+    took.as_secs_f64() <= HUGE_PAGE_MARGIN * base_pages.as_secs_f64()
+}
+
+/// What bringing in `bytes` of fresh memory costs here in base pages: [`BASE_PAGE_SAMPLE`] pages
+/// of a scratch mapping advised against huge pages, each touched once, timed, scaled to `bytes`,
+/// and unmapped; measured once per process (the first call's `bytes` is every caller's: the huge
+/// page size). [`Duration::MAX`] where the scratch mapping fails: regions are then kept, as
+/// before any measurement.
+fn base_page_cost(bytes: usize) -> Duration {
+    static COST: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *COST.get_or_init(|| {
+        let page = crate::stack::page_size();
+        let span = BASE_PAGE_SAMPLE * page;
+        // SAFETY: an anonymous private mapping at an address the kernel picks; no memory of
+        // ours is involved.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Duration::MAX;
+        }
+        // SAFETY: the range is the mapping just made; advice only (refused: the sample may take
+        // a huge page, and reads cheaper, which only keeps regions).
+        unsafe { libc::madvise(at, span, libc::MADV_NOHUGEPAGE) };
+        let began = Instant::now();
+        for i in 0..BASE_PAGE_SAMPLE {
+            // SAFETY: inside the mapping, writable, and nothing else refers to it.
+            unsafe { std::ptr::write_volatile((at as *mut u8).add(i * page), 1) };
+        }
+        let took = began.elapsed();
+        // SAFETY: the mapping made above; nothing refers to it any more.
+        unsafe { libc::munmap(at, span) };
+        took.mul_f64(bytes as f64 / span as f64)
+    })
 }
 
 /// One huge page of memory, mapped at an address aligned to its size; unmapped on drop.
@@ -160,6 +248,17 @@ impl Region {
     }
 }
 
+impl Region {
+    /// Touches the region for the first time (a byte written at its start: the kernel brings in
+    /// the huge page, or a base page where it gave none); how long that took.
+    fn first_touch(&self) -> Duration {
+        let began = Instant::now();
+        // SAFETY: the region is mapped, writable and not yet handed out; chunks overwrite it.
+        unsafe { std::ptr::write_volatile(self.base.as_ptr(), 0) };
+        began.elapsed()
+    }
+}
+
 impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: the region was mapped by `map` and nothing in it is used any more: `Chunks`
@@ -179,7 +278,8 @@ mod tests {
     #[test]
     fn chunks_move_to_regions_once_the_heap_ones_fill_a_huge_page() {
         let owner = Arc::new(());
-        let mut chunks = Chunks::new(true);
+        // (However slow this host's huge pages: the fault-cost check has a test of its own.)
+        let mut chunks = Chunks::new(true).with_base_page_cost(Duration::MAX);
         let Some(size) = huge_page_size() else {
             // No transparent huge pages here: every chunk stays on the heap.
             for _ in 0..4 {
@@ -220,5 +320,45 @@ mod tests {
         }
         assert_eq!(chunks.regions(), 0);
         assert_eq!(chunks.iter().count(), many);
+    }
+
+    #[test]
+    fn a_region_that_costs_more_than_its_base_pages_is_the_last() {
+        let Some(size) = huge_page_size() else {
+            return; // no regions here at all (the test above covers that)
+        };
+        let owner = Arc::new(());
+        // Base pages that cost nothing: any first touch of a region costs more.
+        let mut chunks = Chunks::new(true).with_base_page_cost(Duration::ZERO);
+        let (on_heap, per_region) = (size.div_ceil(CHUNK_BYTES), size / CHUNK_BYTES);
+        let mut in_region = Vec::new();
+        for i in 0..on_heap + 3 * per_region {
+            let tcbs = chunks.push_new(&owner);
+            if (on_heap..on_heap + per_region).contains(&i) {
+                in_region.extend(tcbs);
+            }
+        }
+        assert_eq!(chunks.regions(), 1, "no region after the one that cost too much");
+        let first = in_region[0].as_ptr() as usize;
+        assert_eq!(first % size, 0, "the costly region is still used up");
+        for (i, t) in in_region.iter().enumerate() {
+            assert_eq!(t.as_ptr() as usize, first + i * std::mem::size_of::<Tcb>(), "TCB {i} in the region");
+        }
+        assert_eq!(chunks.iter().count(), on_heap + 3 * per_region);
+    }
+
+    #[test]
+    fn huge_pages_pay_up_to_the_margin() {
+        let base = Duration::from_micros(500);
+        assert!(huge_pages_pay(Duration::from_micros(90), base), "a recycled huge page: cheaper");
+        assert!(huge_pages_pay(base.mul_f64(HUGE_PAGE_MARGIN), base), "at the margin: kept");
+        assert!(!huge_pages_pay(Duration::from_micros(4500), base), "one backed anew by the host");
+        assert!(huge_pages_pay(Duration::from_secs(1), Duration::MAX), "unmeasured: kept");
+    }
+
+    #[test]
+    fn base_pages_cost_something_finite() {
+        let cost = base_page_cost(2 << 20);
+        assert!(cost > Duration::ZERO && cost < Duration::from_secs(10), "{cost:?}");
     }
 }
