@@ -611,7 +611,7 @@ impl<T> JoinHandle<T> {
         let out = unsafe { self.take_output() };
         std::mem::forget(self); // released here instead of in Drop, and without its RMW:
                                 // SAFETY: COMPLETE was observed with Acquire, so the exiter is done with the join state.
-        unsafe { let_go(t, here, true) }; // the clean-up note
+        unsafe { let_go(t, here, Finish::Joined) }; // the clean-up note
         out
     }
 
@@ -648,7 +648,7 @@ impl<T> JoinHandle<T> {
         let out = unsafe { self.take_output() };
         std::mem::forget(self);
         // SAFETY: as above; not on a processor.
-        unsafe { let_go(t, None, true) };
+        unsafe { let_go(t, None, Finish::Joined) };
         Some(out)
     }
 
@@ -819,14 +819,28 @@ fn release(t: TcbRef) {
 #[inline]
 fn release_on(t: TcbRef, here: Option<&Processor>) {
     let prev = t.tcb().head.join.detach();
+    let finish = if prev & JoinState::COMPLETE != 0 { Finish::Complete } else { Finish::Running };
     // SAFETY: the AcqRel RMW decides: with COMPLETE in `prev` the exiter is done with the TCB and
     // left it to us; without, the exiter sees DETACHED and recycles it.
-    unsafe { let_go(t, here, prev & JoinState::COMPLETE != 0) };
+    unsafe { let_go(t, here, finish) };
 }
 
-/// The handle's last step: if the ULT is `complete`, the TCB is ours to give back (reset, then a
-/// clean-up note to the exiting processor, or straight to the pool on that processor); in any
-/// case the handle's count (or outside claim) is given up.
+/// What a handle finds of its ULT at its last step ([`let_go`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Finish {
+    /// Not finished: the exiter recycles the TCB when it sees the handle gone.
+    Running,
+    /// Finished, its outcome untaken (a dropped handle): the task is dropped through its vtable,
+    /// which hands a panic to the runtime's hook for detached ones.
+    Complete,
+    /// Finished and joined (COMPLETE observed with `Acquire`), its outcome taken: what is left of
+    /// an inline task needs no drop call ([`Tcb::drop_spent_task`](crate::tcb::Tcb::drop_spent_task)).
+    Joined,
+}
+
+/// The handle's last step: if the ULT finished (`Complete` or `Joined`), the TCB is ours to give
+/// back (its task dropped, reset, then a clean-up note to the exiting processor, or straight to
+/// the pool on that processor); in any case the handle's count (or outside claim) is given up.
 ///
 /// A join that observed COMPLETE comes here without setting DETACHED: the exiter's last access
 /// to the join state is its COMPLETE RMW (`settle` works from what that RMW returned), so once a
@@ -834,17 +848,24 @@ fn release_on(t: TcbRef, here: Option<&Processor>) {
 /// read-modify-write would only move the line between the cores once more.
 ///
 /// # Safety
-/// `complete`: COMPLETE was observed with `Acquire` (or returned by this handle's own RMW), and
-/// this handle is the only one (it is being consumed).
+/// `Complete` and `Joined`: COMPLETE was observed with `Acquire` (or returned by this handle's
+/// own RMW); `Joined`: this handle took the outcome. This handle is the only one (it is being
+/// consumed).
 #[inline]
-unsafe fn let_go(t: TcbRef, here: Option<&Processor>, complete: bool) {
+unsafe fn let_go(t: TcbRef, here: Option<&Processor>, finish: Finish) {
     let tcb = t.tcb();
     let exit = tcb.exit_processor();
+    let complete = finish != Finish::Running;
     if complete {
         // SAFETY: complete and ours: the exiting processor no longer touches the task nor the rest
-        // of the TCB, which we reset for its next use before the clean-up note.
+        // of the TCB, which we reset for its next use before the clean-up note; a joined one's
+        // outcome was taken.
         unsafe {
-            tcb.drop_task();
+            if finish == Finish::Joined {
+                tcb.drop_spent_task();
+            } else {
+                tcb.drop_task();
+            }
             tcb.reset();
         }
     }

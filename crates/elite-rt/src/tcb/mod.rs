@@ -458,11 +458,12 @@ impl Tcb {
         }
     }
 
-    /// Drops a task whose closure ran and whose outcome was taken: an inline one holds nothing
-    /// left to drop, so only a boxed one costs a call (its memory is freed).
+    /// Drops a task whose closure is gone (it ran, or a failure replaced it: a finished ULT's)
+    /// and whose outcome was taken: an inline one holds nothing left to drop, so only a boxed one
+    /// costs a call (its memory is freed).
     ///
     /// # Safety
-    /// As for [`Tcb::drop_task`], and the task ran and its outcome was taken.
+    /// As for [`Tcb::drop_task`], and the ULT finished (COMPLETE) and its outcome was taken.
     #[inline]
     pub(crate) unsafe fn drop_spent_task(&self) {
         if self.head.task.get() == self.inline.get() as *mut () {
