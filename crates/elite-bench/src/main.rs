@@ -134,7 +134,7 @@
 //!   the same sleep on a plain thread. Answer: the number of calls.
 //!
 //! `elite-bench blocking-probe <op> <n> [--processors N]` runs `n` operations (`yield`,
-//! `spawn_join`, `ping_pong` over unbounded channels, `ping_pong_sync` over rendezvous channels as
+//! `spawn_join`, `spawn_bulk` (all `n` spawned, then joined), `ping_pong` over unbounded channels, `ping_pong_sync` over rendezvous channels as
 //! the sync suite's `ping_pong`, `blocking`) in the root ULT of a one-processor runtime (or one of
 //! `N`) and prints its answer: the
 //! program to count instructions per operation of with callgrind (two values of `n`, difference).
@@ -225,7 +225,7 @@ const USAGE: &str = concat!(
     "usage: elite-bench <suite> [--json FILE|-] [--quick] [--reps N] [--max-reps M] [--bench NAME]... [--policy NAME]... [--cachegrind]\n",
     "       elite-bench affinity-probe <bench> <policy> [--group N] [--iterations N] [--processors N] [--quick] [--data] [--positions]\n",
     "       elite-bench grid-probe <policy> [--prefetch] [--size LEVEL] [--processors N] [--patch CELLS]\n",
-    "       elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n> [--processors N]\n",
+    "       elite-bench blocking-probe <yield|spawn_join|spawn_bulk|ping_pong|ping_pong_sync|blocking> <n> [--processors N]\n",
     "       elite-bench cosched-probe <elite/plain|elite/aggregated> <block_bytes> <read|write> <groups> <ults> <passes>\n",
     "       elite-bench places-probe <concdict|concsll> <pinned|unpinned> <processors> <requests>\n",
     "       elite-bench places-probe merge_sort <elite/hinted|elite/unhinted|elite/worst|rayon|sequential> <processors> <runs> [branchless]\n",

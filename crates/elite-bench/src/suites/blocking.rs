@@ -177,6 +177,9 @@ pub const PROBE_COMMAND: &str = "blocking-probe";
 /// `valgrind --tool=callgrind` (run it with
 /// two values of `n`; the difference of the totals over the difference of `n` leaves start-up and
 /// shut-down out). `op`: `yield` (`yield_now`), `spawn_join` (spawn a ULT and join it),
+/// `spawn_bulk` (spawn all `n` ULTs, then join them all, as the micro suite's `spawn_bulk` but in
+/// one pass of a fresh runtime, no warm-up: the whole process's time, `time elite-bench
+/// blocking-probe spawn_bulk 1000000 --processors 2`, is what a program that does that once pays),
 /// `ping_pong` (a round trip with a second ULT over two unbounded elite channels),
 /// `ping_pong_sync` (the same over two rendezvous channels, `sync_channel(0)`, as the sync
 /// suite's `ping_pong`: there every send blocks until the other side takes it), `blocking`
@@ -197,7 +200,7 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
         }
     };
     let expected = match op {
-        ProbeOp::Blocking | ProbeOp::SpawnJoin => sum_below(n),
+        ProbeOp::Blocking | ProbeOp::SpawnJoin | ProbeOp::SpawnBulk => sum_below(n),
         ProbeOp::Yield | ProbeOp::PingPong | ProbeOp::PingPongSync => n,
     };
     let rt = match elite_runtime(processors) {
@@ -210,6 +213,7 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
     let answer = match op {
         ProbeOp::Yield => Some(rt.block_on(move || probe_yield(n))),
         ProbeOp::SpawnJoin => rt.block_on(move || probe_spawn_join(n)),
+        ProbeOp::SpawnBulk => rt.block_on(move || probe_spawn_bulk(n)),
         ProbeOp::PingPong => rt.block_on(move || probe_ping_pong(n)),
         ProbeOp::PingPongSync => rt.block_on(move || probe_ping_pong_sync(n)),
         ProbeOp::Blocking => Some(rt.block_on(move || probe_blocking(n))),
@@ -231,12 +235,13 @@ pub fn probe_main(args: &[String]) -> std::process::ExitCode {
 }
 
 const PROBE_USAGE: &str =
-    "usage: elite-bench blocking-probe <yield|spawn_join|ping_pong|ping_pong_sync|blocking> <n> [--processors N]";
+    "usage: elite-bench blocking-probe <yield|spawn_join|spawn_bulk|ping_pong|ping_pong_sync|blocking> <n> [--processors N]";
 
 /// The operations of the probe, by name.
-pub(crate) const PROBE_OPS: [(&str, ProbeOp); 5] = [
+pub(crate) const PROBE_OPS: [(&str, ProbeOp); 6] = [
     ("yield", ProbeOp::Yield),
     ("spawn_join", ProbeOp::SpawnJoin),
+    ("spawn_bulk", ProbeOp::SpawnBulk),
     ("ping_pong", ProbeOp::PingPong),
     ("ping_pong_sync", ProbeOp::PingPongSync),
     ("blocking", ProbeOp::Blocking),
@@ -247,6 +252,7 @@ pub(crate) const PROBE_OPS: [(&str, ProbeOp); 5] = [
 pub(crate) enum ProbeOp {
     Yield,
     SpawnJoin,
+    SpawnBulk,
     PingPong,
     PingPongSync,
     Blocking,
@@ -313,6 +319,16 @@ fn probe_spawn_join(n: u64) -> Option<u64> {
     let mut sum = 0;
     for i in 0..n {
         sum += elite_rt::spawn(move || i).join().ok()?;
+    }
+    Some(sum)
+}
+
+#[inline(never)]
+fn probe_spawn_bulk(n: u64) -> Option<u64> {
+    let handles: Vec<_> = (0..n).map(|i| elite_rt::spawn(move || i)).collect();
+    let mut sum = 0;
+    for handle in handles {
+        sum += handle.join().ok()?;
     }
     Some(sum)
 }
