@@ -172,21 +172,9 @@ fn base_page_cost(bytes: usize) -> Duration {
     *COST.get_or_init(|| {
         let page = crate::stack::page_size();
         let span = BASE_PAGE_SAMPLE * page;
-        // SAFETY: an anonymous private mapping at an address the kernel picks; no memory of
-        // ours is involved.
-        let at = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                span,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if at == libc::MAP_FAILED {
+        let Some(at) = map_anonymous(span) else {
             return Duration::MAX;
-        }
+        };
         // SAFETY: the range is the mapping just made; advice only (refused: the sample may take
         // a huge page, and reads cheaper, which only keeps regions).
         unsafe { libc::madvise(at, span, libc::MADV_NOHUGEPAGE) };
@@ -202,6 +190,24 @@ fn base_page_cost(bytes: usize) -> Duration {
     })
 }
 
+/// A private anonymous read-write mapping of `len` bytes at an address the kernel picks; `None`
+/// when the kernel refuses it.
+fn map_anonymous(len: usize) -> Option<*mut libc::c_void> {
+    // SAFETY: an anonymous private mapping at an address the kernel picks; no memory of ours is
+    // involved.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (at != libc::MAP_FAILED).then_some(at)
+}
+
 /// One huge page of memory, mapped at an address aligned to its size; unmapped on drop.
 struct Region {
     base: NonNull<u8>,
@@ -214,21 +220,7 @@ impl Region {
     fn map(size: usize) -> Option<Region> {
         // Twice the size, then the unaligned ends are given back: what is left is aligned.
         let span = 2 * size;
-        // SAFETY: an anonymous private mapping at an address the kernel picks; no memory of
-        // ours is involved.
-        let at = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                span,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if at == libc::MAP_FAILED {
-            return None;
-        }
+        let at = map_anonymous(span)?;
         let start = at as usize;
         let base = (start + size - 1) & !(size - 1);
         let (head, tail) = (base - start, start + span - (base + size));
@@ -357,6 +349,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "mmap and madvise: Miri runs no system calls of that kind")]
     fn base_pages_cost_something_finite() {
         let cost = base_page_cost(2 << 20);
         assert!(cost > Duration::ZERO && cost < Duration::from_secs(10), "{cost:?}");
