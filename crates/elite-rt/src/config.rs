@@ -223,6 +223,8 @@ impl RuntimeBuilder {
     /// cost in base pages (measured once per process) and maps no further regions once one cost
     /// more than twice that: its later TCBs go on the heap, as with `false`, which keeps every
     /// TCB there from the start. A runtime with fewer ULTs never maps a region either way.
+    /// [`Runtime::stats`](crate::Runtime::stats) says how many TCBs are in regions and, if the
+    /// runtime stopped mapping them, what the costly region took ([`TcbStats`](crate::TcbStats)).
     ///
     /// ```
     /// let rt = elite_rt::Runtime::builder().processors(1).huge_page_tcbs(false).build()?;

@@ -455,7 +455,7 @@ pub use runtime::Runtime;
 #[cfg(not(loom))]
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 #[cfg(not(loom))]
-pub use stats::{BlockingStats, ProcessorStats, RuntimeStats};
+pub use stats::{BlockingStats, ProcessorStats, RegionsStopped, RuntimeStats, TcbStats};
 #[cfg(not(loom))]
 pub use tcb::Cancelled;
 #[cfg(not(loom))]

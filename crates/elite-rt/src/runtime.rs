@@ -736,6 +736,7 @@ impl Runtime {
             counter_sources: self.shared.engine.sources(),
             blocking: self.shared.blocking.stats(),
             groups: self.shared.groups.stats(),
+            tcbs: self.shared.chunks.lock().unwrap_or_else(|e| e.into_inner()).stats(),
         }
     }
 }

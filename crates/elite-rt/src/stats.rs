@@ -227,6 +227,37 @@ pub struct RuntimeStats {
     /// Per [`Group`](crate::Group) whose ULTs ran on this runtime, in the order the runtime
     /// first saw them: runs, busy time, migrations, aggregated runs, class.
     pub groups: Vec<crate::GroupStats>,
+    /// Where the runtime's TCBs live: how many it allocated, how many of those are in huge-page
+    /// regions, and why it stopped mapping regions, if it did
+    /// ([`RuntimeBuilder::huge_page_tcbs`](crate::RuntimeBuilder::huge_page_tcbs)).
+    pub tcbs: TcbStats,
+}
+
+/// Where a runtime's TCBs (one per ULT it holds at once; kept until the runtime is dropped)
+/// live: on the heap, or in huge-page regions once the heap ones fill a huge page
+/// ([`RuntimeBuilder::huge_page_tcbs`](crate::RuntimeBuilder::huge_page_tcbs)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcbStats {
+    /// TCBs allocated since the runtime was built.
+    pub allocated: u64,
+    /// Of those, the ones in huge-page regions.
+    pub in_regions: u64,
+    /// Set when the runtime stopped mapping regions because one cost too much to bring in: its
+    /// later TCBs go on the heap.
+    pub regions_stopped: Option<RegionsStopped>,
+}
+
+/// Why a runtime stopped mapping huge-page regions for its TCBs: a new region's first touch
+/// took more than twice what its bytes cost to bring in as base pages on this host (some
+/// virtual machines back a fresh huge page anew at its first touch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegionsStopped {
+    /// How long the region's first touch took.
+    pub first_touch: std::time::Duration,
+    /// What the same bytes cost in base pages (measured once per process).
+    pub base_pages: std::time::Duration,
 }
 
 /// What [`blocking`](crate::blocking) calls did since the runtime started, and where its spare
@@ -326,6 +357,16 @@ impl fmt::Display for RuntimeStats {
             b.threads,
             b.in_flight
         )?;
+        let t = &self.tcbs;
+        write!(f, "\ntcbs                    {:>12} ({} in huge-page regions", t.allocated, t.in_regions)?;
+        if let Some(stop) = t.regions_stopped {
+            write!(
+                f,
+                "; regions stopped: one took {:?} to bring in, {:?} in base pages",
+                stop.first_touch, stop.base_pages
+            )?;
+        }
+        write!(f, ")")?;
         for (p, source) in self.counter_sources.iter().enumerate() {
             if let Some(source) = source {
                 write!(f, "\ncounter source p{p}:      {source}")?;

@@ -650,3 +650,33 @@ fn joins_that_start_their_child_inline_handle_every_switch() {
         assert_eq!(out, expected, "processors = {procs}");
     }
 }
+
+/// `Runtime::stats().tcbs` counts the TCBs a runtime allocated and those in huge-page regions:
+/// none there with `huge_page_tcbs(false)`; with regions allowed, those past the first huge
+/// page's worth on the heap may go into regions (where the host has transparent huge pages),
+/// and a runtime that stopped mapping them says why, having mapped at least one.
+#[test]
+fn stats_count_the_tcbs_and_where_they_live() {
+    let _cpu = shared();
+    const HELD: u64 = 20_000; // 7.5 MB of TCBs: past the first 2 MiB on the heap
+    for regions in [false, true] {
+        let rt = Runtime::builder().processors(1).huge_page_tcbs(regions).build().expect("build runtime");
+        let sum = rt.block_on(|| {
+            let handles: Vec<_> = (0..HELD).map(|i| spawn(move || i)).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+        });
+        assert_eq!(sum, HELD * (HELD - 1) / 2);
+        let stats = rt.stats();
+        let tcbs = &stats.tcbs;
+        assert!(tcbs.allocated > HELD, "every held ULT and the root have a TCB: {tcbs:?}");
+        assert!(tcbs.in_regions < tcbs.allocated, "the first huge page's worth is on the heap: {tcbs:?}");
+        if !regions {
+            assert_eq!((tcbs.in_regions, tcbs.regions_stopped), (0, None), "regions off");
+        } else if let Some(stop) = tcbs.regions_stopped {
+            assert!(tcbs.in_regions > 0, "stopped after a region it mapped: {tcbs:?}");
+            assert!(stop.first_touch > stop.base_pages * 2, "stopped only for a costly region: {stop:?}");
+        }
+        let line = format!("{} ({} in huge-page regions", tcbs.allocated, tcbs.in_regions);
+        assert!(stats.to_string().lines().any(|l| l.starts_with("tcbs") && l.contains(&line)), "{stats}");
+    }
+}

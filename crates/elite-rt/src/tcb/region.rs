@@ -26,7 +26,8 @@
 //! [`HUGE_PAGE_MARGIN`] times that, the runtime maps no further regions, and its later chunks go
 //! on the heap. It keeps the regions it has, so at most one slow region is paid for per runtime;
 //! a later runtime in the process looks again (huge pages freed by an earlier one come back
-//! cheap).
+//! cheap). `Runtime::stats` reports the TCBs in regions and the region that stopped them
+//! (`TcbStats`).
 
 use super::{Chunk, Tcb, TcbRef, CHUNK_TCBS};
 use std::ptr::NonNull;
@@ -79,6 +80,16 @@ impl Chunks {
         tcbs
     }
 
+    /// How many TCBs were allocated, how many sit in regions, and why regions stopped, if they
+    /// did (for `Runtime::stats`).
+    pub(crate) fn stats(&self) -> crate::TcbStats {
+        crate::TcbStats {
+            allocated: (self.list.len() * CHUNK_TCBS) as u64,
+            in_regions: (self.regions.carved * CHUNK_TCBS) as u64,
+            regions_stopped: self.regions.stopped,
+        }
+    }
+
     /// The chunks allocated so far.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Chunk> {
         self.list.iter().map(|c| &**c)
@@ -124,11 +135,15 @@ struct Regions {
     /// What a region's bytes cost to bring in as base pages ([`base_page_cost`]), once a region
     /// is about to be mapped.
     base_pages: Option<Duration>,
+    /// Chunks carved from regions so far.
+    carved: usize,
+    /// The region that cost too much, once one did: its first touch and its base-page cost.
+    stopped: Option<crate::RegionsStopped>,
 }
 
 impl Regions {
     fn new(size: Option<usize>) -> Regions {
-        Regions { size, mapped: Vec::new(), next: 0, end: 0, base_pages: None }
+        Regions { size, mapped: Vec::new(), next: 0, end: 0, base_pages: None, carved: 0, stopped: None }
     }
 
     /// Memory for one more chunk, when `heap_bytes` (the chunks allocated so far, all on the heap
@@ -146,12 +161,14 @@ impl Regions {
             let took = region.first_touch();
             if !huge_pages_pay(took, *base_pages) {
                 self.size = None; // (this region is used up first)
+                self.stopped = Some(crate::RegionsStopped { first_touch: took, base_pages: *base_pages });
             }
             (self.next, self.end) = (region.base.as_ptr() as usize, region.base.as_ptr() as usize + size);
             self.mapped.push(region);
         }
         let at = self.next;
         self.next += CHUNK_BYTES;
+        self.carved += 1;
         NonNull::new(at as *mut Tcb)
     }
 }
@@ -300,6 +317,10 @@ mod tests {
             assert_eq!(t.tcb().head.life.get(), super::super::Life::Free);
         }
         assert_eq!(chunks.iter().count(), on_heap + per_region + 1);
+        let stats = chunks.stats();
+        assert_eq!(stats.allocated, ((on_heap + per_region + 1) * CHUNK_TCBS) as u64);
+        assert_eq!(stats.in_regions, ((per_region + 1) * CHUNK_TCBS) as u64);
+        assert_eq!(stats.regions_stopped, None);
     }
 
     #[test]
@@ -337,6 +358,11 @@ mod tests {
             assert_eq!(t.as_ptr() as usize, first + i * std::mem::size_of::<Tcb>(), "TCB {i} in the region");
         }
         assert_eq!(chunks.iter().count(), on_heap + 3 * per_region);
+        let stats = chunks.stats();
+        assert_eq!(stats.in_regions, (per_region * CHUNK_TCBS) as u64, "one region's chunks");
+        let stop = stats.regions_stopped.expect("the costly region is reported");
+        assert_eq!(stop.base_pages, Duration::ZERO);
+        assert!(stop.first_touch > Duration::ZERO);
     }
 
     #[test]
