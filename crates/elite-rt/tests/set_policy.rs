@@ -439,14 +439,16 @@ fn auto_remembers_its_choice_for_the_next_runtime() {
         let top = d.rates.iter().map(|r| r.1).fold(0.0, f64::max);
         let chosen = d.rates.iter().find(|r| r.0 == d.policy).map(|r| r.1);
         let first = d.rates[0];
-        let tie_to_the_first = d.policy == first.0 && top <= first.1 * 1.02;
+        // The rule's margin: the best is within 2% of the first candidate.
+        let within_margin_of_first = top <= first.1 * 1.02;
+        let tie_to_the_first = d.policy == first.0 && within_margin_of_first;
         if explored.reason == AutoReason::Unconfirmed {
             // A re-check that chose another candidate kept the one in force, until the next
             // re-check agrees: that one is remembered, and the pooled rates, read by the rule
             // (the best, or the first candidate where the best is within the margin of it),
             // choose another candidate than the one kept.
             let best = d.rates.iter().find(|r| r.1 == top).map(|r| r.0);
-            let rule_choice = if top <= first.1 * 1.02 { Some(first.0) } else { best };
+            let rule_choice = if within_margin_of_first { Some(first.0) } else { best };
             assert!(
                 rule_choice != Some(d.policy),
                 "an unconfirmed re-check's pooled rates choose another candidate than the one kept: {d}"

@@ -85,7 +85,7 @@ impl Chunks {
     pub(crate) fn stats(&self) -> crate::TcbStats {
         crate::TcbStats {
             allocated: (self.list.len() * CHUNK_TCBS) as u64,
-            in_regions: (self.regions.carved * CHUNK_TCBS) as u64,
+            in_regions: (self.list.iter().filter(|c| c.in_region).count() * CHUNK_TCBS) as u64,
             regions_stopped: self.regions.stopped,
         }
     }
@@ -135,15 +135,13 @@ struct Regions {
     /// What a region's bytes cost to bring in as base pages ([`base_page_cost`]), once a region
     /// is about to be mapped.
     base_pages: Option<Duration>,
-    /// Chunks carved from regions so far.
-    carved: usize,
     /// The region that cost too much, once one did: its first touch and its base-page cost.
     stopped: Option<crate::RegionsStopped>,
 }
 
 impl Regions {
     fn new(size: Option<usize>) -> Regions {
-        Regions { size, mapped: Vec::new(), next: 0, end: 0, base_pages: None, carved: 0, stopped: None }
+        Regions { size, mapped: Vec::new(), next: 0, end: 0, base_pages: None, stopped: None }
     }
 
     /// Memory for one more chunk, when `heap_bytes` (the chunks allocated so far, all on the heap
@@ -168,7 +166,6 @@ impl Regions {
         }
         let at = self.next;
         self.next += CHUNK_BYTES;
-        self.carved += 1;
         NonNull::new(at as *mut Tcb)
     }
 }
@@ -180,18 +177,15 @@ fn huge_pages_pay(took: Duration, base_pages: Duration) -> bool {
 }
 
 /// What bringing in `bytes` of fresh memory costs here in base pages: [`BASE_PAGE_SAMPLE`] pages
-/// of a scratch mapping advised against huge pages, each touched once, timed, scaled to `bytes`,
-/// and unmapped; measured once per process (the first call's `bytes` is every caller's: the huge
-/// page size). [`Duration::MAX`] where the scratch mapping fails: regions are then kept, as
-/// before any measurement.
+/// of a scratch mapping advised against huge pages, each touched once and timed (once per
+/// process), then unmapped, scaled to `bytes`. [`Duration::MAX`] where the scratch mapping fails:
+/// regions are then kept, as before any measurement.
 fn base_page_cost(bytes: usize) -> Duration {
-    static COST: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *COST.get_or_init(|| {
+    static SAMPLE: std::sync::OnceLock<Option<(Duration, usize)>> = std::sync::OnceLock::new();
+    let sample = SAMPLE.get_or_init(|| {
         let page = crate::stack::page_size();
         let span = BASE_PAGE_SAMPLE * page;
-        let Some(at) = map_anonymous(span) else {
-            return Duration::MAX;
-        };
+        let at = map_anonymous(span)?;
         // SAFETY: the range is the mapping just made; advice only (refused: the sample may take
         // a huge page, and reads cheaper, which only keeps regions).
         unsafe { libc::madvise(at, span, libc::MADV_NOHUGEPAGE) };
@@ -203,8 +197,9 @@ fn base_page_cost(bytes: usize) -> Duration {
         let took = began.elapsed();
         // SAFETY: the mapping made above; nothing refers to it any more.
         unsafe { libc::munmap(at, span) };
-        took.mul_f64(bytes as f64 / span as f64)
-    })
+        Some((took, span))
+    });
+    sample.map_or(Duration::MAX, |(took, span)| took.mul_f64(bytes as f64 / span as f64))
 }
 
 /// A private anonymous read-write mapping of `len` bytes at an address the kernel picks; `None`
