@@ -42,6 +42,7 @@ pub struct RuntimeBuilder {
     pin: bool,
     spin_policy: SpinPolicy,
     gather_locks: bool,
+    steal_trials: bool,
     central: bool,
     prefetch: bool,
     detached_panic_hook: DetachedPanicHook,
@@ -95,6 +96,7 @@ impl Default for RuntimeBuilder {
             pin: true,
             spin_policy: SpinPolicy::Adaptive,
             gather_locks: true,
+            steal_trials: true,
             central: false,
             prefetch: true,
             detached_panic_hook: DetachedPanicHook::print(),
@@ -136,6 +138,9 @@ pub(crate) struct Config {
     pub(crate) spin_policy: SpinPolicy,
     /// Whether a saturated [`Mutex`](crate::sync::Mutex) gathers its contenders on one processor.
     pub(crate) gather_locks: bool,
+    /// Whether a thief that keeps stealing measures whether its steals pay
+    /// ([`RuntimeBuilder::steal_trials`]).
+    pub(crate) steal_trials: bool,
     pub(crate) central: bool,
     /// Whether processors prefetch the data blocks ULTs declare (`crate::prefetch`).
     pub(crate) prefetch: bool,
@@ -282,6 +287,31 @@ impl RuntimeBuilder {
     /// contenders stay where they are.
     pub fn gather_locks(mut self, gather: bool) -> Self {
         self.gather_locks = gather;
+        self
+    }
+
+    /// Whether an idle processor that keeps stealing finds out whether its steals pay (default
+    /// `true`). A processor that stole at least 8 ULTs within 100 to 800 µs of idle steps stops
+    /// stealing for as long again and compares the runtime's rate of ULT runs without its steals
+    /// with the rate with them; when the rate without is not at least 3% lower, it steals nothing
+    /// for a hold (1 ms, doubling at each such verdict in a row up to 16 ms; new ULTs spawned
+    /// anywhere end it), else it steals as before and tries again only after a cool-down (16
+    /// trials' lengths, doubling up to 1024). Short ULTs that talk to a ULT on another processor
+    /// (workers waiting on a server's replies) then stay where their partner runs instead of
+    /// being stolen back and forth; ULTs whose runs add up to parallel work keep being stolen.
+    /// The trials and holds are counted in
+    /// [`ProcessorStats::steal_trials`](crate::ProcessorStats::steal_trials) and
+    /// [`steal_holds`](crate::ProcessorStats::steal_holds). Off in the chaos mode and in a
+    /// `central` runtime. The rule and where it can be fooled: `docs/architecture.md`, "Steal
+    /// trials".
+    ///
+    /// ```
+    /// let rt = elite_rt::Runtime::builder().processors(2).steal_trials(false).build()?;
+    /// assert_eq!(rt.block_on(|| elite_rt::spawn(|| 6 * 7).join().unwrap()), 42);
+    /// # Ok::<(), elite_rt::BuildError>(())
+    /// ```
+    pub fn steal_trials(mut self, on: bool) -> Self {
+        self.steal_trials = on;
         self
     }
 
@@ -927,6 +957,7 @@ impl RuntimeBuilder {
             pin: self.pin,
             spin_policy: self.spin_policy,
             gather_locks: self.gather_locks,
+            steal_trials: self.steal_trials,
             central: self.central,
             prefetch: self.prefetch,
             detached_panic_hook: self.detached_panic_hook,

@@ -154,6 +154,14 @@ counters! {
     /// avoidance left ULTs in their victims' runqueues (`steals_declined`), paused stealing
     /// (counted in `parks` too).
     steal_pauses,
+    /// Steal trials this processor finished: after a stretch of idle steps in which it stole
+    /// ULTs again and again, it stopped stealing for as long and compared the runtime's rate of
+    /// ULT runs without its steals with the rate with them
+    /// ([`RuntimeBuilder::steal_trials`](crate::RuntimeBuilder::steal_trials)).
+    steal_trials,
+    /// Those of its steal trials whose rate without steals was not at least 3% lower: the
+    /// processor then stole nothing for a hold.
+    steal_holds,
     /// Wake-ups of placed ULTs (with a place, a home or a pin) made by code on this processor
     /// that sent the ULT to its home on another processor.
     home_goings,

@@ -162,7 +162,8 @@
 //!   that keep state of their own (actors, servers behind channels): each goes back to its home
 //!   when woken, unless home is overloaded, so its state stays in one cache. One exception: a
 //!   ULT woken again by the ULT that woke it last (its partner in a request and its reply)
-//!   goes where that partner runs, so that an exchange does not cross processors twice
+//!   goes where that partner runs (also when that processor is overloaded, if home holds off
+//!   stealing after a steal trial: see below), so that an exchange does not cross processors twice
 //!   (`policy/places.rs`, "The partner rule"; counted in
 //!   [`ProcessorStats::partner_stays`](crate::ProcessorStats::partner_stays), beside the
 //!   wake-ups that sent a ULT home, [`home_goings`](crate::ProcessorStats::home_goings)).
@@ -178,6 +179,13 @@
 //!   the cache model (a policy that counts misses) or declared footprints
 //!   ([`Builder::footprint`](crate::Builder::footprint)) to see any cost; without them it
 //!   changes nothing.
+//! - **Steal trials** ([`RuntimeBuilder::steal_trials`](crate::RuntimeBuilder::steal_trials),
+//!   on by default): a processor that keeps stealing stops for a moment and compares the
+//!   runtime's rate of ULT runs without its steals with the rate with them; when its steals do
+//!   not pay it holds off for a while (a spawn anywhere ends the hold). This is what keeps
+//!   short ULTs that talk to a ULT on another processor (workers waiting on a server's replies)
+//!   beside their partner instead of stolen back and forth; where steals add up to parallel
+//!   work it changes nothing but a short trial now and then. Turn it off only to compare.
 //! - **Round-robin** starts ([`RuntimeBuilder::round_robin`](crate::RuntimeBuilder::round_robin))
 //!   spread the ULTs of one spawner at once, without waiting for thieves; for batches of equal,
 //!   long ULTs spawned by one ULT.

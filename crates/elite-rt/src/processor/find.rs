@@ -263,6 +263,9 @@ impl Processor {
         if !self.core().pauses.before_steal() {
             return None; // ULTs went home from here: pause first (`idle`)
         }
+        if self.core().trials.blocked() {
+            return None; // a steal trial or a hold (`trial`): `idle` parks
+        }
         let places = &self.shared.places;
         let processors = &self.shared.processors;
         // The runqueue this processor serves, never stolen from (`Places::ready_queue`).
@@ -283,6 +286,7 @@ impl Processor {
                 if !victim.start.is_empty() || ready.is_some_and(|q| q.len() > 0) {
                     self.shared.notify_any(); // more to take there: pass the wake-up on
                 }
+                self.core().trials.note_steal();
                 let stats = &self.remote().stats;
                 if victim.node == self.remote().node {
                     stats.steals_node.bump();
@@ -432,6 +436,9 @@ impl Processor {
             let ticks_per_us = crate::sync::host_costs().ticks_per_ns * 1000.0;
             let micros = (declined_by / ticks_per_us).ceil().clamp(1.0, WATCH_MAX.as_micros() as f64);
             self.pause_stealing(micros as u32);
+            return;
+        }
+        if self.core().trials_on && self.steal_trial_waits() {
             return;
         }
         if self.spin_for_work() {
@@ -601,6 +608,65 @@ impl Processor {
             }
         }
         false
+    }
+
+    /// Step 5 under steal trials (`trial`): true when this idle step waited (a trial or a
+    /// hold: parked without stealing, after looking for stranded ULTs) or found a stranded ULT
+    /// to run; false to go on as usual (steal, spin, park).
+    #[cold]
+    fn steal_trial_waits(&self) -> bool {
+        let now = Instant::now();
+        if self.core().trials.blocked() && self.start_work_anywhere() {
+            self.core().trials.new_work(now, self.runs_ended()); // (a new phase: steal)
+            self.publish_hold();
+            return false;
+        }
+        let (step, verdict) = self.core().trials.on_idle(now, self.runs_ended());
+        self.publish_hold();
+        if let Some(verdict) = verdict {
+            let stats = &self.remote().stats;
+            stats.steal_trials.bump();
+            if verdict == super::trial::Verdict::Holds {
+                stats.steal_holds.bump();
+            }
+        }
+        let super::trial::Step::Wait(until) = step else { return false };
+        // Still the watch for stranded ULTs, which no hold may delay past a watch period.
+        if let Some(t) = self.rescue_stranded() {
+            self.make_ready(t);
+            return true;
+        }
+        let wait = until.saturating_duration_since(now).min(WATCH_MAX);
+        self.pause_stealing(wait.as_micros().max(1) as u32);
+        true
+    }
+
+    /// Tells the places whether this processor holds off stealing now (the partner rule reads
+    /// it: `policy::places`), when that changed.
+    fn publish_hold(&self) {
+        let holding = self.core().trials.holding();
+        if self.shared.places.holding(self.index) != holding {
+            self.shared.places.set_holding(self.index, holding);
+        }
+    }
+
+    /// The runtime's ULT runs that ended in a block or an exit so far: every processor's
+    /// switches less its yields (the progress steal trials compare; counters read without
+    /// synchronization, each a recent value).
+    fn runs_ended(&self) -> u64 {
+        self.shared
+            .processors
+            .iter()
+            .fold(0u64, |sum, p| sum.wrapping_add(p.stats.switches.get()).wrapping_sub(p.stats.yields.get()))
+    }
+
+    /// Whether any start-queue of the runtime holds a never-started ULT (new work: it ends a
+    /// hold of steal trials).
+    fn start_work_anywhere(&self) -> bool {
+        let shared = &*self.shared;
+        !shared.global_start.is_empty()
+            || shared.nodes.iter().any(|n| !n.start.is_empty())
+            || shared.processors.iter().any(|p| !p.start.is_empty())
     }
 
     /// Parks until there is work of this processor's own (nothing to steal counts), a

@@ -92,6 +92,7 @@ mod exit;
 mod find;
 mod run;
 mod trace;
+mod trial;
 mod wake;
 pub(crate) mod worker;
 
@@ -217,6 +218,11 @@ pub(crate) struct Core {
     /// The gathering's part (`sync::mutex::gather`): ULTs sent to a lock's home, and the pauses
     /// of stealing that follow.
     pauses: Pauses,
+    /// Whether this processor runs steal trials (`trial`): configured, more than one
+    /// processor, neither `central` nor the chaos mode.
+    trials_on: bool,
+    /// Its steal trials (`trial`): whether its steals pay.
+    trials: trial::StealTrials,
     /// The policy's per-processor part: counter source, run and entry counts (see `affinity`).
     engine: crate::policy::engine::Local,
     /// Whether prefetching declared blocks pays here, measured (`crate::prefetch`).
@@ -336,6 +342,8 @@ impl Processor {
             avoid: Box::new(find::Avoidance::new(shared.processors.len())),
             strands: find::StrandWatch::new(shared.processors.len()),
             pauses: Pauses::new(),
+            trials_on: c.steal_trials && !c.central && c.chaos.is_none() && shared.processors.len() > 1,
+            trials: trial::StealTrials::new(std::time::Instant::now(), 0),
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
             engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
             payoff: crate::prefetch::Payoff::new(),

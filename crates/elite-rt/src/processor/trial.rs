@@ -1,0 +1,404 @@
+//! Steal trials: a thief that keeps stealing finds out, by measuring, whether its steals make
+//! the runtime progress faster, and stops stealing for a while when they do not.
+//!
+//! # The problem
+//!
+//! Stealing assumes that a ready ULT run by an idle processor is work done in parallel. For
+//! ULTs that run briefly and talk to a ULT on the victim (workers sending requests to a
+//! server and waiting for each reply, Savina's concurrent dictionary), a stolen ULT runs
+//! a few hundred nanoseconds, its message and its reply cross between the cores, and at its
+//! next wake-up it follows its waker back to the victim, where the thief, idle again, steals
+//! the next one. Each such steal moves a control block, a stack top, a channel's lines and the
+//! victim's runqueue lock across, and slows the victim down more than the thief's run gained
+//! (`elite-bench places`' `concdict` ran several times slower on two processors than on one).
+//! Nothing the thief sees of a single steal tells this apart from a worker pool whose short
+//! runs do pay (`elite-bench affinity`'s `no_locality`, faster on two processors than on
+//! one): the difference is only in the rate of the whole.
+//!
+//! # The trial
+//!
+//! So the processor measures it. Progress is the runtime's ULT runs that ended in a block or
+//! an exit (every processor's switches less its yields), read from the counters at a thief's
+//! idle steps; an idle step happens only when the processor ran out of work, so a processor
+//! busy with its own ULTs pays nothing.
+//!
+//! 1. **Watching.** The idle steps count this processor's steals over a window of at least
+//!    [`WINDOW`]. A window that saw at least [`CHURN_STEALS`] steals, and ended within
+//!    [`WINDOW_LONGEST`] (a processor that steals now and then from a long busy stretch is
+//!    not churning), gives the rate of progress *with* stealing, and the trial starts.
+//! 2. **Trial.** The processor stops stealing for as long as the window lasted (runs only
+//!    work sent to it, parks otherwise), and measures the rate *without* its steals.
+//! 3. **Verdict.** If the rate without is at least [`PAYS_BY`] below the rate with, stealing
+//!    pays: the processor steals as before and starts no trial for a cool-down of
+//!    [`COOL_FIRST`] trials' lengths, doubled at each verdict in a row that stealing pays, up
+//!    to [`COOL_MAX`] (a trial costs at most its own length of this processor's help, so the
+//!    cost of trials where stealing pays is bounded by the inverse of the cool-down). Otherwise
+//!    it **holds**: it does not steal for [`HOLD_FIRST`], doubled at each such verdict in a
+//!    row up to [`HOLD_MAX`], then watches again (the next churning window starts another
+//!    trial).
+//!
+//! While it holds or tries, an idle processor parks for at most the watch period of stranded
+//! ULTs (`find`, "Stranded ULTs") and rescues those as before: a ready ULT waiting behind a
+//! long run is not churn. A start-queue entry anywhere (a never-started ULT: new work, often a
+//! new parallel phase) ends a hold at once; the runtime's processors notify a holding one as
+//! they notify a pausing one (`Idle::notify_one` passes it by).
+//!
+//! The trial's time constants are measurement windows, not tuned costs: long enough that the
+//! rates count hundreds of runs at the rates where churn costs anything (a run of a microsecond
+//! or less), short next to what a hold saves. The verdict itself is a measurement on the host
+//! it runs on.
+//!
+//! # Where it can be fooled
+//!
+//! A program whose useful work does not end runs (a ULT that loops without blocking) reads as no
+//! progress either way: no verdict moves it (equal rates hold, and a held processor still runs
+//! what is sent to it, and is woken by new work). A program that spawns its parallel phases
+//! ends holds at each spawn. Ready ULTs that become stealable during a hold without a spawn (a
+//! barrier releasing many long runs at once) wait for the hold to end, at most [`HOLD_MAX`],
+//! or for the watch period's rescue when they are stranded in a `next` slot.
+
+use std::time::{Duration, Instant};
+
+/// The shortest watching window.
+pub(crate) const WINDOW: Duration = Duration::from_micros(100);
+
+/// A window longer than this when an idle step closes it says the processor was busy, not
+/// churning: no trial.
+pub(crate) const WINDOW_LONGEST: Duration = Duration::from_micros(800);
+
+/// Steals in a window that start a trial.
+pub(crate) const CHURN_STEALS: u32 = 8;
+
+/// Stealing pays when the rate without it is lower by at least this share of the rate with it.
+pub(crate) const PAYS_BY: f64 = 0.03;
+
+/// The first hold.
+pub(crate) const HOLD_FIRST: Duration = Duration::from_millis(1);
+
+/// The longest hold.
+pub(crate) const HOLD_MAX: Duration = Duration::from_millis(16);
+
+/// The first cool-down after stealing paid, in trial lengths.
+pub(crate) const COOL_FIRST: u32 = 16;
+
+/// The longest cool-down, in trial lengths.
+pub(crate) const COOL_MAX: u32 = 1024;
+
+/// What an idle step does about stealing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Steal as usual.
+    Steal,
+    /// No stealing until this instant (a trial or a hold): park for it.
+    Wait(Instant),
+}
+
+/// What a verdict decided, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Stealing paid.
+    Pays,
+    /// Stealing did not pay: a hold began.
+    Holds,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum State {
+    /// Counting steals since `since`, when progress was `progress`.
+    Watching { since: Instant, progress: u64 },
+    /// No steals from `since` (progress `progress`) to `until`; the rate with steals was
+    /// `with` (runs per second).
+    Trying { since: Instant, progress: u64, until: Instant, with: f64 },
+    /// No steals until `until`.
+    Holding { until: Instant },
+}
+
+/// A processor's steal trials (module docs), in its `Core`.
+pub(crate) struct StealTrials {
+    state: State,
+    /// Steals since the window began.
+    steals: u32,
+    /// No trial before this instant.
+    cool_until: Option<Instant>,
+    /// The next hold's length.
+    hold: Duration,
+    /// The next cool-down, in trial lengths.
+    cool: u32,
+    /// Whether steals are off now (trying or holding): the one word `steal` reads.
+    blocked: bool,
+}
+
+impl StealTrials {
+    pub(crate) fn new(now: Instant, progress: u64) -> StealTrials {
+        StealTrials {
+            state: State::Watching { since: now, progress },
+            steals: 0,
+            cool_until: None,
+            hold: HOLD_FIRST,
+            cool: COOL_FIRST,
+            blocked: false,
+        }
+    }
+
+    /// Whether steals are off now (a trial or a hold).
+    #[inline]
+    pub(crate) fn blocked(&self) -> bool {
+        self.blocked
+    }
+
+    /// Whether a hold is on (what the places publish: `Places::holding`).
+    pub(crate) fn holding(&self) -> bool {
+        matches!(self.state, State::Holding { .. })
+    }
+
+    /// Holds from `now` for `length`, as a verdict would (tests).
+    #[cfg(test)]
+    pub(crate) fn hold_for(&mut self, now: Instant, length: Duration) {
+        self.state = State::Holding { until: now + length };
+        self.blocked = true;
+    }
+
+    /// A steal succeeded.
+    #[inline]
+    pub(crate) fn note_steal(&mut self) {
+        self.steals = self.steals.saturating_add(1);
+    }
+
+    /// New work appeared (a start-queue entry): a hold ends now. A trial goes on (its rate is
+    /// measured whatever runs meanwhile).
+    pub(crate) fn new_work(&mut self, now: Instant, progress: u64) {
+        if let State::Holding { .. } = self.state {
+            self.watch(now, progress);
+        }
+    }
+
+    /// An idle step at `now`, the runtime's progress being `progress` (module docs): what to do
+    /// about stealing, and a verdict if one was reached.
+    pub(crate) fn on_idle(&mut self, now: Instant, progress: u64) -> (Step, Option<Verdict>) {
+        match self.state {
+            State::Watching { since, progress: p0 } => {
+                let age = now.saturating_duration_since(since);
+                if age < WINDOW {
+                    return (Step::Steal, None);
+                }
+                let cool = self.cool_until.is_some_and(|c| now < c);
+                if self.steals >= CHURN_STEALS && age <= WINDOW_LONGEST && !cool {
+                    let with = rate(progress.wrapping_sub(p0), age);
+                    let until = now + age;
+                    self.state = State::Trying { since: now, progress, until, with };
+                    self.steals = 0;
+                    self.blocked = true;
+                    return (Step::Wait(until), None);
+                }
+                self.watch(now, progress);
+                (Step::Steal, None)
+            }
+            State::Trying { since, progress: p0, until, with } => {
+                if now < until {
+                    return (Step::Wait(until), None);
+                }
+                let length = now.saturating_duration_since(since);
+                let without = rate(progress.wrapping_sub(p0), length);
+                if without < with * (1.0 - PAYS_BY) {
+                    self.cool_until = Some(now + length * self.cool);
+                    self.cool = (self.cool * 2).min(COOL_MAX);
+                    self.hold = HOLD_FIRST;
+                    self.watch(now, progress);
+                    (Step::Steal, Some(Verdict::Pays))
+                } else {
+                    let until = now + self.hold;
+                    self.hold = (self.hold * 2).min(HOLD_MAX);
+                    self.cool = COOL_FIRST;
+                    self.state = State::Holding { until };
+                    (Step::Wait(until), Some(Verdict::Holds))
+                }
+            }
+            State::Holding { until } => {
+                if now < until {
+                    return (Step::Wait(until), None);
+                }
+                self.watch(now, progress);
+                (Step::Steal, None)
+            }
+        }
+    }
+
+    /// Back to watching, a new window from `now`.
+    fn watch(&mut self, now: Instant, progress: u64) {
+        self.state = State::Watching { since: now, progress };
+        self.steals = 0;
+        self.blocked = false;
+    }
+}
+
+/// Runs per second: `runs` in `time`.
+fn rate(runs: u64, time: Duration) -> f64 {
+    runs as f64 / time.as_secs_f64().max(1e-9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    /// Steals `n` times, then an idle step at `at` with progress `progress`.
+    fn churn(t: &mut StealTrials, n: u32, at: Instant, progress: u64) -> (Step, Option<Verdict>) {
+        for _ in 0..n {
+            t.note_steal();
+        }
+        t.on_idle(at, progress)
+    }
+
+    #[test]
+    fn a_churning_window_starts_a_trial_as_long_as_itself() {
+        let t0 = Instant::now();
+        let mut t = StealTrials::new(t0, 0);
+        // Too early to close the window: steal on.
+        assert_eq!(churn(&mut t, 20, t0 + 50 * US, 10), (Step::Steal, None));
+        assert!(!t.blocked());
+        let (step, verdict) = churn(&mut t, 0, t0 + 120 * US, 100);
+        assert_eq!(step, Step::Wait(t0 + 240 * US));
+        assert_eq!(verdict, None);
+        assert!(t.blocked(), "no steals during a trial");
+        // An idle step inside the trial waits for its end.
+        assert_eq!(t.on_idle(t0 + 200 * US, 500), (Step::Wait(t0 + 240 * US), None));
+    }
+
+    #[test]
+    fn too_few_steals_or_a_long_busy_window_start_no_trial() {
+        let t0 = Instant::now();
+        let mut t = StealTrials::new(t0, 0);
+        assert_eq!(churn(&mut t, CHURN_STEALS - 1, t0 + 150 * US, 100), (Step::Steal, None));
+        // The next window: enough steals, but it lasted past WINDOW_LONGEST.
+        let late = t0 + 150 * US + WINDOW_LONGEST + US;
+        assert_eq!(churn(&mut t, 50, late, 200), (Step::Steal, None));
+        assert!(!t.blocked());
+    }
+
+    #[test]
+    fn a_trial_that_runs_faster_without_steals_holds_and_holds_double() {
+        let t0 = Instant::now();
+        let mut t = StealTrials::new(t0, 0);
+        // Window: 100 runs in 100 µs (1 M/s); trial: 1000 runs in 100 µs (10 M/s).
+        churn(&mut t, 20, t0 + 100 * US, 100);
+        let end = t0 + 200 * US;
+        let (step, verdict) = t.on_idle(end, 1100);
+        assert_eq!(verdict, Some(Verdict::Holds));
+        assert_eq!(step, Step::Wait(end + HOLD_FIRST));
+        assert!(t.blocked());
+        // After the hold: watching again; the same outcome doubles the hold.
+        let after = end + HOLD_FIRST;
+        assert_eq!(t.on_idle(after, 5000), (Step::Steal, None));
+        assert!(!t.blocked());
+        churn(&mut t, 20, after + 100 * US, 5100);
+        let (step, verdict) = t.on_idle(after + 200 * US, 6100);
+        assert_eq!(verdict, Some(Verdict::Holds));
+        assert_eq!(step, Step::Wait(after + 200 * US + 2 * HOLD_FIRST));
+    }
+
+    #[test]
+    fn equal_rates_hold_too() {
+        let t0 = Instant::now();
+        let mut t = StealTrials::new(t0, 0);
+        churn(&mut t, 20, t0 + 100 * US, 1000);
+        // 2.5% slower without steals: within PAYS_BY, so stealing does not pay.
+        let (_, verdict) = t.on_idle(t0 + 200 * US, 1975);
+        assert_eq!(verdict, Some(Verdict::Holds));
+    }
+
+    #[test]
+    fn a_trial_that_runs_slower_without_steals_goes_back_to_stealing_and_cools_down() {
+        let t0 = Instant::now();
+        let mut t = StealTrials::new(t0, 0);
+        // Window 2000 runs in 100 µs; trial 1200 (the thief's help was worth 40%).
+        churn(&mut t, 20, t0 + 100 * US, 2000);
+        let end = t0 + 200 * US;
+        assert_eq!(t.on_idle(end, 3200), (Step::Steal, Some(Verdict::Pays)));
+        assert!(!t.blocked());
+        // Churning windows inside the cool-down (16 trial lengths) start no trial...
+        let mut now = end;
+        for i in 1..=15u64 {
+            now += 100 * US;
+            assert_eq!(churn(&mut t, 20, now, 3200 + i * 2000), (Step::Steal, None), "window {i}");
+        }
+        // ...and the first one after it does.
+        now += 200 * US;
+        assert!(matches!(churn(&mut t, 20, now, 40_000), (Step::Wait(_), None)));
+    }
+
+    #[test]
+    fn new_work_ends_a_hold_not_a_trial() {
+        let t0 = Instant::now();
+        let mut t = StealTrials::new(t0, 0);
+        churn(&mut t, 20, t0 + 100 * US, 100);
+        t.new_work(t0 + 150 * US, 600);
+        assert!(t.blocked(), "a trial goes on");
+        let (_, verdict) = t.on_idle(t0 + 200 * US, 1100);
+        assert_eq!(verdict, Some(Verdict::Holds));
+        t.new_work(t0 + 300 * US, 1200);
+        assert!(!t.blocked(), "a hold ends");
+        assert_eq!(t.on_idle(t0 + 310 * US, 1210), (Step::Steal, None));
+    }
+}
+
+#[cfg(test)]
+mod runtime_tests {
+    use crate::{Builder, Place, PlaceMode, Runtime};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// Runs `f` on processor `p` of the caller's runtime (a strict place: never stolen).
+    fn on_processor<T: Send + 'static>(p: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let b = Builder::new().place(Place::processor(p)).place_mode(PlaceMode::Strict);
+        b.spawn(f).expect("spawn").join().expect("the ULT")
+    }
+
+    /// Processor 1 is put on a hold far longer than the test; its idle steps publish it. A ULT
+    /// spawned on processor 0 while another spins there must still run at once on processor 1:
+    /// new work ends the hold (a held processor that ignored spawns would leave the spinner
+    /// waiting for ever).
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime of OS threads, which Miri does not model here")]
+    fn a_spawn_ends_a_hold_and_the_held_processor_runs_it() {
+        let rt = Runtime::builder().processors(2).build().expect("build runtime");
+        let shared = std::sync::Arc::clone(rt.shared());
+        rt.block_on(move || {
+            on_processor(1, || {
+                let p = crate::slot::current_processor().expect("a processor");
+                assert_eq!(p.index, 1);
+                p.core().trials.hold_for(Instant::now(), Duration::from_secs(3600));
+            });
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !shared.places.holding(1) {
+                assert!(Instant::now() < deadline, "processor 1 never published its hold");
+                crate::sleep(Duration::from_millis(1));
+            }
+            let arrived = Arc::new(AtomicUsize::new(0));
+            on_processor(0, move || {
+                let both: Vec<_> = (0..2)
+                    .map(|_| {
+                        let arrived = arrived.clone();
+                        crate::spawn(move || {
+                            let me = crate::slot::current_processor().expect("a processor").index;
+                            arrived.fetch_add(1, SeqCst);
+                            let deadline = Instant::now() + Duration::from_secs(30);
+                            while arrived.load(SeqCst) < 2 {
+                                assert!(Instant::now() < deadline, "the other ULT never ran beside this one");
+                                std::thread::yield_now(); // (the OS thread's, not the ULT's)
+                            }
+                            me
+                        })
+                    })
+                    .collect();
+                let mut ran_on: Vec<usize> = both.into_iter().map(|h| h.join().expect("a spinner")).collect();
+                ran_on.sort_unstable();
+                assert_eq!(ran_on, [0, 1], "one spinner on each processor");
+            });
+            assert!(!shared.places.holding(1), "the hold ended and was withdrawn");
+        });
+        let stats = rt.stats();
+        assert_eq!(stats.processors[1].steal_holds, 0, "a forced hold is no verdict");
+    }
+}
