@@ -809,8 +809,9 @@ impl RuntimeBuilder {
     /// first wake-up (or its [`Builder::home`](crate::Builder::home)); a woken ULT goes home
     /// unless home is overloaded, and a ULT stolen away goes back home at its next wake-up,
     /// except that a ULT woken by the ULT that woke it last (its partner in a request and its
-    /// reply) goes to where that ULT runs, unless that processor is overloaded (the partner
-    /// rule: see the policy guide, "Where to put a thread"). Default off.
+    /// reply) goes to where that ULT runs, however loaded that processor is: thieves balance
+    /// the load, and their [steal trials](Self::steal_trials) find out whether that pays (the
+    /// partner rule: see the policy guide, "Where to put a thread"). Default off.
     ///
     /// ```
     /// let rt = elite_rt::Runtime::builder().processors(2).soft_pinning(true).build()?;

@@ -162,8 +162,8 @@
 //!   that keep state of their own (actors, servers behind channels): each goes back to its home
 //!   when woken, unless home is overloaded, so its state stays in one cache. One exception: a
 //!   ULT woken again by the ULT that woke it last (its partner in a request and its reply)
-//!   goes where that partner runs (also when that processor is overloaded, if home holds off
-//!   stealing after a steal trial: see below), so that an exchange does not cross processors twice
+//!   goes where that partner runs (however loaded that processor is: thieves balance the
+//!   load, measuring whether it pays, see steal trials below), so that an exchange does not cross processors twice
 //!   (`policy/places.rs`, "The partner rule"; counted in
 //!   [`ProcessorStats::partner_stays`](crate::ProcessorStats::partner_stays), beside the
 //!   wake-ups that sent a ULT home, [`home_goings`](crate::ProcessorStats::home_goings)).

@@ -618,11 +618,9 @@ impl Processor {
         let now = Instant::now();
         if self.core().trials.blocked() && self.start_work_anywhere() {
             self.core().trials.new_work(now, self.runs_ended()); // (a new phase: steal)
-            self.publish_hold();
             return false;
         }
         let (step, verdict) = self.core().trials.on_idle(now, self.runs_ended());
-        self.publish_hold();
         if let Some(verdict) = verdict {
             let stats = &self.remote().stats;
             stats.steal_trials.bump();
@@ -639,15 +637,6 @@ impl Processor {
         let wait = until.saturating_duration_since(now).min(WATCH_MAX);
         self.pause_stealing(wait.as_micros().max(1) as u32);
         true
-    }
-
-    /// Tells the places whether this processor holds off stealing now (the partner rule reads
-    /// it: `policy::places`), when that changed.
-    fn publish_hold(&self) {
-        let holding = self.core().trials.holding();
-        if self.shared.places.holding(self.index) != holding {
-            self.shared.places.set_holding(self.index, holding);
-        }
     }
 
     /// The runtime's ULT runs that ended in a block or an exit so far: every processor's
