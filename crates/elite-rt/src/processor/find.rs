@@ -620,7 +620,7 @@ impl Processor {
             self.core().trials.new_work(now, self.runs_ended()); // (a new phase: steal)
             return false;
         }
-        let (step, verdict) = self.core().trials.on_idle(now, self.runs_ended());
+        let (step, verdict) = self.core().trials.on_idle(now, || self.runs_ended());
         if let Some(verdict) = verdict {
             let stats = &self.remote().stats;
             stats.steal_trials.bump();
