@@ -294,8 +294,8 @@ impl RuntimeBuilder {
     /// `true`). A processor that stole at least 8 ULTs within 100 to 800 µs of idle steps stops
     /// stealing for as long again and compares the runtime's rate of ULT runs without its steals
     /// with the rate with them; when the rate without is not at least 3% lower, it steals nothing
-    /// for a hold (1 ms, doubling at each such verdict in a row up to 16 ms; new ULTs spawned
-    /// anywhere end it), else it steals as before and tries again only after a cool-down (16
+    /// for a hold (1 ms, doubling at each such verdict in a row up to 16 ms; a ULT spawned
+    /// anywhere ends it within 2 ms), else it steals as before and tries again only after a cool-down (16
     /// trials' lengths, doubling up to 1024). Short ULTs that talk to a ULT on another processor
     /// (workers waiting on a server's replies) then stay where their partner runs instead of
     /// being stolen back and forth; ULTs whose runs add up to parallel work keep being stolen.

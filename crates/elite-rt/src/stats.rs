@@ -151,8 +151,8 @@ counters! {
     /// gathering).
     gathered,
     /// Times this processor, gone idle after sending ULTs home that way, or after steal
-    /// avoidance left ULTs in their victims' runqueues (`steals_declined`), paused stealing
-    /// (counted in `parks` too).
+    /// avoidance left ULTs in their victims' runqueues (`steals_declined`), or during a steal
+    /// trial or a hold (`steal_trials`), paused stealing (counted in `parks` too).
     steal_pauses,
     /// Steal trials this processor finished: after a stretch of idle steps in which it stole
     /// ULTs again and again, it stopped stealing for as long and compared the runtime's rate of

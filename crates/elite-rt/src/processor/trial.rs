@@ -40,8 +40,10 @@
 //! While it holds or tries, an idle processor parks for at most the watch period of stranded
 //! ULTs (`find`, "Stranded ULTs") and rescues those as before: a ready ULT waiting behind a
 //! long run is not churn. A start-queue entry anywhere (a never-started ULT: new work, often a
-//! new parallel phase) ends a hold at once; the runtime's processors notify a holding one as
-//! they notify a pausing one (`Idle::notify_one` passes it by).
+//! new parallel phase) ends a hold at the processor's next idle step: a spawn's notification
+//! passes a parked holder by, as it passes a processor pausing its stealing
+//! (`Idle::notify_one`), so the holder sees the entry when its park ends, within the watch
+//! period (2 ms at most).
 //!
 //! The trial's time constants are measurement windows, not tuned costs: long enough that the
 //! rates count hundreds of runs at the rates where churn costs anything (a run of a microsecond
