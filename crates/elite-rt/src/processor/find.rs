@@ -617,8 +617,12 @@ impl Processor {
     fn steal_trial_waits(&self) -> bool {
         let now = Instant::now();
         if self.core().trials.blocked() && self.start_work_anywhere() {
-            self.core().trials.new_work(now, self.runs_ended()); // (a new phase: steal)
-            return false;
+            self.core().trials.new_work(now, self.runs_ended()); // (a new phase: a hold ends)
+            if !self.core().trials.blocked() {
+                return false; // (steal it)
+            }
+            // A trial goes on to its end, which only `on_idle` reaches: returning here would
+            // leave this processor spinning between a visible entry and a refused steal.
         }
         let (step, verdict) = self.core().trials.on_idle(now, || self.runs_ended());
         if let Some(verdict) = verdict {

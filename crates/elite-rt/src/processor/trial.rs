@@ -155,6 +155,13 @@ impl StealTrials {
         self.blocked = true;
     }
 
+    /// Tries from `now` until `length` later, as a churning window would start it (tests).
+    #[cfg(test)]
+    pub(crate) fn try_for(&mut self, now: Instant, length: Duration) {
+        self.state = State::Trying { since: now, progress: 0, until: now + length, with: f64::MAX };
+        self.blocked = true;
+    }
+
     /// A steal succeeded.
     #[inline]
     pub(crate) fn note_steal(&mut self) {
@@ -366,14 +373,31 @@ mod runtime_tests {
     #[test]
     #[cfg_attr(miri, ignore = "runs a runtime of OS threads, which Miri does not model here")]
     fn a_spawn_ends_a_hold_and_the_held_processor_runs_it() {
+        spawn_while_blocked(|p| p.core().trials.hold_for(Instant::now(), Duration::from_secs(3600)));
+    }
+
+    /// As above for a trial (50 ms, far longer than a window allows): a spawn does not end it,
+    /// but it ends when due, and the processor then takes the spawned ULT. (A processor that saw
+    /// the entry and went back to its loop without reaching the trial's end spun for ever
+    /// between the visible entry and its refused steal: `tests/hierarchy.rs`'s
+    /// `counters_add_up` hung so.)
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime of OS threads, which Miri does not model here")]
+    fn a_trial_ends_when_due_while_new_work_waits() {
+        spawn_while_blocked(|p| p.core().trials.try_for(Instant::now(), Duration::from_millis(50)));
+    }
+
+    /// Blocks processor 1's steals with `block` (run there), waits until it parks so blocked,
+    /// then spawns two ULTs from processor 0 that must run at once, one on each processor.
+    fn spawn_while_blocked(block: fn(&crate::processor::Processor)) {
         // (Not under the chaos mode, which runs no trials: `ELITE_CHAOS` in `.ci/run`.)
         let rt = Runtime::builder().processors(2).no_chaos().build().expect("build runtime");
         let shared = std::sync::Arc::clone(rt.shared());
         rt.block_on(move || {
-            on_processor(1, || {
+            on_processor(1, move || {
                 let p = crate::slot::current_processor().expect("a processor");
                 assert_eq!(p.index, 1);
-                p.core().trials.hold_for(Instant::now(), Duration::from_secs(3600));
+                block(p);
             });
             let deadline = Instant::now() + Duration::from_secs(30);
             // Its idle steps in the hold park as pauses of stealing.
@@ -404,6 +428,9 @@ mod runtime_tests {
             });
         });
         let stats = rt.stats();
-        assert_eq!(stats.processors[1].steal_holds, 0, "a forced hold is no verdict");
+        assert_eq!(
+            stats.processors[1].steal_holds, 0,
+            "a forced hold is no verdict, nor a trial's verdict a hold"
+        );
     }
 }
