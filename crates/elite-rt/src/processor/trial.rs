@@ -40,7 +40,8 @@
 //! While it holds or tries, an idle processor parks for at most the watch period of stranded
 //! ULTs (`find`, "Stranded ULTs") and rescues those as before: a ready ULT waiting behind a
 //! long run is not churn. A start-queue entry anywhere (a never-started ULT: new work, often a
-//! new parallel phase) ends a hold at the processor's next idle step: a spawn's notification
+//! new parallel phase) ends a hold at the processor's next idle step (a trial runs to its end,
+//! at most [`WINDOW_LONGEST`], parked like a hold): a spawn's notification
 //! passes a parked holder by, as it passes a processor pausing its stealing
 //! (`Idle::notify_one`), so the holder sees the entry when its park ends, within the watch
 //! period (2 ms at most).
