@@ -616,13 +616,12 @@ impl Processor {
     #[cold]
     fn steal_trial_waits(&self) -> bool {
         let now = Instant::now();
-        if self.core().trials.blocked() && self.start_work_anywhere() {
-            self.core().trials.new_work(now, self.runs_ended()); // (a new phase: a hold ends)
-            if !self.core().trials.blocked() {
-                return false; // (steal it)
-            }
-            // A trial goes on to its end, which only `on_idle` reaches: returning here would
-            // leave this processor spinning between a visible entry and a refused steal.
+        // New work (a new phase) ends a hold: steal it. Not a trial, which goes on to its end,
+        // which only `on_idle` reaches (returning here during one would leave this processor
+        // spinning between the visible entry and its refused steal).
+        if self.core().trials.holding() && self.start_work_anywhere() {
+            self.core().trials.new_work(now, || self.runs_ended());
+            return false;
         }
         let (step, verdict) = self.core().trials.on_idle(now, || self.runs_ended());
         if let Some(verdict) = verdict {

@@ -343,7 +343,7 @@ impl Processor {
             strands: find::StrandWatch::new(shared.processors.len()),
             pauses: Pauses::new(),
             trials_on: c.steal_trials && !c.central && c.chaos.is_none() && shared.processors.len() > 1,
-            trials: trial::StealTrials::new(std::time::Instant::now(), 0),
+            trials: trial::StealTrials::new(std::time::Instant::now()),
             // Opened here, on the processor's own thread (a hardware counter counts its opener).
             engine: crate::policy::engine::Local::new(index, &c.counters, &shared.engine),
             payoff: crate::prefetch::Payoff::new(),

@@ -63,29 +63,29 @@
 use std::time::{Duration, Instant};
 
 /// The shortest watching window.
-pub(crate) const WINDOW: Duration = Duration::from_micros(100);
+const WINDOW: Duration = Duration::from_micros(100);
 
 /// A window longer than this when an idle step closes it says the processor was busy, not
 /// churning: no trial.
-pub(crate) const WINDOW_LONGEST: Duration = Duration::from_micros(800);
+const WINDOW_LONGEST: Duration = Duration::from_micros(800);
 
 /// Steals in a window that start a trial.
-pub(crate) const CHURN_STEALS: u32 = 8;
+const CHURN_STEALS: u32 = 8;
 
 /// Stealing pays when the rate without it is lower by at least this share of the rate with it.
-pub(crate) const PAYS_BY: f64 = 0.03;
+const PAYS_BY: f64 = 0.03;
 
 /// The first hold.
-pub(crate) const HOLD_FIRST: Duration = Duration::from_millis(1);
+const HOLD_FIRST: Duration = Duration::from_millis(1);
 
 /// The longest hold.
-pub(crate) const HOLD_MAX: Duration = Duration::from_millis(16);
+const HOLD_MAX: Duration = Duration::from_millis(16);
 
 /// The first cool-down after stealing paid, in trial lengths.
-pub(crate) const COOL_FIRST: u32 = 16;
+const COOL_FIRST: u32 = 16;
 
 /// The longest cool-down, in trial lengths.
-pub(crate) const COOL_MAX: u32 = 1024;
+const COOL_MAX: u32 = 1024;
 
 /// What an idle step does about stealing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,40 +127,41 @@ pub(crate) struct StealTrials {
     hold: Duration,
     /// The next cool-down, in trial lengths.
     cool: u32,
-    /// Whether steals are off now (trying or holding): the one word `steal` reads.
-    blocked: bool,
 }
 
 impl StealTrials {
-    pub(crate) fn new(now: Instant, progress: u64) -> StealTrials {
+    /// Trials of a processor made at `now`, before any ULT ran (progress 0).
+    pub(crate) fn new(now: Instant) -> StealTrials {
         StealTrials {
-            state: State::Watching { since: now, progress },
+            state: State::Watching { since: now, progress: 0 },
             steals: 0,
             cool_until: None,
             hold: HOLD_FIRST,
             cool: COOL_FIRST,
-            blocked: false,
         }
     }
 
     /// Whether steals are off now (a trial or a hold).
     #[inline]
     pub(crate) fn blocked(&self) -> bool {
-        self.blocked
+        !matches!(self.state, State::Watching { .. })
+    }
+
+    /// Whether a hold is on (which new work ends: [`StealTrials::new_work`]).
+    pub(crate) fn holding(&self) -> bool {
+        matches!(self.state, State::Holding { .. })
     }
 
     /// Holds from `now` for `length`, as a verdict would (tests).
     #[cfg(test)]
     pub(crate) fn hold_for(&mut self, now: Instant, length: Duration) {
         self.state = State::Holding { until: now + length };
-        self.blocked = true;
     }
 
     /// Tries from `now` until `length` later, as a churning window would start it (tests).
     #[cfg(test)]
     pub(crate) fn try_for(&mut self, now: Instant, length: Duration) {
         self.state = State::Trying { since: now, progress: 0, until: now + length, with: f64::MAX };
-        self.blocked = true;
     }
 
     /// A steal succeeded.
@@ -169,11 +170,11 @@ impl StealTrials {
         self.steals = self.steals.saturating_add(1);
     }
 
-    /// New work appeared (a start-queue entry): a hold ends now. A trial goes on (its rate is
-    /// measured whatever runs meanwhile).
-    pub(crate) fn new_work(&mut self, now: Instant, progress: u64) {
-        if let State::Holding { .. } = self.state {
-            self.watch(now, progress);
+    /// New work appeared (a start-queue entry): a hold ends now, `progress` read for the new
+    /// window. A trial goes on (its rate is measured whatever runs meanwhile).
+    pub(crate) fn new_work(&mut self, now: Instant, progress: impl FnOnce() -> u64) {
+        if self.holding() {
+            self.watch(now, progress());
         }
     }
 
@@ -198,7 +199,6 @@ impl StealTrials {
                     let until = now + age;
                     self.state = State::Trying { since: now, progress, until, with };
                     self.steals = 0;
-                    self.blocked = true;
                     return (Step::Wait(until), None);
                 }
                 self.watch(now, progress);
@@ -239,7 +239,6 @@ impl StealTrials {
     fn watch(&mut self, now: Instant, progress: u64) {
         self.state = State::Watching { since: now, progress };
         self.steals = 0;
-        self.blocked = false;
     }
 }
 
@@ -265,7 +264,7 @@ mod tests {
     #[test]
     fn a_churning_window_starts_a_trial_as_long_as_itself() {
         let t0 = Instant::now();
-        let mut t = StealTrials::new(t0, 0);
+        let mut t = StealTrials::new(t0);
         // Too early to close the window: steal on.
         assert_eq!(churn(&mut t, 20, t0 + 50 * US, 10), (Step::Steal, None));
         assert!(!t.blocked());
@@ -280,7 +279,7 @@ mod tests {
     #[test]
     fn too_few_steals_or_a_long_busy_window_start_no_trial() {
         let t0 = Instant::now();
-        let mut t = StealTrials::new(t0, 0);
+        let mut t = StealTrials::new(t0);
         assert_eq!(churn(&mut t, CHURN_STEALS - 1, t0 + 150 * US, 100), (Step::Steal, None));
         // The next window: enough steals, but it lasted past WINDOW_LONGEST.
         let late = t0 + 150 * US + WINDOW_LONGEST + US;
@@ -291,7 +290,7 @@ mod tests {
     #[test]
     fn a_trial_that_runs_faster_without_steals_holds_and_holds_double() {
         let t0 = Instant::now();
-        let mut t = StealTrials::new(t0, 0);
+        let mut t = StealTrials::new(t0);
         // Window: 100 runs in 100 µs (1 M/s); trial: 1000 runs in 100 µs (10 M/s).
         churn(&mut t, 20, t0 + 100 * US, 100);
         let end = t0 + 200 * US;
@@ -312,7 +311,7 @@ mod tests {
     #[test]
     fn equal_rates_hold_too() {
         let t0 = Instant::now();
-        let mut t = StealTrials::new(t0, 0);
+        let mut t = StealTrials::new(t0);
         churn(&mut t, 20, t0 + 100 * US, 1000);
         // 2.5% slower without steals: within PAYS_BY, so stealing does not pay.
         let (_, verdict) = t.on_idle(t0 + 200 * US, || 1975);
@@ -322,7 +321,7 @@ mod tests {
     #[test]
     fn a_trial_that_runs_slower_without_steals_goes_back_to_stealing_and_cools_down() {
         let t0 = Instant::now();
-        let mut t = StealTrials::new(t0, 0);
+        let mut t = StealTrials::new(t0);
         // Window 2000 runs in 100 µs; trial 1200 (the thief's help was worth 40%).
         churn(&mut t, 20, t0 + 100 * US, 2000);
         let end = t0 + 200 * US;
@@ -342,13 +341,13 @@ mod tests {
     #[test]
     fn new_work_ends_a_hold_not_a_trial() {
         let t0 = Instant::now();
-        let mut t = StealTrials::new(t0, 0);
+        let mut t = StealTrials::new(t0);
         churn(&mut t, 20, t0 + 100 * US, 100);
-        t.new_work(t0 + 150 * US, 600);
+        t.new_work(t0 + 150 * US, || 600);
         assert!(t.blocked(), "a trial goes on");
         let (_, verdict) = t.on_idle(t0 + 200 * US, || 1100);
         assert_eq!(verdict, Some(Verdict::Holds));
-        t.new_work(t0 + 300 * US, 1200);
+        t.new_work(t0 + 300 * US, || 1200);
         assert!(!t.blocked(), "a hold ends");
         assert_eq!(t.on_idle(t0 + 310 * US, || 1210), (Step::Steal, None));
     }
