@@ -38,6 +38,38 @@ fn next_slot_owner_against_a_thief() {
     });
 }
 
+/// The owner takes its slot's node while two thieves steal: the node leaves once, also when a
+/// thief swaps it out between the owner's load and store and another thief comes after (the
+/// owner's take then reads the first thief's record, which the second, finding null, leaves).
+#[test]
+fn next_slot_owner_against_two_thieves() {
+    check("next_slot_owner_against_two_thieves", || {
+        let nodes = Nodes::new(1);
+        let slot = Arc::new(NextSlot::<super::Node>::new(true));
+        nodes.publish(0, 0);
+        slot.put(nodes.get(0).as_ptr());
+        let thieves: Vec<_> = (0..2)
+            .map(|_| {
+                let slot = Arc::clone(&slot);
+                thread::spawn(move || {
+                    let mut tally = Tally::new(1);
+                    tally.take_ptr(slot.steal());
+                    tally.counts()
+                })
+            })
+            .collect();
+        let mut tally = Tally::new(1);
+        tally.take_ptr(slot.take());
+        let mut stolen = vec![0; 1];
+        for thief in thieves {
+            for (i, n) in thief.join().unwrap().into_iter().enumerate() {
+                stolen[i] += n;
+            }
+        }
+        tally.assert_once_with(&stolen);
+    });
+}
+
 /// Two drainers of one wake-up stack (its owner, and an idle processor taking stranded
 /// wake-ups) while a waker pushes two nodes: every push is taken once, by one of them.
 #[test]

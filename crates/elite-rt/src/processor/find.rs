@@ -21,8 +21,9 @@
 //! most about twice the watch period. A processor that goes back to work after a park while
 //! every other one parked without a watch (nobody ran ULTs when they parked) wakes one of them,
 //! so that someone watches (`ensure_watcher`). A hand-off whose waker switches at once (a ping-pong)
-//! never counts as stranded, and costs the owner's path of the slot's protocol (a few plain
-//! stores, no atomic read-modify-write). A processor whose OS thread the kernel preempted looks
+//! never counts as stranded, and costs the owner's path of the slot's protocol (two loads of
+//! the thieves' generation around the take's own load and store: no atomic read-modify-write, no
+//! fence instruction). A processor whose OS thread the kernel preempted looks
 //! stranded too, and rightly: its ULTs run sooner elsewhere. A processor whose thread has not
 //! reached its loop yet, or that has never switched into a ULT, runs nothing a ULT could wait
 //! behind: it is left alone (else a ULT spawned from outside with a place hint right after the

@@ -10,36 +10,48 @@
 //!
 //! # The protocol (an asymmetric Dekker, as `sync::bias`)
 //!
+//! `claim` is a generation count: even while no thief is at the slot, odd while one is. The owner
+//! announces nothing before its take: its store of null to the slot is the announcement, and the
+//! generation it read before its load tells it whether a thief came between.
+//!
 //! ```text
 //! owner, put t      (the slot is empty)        ult = t (Release)
-//! owner, take       if ult == null: none
-//!                   taking = 1; light barrier;
-//!                   if claim (Acquire): taking = 0; t = swap(ult, null) (AcqRel)  (a thief is at it)
-//!                   else:     t = ult; ult = null; taking = 0 (Release)      (plain loads and stores)
-//! thief, steal      claim: false -> true (CAS; another thief: give up)
-//!                   heavy barrier; wait until taking == 0 (Acquire);
-//!                   t = swap(ult, null) (AcqRel); claim = 0 (Release)
+//! owner, take       g0 = claim (Acquire)
+//!                   if g0 odd: t = swap(ult, null) (AcqRel)           (a thief is at it)
+//!                   t = ult; if t == null: none
+//!                   ult = null; light barrier                         (plain load and store)
+//!                   if claim (Acquire) == g0: t                       (no thief came)
+//!                   else: wait until claim is even (Acquire);
+//!                         t, unless stolen == t and stolen_by > g0 (then none)
+//! thief, steal      g = claim; if g odd: give up; claim: g -> g + 1 (CAS; lost: give up)
+//!                   heavy barrier; t = swap(ult, null) (AcqRel)
+//!                   if t != null: stolen = t, stolen_by = g + 1
+//!                   claim = g + 2 (Release)
 //! ```
 //!
 //! The light barrier is a compiler fence and the heavy one `membarrier(2)`, a full barrier on every
 //! CPU running a thread of the process: the pair acts as two `SeqCst` fences (and the loom model
-//! `loom_models::next` models them so). Either the owner's `taking = 1` is visible to the thief after
-//! its barrier, and the thief waits until the owner's plain take is over (its store of null comes
-//! before `taking = 0`, Release, which the thief reads with Acquire: the thief's swap then finds
-//! null, or a ULT the owner put after); or the owner's read of `claim` after its barrier sees the
-//! thief's claim, and the owner takes with a swap, as the thief does. So a ULT leaves the slot
-//! once. The owner reads `claim` with Acquire: reading the `claim = 0` of a thief that is done,
-//! it sees that thief's swap, and its plain load does not find the ULT the thief took (the loom
-//! model found that double take with a Relaxed read). Only the owner puts, and only into an
-//! empty slot; a thief only empties it, so a put never
-//! races with anything. The Release of the put and the Acquire of the thief's swap carry what the
+//! `loom_models::next` models them so). Against a thief whose claim the owner's second read of
+//! `claim` does not see, the owner's store of null comes before that thief's swap, which then
+//! finds null (or a ULT the owner put after): the owner's plain take is the only one. A thief
+//! whose claim it does see (the generation moved since `g0`) may have swapped the slot's ULT out
+//! between the owner's load and store: the owner waits until that thief is done and reads what
+//! it took. Only thieves that claimed after `g0` can have raced with the plain take, and of those
+//! only one can have found the ULT (the owner puts nothing while it waits), so `stolen_by > g0`
+//! with `stolen == t` says the thief has it; a thief whose claim the second read did not see
+//! finds null and records nothing. `g0` is read with Acquire before the load of the slot: a
+//! thief done before it (an even `g0` that follows its claim) is seen with its swap, so the
+//! plain load does not find the ULT that thief took (a `g0` read after the load could be that
+//! thief's release, equal to the second read, and the loom model found the double take). Only
+//! the owner puts, and only into an empty slot; a thief only empties it, so a put never races
+//! with anything. The Release of the put and the Acquire of the thief's swap carry what the
 //! waker wrote to the ULT before making it ready (as the wake-up stack's push and drain do).
 //!
 //! Without `membarrier` (another OS, an old kernel), and in a runtime of one processor, nothing is
 //! ever stolen from the slot ([`NextSlot::steal`] gives up), and the owner's take is a plain load
 //! and store.
 
-use crate::atomics::{AtomicBool, AtomicPtr, Ordering};
+use crate::atomics::{AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::bias::{heavy_barrier, heavy_barrier_available, light_barrier, wait_a_little};
 use std::ptr;
 
@@ -50,10 +62,12 @@ pub(crate) struct NextSlot<T> {
     /// heavy barrier. Fixed when the slot is made; without it the owner's take is a load and a
     /// store.
     stealable: bool,
-    /// The owner is inside a take.
-    taking: AtomicBool,
-    /// A thief is at the slot.
-    claim: AtomicBool,
+    /// The thieves' generation: odd while a thief is at the slot.
+    claim: AtomicUsize,
+    /// The last ULT a thief took, and that thief's (odd) generation: how an owner whose take
+    /// raced with a thief learns which of the two has the ULT.
+    stolen: AtomicPtr<T>,
+    stolen_by: AtomicUsize,
 }
 
 impl<T> NextSlot<T> {
@@ -62,8 +76,9 @@ impl<T> NextSlot<T> {
         NextSlot {
             ult: AtomicPtr::new(ptr::null_mut()),
             stealable: stealable && heavy_barrier_available(),
-            taking: AtomicBool::new(false),
-            claim: AtomicBool::new(false),
+            claim: AtomicUsize::new(0),
+            stolen: AtomicPtr::new(ptr::null_mut()),
+            stolen_by: AtomicUsize::new(0),
         }
     }
 
@@ -93,7 +108,7 @@ impl<T> NextSlot<T> {
     /// order when that latest is a plain store of another thread (its swap here could read the
     /// owner's store of null before a put that follows it, an execution no hardware allows),
     /// which an all-RMW history avoids; the owner's load and this store stay two steps, so the
-    /// model still checks that no thief comes between them.
+    /// model still checks a thief that comes between them.
     #[inline(always)]
     fn set(&self, t: *mut T, order: Ordering) {
         #[cfg(not(loom))]
@@ -106,37 +121,53 @@ impl<T> NextSlot<T> {
     /// Takes the slot's ULT, if any. Only the owner calls this.
     #[inline]
     pub(crate) fn take(&self) -> *mut T {
+        if !self.stealable {
+            let t = self.ult.load(Ordering::Relaxed);
+            if !t.is_null() {
+                self.set(ptr::null_mut(), Ordering::Relaxed); // (no thief: the owner's alone)
+            }
+            return t;
+        }
+        // The thieves' generation before the load (Acquire: a thief done by now is seen with
+        // its swap).
+        let before = self.claim.load(Ordering::Acquire);
+        if before & 1 == 1 {
+            return self.take_claimed();
+        }
         let t = self.ult.load(Ordering::Relaxed);
         if t.is_null() {
             return t;
         }
-        if !self.stealable {
-            self.set(ptr::null_mut(), Ordering::Relaxed); // (no thief: the owner's alone)
+        // The store is the announcement: a thief whose claim the look below misses finds null.
+        self.set(ptr::null_mut(), Ordering::Relaxed);
+        light_barrier();
+        if self.claim.load(Ordering::Acquire) == before {
             return t;
         }
-        // 1. Announce the take, then look for a thief (the light barrier keeps the look after
-        //    the announcement; the thief's heavy barrier orders them on the CPU).
-        self.taking.store(true, Ordering::Relaxed);
-        light_barrier();
-        // (Acquire: a claim already released here comes with its thief's swap, so the plain
-        // load below sees the slot that thief emptied.)
-        if self.claim.load(Ordering::Acquire) {
-            return self.take_claimed();
-        }
-        // 2. No thief before the announcement, and any after it waits for step 3.
-        let t = self.ult.load(Ordering::Relaxed);
-        self.set(ptr::null_mut(), Ordering::Relaxed);
-        // 3. The take is over: a waiting thief goes on, and sees the slot empty.
-        self.taking.store(false, Ordering::Release);
-        t
+        self.take_raced(t, before)
     }
 
     /// [`take`](Self::take) while a thief is at the slot: as the thief takes.
     #[cold]
     #[inline(never)]
     fn take_claimed(&self) -> *mut T {
-        self.taking.store(false, Ordering::Release);
         self.ult.swap(ptr::null_mut(), Ordering::AcqRel)
+    }
+
+    /// [`take`](Self::take) of `t` by the plain load and store when a thief claimed the slot
+    /// since generation `before`: `t`, unless that thief swapped it out first (module docs).
+    #[cold]
+    #[inline(never)]
+    fn take_raced(&self, t: *mut T, before: usize) -> *mut T {
+        let mut spins = 0;
+        while self.claim.load(Ordering::Acquire) & 1 == 1 {
+            wait_a_little(&mut spins);
+        }
+        let by = self.stolen_by.load(Ordering::Relaxed);
+        if by > before && self.stolen.load(Ordering::Relaxed) == t {
+            return ptr::null_mut(); // the thief has it
+        }
+        t
     }
 
     /// Takes the slot's ULT from another processor (null: none, another thief is at it, or this
@@ -147,16 +178,23 @@ impl<T> NextSlot<T> {
         if self.is_empty() || !self.stealable {
             return ptr::null_mut();
         }
-        if self.claim.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        let generation = self.claim.load(Ordering::Relaxed);
+        if generation & 1 == 1
+            || self
+                .claim
+                .compare_exchange(generation, generation + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
             return ptr::null_mut();
         }
         heavy_barrier();
-        let mut spins = 0;
-        while self.taking.load(Ordering::Acquire) {
-            wait_a_little(&mut spins);
-        }
         let t = self.ult.swap(ptr::null_mut(), Ordering::AcqRel);
-        self.claim.store(false, Ordering::Release);
+        if !t.is_null() {
+            // For an owner whose plain take raced with this swap (read after the release below).
+            self.stolen.store(t, Ordering::Relaxed);
+            self.stolen_by.store(generation + 1, Ordering::Relaxed);
+        }
+        self.claim.store(generation + 2, Ordering::Release);
         t
     }
 }
