@@ -155,6 +155,114 @@ pub(crate) fn thread_sched() -> Option<(libc::c_int, libc::sched_param)> {
     (policy >= 0 && unsafe { libc::sched_getparam(0, &mut param) } == 0).then_some((policy, param))
 }
 
+/// Round trips [`core_round_trip_ns`] times: enough to average over the host's jitter, and a
+/// few milliseconds even where a round trip takes hundreds of nanoseconds.
+const ROUND_TRIPS: u64 = 20_000;
+
+/// How long [`core_round_trip_ns`] waits for its helper thread before it gives up.
+const ROUND_TRIP_PATIENCE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A cache line's round trip between the first two CPUs this process may run on, now, in
+/// nanoseconds: this thread, pinned to the first, and a helper thread pinned to the second pass
+/// a counter back and forth through one atomic word, [`ROUND_TRIPS`] times, and the mean is
+/// returned. `None` with fewer than two CPUs, where pinning fails, or when the helper did not
+/// answer within [`ROUND_TRIP_PATIENCE`] (a busy host). The thread's own CPU mask is restored
+/// before it returns.
+///
+/// Some virtual machines place their virtual CPUs nearer to or farther from each other from one
+/// minute to the next (a host of this project's measured 45 to 51 ns in some minutes, 350 to
+/// 430 ns in others), and whatever moves data between processors slows with it; the suites
+/// record this before and after each bench ([`crate::harness`]) so that a reader can tell.
+#[cfg(target_os = "linux")]
+pub fn core_round_trip_ns() -> Option<f64> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    // SAFETY: `cpu_set_t` is plain data, for which all zeroes is the empty set.
+    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `mask` is a valid, writable `cpu_set_t` of `size` bytes; pid 0 is this thread.
+    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
+        return None;
+    }
+    // SAFETY: `CPU_ISSET` reads the set for an index below `CPU_SETSIZE`.
+    let cpus: Vec<usize> =
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &mask) }).take(2).collect();
+    let &[first, second] = cpus.as_slice() else { return None };
+    let pin = move |cpu: usize| {
+        // SAFETY: all zeroes is the empty `cpu_set_t`, as above.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `cpu` came from the mask, so it is below `CPU_SETSIZE`; `one` is writable.
+        unsafe { libc::CPU_SET(cpu, &mut one) };
+        // SAFETY: `one` is a valid `cpu_set_t` of `size` bytes; pid 0 is the calling thread.
+        unsafe { libc::sched_setaffinity(0, size, &one) == 0 }
+    };
+    // The counter: odd values are this thread's, even ones the helper's answers; `u64::MAX`
+    // tells the helper to stop.
+    let word = Arc::new(AtomicU64::new(0));
+    let helper = {
+        let word = Arc::clone(&word);
+        std::thread::Builder::new()
+            .name("elite-bench-round-trip".into())
+            .spawn(move || {
+                if !pin(second) {
+                    word.store(u64::MAX - 1, Ordering::Release); // (cannot pin: say so)
+                    return;
+                }
+                loop {
+                    match word.load(Ordering::Acquire) {
+                        u64::MAX => return,
+                        now if now % 2 == 1 => word.store(now + 1, Ordering::Release),
+                        _ => std::hint::spin_loop(),
+                    }
+                }
+            })
+            .ok()?
+    };
+    let measured = (|| {
+        if !pin(first) {
+            return None;
+        }
+        let deadline = Instant::now() + ROUND_TRIP_PATIENCE;
+        let mut start = None;
+        // Round 0 is a warm-up, which also waits for the helper to start.
+        for i in 0..=ROUND_TRIPS {
+            if i == 1 {
+                start = Some(Instant::now());
+            }
+            word.store(2 * i + 1, Ordering::Release);
+            let mut spins = 0u32;
+            loop {
+                let now = word.load(Ordering::Acquire);
+                if now == 2 * i + 2 {
+                    break;
+                }
+                if now == u64::MAX - 1 {
+                    return None;
+                }
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(1024) && Instant::now() > deadline {
+                    return None;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        Some(start?.elapsed().as_secs_f64() * 1e9 / ROUND_TRIPS as f64)
+    })();
+    word.store(u64::MAX, Ordering::Release);
+    let _ = helper.join();
+    // SAFETY: `mask` is the set read above, of `size` bytes; pid 0 is this thread.
+    unsafe { libc::sched_setaffinity(0, size, &mask) };
+    measured
+}
+
+/// [`core_round_trip_ns`] where the CPU mask cannot be read or set: not measured.
+#[cfg(not(target_os = "linux"))]
+pub fn core_round_trip_ns() -> Option<f64> {
+    None
+}
+
 /// The first `model name` of `/proc/cpuinfo`.
 fn cpu_model() -> Option<String> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
@@ -237,5 +345,37 @@ mod tests {
         }
         let json = Machine::for_tests().to_json();
         assert_eq!(json["sched_policy"], "normal");
+    }
+
+    /// The measurement pins the calling thread for its duration only: the thread's CPU mask is
+    /// the same after it, and a measured round trip is a positive time (a busy host may leave it
+    /// unmeasured; fewer than two CPUs always do).
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_round_trip_leaves_the_threads_mask_as_it_was() {
+        std::thread::spawn(|| {
+            let mask = || {
+                // SAFETY: all zeroes is the empty `cpu_set_t`.
+                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                let size = std::mem::size_of::<libc::cpu_set_t>();
+                // SAFETY: `set` is a valid, writable `cpu_set_t` of `size` bytes; pid 0 is this thread.
+                assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
+                // SAFETY: `CPU_ISSET` reads indices below `CPU_SETSIZE`.
+                (0..libc::CPU_SETSIZE as usize)
+                    .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+                    .collect::<Vec<_>>()
+            };
+            let before = mask();
+            let measured = core_round_trip_ns();
+            assert_eq!(mask(), before, "the thread's CPU mask changed");
+            if before.len() < 2 {
+                assert_eq!(measured, None, "a round trip measured on one CPU");
+            }
+            if let Some(ns) = measured {
+                assert!(ns.is_finite() && ns > 0.0, "a round trip of {ns} ns");
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -97,6 +97,7 @@ pub fn json_document(suite: &str, machine: &Machine, results: &SuiteResults) -> 
                 "rounds": row.rounds,
                 "bench_rounds": bench.rounds,
                 "stopped": bench.stop.name(),
+                "core_round_trip_ns": bench.core_round_trip_ns.map(|ns| ns.map(|ns| (ns * 10.0).round() / 10.0)),
                 "ok": row.ok(),
                 "params": row.params.to_json(),
             });
@@ -152,6 +153,7 @@ mod tests {
                 targets: Vec::new(),
                 rounds: 3,
                 stop: Stop::Decided,
+                core_round_trip_ns: [Some(48.04), None],
             }],
         };
         let machine = Machine {
@@ -196,6 +198,7 @@ mod tests {
         let row_fields = [
             "bench",
             "bench_rounds",
+            "core_round_trip_ns",
             "max",
             "median",
             "metric",
@@ -220,8 +223,11 @@ mod tests {
         // The bench's measured rounds and why it ran no more, in each of its rows.
         assert_eq!(doc["results"][1]["bench_rounds"], json!(3));
         assert_eq!(doc["results"][1]["stopped"], json!("decided"));
+        // The core-to-core round trip before and after the bench, to a tenth of a nanosecond;
+        // null where unmeasured.
+        assert_eq!(doc["results"][1]["core_round_trip_ns"], json!([48.0, null]));
         let mut failed_fields = row_fields.to_vec();
-        failed_fields.insert(2, "error");
+        failed_fields.insert(3, "error");
         assert_eq!(keys(&doc["results"][1]), failed_fields);
         assert_eq!(doc["results"][1]["ok"], json!(false));
         assert_eq!(doc["results"][1]["params"], json!({"processors": 2, "n": 10, "regime": "short"}));

@@ -697,6 +697,10 @@ pub struct BenchResult {
     pub rounds: usize,
     /// Why it ran no more.
     pub stop: Stop,
+    /// A cache line's round trip between the first two CPUs just before the bench's warm-up
+    /// round and just after its last round, in nanoseconds
+    /// ([`core_round_trip_ns`](crate::machine::core_round_trip_ns); `None`: not measured).
+    pub core_round_trip_ns: [Option<f64>; 2],
 }
 
 /// Why a bench ran no more rounds.

@@ -564,6 +564,7 @@ mod tests {
             ],
             rounds: 1,
             stop: Stop::Reps,
+            core_round_trip_ns: [None, None],
         };
         assert_eq!(
             target_line(&bench),
@@ -591,6 +592,7 @@ mod tests {
             ],
             rounds: 1,
             stop: Stop::Reps,
+            core_round_trip_ns: [None, None],
         };
         assert_eq!(
             target_line(&bench),
@@ -624,6 +626,7 @@ mod tests {
             ],
             rounds: 1,
             stop: Stop::Reps,
+            core_round_trip_ns: [None, None],
         };
         assert_eq!(
             target_line(&bench),
@@ -669,6 +672,7 @@ mod tests {
             ],
             rounds: 1,
             stop: Stop::Reps,
+            core_round_trip_ns: [None, None],
         };
         let line = target_line(&bench);
         assert!(
@@ -714,6 +718,7 @@ mod tests {
             ],
             rounds: 1,
             stop: Stop::Reps,
+            core_round_trip_ns: [None, None],
         };
         assert_eq!(
             target_line(&bench),
@@ -772,6 +777,7 @@ mod tests {
             targets,
             rounds: 9,
             stop: Stop::Reps,
+            core_round_trip_ns: [None, None],
         };
         assert_eq!(
             target_line(&bench),

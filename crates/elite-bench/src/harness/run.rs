@@ -154,6 +154,8 @@ fn run_bench(
             once: c.once,
         })
         .collect();
+    // Where the host placed its CPUs, as the bench starts (see `core_round_trip_ns`).
+    let before = crate::machine::core_round_trip_ns();
     // Rows of side values (see `record_side`), by contender, in the order their names came.
     let mut sides: Vec<Vec<Row>> = contenders.iter().map(|_| Vec::new()).collect();
     let mut round = 0;
@@ -168,6 +170,7 @@ fn run_bench(
                 targets: targets.clone(),
                 rounds: round - 1,
                 stop: Stop::Reps,
+                core_round_trip_ns: [None, None],
             };
             if undecided_targets(&so_far) == 0 {
                 break Stop::Decided;
@@ -238,8 +241,9 @@ fn run_bench(
         }
         round += 1;
     };
+    let after = crate::machine::core_round_trip_ns();
     let rows = assemble(name, metric, rows, sides, &targets);
-    BenchResult { name, metric, rows, targets, rounds: round - 1, stop }
+    BenchResult { name, metric, rows, targets, rounds: round - 1, stop, core_round_trip_ns: [before, after] }
 }
 
 /// The rows of a bench from its contenders' rows and their side rows, whose samples are in
