@@ -190,16 +190,10 @@ pub fn core_round_trip_ns() -> Option<f64> {
     let cpus: Vec<usize> =
         (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &mask) }).take(2).collect();
     let &[first, second] = cpus.as_slice() else { return None };
-    let pin = move |cpu: usize| {
-        // SAFETY: all zeroes is the empty `cpu_set_t`, as above.
-        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `cpu` came from the mask, so it is below `CPU_SETSIZE`; `one` is writable.
-        unsafe { libc::CPU_SET(cpu, &mut one) };
-        // SAFETY: `one` is a valid `cpu_set_t` of `size` bytes; pid 0 is the calling thread.
-        unsafe { libc::sched_setaffinity(0, size, &one) == 0 }
-    };
+    let pin = |cpu: usize| elite_affinity::pin_current_thread(cpu).is_ok();
     // The counter: odd values are this thread's, even ones the helper's answers; `u64::MAX`
-    // tells the helper to stop.
+    // tells the helper to stop. (A helper that cannot pin answers nothing: the patience ends
+    // the measurement.)
     let word = Arc::new(AtomicU64::new(0));
     let helper = {
         let word = Arc::clone(&word);
@@ -207,7 +201,6 @@ pub fn core_round_trip_ns() -> Option<f64> {
             .name("elite-bench-round-trip".into())
             .spawn(move || {
                 if !pin(second) {
-                    word.store(u64::MAX - 1, Ordering::Release); // (cannot pin: say so)
                     return;
                 }
                 loop {
@@ -237,9 +230,6 @@ pub fn core_round_trip_ns() -> Option<f64> {
                 let now = word.load(Ordering::Acquire);
                 if now == 2 * i + 2 {
                     break;
-                }
-                if now == u64::MAX - 1 {
-                    return None;
                 }
                 spins = spins.wrapping_add(1);
                 if spins.is_multiple_of(1024) && Instant::now() > deadline {
