@@ -451,8 +451,9 @@ impl Runtime {
         // process, before any ULT contends.
         crate::sync::host_costs();
         // The line costs again if they could not be measured so far (a busy moment, a process that
-        // started with runtimes of one processor): this runtime's locks can bounce.
-        crate::sync::host::measure_lines_if_unmeasured(config.topology.num_processors());
+        // started with runtimes of one processor) or their measurement is old: this runtime's
+        // locks can bounce.
+        crate::sync::host::measure_lines_if_due(config.topology.num_processors());
         // Stack overflows in ULTs are reported by name (once per process; see `crate::fault`).
         crate::fault::install();
         // The barrier a biased lock's revoker needs (once per process; see `crate::sync::bias`).

@@ -110,12 +110,12 @@
 
 use super::WakerInfo;
 pub use crate::sync::host::HAND_OFF_ROUND_TRIPS;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most lines a woken ULT may expect still cached at home and yet follow its waker (see the
 /// [module docs](self)): derived from this host's measured line costs
-/// ([`HostCosts::hand_off_lines`](crate::sync::HostCosts::hand_off_lines)), once they are
-/// measured (the fewest, 4, until then: `sync/host.rs` in the source says when they are).
+/// ([`HostCosts::hand_off_lines`](crate::sync::HostCosts::hand_off_lines)) as currently measured
+/// (the fewest, 4, until they are: `sync/host.rs` in the source says when they are measured,
+/// and again).
 ///
 /// ```
 /// let lines = elite_rt::policy::hand_off::hand_off_lines();
@@ -123,18 +123,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// assert_eq!(lines, elite_rt::sync::host_costs().hand_off_lines());
 /// ```
 pub fn hand_off_lines() -> f32 {
-    // The value with MEASURED set once derived from measured line costs; 0: not derived yet.
-    static LINES: AtomicU64 = AtomicU64::new(0);
-    const MEASURED: u64 = 1 << 32;
-    let cached = LINES.load(Ordering::Relaxed);
-    if cached & MEASURED != 0 || (cached != 0 && !crate::sync::host::lines_measured_later()) {
-        return f32::from_bits(cached as u32);
-    }
-    let costs = crate::sync::host_costs();
-    let lines = costs.hand_off_lines();
-    let flag = if costs.lines_measured { MEASURED } else { 0 };
-    LINES.store(flag | u64::from(lines.to_bits()), Ordering::Relaxed);
-    lines
+    crate::sync::host::hand_off_lines()
 }
 
 /// Whether the ULT that `waker` makes ready follows it to its processor under the hand-off

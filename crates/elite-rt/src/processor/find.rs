@@ -453,6 +453,7 @@ impl Processor {
         if self.take_filler() {
             return; // a held ULT of a group that may fill an idle processor (`contention::gate`)
         }
+        self.remeasure_lines();
         let remote = self.remote();
         remote.stats.parks.bump();
         let timer = self.core().timers.next_deadline();
@@ -683,6 +684,28 @@ impl Processor {
         self.shared.watch.after_park();
         if parked == crate::park::Parked::Slept {
             remote.stats.wakeups.bump();
+        }
+    }
+
+    /// Before a park: measures the host's line costs again when their last measurement is older
+    /// than [`LINE_COSTS_MAX_AGE`](crate::sync::LINE_COSTS_MAX_AGE) (`sync::host`), this thread
+    /// one side and a helper thread on the CPU of a parked processor of this runtime the other
+    /// (a CPU nothing of the runtime needs meanwhile; with none parked, nothing is measured);
+    /// given up as soon as work appears or the other processor is woken (a delay of one batch
+    /// of round trips at most, a few microseconds).
+    fn remeasure_lines(&self) {
+        let shared = &*self.shared;
+        if cfg!(miri) || shared.processors.len() < 2 || !crate::sync::host::lines_due() {
+            return;
+        }
+        let parked =
+            (0..shared.processors.len()).find(|&v| v != self.index && shared.processors[v].park.is_parked());
+        if let Some(v) = parked {
+            let cpu = shared.config.topology.processor(v).cpu;
+            let other = &shared.processors[v].park;
+            crate::sync::host::remeasure_lines(Some(cpu), &|| {
+                self.has_work() || shared.is_shutting_down() || !other.is_parked()
+            });
         }
     }
 

@@ -11,8 +11,8 @@
 //! | --- | --- | --- |
 //! | the adaptive spin budget ([`SpinPolicy::Adaptive`](super::SpinPolicy::Adaptive)) | the coroutine round trip (at start) and the wake-up of a parked processor (at start, then a running average of the wake-ups the runtime makes) | spin for as long as blocking costs: a coroutine round trip plus a wake-up ([`SwitchCost`]) |
 //! | the adaptive spin threshold on a lock's hold time | the same | half the spin budget |
-//! | a mutex's saturation window (`sync::mutex::gather`) | a cache line's round trip between two cores (at start, or at a later runtime's start while unmeasured) | a candidate when its bounces come less than [`GATHER_ROUND_TRIPS`] round trips apart on average, saturated if its trial (its measured period per acquisition, gathered against spread) says so; no longer when more than 4 times that; never while the round trip is unmeasured |
-//! | the hand-off rule's line count ([`policy::hand_off`](crate::policy::hand_off)) | the line round trip and the time to fetch a line last written by another core, in a stream (as the round trip) | the lines that can be fetched in the time [`HAND_OFF_ROUND_TRIPS`] round trips take (4 to 256); 4 while unmeasured |
+//! | a mutex's saturation window (`sync::mutex::gather`) | a cache line's round trip between two cores (at start, and again while running: below) | a candidate when its bounces come less than [`GATHER_ROUND_TRIPS`] round trips apart on average, saturated if its trial (its measured period per acquisition, gathered against spread) says so; no longer when more than 4 times that; never while the round trip is unmeasured |
+//! | the hand-off rule's line count ([`policy::hand_off`](crate::policy::hand_off)) | the line round trip and the time to fetch a line last written by another core, in a stream (as the round trip: at start, and again while running) | the lines that can be fetched in the time [`HAND_OFF_ROUND_TRIPS`] round trips take (4 to 256); 4 while unmeasured |
 //!
 //! The affinity policies' quiet mode is not among them: its bound, *little data*, is a share of
 //! the first-level data cache the topology describes ([`policy`](crate::policy), "When there is
@@ -20,7 +20,7 @@
 //!
 //! # The measurements
 //!
-//! [`host_costs`] measures once per process, when the first runtime starts (a few milliseconds
+//! [`host_costs`] measures when the first runtime starts (a few milliseconds
 //! at most, two short-lived helper threads):
 //!
 //! * **Coroutine round trip**: the fastest of five batches of 2000 switches to a coroutine and
@@ -28,11 +28,13 @@
 //! * **Wake-up**: the median latency of nine unparks of a helper thread parked for 50 µs (longer
 //!   than an idle processor spins before it parks), from the unpark to the helper's answer.
 //! * **Line round trip**: this thread and a helper pass a counter on one cache line back and
-//!   forth, each waiting for the other's write, each round trip timed. A round trip over
-//!   [`MAX_LINE_ROUND_TRIP_NS`] (2 µs) is not a transfer but two threads taking turns on a CPU
-//!   (one of them descheduled). It takes 100 round trips, and more, 100 at a time, while
-//!   fewer than a quarter of them were transfers (a busy host), up to 2000 or for 20 ms; the
-//!   round trip is the first quartile of the transfers. With fewer transfers than that, both
+//!   forth, each waiting for the other's write, the round trips timed in batches of 8 (one clock
+//!   read on each side of a batch: a clock read per round trip would add its own cost, a
+//!   sizeable part of a fast round trip, and the clock's granularity, to each). A batch of more
+//!   than [`MAX_LINE_ROUND_TRIP_NS`] (2 µs) a round trip is not transfers but two threads
+//!   taking turns on a CPU (one of them descheduled). It takes 64 batches, and more, 64 at a
+//!   time, while fewer than a quarter of them were transfers (a busy host), up to 1000 or for
+//!   20 ms; the round trip is the first quartile of the transfers' batches. With fewer transfers than that, both
 //!   line costs are unmeasured. (A fixed 100 round trips, transfers or not, would leave the
 //!   costs unmeasured whenever another program kept the helper from running beside this thread
 //!   for most of them.) On Linux the two threads are kept on two CPUs while they
@@ -40,9 +42,11 @@
 //!   and this thread's mask restored afterwards. Left to the OS, a helper started while another
 //!   program keeps one CPU busy tends to join this thread on the idle CPU, and the two take
 //!   turns there, which leaves the line costs unmeasured; pinned, they run side by side.
-//! * **Line fetch**: between round trips the helper writes 64 lines of a block, then this thread
-//!   reads them all at once (independent loads, which the core overlaps): the median time per
-//!   line over 15 such reads.
+//! * **Line fetch**: between round trips the helper writes the 256 lines of a block (16 KiB, the
+//!   most the hand-off rule counts), then this thread reads them all at once (independent loads,
+//!   which the core overlaps): the median time per line over 15 such reads. (A smaller block
+//!   reads in a few ticks of a coarse clock, and a virtual machine's may tick in steps of
+//!   10 ns or more: its time per line would be mostly the clock's granularity.)
 //!
 //! With a single CPU the helper never runs beside this thread, nor under valgrind (one thread at
 //! a time), so the two line measurements are left out; so are they where the environment
@@ -54,7 +58,7 @@
 //! gathers (with a single CPU a lock cannot bounce between cores anyway), and the hand-off rule
 //! allows its fewest lines (a woken ULT with more expected at home goes home, the policy's own
 //! choice). A runtime with two processors or more that starts while they are unmeasured measures
-//! them again (`measure_lines_if_unmeasured`, the same measurement), so that a busy moment at the
+//! them again (`measure_lines_if_due`, the same measurement), so that a busy moment at the
 //! first start (two threads that never ran side by side) does not leave them unmeasured for the
 //! life of the process. [`DEFAULT_WAKE_NS`] stands in for the wake-up when no helper thread
 //! starts (then no runtime thread could start either); the running average of real wake-ups
@@ -69,10 +73,36 @@
 //! average (7/8 old, 1/8 new, the new counted as at most twice the old, so that one wake-up delayed
 //! by a busy host moves it little; samples above [`MAX_WAKE_SAMPLE_NS`] are dropped as not a
 //! wake-up but a stamp left over from another). The spin budget and threshold follow that average
-//! ([`switch_cost`]). The line costs are measured once they can be: they do not move with the load, only
-//! with where the hypervisor places the virtual CPUs, which a process cannot see (two virtual
-//! CPUs that are two hardware threads of one core pass a line far faster than two on separate
-//! cores, and which a process gets may change from one run to the next).
+//! ([`switch_cost`]).
+//!
+//! The line costs do not move with the load but with where the hypervisor places the virtual
+//! CPUs, which a process cannot see: two virtual CPUs that are two hardware threads of one core
+//! pass a line far faster than two on separate cores or chips, and a virtual machine's pair may
+//! be moved from one to the other while it runs (within minutes, or in bursts shorter than a
+//! second: `docs/benchmarks.md` has what was seen on one such guest). So they are measured again
+//! once their measurement is older than [`LINE_COSTS_MAX_AGE`] (1 s), by whoever finds them so
+//! first:
+//!
+//! * a runtime with two processors or more as it starts (`measure_lines_if_due`), the same
+//!   measurement as at the first start;
+//! * an idle processor on its way to its park (`Processor::remeasure_lines`), with the helper
+//!   thread pinned to the CPU of another processor of its runtime that is parked, so that the
+//!   measurement takes no CPU a ULT could use. It gives up as soon as work appears for it or
+//!   the other processor is woken (the measurement looks between batches of round trips: a
+//!   delay of a few microseconds), and measures nothing while no other processor is parked. A runtime whose processors never idle
+//!   keeps the costs of its last measurement.
+//!
+//! One measurement at a time (a flag); a measurement that fails (stopped, or no transfers) leaves
+//! the costs as they were, and the next try waits for the age again. The current line costs are
+//! the medians of the last five measurements that succeeded (the round trip's and the fetch's,
+//! each on its own): a burst of slow transfers that one measurement caught moves nothing, a
+//! change that lasts moves the costs at its third measurement. Each success stores the medians
+//! (one word: the round trip and the fetch as two `f32`, so that no reader pairs one
+//! measurement's round trip with another's fetch) and then the hand-off rule's line count
+//! derived from them; the mutex gathering derives its gap from the current costs at each sample.
+//! [`line_measurements`] counts the successes. A measurement takes the helper's start (tens of
+//! microseconds) and 512 round trips: tens of microseconds where a round trip takes 50 ns, a
+//! quarter of a millisecond where it takes 400.
 
 // (Miri measures nothing: the measurement code goes unused there.)
 #![cfg_attr(miri, allow(dead_code, unused_imports))]
@@ -268,55 +298,183 @@ impl HostCosts {
             _ => self.unmeasured_lines(),
         }
     }
+
+    /// These costs with the line costs of `word` (as [`LINES`] holds them; 0: unmeasured).
+    fn with_lines_word(self, word: u64) -> HostCosts {
+        if word == 0 {
+            return self.unmeasured_lines();
+        }
+        HostCosts {
+            line_round_trip_ns: f64::from(f32::from_bits((word >> 32) as u32)),
+            line_fetch_ns: f64::from(f32::from_bits(word as u32)),
+            lines_measured: true,
+            ..self
+        }
+    }
 }
 
-/// The costs of this host (measured when the first runtime starts, the line costs again when a
-/// runtime with two processors or more starts while they are unmeasured; see the notes of
-/// `sync/host.rs` in the source).
+/// The costs of this host now: those measured when the first runtime started, with the line
+/// costs as currently measured (the medians of the last five measurements: at the first start,
+/// then at a runtime's start and by idle processors once the last is older than
+/// [`LINE_COSTS_MAX_AGE`]; see the notes of `sync/host.rs` in the source).
+///
+/// ```
+/// let costs = elite_rt::sync::host_costs();
+/// assert!(costs.coroutine_ns > 0.0 && costs.line_round_trip_ns > 0.0);
+/// ```
 pub fn host_costs() -> HostCosts {
     let first = *COSTS.get_or_init(measure);
-    match LINES.get() {
-        Some(&later) => {
-            HostCosts { line_round_trip_ns: later.0, line_fetch_ns: later.1, lines_measured: true, ..first }
-        }
-        None => first,
-    }
+    first.with_lines_word(LINES.load(Ordering::Relaxed))
 }
 
-/// The costs measured when the first runtime started.
+/// The costs measured when the first runtime started, their line costs left out (those are in
+/// [`LINES`]).
 static COSTS: OnceLock<HostCosts> = OnceLock::new();
 
-/// The line costs (round trip, streamed fetch; nanoseconds) measured by a later runtime's start,
-/// where the first measurement could not measure them.
-static LINES: OnceLock<(f64, f64)> = OnceLock::new();
+/// The current line costs (the medians of [`RECENT_LINES`]): the round trip and the streamed
+/// fetch in nanoseconds, as two
+/// `f32` in one word (the round trip in the high half), so that a reader never sees one
+/// measurement's round trip with another's fetch; 0 while none succeeded.
+static LINES: AtomicU64 = AtomicU64::new(0);
 
-/// Whether a measurement of the line costs is under way (one at a time: two runtimes starting at
-/// once would measure each other's helper threads).
+/// When the last measurement of the line costs began, in ticks ([`ticks`]); 0: none yet.
+static LINES_TRIED_AT: AtomicU64 = AtomicU64::new(0);
+
+/// Measurements of the line costs that succeeded in this process.
+static LINE_MEASUREMENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Those among them that an idle processor made (counted in tests only).
+#[cfg(test)]
+static IDLE_MEASUREMENTS: AtomicU64 = AtomicU64::new(0);
+
+/// The hand-off rule's line count derived from [`LINES`] (`f32` bits; 0: not derived yet), kept
+/// beside them so that the rule reads one word: stored again by every measurement, after
+/// [`LINES`].
+static HAND_OFF_LINES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Whether a measurement of the line costs is under way (one at a time: two measurements at once
+/// would measure each other's helper threads).
 static MEASURING_LINES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// For a runtime of `processors` processors that is starting: measures the line costs if they are
-/// not measured yet (the first measurement found one CPU, ran under valgrind, or its two threads
-/// never ran side by side: a busy host), so that one busy moment does not leave them unmeasured,
-/// and its lock gathering off, for the life of the process. A runtime of one processor measures
-/// nothing: its locks cannot bounce, and its wakers are always at home.
-pub(crate) fn measure_lines_if_unmeasured(processors: usize) {
-    let costs = host_costs();
-    if lines_to_measure(&costs, processors)
-        && MEASURING_LINES.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
-    {
-        let measured = costs.with_lines(measure_lines_now());
-        if measured.lines_measured {
-            let _ = LINES.set((measured.line_round_trip_ns, measured.line_fetch_ns));
-        }
-        MEASURING_LINES.store(false, Ordering::Release);
-    }
+/// How old a measurement of the line costs may get before a runtime's start or an idle processor
+/// measures them again: where the hypervisor places a virtual machine's virtual CPUs, and so
+/// what a line costs between them, can change within minutes (see the notes of `sync/host.rs` in
+/// the source).
+pub const LINE_COSTS_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// Line measurements that succeeded in this process so far: the one at the first runtime's start
+/// (where it could measure) and those after it (see the notes of `sync/host.rs` in the source).
+///
+/// ```
+/// let rt = elite_rt::Runtime::builder().processors(2).build()?;
+/// // On a host with two CPUs or more, not under valgrind: at least the measurement at start.
+/// let _measured_so_far = elite_rt::sync::line_measurements();
+/// # drop(rt);
+/// # Ok::<(), elite_rt::BuildError>(())
+/// ```
+pub fn line_measurements() -> u64 {
+    LINE_MEASUREMENTS.load(Ordering::Relaxed)
 }
 
-/// Whether the line costs were measured by a later runtime's start (not the first measurement):
-/// one load (what the derived thresholds cached before check).
+/// The hand-off rule's line count ([`HostCosts::hand_off_lines`] of [`host_costs`]), one load
+/// once derived (`policy::hand_off::hand_off_lines`).
 #[inline]
-pub(crate) fn lines_measured_later() -> bool {
-    LINES.get().is_some()
+pub(crate) fn hand_off_lines() -> f32 {
+    let cached = HAND_OFF_LINES.load(Ordering::Relaxed);
+    if cached != 0 {
+        return f32::from_bits(cached);
+    }
+    let lines = host_costs().hand_off_lines();
+    // (A measurement that stored its count meanwhile stands: it derived from newer costs.)
+    let _ = HAND_OFF_LINES.compare_exchange(0, lines.to_bits(), Ordering::Relaxed, Ordering::Relaxed);
+    lines
+}
+
+/// The line measurements that the current line costs are the medians of: the last
+/// [`LINE_COSTS_KEPT`] (round trip, fetch), in nanoseconds, oldest first.
+static RECENT_LINES: std::sync::Mutex<Vec<(f64, f64)>> = std::sync::Mutex::new(Vec::new());
+
+/// How many of the last line measurements the current line costs are the medians of: a burst of
+/// slow (or fast) transfers shorter than that many measurements moves them not at all, a change
+/// that lasts moves them after three (see the notes of `sync/host.rs` in the source).
+pub(crate) const LINE_COSTS_KEPT: usize = 5;
+
+/// `recent` with `new` added and, beyond `LINE_COSTS_KEPT`, the oldest dropped; the median
+/// round trip and the median fetch of the result (each on its own; of an even count, the upper).
+fn add_lines(recent: &mut Vec<(f64, f64)>, new: (f64, f64)) -> (f64, f64) {
+    recent.push(new);
+    if recent.len() > LINE_COSTS_KEPT {
+        recent.remove(0);
+    }
+    let median = |pick: fn(&(f64, f64)) -> f64| {
+        let mut v: Vec<f64> = recent.iter().map(pick).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (median(|l| l.0), median(|l| l.1))
+}
+
+/// Adds `costs`' line costs, if they are a measurement, to the recent ones, and makes the medians
+/// of those the current line costs: stores them, then the hand-off count derived from them
+/// (derived here, not through [`host_costs`], which may be what is measuring).
+fn set_lines(costs: &HostCosts) {
+    if !costs.lines_measured {
+        return;
+    }
+    let (round_trip, fetch) = {
+        let mut recent = RECENT_LINES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        add_lines(&mut recent, (costs.line_round_trip_ns, costs.line_fetch_ns))
+    };
+    let costs = HostCosts { line_round_trip_ns: round_trip, line_fetch_ns: fetch, ..*costs };
+    let word = (u64::from((costs.line_round_trip_ns as f32).to_bits()) << 32)
+        | u64::from((costs.line_fetch_ns as f32).to_bits());
+    LINES.store(word, Ordering::Relaxed);
+    HAND_OFF_LINES.store(costs.hand_off_lines().to_bits(), Ordering::Relaxed);
+    LINE_MEASUREMENTS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Whether the line costs are due to be measured at `now` (ticks), the last measurement having
+/// begun at `tried_at` (0: never): when it is older than `max_age` ticks.
+fn due(now: u64, tried_at: u64, max_age: u64) -> bool {
+    tried_at == 0 || now.wrapping_sub(tried_at) > max_age
+}
+
+/// Whether the line costs are due to be measured now: never measured in this process, or their
+/// last measurement is older than [`LINE_COSTS_MAX_AGE`] (one load and a clock read, on an idle
+/// processor's way to its park).
+#[inline]
+pub(crate) fn lines_due() -> bool {
+    let max_age = (LINE_COSTS_MAX_AGE.as_nanos() as f64 * host_costs().ticks_per_ns) as u64;
+    due(ticks(), LINES_TRIED_AT.load(Ordering::Relaxed), max_age)
+}
+
+/// Measures the line costs if no other measurement is under way, with the helper thread on
+/// `helper_cpu` (else on another CPU of this thread's mask), giving up as soon as `stop` says so;
+/// a measurement replaces the current line costs, a failure leaves them. True if it measured.
+pub(crate) fn remeasure_lines(helper_cpu: Option<usize>, stop: &dyn Fn() -> bool) -> bool {
+    if MEASURING_LINES.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        return false;
+    }
+    LINES_TRIED_AT.store(ticks().max(1), Ordering::Relaxed);
+    let measured = host_costs().with_lines(measure_lines_now(helper_cpu, stop));
+    set_lines(&measured);
+    #[cfg(test)]
+    if measured.lines_measured && helper_cpu.is_some() {
+        IDLE_MEASUREMENTS.fetch_add(1, Ordering::Relaxed);
+    }
+    MEASURING_LINES.store(false, Ordering::Release);
+    measured.lines_measured
+}
+
+/// For a runtime of `processors` processors that is starting: measures the line costs if they are
+/// unmeasured (the first measurement found one CPU, ran under valgrind, or its two threads never
+/// ran side by side: a busy host) or their measurement is older than [`LINE_COSTS_MAX_AGE`]. A
+/// runtime of one processor measures nothing: its locks cannot bounce, and its wakers are always
+/// at home.
+pub(crate) fn measure_lines_if_due(processors: usize) {
+    if lines_to_measure(&host_costs(), processors, lines_due()) {
+        remeasure_lines(None, &|| false);
+    }
 }
 
 /// Line costs for the tests of the rules that derive from them, where the measurement could not
@@ -325,22 +483,28 @@ pub(crate) fn lines_measured_later() -> bool {
 #[cfg(test)]
 pub(crate) fn measured_lines_for_tests() {
     if !host_costs().lines_measured {
-        let _ = LINES.set((100.0, 10.0));
+        set_lines(
+            &host_costs()
+                .with_lines(Some((100.0 * host_costs().ticks_per_ns, 10.0 * host_costs().ticks_per_ns))),
+        );
     }
 }
 
 /// Whether a runtime of `processors` processors starting on a host with `costs` measures the line
-/// costs: they are unmeasured, and it has two processors or more.
-fn lines_to_measure(costs: &HostCosts, processors: usize) -> bool {
-    !costs.lines_measured && processors > 1
+/// costs: it has two processors or more, and they are unmeasured or `due` again.
+fn lines_to_measure(costs: &HostCosts, processors: usize, due: bool) -> bool {
+    processors > 1 && (!costs.lines_measured || due)
 }
 
 /// [`measure_lines`] where it can run (nothing under Miri).
-fn measure_lines_now() -> Option<(f64, f64)> {
+fn measure_lines_now(helper_cpu: Option<usize>, stop: &dyn Fn() -> bool) -> Option<(f64, f64)> {
     #[cfg(miri)]
-    return None;
+    return {
+        let _ = (helper_cpu, stop);
+        None
+    };
     #[cfg(not(miri))]
-    measure_lines()
+    measure_lines(helper_cpu, stop)
 }
 
 /// The running average of the wake-ups the runtime made, in ticks (0: none yet, the measurement
@@ -421,18 +585,21 @@ fn measure() -> HostCosts {
     let (t0, k0) = (Instant::now(), ticks());
     let coroutine_ns = measure_coroutine_round_trip();
     let wake_ns = measure_wake().unwrap_or(DEFAULT_WAKE_NS);
-    let lines = measure_lines();
+    LINES_TRIED_AT.store(ticks().max(1), Ordering::Relaxed);
+    let lines = measure_lines(None, &|| false);
     let (ns, tk) = (t0.elapsed().as_nanos().max(1) as f64, ticks().wrapping_sub(k0) as f64);
     let ticks_per_ns = if tk > 0.0 { tk / ns } else { 1.0 };
-    HostCosts {
+    let costs = HostCosts {
         coroutine_ns,
         wake_ns,
         line_round_trip_ns: DEFAULT_LINE_ROUND_TRIP_NS,
         line_fetch_ns: DEFAULT_LINE_FETCH_NS,
         ticks_per_ns,
         lines_measured: false,
-    }
-    .with_lines(lines)
+    };
+    // The line costs live in `LINES`, which later measurements replace.
+    set_lines(&costs.with_lines(lines));
+    costs
 }
 
 /// The fastest of a few batches of coroutine round trips (resume + suspend), in nanoseconds each.
@@ -515,16 +682,19 @@ fn measure_wake() -> Option<f64> {
 #[repr(align(64))]
 struct Line(AtomicU64);
 
-/// Lines in the block of the fetch measurement.
-const BLOCK_LINES: usize = 64;
+/// Lines in the block of the fetch measurement: as many as the hand-off rule counts at most.
+const BLOCK_LINES: usize = 256;
 
-/// Round trips of the round-trip measurement: at least this many, and a quarter of them (or of
-/// all taken, up to [`MAX_ROUND_TRIPS`] or for [`ROUND_TRIP_SPAN`]) at most
-/// [`MAX_LINE_ROUND_TRIP_NS`] long.
-const ROUND_TRIPS: usize = 100;
+/// Round trips timed together in the round-trip measurement (one sample).
+const BATCH: usize = 8;
 
-/// The most round trips the measurement takes while too few of them were transfers.
-const MAX_ROUND_TRIPS: usize = 2000;
+/// Samples (batches) of the round-trip measurement: at least this many, and a quarter of them (or
+/// of all taken, up to [`MAX_SAMPLES`] or for [`ROUND_TRIP_SPAN`]) at most
+/// [`MAX_LINE_ROUND_TRIP_NS`] a round trip.
+const SAMPLES: usize = 64;
+
+/// The most samples the measurement takes while too few of them were transfers.
+const MAX_SAMPLES: usize = 1000;
 
 /// How long the measurement goes on taking round trips while too few of them were transfers.
 const ROUND_TRIP_SPAN: Duration = Duration::from_millis(20);
@@ -546,9 +716,10 @@ const LINE_PATIENCE: Duration = Duration::from_millis(50);
 /// the other run: the measurement then takes as many instructions each time.)
 const SPINS_PER_YIELD: u32 = 256;
 
-/// Waits until the word on `turn` satisfies `done`; its value, or `None` after [`LINE_PATIENCE`].
+/// Waits until the word on `turn` satisfies `done`; its value, or `None` after [`LINE_PATIENCE`]
+/// or once `stop` says so (asked between spins, as often as the clock).
 #[cfg(not(miri))]
-fn wait_for(turn: &Line, done: impl Fn(u64) -> bool) -> Option<u64> {
+fn wait_for(turn: &Line, done: impl Fn(u64) -> bool, stop: &dyn Fn() -> bool) -> Option<u64> {
     let mut since = None;
     let mut spins = 0u32;
     loop {
@@ -561,7 +732,7 @@ fn wait_for(turn: &Line, done: impl Fn(u64) -> bool) -> Option<u64> {
             std::hint::spin_loop();
             continue;
         }
-        if since.get_or_insert_with(Instant::now).elapsed() > LINE_PATIENCE {
+        if since.get_or_insert_with(Instant::now).elapsed() > LINE_PATIENCE || stop() {
             return None;
         }
         std::thread::yield_now();
@@ -586,12 +757,16 @@ fn lines_left_unmeasured() -> bool {
     std::env::var_os(LINE_COSTS_ENV).is_some_and(|v| v == "unmeasured")
 }
 
-/// The line round trip and the streamed fetch of a line (see the notes of `sync/host.rs` in the source), in ticks;
-/// `None` on a single CPU, under valgrind, where [`LINE_COSTS_ENV`] says so, if no helper thread
-/// starts, or if the helper stops answering.
+/// The line round trip and the streamed fetch of a line (see the notes of `sync/host.rs` in the
+/// source), in ticks, the helper thread on `helper_cpu` if given (else on another CPU of this
+/// thread's mask); `None` on a single CPU, under valgrind, where [`LINE_COSTS_ENV`] says so, if
+/// no helper thread starts, if the helper stops answering, or once `stop` says so (asked between
+/// batches of round trips).
 #[cfg(not(miri))]
-fn measure_lines() -> Option<(f64, f64)> {
-    if std::thread::available_parallelism().map_or(true, |n| n.get() < 2)
+fn measure_lines(helper_cpu: Option<usize>, stop: &dyn Fn() -> bool) -> Option<(f64, f64)> {
+    // (A thread pinned to one CPU, as a processor is, sees a parallelism of one: with a CPU for
+    // the helper given, there are two.)
+    if (helper_cpu.is_none() && std::thread::available_parallelism().map_or(true, |n| n.get() < 2))
         || under_valgrind()
         || lines_left_unmeasured()
     {
@@ -602,7 +777,9 @@ fn measure_lines() -> Option<(f64, f64)> {
     // is busy with another program joins this thread on the idle one, and the two take turns
     // there instead of passing the line between cores.
     let apart = apart::Apart::new();
-    let helper_cpu = apart.as_ref().map(|a| a.other);
+    // (A CPU asked for that this thread runs on, which an unpinned thread may: another one.)
+    let helper_cpu =
+        helper_cpu.filter(|&cpu| apart::this_cpu() != Some(cpu)).or(apart.as_ref().map(|a| a.other));
     // The turn: odd when this thread asks, even when the helper answered; `u64::MAX`: stop.
     let turn = Arc::new(Line(AtomicU64::new(0)));
     let block: Arc<[Line; BLOCK_LINES]> = Arc::new(std::array::from_fn(|_| Line(AtomicU64::new(0))));
@@ -618,7 +795,7 @@ fn measure_lines() -> Option<(f64, f64)> {
             }
             let mut seen = 0;
             loop {
-                let Some(t) = wait_for(&turn, |t| t != seen) else { return };
+                let Some(t) = wait_for(&turn, |t| t != seen, &|| false) else { return };
                 if t == u64::MAX {
                     return;
                 }
@@ -640,32 +817,39 @@ fn measure_lines() -> Option<(f64, f64)> {
         turn.0.store(*t, Ordering::Release);
         *t += 1;
         let answer = *t;
-        wait_for(&turn, |t| t == answer).is_some()
+        wait_for(&turn, |t| t == answer, stop).is_some()
     };
     let result = (|| {
-        // Round trips until a quarter of them were transfers (at most MAX_LINE_ROUND_TRIP_NS:
-        // both threads ran side by side), ROUND_TRIPS at least; on a host busy enough that
-        // fewer were, more of them, so that the transfers among them are enough, up to
-        // MAX_ROUND_TRIPS or ROUND_TRIP_SPAN. The first quartile of the transfers (of all, on
-        // a quiet host).
+        // Batches of BATCH round trips, each batch timed as a whole (one clock read on each side
+        // of BATCH trips: a clock read per trip would add its own cost, a sizeable part of a
+        // fast round trip, and the clock's granularity), until a quarter of the batches were
+        // transfers (at most MAX_LINE_ROUND_TRIP_NS a trip: both threads ran side by side),
+        // SAMPLES at least; on a host busy enough that fewer were, more of them, so that the
+        // transfers among them are enough, up to MAX_SAMPLES or ROUND_TRIP_SPAN. The first
+        // quartile of the transfers' round trips (of all, on a quiet host).
         let (i0, k0) = (Instant::now(), ticks());
-        let mut round_trips = Vec::with_capacity(ROUND_TRIPS);
+        let mut round_trips = Vec::with_capacity(SAMPLES);
         let mut transfers = loop {
-            let k = ticks();
-            if !trip(&mut t) {
+            if stop() {
                 return None;
             }
-            round_trips.push(ticks().wrapping_sub(k) as f64);
-            if round_trips.len() % ROUND_TRIPS != 0 {
+            let k = ticks();
+            for _ in 0..BATCH {
+                if !trip(&mut t) {
+                    return None;
+                }
+            }
+            round_trips.push(ticks().wrapping_sub(k) as f64 / BATCH as f64);
+            if round_trips.len() % SAMPLES != 0 {
                 continue;
             }
             let ticks_per_ns = ticks().wrapping_sub(k0) as f64 / i0.elapsed().as_nanos().max(1) as f64;
             let most = MAX_LINE_ROUND_TRIP_NS * ticks_per_ns;
             let transfers: Vec<f64> = round_trips.iter().copied().filter(|&r| r <= most).collect();
-            if transfers.len() >= ROUND_TRIPS / 4 {
+            if transfers.len() >= SAMPLES / 4 {
                 break transfers;
             }
-            if round_trips.len() >= MAX_ROUND_TRIPS || i0.elapsed() >= ROUND_TRIP_SPAN {
+            if round_trips.len() >= MAX_SAMPLES || i0.elapsed() >= ROUND_TRIP_SPAN {
                 // Too few: the quartile of all, which is no transfer (`with_lines` says so).
                 break round_trips;
             }
@@ -698,7 +882,7 @@ fn measure_lines() -> Option<(f64, f64)> {
 }
 
 /// [`ticks`] once every load before it has completed: on x86-64 `rdtsc` alone may run ahead of
-/// loads still waiting for their lines, so that a read of 64 lines timed by it may give the
+/// loads still waiting for their lines, so that a read of a block timed by it may give the
 /// time to issue the loads, not to fetch them; `lfence` first waits for them.
 #[cfg(not(miri))]
 #[inline(always)]
@@ -752,6 +936,12 @@ mod apart {
         }
     }
 
+    /// The CPU the calling thread runs on now, if the OS says.
+    pub(super) fn this_cpu() -> Option<usize> {
+        // SAFETY: no arguments; it returns the CPU the calling thread runs on, or -1.
+        usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+    }
+
     impl Drop for Apart {
         fn drop(&mut self) {
             // SAFETY: pid 0 names the calling thread, the one that made `self` (`Apart` is not
@@ -773,6 +963,10 @@ mod apart {
         pub(super) fn new() -> Option<Apart> {
             None
         }
+    }
+
+    pub(super) fn this_cpu() -> Option<usize> {
+        None
     }
 }
 
@@ -874,14 +1068,126 @@ mod tests {
         assert_eq!((measured.gather_gap_ns(), measured.hand_off_lines()), (2400.0, 180.0));
     }
 
-    /// A runtime that starts while the line costs are unmeasured measures them, if it has two
-    /// processors or more (with one, its locks cannot bounce); once measured, none does again.
+    /// A runtime that starts while the line costs are unmeasured, or measured longer ago than
+    /// their age allows, measures them, if it has two processors or more (with one, its locks
+    /// cannot bounce); with a recent measurement, none does.
     #[test]
-    fn a_later_runtime_measures_the_line_costs_while_unmeasured() {
+    fn a_later_runtime_measures_the_line_costs_while_unmeasured_or_old() {
         let unmeasured = host().unmeasured_lines();
-        assert!(lines_to_measure(&unmeasured, 2));
-        assert!(!lines_to_measure(&unmeasured, 1));
-        assert!(!lines_to_measure(&host(), 2));
+        assert!(lines_to_measure(&unmeasured, 2, false));
+        assert!(!lines_to_measure(&unmeasured, 1, true));
+        assert!(!lines_to_measure(&host(), 2, false));
+        assert!(lines_to_measure(&host(), 2, true));
+    }
+
+    /// Due: never measured, or the last measurement began longer ago than the age allowed (the
+    /// clock read across a wrap of the tick counter as well).
+    #[test]
+    fn the_line_costs_are_due_when_never_measured_or_old() {
+        assert!(due(5, 0, 1000));
+        assert!(!due(1500, 1000, 1000));
+        assert!(!due(2000, 1000, 1000));
+        assert!(due(2001, 1000, 1000));
+        assert!(!due(10, u64::MAX - 10, 1000));
+        assert!(due(2000, u64::MAX - 10, 1000));
+    }
+
+    /// The current line costs are the medians of the last five measurements, each cost on its
+    /// own: one slow measurement among fast ones moves nothing, three move the round trip.
+    #[test]
+    fn the_line_costs_are_the_medians_of_the_last_five_measurements() {
+        let mut recent = Vec::new();
+        assert_eq!(add_lines(&mut recent, (50.0, 1.0)), (50.0, 1.0));
+        // Of two, the upper: a change shows once it is half of what is kept.
+        assert_eq!(add_lines(&mut recent, (400.0, 4.0)), (400.0, 4.0));
+        for _ in 0..3 {
+            add_lines(&mut recent, (50.0, 1.0));
+        }
+        assert_eq!(add_lines(&mut recent, (400.0, 0.5)), (50.0, 1.0), "{recent:?}");
+        assert_eq!(recent.len(), LINE_COSTS_KEPT);
+        assert_eq!(add_lines(&mut recent, (380.0, 4.0)), (50.0, 1.0));
+        assert_eq!(add_lines(&mut recent, (390.0, 4.2)), (380.0, 1.0), "{recent:?}");
+        assert_eq!(add_lines(&mut recent, (410.0, 4.1)), (390.0, 4.0), "{recent:?}");
+    }
+
+    /// The line costs travel as two `f32` in one word: what was stored is read back (to `f32`
+    /// precision), and 0 is no measurement.
+    #[test]
+    fn the_line_word_holds_a_round_trip_and_a_fetch() {
+        let word = (u64::from(47.5f32.to_bits()) << 32) | u64::from(1.25f32.to_bits());
+        let costs = host().with_lines_word(word);
+        assert!(costs.lines_measured);
+        assert_eq!((costs.line_round_trip_ns, costs.line_fetch_ns), (47.5, 1.25));
+        assert!(!host().with_lines_word(0).lines_measured);
+    }
+
+    /// A measurement that fails (stopped before its first batch) leaves the line costs and their
+    /// count as they were, and lets the next one start.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri measures nothing")]
+    fn a_stopped_measurement_changes_nothing() {
+        let (before, count) = (LINES.load(Ordering::Relaxed), line_measurements());
+        // (Another test's runtime measuring at the same moment makes this one measure nothing.)
+        assert!(!remeasure_lines(None, &|| true));
+        if line_measurements() == count {
+            assert_eq!(LINES.load(Ordering::Relaxed), before);
+        }
+    }
+
+    /// An idle processor measures the line costs again once their measurement is old, with a
+    /// parked processor's CPU for the helper, while the runtime runs.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri measures nothing")]
+    fn an_idle_processor_measures_old_line_costs_again() {
+        if std::thread::available_parallelism().map_or(true, |n| n.get() < 2)
+            || under_valgrind()
+            || lines_left_unmeasured()
+        {
+            return;
+        }
+        let rt = crate::Runtime::builder().processors(2).build().unwrap();
+        let before = IDLE_MEASUREMENTS.load(Ordering::Relaxed);
+        let mut measured = false;
+        for _ in 0..50 {
+            // Old: measured more than `LINE_COSTS_MAX_AGE` ago.
+            LINES_TRIED_AT.store(1, Ordering::Relaxed);
+            // The root ULT sleeps: its processor idles while the other one is parked.
+            rt.block_on(|| crate::sleep(Duration::from_millis(20)));
+            if IDLE_MEASUREMENTS.load(Ordering::Relaxed) > before {
+                measured = true;
+                break;
+            }
+        }
+        assert!(measured, "no idle processor measured the line costs in 50 tries");
+    }
+
+    /// Where the host lets two threads run side by side (two CPUs or more, not valgrind), a
+    /// measurement replaces the line costs, counts, and stores the hand-off count derived from
+    /// them.
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri measures nothing")]
+    fn a_measurement_replaces_the_line_costs() {
+        let count = line_measurements();
+        let mut measured = false;
+        for _ in 0..20 {
+            // (A busy moment, or another test's measurement under way: again.)
+            if remeasure_lines(None, &|| false) {
+                measured = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        if !measured {
+            assert!(!two_cpus || under_valgrind() || lines_left_unmeasured(), "no measurement in 20 tries");
+            return;
+        }
+        assert!(line_measurements() > count);
+        let costs = host_costs();
+        assert!(costs.lines_measured && costs.line_round_trip_ns <= MAX_LINE_ROUND_TRIP_NS, "{costs:?}");
+        assert!(costs.line_fetch_ns > 0.0, "{costs:?}");
+        assert_eq!(f32::from_bits(HAND_OFF_LINES.load(Ordering::Relaxed)), hand_off_lines());
+        assert!((4.0..=256.0).contains(&hand_off_lines()));
     }
 
     #[test]

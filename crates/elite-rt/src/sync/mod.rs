@@ -63,7 +63,7 @@ mod waitgroup;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
-pub use host::{host_costs, switch_cost, HostCosts, SwitchCost};
+pub use host::{host_costs, line_measurements, switch_cost, HostCosts, SwitchCost, LINE_COSTS_MAX_AGE};
 pub use mutex::{Mutex, MutexGuard, MAX_LOSSES};
 pub use once::{Once, OnceState};
 pub use once_lock::{LazyLock, OnceLock};

@@ -21,9 +21,10 @@
 //!   the bounces sparse while, whenever both run, nearly every acquisition bounces. Two bounces
 //!   in a row have a spell between them only when it falls exactly there.) The lock is a
 //!   *candidate* once that falls below the threshold, [`GATHER_ROUND_TRIPS`](crate::sync::host::GATHER_ROUND_TRIPS)
-//!   (8) round trips of a cache line between two cores as measured on this host when the first
-//!   runtime started, or a later one where that could not measure it (no lock saturates while
-//!   it is unmeasured: `sync::host`) ([`HostCosts::gather_gap_ns`]). A wide band: how far apart
+//!   (8) round trips of a cache line between two cores as currently measured on this host (the
+//!   median of the last five measurements: at the first runtime's start, and again while the
+//!   process runs once the last is a second old; no lock saturates while it is unmeasured:
+//!   `sync::host`) ([`HostCosts::gather_gap_ns`]). A wide band: how far apart
 //!   bounces come does not tell whether gathering pays (bounces a few round trips apart come
 //!   both from a loop that runs far faster gathered and from one with some work between
 //!   acquisitions that runs faster spread over two processors); the candidate's *trial* does.
@@ -231,8 +232,8 @@ const STEAL_PAUSE_MAX: u32 = 2000;
 /// The saturation threshold (bounces closer than this on average: [`HostCosts::gather_gap_ns`];
 /// 0, which no average is below, while the host's line round trip is unmeasured),
 /// [`GATHER_WINDOW_NS`] and [`MOVE_GAP_NS`], in time-stamp ticks. The threshold is derived again
-/// at each call (the line round trip may be measured later than the first runtime's start:
-/// `sync::host`); it is read at one bounce in [`BOUNCES_PER_SAMPLE`].
+/// at each call (the line round trip is measured again while the process runs: `sync::host`);
+/// it is read at one bounce in [`BOUNCES_PER_SAMPLE`].
 pub(super) fn gather_ticks() -> (u64, u64, u64) {
     let t = times();
     (threshold_of(&host_costs()), t.window, t.move_gap)
