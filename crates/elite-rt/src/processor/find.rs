@@ -691,8 +691,9 @@ impl Processor {
     /// than [`LINE_COSTS_MAX_AGE`](crate::sync::LINE_COSTS_MAX_AGE) (`sync::host`), this thread
     /// one side and a helper thread on the CPU of a parked processor of this runtime the other
     /// (a CPU nothing of the runtime needs meanwhile; with none parked, nothing is measured);
-    /// given up as soon as work appears or the other processor is woken (a delay of one batch
-    /// of round trips at most, a few microseconds).
+    /// given up as soon as work appears for either (a delay of one batch of round trips at
+    /// most, a few microseconds; the helper's start can take a millisecond, waited for asleep
+    /// and looking for work every 20 µs).
     fn remeasure_lines(&self) {
         let shared = &*self.shared;
         if cfg!(miri) || shared.processors.len() < 2 || !crate::sync::host::lines_due() {
@@ -702,9 +703,11 @@ impl Processor {
             (0..shared.processors.len()).find(|&v| v != self.index && shared.processors[v].park.is_parked());
         if let Some(v) = parked {
             let cpu = shared.config.topology.processor(v).cpu;
-            let other = &shared.processors[v].park;
+            let other = &shared.processors[v];
+            // (Its wake-ups come through its wake-up stack; its stealing and its start-queue are
+            // among what `has_work` sees.)
             crate::sync::host::remeasure_lines(Some(cpu), &|| {
-                self.has_work() || shared.is_shutting_down() || !other.is_parked()
+                self.has_work() || shared.is_shutting_down() || !other.wakeup.is_empty()
             });
         }
     }

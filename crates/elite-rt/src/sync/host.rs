@@ -87,9 +87,11 @@
 //!   measurement as at the first start;
 //! * an idle processor on its way to its park (`Processor::remeasure_lines`), with the helper
 //!   thread pinned to the CPU of another processor of its runtime that is parked, so that the
-//!   measurement takes no CPU a ULT could use. It gives up as soon as work appears for it or
-//!   the other processor is woken (the measurement looks between batches of round trips: a
-//!   delay of a few microseconds), and measures nothing while no other processor is parked. A runtime whose processors never idle
+//!   measurement takes no CPU a ULT could use. It gives up as soon as work appears for either
+//!   (the measurement looks while it waits for the helper to start, asleep, and between
+//!   batches of round trips: a delay of a few microseconds), and measures nothing while no
+//!   other processor is parked. (The other one may wake meanwhile without work, for the
+//!   stranded-ULT watch: that ends nothing.) A runtime whose processors never idle
 //!   keeps the costs of its last measurement.
 //!
 //! One measurement at a time (a flag); a measurement that fails (stopped, or no transfers) leaves
@@ -100,9 +102,10 @@
 //! (one word: the round trip and the fetch as two `f32`, so that no reader pairs one
 //! measurement's round trip with another's fetch) and then the hand-off rule's line count
 //! derived from them; the mutex gathering derives its gap from the current costs at each sample.
-//! [`line_measurements`] counts the successes. A measurement takes the helper's start (tens of
-//! microseconds) and 512 round trips: tens of microseconds where a round trip takes 50 ns, a
-//! quarter of a millisecond where it takes 400.
+//! [`line_measurements`] counts the successes. A measurement takes the helper's start (from tens
+//! of microseconds to a millisecond or more on a virtual machine), 512 round trips (tens of
+//! microseconds where a round trip takes 50 ns, a quarter of a millisecond where it takes 400)
+//! and 15 reads of the block.
 
 // (Miri measures nothing: the measurement code goes unused there.)
 #![cfg_attr(miri, allow(dead_code, unused_imports))]
@@ -786,13 +789,17 @@ fn measure_lines(helper_cpu: Option<usize>, stop: &dyn Fn() -> bool) -> Option<(
     // Set (before the turn's Release store that the helper's Acquire load reads) once the round
     // trips are done: from then on the helper writes the block before each answer.
     let fetching = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Set by the helper once it runs where it belongs.
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let helper = {
-        let (turn, block, fetching) = (Arc::clone(&turn), Arc::clone(&block), Arc::clone(&fetching));
+        let (turn, block, fetching, started) =
+            (Arc::clone(&turn), Arc::clone(&block), Arc::clone(&fetching), Arc::clone(&started));
         std::thread::Builder::new().name("elite-line-cost".into()).spawn(move || {
             if let Some(cpu) = helper_cpu {
                 // (Refused: the OS places it, as without `apart`.)
                 let _ = elite_affinity::pin_current_thread(cpu);
             }
+            started.store(true, Ordering::Release);
             let mut seen = 0;
             loop {
                 let Some(t) = wait_for(&turn, |t| t != seen, &|| false) else { return };
@@ -820,6 +827,17 @@ fn measure_lines(helper_cpu: Option<usize>, stop: &dyn Fn() -> bool) -> Option<(
         wait_for(&turn, |t| t == answer, stop).is_some()
     };
     let result = (|| {
+        // Asleep until the helper has started: it inherits this thread's mask, which for a
+        // processor is its one CPU, so it starts there, and a thread that spins there instead of
+        // sleeping may keep it from starting for a time slice (milliseconds) before it can move
+        // to its own CPU.
+        let since = Instant::now();
+        while !started.load(Ordering::Acquire) {
+            if since.elapsed() > LINE_PATIENCE || stop() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
         // Batches of BATCH round trips, each batch timed as a whole (one clock read on each side
         // of BATCH trips: a clock read per trip would add its own cost, a sizeable part of a
         // fast round trip, and the clock's granularity), until a quarter of the batches were
