@@ -694,6 +694,12 @@ impl Processor {
     /// given up as soon as work appears for either (a delay of one batch of round trips at
     /// most, a few microseconds; the helper's start can take a millisecond, waited for asleep
     /// and looking for work every 20 µs).
+    ///
+    /// Cold and out of line: inlined into `idle`, it changed the code generated for the
+    /// processor loop of `elite-bench`, whose `sync --bench mutex_contended` then ran a fifth
+    /// slower at one processor as at two.
+    #[cold]
+    #[inline(never)]
     fn remeasure_lines(&self) {
         let shared = &*self.shared;
         if cfg!(miri) || shared.processors.len() < 2 || !crate::sync::host::lines_due() {
