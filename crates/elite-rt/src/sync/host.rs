@@ -20,8 +20,9 @@
 //!
 //! # The measurements
 //!
-//! [`host_costs`] measures when the first runtime starts (a few milliseconds
-//! at most, two short-lived helper threads):
+//! [`host_costs`] measures when the first runtime starts (a few milliseconds at most, two
+//! short-lived helper threads); the line costs again later (below, "Re-measured while
+//! running"):
 //!
 //! * **Coroutine round trip**: the fastest of five batches of 2000 switches to a coroutine and
 //!   back.
@@ -34,12 +35,13 @@
 //!   than [`MAX_LINE_ROUND_TRIP_NS`] (2 µs) a round trip is not transfers but two threads
 //!   taking turns on a CPU (one of them descheduled). It takes 64 batches, and more, 64 at a
 //!   time, while fewer than a quarter of them were transfers (a busy host), up to 1000 or for
-//!   20 ms; the round trip is the first quartile of the transfers' batches. With fewer transfers than that, both
-//!   line costs are unmeasured. (A fixed 100 round trips, transfers or not, would leave the
-//!   costs unmeasured whenever another program kept the helper from running beside this thread
-//!   for most of them.) On Linux the two threads are kept on two CPUs while they
-//!   measure: this thread pinned to the CPU it runs on, the helper to another CPU of its mask,
-//!   and this thread's mask restored afterwards. Left to the OS, a helper started while another
+//!   20 ms; the round trip is the first quartile of the transfers' batches. With fewer
+//!   transfers than that, both line costs are unmeasured. (A fixed number of round trips,
+//!   transfers or not, would leave the costs unmeasured whenever another program kept the
+//!   helper from running beside this thread for most of them.) On Linux the two threads are
+//!   kept on two CPUs while they measure: this thread pinned to the CPU it runs on, the helper
+//!   to another CPU of its mask (or to the one asked for: below), and this thread's mask
+//!   restored afterwards. Left to the OS, a helper started while another
 //!   program keeps one CPU busy tends to join this thread on the idle CPU, and the two take
 //!   turns there, which leaves the line costs unmeasured; pinned, they run side by side.
 //! * **Line fetch**: between round trips the helper writes the 256 lines of a block (16 KiB, the
@@ -335,9 +337,8 @@ pub fn host_costs() -> HostCosts {
 static COSTS: OnceLock<HostCosts> = OnceLock::new();
 
 /// The current line costs (the medians of [`RECENT_LINES`]): the round trip and the streamed
-/// fetch in nanoseconds, as two
-/// `f32` in one word (the round trip in the high half), so that a reader never sees one
-/// measurement's round trip with another's fetch; 0 while none succeeded.
+/// fetch in nanoseconds, as two `f32` in one word (the round trip in the high half), so that a
+/// reader never sees one measurement's round trip with another's fetch; 0 while none succeeded.
 static LINES: AtomicU64 = AtomicU64::new(0);
 
 /// When the last measurement of the line costs began, in ticks ([`ticks`]); 0: none yet.
