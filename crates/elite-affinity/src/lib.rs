@@ -109,7 +109,7 @@ pub use counters::{
 #[cfg(feature = "hwloc")]
 pub use hwloc::HwlocError;
 pub use model::{closed_form, CacheModel, Footprint, ModelError, RELOAD_ERROR_BOUND};
-pub use pin::{online_cpus, pin_current_thread, PinError};
+pub use pin::{current_cpu, online_cpus, pin_current_thread, PinError, SavedMask};
 pub use topology::{
     Assumption, CacheInfo, CacheKind, ModelCache, ModelCacheChoice, ProcessorInfo, Topology, TopologyError,
     TopologySource, MAX_PROCESSORS,

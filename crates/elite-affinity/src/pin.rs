@@ -61,6 +61,83 @@ pub(crate) fn allowed_cpus() -> Option<Vec<usize>> {
     Some(cpus)
 }
 
+/// The calling thread's affinity mask as it was when saved, put back when this is dropped: for
+/// code that pins a thread for a while (a measurement between two CPUs) and must leave it as it
+/// found it. Not `Send`: it is dropped on the thread whose mask it saved.
+///
+/// ```
+/// std::thread::spawn(|| {
+///     let Some(saved) = elite_affinity::SavedMask::save() else { return }; // (not Linux)
+///     let first = saved.cpus()[0];
+///     elite_affinity::pin_current_thread(first).unwrap();
+///     drop(saved); // the thread may run on every CPU of its mask again
+/// })
+/// .join()
+/// .unwrap();
+/// ```
+pub struct SavedMask {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    mask: libc::cpu_set_t,
+    cpus: Vec<usize>,
+    /// Not `Send`: restored on the thread that saved it.
+    _here: std::marker::PhantomData<*const ()>,
+}
+
+impl SavedMask {
+    /// The calling thread's mask now; `None` where the platform cannot read and set it (only
+    /// Linux and Android can), or the OS refuses.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub fn save() -> Option<SavedMask> {
+        // SAFETY: `cpu_set_t` is a plain bit array, for which all zeroes is the empty set.
+        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid 0 names the calling thread; the size is that of the set written.
+        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) } != 0 {
+            return None;
+        }
+        // SAFETY: every index is below the set's size in bits.
+        let cpus = (0..PINNABLE_CPUS).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &mask) }).collect();
+        Some(SavedMask { mask, cpus, _here: std::marker::PhantomData })
+    }
+
+    /// The calling thread's mask now: `None` on this platform, which cannot set it back.
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    pub fn save() -> Option<SavedMask> {
+        None
+    }
+
+    /// The OS ids of the CPUs in the saved mask, ascending.
+    pub fn cpus(&self) -> &[usize] {
+        &self.cpus
+    }
+}
+
+impl Drop for SavedMask {
+    fn drop(&mut self) {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        // SAFETY: pid 0 names the calling thread, the one that saved the mask (`SavedMask` is
+        // not `Send`); the set is initialized, its size given.
+        unsafe {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.mask)
+        };
+    }
+}
+
+/// The OS id of the CPU the calling thread runs on now (it may move at any time unless pinned),
+/// or `None` where the platform does not say.
+///
+/// ```
+/// if let Some(cpu) = elite_affinity::current_cpu() {
+///     assert!(cpu < 1 << 20);
+/// }
+/// ```
+pub fn current_cpu() -> Option<usize> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: no arguments; it returns the CPU the calling thread runs on, or -1.
+    return usize::try_from(unsafe { libc::sched_getcpu() }).ok();
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    None
+}
+
 /// The error of [`pin_current_thread`]: which CPU was refused, and why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PinError {
@@ -108,6 +185,30 @@ impl std::error::Error for PinError {}
 mod tests {
     use super::*;
     use crate::Topology;
+
+    /// A thread pinned while a `SavedMask` lives runs on every CPU of its old mask again once
+    /// the mask is dropped; where the platform cannot save it, nothing is saved.
+    #[test]
+    fn a_saved_mask_is_put_back_when_dropped() {
+        std::thread::spawn(|| {
+            let before = allowed_cpus();
+            let Some(saved) = SavedMask::save() else {
+                assert!(!cfg!(any(target_os = "linux", target_os = "android")), "Linux can save its mask");
+                return;
+            };
+            assert_eq!(Some(saved.cpus().to_vec()), before);
+            let first = saved.cpus()[0];
+            pin_current_thread(first).unwrap();
+            assert_eq!(allowed_cpus(), Some(vec![first]));
+            if let Some(cpu) = current_cpu() {
+                assert_eq!(cpu, first, "a pinned thread runs on its CPU");
+            }
+            drop(saved);
+            assert_eq!(allowed_cpus(), before);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn pin_to_every_detected_cpu() {

@@ -165,31 +165,22 @@ const ROUND_TRIP_PATIENCE: std::time::Duration = std::time::Duration::from_milli
 /// A cache line's round trip between the first two CPUs this process may run on, now, in
 /// nanoseconds: this thread, pinned to the first, and a helper thread pinned to the second pass
 /// a counter back and forth through one atomic word, [`ROUND_TRIPS`] times, and the mean is
-/// returned. `None` with fewer than two CPUs, where pinning fails, or when the helper did not
-/// answer within [`ROUND_TRIP_PATIENCE`] (a busy host). The thread's own CPU mask is restored
-/// before it returns.
+/// returned. `None` with fewer than two CPUs, where the mask cannot be read and set (only Linux
+/// can), where pinning fails, or when the helper did not answer within [`ROUND_TRIP_PATIENCE`]
+/// (a busy host). The thread's own CPU mask is restored before it returns.
 ///
 /// Some virtual machines place their virtual CPUs nearer to or farther from each other from one
 /// minute to the next (a host of this project's measured 45 to 51 ns in some minutes, 350 to
 /// 430 ns in others), and whatever moves data between processors slows with it; the suites
 /// record this before and after each bench ([`crate::harness`]) so that a reader can tell.
-#[cfg(target_os = "linux")]
 pub fn core_round_trip_ns() -> Option<f64> {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
     use std::time::Instant;
 
-    // SAFETY: `cpu_set_t` is plain data, for which all zeroes is the empty set.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: `mask` is a valid, writable `cpu_set_t` of `size` bytes; pid 0 is this thread.
-    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
-        return None;
-    }
-    // SAFETY: `CPU_ISSET` reads the set for an index below `CPU_SETSIZE`.
-    let cpus: Vec<usize> =
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &mask) }).take(2).collect();
-    let &[first, second] = cpus.as_slice() else { return None };
+    // Put back when dropped, at the end (`None` where the mask cannot be read and set).
+    let saved = elite_affinity::SavedMask::save()?;
+    let &[first, second, ..] = saved.cpus() else { return None };
     let pin = |cpu: usize| elite_affinity::pin_current_thread(cpu).is_ok();
     // The counter: odd values are this thread's, even ones the helper's answers; `u64::MAX`
     // tells the helper to stop. (A helper that cannot pin answers nothing: the patience ends
@@ -242,15 +233,8 @@ pub fn core_round_trip_ns() -> Option<f64> {
     })();
     word.store(u64::MAX, Ordering::Release);
     let _ = helper.join();
-    // SAFETY: `mask` is the set read above, of `size` bytes; pid 0 is this thread.
-    unsafe { libc::sched_setaffinity(0, size, &mask) };
+    drop(saved); // this thread's mask as it was
     measured
-}
-
-/// [`core_round_trip_ns`] where the CPU mask cannot be read or set: not measured.
-#[cfg(not(target_os = "linux"))]
-pub fn core_round_trip_ns() -> Option<f64> {
-    None
 }
 
 /// The first `model name` of `/proc/cpuinfo`.

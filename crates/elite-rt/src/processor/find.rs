@@ -702,7 +702,7 @@ impl Processor {
     #[inline(never)]
     fn remeasure_lines(&self) {
         let shared = &*self.shared;
-        if cfg!(miri) || shared.processors.len() < 2 || !crate::sync::host::lines_due() {
+        if shared.processors.len() < 2 || !crate::sync::host::lines_due() {
             return;
         }
         let parked =

@@ -782,8 +782,9 @@ fn measure_lines(helper_cpu: Option<usize>, stop: &dyn Fn() -> bool) -> Option<(
     // there instead of passing the line between cores.
     let apart = apart::Apart::new();
     // (A CPU asked for that this thread runs on, which an unpinned thread may: another one.)
-    let helper_cpu =
-        helper_cpu.filter(|&cpu| apart::this_cpu() != Some(cpu)).or(apart.as_ref().map(|a| a.other));
+    let helper_cpu = helper_cpu
+        .filter(|&cpu| elite_affinity::current_cpu() != Some(cpu))
+        .or(apart.as_ref().map(|a| a.other));
     // The turn: odd when this thread asks, even when the helper answered; `u64::MAX`: stop.
     let turn = Arc::new(Line(AtomicU64::new(0)));
     let block: Arc<[Line; BLOCK_LINES]> = Arc::new(std::array::from_fn(|_| Line(AtomicU64::new(0))));
@@ -915,77 +916,26 @@ fn ticks_fenced() -> u64 {
 }
 
 /// Keeping the two threads of the line measurement on two CPUs.
-#[cfg(all(not(miri), target_os = "linux"))]
+#[cfg(not(miri))]
 mod apart {
-    use std::mem::{size_of, zeroed};
-
     /// The calling thread pinned to the CPU it runs on, and another CPU of its affinity mask for
-    /// the helper; the thread's mask as it was is restored on drop.
+    /// the helper; the thread's mask as it was is put back on drop (`SavedMask`, which is not
+    /// `Send`: dropped on the thread whose mask it saved).
     pub(super) struct Apart {
-        saved: libc::cpu_set_t,
+        _saved: elite_affinity::SavedMask,
         /// A CPU of the mask other than the one the calling thread now runs on.
         pub(super) other: usize,
-        /// Not `Send`: dropped on the thread whose mask it saved.
-        _here: std::marker::PhantomData<*const ()>,
     }
 
     impl Apart {
-        /// `None` (nothing changed) where the mask cannot be read or set, or names one CPU.
+        /// `None` (the mask as it was) where the mask cannot be read or set, or names one CPU.
         pub(super) fn new() -> Option<Apart> {
-            // SAFETY: `cpu_set_t` is a plain bit array, for which all zeroes is the empty set.
-            let mut saved: libc::cpu_set_t = unsafe { zeroed() };
-            // SAFETY: pid 0 names the calling thread; the size is that of the set written.
-            if unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut saved) } != 0 {
-                return None;
-            }
-            // SAFETY: no arguments; it returns the CPU the calling thread runs on, or -1.
-            let here = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
-            let cpus = 8 * size_of::<libc::cpu_set_t>();
-            // SAFETY: every index is below the set's size in bits.
-            let other = (0..cpus).find(|&cpu| cpu != here && unsafe { libc::CPU_ISSET(cpu, &saved) })?;
-            // SAFETY: as for `saved`.
-            let mut only: libc::cpu_set_t = unsafe { zeroed() };
-            // SAFETY: `here` is a CPU id the OS returned, below the set's size in bits.
-            unsafe { libc::CPU_SET(here, &mut only) };
-            // SAFETY: pid 0 names the calling thread; the set is initialized, its size given.
-            if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &only) } != 0 {
-                return None;
-            }
-            Some(Apart { saved, other, _here: std::marker::PhantomData })
+            let saved = elite_affinity::SavedMask::save()?;
+            let here = elite_affinity::current_cpu()?;
+            let other = saved.cpus().iter().copied().find(|&cpu| cpu != here)?;
+            elite_affinity::pin_current_thread(here).ok()?;
+            Some(Apart { _saved: saved, other })
         }
-    }
-
-    /// The CPU the calling thread runs on now, if the OS says.
-    pub(super) fn this_cpu() -> Option<usize> {
-        // SAFETY: no arguments; it returns the CPU the calling thread runs on, or -1.
-        usize::try_from(unsafe { libc::sched_getcpu() }).ok()
-    }
-
-    impl Drop for Apart {
-        fn drop(&mut self) {
-            // SAFETY: pid 0 names the calling thread, the one that made `self` (`Apart` is not
-            // `Send`); the set is the mask it had.
-            unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &self.saved) };
-        }
-    }
-}
-
-/// Elsewhere the OS places the two threads.
-#[allow(dead_code)] // (never built here: `new` declines)
-#[cfg(all(not(miri), not(target_os = "linux")))]
-mod apart {
-    pub(super) struct Apart {
-        pub(super) other: usize,
-    }
-
-    impl Apart {
-        pub(super) fn new() -> Option<Apart> {
-            None
-        }
-    }
-
-    pub(super) fn this_cpu() -> Option<usize> {
-        None
     }
 }
 
