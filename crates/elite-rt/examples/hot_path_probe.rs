@@ -27,8 +27,12 @@
 //! lock's contenders on one gives up (its trial, `sync::mutex::gather`, should then fail).
 //! `--no-gather` builds the runtime with `gather_locks(false)`;
 //! `--no-prefetch` builds the runtime with prefetch off; `--processors P` gives it P processors
-//! instead of one. `--time` prints the wall-clock nanoseconds per operation (of the whole
-//! `block_on`, so spawning and joining included) to stderr; `--stats` prints the runtime's
+//! instead of one. `--rounds R` runs the whole workload R times on the one runtime, each round a
+//! `block_on` of its own whose ULTs reuse the stacks and control blocks the earlier rounds left in
+//! the runtime's pools (`elite-bench` times a round after a warm-up round; a fresh runtime's
+//! first round can differ from the later ones). `--time` prints the wall-clock nanoseconds per
+//! operation (of the whole `block_on`, so spawning and joining included) to stderr, one line per
+//! round; `--stats` prints the runtime's
 //! counters (`Runtime::stats`) there: with `mutex --processors 2`, how many ULTs went to the
 //! lock's home (`gathered`), how often the other processor paused or stole; and the host's
 //! measured costs with the threshold of bounces below which a mutex is a candidate for saturation.
@@ -52,7 +56,7 @@ fn count_flag<T: std::str::FromStr + PartialOrd + Default>(
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|mutex-work|yields|bare|std-mutex N [--ults K] [--processors P] [--work K] [--no-lock] [--no-gather] [--no-prefetch] [--time] [--stats]";
+    let usage = "usage: hot_path_probe spawn|yield|wake|wake-data|mutex|mutex-work|yields|bare|std-mutex N [--ults K] [--processors P] [--work K] [--no-lock] [--no-gather] [--no-prefetch] [--rounds R] [--time] [--stats]";
     let (Some(kind), Some(n)) = (args.first(), args.get(1)) else {
         return Err(usage.into());
     };
@@ -68,134 +72,144 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .prefetch(prefetch)
         .gather_locks(gather)
         .build()?;
-    let kind = kind.clone();
-    let start = std::time::Instant::now();
-    let done = rt.block_on(move || match kind.as_str() {
-        "spawn" => Ok((0..n).map(|i| elite_rt::spawn(move || i).join().unwrap_or(0)).sum::<u64>() + 1),
-        "yield" => {
-            let other = elite_rt::spawn(move || {
+    let rounds: usize = count_flag(&args, "--rounds", 1).ok_or(usage)?;
+    let time = args.iter().any(|a| a == "--time");
+    let mut done = 0;
+    for round in 1..=rounds {
+        let kind = kind.clone();
+        let start = std::time::Instant::now();
+        done = rt.block_on(move || match kind.as_str() {
+            "spawn" => Ok((0..n).map(|i| elite_rt::spawn(move || i).join().unwrap_or(0)).sum::<u64>() + 1),
+            "yield" => {
+                let other = elite_rt::spawn(move || {
+                    for _ in 0..n {
+                        elite_rt::yield_now();
+                    }
+                    n
+                });
                 for _ in 0..n {
                     elite_rt::yield_now();
                 }
-                n
-            });
-            for _ in 0..n {
-                elite_rt::yield_now();
+                other.join().map_err(|_| "the other ULT panicked".to_string())
             }
-            other.join().map_err(|_| "the other ULT panicked".to_string())
-        }
-        "wake" | "wake-data" => {
-            let data = kind == "wake-data";
-            let (ping, pong) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
-            let (ping2, pong2) = (ping.clone(), pong.clone());
-            let block = vec![0u64; 64];
-            let mut builder = elite_rt::Builder::new();
-            if data {
-                builder = builder.data(&block);
-                elite_rt::set_data_block(&block);
+            "wake" | "wake-data" => {
+                let data = kind == "wake-data";
+                let (ping, pong) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+                let (ping2, pong2) = (ping.clone(), pong.clone());
+                let block = vec![0u64; 64];
+                let mut builder = elite_rt::Builder::new();
+                if data {
+                    builder = builder.data(&block);
+                    elite_rt::set_data_block(&block);
+                }
+                let other = builder
+                    .spawn(move || {
+                        for _ in 0..n {
+                            ping2.acquire();
+                            pong2.release();
+                        }
+                        n
+                    })
+                    .map_err(|e| e.to_string())?;
+                for _ in 0..n {
+                    ping.release();
+                    pong.acquire();
+                }
+                other.join().map_err(|_| "the other ULT panicked".to_string())
             }
-            let other = builder
-                .spawn(move || {
-                    for _ in 0..n {
-                        ping2.acquire();
-                        pong2.release();
-                    }
-                    n
-                })
-                .map_err(|e| e.to_string())?;
-            for _ in 0..n {
-                ping.release();
-                pong.acquire();
+            "mutex" | "yields" => {
+                let counter = Arc::new(Mutex::new(0u64));
+                let turns = n.div_ceil(ults);
+                let handles: Vec<_> = (0..ults)
+                    .map(|_| {
+                        let counter = counter.clone();
+                        elite_rt::spawn(move || {
+                            let mut mine = 0;
+                            for _ in 0..turns {
+                                if lock {
+                                    *counter.lock().unwrap() += 1;
+                                } else {
+                                    mine += 1;
+                                }
+                                elite_rt::yield_now();
+                            }
+                            mine
+                        })
+                    })
+                    .collect();
+                let mut unlocked = 0;
+                for h in handles {
+                    unlocked += h.join().map_err(|_| "a ULT panicked".to_string())?;
+                }
+                let total = *counter.lock().unwrap() + unlocked;
+                Ok(total)
             }
-            other.join().map_err(|_| "the other ULT panicked".to_string())
-        }
-        "mutex" | "yields" => {
-            let counter = Arc::new(Mutex::new(0u64));
-            let turns = n.div_ceil(ults);
-            let handles: Vec<_> = (0..ults)
-                .map(|_| {
-                    let counter = counter.clone();
-                    elite_rt::spawn(move || {
-                        let mut mine = 0;
-                        for _ in 0..turns {
-                            if lock {
+            "mutex-work" => {
+                // (A loop of its own, as `bare`'s.) `work` iterations of a `black_box` loop after
+                // each unlock, before the yield: work the processors may do side by side.
+                let counter = Arc::new(Mutex::new(0u64));
+                let turns = n.div_ceil(ults);
+                let handles: Vec<_> = (0..ults)
+                    .map(|_| {
+                        let counter = counter.clone();
+                        elite_rt::spawn(move || {
+                            let mut x = 0u64;
+                            for _ in 0..turns {
                                 *counter.lock().unwrap() += 1;
-                            } else {
-                                mine += 1;
+                                for i in 0..work {
+                                    x = std::hint::black_box(x.wrapping_add(i));
+                                }
+                                elite_rt::yield_now();
                             }
-                            elite_rt::yield_now();
-                        }
-                        mine
+                            std::hint::black_box(x);
+                        })
                     })
-                })
-                .collect();
-            let mut unlocked = 0;
-            for h in handles {
-                unlocked += h.join().map_err(|_| "a ULT panicked".to_string())?;
+                    .collect();
+                for h in handles {
+                    h.join().map_err(|_| "a ULT panicked".to_string())?;
+                }
+                let total = *counter.lock().unwrap();
+                Ok(total)
             }
-            let total = *counter.lock().unwrap() + unlocked;
-            Ok(total)
-        }
-        "mutex-work" => {
-            // (A loop of its own, as `bare`'s.) `work` iterations of a `black_box` loop after
-            // each unlock, before the yield: work the processors may do side by side.
-            let counter = Arc::new(Mutex::new(0u64));
-            let turns = n.div_ceil(ults);
-            let handles: Vec<_> = (0..ults)
-                .map(|_| {
-                    let counter = counter.clone();
-                    elite_rt::spawn(move || {
-                        let mut x = 0u64;
-                        for _ in 0..turns {
-                            *counter.lock().unwrap() += 1;
-                            for i in 0..work {
-                                x = std::hint::black_box(x.wrapping_add(i));
+            "bare" | "std-mutex" => {
+                // (A loop of its own, so that the code of `mutex` and `yields`, whose instructions
+                // `scripts/hot-paths.sh` tracks, stays as it is.)
+                let bare = kind == "bare";
+                let shared = Arc::new(AtomicU64::new(0));
+                let std_lock = Arc::new(std::sync::Mutex::new(0u64));
+                let turns = n.div_ceil(ults);
+                let handles: Vec<_> = (0..ults)
+                    .map(|_| {
+                        let (shared, std_lock) = (shared.clone(), std_lock.clone());
+                        elite_rt::spawn(move || {
+                            for _ in 0..turns {
+                                if bare {
+                                    shared.store(shared.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                                } else {
+                                    *std_lock.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+                                }
+                                elite_rt::yield_now();
                             }
-                            elite_rt::yield_now();
-                        }
-                        std::hint::black_box(x);
+                        })
                     })
-                })
-                .collect();
-            for h in handles {
-                h.join().map_err(|_| "a ULT panicked".to_string())?;
+                    .collect();
+                for h in handles {
+                    h.join().map_err(|_| "a ULT panicked".to_string())?;
+                }
+                let locked = *std_lock.lock().unwrap_or_else(PoisonError::into_inner);
+                Ok(shared.load(Ordering::Relaxed) + locked)
             }
-            let total = *counter.lock().unwrap();
-            Ok(total)
-        }
-        "bare" | "std-mutex" => {
-            // (A loop of its own, so that the code of `mutex` and `yields`, whose instructions
-            // `scripts/hot-paths.sh` tracks, stays as it is.)
-            let bare = kind == "bare";
-            let shared = Arc::new(AtomicU64::new(0));
-            let std_lock = Arc::new(std::sync::Mutex::new(0u64));
-            let turns = n.div_ceil(ults);
-            let handles: Vec<_> = (0..ults)
-                .map(|_| {
-                    let (shared, std_lock) = (shared.clone(), std_lock.clone());
-                    elite_rt::spawn(move || {
-                        for _ in 0..turns {
-                            if bare {
-                                shared.store(shared.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                            } else {
-                                *std_lock.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-                            }
-                            elite_rt::yield_now();
-                        }
-                    })
-                })
-                .collect();
-            for h in handles {
-                h.join().map_err(|_| "a ULT panicked".to_string())?;
+            other => Err(format!("unknown kind `{other}`\n{usage}")),
+        })?;
+        let elapsed = start.elapsed();
+        if time {
+            let per_op = elapsed.as_nanos() as f64 / n.max(1) as f64;
+            if rounds == 1 {
+                eprintln!("{per_op:.2} ns per op");
+            } else {
+                eprintln!("{per_op:.2} ns per op (round {round} of {rounds})");
             }
-            let locked = *std_lock.lock().unwrap_or_else(PoisonError::into_inner);
-            Ok(shared.load(Ordering::Relaxed) + locked)
         }
-        other => Err(format!("unknown kind `{other}`\n{usage}")),
-    })?;
-    let elapsed = start.elapsed();
-    if args.iter().any(|a| a == "--time") {
-        eprintln!("{:.2} ns per op", elapsed.as_nanos() as f64 / n.max(1) as f64);
     }
     if args.iter().any(|a| a == "--stats") {
         eprintln!("{}", rt.stats());
