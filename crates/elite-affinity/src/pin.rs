@@ -63,7 +63,9 @@ pub(crate) fn allowed_cpus() -> Option<Vec<usize>> {
 
 /// The calling thread's affinity mask as it was when saved, put back when this is dropped: for
 /// code that pins a thread for a while (a measurement between two CPUs) and must leave it as it
-/// found it. Not `Send`: it is dropped on the thread whose mask it saved.
+/// found it. Not `Send`: it is dropped on the thread whose mask it saved. A restore the OS
+/// refuses (none of the saved CPUs is left to the process, its CPU set having shrunk meanwhile)
+/// leaves the thread's mask as the drop found it.
 ///
 /// ```
 /// std::thread::spawn(|| {
