@@ -13,7 +13,8 @@ writes them), given as LABEL=DIR. Two subcommands:
             runs of different builds compare as long as their targets read alike; a line one
             run lacks shows as `-`.
   ceiling   for `synthetic_1024` in `affinity.json`: what a scheduling order alone gains on the
-            run's host (`order/reversed` over `order/fixed`, the plain loops without a runtime)
+            run's host (`order/reversed` over `order/fixed`, the plain loops without a runtime:
+            a bound at 1 processor, a reference at 2, where the threads share the last level)
             beside the best affinity policy over No Affinity, each the median of ratios paired
             by round, at each processor count.
 
